@@ -1,0 +1,98 @@
+"""Wire the server together and run its lifecycle (CONTRACT §1, "On stdin EOF ...").
+
+Order of events: read and dispatch until stdin ends (or SIGTERM/SIGINT), answer
+every request already read (after a signal: cancel them first), flush stdout,
+exit 0. Later layers add "stop the remaining background runs" to this sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import uuid
+from typing import Final
+
+from subagent_host.config import ServerConfig
+from subagent_host.handlers.context import Context
+from subagent_host.handlers.table import build_method_table
+from subagent_host.rpc.connection import Connection
+from subagent_host.rpc.dispatch import HostProtocol, make_protocol
+from subagent_host.rpc.framing import AutoDecoder
+from subagent_host.rpc.stdio import InputStream, StdioGuard, open_input, open_output
+
+logger = logging.getLogger(__name__)
+
+# After a signal, cancelled handlers answer -32800 within moments; this bounds a
+# handler that ignores cancellation so the server still exits.
+CANCELLED_ANSWER_TIMEOUT_S: Final = 10.0
+# A client that stopped reading stdout must not keep the server alive forever.
+OUTPUT_FLUSH_TIMEOUT_S: Final = 10.0
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+def new_session_id() -> str:
+    return f"session-{uuid.uuid4().hex}"
+
+
+async def serve(config: ServerConfig) -> int:
+    """Serve one client on stdin/stdout until it goes away; return the exit status."""
+    with StdioGuard() as stdio:
+        loop = asyncio.get_running_loop()
+        source = await open_input(stdio.stdin_fd)
+        sink = await open_output(stdio.wire_out_fd)
+        ctx = Context(config=config, session_id=config.session_id or new_session_id())
+        protocol = make_protocol()
+        connection = Connection(
+            protocol, AutoDecoder(config.max_message_bytes, config.framing), sink
+        )
+        protocol.attach(build_method_table(ctx), connection.emit)
+
+        stopping = asyncio.Event()
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
+        try:
+            await _serve_until_done(connection, protocol, source, stopping)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)
+        finally:
+            for signum in STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
+            source.close()
+    logger.info("server stopped")
+    return 0
+
+
+def _on_stop_signal(signum: int, stopping: asyncio.Event) -> None:
+    logger.info("received %s: stopping", signal.Signals(signum).name)
+    stopping.set()
+
+
+async def _serve_until_done(
+    connection: Connection,
+    protocol: HostProtocol,
+    source: InputStream,
+    stopping: asyncio.Event,
+) -> None:
+    reading = asyncio.create_task(connection.read_until_eof(source))
+    signalled = asyncio.create_task(stopping.wait())
+    answered: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait({reading, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.is_set():
+            # stdin ended: answer what was read; a signal meanwhile cancels the rest.
+            answered = asyncio.create_task(protocol.wait_answered())
+            await asyncio.wait({answered, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        if stopping.is_set():
+            reading.cancel()
+            protocol.cancel_in_flight()
+            try:
+                await asyncio.wait_for(protocol.wait_answered(), CANCELLED_ANSWER_TIMEOUT_S)
+            except TimeoutError:
+                logger.error("%d requests ignored cancellation; exiting", protocol.in_flight)
+    finally:
+        tasks = [task for task in (reading, signalled, answered) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,246 @@
+"""The `subagent-host` command line (CONTRACT §7).
+
+Every option is validated here: a bad value prints one clear line and exits 2,
+before anything is served. Options whose feature has not landed yet are parsed,
+validated and kept in `ServerConfig` all the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+import platformdirs
+
+from subagent_host import SERVER_NAME, __version__
+from subagent_host.app import serve
+from subagent_host.config import (
+    DEFAULT_GRACE_MS,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_TOKEN_TTL_MS,
+    ServerConfig,
+)
+from subagent_host.logs import configure_logging
+from subagent_host.rpc.framing import Framing
+from subagent_host.rpc.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
+
+DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+# Below this a single ping could not fit; above it one message could exhaust memory.
+MIN_MESSAGE_BYTES: Final = 1024
+MAX_MESSAGE_BYTES: Final = 1024 * 1024 * 1024
+MAX_CONCURRENCY: Final = 256
+MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
+
+logger = logging.getLogger(__name__)
+
+
+def int_in_range(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({low}..{high})")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def session_id(text: str) -> str:
+    if SESSION_ID_PATTERN.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid session id: use {SESSION_ID_RULE}"
+        )
+    return text
+
+
+def existing_file(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a readable file")
+    return path.resolve()
+
+
+def existing_directory(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+    return path.resolve()
+
+
+def state_directory(text: str) -> Path:
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    return path.resolve()
+
+
+def log_file(text: str) -> Path:
+    path = Path(text).expanduser().resolve()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the directory of {text!r} does not exist")
+    return path
+
+
+def log_level(text: str) -> str:
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text.upper()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=SERVER_NAME,
+        description=(
+            "Serve JSON-RPC 2.0 on stdin/stdout: run coding-agent CLIs and commands as "
+            "supervised subagents. Framing is detected from the first byte: '{' or '[' "
+            "means one JSON text per line, anything else LSP Content-Length framing."
+        ),
+        epilog="See protocol.md for the methods. Logs go to stderr (or --log-file), never stdout.",
+    )
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("serve",),
+        default="serve",
+        help="serve on stdio (the default; 'subagent-host serve' is the same)",
+    )
+    parser.add_argument("--version", action="version", version=f"{SERVER_NAME} {__version__}")
+    parser.add_argument(
+        "--state-dir",
+        type=state_directory,
+        metavar="DIR",
+        help="where run history (SQLite) and backend session files live "
+        f"(default: {platformdirs.user_state_path(SERVER_NAME)})",
+    )
+    parser.add_argument(
+        "--session",
+        type=session_id,
+        metavar="ID",
+        help="bind this connection to session ID (default: a fresh session)",
+    )
+    parser.add_argument(
+        "--framing",
+        choices=("auto", "lsp", "ndjson"),
+        default="auto",
+        help="message framing on stdin/stdout (default: auto, detected from the first byte)",
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int_in_range(1, MAX_CONCURRENCY),
+        default=DEFAULT_MAX_CONCURRENCY,
+        metavar="N",
+        help=f"children running at once across the server (default: {DEFAULT_MAX_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES),
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metavar="N",
+        help="largest message accepted; larger ones are answered -32600 and skipped "
+        f"(default: {DEFAULT_MAX_MESSAGE_BYTES})",
+    )
+    parser.add_argument(
+        "--grace-ms",
+        type=int_in_range(0, MAX_DURATION_MS),
+        default=DEFAULT_GRACE_MS,
+        metavar="N",
+        help=f"wait between SIGTERM and SIGKILL when stopping a run (default: {DEFAULT_GRACE_MS})",
+    )
+    parser.add_argument(
+        "--resume-token-ttl-ms",
+        type=int_in_range(1000, MAX_DURATION_MS),
+        default=DEFAULT_RESUME_TOKEN_TTL_MS,
+        metavar="N",
+        help=f"lifetime of a resume token (default: {DEFAULT_RESUME_TOKEN_TTL_MS})",
+    )
+    parser.add_argument(
+        "--config",
+        type=existing_file,
+        metavar="FILE",
+        help="an extra configuration file (subagents.json format)",
+    )
+    parser.add_argument(
+        "--trust-project",
+        type=existing_directory,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="trust the project at DIR: its .pi/ agents and configuration are used (repeatable)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=log_level,
+        default="WARNING",
+        metavar="LEVEL",
+        help=f"one of {', '.join(LOG_LEVELS)} (default: warning)",
+    )
+    parser.add_argument(
+        "--log-file",
+        type=log_file,
+        metavar="FILE",
+        help="append logs to FILE instead of stderr",
+    )
+    return parser
+
+
+def read_depth(environ: dict[str, str] | os._Environ[str]) -> tuple[int, str | None]:
+    """This server's depth in a delegation chain, from its parent's marker.
+
+    A malformed marker fails closed: the server counts as deepest, so it runs no
+    children, rather than risk unbounded recursion.
+    """
+    raw = environ.get(DEPTH_VARIABLE)
+    if raw is None:
+        return 0, None
+    if raw.isdigit() and len(raw) <= 6:
+        return int(raw), None
+    return DEFAULT_MAX_DEPTH, f"ignoring malformed {DEPTH_VARIABLE}={raw[:20]!r}; spawns refused"
+
+
+def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | None]:
+    """Parse argv into a config; exits 2 with a message on a bad value."""
+    args = build_parser().parse_args(argv)
+    depth, warning = read_depth(os.environ)
+    config = ServerConfig(
+        state_dir=args.state_dir or platformdirs.user_state_path(SERVER_NAME),
+        session_id=args.session,
+        framing=None if args.framing == "auto" else Framing(args.framing),
+        max_concurrency=args.max_concurrency,
+        max_message_bytes=args.max_message_bytes,
+        grace_ms=args.grace_ms,
+        resume_token_ttl_ms=args.resume_token_ttl_ms,
+        config_file=args.config,
+        trusted_projects=tuple(args.trust_project),
+        log_level=args.log_level,
+        log_file=args.log_file,
+        depth=depth,
+    )
+    return config, warning
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `subagent-host` and `python -m subagent_host`."""
+    config, warning = parse_config(argv)
+    try:
+        configure_logging(config.log_level, config.log_file)
+    except OSError as exc:
+        print(f"{SERVER_NAME}: cannot open log file: {exc}", file=sys.stderr)
+        return 2
+    if warning:
+        logger.warning(warning)
+    logger.info("serving on stdio: %s", config)
+    return asyncio.run(serve(config))

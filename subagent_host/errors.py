@@ -1,0 +1,43 @@
+"""Domain errors: raised by handlers and runs, mapped to JSON-RPC codes in one place.
+
+The codes live in `rpc/errors.py` (CONTRACT §5); this module imports nothing of
+ours so every layer can raise these without knowing about the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class HostError(Exception):
+    """Base class of every error a client may see with its own JSON-RPC code."""
+
+    def __init__(self, message: str, *, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+class RunNotFound(HostError):
+    """No run has that id in this session (also: the run belongs to another session)."""
+
+
+class BackendUnavailable(HostError):
+    """The backend's executable cannot be found or does not answer its probe."""
+
+
+class LaunchRejected(HostError):
+    """Preflight rejected the launch, or the launch does not match its preflight."""
+
+
+class ResumeDenied(HostError):
+    """A resume token was unknown, expired, consumed, foreign or mismatched."""
+
+
+class CapacityExceeded(HostError):
+    """The run queue is full."""
+
+
+class AmbiguousRunId(HostError):
+    """A run id prefix matches more than one run."""

@@ -1,0 +1,36 @@
+"""The method table: every JSON-RPC method this server answers, spelled out.
+
+A contract method missing here is answered -32601 until its handler lands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from subagent_host.handlers import ping
+from subagent_host.handlers.context import Context
+from subagent_host.rpc.dispatch import Method
+from subagent_host.rpc.wire import PingParams
+
+Handler = Callable[[Any, Context], Awaitable[Any]]
+
+ENTRIES: Mapping[str, tuple[type[Any], Handler]] = {
+    "ping": (PingParams, ping.handle),
+}
+
+
+def build_method_table(ctx: Context) -> dict[str, Method]:
+    """Bind every handler to this connection's context; record the list `ping` reports."""
+    ctx.methods = tuple(sorted(ENTRIES))
+    return {
+        name: Method(params_type, _bind(handler, ctx))
+        for name, (params_type, handler) in ENTRIES.items()
+    }
+
+
+def _bind(handler: Handler, ctx: Context) -> Callable[[Any], Awaitable[Any]]:
+    async def call(params: Any) -> Any:
+        return await handler(params, ctx)
+
+    return call

@@ -1,0 +1,304 @@
+"""JSON-RPC 2.0 dispatch on top of pygls's `JsonRPCProtocol`.
+
+Above: the method table (`Method` entries built by the handlers package) and the
+connection loop, which feeds this class one `Frame` at a time. Below: pygls does
+the request bookkeeping, runs each handler as an asyncio task, honours
+`$/cancelRequest` and routes notifications. This class adds what pygls leaves
+out (checked with pygls 2.1.1): answers to malformed JSON and invalid requests,
+batches, -32602 for params that do not structure, and errors without
+tracebacks. Every request with a usable id is answered exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future
+from functools import partial
+from typing import Any, Final
+
+import attrs
+from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
+from lsprotocol.types import CANCEL_REQUEST
+from pygls.exceptions import JsonRpcMethodNotFound
+from pygls.protocol import JsonRPCProtocol, JsonRPCRequestMessage
+from pygls.protocol.json_rpc import MsgId as PyglsMsgId
+from pygls.server import JsonRPCServer
+
+from subagent_host.rpc.errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    InvalidParams,
+    ParamProblem,
+    error_for_exception,
+    error_object,
+    param_problems,
+)
+from subagent_host.rpc.framing import BadFrame, Frame
+from subagent_host.rpc.json_codec import JsonEncodeError, encode_json
+from subagent_host.rpc.messages import (
+    InvalidRequest,
+    MsgId,
+    Notification,
+    Request,
+    classify,
+    is_valid_id,
+)
+from subagent_host.rpc.wire import WireValueError, make_converter
+
+logger = logging.getLogger(__name__)
+
+JSONRPC: Final = "2.0"
+STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
+
+
+@attrs.frozen
+class Method:
+    """One entry of the method table: how to read the params, and what to call with them."""
+
+    params_type: type[Any]
+    handler: Callable[[Any], Awaitable[Any]]
+
+
+class _Batch:
+    """Collects the answers of one batch; sends them as one array when the last arrives."""
+
+    def __init__(self, size: int) -> None:
+        self.replies: list[bytes | None] = [None] * size
+        self.slot_of: dict[MsgId, int] = {}
+        self.sealed = False  # every element has been accepted
+
+    def is_complete(self) -> bool:
+        return self.sealed and not self.slot_of
+
+    def encode(self) -> bytes | None:
+        parts = [reply for reply in self.replies if reply is not None]
+        return b"[" + b",".join(parts) + b"]" if parts else None
+
+
+class HostProtocol(JsonRPCProtocol):
+    """The server side of one connection: frames in, encoded JSON texts out."""
+
+    def __init__(self, server: JsonRPCServer, converter: Any) -> None:
+        super().__init__(server, converter)
+        self._methods: Mapping[str, Method] = {}
+        self._emit: Callable[[bytes], None] = _drop
+        # Requests not yet answered, each with the batch its answer belongs in (or None).
+        self._in_flight: dict[MsgId, _Batch | None] = {}
+        self._answered = asyncio.Event()
+        self._answered.set()
+
+    def attach(self, methods: Mapping[str, Method], emit: Callable[[bytes], None]) -> None:
+        """Install the method table and the function that writes one JSON text to the client."""
+        self._methods = methods
+        self._emit = emit
+
+    # --- input -----------------------------------------------------------------------
+
+    def receive(self, frame: Frame) -> None:
+        """Handle one frame from the decoder: a message, a batch, or input that was not one."""
+        if isinstance(frame, BadFrame):
+            code = PARSE_ERROR if frame.kind == "parse-error" else INVALID_REQUEST
+            self._emit(_encode_error(None, error_object(code, frame.message)))
+        elif isinstance(frame.value, list):
+            self._receive_batch(frame.value)
+        else:
+            self._accept(frame.value, None, 0)
+
+    def _receive_batch(self, items: list[Any]) -> None:
+        if not items:
+            self._emit(_encode_error(None, error_object(INVALID_REQUEST, "empty batch")))
+            return
+        batch = _Batch(len(items))
+        for slot, item in enumerate(items):
+            self._accept(item, batch, slot)
+        batch.sealed = True
+        self._finish_batch(batch)
+
+    def _accept(self, value: Any, batch: _Batch | None, slot: int) -> None:
+        incoming = classify(value)
+        if isinstance(incoming, Request) and incoming.id in self._in_flight:
+            incoming = InvalidRequest(
+                incoming.id, f"a request with id {incoming.id!r} is still in flight"
+            )
+        if isinstance(incoming, InvalidRequest):
+            reply = _encode_error(
+                incoming.id, error_object(INVALID_REQUEST, f"invalid request: {incoming.reason}")
+            )
+            if batch is None:
+                self._emit(reply)
+            else:
+                batch.replies[slot] = reply
+        elif isinstance(incoming, Notification):
+            self._handle_notification(incoming.method, incoming.params)
+        else:
+            self._in_flight[incoming.id] = batch
+            self._answered.clear()
+            if batch is not None:
+                batch.slot_of[incoming.id] = slot
+            self.handle_message(
+                JsonRPCRequestMessage(
+                    id=incoming.id, method=incoming.method, jsonrpc=JSONRPC, params=incoming.params
+                )
+            )
+
+    # --- pygls hooks -----------------------------------------------------------------
+
+    def _get_handler(self, feature_name: str) -> Callable[[Any], Awaitable[Any]]:
+        method = self._methods.get(feature_name)
+        if method is None:
+            raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}")
+        return partial(self._invoke, method)
+
+    async def _invoke(self, method: Method, raw_params: Any) -> Any:
+        return await method.handler(self.structure_params(raw_params, method.params_type))
+
+    def structure_params(self, raw: Any, params_type: type[Any]) -> Any:
+        """Turn raw params into the method's attrs type, or raise `InvalidParams`."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            problem = ParamProblem("", "params must be an object: this server takes named params")
+            raise InvalidParams([problem])
+        try:
+            return self._converter.structure(raw, params_type)
+        except STRUCTURE_ERRORS as exc:
+            raise InvalidParams(param_problems(exc)) from None
+
+    def _send_handler_result(self, future: Future[Any], *, msg_id: PyglsMsgId) -> None:
+        self._request_futures.pop(msg_id, None)
+        if future.cancelled():
+            error = error_object(REQUEST_CANCELLED, "request cancelled")
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            return
+        exc = future.exception()
+        if exc is not None:
+            error = error_for_exception(exc)
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            return
+        try:
+            result = self._converter.unstructure(future.result())
+        except Exception as unstructure_error:  # a bug of ours: answer, log, keep serving
+            error = error_for_exception(unstructure_error)
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            return
+        self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
+
+    def _send_response(
+        self, msg_id: PyglsMsgId, result: Any | None = None, error: Any | None = None
+    ) -> None:
+        # pygls calls this for errors it raises itself (method not found).
+        if error is not None:
+            member = error_object(error.code, error.message, error.data)
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": member})
+        else:
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        if method_name == CANCEL_REQUEST:
+            target = params.get("id") if isinstance(params, dict) else None
+            if is_valid_id(target):
+                self._handle_cancel_notification(target)
+            else:
+                logger.warning("ignoring $/cancelRequest without a usable id")
+            return
+        if method_name.startswith("$/"):
+            logger.debug("ignoring notification %s", method_name)
+            return
+        if method_name not in self._methods:
+            logger.warning("ignoring notification for unknown method %r", method_name)
+            return
+        key = f"notification-{uuid.uuid4()}"
+        self._execute_handler(
+            msg_id=key,
+            handler=self._get_handler(method_name),
+            args=(params,),
+            callback=partial(self._notification_done, key=key, method_name=method_name),
+        )
+
+    def _notification_done(self, future: Future[Any], *, key: str, method_name: str) -> None:
+        self._request_futures.pop(key, None)
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            # Nobody to answer: the log is the only place this can go.
+            error = error_for_exception(exc)
+            logger.warning("notification %s failed: %s", method_name, error["message"])
+
+    def notify(self, method: str, params: Any | None = None) -> None:
+        """Send a notification to the client (`run/event`, `$/progress`)."""
+        message = {"jsonrpc": JSONRPC, "method": method}
+        if params is not None:
+            message["params"] = self._converter.unstructure(params)
+        try:
+            self._emit(encode_json(message))
+        except JsonEncodeError:
+            logger.exception("dropped notification %s that is not valid JSON", method)
+
+    # --- output ----------------------------------------------------------------------
+
+    def _answer(self, msg_id: MsgId, response: dict[str, Any]) -> None:
+        if msg_id not in self._in_flight:
+            logger.error("dropping a second answer to request %r", msg_id)
+            return
+        batch = self._in_flight.pop(msg_id)
+        try:
+            reply = encode_json(response)
+        except JsonEncodeError as exc:
+            logger.error("result of request %r is not valid JSON: %s", msg_id, exc)
+            reply = _encode_error(
+                msg_id, error_object(INTERNAL_ERROR, "internal error (result is not valid JSON)")
+            )
+        if batch is None:
+            self._emit(reply)
+        else:
+            batch.replies[batch.slot_of.pop(msg_id)] = reply
+            self._finish_batch(batch)
+        if not self._in_flight:
+            self._answered.set()
+
+    def _finish_batch(self, batch: _Batch) -> None:
+        if batch.is_complete():
+            reply = batch.encode()
+            if reply is not None:  # an all-notification batch gets no reply at all
+                self._emit(reply)
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def wait_answered(self) -> None:
+        """Return once every request read so far has been answered."""
+        await self._answered.wait()
+
+    def cancel_in_flight(self) -> None:
+        """Cancel every running handler; each request is then answered -32800 (or as it says)."""
+        for future in list(self._request_futures.values()):
+            future.cancel()
+
+
+class _Server(JsonRPCServer):
+    """The container pygls expects around a protocol; we keep only its error reporting."""
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # Every error reported here was already answered to the client (or logged by us).
+        logger.debug("pygls reported %s: %s", getattr(source, "__name__", source), error)
+
+
+def make_protocol() -> HostProtocol:
+    """A protocol with our converter, inside the pygls server object it expects."""
+    server = _Server(HostProtocol, make_converter)
+    assert isinstance(server.protocol, HostProtocol)
+    return server.protocol
+
+
+def _encode_error(msg_id: MsgId | None, error: dict[str, Any]) -> bytes:
+    return encode_json({"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+
+
+def _drop(_body: bytes) -> None:
+    logger.error("no output attached; dropping a message")

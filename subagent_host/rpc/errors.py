@@ -1,0 +1,126 @@
+"""JSON-RPC error codes and error objects: the one place a failure becomes a wire error.
+
+Domain code raises the code-free exceptions of `subagent_host.errors`; `CODES`
+maps each to its CONTRACT §5 code. Anything unmapped is an internal error: the
+client gets a short message, the traceback goes to the log only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
+from pygls.exceptions import JsonRpcException
+
+from subagent_host.errors import (
+    AmbiguousRunId,
+    BackendUnavailable,
+    CapacityExceeded,
+    HostError,
+    LaunchRejected,
+    ResumeDenied,
+    RunNotFound,
+)
+from subagent_host.rpc.wire import FieldValueError, WireValueError, camel_case
+
+logger = logging.getLogger(__name__)
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+REQUEST_CANCELLED: Final = -32800
+
+CODES: Final[Mapping[type[HostError], int]] = {
+    RunNotFound: -32001,
+    BackendUnavailable: -32002,
+    LaunchRejected: -32003,
+    ResumeDenied: -32004,
+    CapacityExceeded: -32005,
+    AmbiguousRunId: -32006,
+}
+
+
+@attrs.frozen
+class ParamProblem:
+    """One entry of `data.errors` in a -32602 answer: where (camelCase) and what."""
+
+    path: str
+    message: str
+
+
+class InvalidParams(JsonRpcException):
+    """Params that do not fit the method; `problems` lists every one found."""
+
+    CODE = INVALID_PARAMS
+    MESSAGE = "invalid params"
+
+    def __init__(self, problems: list[ParamProblem]) -> None:
+        summary = "; ".join(f"{p.path or 'params'}: {p.message}" for p in problems[:3])
+        super().__init__(
+            message=f"invalid params: {summary}",
+            data={"errors": [attrs.asdict(p) for p in problems]},
+        )
+
+
+def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """The `error` member of a response."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return error
+
+
+def error_for_exception(exc: BaseException) -> dict[str, Any]:
+    """Map anything a handler raised to an `error` member, never leaking a traceback."""
+    if isinstance(exc, HostError):
+        for kind, code in CODES.items():
+            if isinstance(exc, kind):
+                return error_object(code, exc.message, dict(exc.data) if exc.data else None)
+    if isinstance(exc, JsonRpcException):
+        return error_object(exc.code, exc.message, exc.data)
+    logger.error("internal error", exc_info=exc)
+    return error_object(INTERNAL_ERROR, f"internal error ({type(exc).__name__})")
+
+
+def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
+    """Flatten a cattrs structuring failure into camelCase-path problems."""
+    if isinstance(exc, ClassValidationError):
+        problems: list[ParamProblem] = []
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            problems += param_problems(inner, _join(path, camel_case(note.name)))
+        for inner in without:
+            problems += param_problems(inner, path)
+        return problems
+    if isinstance(exc, IterableValidationError):
+        problems = []
+        with_index, without = exc.group_exceptions()
+        for inner, index_note in with_index:
+            problems += param_problems(inner, f"{path}[{index_note.index}]")
+        for inner in without:
+            problems += param_problems(inner, path)
+        return problems
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return [ParamProblem(_join(path, key), "unknown field") for key in sorted(exc.extra_fields)]
+    if isinstance(exc, FieldValueError):
+        return [ParamProblem(_join(path, camel_case(exc.field)), str(exc))]
+    if isinstance(exc, WireValueError):
+        return [ParamProblem(path, str(exc))]
+    if isinstance(exc, KeyError):
+        return [ParamProblem(path, "required field missing")]
+    if isinstance(exc, AttributeError | TypeError):
+        return [ParamProblem(path, "expected an object")]
+    return [ParamProblem(path, "invalid value")]
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name

@@ -1,0 +1,228 @@
+"""Non-blocking stdin and stdout for the event loop, whatever they are.
+
+stdin and stdout may each be a pipe, a socket, a terminal or a regular file
+(`subagent-host < requests.ndjson > replies.ndjson`). asyncio's pipe transports
+refuse regular files, and a regular file is always "ready" to a poller anyway,
+so files are read and written in a worker thread instead. The wire's fd is a
+private duplicate of fd 1, and fd 1 itself is pointed at stderr while serving,
+so a stray `print()` can never corrupt the protocol stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from typing import Final, Protocol
+
+logger = logging.getLogger(__name__)
+
+READ_CHUNK: Final = 256 * 1024
+# Pause producing once this much output waits for a slow client (the pipe's own
+# high-water mark); resumed when the transport drains.
+WRITE_HIGH_WATER: Final = 1024 * 1024
+# The same for a regular-file stdout, counted in queued writes.
+WRITE_HIGH_WATER_CHUNKS: Final = 4096
+
+
+class InputStream(Protocol):
+    async def read(self) -> bytes:
+        """Return the next bytes available, or b"" at end of input."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class OutputStream(Protocol):
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the client; never blocks, keeps order."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait while the client is slower than we write (flow control)."""
+        ...
+
+    @property
+    def is_broken(self) -> bool:
+        """The client stopped reading (EPIPE): nothing more can be delivered."""
+        ...
+
+    async def aclose(self) -> None:
+        """Hand every queued byte to the OS, then close. Callers bound the wait."""
+        ...
+
+
+def _is_regular_file(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+class _PipeInput:
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+        self._reader = reader
+        self._transport = transport
+
+    async def read(self) -> bytes:
+        return await self._reader.read(READ_CHUNK)
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+class _FileInput:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def read(self) -> bytes:
+        return await asyncio.to_thread(os.read, self._fd, READ_CHUNK)
+
+    def close(self) -> None:
+        pass
+
+
+class _WriteProtocol(asyncio.BaseProtocol):
+    """Flow control and end-of-life for the stdout pipe transport."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.closed = asyncio.Event()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            logger.warning("stdout closed by the client: %s", exc)
+        self.writable.set()
+        self.closed.set()
+
+
+class _PipeOutput:
+    def __init__(self, transport: asyncio.WriteTransport, protocol: _WriteProtocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    def write(self, data: bytes) -> None:
+        if not self.is_broken:
+            self._transport.write(data)
+
+    async def drain(self) -> None:
+        await self._protocol.writable.wait()
+
+    @property
+    def is_broken(self) -> bool:
+        return self._protocol.closed.is_set()
+
+    async def aclose(self) -> None:
+        # A pipe transport flushes its buffer before it reports connection_lost.
+        self._transport.close()
+        await self._protocol.closed.wait()
+
+
+class _FileOutput:
+    """Writes to a regular file from a worker thread, in order."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pending: list[bytes] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._broken = False
+
+    def write(self, data: bytes) -> None:
+        if self._broken:
+            return
+        self._pending.append(data)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        while self._pending and not self._broken:
+            chunk = b"".join(self._pending)
+            self._pending.clear()
+            try:
+                await asyncio.to_thread(_write_all, self._fd, chunk)
+            except OSError as exc:
+                logger.error("cannot write to stdout: %s", exc)
+                self._broken = True
+
+    async def drain(self) -> None:
+        if len(self._pending) > WRITE_HIGH_WATER_CHUNKS and self._flusher is not None:
+            await asyncio.shield(self._flusher)
+
+    @property
+    def is_broken(self) -> bool:
+        return self._broken
+
+    async def aclose(self) -> None:
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+async def open_input(fd: int) -> InputStream:
+    """Wrap `fd` for reading on the running loop."""
+    if _is_regular_file(fd):
+        return _FileInput(fd)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_CHUNK, loop=loop)
+    pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
+    )
+    return _PipeInput(reader, transport)
+
+
+async def open_output(fd: int) -> OutputStream:
+    """Wrap `fd` for writing on the running loop."""
+    if _is_regular_file(fd):
+        return _FileOutput(fd)
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
+    transport, protocol = await loop.connect_write_pipe(_WriteProtocol, pipe)
+    transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+    return _PipeOutput(transport, protocol)
+
+
+class StdioGuard:
+    """Give the wire a private stdout and restore the terminal's blocking mode on exit.
+
+    Used by `app.serve`: while it is entered, fd 1 points at stderr and the
+    protocol writes to a duplicate of the original stdout.
+    """
+
+    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1, stderr_fd: int = 2) -> None:
+        self.stdin_fd = stdin_fd
+        self._stdout_fd = stdout_fd
+        self._stderr_fd = stderr_fd
+        self.wire_out_fd = -1
+        self._saved_stdout = -1
+        self._blocking: dict[int, bool] = {}
+
+    def __enter__(self) -> StdioGuard:
+        self.wire_out_fd = os.dup(self._stdout_fd)
+        self._saved_stdout = os.dup(self._stdout_fd)
+        os.dup2(self._stderr_fd, self._stdout_fd)
+        # The pipe transports make these non-blocking; a terminal shared with the
+        # user's shell must not be left that way.
+        for fd in (self.stdin_fd, self.wire_out_fd):
+            self._blocking[fd] = os.get_blocking(fd)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for fd, blocking in self._blocking.items():
+            with contextlib.suppress(OSError):
+                os.set_blocking(fd, blocking)
+        os.dup2(self._saved_stdout, self._stdout_fd)
+        os.close(self._saved_stdout)
+        with contextlib.suppress(OSError):
+            os.close(self.wire_out_fd)

@@ -1,0 +1,361 @@
+"""The dispatcher in memory: frames in, exact wire dicts out, with a fake method table."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from typing import Any
+
+import attrs
+import pytest
+
+from subagent_host.errors import RunNotFound
+from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
+from subagent_host.rpc.framing import BadFrame, Parsed
+
+
+@attrs.frozen
+class EchoParams:
+    text: str
+    repeat_count: int | None = None
+
+
+@attrs.frozen
+class EchoResult:
+    text: str
+    note: str | None = None
+
+
+@attrs.frozen
+class Empty:
+    pass
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self.release = asyncio.Event()
+        self.cancelled: list[str] = []
+        self.protocol: HostProtocol = make_protocol()
+        self.protocol.attach(
+            {
+                "echo": Method(EchoParams, self.echo),
+                "slow": Method(Empty, self.slow),
+                "missing": Method(Empty, self.missing),
+                "crash": Method(Empty, self.crash),
+                "nan": Method(Empty, self.nan),
+            },
+            lambda body: self.sent.append(json.loads(body)),
+        )
+
+    async def echo(self, params: EchoParams) -> EchoResult:
+        return EchoResult(text=params.text * (params.repeat_count or 1))
+
+    async def slow(self, _params: Empty) -> dict[str, bool]:
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.append("slow")
+            raise
+        return {"released": True}
+
+    async def missing(self, _params: Empty) -> None:
+        raise RunNotFound("no run r-1 in this session", data={"runId": "r-1"})
+
+    async def crash(self, _params: Empty) -> None:
+        raise RuntimeError("secret internals /home/user/.token")
+
+    async def nan(self, _params: Empty) -> float:
+        return math.nan
+
+    def send(self, value: Any) -> None:
+        self.protocol.receive(Parsed(value))
+
+    async def settle(self) -> list[Any]:
+        await asyncio.wait_for(self.protocol.wait_answered(), 5)
+        sent, self.sent = self.sent, []
+        return sent
+
+
+def request(msg_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+@pytest.fixture
+def rpc() -> Harness:
+    return Harness()
+
+
+async def test_result_is_camel_case_with_none_omitted(rpc: Harness) -> None:
+    rpc.send(request(1, "echo", {"text": "ab", "repeatCount": 2}))
+    assert await rpc.settle() == [{"jsonrpc": "2.0", "id": 1, "result": {"text": "abab"}}]
+
+
+async def test_string_ids_are_echoed_exactly(rpc: Harness) -> None:
+    rpc.send(request("a-1", "echo", {"text": "x"}))
+    assert (await rpc.settle())[0]["id"] == "a-1"
+
+
+async def test_invalid_params_list_every_problem_with_camel_case_paths(rpc: Harness) -> None:
+    rpc.send(request(2, "echo", {"repeatCount": "3", "extra": 1, "other": None}))
+    assert await rpc.settle() == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {
+                "code": -32602,
+                "message": "invalid params: text: required field missing; "
+                "repeatCount: expected an integer, got a string; extra: unknown field",
+                "data": {
+                    "errors": [
+                        {"path": "text", "message": "required field missing"},
+                        {"path": "repeatCount", "message": "expected an integer, got a string"},
+                        {"path": "extra", "message": "unknown field"},
+                        {"path": "other", "message": "unknown field"},
+                    ]
+                },
+            },
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (True, "expected an integer, got a boolean"),
+        (3.7, "expected an integer, got a number"),
+        (None, None),
+    ],
+)
+async def test_primitives_are_checked_not_coerced(rpc: Harness, value: Any, message: Any) -> None:
+    rpc.send(request(3, "echo", {"text": "x", "repeatCount": value}))
+    [reply] = await rpc.settle()
+    if message is None:
+        assert reply["result"] == {"text": "x"}
+    else:
+        assert reply["error"]["data"]["errors"] == [{"path": "repeatCount", "message": message}]
+
+
+async def test_positional_params_are_invalid_params(rpc: Harness) -> None:
+    rpc.send(request(4, "echo", ["x"]))
+    [reply] = await rpc.settle()
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"]["errors"] == [
+        {"path": "", "message": "params must be an object: this server takes named params"}
+    ]
+
+
+async def test_unknown_method_is_method_not_found(rpc: Harness) -> None:
+    rpc.send(request(5, "spawn"))
+    assert await rpc.settle() == [
+        {"jsonrpc": "2.0", "id": 5, "error": {"code": -32601, "message": "method not found: spawn"}}
+    ]
+
+
+async def test_domain_errors_carry_their_contract_code_and_data(rpc: Harness) -> None:
+    rpc.send(request(6, "missing"))
+    assert await rpc.settle() == [
+        {
+            "jsonrpc": "2.0",
+            "id": 6,
+            "error": {
+                "code": -32001,
+                "message": "no run r-1 in this session",
+                "data": {"runId": "r-1"},
+            },
+        }
+    ]
+
+
+async def test_unexpected_exceptions_are_internal_errors_without_a_traceback(
+    rpc: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    rpc.send(request(7, "crash"))
+    assert await rpc.settle() == [
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "error": {"code": -32603, "message": "internal error (RuntimeError)"},
+        }
+    ]
+    assert "secret internals" in caplog.text  # the detail goes to the log only
+
+
+async def test_a_result_that_is_not_json_becomes_an_internal_error(rpc: Harness) -> None:
+    rpc.send(request(8, "nan"))
+    assert await rpc.settle() == [
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "error": {"code": -32603, "message": "internal error (result is not valid JSON)"},
+        }
+    ]
+
+
+async def test_cancel_request_answers_the_request_cancelled(rpc: Harness) -> None:
+    rpc.send(request(9, "slow"))
+    await asyncio.sleep(0)  # let the handler start waiting
+    rpc.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 9}})
+    assert await rpc.settle() == [
+        {"jsonrpc": "2.0", "id": 9, "error": {"code": -32800, "message": "request cancelled"}}
+    ]
+    assert rpc.cancelled == ["slow"]
+
+
+async def test_cancel_of_an_unknown_or_finished_request_is_ignored(rpc: Harness) -> None:
+    rpc.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 404}})
+    rpc.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"nope": True}})
+    rpc.send(request(10, "echo", {"text": "still here"}))
+    assert (await rpc.settle())[0]["result"] == {"text": "still here"}
+
+
+async def test_cancel_in_flight_answers_every_running_request(rpc: Harness) -> None:
+    rpc.send(request(11, "slow"))
+    rpc.send(request(12, "slow"))
+    await asyncio.sleep(0)
+    rpc.protocol.cancel_in_flight()
+    replies = await rpc.settle()
+    assert sorted(r["id"] for r in replies) == [11, 12]
+    assert {r["error"]["code"] for r in replies} == {-32800}
+
+
+async def test_a_request_reusing_an_id_in_flight_is_refused_and_the_first_still_answers(
+    rpc: Harness,
+) -> None:
+    rpc.send(request(13, "slow"))
+    rpc.send(request(13, "echo", {"text": "dup"}))
+    assert rpc.sent == [
+        {
+            "jsonrpc": "2.0",
+            "id": 13,
+            "error": {
+                "code": -32600,
+                "message": "invalid request: a request with id 13 is still in flight",
+            },
+        }
+    ]
+    rpc.release.set()
+    assert (await rpc.settle())[-1] == {"jsonrpc": "2.0", "id": 13, "result": {"released": True}}
+
+
+async def test_notifications_run_but_are_never_answered(rpc: Harness) -> None:
+    rpc.send({"jsonrpc": "2.0", "method": "echo", "params": {"text": "x"}})
+    rpc.send({"jsonrpc": "2.0", "method": "echo", "params": {"bad": 1}})
+    rpc.send({"jsonrpc": "2.0", "method": "no-such-method"})
+    rpc.send({"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}})
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert await rpc.settle() == []
+
+
+async def test_batch_answers_come_back_as_one_array_in_request_order(rpc: Harness) -> None:
+    rpc.send(
+        [
+            request(1, "slow"),
+            {"jsonrpc": "2.0", "method": "echo", "params": {"text": "n"}},
+            request(2, "echo", {"text": "b"}),
+            {"foo": "boo"},
+            request(3, "nope"),
+        ]
+    )
+    await asyncio.sleep(0)
+    assert rpc.sent == []  # nothing until the slowest member is done
+    rpc.release.set()
+    assert await rpc.settle() == [
+        [
+            {"jsonrpc": "2.0", "id": 1, "result": {"released": True}},
+            {"jsonrpc": "2.0", "id": 2, "result": {"text": "b"}},
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32600,
+                    "message": 'invalid request: "jsonrpc" must be exactly "2.0"',
+                },
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "error": {"code": -32601, "message": "method not found: nope"},
+            },
+        ]
+    ]
+
+
+async def test_batch_of_notifications_gets_no_reply(rpc: Harness) -> None:
+    rpc.send([{"jsonrpc": "2.0", "method": "echo", "params": {"text": "n"}}])
+    await asyncio.sleep(0)
+    assert await rpc.settle() == []
+
+
+async def test_empty_batch_is_one_invalid_request(rpc: Harness) -> None:
+    rpc.send([])
+    assert rpc.sent == [
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "empty batch"}}
+    ]
+
+
+async def test_bad_frames_are_answered_with_a_null_id(rpc: Harness) -> None:
+    rpc.protocol.receive(BadFrame("parse-error", "parse error: x"))
+    rpc.protocol.receive(BadFrame("too-large", "message too large: y"))
+    assert rpc.sent == [
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error: x"}},
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": "message too large: y"},
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "reply_id", "reason"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, 1, '"method" must be a string'),
+        ({"jsonrpc": "1.0", "id": 1, "method": "echo"}, 1, '"jsonrpc" must be exactly "2.0"'),
+        ({"id": "x", "method": "echo"}, "x", '"jsonrpc" must be exactly "2.0"'),
+        (
+            {"jsonrpc": "2.0", "id": 1.5, "method": "echo"},
+            None,
+            '"id" must be a string or an integer',
+        ),
+        (
+            {"jsonrpc": "2.0", "id": None, "method": "echo"},
+            None,
+            '"id" must be a string or an integer',
+        ),
+        (
+            {"jsonrpc": "2.0", "id": True, "method": "echo"},
+            None,
+            '"id" must be a string or an integer',
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "echo", "params": "x"},
+            1,
+            '"params" must be an object or an array',
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "method": "echo", "extra": 1}, 1, "unknown members: extra"),
+        (
+            {"jsonrpc": "2.0", "id": 1, "result": 5},
+            1,
+            "responses are not accepted: this server sends no requests",
+        ),
+        ({"jsonrpc": "2.0", "method": 1, "params": "bar"}, None, '"method" must be a string'),
+        ("just a string", None, "a request must be a JSON object"),
+    ],
+)
+async def test_invalid_requests_are_answered_with_the_id_when_it_can_be_read(
+    rpc: Harness, message: Any, reply_id: Any, reason: str
+) -> None:
+    rpc.send(message)
+    assert rpc.sent == [
+        {
+            "jsonrpc": "2.0",
+            "id": reply_id,
+            "error": {"code": -32600, "message": f"invalid request: {reason}"},
+        }
+    ]
