@@ -20,7 +20,13 @@ from subagent_host.handlers.table import build_method_table
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
-from subagent_host.rpc.stdio import InputStream, StdioGuard, open_input, open_output
+from subagent_host.rpc.stdio import (
+    InputStream,
+    OutputStream,
+    StdioGuard,
+    open_input,
+    open_output,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +59,7 @@ async def serve(config: ServerConfig) -> int:
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
         try:
-            await _serve_until_done(connection, protocol, source, stopping)
+            await _serve_until_done(connection, protocol, source, sink, stopping)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)
         finally:
@@ -73,13 +79,21 @@ async def _serve_until_done(
     connection: Connection,
     protocol: HostProtocol,
     source: InputStream,
+    sink: OutputStream,
     stopping: asyncio.Event,
 ) -> None:
     reading = asyncio.create_task(connection.read_until_eof(source))
     signalled = asyncio.create_task(stopping.wait())
+    broken = asyncio.create_task(sink.wait_broken())
     answered: asyncio.Task[None] | None = None
     try:
-        await asyncio.wait({reading, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({reading, signalled, broken}, return_when=asyncio.FIRST_COMPLETED)
+        if reading.done() and not reading.cancelled() and reading.exception() is not None:
+            logger.error("cannot read stdin: %s", reading.exception())
+        if broken.done():
+            # Nobody reads our answers any more: the client is gone, as at EOF.
+            logger.warning("the client closed stdout; stopping as if stdin had ended")
+            reading.cancel()
         if not stopping.is_set():
             # stdin ended: answer what was read; a signal meanwhile cancels the rest.
             answered = asyncio.create_task(protocol.wait_answered())
@@ -92,7 +106,7 @@ async def _serve_until_done(
             except TimeoutError:
                 logger.error("%d requests ignored cancellation; exiting", protocol.in_flight)
     finally:
-        tasks = [task for task in (reading, signalled, answered) if task is not None]
+        tasks = [task for task in (reading, signalled, broken, answered) if task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Final
+
 from subagent_host import PROTOCOL_VERSION, SERVER_NAME, __version__
 from subagent_host.config import (
     DEFAULT_MAX_PARALLEL,
@@ -10,33 +13,46 @@ from subagent_host.config import (
     OUTPUT_CAP_BYTES,
     OUTPUT_CAP_LINES,
     PREVIOUS_CAP_BYTES,
+    ServerConfig,
 )
 from subagent_host.handlers.context import Context
 from subagent_host.rpc.wire import Limits, PingParams, PingResult, ServerInfo
 
 
-async def handle(params: PingParams, ctx: Context) -> PingResult:
-    """Answer `pong`; with `sessionId`, bind this connection to that session first."""
+def handle(params: PingParams, ctx: Context) -> PingResult:
+    """Answer `pong`; with `sessionId`, bind this connection to that session first.
+
+    Synchronous on purpose: ping waits for nothing, so it is answered inline
+    rather than through a task (see bench/ping.py).
+    """
     if params.session_id is not None:
         ctx.session_id = params.session_id
-    config = ctx.config
     return PingResult(
         pong=True,
-        server=ServerInfo(name=SERVER_NAME, version=__version__),
+        server=SERVER_INFO,
         protocol_version=PROTOCOL_VERSION,
         session_id=ctx.session_id,
         methods=ctx.methods,
         # Filled by the backend registry once the first backend lands.
         backends=(),
-        limits=Limits(
-            max_concurrency=config.max_concurrency,
-            max_parallel=DEFAULT_MAX_PARALLEL,
-            grace_ms=config.grace_ms,
-            default_timeout_ms=DEFAULT_TIMEOUT_MS,
-            default_stall_timeout_ms=DEFAULT_STALL_TIMEOUT_MS,
-            output_cap_bytes=OUTPUT_CAP_BYTES,
-            output_cap_lines=OUTPUT_CAP_LINES,
-            previous_cap_bytes=PREVIOUS_CAP_BYTES,
-            max_message_bytes=config.max_message_bytes,
-        ),
+        limits=limits_of(ctx.config),
+    )
+
+
+SERVER_INFO: Final = ServerInfo(name=SERVER_NAME, version=__version__)
+
+
+@functools.cache
+def limits_of(config: ServerConfig) -> Limits:
+    """The limits a client should plan with (CONTRACT §6), from this server's configuration."""
+    return Limits(
+        max_concurrency=config.max_concurrency,
+        max_parallel=DEFAULT_MAX_PARALLEL,
+        grace_ms=config.grace_ms,
+        default_timeout_ms=DEFAULT_TIMEOUT_MS,
+        default_stall_timeout_ms=DEFAULT_STALL_TIMEOUT_MS,
+        output_cap_bytes=OUTPUT_CAP_BYTES,
+        output_cap_lines=OUTPUT_CAP_LINES,
+        previous_cap_bytes=PREVIOUS_CAP_BYTES,
+        max_message_bytes=config.max_message_bytes,
     )

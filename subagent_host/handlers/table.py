@@ -5,6 +5,7 @@ A contract method missing here is answered -32601 until its handler lands.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -13,9 +14,10 @@ from subagent_host.handlers.context import Context
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import PingParams
 
-Handler = Callable[[Any, Context], Awaitable[Any]]
+AsyncHandler = Callable[[Any, Context], Awaitable[Any]]
+SyncHandler = Callable[[Any, Context], Any]
 
-ENTRIES: Mapping[str, tuple[type[Any], Handler]] = {
+ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "ping": (PingParams, ping.handle),
 }
 
@@ -29,8 +31,16 @@ def build_method_table(ctx: Context) -> dict[str, Method]:
     }
 
 
-def _bind(handler: Handler, ctx: Context) -> Callable[[Any], Awaitable[Any]]:
-    async def call(params: Any) -> Any:
-        return await handler(params, ctx)
+def _bind(handler: AsyncHandler | SyncHandler, ctx: Context) -> Callable[[Any], Any]:
+    """Close over the context, keeping the handler async or sync as it was written."""
+    if inspect.iscoroutinefunction(handler):
+
+        async def call_async(params: Any) -> Any:
+            return await handler(params, ctx)
+
+        return call_async
+
+    def call(params: Any) -> Any:
+        return handler(params, ctx)
 
     return call

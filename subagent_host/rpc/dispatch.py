@@ -12,6 +12,8 @@ tracebacks. Every request with a usable id is answered exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +25,7 @@ import attrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from lsprotocol.types import CANCEL_REQUEST
 from pygls.exceptions import JsonRpcMethodNotFound
-from pygls.protocol import JsonRPCProtocol, JsonRPCRequestMessage
+from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
@@ -58,10 +60,14 @@ STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireVal
 
 @attrs.frozen
 class Method:
-    """One entry of the method table: how to read the params, and what to call with them."""
+    """One entry of the method table: how to read the params, and what to call with them.
+
+    `handler` is a coroutine function, or a plain function for a method that never
+    waits (pygls then answers it inline, without the cost of a task).
+    """
 
     params_type: type[Any]
-    handler: Callable[[Any], Awaitable[Any]]
+    handler: Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
 
 
 class _Batch:
@@ -85,16 +91,20 @@ class HostProtocol(JsonRPCProtocol):
 
     def __init__(self, server: JsonRPCServer, converter: Any) -> None:
         super().__init__(server, converter)
-        self._methods: Mapping[str, Method] = {}
+        self._invokers: dict[str, Callable[[Any], Any]] = {}
+        self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
         self._emit: Callable[[bytes], None] = _drop
         # Requests not yet answered, each with the batch its answer belongs in (or None).
         self._in_flight: dict[MsgId, _Batch | None] = {}
         self._answered = asyncio.Event()
         self._answered.set()
+        # pygls sets the request id in a context var; tasks copy the context when
+        # they start, so one context for the dispatch step is enough.
+        self._context = contextvars.copy_context()
 
     def attach(self, methods: Mapping[str, Method], emit: Callable[[bytes], None]) -> None:
         """Install the method table and the function that writes one JSON text to the client."""
-        self._methods = methods
+        self._invokers = {name: self._invoker(method) for name, method in methods.items()}
         self._emit = emit
 
     # --- input -----------------------------------------------------------------------
@@ -140,22 +150,53 @@ class HostProtocol(JsonRPCProtocol):
             self._answered.clear()
             if batch is not None:
                 batch.slot_of[incoming.id] = slot
-            self.handle_message(
-                JsonRPCRequestMessage(
-                    id=incoming.id, method=incoming.method, jsonrpc=JSONRPC, params=incoming.params
-                )
-            )
+            # Straight to pygls's request path: `handle_message` would re-check the
+            # shape we just validated, through slow runtime Protocol isinstance checks.
+            self._context.run(self._handle_request, incoming.id, incoming.method, incoming.params)
 
     # --- pygls hooks -----------------------------------------------------------------
 
-    def _get_handler(self, feature_name: str) -> Callable[[Any], Awaitable[Any]]:
-        method = self._methods.get(feature_name)
-        if method is None:
+    def _get_handler(self, feature_name: str) -> Callable[[Any], Any]:
+        invoker = self._invokers.get(feature_name)
+        if invoker is None:
             raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}")
-        return partial(self._invoke, method)
+        return invoker
 
-    async def _invoke(self, method: Method, raw_params: Any) -> Any:
-        return await method.handler(self.structure_params(raw_params, method.params_type))
+    def _execute_handler(
+        self,
+        msg_id: PyglsMsgId,
+        handler: Callable[..., Any],
+        callback: Callable[[Any], None],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if handler not in self._inline:
+            super()._execute_handler(msg_id, handler, callback, args, kwargs)
+            return
+        # pygls wraps a synchronous result in a thread-safe concurrent Future (a lock
+        # and a condition per request); a loop future carries it as well, for less.
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        try:
+            future.set_result(handler(*(args or ()), **(kwargs or {})))
+        except Exception as exc:
+            future.set_exception(exc)
+        callback(future)
+
+    def _invoker(self, method: Method) -> Callable[[Any], Any]:
+        """A function from raw params to the method's result, async if the handler is."""
+        handler = method.handler
+        if inspect.iscoroutinefunction(handler):
+
+            async def invoke_async(raw_params: Any) -> Any:
+                return await handler(self.structure_params(raw_params, method.params_type))
+
+            return invoke_async
+
+        def invoke(raw_params: Any) -> Any:
+            return handler(self.structure_params(raw_params, method.params_type))
+
+        self._inline.add(invoke)
+        return invoke
 
     def structure_params(self, raw: Any, params_type: type[Any]) -> Any:
         """Turn raw params into the method's attrs type, or raise `InvalidParams`."""
@@ -169,7 +210,9 @@ class HostProtocol(JsonRPCProtocol):
         except STRUCTURE_ERRORS as exc:
             raise InvalidParams(param_problems(exc)) from None
 
-    def _send_handler_result(self, future: Future[Any], *, msg_id: PyglsMsgId) -> None:
+    def _send_handler_result(
+        self, future: Future[Any] | asyncio.Future[Any], *, msg_id: PyglsMsgId
+    ) -> None:
         self._request_futures.pop(msg_id, None)
         if future.cancelled():
             error = error_object(REQUEST_CANCELLED, "request cancelled")
@@ -209,7 +252,7 @@ class HostProtocol(JsonRPCProtocol):
         if method_name.startswith("$/"):
             logger.debug("ignoring notification %s", method_name)
             return
-        if method_name not in self._methods:
+        if method_name not in self._invokers:
             logger.warning("ignoring notification for unknown method %r", method_name)
             return
         key = f"notification-{uuid.uuid4()}"

@@ -28,7 +28,7 @@ from subagent_host.errors import (
     ResumeDenied,
     RunNotFound,
 )
-from subagent_host.rpc.wire import FieldValueError, WireValueError, camel_case
+from subagent_host.rpc.wire import WireValueError, camel_case
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +111,6 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
         return problems
     if isinstance(exc, ForbiddenExtraKeysError):
         return [ParamProblem(_join(path, key), "unknown field") for key in sorted(exc.extra_fields)]
-    if isinstance(exc, FieldValueError):
-        return [ParamProblem(_join(path, camel_case(exc.field)), str(exc))]
     if isinstance(exc, WireValueError):
         return [ParamProblem(path, str(exc))]
     if isinstance(exc, KeyError):

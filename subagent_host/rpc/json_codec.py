@@ -34,8 +34,12 @@ def _parse_finite_float(text: str) -> float:
 
 
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_finite_float)
-# ensure_ascii: a lone surrogate read from a "\ud800" escape must still be writable.
 _ENCODER: Final = json.JSONEncoder(
+    allow_nan=False, ensure_ascii=False, separators=(",", ":"), check_circular=False
+)
+# For text holding a lone surrogate (read from a "\ud800" escape): only \u escapes
+# can carry it, as UTF-8 cannot.
+_ASCII_ENCODER: Final = json.JSONEncoder(
     allow_nan=False, ensure_ascii=True, separators=(",", ":"), check_circular=False
 )
 
@@ -62,6 +66,10 @@ def decode_json(data: bytes) -> Any:
 def encode_json(value: Any) -> bytes:
     """Serialize plain JSON values (dict, list, str, int, finite float, bool, None) to UTF-8."""
     try:
-        return _ENCODER.encode(value).encode("utf-8")
+        text = _ENCODER.encode(value)
     except (ValueError, TypeError, RecursionError) as exc:
         raise JsonEncodeError(str(exc)) from None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value).encode("ascii")

@@ -65,8 +65,8 @@ def classify(value: Any) -> Incoming:
             else '"method" must be a string'
         )
         return InvalidRequest(readable_id, reason)
-    extra = value.keys() - REQUEST_MEMBERS
-    if extra:
+    if len(value) > 2 + has_id + ("params" in value):
+        extra = value.keys() - REQUEST_MEMBERS
         return InvalidRequest(readable_id, f"unknown members: {', '.join(sorted(extra))}")
     params = value.get("params")
     if "params" in value and not isinstance(params, dict | list):

@@ -19,7 +19,9 @@ from typing import Final, Protocol
 
 logger = logging.getLogger(__name__)
 
-READ_CHUNK: Final = 256 * 1024
+# Small enough that replies to a pipelined burst start flowing while later
+# requests are still being read (bench/ping.py: 16 KiB beat 64 and 256 KiB).
+READ_CHUNK: Final = 16 * 1024
 # Pause producing once this much output waits for a slow client (the pipe's own
 # high-water mark); resumed when the transport drains.
 WRITE_HIGH_WATER: Final = 1024 * 1024
@@ -47,6 +49,10 @@ class OutputStream(Protocol):
     @property
     def is_broken(self) -> bool:
         """The client stopped reading (EPIPE): nothing more can be delivered."""
+        ...
+
+    async def wait_broken(self) -> None:
+        """Return once the client has stopped reading."""
         ...
 
     async def aclose(self) -> None:
@@ -118,6 +124,9 @@ class _PipeOutput:
     def is_broken(self) -> bool:
         return self._protocol.closed.is_set()
 
+    async def wait_broken(self) -> None:
+        await self._protocol.closed.wait()
+
     async def aclose(self) -> None:
         # A pipe transport flushes its buffer before it reports connection_lost.
         self._transport.close()
@@ -131,24 +140,24 @@ class _FileOutput:
         self._fd = fd
         self._pending: list[bytes] = []
         self._flusher: asyncio.Task[None] | None = None
-        self._broken = False
+        self._broken = asyncio.Event()
 
     def write(self, data: bytes) -> None:
-        if self._broken:
+        if self._broken.is_set():
             return
         self._pending.append(data)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
     async def _flush(self) -> None:
-        while self._pending and not self._broken:
+        while self._pending and not self._broken.is_set():
             chunk = b"".join(self._pending)
             self._pending.clear()
             try:
                 await asyncio.to_thread(_write_all, self._fd, chunk)
             except OSError as exc:
                 logger.error("cannot write to stdout: %s", exc)
-                self._broken = True
+                self._broken.set()
 
     async def drain(self) -> None:
         if len(self._pending) > WRITE_HIGH_WATER_CHUNKS and self._flusher is not None:
@@ -156,7 +165,10 @@ class _FileOutput:
 
     @property
     def is_broken(self) -> bool:
-        return self._broken
+        return self._broken.is_set()
+
+    async def wait_broken(self) -> None:
+        await self._broken.wait()
 
     async def aclose(self) -> None:
         while self._flusher is not None and not self._flusher.done():

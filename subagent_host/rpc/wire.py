@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NewType, TypeVar
 
 import attrs
 import cattrs
@@ -27,23 +27,22 @@ class WireValueError(ValueError):
     """A value has the wrong type or form; its message is shown to the client as is."""
 
 
-class FieldValueError(WireValueError):
-    """An attrs validator rejected a field: carries the field's name for the error path."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 def camel_case(name: str) -> str:
     """`enforced_timeout_ms` -> `enforcedTimeoutMs`."""
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _check_session_id(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, str) and SESSION_ID_PATTERN.fullmatch(value) is None:
-        raise FieldValueError(attribute.name, f"invalid session id: use {SESSION_ID_RULE}")
+# Formats are checked by structure hooks of these types, not by attrs validators:
+# cattrs reports hook failures for every field at once, validators only after.
+SessionId = NewType("SessionId", str)
+
+
+def _structure_session_id(value: Any, _type: type) -> SessionId:
+    text = _strict(str, "a string")(value, str)
+    if SESSION_ID_PATTERN.fullmatch(text) is None:
+        raise WireValueError(f"invalid session id: use {SESSION_ID_RULE}")
+    return SessionId(text)
 
 
 # --- ping (CONTRACT §2) ---------------------------------------------------------------
@@ -51,7 +50,7 @@ def _check_session_id(_instance: object, attribute: attrs.Attribute[Any], value:
 
 @attrs.frozen
 class PingParams:
-    session_id: str | None = attrs.field(default=None, validator=_check_session_id)
+    session_id: SessionId | None = None
     """Bind this connection to an existing session; without it the connection keeps its own."""
 
 
@@ -141,6 +140,7 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(int, _strict(int, "an integer"))
     converter.register_structure_hook(bool, _strict(bool, "a boolean"))
     converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook(SessionId, _structure_session_id)
 
     def structure_factory(cls: type[Any]) -> Any:
         overrides: dict[str, Any] = {

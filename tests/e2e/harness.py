@@ -1,0 +1,183 @@
+"""Start the installed `subagent-host` as a real subprocess and talk to it over stdio.
+
+The reader here is written independently of `subagent_host.rpc.framing`, so an
+end-to-end test does not check the server's parser with itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import psutil
+
+# Generous bounds: tests assert behaviour, never speed.
+REPLY_TIMEOUT_S: Final = 20.0
+EXIT_TIMEOUT_S: Final = 20.0
+
+FramingName = Literal["ndjson", "lsp"]
+
+
+def server_executable() -> str:
+    """The console script installed next to this interpreter (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / "subagent-host"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("subagent-host")
+    assert found, "subagent-host is not installed: pip install -e '.[test]'"
+    return found
+
+
+def frame(body: bytes, framing: FramingName) -> bytes:
+    if framing == "ndjson":
+        return body + b"\n"
+    return b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+
+
+class ServerProcess:
+    """One running server; messages in and out in one framing."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, framing: FramingName) -> None:
+        self.proc = proc
+        self.framing = framing
+        self.stderr = bytearray()
+        assert proc.stderr is not None
+        self._stdin_pipe = proc.stdin  # None when the test gave the server a file or terminal
+        self._stdout_pipe = proc.stdout
+        self._stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
+        self._next_id = 1000
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self.stderr += chunk
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def _stdin(self) -> asyncio.StreamWriter:
+        assert self._stdin_pipe is not None, "stdin is not a pipe in this test"
+        return self._stdin_pipe
+
+    @property
+    def _stdout(self) -> asyncio.StreamReader:
+        assert self._stdout_pipe is not None, "stdout is not a pipe in this test"
+        return self._stdout_pipe
+
+    async def send_raw(self, data: bytes) -> None:
+        self._stdin.write(data)
+        await self._stdin.drain()
+
+    async def send(self, message: Any) -> None:
+        await self.send_raw(frame(json.dumps(message).encode(), self.framing))
+
+    async def receive(self) -> Any:
+        """The next message the server sends; fails if none arrives in time."""
+        return json.loads(await asyncio.wait_for(self._read_body(), REPLY_TIMEOUT_S))
+
+    async def _read_body(self) -> bytes:
+        if self.framing == "ndjson":
+            line = await self._stdout.readline()
+            if not line:
+                raise EOFError("server closed stdout")
+            assert line.endswith(b"\n"), line
+            return line
+        length = None
+        while True:
+            header = await self._stdout.readline()
+            if not header:
+                raise EOFError("server closed stdout")
+            if header == b"\r\n":
+                break
+            name, _, value = header.decode("ascii").partition(":")
+            assert header.endswith(b"\r\n") and name.lower() == "content-length", header
+            length = int(value.strip())
+        assert length is not None
+        return await self._stdout.readexactly(length)
+
+    async def request(self, method: str, params: Any = None, msg_id: Any = None) -> Any:
+        """Send one request and return the reply (which must carry its id)."""
+        if msg_id is None:
+            self._next_id += 1
+            msg_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        reply = await self.receive()
+        assert reply.get("id") == msg_id, reply
+        return reply
+
+    async def close_stdin(self) -> None:
+        self._stdin.close()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            await self._stdin.wait_closed()
+
+    async def finish(self) -> tuple[int, list[Any]]:
+        """Close stdin, read every remaining message, and wait for the exit status."""
+        await self.close_stdin()
+        rest: list[Any] = []
+        while True:
+            try:
+                rest.append(await self.receive())
+            except EOFError:
+                break
+        code = await asyncio.wait_for(self.proc.wait(), EXIT_TIMEOUT_S)
+        await asyncio.wait_for(self._stderr_task, EXIT_TIMEOUT_S)
+        return code, rest
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.proc.send_signal(signum)
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@contextlib.asynccontextmanager
+async def running_server(
+    *args: str, framing: FramingName = "ndjson", **kwargs: Any
+) -> AsyncIterator[ServerProcess]:
+    """Start a server, yield it, and prove afterwards that it exited and left nothing behind."""
+    proc = await asyncio.create_subprocess_exec(
+        server_executable(),
+        *args,
+        stdin=kwargs.pop("stdin", asyncio.subprocess.PIPE),
+        stdout=kwargs.pop("stdout", asyncio.subprocess.PIPE),
+        stderr=asyncio.subprocess.PIPE,
+        limit=64 * 1024 * 1024,  # replies can be large; readline must not give up
+        **kwargs,
+    )
+    server = ServerProcess(proc, framing)
+    try:
+        yield server
+    finally:
+        if proc.returncode is None:
+            if server._stdin_pipe is not None:
+                server._stdin_pipe.close()
+            try:
+                await asyncio.wait_for(proc.wait(), EXIT_TIMEOUT_S)
+            except TimeoutError:
+                proc.kill()  # by pid: the one process this test started
+                await proc.wait()
+        await asyncio.wait_for(server._stderr_task, EXIT_TIMEOUT_S)
+        assert_nothing_left(proc.pid)
+    assert "Traceback" not in server.stderr_text, server.stderr_text
+
+
+def assert_nothing_left(pid: int) -> None:
+    """The server is gone (reaped) and no process of ours carries its pid as parent."""
+    assert not psutil.pid_exists(pid), f"server {pid} still exists"
+    orphans = [
+        p.pid for p in psutil.Process(os.getpid()).children(recursive=True) if p.ppid() == pid
+    ]
+    assert orphans == [], orphans

@@ -1,0 +1,173 @@
+"""Shutdown and stdio kinds: EOF, SIGTERM/SIGINT, regular files, a terminal, a vanished reader."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    FramingName,
+    assert_nothing_left,
+    frame,
+    running_server,
+    server_executable,
+)
+
+FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
+
+
+def ping(msg_id: int) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": "ping"}
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+async def test_eof_answers_every_request_already_read_then_exits_0(framing: FramingName) -> None:
+    async with running_server(framing=framing) as server:
+        await server.send_raw(
+            b"".join(frame(json.dumps(ping(i)).encode(), framing) for i in range(200))
+        )
+        code, replies = await server.finish()
+        assert code == 0
+        assert sorted(reply["id"] for reply in replies) == list(range(200))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_ends_an_idle_server_with_status_0(signum: signal.Signals) -> None:
+    async with running_server() as server:
+        assert (await server.request("ping"))["result"]["pong"] is True
+        server.signal(signum)  # stdin stays open: the signal alone must end it
+        assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
+
+
+async def test_empty_input_exits_0_with_no_output() -> None:
+    async with running_server() as server:
+        assert await server.finish() == (0, [])
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_stdin_and_stdout_may_be_regular_files(tmp_path: Path, framing: FramingName) -> None:
+    requests = tmp_path / "requests"
+    replies = tmp_path / "replies"
+    requests.write_bytes(b"".join(frame(json.dumps(ping(i)).encode(), framing) for i in range(50)))
+    with requests.open("rb") as stdin, replies.open("wb") as stdout:
+        done = subprocess.run(  # noqa: TID251 - a synchronous test of a synchronous shell use
+            [server_executable()], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, timeout=60
+        )
+    assert done.returncode == 0, done.stderr
+    data = replies.read_bytes()
+    if framing == "ndjson":
+        bodies = data.splitlines()
+    else:
+        bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"Content-Length: ")[1:]]
+    assert sorted(json.loads(body)["id"] for body in bodies) == list(range(50))
+
+
+def test_shell_redirection_example_from_the_readme_works(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.ndjson"
+    requests.write_text(json.dumps(ping(1)) + "\n")
+    done = subprocess.run(  # noqa: TID251 - exercising the shell line a user would type
+        f"{server_executable()} < requests.ndjson > replies.ndjson",
+        shell=True,
+        cwd=tmp_path,
+        timeout=60,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "replies.ndjson").read_text())["result"]["pong"] is True
+
+
+async def test_a_terminal_works_and_is_left_blocking() -> None:
+    controller, terminal = pty.openpty()
+    attributes = termios.tcgetattr(terminal)
+    attributes[3] &= ~termios.ECHO  # do not echo our requests back at us
+    termios.tcsetattr(terminal, termios.TCSANOW, attributes)
+    try:
+        async with running_server(stdin=terminal, stdout=terminal) as server:
+            os.write(controller, json.dumps(ping(1)).encode() + b"\n")
+            reply = await asyncio.wait_for(asyncio.to_thread(_read_line, controller), 20)
+            assert json.loads(reply)["result"]["pong"] is True
+            os.write(controller, b"\x04")  # end of input, as a user's Ctrl-D
+            assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
+        # The server shared our terminal; it must not leave it non-blocking.
+        assert os.get_blocking(terminal)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+
+
+def _read_line(fd: int) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        data += os.read(fd, 4096)
+    return data
+
+
+async def test_a_client_that_stops_reading_stdout_ends_the_server() -> None:
+    async with running_server() as server:
+        assert server.proc.stdout is not None
+        read_end = server.proc._transport.get_pipe_transport(1)  # type: ignore[attr-defined]
+        read_end.close()  # our end of the server's stdout is gone
+        await server.send(ping(1))  # its answer meets a broken pipe
+        assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
+
+
+async def test_python_dash_m_serves_like_the_console_script() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "subagent_host",
+        "serve",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(
+        proc.communicate(json.dumps(ping(5)).encode() + b"\n"), EXIT_TIMEOUT_S
+    )
+    assert proc.returncode == 0, err
+    assert json.loads(out)["id"] == 5
+    assert_nothing_left(proc.pid)
+
+
+async def test_stray_prints_cannot_reach_the_wire() -> None:
+    # fd 1 points at stderr while serving; whatever writes there misses the protocol.
+    code = (
+        "import os, sys, runpy\n"
+        "import subagent_host.handlers.ping as p\n"
+        "orig = p.handle\n"
+        "async def noisy(params, ctx):\n"
+        "    print('stray print'); os.write(1, b'stray write\\n')\n"
+        "    return await orig(params, ctx)\n"
+        "p.handle = noisy\n"
+        "import subagent_host.handlers.table as t\n"
+        "t.ENTRIES = {'ping': (t.PingParams, noisy)}\n"
+        "sys.argv = ['subagent-host']\n"
+        "from subagent_host.cli import main\n"
+        "raise SystemExit(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(
+        proc.communicate(json.dumps(ping(1)).encode() + b"\n"), EXIT_TIMEOUT_S
+    )
+    assert proc.returncode == 0, err
+    assert json.loads(out)["result"]["pong"] is True  # stdout holds exactly one JSON text
+    assert b"stray print" in err and b"stray write" in err
+    assert not psutil.pid_exists(proc.pid)

@@ -1,0 +1,149 @@
+"""The command line of CONTRACT §7: every option parsed, validated, documented."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+from subagent_host import __version__
+from subagent_host.cli import build_parser, parse_config, read_depth
+from subagent_host.rpc.framing import Framing
+from tests.e2e.harness import server_executable
+
+OPTIONS = (
+    "--state-dir",
+    "--session",
+    "--framing",
+    "--max-concurrency",
+    "--max-message-bytes",
+    "--grace-ms",
+    "--resume-token-ttl-ms",
+    "--config",
+    "--trust-project",
+    "--log-level",
+    "--log-file",
+    "--version",
+)
+
+
+def test_defaults_are_the_contract_defaults() -> None:
+    config, warning = parse_config([])
+    assert warning is None
+    assert config.state_dir == platformdirs.user_state_path("subagent-host")
+    assert config.framing is None
+    assert (config.max_concurrency, config.grace_ms) == (4, 5000)
+    assert config.max_message_bytes == 16 * 1024 * 1024
+    assert config.resume_token_ttl_ms == 300_000
+    assert config.trusted_projects == ()
+    assert config.log_level == "WARNING"
+
+
+def test_every_option_is_stored(tmp_path: Path) -> None:
+    config_file = tmp_path / "subagents.json"
+    config_file.write_text("{}")
+    project_a, project_b = tmp_path / "a", tmp_path / "b"
+    project_a.mkdir()
+    project_b.mkdir()
+    config, _ = parse_config(
+        [
+            "serve",
+            "--state-dir", str(tmp_path / "state"),
+            "--session", "s1",
+            "--framing", "lsp",
+            "--max-concurrency", "9",
+            "--max-message-bytes", "2048",
+            "--grace-ms", "0",
+            "--resume-token-ttl-ms", "60000",
+            "--config", str(config_file),
+            "--trust-project", str(project_a),
+            "--trust-project", str(project_b),
+            "--log-level", "debug",
+            "--log-file", str(tmp_path / "host.log"),
+        ]
+    )  # fmt: skip
+    assert config.state_dir == tmp_path / "state"
+    assert config.session_id == "s1"
+    assert config.framing is Framing.LSP
+    assert (config.max_concurrency, config.max_message_bytes, config.grace_ms) == (9, 2048, 0)
+    assert config.resume_token_ttl_ms == 60000
+    assert config.config_file == config_file
+    assert config.trusted_projects == (project_a, project_b)
+    assert config.log_level == "DEBUG"
+    assert config.log_file == tmp_path / "host.log"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-concurrency", "0"], "0 is out of range (1..256)"),
+        (["--max-concurrency", "four"], "'four' is not a whole number"),
+        (["--max-message-bytes", "10"], "10 is out of range"),
+        (["--grace-ms", "-1"], "-1 is out of range"),
+        (["--resume-token-ttl-ms", "1.5"], "'1.5' is not a whole number"),
+        (["--framing", "xml"], "invalid choice: 'xml'"),
+        (["--session", "has space"], "is not a valid session id"),
+        (["--log-level", "loud"], "'loud' is not one of debug, info, warning, error, critical"),
+        (["--config", "/nonexistent/subagents.json"], "is not a readable file"),
+        (["--trust-project", "/nonexistent/project"], "is not a directory"),
+        (["--log-file", "/nonexistent/dir/host.log"], "does not exist"),
+        (["--state-dir", "/etc/hostname"], "exists and is not a directory"),
+        (["launch"], "invalid choice: 'launch'"),
+        (["--no-such-option"], "unrecognized arguments"),
+    ],
+)
+def test_a_bad_value_exits_2_with_a_clear_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_documents_every_option() -> None:
+    text = build_parser().format_help()
+    for option in OPTIONS:
+        assert option in text
+
+
+def test_installed_command_prints_its_version_and_help() -> None:
+    version = subprocess.run(  # noqa: TID251 - a one-shot command, no event loop here
+        [server_executable(), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert (version.returncode, version.stdout) == (0, f"subagent-host {__version__}\n")
+    bad = subprocess.run(  # noqa: TID251
+        [server_executable(), "--grace-ms", "soon"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "--grace-ms: 'soon' is not a whole number" in bad.stderr
+
+
+def test_logs_go_to_the_log_file_and_never_to_stdout(tmp_path: Path) -> None:
+    log = tmp_path / "host.log"
+    done = subprocess.run(  # noqa: TID251
+        [server_executable(), "--log-level", "debug", "--log-file", str(log)],
+        input=b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert done.stdout.count(b"\n") == 1 and b'"pong":true' in done.stdout
+    assert done.stderr == b""
+    assert "server stopped" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, (0, None)), ("0", (0, None)), ("1", (1, None)), ("2", (2, None))],
+)
+def test_depth_comes_from_the_parent_marker(raw: str | None, expected: tuple[int, None]) -> None:
+    assert read_depth({} if raw is None else {"SUBAGENT_HOST_DEPTH": raw}) == expected
+
+
+@pytest.mark.parametrize("raw", ["-1", "x", "1e3", ""])
+def test_a_malformed_depth_fails_closed(raw: str) -> None:
+    depth, warning = read_depth({"SUBAGENT_HOST_DEPTH": raw})
+    assert depth == 1 and warning is not None
