@@ -35,7 +35,7 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * MIB
 DEFAULT_MAX_DEPTH: Final = 1
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class ServerConfig:
     """Everything the server was told to do, with the contract's defaults."""
 

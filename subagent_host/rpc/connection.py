@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Final
 
 from subagent_host.rpc.dispatch import HostProtocol
 from subagent_host.rpc.framing import AutoDecoder, Framing, encode_frame
 from subagent_host.rpc.stdio import InputStream, OutputStream
 
 logger = logging.getLogger(__name__)
+
+# Replies queued within one turn of the loop leave together, but never more than
+# this at once, so a client reading a burst of answers can start on the first ones.
+FLUSH_BYTES: Final = 16 * 1024
 
 
 class Connection:
@@ -24,6 +29,7 @@ class Connection:
         self._decoder = decoder
         self._output = output
         self._pending: list[bytes] = []
+        self._pending_bytes = 0
 
     @property
     def framing(self) -> Framing:
@@ -40,11 +46,16 @@ class Connection:
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(encode_frame(body, self.framing))
+        self._pending_bytes += len(body)
+        if self._pending_bytes >= FLUSH_BYTES:
+            self._flush()
 
     def _flush(self) -> None:
-        data = b"".join(self._pending)
-        self._pending.clear()
-        self._output.write(data)
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._output.write(data)
 
     async def read_until_eof(self, source: InputStream) -> None:
         """Dispatch every message until end of input."""
