@@ -21,6 +21,7 @@ from subagent_host.rpc.json_codec import JsonDecodeError, decode_json
 
 NEWLINE: Final = b"\n"
 WHITESPACE: Final = b" \t\r\n"
+BOM: Final = b"\xef\xbb\xbf"
 # A header block larger than this is not LSP framing; stop looking for its end.
 MAX_HEADER_BYTES: Final = 8 * 1024
 # More digits than any sane length (and than int() should be asked to parse).
@@ -325,25 +326,38 @@ def _show(raw: bytes) -> str:
 
 
 class AutoDecoder:
-    """Pick the framing from the first non-whitespace byte: `{` or `[` is NDJSON, else LSP."""
+    """Pick the framing from the first non-whitespace byte: `{` or `[` is NDJSON, else LSP.
+
+    A UTF-8 byte-order mark before that byte is dropped, not taken for LSP.
+    """
 
     def __init__(self, max_message_bytes: int, forced: Framing | None = None) -> None:
         self._limit = max_message_bytes
         self._inner: NdjsonDecoder | LspDecoder | None = None
+        self._head = b""  # leading bytes seen before the framing is known
         self.framing: Framing | None = None
         if forced is not None:
             self._choose(forced)
 
     def feed(self, data: bytes) -> list[Frame]:
         if self._inner is None:
-            start = len(data) - len(data.lstrip(WHITESPACE))
-            if start == len(data):
+            data = self._detect(data)
+            if self._inner is None:
                 return []
-            first = data[start : start + 1]
-            self._choose(Framing.NDJSON if first in (b"{", b"[") else Framing.LSP)
-            data = data[start:]
         assert self._inner is not None
         return self._inner.feed(data)
+
+    def _detect(self, data: bytes) -> bytes:
+        """Consume leading whitespace and BOMs; choose once a telling byte arrives."""
+        head = (self._head + data).lstrip(WHITESPACE)
+        while head.startswith(BOM):
+            head = head[len(BOM) :].lstrip(WHITESPACE)
+        if not head or BOM.startswith(head):
+            self._head = head  # nothing telling yet (or a BOM cut in two)
+            return b""
+        self._head = b""
+        self._choose(Framing.NDJSON if head[:1] in (b"{", b"[") else Framing.LSP)
+        return head
 
     def finish(self) -> list[Frame]:
         return self._inner.finish() if self._inner is not None else []

@@ -92,6 +92,16 @@ def test_auto_detects_ndjson_from_an_opening_brace_or_bracket_after_whitespace()
         assert decoder.framing is Framing.NDJSON
 
 
+@pytest.mark.parametrize("stream", [b"\xef\xbb\xbf{}\n", b"\n\xef\xbb\xbf [1]\n"])
+def test_a_leading_byte_order_mark_does_not_hide_ndjson(stream):
+    assert byte_by_byte(stream) == [
+        Parsed(json.loads(stream.decode("utf-8-sig").strip(" \n\ufeff")))
+    ]
+    decoder = AutoDecoder(LIMIT)
+    decoder.feed(stream)
+    assert decoder.framing is Framing.NDJSON
+
+
 def test_auto_detects_lsp_from_anything_else():
     decoder = AutoDecoder(LIMIT)
     assert decoder.feed(b"\n\n") == [] and decoder.framing is None

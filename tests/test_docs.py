@@ -1,0 +1,32 @@
+"""The README's quick start is what CI runs, and protocol.md's examples stay true."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def quick_start_lines() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section)
+
+
+def test_readme_quick_start_has_two_command_lines() -> None:
+    install_and_ping, install_and_test = quick_start_lines()
+    assert "subagent-host" in install_and_ping and "ping" in install_and_ping
+    assert install_and_test.endswith("pytest")
+
+
+def test_ci_runs_the_readme_test_line_verbatim() -> None:
+    _, install_and_test = quick_start_lines()
+    assert install_and_test in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_protocol_md_lists_every_contract_error_code() -> None:
+    text = (ROOT / "protocol.md").read_text()
+    for code in (-32700, -32600, -32601, -32602, -32603, -32800, -32001, -32002, -32003,
+                 -32004, -32005, -32006):  # fmt: skip
+        assert f"| {code} |" in text
