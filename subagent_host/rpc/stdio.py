@@ -1,9 +1,9 @@
 """Non-blocking stdin and stdout for the event loop, whatever they are.
 
-stdin and stdout may each be a pipe, a socket, a terminal or a regular file
-(`subagent-host < requests.ndjson > replies.ndjson`). asyncio's pipe transports
-refuse regular files, and a regular file is always "ready" to a poller anyway,
-so files are read and written in a worker thread instead. The wire's fd is a
+stdin and stdout may each be a pipe, a socket, a terminal, a regular file
+(`subagent-host < requests.ndjson > replies.ndjson`) or a device such as
+/dev/null. asyncio's pipe transports refuse regular files and epoll refuses
+devices like /dev/null, so those are read and written in a worker thread. The wire's fd is a
 private duplicate of fd 1, and fd 1 itself is pointed at stderr while serving,
 so a stray `print()` can never corrupt the protocol stream.
 """
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import select
 import stat
 from typing import Final, Protocol
 
@@ -60,8 +61,23 @@ class OutputStream(Protocol):
         ...
 
 
-def _is_regular_file(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
+def _is_pollable(fd: int) -> bool:
+    """Can the event loop wait on `fd`? Not for regular files, nor for /dev/null and its kin.
+
+    epoll refuses such descriptors (EPERM), and asyncio would then never report
+    them ready; they are read and written in a worker thread instead, where they
+    never block for long.
+    """
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return False
+    if not hasattr(select, "epoll"):
+        return True
+    with select.epoll() as probe:
+        try:
+            probe.register(fd, select.EPOLLIN)
+        except PermissionError:
+            return False
+    return True
 
 
 class _PipeInput:
@@ -77,6 +93,8 @@ class _PipeInput:
 
 
 class _FileInput:
+    """Reads a descriptor the loop cannot poll, from a worker thread."""
+
     def __init__(self, fd: int) -> None:
         self._fd = fd
 
@@ -134,7 +152,7 @@ class _PipeOutput:
 
 
 class _FileOutput:
-    """Writes to a regular file from a worker thread, in order."""
+    """Writes to a descriptor the loop cannot poll, from a worker thread, in order."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -183,7 +201,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 async def open_input(fd: int) -> InputStream:
     """Wrap `fd` for reading on the running loop."""
-    if _is_regular_file(fd):
+    if not _is_pollable(fd):
         return _FileInput(fd)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=READ_CHUNK, loop=loop)
@@ -196,7 +214,7 @@ async def open_input(fd: int) -> InputStream:
 
 async def open_output(fd: int) -> OutputStream:
     """Wrap `fd` for writing on the running loop."""
-    if _is_regular_file(fd):
+    if not _is_pollable(fd):
         return _FileOutput(fd)
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)

@@ -75,7 +75,7 @@ class ServerProcess:
 
     async def send_raw(self, data: bytes) -> None:
         self._stdin.write(data)
-        await self._stdin.drain()
+        await asyncio.wait_for(self._stdin.drain(), REPLY_TIMEOUT_S)
 
     async def send(self, message: Any) -> None:
         await self.send_raw(frame(json.dumps(message).encode(), self.framing))

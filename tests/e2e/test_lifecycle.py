@@ -73,6 +73,37 @@ def test_stdin_and_stdout_may_be_regular_files(tmp_path: Path, framing: FramingN
     assert sorted(json.loads(body)["id"] for body in bodies) == list(range(50))
 
 
+def test_devices_the_loop_cannot_poll_work_as_stdin_and_stdout() -> None:
+    # epoll refuses /dev/null; the server must still see end of input at once.
+    with open(os.devnull, "rb") as stdin:
+        done = subprocess.run(  # noqa: TID251 - a one-shot command, no event loop here
+            [server_executable()], stdin=stdin, capture_output=True, timeout=60
+        )
+    assert (done.returncode, done.stdout) == (0, b"")
+    with open(os.devnull, "wb") as stdout:
+        done = subprocess.run(  # noqa: TID251
+            [server_executable()],
+            input=json.dumps(ping(1)).encode() + b"\n",
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+def test_a_full_device_as_stdout_is_reported_and_the_server_still_exits_0() -> None:
+    with open("/dev/full", "wb") as stdout:
+        done = subprocess.run(  # noqa: TID251
+            [server_executable()],
+            input=json.dumps(ping(1)).encode() + b"\n",
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    assert done.returncode == 0
+    assert b"cannot write to stdout" in done.stderr and b"Traceback" not in done.stderr
+
+
 def test_shell_redirection_example_from_the_readme_works(tmp_path: Path) -> None:
     requests = tmp_path / "requests.ndjson"
     requests.write_text(json.dumps(ping(1)) + "\n")

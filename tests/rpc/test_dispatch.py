@@ -359,3 +359,16 @@ async def test_invalid_requests_are_answered_with_the_id_when_it_can_be_read(
             "error": {"code": -32600, "message": f"invalid request: {reason}"},
         }
     ]
+
+
+async def test_server_notifications_are_camel_case_json_texts(rpc: Harness) -> None:
+    rpc.protocol.notify("run/event", EchoResult(text="hi", note=None))
+    rpc.protocol.notify("$/progress", {"token": 1, "value": {"kind": "end"}})
+    assert rpc.sent == [
+        {"jsonrpc": "2.0", "method": "run/event", "params": {"text": "hi"}},
+        {
+            "jsonrpc": "2.0",
+            "method": "$/progress",
+            "params": {"token": 1, "value": {"kind": "end"}},
+        },
+    ]
