@@ -46,8 +46,12 @@ async def serve(config: ServerConfig) -> int:
     """Serve one client on stdin/stdout until it goes away; return the exit status."""
     with StdioGuard() as stdio:
         loop = asyncio.get_running_loop()
-        source = await open_input(stdio.stdin_fd)
-        sink = await open_output(stdio.wire_out_fd)
+        try:
+            source = await open_input(stdio.stdin_fd)
+            sink = await open_output(stdio.wire_out_fd)
+        except (OSError, ValueError) as exc:
+            logger.error("cannot serve on this stdin/stdout: %s", exc)
+            return 1
         ctx = Context(config=config, session_id=config.session_id or new_session_id())
         protocol = make_protocol()
         connection = Connection(
@@ -60,6 +64,7 @@ async def serve(config: ServerConfig) -> int:
             loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
         try:
             await _serve_until_done(connection, protocol, source, sink, stopping)
+            connection.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)
         finally:

@@ -234,7 +234,13 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `subagent-host` and `python -m subagent_host`."""
+    # Before anything opens a file: a closed fd 0 or 1 would be handed to the
+    # next file opened, and the server would take that file for its client.
+    closed = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not _is_open(fd)]
     config, warning = parse_config(argv)
+    if closed:
+        print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)
+        return 2
     try:
         configure_logging(config.log_level, config.log_file)
     except OSError as exc:
@@ -244,3 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.warning(warning)
     logger.info("serving on stdio: %s", config)
     return asyncio.run(serve(config))
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True

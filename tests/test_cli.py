@@ -147,3 +147,16 @@ def test_depth_comes_from_the_parent_marker(raw: str | None, expected: tuple[int
 def test_a_malformed_depth_fails_closed(raw: str) -> None:
     depth, warning = read_depth({"SUBAGENT_HOST_DEPTH": raw})
     assert depth == 1 and warning is not None
+
+
+@pytest.mark.parametrize(("redirect", "name"), [("<&-", "stdin"), (">&-", "stdout")])
+def test_a_closed_stdin_or_stdout_is_refused_with_status_2(redirect: str, name: str) -> None:
+    done = subprocess.run(  # noqa: TID251 - the shell closes the descriptor for us
+        f"exec {server_executable()} {redirect}",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"subagent-host: {name} closed: nothing to serve\n"

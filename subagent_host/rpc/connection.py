@@ -44,13 +44,14 @@ class Connection:
         system calls instead of one each.
         """
         if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self.flush)
         self._pending.append(encode_frame(body, self.framing))
         self._pending_bytes += len(body)
         if self._pending_bytes >= FLUSH_BYTES:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Hand every queued reply to the output stream now."""
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
