@@ -480,7 +480,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--pipelined", type=positive_int, default=5000, metavar="N")
     parser.add_argument("--sequential", type=positive_int, default=2000, metavar="N")
-    parser.add_argument("--repeat", type=positive_int, default=5, metavar="N")
+    parser.add_argument("--repeat", type=positive_int, default=7, metavar="N")
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
     return parser.parse_args(argv)
 

@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 
 JSONRPC: Final = "2.0"
 STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
+_UNSET: Final = object()
 
 
 @attrs.frozen
@@ -93,6 +94,7 @@ class HostProtocol(JsonRPCProtocol):
         super().__init__(server, converter)
         self._invokers: dict[str, Callable[[Any], Any]] = {}
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
+        self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
         self._emit: Callable[[bytes], None] = _drop
         # Requests not yet answered, each with the batch its answer belongs in (or None).
         self._in_flight: dict[MsgId, _Batch | None] = {}
@@ -200,8 +202,9 @@ class HostProtocol(JsonRPCProtocol):
 
     def structure_params(self, raw: Any, params_type: type[Any]) -> Any:
         """Turn raw params into the method's attrs type, or raise `InvalidParams`."""
-        if raw is None:
-            raw = {}
+        if raw is None or raw == {}:
+            # No params, or {}: the same every time, so structured once per type.
+            return self._empty_params(params_type)
         if not isinstance(raw, dict):
             problem = ParamProblem("", "params must be an object: this server takes named params")
             raise InvalidParams([problem])
@@ -209,6 +212,16 @@ class HostProtocol(JsonRPCProtocol):
             return self._converter.structure(raw, params_type)
         except STRUCTURE_ERRORS as exc:
             raise InvalidParams(param_problems(exc)) from None
+
+    def _empty_params(self, params_type: type[Any]) -> Any:
+        empty = self._empty.get(params_type, _UNSET)
+        if empty is _UNSET:
+            try:
+                empty = self._converter.structure({}, params_type)
+            except STRUCTURE_ERRORS as exc:
+                raise InvalidParams(param_problems(exc)) from None
+            self._empty[params_type] = empty  # attrs frozen: safe to share
+        return empty
 
     def _send_handler_result(
         self, future: Future[Any] | asyncio.Future[Any], *, msg_id: PyglsMsgId

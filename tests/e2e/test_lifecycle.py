@@ -12,7 +12,6 @@ import sys
 import termios
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.e2e.harness import (
@@ -153,52 +152,44 @@ async def test_a_client_that_stops_reading_stdout_ends_the_server() -> None:
         assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
 
 
-async def test_python_dash_m_serves_like_the_console_script() -> None:
+async def one_ping(*argv: str, msg_id: int) -> tuple[int, bytes, bytes]:
+    """Run `argv` as a server, send one ping, close stdin: exit status, stdout, stderr."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "subagent_host",
-        "serve",
+        *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(
-        proc.communicate(json.dumps(ping(5)).encode() + b"\n"), EXIT_TIMEOUT_S
+        proc.communicate(json.dumps(ping(msg_id)).encode() + b"\n"), EXIT_TIMEOUT_S
     )
-    assert proc.returncode == 0, err
-    assert json.loads(out)["id"] == 5
     assert_nothing_left(proc.pid)
+    assert proc.returncode is not None
+    return proc.returncode, out, err
+
+
+async def test_python_dash_m_serves_like_the_console_script() -> None:
+    code, out, err = await one_ping(sys.executable, "-m", "subagent_host", "serve", msg_id=5)
+    assert code == 0, err
+    assert json.loads(out)["id"] == 5
 
 
 async def test_stray_prints_cannot_reach_the_wire() -> None:
     # fd 1 points at stderr while serving; whatever writes there misses the protocol.
-    code = (
-        "import os, sys, runpy\n"
+    noisy_server = (
+        "import os, sys\n"
         "import subagent_host.handlers.ping as p\n"
         "orig = p.handle\n"
         "def noisy(params, ctx):\n"
         "    print('stray print'); os.write(1, b'stray write\\n')\n"
         "    return orig(params, ctx)\n"
-        "p.handle = noisy\n"
         "import subagent_host.handlers.table as t\n"
         "t.ENTRIES = {'ping': (t.PingParams, noisy)}\n"
         "sys.argv = ['subagent-host']\n"
         "from subagent_host.cli import main\n"
         "raise SystemExit(main())\n"
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(
-        proc.communicate(json.dumps(ping(1)).encode() + b"\n"), EXIT_TIMEOUT_S
-    )
-    assert proc.returncode == 0, err
+    code, out, err = await one_ping(sys.executable, "-c", noisy_server, msg_id=1)
+    assert code == 0, err
     assert json.loads(out)["result"]["pong"] is True  # stdout holds exactly one JSON text
     assert b"stray print" in err and b"stray write" in err
-    assert not psutil.pid_exists(proc.pid)

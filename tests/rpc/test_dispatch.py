@@ -372,3 +372,23 @@ async def test_server_notifications_are_camel_case_json_texts(rpc: Harness) -> N
             "params": {"token": 1, "value": {"kind": "end"}},
         },
     ]
+
+
+@pytest.mark.parametrize("params", [None, {}])
+async def test_omitted_or_empty_params_still_report_required_fields(
+    rpc: Harness, params: Any
+) -> None:
+    for msg_id in (30, 31):  # the second answer comes from the cached empty structuring
+        rpc.send(request(msg_id, "echo", params))
+        [reply] = await rpc.settle()
+        assert reply["error"]["data"]["errors"] == [
+            {"path": "text", "message": "required field missing"}
+        ]
+
+
+async def test_omitted_and_empty_params_are_the_same(rpc: Harness) -> None:
+    rpc.send(request(32, "slow", {}))
+    rpc.send(request(33, "slow"))
+    rpc.release.set()
+    replies = await rpc.settle()
+    assert [r["result"] for r in replies] == [{"released": True}] * 2
