@@ -72,6 +72,18 @@ def test_stdin_and_stdout_may_be_regular_files(tmp_path: Path, framing: FramingN
     assert sorted(json.loads(body)["id"] for body in bodies) == list(range(50))
 
 
+def ping_into(path: str) -> subprocess.CompletedProcess[bytes]:
+    """Run the server with stdout opened on `path`, send one ping, close stdin."""
+    with open(path, "wb") as stdout:
+        return subprocess.run(  # noqa: TID251 - a one-shot command, no event loop here
+            [server_executable()],
+            input=json.dumps(ping(1)).encode() + b"\n",
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+
+
 def test_devices_the_loop_cannot_poll_work_as_stdin_and_stdout() -> None:
     # epoll refuses /dev/null; the server must still see end of input at once.
     with open(os.devnull, "rb") as stdin:
@@ -79,26 +91,12 @@ def test_devices_the_loop_cannot_poll_work_as_stdin_and_stdout() -> None:
             [server_executable()], stdin=stdin, capture_output=True, timeout=60
         )
     assert (done.returncode, done.stdout) == (0, b"")
-    with open(os.devnull, "wb") as stdout:
-        done = subprocess.run(  # noqa: TID251
-            [server_executable()],
-            input=json.dumps(ping(1)).encode() + b"\n",
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            timeout=60,
-        )
+    done = ping_into(os.devnull)
     assert done.returncode == 0 and b"Traceback" not in done.stderr
 
 
 def test_a_full_device_as_stdout_is_reported_and_the_server_still_exits_0() -> None:
-    with open("/dev/full", "wb") as stdout:
-        done = subprocess.run(  # noqa: TID251
-            [server_executable()],
-            input=json.dumps(ping(1)).encode() + b"\n",
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            timeout=60,
-        )
+    done = ping_into("/dev/full")
     assert done.returncode == 0
     assert b"cannot write to stdout" in done.stderr and b"Traceback" not in done.stderr
 
