@@ -1,0 +1,423 @@
+"""Start, watch and end child process trees: the only code that spawns, signals and reaps.
+
+Callers (the run scheduler) hand over a `LaunchSpec` and an `OutputSink`; the
+supervisor starts the child in its own session, drains stdout and stderr
+concurrently into the sink, reports how it exited, and on request ends the
+whole tree with the stop sequence of RELIABILITY.md ("Killing a process tree"):
+
+    snapshot (psutil descendants + adopted orphans carrying the run's marker)
+    -> SIGTERM the group and every member outside it -> wait up to the grace
+    -> re-snapshot -> SIGKILL the group and every straggler -> reap.
+
+The server is made a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so a
+double-forked daemon is reparented to us instead of PID 1: we can find it (by
+the `SUBAGENT_HOST_RUN_ID` marker in its environment) and reap it. Direct
+children are signalled through a pidfd, so a reused pid is never hit. Every
+blocking psutil call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import enum
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from typing import Final, Protocol
+
+import attrs
+import psutil
+
+logger = logging.getLogger(__name__)
+
+RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
+PR_SET_CHILD_SUBREAPER: Final = 36
+READ_CHUNK: Final = 64 * 1024
+# Once the direct child has exited, a grandchild may still hold its pipes open
+# (`sh -c "sleep 30 & echo done"`); waiting for EOF longer than this would hang
+# the run, so the rest of the tree is ended instead.
+DRAIN_AFTER_EXIT_S: Final = 2.0
+# Processes left holding the pipes after the direct child exited get this long
+# to go on SIGTERM: the run itself is already over.
+LEFTOVER_GRACE_S: Final = 0.5
+# After SIGKILL the kernel ends processes promptly; this only bounds the wait
+# for a process stuck in uninterruptible sleep (D state).
+KILL_WAIT_S: Final = 5.0
+# psutil's create times have 10 ms resolution.
+CREATE_TIME_TOLERANCE_S: Final = 0.01
+
+
+@attrs.frozen
+class LaunchSpec:
+    """What to execute: everything is already resolved and checked by the caller."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    """The child's whole environment (allowlisted by the caller), including the marker."""
+    stdin: bytes | None = None
+    """Written to the child's stdin, which is then closed (it is closed in any case)."""
+
+
+class OutputSink(Protocol):
+    """Receives the child's output as it arrives; must not block."""
+
+    def on_stdout(self, data: bytes) -> None: ...
+
+    def on_stderr(self, data: bytes) -> None: ...
+
+
+@attrs.frozen
+class ExitStatus:
+    """How the direct child ended: an exit code, or the signal that killed it."""
+
+    exit_code: int | None
+    signal: int | None
+
+    @classmethod
+    def from_returncode(cls, returncode: int) -> ExitStatus:
+        if returncode < 0:
+            return cls(exit_code=None, signal=-returncode)
+        return cls(exit_code=returncode, signal=None)
+
+
+class StopStep(enum.Enum):
+    """Which step of the stop sequence left nothing alive."""
+
+    NOTHING_LEFT = "nothing-left"  # the tree was already gone
+    SIGTERM = "sigterm"
+    SIGKILL = "sigkill"
+
+
+@attrs.frozen
+class StopOutcome:
+    step: StopStep
+    signalled: int
+    """How many processes the sequence signalled."""
+
+
+class Child:
+    """One started child process and the tree below it."""
+
+    def __init__(
+        self, process: asyncio.subprocess.Process, marker: str, create_time: float
+    ) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.pgid = process.pid  # start_new_session: the child leads its own group
+        self.marker = marker
+        self.create_time = create_time
+        self.pidfd: int | None = _open_pidfd(process.pid)
+        self.drained: asyncio.Task[None] | None = None
+        self.exited: asyncio.Future[None] = self._watch_exit()
+
+    def _watch_exit(self) -> asyncio.Future[None]:
+        """A future done when the child exits: its pidfd turns readable, reaped or not.
+
+        asyncio's `Process.wait()` only returns once the pipes close too, which a
+        lingering grandchild can delay forever.
+        """
+        loop = asyncio.get_running_loop()
+        if self.pidfd is None:  # gone before we could pin it (or no pidfds here)
+
+            async def reaped() -> None:
+                await self.process.wait()
+
+            return asyncio.ensure_future(reaped())
+        exited: asyncio.Future[None] = loop.create_future()
+        pidfd = self.pidfd
+
+        def on_readable() -> None:
+            loop.remove_reader(pidfd)
+            if not exited.done():
+                exited.set_result(None)
+
+        loop.add_reader(pidfd, on_readable)
+        return exited
+
+    def has_exited(self) -> bool:
+        return self.exited.done() or self.process.returncode is not None
+
+    def __repr__(self) -> str:
+        code = self.process.returncode
+        state = "running" if code is None else f"exited {code}"
+        return f"<Child pid={self.pid} {state}>"
+
+    def send_signal(self, signum: int) -> bool:
+        """Signal the direct child only if it is still the process we started."""
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signum)
+            except ProcessLookupError:
+                return False
+            return True
+        if self.process.returncode is None:  # unreaped: the pid cannot have been reused
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signum)
+                return True
+        return False
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            if not self.exited.done():
+                asyncio.get_running_loop().remove_reader(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (ProcessLookupError, AttributeError, OSError):
+        return None  # already exited (and reaped), or no pidfd support here
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of orphans from its descendants (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        logger.warning("cannot become a child subreaper: errno %d", ctypes.get_errno())
+        return False
+    return True
+
+
+class Supervisor:
+    """Starts children, drains them, and ends their trees. One per server."""
+
+    def __init__(self) -> None:
+        self.is_subreaper = become_subreaper()
+        self._started: set[int] = set()  # pids asyncio waits for; never reaped by us
+
+    async def start(self, spec: LaunchSpec, sink: OutputSink) -> Child:
+        """Start `spec` in a new session and begin draining its output into `sink`.
+
+        Raises OSError (e.g. FileNotFoundError) when the program cannot be started.
+        """
+        marker = spec.env.get(RUN_MARKER, "")
+        process = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            cwd=spec.cwd,
+            env=dict(spec.env),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._started.add(process.pid)
+        child = Child(process, marker, await asyncio.to_thread(_create_time, process.pid))
+        child.drained = asyncio.create_task(_drain(child, spec.stdin, sink))
+        return child
+
+    async def wait(self, child: Child) -> ExitStatus:
+        """Wait for the child to exit and its output to be drained (bounded), then reap."""
+        await _exited(child)
+        assert child.drained is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
+        except TimeoutError:
+            # A descendant still holds the pipes: end it, then the pipes close.
+            logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
+            await self.stop(child, grace_s=LEFTOVER_GRACE_S)
+            await child.drained
+        returncode = await child.process.wait()
+        self._started.discard(child.pid)
+        child.close()
+        await self.reap_adopted()
+        return ExitStatus.from_returncode(returncode)
+
+    async def stop(self, child: Child, grace_s: float) -> StopOutcome:
+        """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
+        members = await asyncio.to_thread(self._snapshot, child)
+        try:
+            if not members and child.has_exited():
+                return StopOutcome(StopStep.NOTHING_LEFT, 0)
+            signalled = _signal_tree(child, members, signal.SIGTERM)
+            if await _wait_exited(child, members, grace_s):
+                return StopOutcome(StopStep.SIGTERM, signalled)
+            stragglers = await asyncio.to_thread(self._snapshot, child)
+            members += stragglers
+            _signal_tree(child, stragglers, signal.SIGKILL)
+            if not await _wait_exited(child, stragglers, KILL_WAIT_S):
+                logger.error("%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S)
+            return StopOutcome(StopStep.SIGKILL, signalled)
+        finally:
+            for member in members:
+                member.close()
+            await self.reap_adopted()
+
+    def _snapshot(self, child: Child) -> list[Member]:
+        """Every live process of the child's tree, each pinned by a pidfd.
+
+        Descendants of the direct child, plus adopted orphans carrying its run
+        marker (and their descendants). Runs in a worker thread.
+        """
+        found: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(child.pid)
+            if abs(root.create_time() - child.create_time) < CREATE_TIME_TOLERANCE_S:
+                for process in root.children(recursive=True):
+                    found[process.pid] = process
+        if child.marker:
+            for process in self._adopted():
+                if process.pid not in found and _carries_marker(process, child.marker):
+                    found[process.pid] = process
+                    with contextlib.suppress(psutil.Error):
+                        for below in process.children(recursive=True):
+                            found.setdefault(below.pid, below)
+        members = [Member.pin(process) for process in found.values()]
+        return [member for member in members if member is not None]
+
+    def _adopted(self) -> list[psutil.Process]:
+        """Our own children that we did not start: orphans reparented to us."""
+        try:
+            return [p for p in psutil.Process().children() if p.pid not in self._started]
+        except psutil.Error:
+            return []
+
+    async def reap_adopted(self) -> int:
+        """Reap adopted orphans that have exited (never `waitpid(-1)`: asyncio owns the rest)."""
+        return await asyncio.to_thread(self._reap_adopted_now)
+
+    def _reap_adopted_now(self) -> int:
+        reaped = 0
+        for process in self._adopted():
+            with contextlib.suppress(ChildProcessError, psutil.Error):
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    pid, _ = os.waitpid(process.pid, os.WNOHANG)
+                    reaped += pid == process.pid
+        return reaped
+
+
+async def _drain(child: Child, stdin: bytes | None, sink: OutputSink) -> None:
+    """Feed stdin (then close it) and read stdout and stderr to EOF, concurrently."""
+    process = child.process
+    assert process.stdin and process.stdout and process.stderr
+    await asyncio.gather(
+        _feed(process.stdin, stdin),
+        _pump(process.stdout, sink.on_stdout),
+        _pump(process.stderr, sink.on_stderr),
+    )
+
+
+async def _feed(pipe: asyncio.StreamWriter, data: bytes | None) -> None:
+    # Always close stdin: agent CLIs wait for EOF before they start.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            pipe.write(data)
+            await pipe.drain()
+        pipe.close()
+        await pipe.wait_closed()
+
+
+async def _pump(stream: asyncio.StreamReader, deliver: object) -> None:
+    assert callable(deliver)
+    while chunk := await stream.read(READ_CHUNK):
+        deliver(chunk)
+
+
+def _create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
+def _signal_tree(child: Child, members: list[Member], signum: int) -> int:
+    """Signal the direct child, its group, then every member (some left the group).
+
+    The group is signalled only while it verifiably exists (a pinned member still
+    carries its id), so a recycled group id is never hit.
+    """
+    count = int(child.send_signal(signum))
+    if any(member.pgid == child.pgid for member in members):
+        # Group first: killpg also reaches members forked since the snapshot.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pgid, signum)
+    return count + sum(member.send_signal(signum) for member in members)
+
+
+async def _wait_exited(child: Child, members: list[Member], timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for the direct child and every member to have exited.
+
+    A pidfd becomes readable when its process exits, so this is event-driven
+    for every process, ours or not.
+    """
+    loop = asyncio.get_running_loop()
+    waits: list[asyncio.Future[object]] = [asyncio.ensure_future(_exited(child))]
+    watched: list[int] = []
+    for member in members:
+        if member.pidfd is None:
+            continue
+        exited: asyncio.Future[object] = loop.create_future()
+        loop.add_reader(member.pidfd, _set_once, exited)
+        watched.append(member.pidfd)
+        waits.append(exited)
+    try:
+        _, pending = await asyncio.wait(waits, timeout=timeout_s)
+    finally:
+        for fd in watched:
+            loop.remove_reader(fd)
+    for future in pending:
+        future.cancel()
+    return not pending
+
+
+async def _exited(child: Child) -> None:
+    """Return once the direct child has exited (whether or not it has been reaped)."""
+    await asyncio.shield(child.exited)
+
+
+def _set_once(future: asyncio.Future[object]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@attrs.define
+class Member:
+    """A process of a tree, pinned by a pidfd so a recycled pid is never signalled."""
+
+    pid: int
+    pgid: int | None
+    pidfd: int | None
+
+    @classmethod
+    def pin(cls, process: psutil.Process) -> Member | None:
+        """Open a pidfd, then check it is still the process psutil saw (create time)."""
+        pidfd = _open_pidfd(process.pid)
+        try:
+            if pidfd is None or not process.is_running():  # is_running compares create time
+                raise psutil.NoSuchProcess(process.pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                raise psutil.NoSuchProcess(process.pid)  # exited: nothing to signal or wait for
+            return cls(pid=process.pid, pgid=os.getpgid(process.pid), pidfd=pidfd)
+        except (psutil.Error, ProcessLookupError):
+            if pidfd is not None:
+                os.close(pidfd)
+            return None
+
+    def send_signal(self, signum: int) -> bool:
+        if self.pidfd is None:
+            return False
+        try:
+            signal.pidfd_send_signal(self.pidfd, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def _carries_marker(process: psutil.Process, marker: str) -> bool:
+    try:
+        return process.environ().get(RUN_MARKER) == marker
+    except psutil.Error:
+        return False

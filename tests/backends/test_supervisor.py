@@ -1,0 +1,189 @@
+"""The supervisor against real process trees: start, drain, exit status, and the stop sequence."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from subagent_host.backends.supervisor import (
+    RUN_MARKER,
+    ExitStatus,
+    LaunchSpec,
+    StopStep,
+    Supervisor,
+)
+from tests.backends.conftest import processes_with_marker
+
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+WAIT_S = 30.0  # generous: tests assert behaviour, never speed
+
+
+class Collect:
+    """An output sink that keeps everything and can wait for a line."""
+
+    def __init__(self) -> None:
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self._grew = asyncio.Event()
+
+    def on_stdout(self, data: bytes) -> None:
+        self.stdout += data
+        self._grew.set()
+
+    def on_stderr(self, data: bytes) -> None:
+        self.stderr += data
+
+    async def line_starting(self, prefix: bytes) -> bytes:
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                for line in bytes(self.stdout).splitlines():
+                    if line.startswith(prefix):
+                        return line
+                self._grew.clear()
+                await self._grew.wait()
+
+
+def spec(marker: str, *argv: str, stdin: bytes | None = None) -> LaunchSpec:
+    env = {"PATH": os.environ["PATH"], RUN_MARKER: marker}
+    return LaunchSpec(argv=argv, cwd=str(FAKES), env=env, stdin=stdin)
+
+
+def fake(name: str, *args: str) -> tuple[str, ...]:
+    return (sys.executable, str(FAKES / name), *args)
+
+
+@pytest.fixture
+async def supervisor() -> Supervisor:
+    return Supervisor()
+
+
+async def test_echo_output_and_exit_status(supervisor: Supervisor, marker: str) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "echo", "hello"), sink)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert sink.stdout == b"hello\n"
+
+
+async def test_non_zero_exit_and_stderr_are_reported(supervisor: Supervisor, marker: str) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "sh", "-c", "echo oops >&2; exit 3"), sink)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(3, None)
+    assert sink.stderr == b"oops\n"
+
+
+async def test_stdin_is_fed_then_closed(supervisor: Supervisor, marker: str) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "cat", stdin=b"prompt text"), sink)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert sink.stdout == b"prompt text"
+
+
+async def test_stdin_is_closed_even_without_input(supervisor: Supervisor, marker: str) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "cat"), sink)  # would wait forever on open stdin
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+
+
+async def test_only_the_given_environment_reaches_the_child(
+    supervisor: Supervisor, marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SERVER_SECRET", "hunter2")
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "env"), sink)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert b"SERVER_SECRET" not in sink.stdout
+    assert f"{RUN_MARKER}={marker}".encode() in sink.stdout
+
+
+async def test_a_child_runs_in_its_own_session(supervisor: Supervisor, marker: str) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "sh", "-c", "ps -o sid= -p $$"), sink)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert int(sink.stdout) == child.pid != os.getsid(0)
+
+
+async def test_stop_ends_a_20_process_tree_with_sigterm(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("tree.py", "20")), sink)
+    await sink.line_starting(b"ready")
+    assert len(processes_with_marker(marker)) == 20
+    outcome = await asyncio.wait_for(supervisor.stop(child, grace_s=10.0), WAIT_S)
+    assert outcome.step is StopStep.SIGTERM
+    status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert status == ExitStatus(None, 15)
+    assert processes_with_marker(marker) == []
+
+
+async def test_a_tree_ignoring_sigterm_is_killed_after_the_grace_not_before(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("tree.py", "5", "--ignore-term")), sink)
+    await sink.line_starting(b"ready")
+    started = time.monotonic()
+    outcome = await asyncio.wait_for(supervisor.stop(child, grace_s=1.0), WAIT_S)
+    assert time.monotonic() - started >= 1.0  # SIGKILL only once the grace is over
+    assert outcome.step is StopStep.SIGKILL
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 9)
+    assert processes_with_marker(marker) == []
+
+
+async def test_a_grandchild_that_called_setsid_is_ended_too(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("escapes.py", "setsid")), sink)
+    escaped = int((await sink.line_starting(b"ready")).split()[1])
+    assert os.getpgid(escaped) != child.pgid  # outside the group killpg reaches
+    await asyncio.wait_for(supervisor.stop(child, grace_s=10.0), WAIT_S)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert processes_with_marker(marker) == []
+
+
+async def test_a_double_forked_daemon_is_adopted_found_by_its_marker_and_ended(
+    supervisor: Supervisor, marker: str
+) -> None:
+    assert supervisor.is_subreaper
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("escapes.py", "daemon")), sink)
+    daemon = int((await sink.line_starting(b"ready")).split()[1])
+    assert psutil.Process(daemon).ppid() == os.getpid()  # reparented to us, not PID 1
+    await asyncio.wait_for(supervisor.stop(child, grace_s=10.0), WAIT_S)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert processes_with_marker(marker) == []
+    assert not psutil.pid_exists(daemon)  # and reaped, not left a zombie
+
+
+async def test_a_grandchild_holding_stdout_does_not_hang_the_run(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "sh", "-c", "sleep 300 & echo done"), sink)
+    status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert status == ExitStatus(0, None)
+    assert sink.stdout == b"done\n"
+    assert processes_with_marker(marker) == []
+
+
+async def test_stopping_an_exited_child_finds_nothing_left(
+    supervisor: Supervisor, marker: str
+) -> None:
+    child = await supervisor.start(spec(marker, "true"), Collect())
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    outcome = await supervisor.stop(child, grace_s=1.0)
+    assert outcome.step is StopStep.NOTHING_LEFT
+
+
+async def test_a_missing_program_raises_before_anything_runs(
+    supervisor: Supervisor, marker: str
+) -> None:
+    with pytest.raises(FileNotFoundError):
+        await supervisor.start(spec(marker, "/nonexistent/program"), Collect())

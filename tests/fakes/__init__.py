@@ -1,0 +1,1 @@
+"""Scripts that misbehave on purpose, run as children by the supervisor tests."""

@@ -1,0 +1,36 @@
+"""Leave the process group on purpose, then print "ready PID" and wait.
+
+Usage: escapes.py setsid   — a grandchild that calls setsid() (leaves the group)
+       escapes.py daemon   — a double-forked daemon: its parent exits at once, so
+                             it is an orphan (reparented to the nearest subreaper)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    report_r, report_w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if mode == "daemon" and os.fork() != 0:
+            os._exit(0)  # the middle process exits: the daemon is orphaned
+        os.write(report_w, f"{os.getpid()}\n".encode())
+        os.environ.clear()  # the marker must still be found in its initial environment
+        while True:
+            signal.pause()
+    os.close(report_w)
+    pid = os.read(report_r, 64).decode().strip()
+    if mode == "daemon":
+        os.wait()  # reap the middle process
+    print(f"ready {pid}", flush=True)
+    while True:
+        signal.pause()
+
+
+if __name__ == "__main__":
+    main()
