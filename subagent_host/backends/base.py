@@ -1,0 +1,73 @@
+"""The backend interface: what every adapter (command, pi, claude, codex) provides.
+
+Given a resolved item, an adapter says what to execute (`Launch`); while the
+child runs it turns output into normalized events (`OutputParser`); when the
+child exits it turns the exit into a terminal outcome (`Outcome`). The
+supervisor runs the process; the run manager decides what happens next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import attrs
+
+from subagent_host.backends.supervisor import ExitStatus
+
+
+@attrs.frozen
+class ItemSpec:
+    """One child's resolved request, as the run manager hands it to an adapter."""
+
+    command: tuple[str, ...] | None
+    prompt: str | None
+    cwd: str
+    env: Mapping[str, str]
+    """The spawn's own `env` additions (the allowlist is applied by the caller)."""
+
+
+@attrs.frozen
+class Launch:
+    """What to execute for one child."""
+
+    argv: tuple[str, ...]
+    stdin: bytes | None
+    env: Mapping[str, str]
+    """Variables this adapter adds on top of the allowlisted environment."""
+    cwd: str
+
+
+@attrs.frozen
+class Outcome:
+    """How a child ended, from the adapter's point of view."""
+
+    completed: bool
+    final_text: str
+    error_code: str | None = None
+    error_message: str | None = None
+    error_data: Mapping[str, object] | None = None
+
+
+class OutputParser(Protocol):
+    """Receives the child's output; keeps what the adapter needs to judge the exit."""
+
+    def on_stdout(self, data: bytes) -> None: ...
+
+    def on_stderr(self, data: bytes) -> None: ...
+
+    def activity(self) -> list[str]:
+        """Bounded summaries of what the child did since the last call (may be empty)."""
+        ...
+
+    def outcome(self, exit_status: ExitStatus) -> Outcome: ...
+
+
+class Backend(Protocol):
+    """An adapter: a name, how to launch an item, and a parser per child."""
+
+    id: str
+
+    def prepare(self, item: ItemSpec) -> Launch: ...
+
+    def parser(self) -> OutputParser: ...

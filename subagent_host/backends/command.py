@@ -1,0 +1,68 @@
+"""The `command` backend: run an argv as given; the prompt, if any, goes to stdin.
+
+Final text is stdout. A non-zero exit (or a killing signal) is `failed` with
+`exitCode`/`signal` and a bounded stderr tail in `error.data`.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Final
+
+from subagent_host.backends.base import ItemSpec, Launch, Outcome
+from subagent_host.backends.output import CappedText, RollingTail
+from subagent_host.backends.supervisor import ExitStatus
+
+# How much of stderr an error carries: enough to see why, small enough to send.
+STDERR_TAIL_BYTES: Final = 4 * 1024
+# Stdout is kept in full up to this much for the final text (the run manager
+# caps what it shows; chains need up to 64 KiB of it for {previous}).
+FINAL_TEXT_BYTES: Final = 256 * 1024
+FINAL_TEXT_LINES: Final = 1_000_000
+
+
+class CommandParser:
+    def __init__(self) -> None:
+        self.stdout = CappedText(FINAL_TEXT_BYTES, FINAL_TEXT_LINES)
+        self.stderr = RollingTail()
+
+    def on_stdout(self, data: bytes) -> None:
+        self.stdout.feed(data)
+
+    def on_stderr(self, data: bytes) -> None:
+        self.stderr.feed(data)
+
+    def activity(self) -> list[str]:
+        return []  # a plain command reports no structured activity
+
+    def outcome(self, exit_status: ExitStatus) -> Outcome:
+        text = self.stdout.result().text
+        if exit_status.exit_code == 0:
+            return Outcome(completed=True, final_text=text)
+        data: dict[str, object] = {"stderrTail": self.stderr.text(STDERR_TAIL_BYTES)}
+        if exit_status.exit_code is not None:
+            data["exitCode"] = exit_status.exit_code
+            message = f"command exited with status {exit_status.exit_code}"
+        else:
+            assert exit_status.signal is not None
+            data["signal"] = signal.Signals(exit_status.signal).name
+            message = f"command was killed by {signal.Signals(exit_status.signal).name}"
+        return Outcome(
+            completed=False,
+            final_text=text,
+            error_code="exit-status",
+            error_message=message,
+            error_data=data,
+        )
+
+
+class CommandBackend:
+    id = "command"
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        assert item.command, "a command item has an argv"
+        stdin = item.prompt.encode("utf-8") if item.prompt is not None else None
+        return Launch(argv=item.command, stdin=stdin, env=dict(item.env), cwd=item.cwd)
+
+    def parser(self) -> CommandParser:
+        return CommandParser()

@@ -1,0 +1,233 @@
+"""The run state machine: one place where a run or a child changes status (CONTRACT §3).
+
+`RunBook.transition` and `RunBook.transition_child` are the only code that
+assigns a status. They check `NEXT`, stamp the time, check that a terminal
+status carries the facts the contract requires, and append a `run/event` with
+the run's next `seq`. A transition out of a terminal status is refused (returns
+False), so every race — exit, stop, timeout, stall, disconnect — resolves as
+first-wins and a terminal status is never changed.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import attrs
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed-out"
+    LIMIT_REACHED = "limit-reached"
+    INTERRUPTED = "interrupted"
+
+
+TERMINAL: Final = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMED_OUT,
+        RunStatus.LIMIT_REACHED,
+        RunStatus.INTERRUPTED,
+    }
+)
+NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
+    # A queued child may end without running: stopped, or its chain ended first.
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING}) | TERMINAL,
+    RunStatus.RUNNING: TERMINAL,
+    **{status: frozenset() for status in TERMINAL},
+}
+
+
+class RunKind(enum.StrEnum):
+    SINGLE = "single"
+    PARALLEL = "parallel"
+    CHAIN = "chain"
+    WORKFLOW = "workflow"
+
+
+@attrs.frozen
+class ErrorInfo:
+    """A terminal `failed` status's error: a stable code, a sentence, optional data."""
+
+    code: str
+    message: str
+    data: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class OutputInfo:
+    text: str
+    truncated: bool
+    bytes: int
+    lines: int
+    partial: bool
+
+
+@attrs.frozen
+class Resources:
+    cpu_seconds: float
+    peak_rss_bytes: int
+    processes: int
+
+
+@attrs.frozen
+class RunEvent:
+    """One `run/event`: `seq` rises by one per run from 1."""
+
+    seq: int
+    type: str
+    at: datetime
+    fields: Mapping[str, Any]
+
+
+@attrs.define
+class ChildRun:
+    index: int
+    backend: str
+    label: str | None = None
+    status: RunStatus = RunStatus.QUEUED
+    attempt: int = 1
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    output: OutputInfo | None = None
+    error: ErrorInfo | None = None
+    reason: str | None = None
+    resources: Resources | None = None
+
+
+@attrs.define
+class Run:
+    run_id: str
+    session_id: str
+    kind: RunKind
+    fingerprint: str
+    created_at: datetime
+    children: list[ChildRun]
+    label: str | None = None
+    status: RunStatus = RunStatus.QUEUED
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    output: OutputInfo | None = None
+    error: ErrorInfo | None = None
+    reason: str | None = None
+    enforced_timeout_ms: int | None = None
+    reached_limit: str | None = None
+    events: list[RunEvent] = attrs.Factory(list)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def last_seq(self) -> int:
+        return self.events[-1].seq if self.events else 0
+
+
+Clock = Callable[[], datetime]
+EventListener = Callable[[Run, RunEvent], None]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class TerminalFactsMissing(ValueError):
+    """A terminal status was set without the facts CONTRACT §3 requires: a bug of ours."""
+
+
+# CONTRACT §3: what each terminal status must carry.
+REQUIRED_FACTS: Final[Mapping[RunStatus, tuple[str, ...]]] = {
+    RunStatus.FAILED: ("error",),
+    RunStatus.CANCELLED: ("reason",),
+    RunStatus.TIMED_OUT: ("reason", "enforced_timeout_ms"),
+    RunStatus.LIMIT_REACHED: ("reached_limit",),
+    RunStatus.INTERRUPTED: ("reason",),
+}
+# Children carry no enforcedTimeoutMs / reachedLimit of their own (the run does).
+CHILD_REQUIRED_FACTS: Final[Mapping[RunStatus, tuple[str, ...]]] = {
+    RunStatus.FAILED: ("error",),
+    RunStatus.CANCELLED: ("reason",),
+    RunStatus.TIMED_OUT: ("reason",),
+    RunStatus.INTERRUPTED: ("reason",),
+}
+
+
+class RunBook:
+    """Applies status changes and appends events; notifies one listener per event."""
+
+    def __init__(self, clock: Clock = utc_now, listener: EventListener | None = None) -> None:
+        self._clock = clock
+        self._listener = listener
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def transition(self, run: Run, to: RunStatus, **facts: Any) -> bool:
+        """Move the run to `to` with `facts`; False (and no change) if that is not allowed."""
+        if to not in NEXT[run.status]:
+            return False
+        _check_facts(to, facts, REQUIRED_FACTS)
+        _check_output(to, facts.get("output", run.output))
+        now = self._clock()
+        run.status = to
+        for name, value in facts.items():
+            setattr(run, name, value)
+        if to is RunStatus.RUNNING and run.started_at is None:
+            run.started_at = now
+        if to in TERMINAL:
+            run.ended_at = now
+        self.emit(run, "status", status=str(to))
+        return True
+
+    def transition_child(self, run: Run, child: ChildRun, to: RunStatus, **facts: Any) -> bool:
+        """Move one child to `to` with `facts`; False if that is not allowed."""
+        if to not in NEXT[child.status]:
+            return False
+        _check_facts(to, facts, CHILD_REQUIRED_FACTS)
+        _check_output(to, facts.get("output", child.output))
+        now = self._clock()
+        child.status = to
+        for name, value in facts.items():
+            setattr(child, name, value)
+        if to is RunStatus.RUNNING:
+            child.started_at = now
+        if to in TERMINAL:
+            child.ended_at = now
+        self.emit(run, "child", index=child.index, status=str(to))
+        return True
+
+    def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
+        """Append an event with the run's next seq and hand it to the listener."""
+        event = RunEvent(seq=run.last_seq + 1, type=event_type, at=self._clock(), fields=fields)
+        run.events.append(event)
+        if self._listener is not None:
+            self._listener(run, event)
+        return event
+
+
+def _check_facts(
+    to: RunStatus, facts: Mapping[str, Any], required: Mapping[RunStatus, tuple[str, ...]]
+) -> None:
+    missing = [name for name in required.get(to, ()) if facts.get(name) is None]
+    if missing:
+        raise TerminalFactsMissing(f"{to} needs {', '.join(missing)}")
+
+
+def _check_output(to: RunStatus, output: OutputInfo | None) -> None:
+    """Completed output is whole; any other terminal status's output is partial."""
+    if output is None or to not in TERMINAL:
+        return
+    if output.partial != (to is not RunStatus.COMPLETED):
+        raise TerminalFactsMissing(f"{to} output must have partial={to is not RunStatus.COMPLETED}")

@@ -1,0 +1,82 @@
+"""The state machine: first terminal status wins, required facts, gap-free seq."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from subagent_host.runs.state import (
+    ChildRun,
+    ErrorInfo,
+    OutputInfo,
+    Run,
+    RunBook,
+    RunEvent,
+    RunKind,
+    RunStatus,
+    TerminalFactsMissing,
+)
+
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def make_run() -> Run:
+    return Run(
+        run_id="r1",
+        session_id="s1",
+        kind=RunKind.SINGLE,
+        fingerprint="sha256:v1:" + "0" * 64,
+        created_at=T0,
+        children=[ChildRun(index=0, backend="command")],
+    )
+
+
+def test_the_first_terminal_status_wins_and_is_kept() -> None:
+    seen: list[RunEvent] = []
+    book = RunBook(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
+    run = make_run()
+    assert book.transition(run, RunStatus.RUNNING)
+    assert book.transition(run, RunStatus.CANCELLED, reason="stopped")
+    assert not book.transition(run, RunStatus.COMPLETED)
+    assert not book.transition(run, RunStatus.FAILED, error=ErrorInfo("x", "y"))
+    assert (run.status, run.reason, run.ended_at) == (RunStatus.CANCELLED, "stopped", T0)
+    assert [e.seq for e in seen] == [1, 2] and run.last_seq == 2
+
+
+def test_terminal_statuses_require_their_facts() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    with pytest.raises(TerminalFactsMissing):
+        book.transition(run, RunStatus.FAILED)
+    with pytest.raises(TerminalFactsMissing):
+        book.transition(run, RunStatus.TIMED_OUT, reason="timeout")
+    assert run.status is RunStatus.QUEUED  # nothing changed
+    assert book.transition(run, RunStatus.TIMED_OUT, reason="timeout", enforced_timeout_ms=5)
+
+
+def test_output_partial_must_match_the_status() -> None:
+    book = RunBook(clock=lambda: T0)
+    partial = OutputInfo("x", False, 1, 1, partial=True)
+    with pytest.raises(TerminalFactsMissing):
+        book.transition(make_run(), RunStatus.COMPLETED, output=partial)
+    whole = OutputInfo("x", False, 1, 1, partial=False)
+    with pytest.raises(TerminalFactsMissing):
+        book.transition(make_run(), RunStatus.CANCELLED, reason="r", output=whole)
+
+
+def test_child_events_share_the_run_sequence() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    child = run.children[0]
+    book.transition(run, RunStatus.RUNNING)
+    book.transition_child(run, child, RunStatus.RUNNING, pid=42)
+    book.emit(run, "output", index=0, text="hi")
+    book.transition_child(run, child, RunStatus.COMPLETED)
+    assert [(e.seq, e.type) for e in run.events] == [
+        (1, "status"),
+        (2, "child"),
+        (3, "output"),
+        (4, "child"),
+    ]
+    assert (child.pid, child.started_at, child.ended_at) == (42, T0, T0)
