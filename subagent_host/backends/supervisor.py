@@ -104,40 +104,24 @@ class Child:
     """One started child process and the tree below it."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, marker: str, create_time: float
+        self,
+        process: asyncio.subprocess.Process,
+        exited: asyncio.Future[None],
+        pidfd: int | None,
+        marker: str,
+        create_time: float,
     ) -> None:
         self.process = process
+        self.exited = exited
+        """Done as soon as the child has exited and been reaped. (asyncio's
+        `Process.wait()` also waits for the pipes to close, which a lingering
+        grandchild can delay forever.)"""
         self.pid = process.pid
         self.pgid = process.pid  # start_new_session: the child leads its own group
         self.marker = marker
         self.create_time = create_time
-        self.pidfd: int | None = _open_pidfd(process.pid)
+        self.pidfd = pidfd
         self.drained: asyncio.Task[None] | None = None
-        self.exited: asyncio.Future[None] = self._watch_exit()
-
-    def _watch_exit(self) -> asyncio.Future[None]:
-        """A future done when the child exits: its pidfd turns readable, reaped or not.
-
-        asyncio's `Process.wait()` only returns once the pipes close too, which a
-        lingering grandchild can delay forever.
-        """
-        loop = asyncio.get_running_loop()
-        if self.pidfd is None:  # gone before we could pin it (or no pidfds here)
-
-            async def reaped() -> None:
-                await self.process.wait()
-
-            return asyncio.ensure_future(reaped())
-        exited: asyncio.Future[None] = loop.create_future()
-        pidfd = self.pidfd
-
-        def on_readable() -> None:
-            loop.remove_reader(pidfd)
-            if not exited.done():
-                exited.set_result(None)
-
-        loop.add_reader(pidfd, on_readable)
-        return exited
 
     def has_exited(self) -> bool:
         return self.exited.done() or self.process.returncode is not None
@@ -163,10 +147,21 @@ class Child:
 
     def close(self) -> None:
         if self.pidfd is not None:
-            if not self.exited.done():
-                asyncio.get_running_loop().remove_reader(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = None
+
+
+class _ChildProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's subprocess protocol, plus a future done the moment the child exits."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=READ_CHUNK, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 def _open_pidfd(pid: int) -> int | None:
@@ -200,7 +195,10 @@ class Supervisor:
         Raises OSError (e.g. FileNotFoundError) when the program cannot be started.
         """
         marker = spec.env.get(RUN_MARKER, "")
-        process = await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        # What create_subprocess_exec does, with a protocol that reports the exit itself.
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ChildProtocol(loop),
             *spec.argv,
             cwd=spec.cwd,
             env=dict(spec.env),
@@ -209,8 +207,11 @@ class Supervisor:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+        process = asyncio.subprocess.Process(transport, protocol, loop)
         self._started.add(process.pid)
-        child = Child(process, marker, await asyncio.to_thread(_create_time, process.pid))
+        pidfd = _open_pidfd(process.pid)  # at once: the sooner, the likelier it is unreaped
+        create_time = await asyncio.to_thread(_create_time, process.pid)
+        child = Child(process, protocol.exited, pidfd, marker, create_time)
         child.drained = asyncio.create_task(_drain(child, spec.stdin, sink))
         return child
 
