@@ -44,6 +44,10 @@ class Outcome:
 
     completed: bool
     final_text: str
+    """The head of the final text (what the run reports), possibly cut."""
+    final_bytes: int
+    """Size of the whole final text, however much of it was kept."""
+    final_lines: int
     error_code: str | None = None
     error_message: str | None = None
     error_data: Mapping[str, object] | None = None

@@ -15,9 +15,9 @@ from subagent_host.backends.supervisor import ExitStatus
 
 # How much of stderr an error carries: enough to see why, small enough to send.
 STDERR_TAIL_BYTES: Final = 4 * 1024
-# Stdout is kept in full up to this much for the final text (the run manager
-# caps what it shows; chains need up to 64 KiB of it for {previous}).
-FINAL_TEXT_BYTES: Final = 256 * 1024
+# Stdout kept for the final text: what a snapshot shows is capped lower, but a
+# chain passes up to 64 KiB of it on as {previous}.
+FINAL_TEXT_BYTES: Final = 64 * 1024
 FINAL_TEXT_LINES: Final = 1_000_000
 
 
@@ -36,9 +36,10 @@ class CommandParser:
         return []  # a plain command reports no structured activity
 
     def outcome(self, exit_status: ExitStatus) -> Outcome:
-        text = self.stdout.result().text
+        stdout = self.stdout.result()
+        text, size, lines = stdout.text, stdout.bytes, stdout.lines
         if exit_status.exit_code == 0:
-            return Outcome(completed=True, final_text=text)
+            return Outcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
         data: dict[str, object] = {"stderrTail": self.stderr.text(STDERR_TAIL_BYTES)}
         if exit_status.exit_code is not None:
             data["exitCode"] = exit_status.exit_code
@@ -50,6 +51,8 @@ class CommandParser:
         return Outcome(
             completed=False,
             final_text=text,
+            final_bytes=size,
+            final_lines=lines,
             error_code="exit-status",
             error_message=message,
             error_data=data,

@@ -1,0 +1,465 @@
+"""Carry runs out: schedule children under the server-wide limit, supervise each, settle one status.
+
+A run is a plan of children (`single`, `parallel` tasks, or a `chain` passing
+`{previous}` on). Each child waits its turn for a slot (`queued`), is started
+through its backend and the supervisor (`running`), and ends in exactly one
+terminal status. What ends it is decided in one place, `_supervise`: the
+child's own exit, a stop request, its timeout, or a stall — the first of them
+wins, and the state machine refuses any later status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from subagent_host.backends.base import Backend, ItemSpec, Outcome, OutputParser
+from subagent_host.backends.environment import child_environment
+from subagent_host.backends.output import TRUNCATION_MARKER, cap_text
+from subagent_host.backends.supervisor import Child, ExitStatus, LaunchSpec, Supervisor
+from subagent_host.runs.fingerprint import fingerprint
+from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.state import (
+    ChildRun,
+    ErrorInfo,
+    OutputInfo,
+    Run,
+    RunBook,
+    RunKind,
+    RunStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+PREVIOUS_PLACEHOLDER: Final = "{previous}"
+PREVIOUS_MARKER: Final = "[previous output truncated]"
+# A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
+STOP_SETTLE_MARGIN_S: Final = 30.0
+
+
+@attrs.frozen
+class OutputCaps:
+    """CONTRACT §3 caps: one child's text, and each child's inside a parallel summary."""
+
+    bytes: int
+    lines: int
+    parallel_bytes: int
+    parallel_lines: int
+    previous_bytes: int
+
+
+@attrs.frozen
+class ChildPlan:
+    """One child, resolved: the wire's item after defaults and validation."""
+
+    backend: str
+    cwd: str
+    timeout_ms: int
+    stall_timeout_ms: int
+    command: tuple[str, ...] | None = None
+    prompt: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    label: str | None = None
+
+
+@attrs.frozen
+class RunPlan:
+    kind: RunKind
+    children: tuple[ChildPlan, ...]
+    label: str | None = None
+    stream: bool = False
+
+    def fingerprint(self) -> str:
+        """What would run, sealed (environment values are left out: they may be secrets)."""
+        plan = attrs.asdict(self)
+        for child in plan["children"]:
+            child["env"] = sorted(child["env"])
+        return fingerprint(plan)
+
+
+@attrs.define
+class _Control:
+    """A run's stop request (first wins) and its completion."""
+
+    grace_s: float
+    stream: bool = False
+    stop_reason: str | None = None
+    stopping: asyncio.Event = attrs.Factory(asyncio.Event)
+    done: asyncio.Event = attrs.Factory(asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+@attrs.frozen
+class _Ending:
+    """Why a running child ended, when it was not its own exit."""
+
+    status: RunStatus
+    reason: str
+    enforced_timeout_ms: int | None = None
+
+
+class _ChildSink:
+    """The supervisor's output sink for one child: feeds the parser, notes activity, streams."""
+
+    def __init__(self, parser: OutputParser, stream: Callable[[str], None] | None) -> None:
+        self.parser = parser
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.active = asyncio.Event()
+
+    def on_stdout(self, data: bytes) -> None:
+        self.parser.on_stdout(data)
+        self.active.set()
+        if self._stream is not None:
+            text = self._decoder.decode(data)  # a character split across reads stays whole
+            if text:
+                self._stream(text)
+
+    def on_stderr(self, data: bytes) -> None:
+        self.parser.on_stderr(data)
+        self.active.set()
+
+    async def stalled(self, stall_s: float) -> None:
+        """Return once no output arrived for `stall_s` seconds."""
+        while True:
+            self.active.clear()
+            try:
+                await asyncio.wait_for(self.active.wait(), stall_s)
+            except TimeoutError:
+                return
+
+
+class RunManager:
+    """Owns every run of this server process."""
+
+    def __init__(
+        self,
+        *,
+        supervisor: Supervisor,
+        backends: Mapping[str, Backend],
+        slots: Slots,
+        book: RunBook,
+        caps: OutputCaps,
+        server_env: Mapping[str, str],
+        depth: int,
+        grace_ms: int,
+        new_run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ) -> None:
+        self._supervisor = supervisor
+        self._backends = backends
+        self._slots = slots
+        self._book = book
+        self._caps = caps
+        self._server_env = dict(server_env)
+        self._depth = depth
+        self._grace_s = grace_ms / 1000
+        self._new_run_id = new_run_id
+        self._runs: dict[str, Run] = {}
+        self._controls: dict[str, _Control] = {}
+        self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
+
+    # --- queries ---------------------------------------------------------------------
+
+    def get(self, run_id: str) -> Run | None:
+        return self._runs.get(run_id)
+
+    def runs_of(self, session_id: str) -> list[Run]:
+        """This session's runs, newest first."""
+        mine = [run for run in self._runs.values() if run.session_id == session_id]
+        return sorted(mine, key=lambda run: run.created_at, reverse=True)
+
+    # --- commands --------------------------------------------------------------------
+
+    def launch(self, plan: RunPlan, session_id: str) -> Run:
+        """Create the run (queued) and start carrying it out in the background."""
+        run = Run(
+            run_id=self._new_run_id(),
+            session_id=session_id,
+            kind=plan.kind,
+            fingerprint=plan.fingerprint(),
+            created_at=self._book.now(),
+            label=plan.label,
+            children=[
+                ChildRun(index=i, backend=child.backend, label=child.label)
+                for i, child in enumerate(plan.children)
+            ],
+        )
+        self._runs[run.run_id] = run
+        control = _Control(grace_s=self._grace_s, stream=plan.stream)
+        self._controls[run.run_id] = control
+        control.task = asyncio.create_task(self._execute(run, plan, control))
+        return run
+
+    async def wait(self, run: Run) -> None:
+        """Return once the run is terminal."""
+        await self._controls[run.run_id].done.wait()
+
+    async def stop(self, run: Run, *, grace_ms: int | None, reason: str) -> bool:
+        """Stop the run's children (SIGTERM, grace, SIGKILL); True if it was already terminal."""
+        control = self._controls[run.run_id]
+        if run.is_terminal:
+            return True
+        if control.stop_reason is None:  # the first stop's reason and grace stand
+            control.stop_reason = reason
+            if grace_ms is not None:
+                control.grace_s = grace_ms / 1000
+            control.stopping.set()
+        await asyncio.wait_for(control.done.wait(), control.grace_s + STOP_SETTLE_MARGIN_S)
+        return False
+
+    async def shutdown(self, reason: str) -> None:
+        """Stop every run that is not terminal yet (client gone, or server stopping)."""
+        live = [run for run in self._runs.values() if not run.is_terminal]
+        await asyncio.gather(
+            *(self.stop(run, grace_ms=None, reason=reason) for run in live),
+            return_exceptions=True,
+        )
+
+    # --- carrying a run out ----------------------------------------------------------
+
+    async def _execute(self, run: Run, plan: RunPlan, control: _Control) -> None:
+        try:
+            self._book.transition(run, RunStatus.RUNNING)
+            if plan.kind is RunKind.PARALLEL:
+                await asyncio.gather(
+                    *(
+                        self._run_child(run, i, child, None, control)
+                        for i, child in enumerate(plan.children)
+                    )
+                )
+            else:
+                previous: str | None = None
+                for i, child in enumerate(plan.children):
+                    previous = await self._run_child(run, i, child, previous, control)
+                    if run.children[i].status is not RunStatus.COMPLETED:
+                        self._skip_rest(run, i)
+                        break
+            self._settle(run, plan, control)
+        except Exception as exc:  # a bug of ours: the run still gets a truthful end
+            logger.exception("run %s failed internally", run.run_id)
+            self._book.transition(
+                run,
+                RunStatus.FAILED,
+                error=ErrorInfo("internal", f"internal error ({type(exc).__name__})"),
+            )
+        finally:
+            control.done.set()
+
+    def _skip_rest(self, run: Run, failed_index: int) -> None:
+        for later in run.children[failed_index + 1 :]:
+            self._book.transition_child(
+                run,
+                later,
+                RunStatus.CANCELLED,
+                reason=f"not run: step {failed_index} did not complete",
+            )
+
+    async def _run_child(
+        self, run: Run, index: int, plan: ChildPlan, previous: str | None, control: _Control
+    ) -> str | None:
+        """Carry one child from queued to terminal; return its final text if it completed."""
+        child = run.children[index]
+        if not await self._take_slot(control):
+            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            return None
+        try:
+            return await self._run_started_child(run, child, plan, previous, control)
+        finally:
+            self._slots.release()
+
+    async def _take_slot(self, control: _Control) -> bool:
+        """Wait for a slot; False (holding none) if the run is stopped first."""
+        if control.stopping.is_set():
+            return False
+        acquiring = asyncio.ensure_future(self._slots.acquire())
+        stopping = asyncio.ensure_future(control.stopping.wait())
+        await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if acquiring.done() and not acquiring.cancelled() and acquiring.exception() is None:
+            if not control.stopping.is_set():
+                return True
+            self._slots.release()
+            return False
+        acquiring.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acquiring
+        return False
+
+    async def _run_started_child(
+        self, run: Run, child: ChildRun, plan: ChildPlan, previous: str | None, control: _Control
+    ) -> str | None:
+        if control.stopping.is_set():
+            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            return None
+        backend = self._backends[plan.backend]
+        prompt = plan.prompt
+        if prompt is not None and previous is not None:
+            prompt = prompt.replace(PREVIOUS_PLACEHOLDER, self._cap_previous(previous))
+        launch = backend.prepare(
+            ItemSpec(command=plan.command, prompt=prompt, cwd=plan.cwd, env=plan.env)
+        )
+        env = child_environment(
+            self._server_env, extra=launch.env, run_id=run.run_id, depth=self._depth
+        )
+        parser = backend.parser()
+        sink = _ChildSink(parser, self._streamer(run, child) if control.stream else None)
+        try:
+            process = await self._supervisor.start(
+                LaunchSpec(argv=launch.argv, cwd=launch.cwd, env=env, stdin=launch.stdin), sink
+            )
+        except OSError as exc:
+            message = f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
+            )
+            return None
+        self._book.transition_child(run, child, RunStatus.RUNNING, pid=process.pid)
+        ending = await self._supervise(process, plan, sink, control)
+        exit_status = await self._supervisor.wait(process)
+        outcome = parser.outcome(exit_status)
+        self._settle_child(run, child, outcome, exit_status, ending)
+        return outcome.final_text if child.status is RunStatus.COMPLETED else None
+
+    async def _supervise(
+        self, process: Child, plan: ChildPlan, sink: _ChildSink, control: _Control
+    ) -> _Ending | None:
+        """Wait for whichever comes first: exit, stop, stall, timeout. End the tree unless exit."""
+        exited: asyncio.Future[Any] = asyncio.ensure_future(asyncio.shield(process.exited))
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(control.stopping.wait())
+        stalled: asyncio.Future[Any] = asyncio.ensure_future(
+            sink.stalled(plan.stall_timeout_ms / 1000)
+        )
+        done, pending = await asyncio.wait(
+            {exited, stopped, stalled},
+            timeout=plan.timeout_ms / 1000,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        for task in pending:
+            task.cancel()
+        if exited in done or process.exited.done():
+            return None  # its own exit came first: whatever else happened lost the race
+        if stopped in done:
+            ending = _Ending(RunStatus.CANCELLED, control.stop_reason or "stopped")
+        elif stalled in done:
+            ending = _Ending(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)
+        else:
+            ending = _Ending(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms)
+        await self._supervisor.stop(process, grace_s=control.grace_s)
+        return ending
+
+    def _settle_child(
+        self,
+        run: Run,
+        child: ChildRun,
+        outcome: Outcome,
+        exit_status: ExitStatus,
+        ending: _Ending | None,
+    ) -> None:
+        completed = ending is None and outcome.completed
+        output = self._output_of(run, outcome, partial=not completed)
+        facts: dict[str, object] = {
+            "exit_code": exit_status.exit_code,
+            "signal": exit_status.signal,
+            "output": output,
+        }
+        if completed:
+            self._book.transition_child(run, child, RunStatus.COMPLETED, **facts)
+        elif ending is not None:
+            self._book.transition_child(run, child, ending.status, reason=ending.reason, **facts)
+            child_timeout = ending.enforced_timeout_ms
+            if child_timeout is not None:
+                self._timeouts[run.run_id] = child_timeout
+        else:
+            error = ErrorInfo(
+                outcome.error_code or "failed",
+                outcome.error_message or "failed",
+                outcome.error_data,
+            )
+            self._book.transition_child(run, child, RunStatus.FAILED, error=error, **facts)
+
+    def _settle(self, run: Run, plan: RunPlan, control: _Control) -> None:
+        """The run's one terminal status, from its children's."""
+        unfinished = [c for c in run.children if c.status is not RunStatus.COMPLETED]
+        output: OutputInfo | None
+        if run.kind is RunKind.PARALLEL:
+            output = self._parallel_summary(run, partial=bool(unfinished))
+        else:
+            last = unfinished[0] if unfinished else run.children[-1]
+            output = last.output
+        if not unfinished:
+            self._book.transition(run, RunStatus.COMPLETED, output=output)
+            return
+        first = unfinished[0]
+        if first.status is RunStatus.FAILED and first.error is not None:
+            error = first.error
+            if run.kind is not RunKind.SINGLE:
+                data = {"index": first.index, **(error.data or {})}
+                error = ErrorInfo(error.code, f"child {first.index}: {error.message}", data)
+            self._book.transition(run, RunStatus.FAILED, error=error, output=output)
+        elif first.status is RunStatus.TIMED_OUT:
+            self._book.transition(
+                run,
+                RunStatus.TIMED_OUT,
+                reason=first.reason,
+                enforced_timeout_ms=self._timeouts.pop(run.run_id, None),
+                output=output,
+            )
+        else:
+            self._book.transition(
+                run, RunStatus.CANCELLED, reason=control.stop_reason or first.reason, output=output
+            )
+
+    # --- output ----------------------------------------------------------------------
+
+    def _output_of(self, run: Run, outcome: Outcome, *, partial: bool) -> OutputInfo:
+        parallel = run.kind is RunKind.PARALLEL
+        cap_bytes = self._caps.parallel_bytes if parallel else self._caps.bytes
+        cap_lines = self._caps.parallel_lines if parallel else self._caps.lines
+        capped = cap_text(outcome.final_text, cap_bytes, cap_lines)
+        truncated = capped.truncated or outcome.final_bytes > len(outcome.final_text.encode())
+        text = capped.text
+        if truncated and not capped.truncated:
+            text = text + ("" if text.endswith("\n") or not text else "\n") + TRUNCATION_MARKER
+        return OutputInfo(
+            text=text,
+            truncated=truncated,
+            bytes=outcome.final_bytes,
+            lines=outcome.final_lines,
+            partial=partial,
+        )
+
+    def _parallel_summary(self, run: Run, *, partial: bool) -> OutputInfo:
+        parts = []
+        for child in run.children:
+            title = f"[{child.index}]" + (f" {child.label}" if child.label else "")
+            body = child.output.text if child.output else ""
+            parts.append(f"{title} {child.status}\n{body}".rstrip("\n"))
+        text = "\n\n".join(parts) + "\n"
+        size = len(text.encode())
+        return OutputInfo(
+            text=text,
+            truncated=any(c.output is not None and c.output.truncated for c in run.children),
+            bytes=size,
+            lines=text.count("\n"),
+            partial=partial,
+        )
+
+    def _streamer(self, run: Run, child: ChildRun) -> Callable[[str], None]:
+        def stream(text: str) -> None:
+            self._book.emit(run, "output", index=child.index, text=text)
+
+        return stream
+
+    def _cap_previous(self, text: str) -> str:
+        data = text.encode("utf-8")
+        if len(data) <= self._caps.previous_bytes:
+            return text
+        head = data[: self._caps.previous_bytes].decode("utf-8", "ignore")
+        return head + "\n" + PREVIOUS_MARKER

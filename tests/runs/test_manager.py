@@ -1,0 +1,212 @@
+"""The run manager with real processes: statuses, stop, timeouts, chains, parallel, the limit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from subagent_host.backends.command import CommandBackend
+from subagent_host.backends.supervisor import Supervisor
+from subagent_host.runs.manager import ChildPlan, OutputCaps, RunManager, RunPlan
+from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.state import TERMINAL, Run, RunBook, RunEvent, RunKind, RunStatus
+from tests.backends.conftest import processes_with_marker
+
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+WAIT_S = 30.0
+CAPS = OutputCaps(bytes=48 * 1024, lines=600, parallel_bytes=12 * 1024, parallel_lines=160,
+                  previous_bytes=64)  # fmt: skip
+
+
+class Harness:
+    def __init__(self, limit: int = 4) -> None:
+        self.events: list[tuple[str, RunEvent]] = []
+        self.changed = asyncio.Event()
+        self.book = RunBook(listener=self.record)
+        self.manager = RunManager(
+            supervisor=Supervisor(),
+            backends={"command": CommandBackend()},
+            slots=Slots(limit),
+            book=self.book,
+            caps=CAPS,
+            server_env=os.environ,
+            depth=0,
+            grace_ms=2000,
+        )
+        self.runs: list[Run] = []
+
+    def record(self, run: Run, event: RunEvent) -> None:
+        self.events.append((run.run_id, event))
+        self.changed.set()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Wait, event by event, until `condition` holds."""
+        async with asyncio.timeout(WAIT_S):
+            while not condition():
+                self.changed.clear()
+                await self.changed.wait()
+
+    def launch(
+        self, *children: ChildPlan, kind: RunKind = RunKind.SINGLE, stream: bool = False
+    ) -> Run:
+        run = self.manager.launch(RunPlan(kind=kind, children=children, stream=stream), "s1")
+        self.runs.append(run)
+        return run
+
+    async def finish(self, run: Run) -> Run:
+        await asyncio.wait_for(self.manager.wait(run), WAIT_S)
+        assert_terminal_table(run)
+        return run
+
+
+def assert_terminal_table(run: Run) -> None:
+    """CONTRACT §3: every terminal status carries what it must, for the run and each child."""
+    for item in (run, *run.children):
+        assert item.status in TERMINAL
+        if item.status is RunStatus.COMPLETED:
+            assert item.output is None or not item.output.partial
+        else:
+            assert item.output is None or item.output.partial
+        if item.status is RunStatus.FAILED:
+            assert item.error is not None
+        if item.status in (RunStatus.CANCELLED, RunStatus.TIMED_OUT, RunStatus.INTERRUPTED):
+            assert item.reason
+    if run.status is RunStatus.TIMED_OUT:
+        assert run.enforced_timeout_ms is not None
+
+
+def command(*argv: str, timeout_ms: int = 60_000, stall_ms: int = 60_000,
+            prompt: str | None = None, label: str | None = None) -> ChildPlan:  # fmt: skip
+    return ChildPlan(
+        backend="command",
+        cwd=str(FAKES),
+        timeout_ms=timeout_ms,
+        stall_timeout_ms=stall_ms,
+        command=argv,
+        prompt=prompt,
+        label=label,
+    )
+
+
+@pytest.fixture
+async def runs() -> AsyncIterator[Harness]:
+    harness = Harness()
+    yield harness
+    await harness.manager.shutdown("test over")
+    left = [p.pid for run in harness.runs for p in processes_with_marker(run.run_id)
+            if p.status() != "zombie"]  # fmt: skip
+    assert left == [], f"processes left behind: {left}"
+
+
+async def test_an_echo_run_completes_with_its_output(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("echo", "hello")))
+    assert run.status is RunStatus.COMPLETED
+    assert run.output is not None and run.output.text == "hello\n"
+    assert (run.children[0].exit_code, run.children[0].pid is not None) == (0, True)
+
+
+async def test_a_non_zero_exit_fails_with_the_status_and_a_stderr_tail(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("sh", "-c", "echo why >&2; exit 4")))
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.data == {"stderrTail": "why\n", "exitCode": 4}
+    assert run.children[0].exit_code == 4
+
+
+async def test_a_missing_program_fails_without_running(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("/nonexistent/tool")))
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.code == "spawn-failed"
+
+
+async def test_stop_cancels_a_running_tree_and_nothing_survives(runs: Harness) -> None:
+    run = runs.launch(command(sys.executable, str(FAKES / "tree.py"), "6"), stream=True)
+    # The tree prints "ready" once all six processes exist.
+    await runs.until(lambda: any(e.type == "output" for _, e in runs.events))
+    assert await runs.manager.stop(run, grace_ms=5000, reason="user asked") is False
+    assert run.status is RunStatus.CANCELLED and run.reason == "user asked"
+    assert await runs.manager.stop(run, grace_ms=5000, reason="again") is True  # already terminal
+    assert run.reason == "user asked"
+    assert_terminal_table(run)
+
+
+async def test_timeout_ends_the_child_as_timed_out(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("sleep", "60", timeout_ms=300)))
+    assert (run.status, run.reason, run.enforced_timeout_ms) == (
+        RunStatus.TIMED_OUT,
+        "timeout",
+        300,
+    )
+
+
+async def test_a_silent_child_is_ended_as_stalled(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("sh", "-c", "echo start; sleep 60", stall_ms=300)))
+    assert (run.status, run.reason, run.enforced_timeout_ms) == (RunStatus.TIMED_OUT, "stall", 300)
+    assert run.output is not None and run.output.partial and run.output.text == "start\n"
+
+
+async def test_a_chain_passes_previous_output_on_capped(runs: Harness) -> None:
+    run = await runs.finish(
+        runs.launch(
+            command("sh", "-c", "printf '%0100d' 0"),
+            command("cat", prompt="got: {previous}"),
+            kind=RunKind.CHAIN,
+        )
+    )
+    assert run.status is RunStatus.COMPLETED and run.output is not None
+    assert run.output.text == "got: " + "0" * 64 + "\n[previous output truncated]"
+
+
+async def test_a_chain_stops_at_the_first_child_that_does_not_complete(runs: Harness) -> None:
+    run = await runs.finish(
+        runs.launch(command("true"), command("false"), command("echo", "never"), kind=RunKind.CHAIN)
+    )
+    assert [c.status for c in run.children] == [
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    ]
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.message.startswith("child 1: ")
+
+
+async def test_parallel_tasks_run_together_and_are_summarized(runs: Harness) -> None:
+    run = await runs.finish(
+        runs.launch(
+            command("echo", "a", label="first"), command("echo", "b"), kind=RunKind.PARALLEL
+        )
+    )
+    assert run.status is RunStatus.COMPLETED and run.output is not None
+    assert run.output.text == "[0] first completed\na\n\n[1] completed\nb\n"
+
+
+async def test_the_concurrency_limit_queues_children_in_order() -> None:
+    harness = Harness(limit=1)
+    first = harness.launch(command("sleep", "0.3"))
+    second = harness.launch(command("echo", "second"))
+    await harness.until(lambda: first.children[0].status is RunStatus.RUNNING)
+    assert second.children[0].status is RunStatus.QUEUED
+    await harness.finish(first)
+    await harness.finish(second)
+    assert second.children[0].started_at >= first.children[0].ended_at  # type: ignore[operator]
+
+
+async def test_stop_while_queued_cancels_without_starting(runs: Harness) -> None:
+    harness = Harness(limit=1)
+    blocker = harness.launch(command("sleep", "30"))
+    queued = harness.launch(command("echo", "never"))
+    await harness.until(lambda: blocker.children[0].status is RunStatus.RUNNING)
+    assert await harness.manager.stop(queued, grace_ms=100, reason="changed my mind") is False
+    assert queued.status is RunStatus.CANCELLED and queued.children[0].pid is None
+    await harness.manager.stop(blocker, grace_ms=100, reason="done")
+    assert_terminal_table(queued)
+
+
+async def test_event_seq_has_no_gaps(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("echo", "x"), stream=True))
+    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
+    assert [e.type for e in run.events][:2] == ["status", "child"]
