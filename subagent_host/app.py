@@ -1,8 +1,9 @@
 """Wire the server together and run its lifecycle (CONTRACT §1, "On stdin EOF ...").
 
 Order of events: read and dispatch until stdin ends (or SIGTERM/SIGINT), answer
-every request already read (after a signal: cancel them first), flush stdout,
-exit 0. Later layers add "stop the remaining background runs" to this sequence.
+every request already read (a task-mode spawn runs to its end; after a signal,
+requests are cancelled first, which stops their runs), stop the remaining
+background runs (`cancelled`, reason `client-disconnected`), flush stdout, exit 0.
 """
 
 from __future__ import annotations
@@ -10,12 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import uuid
+from collections.abc import Mapping
 from typing import Final
 
-from subagent_host.config import ServerConfig
+from subagent_host.backends.base import Backend
+from subagent_host.backends.command import CommandBackend
+from subagent_host.backends.supervisor import Supervisor
+from subagent_host.config import (
+    OUTPUT_CAP_BYTES,
+    OUTPUT_CAP_LINES,
+    PARALLEL_OUTPUT_CAP_BYTES,
+    PARALLEL_OUTPUT_CAP_LINES,
+    PREVIOUS_CAP_BYTES,
+    ServerConfig,
+)
 from subagent_host.handlers.context import Context
+from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.table import build_method_table
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
@@ -27,6 +41,9 @@ from subagent_host.rpc.stdio import (
     open_input,
     open_output,
 )
+from subagent_host.runs.manager import OutputCaps, RunManager
+from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.state import RunBook
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +55,31 @@ OUTPUT_FLUSH_TIMEOUT_S: Final = 10.0
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
+DISCONNECTED: Final = "client-disconnected"
+BACKENDS: Final[Mapping[str, Backend]] = {"command": CommandBackend()}
+
+
 def new_session_id() -> str:
     return f"session-{uuid.uuid4().hex}"
+
+
+def build_run_manager(config: ServerConfig, publisher: EventPublisher) -> RunManager:
+    return RunManager(
+        supervisor=Supervisor(),
+        backends=BACKENDS,
+        slots=Slots(config.max_concurrency),
+        book=RunBook(listener=publisher),
+        caps=OutputCaps(
+            bytes=OUTPUT_CAP_BYTES,
+            lines=OUTPUT_CAP_LINES,
+            parallel_bytes=PARALLEL_OUTPUT_CAP_BYTES,
+            parallel_lines=PARALLEL_OUTPUT_CAP_LINES,
+            previous_bytes=PREVIOUS_CAP_BYTES,
+        ),
+        server_env=os.environ,
+        depth=config.depth,
+        grace_ms=config.grace_ms,
+    )
 
 
 async def serve(config: ServerConfig) -> int:
@@ -52,8 +92,16 @@ async def serve(config: ServerConfig) -> int:
         except (OSError, ValueError) as exc:
             logger.error("cannot serve on this stdin/stdout: %s", exc)
             return 1
-        ctx = Context(config=config, session_id=config.session_id or new_session_id())
         protocol = make_protocol()
+        publisher = EventPublisher(protocol.notify)
+        runs = build_run_manager(config, publisher)
+        ctx = Context(
+            config=config,
+            session_id=config.session_id or new_session_id(),
+            runs=runs,
+            progress=publisher,
+            backends=frozenset(BACKENDS),
+        )
         connection = Connection(
             protocol, AutoDecoder(config.max_message_bytes, config.framing), sink
         )
@@ -64,6 +112,8 @@ async def serve(config: ServerConfig) -> int:
             loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
         try:
             await _serve_until_done(connection, protocol, source, sink, stopping)
+            # The client is gone (or the server was told to stop): end what still runs.
+            await runs.shutdown(DISCONNECTED)
             connection.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)

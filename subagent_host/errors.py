@@ -6,14 +6,15 @@ ours so every layer can raise these without knowing about the wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 
 class HostError(Exception):
-    """Base class of every error a client may see with its own JSON-RPC code."""
+    """Base class of every error a client may see with its own JSON-RPC code.
 
-    def __init__(self, message: str, *, data: Mapping[str, Any] | None = None) -> None:
+    `data` is what a program needs (a mapping, or a wire type the dispatcher
+    unstructures); `message` is a sentence for a person.
+    """
+
+    def __init__(self, message: str, *, data: object = None) -> None:
         super().__init__(message)
         self.message = message
         self.data = data
@@ -41,3 +42,7 @@ class CapacityExceeded(HostError):
 
 class AmbiguousRunId(HostError):
     """A run id prefix matches more than one run."""
+
+
+class RequestCancelled(HostError):
+    """The client cancelled the request; `data` may carry what it had done (a run's snapshot)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import attrs
 
 from subagent_host.config import ServerConfig
+from subagent_host.handlers.progress import EventPublisher
+from subagent_host.runs.manager import RunManager
 
 
 @attrs.define
@@ -14,5 +16,9 @@ class Context:
     config: ServerConfig
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
+    runs: RunManager
+    progress: EventPublisher
     methods: tuple[str, ...] = ()
     """The methods this server answers, as `ping` lists them."""
+    backends: frozenset[str] = frozenset()
+    """The backends that can run here."""

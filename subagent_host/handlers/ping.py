@@ -16,7 +16,7 @@ from subagent_host.config import (
     ServerConfig,
 )
 from subagent_host.handlers.context import Context
-from subagent_host.rpc.wire import Limits, PingParams, PingResult, ServerInfo
+from subagent_host.rpc.wire import BackendInfo, Limits, PingParams, PingResult, ServerInfo
 
 
 def handle(params: PingParams, ctx: Context) -> PingResult:
@@ -33,8 +33,7 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         protocol_version=PROTOCOL_VERSION,
         session_id=ctx.session_id,
         methods=ctx.methods,
-        # Filled by the backend registry once the first backend lands.
-        backends=(),
+        backends=tuple(BackendInfo(id=name, available=True) for name in sorted(ctx.backends)),
         limits=limits_of(ctx.config),
     )
 

@@ -9,16 +9,19 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import ping
+from subagent_host.handlers import ping, spawn, status, stop
 from subagent_host.handlers.context import Context
 from subagent_host.rpc.dispatch import Method
-from subagent_host.rpc.wire import PingParams
+from subagent_host.rpc.wire import PingParams, SpawnParams, StatusParams, StopParams
 
 AsyncHandler = Callable[[Any, Context], Awaitable[Any]]
 SyncHandler = Callable[[Any, Context], Any]
 
 ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "ping": (PingParams, ping.handle),
+    "spawn": (SpawnParams, spawn.handle),
+    "status": (StatusParams, status.handle),
+    "stop": (StopParams, stop.handle),
 }
 
 

@@ -233,7 +233,7 @@ class HostProtocol(JsonRPCProtocol):
             return
         exc = future.exception()
         if exc is not None:
-            error = error_for_exception(exc)
+            error = self._converter.unstructure(error_for_exception(exc))  # data may be attrs
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
         try:

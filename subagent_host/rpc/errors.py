@@ -25,6 +25,7 @@ from subagent_host.errors import (
     CapacityExceeded,
     HostError,
     LaunchRejected,
+    RequestCancelled,
     ResumeDenied,
     RunNotFound,
 )
@@ -46,6 +47,7 @@ CODES: Final[Mapping[type[HostError], int]] = {
     ResumeDenied: -32004,
     CapacityExceeded: -32005,
     AmbiguousRunId: -32006,
+    RequestCancelled: REQUEST_CANCELLED,
 }
 
 
@@ -84,7 +86,7 @@ def error_for_exception(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, HostError):
         for kind, code in CODES.items():
             if isinstance(exc, kind):
-                return error_object(code, exc.message, dict(exc.data) if exc.data else None)
+                return error_object(code, exc.message, exc.data)
     if isinstance(exc, JsonRpcException):
         return error_object(exc.code, exc.message, exc.data)
     logger.error("internal error", exc_info=exc)

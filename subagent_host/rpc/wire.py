@@ -14,6 +14,7 @@ from typing import Any, Final, NewType, TypeVar
 
 import attrs
 import cattrs
+from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 T = TypeVar("T")
@@ -28,8 +29,8 @@ class WireValueError(ValueError):
 
 
 def camel_case(name: str) -> str:
-    """`enforced_timeout_ms` -> `enforcedTimeoutMs`."""
-    head, *rest = name.split("_")
+    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
+    head, *rest = name.removesuffix("_").split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
@@ -93,6 +94,161 @@ class PingResult:
     limits: Limits
 
 
+# --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------
+
+MsgToken = int | str
+
+
+@attrs.frozen
+class SpawnItem:
+    """One child of a `tasks` or `chain` spawn; its fields override the call-level ones."""
+
+    prompt: str | None = None
+    agent: str | None = None
+    command: tuple[str, ...] | None = None
+    label: str | None = None
+    backend: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    tools: tuple[str, ...] | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    timeout_ms: int | None = None
+    stall_timeout_ms: int | None = None
+    as_: str | None = None
+
+
+@attrs.frozen
+class SpawnParams:
+    prompt: str | None = None
+    agent: str | None = None
+    command: tuple[str, ...] | None = None
+    tasks: tuple[SpawnItem, ...] | None = None
+    chain: tuple[SpawnItem, ...] | None = None
+    workflow: dict[str, Any] | None = None
+    label: str | None = None
+    backend: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    tools: tuple[str, ...] | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    timeout_ms: int | None = None
+    stall_timeout_ms: int | None = None
+    mode: str | None = None
+    stream: bool | None = None
+    preflight_id: str | None = None
+    work_done_token: MsgToken | None = None
+
+
+@attrs.frozen
+class OutputWire:
+    text: str
+    truncated: bool
+    bytes: int
+    lines: int
+    partial: bool
+
+
+@attrs.frozen
+class ErrorWire:
+    code: str
+    message: str
+    data: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ResourcesWire:
+    cpu_seconds: float
+    peak_rss_bytes: int
+    processes: int
+
+
+@attrs.frozen
+class ChildSnapshot:
+    index: int
+    backend: str
+    status: str
+    attempt: int
+    label: str | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_ms: int | None = None
+    output: OutputWire | None = None
+    error: ErrorWire | None = None
+    reason: str | None = None
+    resources: ResourcesWire | None = None
+
+
+@attrs.frozen
+class EventWire:
+    """A `run/event` as `status {since}` replays it (the notification has the same fields)."""
+
+    run_id: str
+    seq: int
+    type: str
+    at: str
+    status: str | None = None
+    index: int | None = None
+    text: str | None = None
+
+
+@attrs.frozen
+class RunSnapshot:
+    run_id: str
+    session_id: str
+    kind: str
+    status: str
+    created_at: str
+    fingerprint: str
+    last_seq: int
+    children: tuple[ChildSnapshot, ...]
+    label: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_ms: int | None = None
+    output: OutputWire | None = None
+    error: ErrorWire | None = None
+    reason: str | None = None
+    enforced_timeout_ms: int | None = None
+    reached_limit: str | None = None
+    already_terminal: bool | None = None
+    """`stop` only: true when the run had ended before the stop arrived."""
+    events: tuple[EventWire, ...] | None = None
+    """`status {since}` only: every event after `since`."""
+
+
+@attrs.frozen
+class RunSummary:
+    run_id: str
+    kind: str
+    status: str
+    created_at: str
+    label: str | None = None
+    ended_at: str | None = None
+
+
+@attrs.frozen
+class RunList:
+    runs: tuple[RunSummary, ...]
+
+
+@attrs.frozen
+class StatusParams:
+    run_id: str | None = None
+    since: int | None = None
+
+
+@attrs.frozen
+class StopParams:
+    run_id: str
+    grace_ms: int | None = None
+    reason: str | None = None
+
+
 # --- the converter ---------------------------------------------------------------------
 
 
@@ -141,6 +297,15 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _strict(bool, "a boolean"))
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(SessionId, _structure_session_id)
+    converter.register_structure_hook_func(
+        lambda t: t in (MsgToken, MsgToken | None), _structure_token
+    )
+    converter.register_structure_hook_func(lambda t: t == tuple[str, ...], _structure_strings)
+    converter.register_structure_hook_func(lambda t: t == dict[str, str], _structure_string_map)
+    converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_object)
+    converter.register_structure_hook_func(
+        lambda t: t == tuple[SpawnItem, ...], _items_hook(converter)
+    )
 
     def structure_factory(cls: type[Any]) -> Any:
         overrides: dict[str, Any] = {
@@ -158,3 +323,54 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     return converter
+
+
+def _structure_token(value: Any, _type: type) -> MsgToken | None:
+    if value is None or type(value) is int or isinstance(value, str):
+        return value
+    raise WireValueError(f"expected a string or an integer, got {json_type_name(value)}")
+
+
+def _structure_strings(value: Any, _type: type) -> tuple[str, ...]:
+    # A bare string is not a list of strings (cattrs would split it into letters).
+    if not isinstance(value, list):
+        raise WireValueError(f"expected an array of strings, got {json_type_name(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise WireValueError(f"item {index}: expected a string, got {json_type_name(item)}")
+    return tuple(value)
+
+
+def _structure_string_map(value: Any, _type: type) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise WireValueError(f"expected an object, got {json_type_name(value)}")
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise WireValueError(f"{key}: expected a string, got {json_type_name(item)}")
+    return dict(value)
+
+
+def _structure_object(value: Any, _type: type) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise WireValueError(f"expected an object, got {json_type_name(value)}")
+    return dict(value)
+
+
+def _items_hook(converter: cattrs.Converter) -> Callable[[Any, type], tuple[SpawnItem, ...]]:
+    """Items of `tasks`/`chain`: an array of objects, every bad item reported with its index."""
+
+    def structure(value: Any, _type: type) -> tuple[SpawnItem, ...]:
+        if not isinstance(value, list):
+            raise WireValueError(f"expected an array, got {json_type_name(value)}")
+        items, errors = [], []
+        for index, raw in enumerate(value):
+            try:
+                items.append(converter.structure(raw, SpawnItem))
+            except Exception as exc:  # noqa: BLE001 - collected and re-raised below
+                exc.__notes__ = [IterableValidationNote(f"item {index}", index, SpawnItem)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("invalid items", errors, tuple)
+        return tuple(items)
+
+    return structure

@@ -194,6 +194,8 @@ class RunManager:
         self._runs[run.run_id] = run
         control = _Control(grace_s=self._grace_s, stream=plan.stream)
         self._controls[run.run_id] = control
+        # Running from the start: its children wait for slots, the run does not.
+        self._book.transition(run, RunStatus.RUNNING)
         control.task = asyncio.create_task(self._execute(run, plan, control))
         return run
 
@@ -226,7 +228,6 @@ class RunManager:
 
     async def _execute(self, run: Run, plan: RunPlan, control: _Control) -> None:
         try:
-            self._book.transition(run, RunStatus.RUNNING)
             if plan.kind is RunKind.PARALLEL:
                 await asyncio.gather(
                     *(

@@ -54,6 +54,7 @@ class ServerProcess:
         self._stdout_pipe = proc.stdout
         self._stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
         self._next_id = 1000
+        self.run_ids: set[str] = set()  # every run this server told us about
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(65536):
@@ -82,7 +83,9 @@ class ServerProcess:
 
     async def receive(self) -> Any:
         """The next message the server sends; fails if none arrives in time."""
-        return json.loads(await asyncio.wait_for(self._read_body(), REPLY_TIMEOUT_S))
+        message = json.loads(await asyncio.wait_for(self._read_body(), REPLY_TIMEOUT_S))
+        self.run_ids.update(_run_ids_in(message))
+        return message
 
     async def _read_body(self) -> bytes:
         if self.framing == "ndjson":
@@ -171,7 +174,39 @@ async def running_server(
                 await proc.wait()
         await asyncio.wait_for(server._stderr_task, EXIT_TIMEOUT_S)
         assert_nothing_left(proc.pid)
+        assert_no_run_survives(server.run_ids)
     assert "Traceback" not in server.stderr_text, server.stderr_text
+
+
+def _run_ids_in(message: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(message, dict):
+        for key, value in message.items():
+            if key == "runId" and isinstance(value, str):
+                found.add(value)
+            else:
+                found |= _run_ids_in(value)
+    elif isinstance(message, list):
+        for item in message:
+            found |= _run_ids_in(item)
+    return found
+
+
+def assert_no_run_survives(run_ids: set[str]) -> None:
+    """No live process anywhere carries the marker of a run this server started."""
+    if not run_ids:
+        return
+    left = []
+    for process in psutil.process_iter():
+        try:
+            marker = process.environ().get("SUBAGENT_HOST_RUN_ID")
+            if marker in run_ids and process.status() != psutil.STATUS_ZOMBIE:
+                left.append(process)
+        except psutil.Error:
+            continue
+    for process in left:
+        process.kill()  # by pid: processes of runs this test started
+    assert left == [], f"processes of runs left behind: {[p.pid for p in left]}"
 
 
 def assert_nothing_left(pid: int) -> None:

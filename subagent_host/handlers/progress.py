@@ -1,0 +1,52 @@
+"""Tell the client what runs do: `run/event` per event, `$/progress` where asked (CONTRACT §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol.types import WorkDoneProgressBegin, WorkDoneProgressEnd, WorkDoneProgressReport
+
+from subagent_host.handlers.snapshots import event_wire
+from subagent_host.rpc.wire import MsgToken
+from subagent_host.runs.state import TERMINAL, Run, RunEvent, RunStatus
+
+Notify = Callable[[str, Any], None]
+
+
+class EventPublisher:
+    """The run book's listener: one notification per event, plus LSP work-done progress."""
+
+    def __init__(self, notify: Notify) -> None:
+        self._notify = notify
+        self._tokens: dict[str, MsgToken] = {}
+
+    def track(self, run_id: str, token: MsgToken) -> None:
+        """Report this run's progress under `token` (the spawn's `workDoneToken`)."""
+        self._tokens[run_id] = token
+
+    def __call__(self, run: Run, event: RunEvent) -> None:
+        self._notify("run/event", event_wire(run, event))
+        token = self._tokens.get(run.run_id)
+        if token is not None and event.type in ("status", "child"):
+            self._progress(run, event, token)
+
+    def _progress(self, run: Run, event: RunEvent, token: MsgToken) -> None:
+        status = RunStatus(event.fields["status"])
+        value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd
+        if event.type == "status" and status is RunStatus.RUNNING:
+            value = WorkDoneProgressBegin(
+                title=run.label or f"{run.kind} run", message=f"run {run.run_id} started"
+            )
+        elif event.type == "status" and status in TERMINAL:
+            value = WorkDoneProgressEnd(message=f"run {run.run_id} {status}")
+            del self._tokens[run.run_id]
+        elif event.type == "child":
+            done = sum(child.status in TERMINAL for child in run.children)
+            value = WorkDoneProgressReport(
+                message=f"child {event.fields['index']} {status}",
+                percentage=round(100 * done / len(run.children)),
+            )
+        else:
+            return
+        self._notify("$/progress", {"token": token, "value": value})

@@ -1,0 +1,125 @@
+"""Runs as the wire shows them: snapshots, summaries and `run/event` params (CONTRACT §3, §4)."""
+
+from __future__ import annotations
+
+import signal
+from datetime import datetime
+from typing import Any
+
+from subagent_host.rpc.wire import (
+    ChildSnapshot,
+    ErrorWire,
+    EventWire,
+    OutputWire,
+    ResourcesWire,
+    RunSnapshot,
+    RunSummary,
+)
+from subagent_host.runs.state import ChildRun, ErrorInfo, OutputInfo, Run, RunEvent
+
+
+def timestamp(moment: datetime | None) -> str | None:
+    """ISO 8601 UTC with milliseconds: `2026-11-30T02:40:00.123Z`."""
+    if moment is None:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def duration_ms(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return round((end - start).total_seconds() * 1000)
+
+
+def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
+    return RunSnapshot(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        kind=str(run.kind),
+        status=str(run.status),
+        created_at=timestamp(run.created_at) or "",
+        fingerprint=run.fingerprint,
+        last_seq=run.last_seq,
+        children=tuple(child_snapshot(child) for child in run.children),
+        label=run.label,
+        started_at=timestamp(run.started_at),
+        ended_at=timestamp(run.ended_at),
+        duration_ms=duration_ms(run.started_at, run.ended_at),
+        output=_output(run.output),
+        error=_error(run.error),
+        reason=run.reason,
+        enforced_timeout_ms=run.enforced_timeout_ms,
+        reached_limit=run.reached_limit,
+        **extra,
+    )
+
+
+def child_snapshot(child: ChildRun) -> ChildSnapshot:
+    return ChildSnapshot(
+        index=child.index,
+        backend=child.backend,
+        status=str(child.status),
+        attempt=child.attempt,
+        label=child.label,
+        pid=child.pid,
+        exit_code=child.exit_code,
+        signal=signal.Signals(child.signal).name if child.signal else None,
+        started_at=timestamp(child.started_at),
+        ended_at=timestamp(child.ended_at),
+        duration_ms=duration_ms(child.started_at, child.ended_at),
+        output=_output(child.output),
+        error=_error(child.error),
+        reason=child.reason,
+        resources=(
+            ResourcesWire(
+                cpu_seconds=child.resources.cpu_seconds,
+                peak_rss_bytes=child.resources.peak_rss_bytes,
+                processes=child.resources.processes,
+            )
+            if child.resources
+            else None
+        ),
+    )
+
+
+def run_summary(run: Run) -> RunSummary:
+    return RunSummary(
+        run_id=run.run_id,
+        kind=str(run.kind),
+        status=str(run.status),
+        created_at=timestamp(run.created_at) or "",
+        label=run.label,
+        ended_at=timestamp(run.ended_at),
+    )
+
+
+def event_wire(run: Run, event: RunEvent) -> EventWire:
+    return EventWire(
+        run_id=run.run_id,
+        seq=event.seq,
+        type=event.type,
+        at=timestamp(event.at) or "",
+        status=event.fields.get("status"),
+        index=event.fields.get("index"),
+        text=event.fields.get("text"),
+    )
+
+
+def _output(output: OutputInfo | None) -> OutputWire | None:
+    if output is None:
+        return None
+    return OutputWire(
+        text=output.text,
+        truncated=output.truncated,
+        bytes=output.bytes,
+        lines=output.lines,
+        partial=output.partial,
+    )
+
+
+def _error(error: ErrorInfo | None) -> ErrorWire | None:
+    if error is None:
+        return None
+    return ErrorWire(
+        code=error.code, message=error.message, data=dict(error.data) if error.data else None
+    )

@@ -1,0 +1,218 @@
+"""Turn `spawn` params into a run plan: defaults applied, every problem found at once.
+
+What the wire types cannot say is checked here: which of the request's shapes
+was used, item counts, durations, working directories, environment names,
+backends, and fields a backend cannot honour. Problems become diagnostics;
+any error among them rejects the launch (`-32003`, or `-32002` when the only
+problem is a backend that is not available).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from subagent_host.config import DEFAULT_MAX_PARALLEL, DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
+from subagent_host.errors import BackendUnavailable, LaunchRejected
+from subagent_host.rpc.wire import SpawnItem, SpawnParams
+from subagent_host.runs.manager import ChildPlan, RunPlan
+from subagent_host.runs.state import RunKind
+
+MAX_CHAIN_ITEMS: Final = 32
+MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
+MODES: Final = ("background", "task")
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Fields only agent backends take; `command` cannot honour them.
+AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools")
+
+
+@attrs.frozen
+class Diagnostic:
+    severity: str
+    code: str
+    message: str
+    path: str | None = None
+
+
+@attrs.frozen
+class ResolvedSpawn:
+    plan: RunPlan
+    mode: str
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[Diagnostic] = []
+
+    def error(self, code: str, message: str, path: str | None = None) -> None:
+        self.items.append(Diagnostic("error", code, message, path))
+
+
+def resolve_spawn(
+    params: SpawnParams,
+    *,
+    available_backends: frozenset[str],
+    depth: int,
+    max_depth: int,
+    server_cwd: str,
+) -> ResolvedSpawn:
+    """Validate and resolve; raise LaunchRejected / BackendUnavailable with diagnostics."""
+    problems = _Problems()
+    if depth >= max_depth:
+        problems.error(
+            "max-depth",
+            f"this server runs at delegation depth {depth} (the maximum is {max_depth}): "
+            "a subagent may not start subagents",
+        )
+    mode = params.mode or "background"
+    if mode not in MODES:
+        problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
+    if params.preflight_id is not None:
+        problems.error("unknown-preflight", "no preflight has that id", "preflightId")
+    if params.workflow is not None:
+        problems.error("unsupported", "workflows are not supported by this server yet", "workflow")
+
+    shapes = [name for name in ("tasks", "chain", "workflow") if getattr(params, name) is not None]
+    single = params.prompt is not None or params.agent is not None or params.command is not None
+    if len(shapes) + single != 1:
+        problems.error(
+            "invalid-shape",
+            "give exactly one of prompt/agent/command, tasks, chain or workflow",
+        )
+    items: list[tuple[str, SpawnItem]] = []
+    kind = RunKind.SINGLE
+    if params.tasks is not None:
+        kind = RunKind.PARALLEL
+        _check_count(problems, "tasks", len(params.tasks), DEFAULT_MAX_PARALLEL)
+        items = [(f"tasks[{i}]", item) for i, item in enumerate(params.tasks)]
+    elif params.chain is not None:
+        kind = RunKind.CHAIN
+        _check_count(problems, "chain", len(params.chain), MAX_CHAIN_ITEMS)
+        items = [(f"chain[{i}]", item) for i, item in enumerate(params.chain)]
+    elif single:
+        top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)
+        items = [("", top)]
+
+    children = tuple(
+        _resolve_item(problems, path, item, params, available_backends, server_cwd)
+        for path, item in items
+    )
+    _raise_if_rejected(problems)
+    plan = RunPlan(kind=kind, children=children, label=params.label, stream=bool(params.stream))
+    return ResolvedSpawn(plan=plan, mode=mode)
+
+
+def _check_count(problems: _Problems, name: str, count: int, most: int) -> None:
+    if not 1 <= count <= most:
+        problems.error("item-count", f"{name} takes 1 to {most} items, not {count}", name)
+
+
+def _resolve_item(
+    problems: _Problems,
+    path: str,
+    item: SpawnItem,
+    call: SpawnParams,
+    available: frozenset[str],
+    server_cwd: str,
+) -> ChildPlan:
+    def at(name: str) -> str:
+        return f"{path}.{name}" if path else name
+
+    def pick(name: str) -> Any:
+        value = getattr(item, name)
+        return value if value is not None else getattr(call, name)
+
+    if item.agent is not None:
+        problems.error("unsupported", "agent definitions are not supported yet", at("agent"))
+    if item.command is None and item.prompt is None and item.agent is None:
+        problems.error("empty-item", "an item needs a prompt, an agent or a command", path or None)
+    if item.command is not None and (not item.command or not item.command[0]):
+        problems.error("empty-command", "command must be a non-empty argv array", at("command"))
+
+    backend = _choose_backend(item, call)
+    if backend not in available:
+        problems.error(
+            "backend-unavailable",
+            f"backend {backend!r} is not available on this server "
+            f"(available: {', '.join(sorted(available))})",
+            at("backend"),
+        )
+    if backend == "command":
+        if item.command is None:
+            problems.error("missing-command", "the command backend needs a command", at("command"))
+        for name in AGENT_ONLY_FIELDS:
+            if pick(name) is not None:
+                problems.error(
+                    "not-honoured", f"the command backend cannot honour {name}", at(name)
+                )
+
+    timeout_ms = _duration(problems, at("timeoutMs"), pick("timeout_ms"), DEFAULT_TIMEOUT_MS)
+    stall_ms = _duration(
+        problems, at("stallTimeoutMs"), pick("stall_timeout_ms"), DEFAULT_STALL_TIMEOUT_MS
+    )
+    cwd = _directory(problems, at("cwd"), pick("cwd"), server_cwd)
+    env = _environment(problems, at("env"), {**(call.env or {}), **(item.env or {})})
+    return ChildPlan(
+        backend=backend,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        stall_timeout_ms=stall_ms,
+        command=item.command,
+        prompt=item.prompt,
+        env=env,
+        label=item.label,
+    )
+
+
+def _choose_backend(item: SpawnItem, call: SpawnParams) -> str:
+    """Explicit backend wins; a command means `command`; a bare claude-* model means claude."""
+    explicit = item.backend or call.backend
+    if explicit:
+        return explicit
+    if item.command is not None:
+        return "command"
+    model = item.model or call.model
+    if model and model.startswith("claude-"):
+        return "claude"
+    return "pi"
+
+
+def _duration(problems: _Problems, path: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if not 1 <= value <= MAX_DURATION_MS:
+        problems.error("invalid-duration", f"must be 1..{MAX_DURATION_MS} ms", path)
+    return value
+
+
+def _directory(problems: _Problems, path: str, value: str | None, default: str) -> str:
+    real = os.path.realpath(os.path.expanduser(value) if value is not None else default)
+    if not os.path.isdir(real):
+        problems.error("invalid-cwd", f"{value!r} is not an existing directory", path)
+    return real
+
+
+def _environment(problems: _Problems, path: str, env: Mapping[str, str]) -> dict[str, str]:
+    for name, value in env.items():
+        if ENV_NAME.fullmatch(name) is None:
+            problems.error(
+                "invalid-env", f"{name!r} is not a valid variable name", f"{path}.{name}"
+            )
+        elif "\0" in value:
+            problems.error("invalid-env", "values cannot contain NUL", f"{path}.{name}")
+    return dict(env)
+
+
+def _raise_if_rejected(problems: _Problems) -> None:
+    errors = [d for d in problems.items if d.severity == "error"]
+    if not errors:
+        return
+    data = {"diagnostics": [attrs.asdict(d, filter=lambda _a, v: v is not None) for d in errors]}
+    if all(d.code == "backend-unavailable" for d in errors):
+        raise BackendUnavailable(errors[0].message, data=data)
+    summary = "; ".join(d.message for d in errors[:3])
+    raise LaunchRejected(f"launch rejected: {summary}", data=data)

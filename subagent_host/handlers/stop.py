@@ -1,0 +1,25 @@
+"""`stop`: end a run's process trees — SIGTERM, a grace, then SIGKILL (CONTRACT §2)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from subagent_host.handlers.context import Context
+from subagent_host.handlers.snapshots import run_snapshot
+from subagent_host.handlers.status import find_run
+from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.wire import RunSnapshot, StopParams
+
+DEFAULT_REASON: Final = "stopped by the client"
+MAX_GRACE_MS: Final = 24 * 60 * 60 * 1000
+
+
+async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
+    """Answer the terminal snapshot; a run that had already ended comes back unchanged."""
+    if params.grace_ms is not None and not 0 <= params.grace_ms <= MAX_GRACE_MS:
+        raise InvalidParams([ParamProblem("graceMs", f"must be 0..{MAX_GRACE_MS}")])
+    run = find_run(ctx, params.run_id)
+    already = await ctx.runs.stop(
+        run, grace_ms=params.grace_ms, reason=params.reason or DEFAULT_REASON
+    )
+    return run_snapshot(run, already_terminal=already)

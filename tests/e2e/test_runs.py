@@ -1,0 +1,202 @@
+"""spawn, status and stop over real stdio: runs end truthfully and nothing survives them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.e2e.harness import EXIT_TIMEOUT_S, FramingName, ServerProcess, running_server
+
+FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+TERMINAL = {"completed", "failed", "cancelled", "timed-out", "limit-reached", "interrupted"}
+
+
+async def call(server: ServerProcess, method: str, params: Any) -> tuple[Any, list[Any]]:
+    """Send a request; return its reply and the notifications that came before it."""
+    server._next_id += 1
+    msg_id = server._next_id
+    await server.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    notes = []
+    while True:
+        message = await server.receive()
+        if message.get("id") == msg_id:
+            return message, notes
+        notes.append(message)
+
+
+async def next_event(server: ServerProcess, event_type: str) -> dict[str, Any]:
+    """Read messages until a `run/event` of that type arrives."""
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:
+            message = await server.receive()
+            if message.get("method") == "run/event" and message["params"]["type"] == event_type:
+                return message["params"]  # type: ignore[no-any-return]
+
+
+def assert_terminal_snapshot(snapshot: dict[str, Any]) -> None:
+    for item in (snapshot, *snapshot["children"]):
+        assert item["status"] in TERMINAL
+        output = item.get("output")
+        if item["status"] == "completed":
+            assert output is None or output["partial"] is False
+        else:
+            assert output is None or output["partial"] is True
+        if item["status"] == "failed":
+            assert {"code", "message"} <= item["error"].keys()
+        if item["status"] in ("cancelled", "timed-out", "interrupted"):
+            assert item["reason"]
+    if snapshot["status"] == "timed-out":
+        assert snapshot["enforcedTimeoutMs"] > 0
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+async def test_task_mode_spawn_answers_the_completed_run_after_its_events(
+    framing: FramingName,
+) -> None:
+    async with running_server(framing=framing) as server:
+        reply, notes = await call(
+            server, "spawn", {"command": ["echo", "hello"], "mode": "task", "label": "greet"}
+        )
+        run = reply["result"]
+        assert run["status"] == "completed" and run["label"] == "greet"
+        assert run["output"] == {
+            "text": "hello\n", "truncated": False, "bytes": 6, "lines": 1, "partial": False
+        }  # fmt: skip
+        assert run["fingerprint"].startswith("sha256:v1:") and len(run["fingerprint"]) == 74
+        assert_terminal_snapshot(run)
+        events = [n["params"] for n in notes if n["method"] == "run/event"]
+        assert [e["seq"] for e in events] == list(range(1, run["lastSeq"] + 1))
+        assert [(e["type"], e["status"]) for e in events] == [
+            ("status", "running"),
+            ("child", "running"),
+            ("child", "completed"),
+            ("status", "completed"),
+        ]
+        assert await server.finish() == (0, [])
+
+
+async def test_background_spawn_then_status_polling_and_since_replay() -> None:
+    async with running_server() as server:
+        reply, _ = await call(server, "spawn", {"command": ["sh", "-c", "echo a; echo b"]})
+        run_id = reply["result"]["runId"]
+        assert reply["result"]["status"] == "running"
+        snapshot: dict[str, Any] = {}
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while snapshot.get("status") not in TERMINAL:
+                snapshot = (await call(server, "status", {"runId": run_id}))[0]["result"]
+        assert snapshot["status"] == "completed" and snapshot["output"]["text"] == "a\nb\n"
+        replay = (await call(server, "status", {"runId": run_id, "since": 2}))[0]["result"]
+        assert [e["seq"] for e in replay["events"]] == list(range(3, replay["lastSeq"] + 1))
+        listing = (await call(server, "status", {}))[0]["result"]
+        assert [r["runId"] for r in listing["runs"]] == [run_id]
+        await server.finish()
+
+
+async def test_stop_ends_a_tree_and_a_second_stop_says_already_terminal() -> None:
+    async with running_server() as server:
+        reply, _ = await call(
+            server,
+            "spawn",
+            {"command": [sys.executable, str(FAKES / "tree.py"), "8"], "stream": True},
+        )
+        run_id = reply["result"]["runId"]
+        await next_event(server, "output")  # "ready" once all 8 processes exist
+        stopped, _ = await call(server, "stop", {"runId": run_id, "reason": "enough"})
+        result = stopped["result"]
+        assert (result["status"], result["reason"], result["alreadyTerminal"]) == (
+            "cancelled", "enough", False
+        )  # fmt: skip
+        assert_terminal_snapshot(result)
+        again, _ = await call(server, "stop", {"runId": run_id})
+        assert again["result"]["alreadyTerminal"] is True
+        assert again["result"]["reason"] == "enough"
+        await server.finish()
+
+
+async def test_exit_code_timeout_and_bad_launches_are_reported() -> None:
+    async with running_server() as server:
+        failed = (await call(server, "spawn", {"command": ["sh", "-c", "exit 7"], "mode": "task"}))[
+            0
+        ]
+        assert failed["result"]["status"] == "failed"
+        assert failed["result"]["error"]["data"]["exitCode"] == 7
+        sleepy = {"command": ["sleep", "30"], "timeoutMs": 200, "mode": "task"}
+        timed = (await call(server, "spawn", sleepy))[0]
+        assert (timed["result"]["status"], timed["result"]["reason"]) == ("timed-out", "timeout")
+        assert timed["result"]["enforcedTimeoutMs"] == 200
+        unavailable = (await call(server, "spawn", {"prompt": "hi"}))[0]
+        assert unavailable["error"]["code"] == -32002
+        rejected = (await call(server, "spawn", {"command": ["true"], "cwd": "/nonexistent"}))[0]
+        assert rejected["error"]["code"] == -32003
+        assert rejected["error"]["data"]["diagnostics"][0]["path"] == "cwd"
+        both = (
+            await call(server, "spawn", {"command": ["true"], "tasks": [{"command": ["true"]}]})
+        )[0]
+        assert both["error"]["code"] == -32003
+        missing = (await call(server, "status", {"runId": "no-such-run"}))[0]
+        assert missing["error"]["code"] == -32001
+        await server.finish()
+
+
+async def test_cancelling_a_task_mode_spawn_stops_its_run_and_answers_the_snapshot() -> None:
+    async with running_server() as server:
+        await server.send({"jsonrpc": "2.0", "id": "long", "method": "spawn",
+                           "params": {"command": ["sleep", "30"], "mode": "task"}})  # fmt: skip
+        await next_event(server, "child")  # the child runs
+        await server.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "long"}})
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while (reply := await server.receive()).get("id") != "long":
+                pass
+        assert reply["error"]["code"] == -32800
+        assert reply["error"]["data"]["status"] == "cancelled"
+        assert_terminal_snapshot(reply["error"]["data"])
+        await server.finish()
+
+
+async def test_eof_finishes_task_mode_spawns_and_cancels_background_runs() -> None:
+    async with running_server() as server:
+        await server.send({"jsonrpc": "2.0", "id": "bg", "method": "spawn",
+                           "params": {"command": ["sleep", "30"]}})  # fmt: skip
+        await server.send({"jsonrpc": "2.0", "id": "task", "method": "spawn",
+                           "params": {"command": ["sh", "-c", "sleep 0.5; echo done"],
+                                      "mode": "task"}})  # fmt: skip
+        code, messages = await server.finish()
+        assert code == 0
+        task = next(m for m in messages if m.get("id") == "task")
+        assert task["result"]["status"] == "completed"
+        bg_id = next(m for m in messages if m.get("id") == "bg")["result"]["runId"]
+        final = [m["params"] for m in messages
+                 if m.get("method") == "run/event" and m["params"]["runId"] == bg_id]  # fmt: skip
+        assert final[-1] == {**final[-1], "type": "status", "status": "cancelled"}
+
+
+async def test_sigterm_stops_background_runs_and_leaves_nothing() -> None:
+    async with running_server() as server:
+        tree = [sys.executable, str(FAKES / "tree.py"), "4"]
+        await call(server, "spawn", {"command": tree, "stream": True})
+        await next_event(server, "output")  # "ready": all four processes exist
+        pids_before = {p.pid for p in psutil.Process(server.pid).children(recursive=True)}
+        assert pids_before
+        server.signal(signal.SIGTERM)
+        assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
+        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                       for pid in pids_before)  # fmt: skip
+
+
+async def test_an_environment_variable_off_the_allowlist_never_reaches_the_child() -> None:
+    env = {**os.environ, "SERVER_SECRET_TOKEN": "hunter2"}
+    async with running_server(env=env) as server:
+        spawn = {"command": ["env"], "env": {"GIVEN": "yes"}, "mode": "task"}
+        reply, _ = await call(server, "spawn", spawn)
+        text = reply["result"]["output"]["text"]
+        assert "SERVER_SECRET_TOKEN" not in text and "GIVEN=yes" in text
+        assert "SUBAGENT_HOST_DEPTH=1" in text and "PI_AGENT_LEAF=1" in text
+        await server.finish()
