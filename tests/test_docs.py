@@ -15,14 +15,30 @@ def quick_start_lines() -> list[str]:
 
 
 def test_readme_quick_start_has_two_command_lines() -> None:
-    install_and_ping, install_and_test = quick_start_lines()
-    assert "subagent-host" in install_and_ping and "ping" in install_and_ping
+    install_and_run, install_and_test = quick_start_lines()
+    assert "subagent-host" in install_and_run and '"method":"spawn"' in install_and_run
     assert install_and_test.endswith("pytest")
 
 
 def test_ci_runs_the_readme_test_line_verbatim() -> None:
     _, install_and_test = quick_start_lines()
     assert install_and_test in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_quick_start_runs_a_real_command() -> None:
+    import json
+    import subprocess
+
+    from tests.e2e.harness import server_executable
+
+    install_and_run, _ = quick_start_lines()
+    request = install_and_run.split("printf '%s\\n' '", 1)[1].split("' |", 1)[0]
+    done = subprocess.run(  # noqa: TID251 - the quick start's own pipeline, once
+        [server_executable()], input=request.encode() + b"\n", capture_output=True, timeout=60
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0
+    assert replies[-1]["result"]["output"]["text"] == "hello from a subagent\n"
 
 
 def test_protocol_md_lists_every_contract_error_code() -> None:

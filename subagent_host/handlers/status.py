@@ -5,6 +5,7 @@ from __future__ import annotations
 from subagent_host.errors import RunNotFound
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import event_wire, run_snapshot, run_summary
+from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import RunList, RunSnapshot, StatusParams
 from subagent_host.runs.state import Run
 
@@ -13,7 +14,7 @@ def handle(params: StatusParams, ctx: Context) -> RunSnapshot | RunList:
     """Synchronous: everything it reads is in memory."""
     if params.run_id is None:
         if params.since is not None:
-            raise RunNotFound("since needs a runId")
+            raise InvalidParams([ParamProblem("since", "since needs a runId")])
         return RunList(runs=tuple(run_summary(run) for run in ctx.runs.runs_of(ctx.session_id)))
     run = find_run(ctx, params.run_id)
     if params.since is None:
