@@ -100,6 +100,15 @@ class StopOutcome:
     """How many processes the sequence signalled."""
 
 
+@attrs.frozen
+class TreeUsage:
+    """One sample of a child's tree: CPU seconds so far, resident memory, process count."""
+
+    cpu_seconds: float
+    rss_bytes: int
+    processes: int
+
+
 class Child:
     """One started child process and the tree below it."""
 
@@ -273,6 +282,26 @@ class Supervisor:
                             found.setdefault(below.pid, below)
         members = [Member.pin(process) for process in found.values()]
         return [member for member in members if member is not None]
+
+    async def sample(self, child: Child) -> TreeUsage | None:
+        """Measure the child's live tree (None once nothing of it is left). Off the loop."""
+        return await asyncio.to_thread(self._sample_now, child)
+
+    def _sample_now(self, child: Child) -> TreeUsage | None:
+        processes: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(child.pid)
+            if abs(root.create_time() - child.create_time) < CREATE_TIME_TOLERANCE_S:
+                processes = [root, *root.children(recursive=True)]
+        cpu, rss, count = 0.0, 0, 0
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                with process.oneshot():
+                    times = process.cpu_times()
+                    cpu += times.user + times.system
+                    rss += process.memory_info().rss
+                    count += 1
+        return TreeUsage(cpu_seconds=cpu, rss_bytes=rss, processes=count) if count else None
 
     def _adopted(self) -> list[psutil.Process]:
         """Our own children that we did not start: orphans reparented to us."""

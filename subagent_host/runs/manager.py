@@ -30,6 +30,7 @@ from subagent_host.runs.state import (
     ChildRun,
     ErrorInfo,
     OutputInfo,
+    Resources,
     Run,
     RunBook,
     RunKind,
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 PREVIOUS_PLACEHOLDER: Final = "{previous}"
 PREVIOUS_MARKER: Final = "[previous output truncated]"
+# Resource sampling walks the child's tree with psutil: often enough to see a
+# peak that lasts a second, rarely enough to cost nothing noticeable.
+RESOURCE_SAMPLE_S: Final = 1.0
 # A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
 STOP_SETTLE_MARGIN_S: Final = 30.0
 
@@ -322,11 +326,32 @@ class RunManager:
             )
             return None
         self._book.transition_child(run, child, RunStatus.RUNNING, pid=process.pid)
-        ending = await self._supervise(process, plan, sink, control)
-        exit_status = await self._supervisor.wait(process)
+        sampling = asyncio.create_task(self._sample_resources(process, child))
+        try:
+            ending = await self._supervise(process, plan, sink, control)
+            exit_status = await self._supervisor.wait(process)
+        finally:
+            sampling.cancel()
+            await asyncio.gather(sampling, return_exceptions=True)
         outcome = parser.outcome(exit_status)
         self._settle_child(run, child, outcome, exit_status, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
+
+    async def _sample_resources(self, process: Child, child: ChildRun) -> None:
+        """Sample the child's tree every `RESOURCE_SAMPLE_S` until it exits; keep the peaks."""
+        peak_rss = peak_processes = 0
+        cpu = 0.0
+        while not process.exited.done():
+            usage = await self._supervisor.sample(process)
+            if usage is not None:
+                cpu = max(cpu, usage.cpu_seconds)
+                peak_rss = max(peak_rss, usage.rss_bytes)
+                peak_processes = max(peak_processes, usage.processes)
+                child.resources = Resources(
+                    cpu_seconds=round(cpu, 3), peak_rss_bytes=peak_rss, processes=peak_processes
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(process.exited), RESOURCE_SAMPLE_S)
 
     async def _supervise(
         self, process: Child, plan: ChildPlan, sink: _ChildSink, control: _Control

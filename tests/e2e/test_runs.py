@@ -200,3 +200,32 @@ async def test_an_environment_variable_off_the_allowlist_never_reaches_the_child
         assert "SERVER_SECRET_TOKEN" not in text and "GIVEN=yes" in text
         assert "SUBAGENT_HOST_DEPTH=1" in text and "PI_AGENT_LEAF=1" in text
         await server.finish()
+
+
+async def test_a_child_printing_200_mb_is_capped_and_the_server_stays_small() -> None:
+    async with running_server() as server:
+        flood = [sys.executable, str(FAKES / "flood.py"), "200"]
+        reply, _ = await call(server, "spawn", {"command": flood, "mode": "task"})
+        output = reply["result"]["output"]
+        assert output["bytes"] == 200 * 1024 * 1024 and output["lines"] == 200 * 1024
+        assert output["truncated"] is True and output["text"].endswith("[output truncated]")
+        assert len(output["text"].encode()) <= 48 * 1024 + 64
+        peak = _peak_rss_bytes(server.pid)
+        assert peak < 100 * 1024 * 1024, f"server peak RSS {peak} bytes"
+        await server.finish()
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+async def test_a_server_at_the_maximum_depth_refuses_to_spawn() -> None:
+    env = {**os.environ, "SUBAGENT_HOST_DEPTH": "1"}
+    async with running_server(env=env) as server:
+        reply, _ = await call(server, "spawn", {"command": ["true"]})
+        assert reply["error"]["code"] == -32003
+        assert reply["error"]["data"]["diagnostics"][0]["code"] == "max-depth"
+        await server.finish()

@@ -210,3 +210,32 @@ async def test_event_seq_has_no_gaps(runs: Harness) -> None:
     run = await runs.finish(runs.launch(command("echo", "x"), stream=True))
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
     assert [e.type for e in run.events][:2] == ["status", "child"]
+
+
+async def test_resources_of_a_running_tree_are_sampled(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("sh", "-c", "sleep 0.3; sleep 0.3")))
+    resources = run.children[0].resources
+    assert resources is not None
+    assert resources.processes >= 1 and resources.peak_rss_bytes > 0 and resources.cpu_seconds >= 0
+
+
+async def test_stop_racing_the_exit_ends_with_exactly_one_terminal_status(runs: Harness) -> None:
+    for _ in range(20):
+        run = runs.launch(command("true"))
+        await runs.manager.stop(run, grace_ms=1000, reason="race")
+        assert_terminal_table(run)
+        assert run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED)
+        statuses = [e.fields["status"] for e in run.events if e.type == "status"]
+        assert statuses[-1] == run.status and sum(s in TERMINAL for s in statuses) == 1
+
+
+async def test_two_stops_at_once_agree(runs: Harness) -> None:
+    run = runs.launch(command("sleep", "30"))
+    await runs.until(lambda: run.children[0].status is RunStatus.RUNNING)
+    first, second = await asyncio.gather(
+        runs.manager.stop(run, grace_ms=1000, reason="one"),
+        runs.manager.stop(run, grace_ms=1000, reason="two"),
+    )
+    assert (first, second) == (False, False)
+    assert run.status is RunStatus.CANCELLED and run.reason == "one"
+    assert sum(e.type == "status" and e.fields["status"] in TERMINAL for e in run.events) == 1
