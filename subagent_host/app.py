@@ -64,8 +64,10 @@ def new_session_id() -> str:
 
 
 def build_run_manager(config: ServerConfig, publisher: EventPublisher) -> RunManager:
+    supervisor = Supervisor()
+    supervisor.reap_on_sigchld()
     return RunManager(
-        supervisor=Supervisor(),
+        supervisor=supervisor,
         backends=BACKENDS,
         slots=Slots(config.max_concurrency),
         book=RunBook(listener=publisher),

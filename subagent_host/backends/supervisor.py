@@ -197,6 +197,16 @@ class Supervisor:
     def __init__(self) -> None:
         self.is_subreaper = become_subreaper()
         self._started: set[int] = set()  # pids asyncio waits for; never reaped by us
+        self._reaper: asyncio.Task[int] | None = None
+        self.reaped = asyncio.Event()  # set whenever an adopted orphan was reaped
+
+    def reap_on_sigchld(self) -> None:
+        """Reap adopted orphans as they exit, not only when a run ends (main thread only)."""
+        asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, self._on_sigchld)
+
+    def _on_sigchld(self) -> None:
+        if self._reaper is None or self._reaper.done():  # one sweep at a time covers all
+            self._reaper = asyncio.get_running_loop().create_task(self.reap_adopted())
 
     async def start(self, spec: LaunchSpec, sink: OutputSink) -> Child:
         """Start `spec` in a new session and begin draining its output into `sink`.
@@ -312,7 +322,10 @@ class Supervisor:
 
     async def reap_adopted(self) -> int:
         """Reap adopted orphans that have exited (never `waitpid(-1)`: asyncio owns the rest)."""
-        return await asyncio.to_thread(self._reap_adopted_now)
+        reaped = await asyncio.to_thread(self._reap_adopted_now)
+        if reaped:
+            self.reaped.set()
+        return reaped
 
     def _reap_adopted_now(self) -> int:
         reaped = 0

@@ -187,3 +187,16 @@ async def test_a_missing_program_raises_before_anything_runs(
 ) -> None:
     with pytest.raises(FileNotFoundError):
         await supervisor.start(spec(marker, "/nonexistent/program"), Collect())
+
+
+async def test_an_adopted_orphan_that_exits_on_its_own_is_reaped(
+    supervisor: Supervisor, marker: str
+) -> None:
+    supervisor.reap_on_sigchld()
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("escapes.py", "brief")), sink)
+    orphan = int((await sink.line_starting(b"ready")).split()[1])
+    await asyncio.wait_for(supervisor.reaped.wait(), WAIT_S)
+    assert not psutil.pid_exists(orphan)  # reaped, not a zombie of ours
+    await supervisor.stop(child, grace_s=5.0)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
