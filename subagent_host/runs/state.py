@@ -10,6 +10,7 @@ first-wins and a terminal status is never changed.
 
 from __future__ import annotations
 
+import collections
 import enum
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -45,6 +46,11 @@ NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
     RunStatus.RUNNING: TERMINAL,
     **{status: frozenset() for status in TERMINAL},
 }
+
+
+# Events kept per run for replay: a streaming run can emit one per output chunk,
+# so the history is bounded; `seq` keeps counting.
+MAX_EVENTS_KEPT: Final = 10_000
 
 
 class RunKind(enum.StrEnum):
@@ -124,7 +130,10 @@ class Run:
     reason: str | None = None
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
-    events: list[RunEvent] = attrs.Factory(list)
+    events: collections.deque[RunEvent] = attrs.Factory(
+        lambda: collections.deque(maxlen=MAX_EVENTS_KEPT)
+    )
+    """The newest events, for `status {since}`; older ones are dropped (seq never restarts)."""
 
     @property
     def is_terminal(self) -> bool:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from subagent_host.runs.state import (
+    MAX_EVENTS_KEPT,
     ChildRun,
     ErrorInfo,
     OutputInfo,
@@ -80,3 +81,12 @@ def test_child_events_share_the_run_sequence() -> None:
         (4, "child"),
     ]
     assert (child.pid, child.started_at, child.ended_at) == (42, T0, T0)
+
+
+def test_event_history_is_bounded_while_seq_keeps_counting() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    for _ in range(MAX_EVENTS_KEPT + 5):
+        book.emit(run, "output", index=0, text="x")
+    assert len(run.events) == MAX_EVENTS_KEPT
+    assert run.last_seq == MAX_EVENTS_KEPT + 5 and run.events[0].seq == 6
