@@ -85,6 +85,8 @@ class ServerProcess:
         """The next message the server sends; fails if none arrives in time."""
         message = json.loads(await asyncio.wait_for(self._read_body(), REPLY_TIMEOUT_S))
         self.run_ids.update(_run_ids_in(message))
+        for snapshot in _snapshots_in(message):
+            assert_snapshot_table(snapshot)
         return message
 
     async def _read_body(self) -> bytes:
@@ -190,6 +192,43 @@ def _run_ids_in(message: Any) -> set[str]:
         for item in message:
             found |= _run_ids_in(item)
     return found
+
+
+TERMINAL: Final = frozenset(
+    {"completed", "failed", "cancelled", "timed-out", "limit-reached", "interrupted"}
+)
+
+
+def _snapshots_in(message: Any) -> list[dict[str, Any]]:
+    """Every RunSnapshot anywhere in a message (results, error data)."""
+    found: list[dict[str, Any]] = []
+    if isinstance(message, dict):
+        if "runId" in message and "children" in message and "status" in message:
+            found.append(message)
+        for value in message.values():
+            found += _snapshots_in(value)
+    elif isinstance(message, list):
+        for item in message:
+            found += _snapshots_in(item)
+    return found
+
+
+def assert_snapshot_table(snapshot: dict[str, Any]) -> None:
+    """CONTRACT §3, checked on every snapshot a test sees: what each status must carry."""
+    for item in (snapshot, *snapshot["children"]):
+        status, output = item["status"], item.get("output")
+        if status not in TERMINAL:
+            assert status in ("queued", "running"), item
+            continue
+        assert output is None or output["partial"] is (status != "completed"), item
+        if status == "failed":
+            assert {"code", "message"} <= item["error"].keys(), item
+        if status in ("cancelled", "timed-out", "interrupted"):
+            assert item.get("reason"), item
+    if snapshot["status"] == "timed-out":
+        assert snapshot["reason"] in ("timeout", "stall") and snapshot["enforcedTimeoutMs"] > 0
+    if snapshot["status"] == "limit-reached":
+        assert snapshot["reachedLimit"]
 
 
 def assert_no_run_survives(run_ids: set[str]) -> None:
