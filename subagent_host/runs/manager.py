@@ -293,8 +293,11 @@ class RunManager:
             self._slots.release()
             return False
         acquiring.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await acquiring
+        except asyncio.CancelledError:
+            return False
+        self._slots.release()  # the slot came just as we gave up: hand it on
         return False
 
     async def _run_started_child(
