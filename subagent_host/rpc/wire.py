@@ -100,8 +100,8 @@ MsgToken = int | str
 
 
 @attrs.frozen
-class SpawnItem:
-    """One child of a `tasks` or `chain` spawn; its fields override the call-level ones."""
+class ItemFields:
+    """What an item and the call both take; an item's own value overrides the call's."""
 
     prompt: str | None = None
     agent: str | None = None
@@ -115,26 +115,20 @@ class SpawnItem:
     env: dict[str, str] | None = None
     timeout_ms: int | None = None
     stall_timeout_ms: int | None = None
+
+
+@attrs.frozen
+class SpawnItem(ItemFields):
+    """One child of a `tasks` or `chain` spawn."""
+
     as_: str | None = None
 
 
 @attrs.frozen
-class SpawnParams:
-    prompt: str | None = None
-    agent: str | None = None
-    command: tuple[str, ...] | None = None
+class SpawnParams(ItemFields):
     tasks: tuple[SpawnItem, ...] | None = None
     chain: tuple[SpawnItem, ...] | None = None
     workflow: dict[str, Any] | None = None
-    label: str | None = None
-    backend: str | None = None
-    model: str | None = None
-    thinking: str | None = None
-    tools: tuple[str, ...] | None = None
-    cwd: str | None = None
-    env: dict[str, str] | None = None
-    timeout_ms: int | None = None
-    stall_timeout_ms: int | None = None
     mode: str | None = None
     stream: bool | None = None
     preflight_id: str | None = None

@@ -185,36 +185,37 @@ class RunBook:
 
     def transition(self, run: Run, to: RunStatus, **facts: Any) -> bool:
         """Move the run to `to` with `facts`; False (and no change) if that is not allowed."""
-        if to not in NEXT[run.status]:
+        if not self._apply(run, to, facts, REQUIRED_FACTS):
             return False
-        _check_facts(to, facts, REQUIRED_FACTS)
-        _check_output(to, facts.get("output", run.output))
-        now = self._clock()
-        run.status = to
-        for name, value in facts.items():
-            setattr(run, name, value)
-        if to is RunStatus.RUNNING and run.started_at is None:
-            run.started_at = now
-        if to in TERMINAL:
-            run.ended_at = now
         self.emit(run, "status", status=str(to))
         return True
 
     def transition_child(self, run: Run, child: ChildRun, to: RunStatus, **facts: Any) -> bool:
         """Move one child to `to` with `facts`; False if that is not allowed."""
-        if to not in NEXT[child.status]:
+        if not self._apply(child, to, facts, CHILD_REQUIRED_FACTS):
             return False
-        _check_facts(to, facts, CHILD_REQUIRED_FACTS)
-        _check_output(to, facts.get("output", child.output))
-        now = self._clock()
-        child.status = to
-        for name, value in facts.items():
-            setattr(child, name, value)
-        if to is RunStatus.RUNNING:
-            child.started_at = now
-        if to in TERMINAL:
-            child.ended_at = now
         self.emit(run, "child", index=child.index, status=str(to))
+        return True
+
+    def _apply(
+        self,
+        target: Run | ChildRun,
+        to: RunStatus,
+        facts: Mapping[str, Any],
+        required: Mapping[RunStatus, tuple[str, ...]],
+    ) -> bool:
+        if to not in NEXT[target.status]:
+            return False
+        _check_facts(to, facts, required)
+        _check_output(to, facts.get("output", target.output))
+        now = self._clock()
+        target.status = to
+        for name, value in facts.items():
+            setattr(target, name, value)
+        if to is RunStatus.RUNNING and target.started_at is None:
+            target.started_at = now
+        if to in TERMINAL:
+            target.ended_at = now
         return True
 
     def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
