@@ -39,6 +39,17 @@ class Launch:
 
 
 @attrs.frozen
+class Usage:
+    """Tokens summed over a child's run, and its cost where the CLI reports one."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None = None
+
+
+@attrs.frozen
 class Outcome:
     """How a child ended, from the adapter's point of view."""
 
@@ -51,6 +62,9 @@ class Outcome:
     error_code: str | None = None
     error_message: str | None = None
     error_data: Mapping[str, object] | None = None
+    usage: Usage | None = None
+    backend_session_id: str | None = None
+    """The CLI's own session id, which a resume continues."""
 
 
 class OutputParser(Protocol):
@@ -61,7 +75,10 @@ class OutputParser(Protocol):
     def on_stderr(self, data: bytes) -> None: ...
 
     def activity(self) -> list[str]:
-        """Bounded summaries of what the child did since the last call (may be empty)."""
+        """Short, safe summaries of what the child did since the last call (may be empty).
+
+        Called after every chunk of output; never raw arguments or file contents.
+        """
         ...
 
     def outcome(self, exit_status: ExitStatus) -> Outcome: ...

@@ -14,6 +14,7 @@ from subagent_host.rpc.wire import (
     ResourcesWire,
     RunSnapshot,
     RunSummary,
+    UsageWire,
 )
 from subagent_host.runs.state import ChildRun, ErrorInfo, OutputInfo, Run, RunEvent
 
@@ -70,6 +71,18 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
         output=_output(child.output),
         error=_error(child.error),
         reason=child.reason,
+        usage=(
+            UsageWire(
+                input_tokens=child.usage.input_tokens,
+                output_tokens=child.usage.output_tokens,
+                cache_read_tokens=child.usage.cache_read_tokens,
+                cache_write_tokens=child.usage.cache_write_tokens,
+                cost_usd=child.usage.cost_usd,
+            )
+            if child.usage
+            else None
+        ),
+        backend_session_id=child.backend_session_id,
         resources=(
             ResourcesWire(
                 cpu_seconds=child.resources.cpu_seconds,

@@ -152,6 +152,15 @@ class ErrorWire:
 
 
 @attrs.frozen
+class UsageWire:
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None = None
+
+
+@attrs.frozen
 class ResourcesWire:
     cpu_seconds: float
     peak_rss_bytes: int
@@ -174,6 +183,8 @@ class ChildSnapshot:
     output: OutputWire | None = None
     error: ErrorWire | None = None
     reason: str | None = None
+    usage: UsageWire | None = None
+    backend_session_id: str | None = None
     resources: ResourcesWire | None = None
 
 

@@ -112,15 +112,23 @@ class _Ending:
 class _ChildSink:
     """The supervisor's output sink for one child: feeds the parser, notes activity, streams."""
 
-    def __init__(self, parser: OutputParser, stream: Callable[[str], None] | None) -> None:
+    def __init__(
+        self,
+        parser: OutputParser,
+        stream: Callable[[str], None] | None,
+        report_activity: Callable[[str], None],
+    ) -> None:
         self.parser = parser
         self._stream = stream
+        self._report_activity = report_activity
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.active = asyncio.Event()
 
     def on_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
         self.active.set()
+        for summary in self.parser.activity():
+            self._report_activity(summary)
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
@@ -317,7 +325,11 @@ class RunManager:
             self._server_env, extra=launch.env, run_id=run.run_id, depth=self._depth
         )
         parser = backend.parser()
-        sink = _ChildSink(parser, self._streamer(run, child) if control.stream else None)
+        sink = _ChildSink(
+            parser,
+            self._streamer(run, child, "output") if control.stream else None,
+            self._streamer(run, child, "activity"),
+        )
         try:
             process = await self._supervisor.start(
                 LaunchSpec(argv=launch.argv, cwd=launch.cwd, env=env, stdin=launch.stdin), sink
@@ -397,6 +409,8 @@ class RunManager:
             "exit_code": exit_status.exit_code,
             "signal": exit_status.signal,
             "output": output,
+            "usage": outcome.usage,
+            "backend_session_id": outcome.backend_session_id,
         }
         if completed:
             self._book.transition_child(run, child, RunStatus.COMPLETED, **facts)
@@ -480,9 +494,11 @@ class RunManager:
             partial=partial,
         )
 
-    def _streamer(self, run: Run, child: ChildRun) -> Callable[[str], None]:
+    def _streamer(self, run: Run, child: ChildRun, event_type: str) -> Callable[[str], None]:
+        """Emit `output` or `activity` events of one child."""
+
         def stream(text: str) -> None:
-            self._book.emit(run, "output", index=child.index, text=text)
+            self._book.emit(run, event_type, index=child.index, text=text)
 
         return stream
 

@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import attrs
 
+from subagent_host.backends.base import Usage
+
 
 class RunStatus(enum.StrEnum):
     QUEUED = "queued"
@@ -111,6 +113,8 @@ class ChildRun:
     error: ErrorInfo | None = None
     reason: str | None = None
     resources: Resources | None = None
+    usage: Usage | None = None
+    backend_session_id: str | None = None
 
 
 @attrs.define

@@ -8,10 +8,12 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import attrs
 import pytest
 
-from subagent_host.backends.command import CommandBackend
-from subagent_host.backends.supervisor import Supervisor
+from subagent_host.backends.base import Outcome, Usage
+from subagent_host.backends.command import CommandBackend, CommandParser
+from subagent_host.backends.supervisor import ExitStatus, Supervisor
 from subagent_host.runs.manager import ChildPlan, OutputCaps, RunManager, RunPlan
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import TERMINAL, Run, RunBook, RunEvent, RunKind, RunStatus
@@ -24,13 +26,13 @@ CAPS = OutputCaps(bytes=48 * 1024, lines=600, parallel_bytes=12 * 1024, parallel
 
 
 class Harness:
-    def __init__(self, limit: int = 4) -> None:
+    def __init__(self, limit: int = 4, backend: CommandBackend | None = None) -> None:
         self.events: list[tuple[str, RunEvent]] = []
         self.changed = asyncio.Event()
         self.book = RunBook(listener=self.record)
         self.manager = RunManager(
             supervisor=Supervisor(),
-            backends={"command": CommandBackend()},
+            backends={"command": backend or CommandBackend()},
             slots=Slots(limit),
             book=self.book,
             caps=CAPS,
@@ -239,3 +241,38 @@ async def test_two_stops_at_once_agree(runs: Harness) -> None:
     assert (first, second) == (False, False)
     assert run.status is RunStatus.CANCELLED and run.reason == "one"
     assert sum(e.type == "status" and e.fields["status"] in TERMINAL for e in run.events) == 1
+
+
+class _TalkativeParser(CommandParser):
+    """Reports each stdout line as activity, and usage and a session id at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: list[str] = []
+
+    def on_stdout(self, data: bytes) -> None:
+        super().on_stdout(data)
+        self._pending += [f"said {line}" for line in data.decode().split()]
+
+    def activity(self) -> list[str]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    def outcome(self, exit_status: ExitStatus) -> Outcome:
+        base = super().outcome(exit_status)
+        return attrs.evolve(base, usage=Usage(3, 4, 0, 0, 0.01), backend_session_id="sess-1")
+
+
+class _TalkativeBackend(CommandBackend):
+    def parser(self) -> _TalkativeParser:
+        return _TalkativeParser()
+
+
+async def test_backend_activity_usage_and_session_reach_the_run() -> None:
+    harness = Harness(backend=_TalkativeBackend())
+    run = await harness.finish(harness.launch(command("echo", "hi")))
+    assert [(e.type, e.fields["text"]) for e in run.events if e.type == "activity"] == [
+        ("activity", "said hi")
+    ]
+    child = run.children[0]
+    assert child.usage == Usage(3, 4, 0, 0, 0.01) and child.backend_session_id == "sess-1"
