@@ -44,6 +44,9 @@ DRAIN_AFTER_EXIT_S: Final = 2.0
 # Processes left holding the pipes after the direct child exited get this long
 # to go on SIGTERM: the run itself is already over.
 LEFTOVER_GRACE_S: Final = 0.5
+# How long after a SIGCHLD the sweep for exited orphans runs: one sweep then
+# covers a whole burst of exits.
+REAP_DELAY_S: Final = 0.2
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0
@@ -197,7 +200,12 @@ class Supervisor:
     def __init__(self) -> None:
         self.is_subreaper = become_subreaper()
         self._started: set[int] = set()  # pids asyncio waits for; never reaped by us
-        self._reaper: asyncio.Task[int] | None = None
+        # A sweep of adopted orphans must not run while a child is being forked:
+        # until its pid is in `_started`, a fresh child that exits at once would
+        # look adopted and have its exit status stolen from asyncio.
+        self._fork_or_reap = asyncio.Lock()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweeping: set[asyncio.Task[int]] = set()
         self.reaped = asyncio.Event()  # set whenever an adopted orphan was reaped
 
     def reap_on_sigchld(self) -> None:
@@ -205,8 +213,16 @@ class Supervisor:
         asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, self._on_sigchld)
 
     def _on_sigchld(self) -> None:
-        if self._reaper is None or self._reaper.done():  # one sweep at a time covers all
-            self._reaper = asyncio.get_running_loop().create_task(self.reap_adopted())
+        # Every child exit raises SIGCHLD; sweeps cost a /proc scan, so a burst of
+        # them is answered by one sweep a moment later.
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(REAP_DELAY_S, self._start_sweep)
+
+    def _start_sweep(self) -> None:
+        self._sweep = None
+        task = asyncio.get_running_loop().create_task(self.reap_adopted())
+        self._sweeping.add(task)
+        task.add_done_callback(self._sweeping.discard)
 
     async def start(self, spec: LaunchSpec, sink: OutputSink) -> Child:
         """Start `spec` in a new session and begin draining its output into `sink`.
@@ -215,19 +231,20 @@ class Supervisor:
         """
         marker = spec.env.get(RUN_MARKER, "")
         loop = asyncio.get_running_loop()
-        # What create_subprocess_exec does, with a protocol that reports the exit itself.
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _ChildProtocol(loop),
-            *spec.argv,
-            cwd=spec.cwd,
-            env=dict(spec.env),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        process = asyncio.subprocess.Process(transport, protocol, loop)
-        self._started.add(process.pid)
+        async with self._fork_or_reap:
+            # What create_subprocess_exec does, with a protocol that reports the exit itself.
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ChildProtocol(loop),
+                *spec.argv,
+                cwd=spec.cwd,
+                env=dict(spec.env),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+            process = asyncio.subprocess.Process(transport, protocol, loop)
+            self._started.add(process.pid)
         pidfd = _open_pidfd(process.pid)  # at once: the sooner, the likelier it is unreaped
         create_time = await asyncio.to_thread(_create_time, process.pid)
         child = Child(process, protocol.exited, pidfd, marker, create_time)
@@ -248,7 +265,6 @@ class Supervisor:
         returncode = await child.process.wait()
         self._started.discard(child.pid)
         child.close()
-        await self.reap_adopted()
         return ExitStatus.from_returncode(returncode)
 
     async def stop(self, child: Child, grace_s: float) -> StopOutcome:
@@ -322,7 +338,8 @@ class Supervisor:
 
     async def reap_adopted(self) -> int:
         """Reap adopted orphans that have exited (never `waitpid(-1)`: asyncio owns the rest)."""
-        reaped = await asyncio.to_thread(self._reap_adopted_now)
+        async with self._fork_or_reap:
+            reaped = await asyncio.to_thread(self._reap_adopted_now)
         if reaped:
             self.reaped.set()
         return reaped

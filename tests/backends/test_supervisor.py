@@ -200,3 +200,14 @@ async def test_an_adopted_orphan_that_exits_on_its_own_is_reaped(
     assert not psutil.pid_exists(orphan)  # reaped, not a zombie of ours
     await supervisor.stop(child, grace_s=5.0)
     await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+
+
+async def test_orphan_sweeps_never_steal_the_exit_status_of_a_fresh_child(
+    supervisor: Supervisor, marker: str
+) -> None:
+    # A sweep that ran between fork and registration took a quick child's status,
+    # and asyncio then reported 255. Many quick children, sweeping all along:
+    supervisor.reap_on_sigchld()
+    for _ in range(300):
+        child = await supervisor.start(spec(marker, "true"), Collect())
+        assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
