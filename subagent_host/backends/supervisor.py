@@ -164,11 +164,32 @@ class Child:
 
 
 class _ChildProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's subprocess protocol, plus a future done the moment the child exits."""
+    """asyncio's subprocess protocol, delivering output straight to the sink.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    Output goes to the sink as the event loop reads it: no stream buffer and no
+    reader task per pipe. `exited` is done the moment the child exits;
+    `outputs_closed` once both stdout and stderr reached EOF.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sink: OutputSink) -> None:
         super().__init__(limit=READ_CHUNK, loop=loop)
+        self._sink = sink
+        self._open_outputs = {1, 2}
         self.exited: asyncio.Future[None] = loop.create_future()
+        self.outputs_closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        assert isinstance(data, bytes)
+        if fd == 1:
+            self._sink.on_stdout(data)
+        else:
+            self._sink.on_stderr(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        super().pipe_connection_lost(fd, exc)
+        self._open_outputs.discard(fd)
+        if not self._open_outputs and not self.outputs_closed.done():
+            self.outputs_closed.set_result(None)
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -234,7 +255,7 @@ class Supervisor:
         async with self._fork_or_reap:
             # What create_subprocess_exec does, with a protocol that reports the exit itself.
             transport, protocol = await loop.subprocess_exec(
-                lambda: _ChildProtocol(loop),
+                lambda: _ChildProtocol(loop, sink),
                 *spec.argv,
                 cwd=spec.cwd,
                 env=dict(spec.env),
@@ -248,7 +269,7 @@ class Supervisor:
         pidfd = _open_pidfd(process.pid)  # at once: the sooner, the likelier it is unreaped
         create_time = await asyncio.to_thread(_create_time, process.pid)
         child = Child(process, protocol.exited, pidfd, marker, create_time)
-        child.drained = asyncio.create_task(_drain(child, spec.stdin, sink))
+        child.drained = asyncio.create_task(_drain(child, spec.stdin, protocol.outputs_closed))
         return child
 
     async def wait(self, child: Child) -> ExitStatus:
@@ -354,15 +375,10 @@ class Supervisor:
         return reaped
 
 
-async def _drain(child: Child, stdin: bytes | None, sink: OutputSink) -> None:
-    """Feed stdin (then close it) and read stdout and stderr to EOF, concurrently."""
-    process = child.process
-    assert process.stdin and process.stdout and process.stderr
-    await asyncio.gather(
-        _feed(process.stdin, stdin),
-        _pump(process.stdout, sink.on_stdout),
-        _pump(process.stderr, sink.on_stderr),
-    )
+async def _drain(child: Child, stdin: bytes | None, outputs_closed: asyncio.Future[None]) -> None:
+    """Feed stdin (then close it) while the output pipes run to EOF."""
+    assert child.process.stdin is not None
+    await asyncio.gather(_feed(child.process.stdin, stdin), asyncio.shield(outputs_closed))
 
 
 async def _feed(pipe: asyncio.StreamWriter, data: bytes | None) -> None:
@@ -373,12 +389,6 @@ async def _feed(pipe: asyncio.StreamWriter, data: bytes | None) -> None:
             await pipe.drain()
         pipe.close()
         await pipe.wait_closed()
-
-
-async def _pump(stream: asyncio.StreamReader, deliver: object) -> None:
-    assert callable(deliver)
-    while chunk := await stream.read(READ_CHUNK):
-        deliver(chunk)
 
 
 def _create_time(pid: int) -> float:

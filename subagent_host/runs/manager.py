@@ -121,12 +121,13 @@ class _ChildSink:
         self.parser = parser
         self._stream = stream
         self._report_activity = report_activity
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.active = asyncio.Event()
 
     def on_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
-        self.active.set()
+        self.last_active = self._loop.time()
         for summary in self.parser.activity():
             self._report_activity(summary)
         if self._stream is not None:
@@ -136,16 +137,32 @@ class _ChildSink:
 
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
-        self.active.set()
+        self.last_active = self._loop.time()
 
     async def stalled(self, stall_s: float) -> None:
-        """Return once no output arrived for `stall_s` seconds."""
-        while True:
-            self.active.clear()
-            try:
-                await asyncio.wait_for(self.active.wait(), stall_s)
-            except TimeoutError:
-                return
+        """Return once no output arrived for `stall_s` seconds.
+
+        A timer re-armed for the remaining time: it wakes once per stall period,
+        not once per chunk of output.
+        """
+        quiet: asyncio.Future[None] = self._loop.create_future()
+        timer: asyncio.TimerHandle | None = None
+
+        def check() -> None:
+            nonlocal timer
+            remaining = self.last_active + stall_s - self._loop.time()
+            if remaining <= 0:
+                if not quiet.done():
+                    quiet.set_result(None)
+            else:
+                timer = self._loop.call_later(remaining, check)
+
+        check()
+        try:
+            await quiet
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
 class RunManager:
