@@ -330,25 +330,40 @@ class Supervisor:
         members = [Member.pin(process) for process in found.values()]
         return [member for member in members if member is not None]
 
-    async def sample(self, child: Child) -> TreeUsage | None:
-        """Measure the child's live tree (None once nothing of it is left). Off the loop."""
-        return await asyncio.to_thread(self._sample_now, child)
+    async def sample(self, children: list[Child], *, trees: bool) -> dict[int, TreeUsage]:
+        """Measure each child (with `trees`, its whole tree), by child pid. Off the loop.
 
-    def _sample_now(self, child: Child) -> TreeUsage | None:
-        processes: list[psutil.Process] = []
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(child.pid)
-            if abs(root.create_time() - child.create_time) < CREATE_TIME_TOLERANCE_S:
-                processes = [root, *root.children(recursive=True)]
-        cpu, rss, count = 0.0, 0, 0
-        for process in processes:
-            with contextlib.suppress(psutil.Error):
-                with process.oneshot():
-                    times = process.cpu_times()
-                    cpu += times.user + times.system
-                    rss += process.memory_info().rss
+        One call walks /proc once for all children: the cost of sampling does
+        not grow with the number of children.
+        """
+        return await asyncio.to_thread(self._sample_now, children, trees)
+
+    def _sample_now(self, children: list[Child], trees: bool) -> dict[int, TreeUsage]:
+        below: dict[int, list[int]] = {}
+        if trees:
+            for process in psutil.process_iter(["ppid"]):
+                below.setdefault(process.info["ppid"], []).append(process.pid)
+        usages: dict[int, TreeUsage] = {}
+        for child in children:
+            members, cpu, rss = [child.pid], 0.0, 0
+            for pid in members:  # grows as it goes: a breadth-first walk of the tree
+                members.extend(below.get(pid, ()))
+            count = 0
+            for pid in members:
+                with contextlib.suppress(psutil.Error):
+                    process = psutil.Process(pid)
+                    if pid == child.pid and abs(process.create_time() - child.create_time) >= (
+                        CREATE_TIME_TOLERANCE_S
+                    ):
+                        break  # the pid is someone else's now
+                    with process.oneshot():
+                        times = process.cpu_times()
+                        cpu += times.user + times.system
+                        rss += process.memory_info().rss
                     count += 1
-        return TreeUsage(cpu_seconds=cpu, rss_bytes=rss, processes=count) if count else None
+            if count:
+                usages[child.pid] = TreeUsage(cpu_seconds=cpu, rss_bytes=rss, processes=count)
+        return usages
 
     def _adopted(self) -> list[psutil.Process]:
         """Our own children that we did not start: orphans reparented to us."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -23,7 +22,13 @@ import attrs
 from subagent_host.backends.base import Backend, ItemSpec, Outcome, OutputParser
 from subagent_host.backends.environment import child_environment
 from subagent_host.backends.output import TRUNCATION_MARKER, cap_text
-from subagent_host.backends.supervisor import Child, ExitStatus, LaunchSpec, Supervisor
+from subagent_host.backends.supervisor import (
+    Child,
+    ExitStatus,
+    LaunchSpec,
+    Supervisor,
+    TreeUsage,
+)
 from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import (
@@ -193,6 +198,8 @@ class RunManager:
         self._runs: dict[str, Run] = {}
         self._controls: dict[str, _Control] = {}
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
+        self._sampled: dict[int, tuple[Child, ChildRun]] = {}  # running children by pid
+        self._sampler: asyncio.Task[None] | None = None
 
     # --- queries ---------------------------------------------------------------------
 
@@ -358,32 +365,37 @@ class RunManager:
             )
             return None
         self._book.transition_child(run, child, RunStatus.RUNNING, pid=process.pid)
-        sampling = asyncio.create_task(self._sample_resources(process, child))
+        await self._sample_now(process, child)  # the child alone: cheap, and every child has one
+        self._sampled[process.pid] = (process, child)
+        self._start_sampling()
         try:
             ending = await self._supervise(process, plan, sink, control)
             exit_status = await self._supervisor.wait(process)
         finally:
-            sampling.cancel()
-            await asyncio.gather(sampling, return_exceptions=True)
+            self._sampled.pop(process.pid, None)
         outcome = parser.outcome(exit_status)
         self._settle_child(run, child, outcome, exit_status, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
-    async def _sample_resources(self, process: Child, child: ChildRun) -> None:
-        """Sample the child's tree every `RESOURCE_SAMPLE_S` until it exits; keep the peaks."""
-        peak_rss = peak_processes = 0
-        cpu = 0.0
-        while not process.exited.done():
-            usage = await self._supervisor.sample(process)
-            if usage is not None:
-                cpu = max(cpu, usage.cpu_seconds)
-                peak_rss = max(peak_rss, usage.rss_bytes)
-                peak_processes = max(peak_processes, usage.processes)
-                child.resources = Resources(
-                    cpu_seconds=round(cpu, 3), peak_rss_bytes=peak_rss, processes=peak_processes
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(process.exited), RESOURCE_SAMPLE_S)
+    async def _sample_now(self, process: Child, child: ChildRun) -> None:
+        usages = await self._supervisor.sample([process], trees=False)
+        if process.pid in usages:
+            _record_usage(child, usages[process.pid])
+
+    def _start_sampling(self) -> None:
+        if self._sampler is None or self._sampler.done():
+            self._sampler = asyncio.create_task(self._sample_running())
+
+    async def _sample_running(self) -> None:
+        """Every `RESOURCE_SAMPLE_S`, sample the trees of all running children in one sweep."""
+        while self._sampled:
+            # The sampling interval is the point of this wait; nothing else can end it.
+            await asyncio.sleep(RESOURCE_SAMPLE_S)  # noqa: ASYNC110
+            running = dict(self._sampled)
+            usages = await self._supervisor.sample([p for p, _ in running.values()], trees=True)
+            for pid, usage in usages.items():
+                if pid in self._sampled:
+                    _record_usage(running[pid][1], usage)
 
     async def _supervise(
         self, process: Child, plan: ChildPlan, sink: _ChildSink, control: _Control
@@ -525,3 +537,13 @@ class RunManager:
             return text
         head = data[: self._caps.previous_bytes].decode("utf-8", "ignore")
         return head + "\n" + PREVIOUS_MARKER
+
+
+def _record_usage(child: ChildRun, usage: TreeUsage) -> None:
+    """Fold a sample into the child's resources: CPU so far, peak memory, peak process count."""
+    before = child.resources
+    child.resources = Resources(
+        cpu_seconds=round(max(usage.cpu_seconds, before.cpu_seconds if before else 0.0), 3),
+        peak_rss_bytes=max(usage.rss_bytes, before.peak_rss_bytes if before else 0),
+        processes=max(usage.processes, before.processes if before else 0),
+    )
