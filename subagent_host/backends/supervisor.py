@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import ctypes
 import enum
+import fcntl
 import logging
 import os
 import signal
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
 PR_SET_CHILD_SUBREAPER: Final = 36
 READ_CHUNK: Final = 64 * 1024
+# Pipe capacity for a child's stdout and stderr (the default is 64 KiB).
+OUTPUT_PIPE_BYTES: Final = 1024 * 1024
 # Once the direct child has exited, a grandchild may still hold its pipes open
 # (`sh -c "sleep 30 & echo done"`); waiting for EOF longer than this would hang
 # the run, so the rest of the tree is ended instead.
@@ -197,6 +200,18 @@ class _ChildProtocol(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
+def _widen_output_pipes(transport: asyncio.SubprocessTransport) -> None:
+    """Let a chatty child get further ahead of us: fewer, larger reads (Linux pipes only)."""
+    if not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        source = pipe.get_extra_info("pipe") if pipe is not None else None
+        if source is not None:
+            with contextlib.suppress(OSError):  # over the user's pipe-max-size: keep the default
+                fcntl.fcntl(source.fileno(), fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
+
+
 def _open_pidfd(pid: int) -> int | None:
     try:
         return os.pidfd_open(pid)
@@ -266,6 +281,7 @@ class Supervisor:
             )
             process = asyncio.subprocess.Process(transport, protocol, loop)
             self._started.add(process.pid)
+        _widen_output_pipes(transport)
         pidfd = _open_pidfd(process.pid)  # at once: the sooner, the likelier it is unreaped
         create_time = await asyncio.to_thread(_create_time, process.pid)
         child = Child(process, protocol.exited, pidfd, marker, create_time)
