@@ -208,7 +208,8 @@ def _widen_output_pipes(transport: asyncio.SubprocessTransport) -> None:
         pipe = transport.get_pipe_transport(fd)
         source = pipe.get_extra_info("pipe") if pipe is not None else None
         if source is not None:
-            with contextlib.suppress(OSError):  # over the user's pipe-max-size: keep the default
+            # Over the pipe-max-size limit (OSError), or already closed (ValueError): keep it.
+            with contextlib.suppress(OSError, ValueError):
                 fcntl.fcntl(source.fileno(), fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
 
 

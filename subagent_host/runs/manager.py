@@ -129,16 +129,30 @@ class _ChildSink:
         self._loop = asyncio.get_running_loop()
         self.last_active = self._loop.time()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # Output can arrive before the child is marked running; its events wait.
+        self._held: list[Callable[[], None]] | None = []
+
+    def open(self) -> None:
+        """The child is marked running: send the events held so far, then send at once."""
+        held, self._held = self._held or [], None
+        for send in held:
+            send()
+
+    def _send(self, deliver: Callable[[str], None], text: str) -> None:
+        if self._held is None:
+            deliver(text)
+        else:
+            self._held.append(lambda: deliver(text))
 
     def on_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
         self.last_active = self._loop.time()
         for summary in self.parser.activity():
-            self._report_activity(summary)
+            self._send(self._report_activity, summary)
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
-                self._stream(text)
+                self._send(self._stream, text)
 
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
@@ -365,6 +379,7 @@ class RunManager:
             )
             return None
         self._book.transition_child(run, child, RunStatus.RUNNING, pid=process.pid)
+        sink.open()
         await self._sample_now(process, child)  # the child alone: cheap, and every child has one
         self._sampled[process.pid] = (process, child)
         self._start_sampling()
