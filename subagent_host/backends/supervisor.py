@@ -120,12 +120,14 @@ class Child:
 
     def __init__(
         self,
+        transport: asyncio.SubprocessTransport,
         process: asyncio.subprocess.Process,
         exited: asyncio.Future[None],
         pidfd: int | None,
         marker: str,
         create_time: float,
     ) -> None:
+        self.transport = transport
         self.process = process
         self.exited = exited
         """Done as soon as the child has exited and been reaped. (asyncio's
@@ -285,7 +287,7 @@ class Supervisor:
         _widen_output_pipes(transport)
         pidfd = _open_pidfd(process.pid)  # at once: the sooner, the likelier it is unreaped
         create_time = await asyncio.to_thread(_create_time, process.pid)
-        child = Child(process, protocol.exited, pidfd, marker, create_time)
+        child = Child(transport, process, protocol.exited, pidfd, marker, create_time)
         child.drained = asyncio.create_task(_drain(child, spec.stdin, protocol.outputs_closed))
         return child
 
@@ -299,8 +301,14 @@ class Supervisor:
             # A descendant still holds the pipes: end it, then the pipes close.
             logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
             await self.stop(child, grace_s=LEFTOVER_GRACE_S)
-            await child.drained
-        returncode = await child.process.wait()
+            try:
+                await asyncio.wait_for(child.drained, KILL_WAIT_S)
+            except TimeoutError:
+                # Something unkillable (D state) still holds a pipe: stop reading it.
+                logger.error("%r: its pipes stay open after the tree was ended", child)
+                child.transport.close()
+        returncode = child.process.returncode
+        assert returncode is not None  # set when the exit was reported, before `exited`
         self._started.discard(child.pid)
         child.close()
         return ExitStatus.from_returncode(returncode)
