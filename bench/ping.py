@@ -54,24 +54,20 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
-T = TypeVar("T")
+from common import READ_CHUNK, BenchError, bounded, drain_stderr
 
-# Generous bound on any single phase (a whole timed run, a warm-up, a shutdown step).
-PHASE_TIMEOUT_S: Final = 120.0
 # A server must exit this soon after its stdin is closed, or it is killed.
 EXIT_TIMEOUT_S: Final = 10.0
 WARMUP_PINGS: Final = 200
 # Large enough for any sane reply line or header block.
 STREAM_LIMIT: Final = 16 * 1024 * 1024
-STDERR_TAIL_BYTES: Final = 4096
-READ_CHUNK: Final = 64 * 1024
 TARGET_RATIO: Final = 0.6
 
 BASELINE_SERVER: Final = """
@@ -107,10 +103,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-class BenchError(Exception):
-    """A protocol error, timeout or misbehaving process: the run is invalid."""
 
 
 class Framing(Enum):
@@ -153,14 +145,6 @@ class Target:
 
     name: str
     argv: tuple[str, ...]
-
-
-async def bounded(aw: Awaitable[T], what: str, limit_s: float = PHASE_TIMEOUT_S) -> T:
-    """Await `aw` for at most `limit_s` seconds; running out of time is a BenchError."""
-    try:
-        return await asyncio.wait_for(aw, limit_s)
-    except TimeoutError:
-        raise BenchError(f"timed out after {limit_s:g} s while {what}") from None
 
 
 # --- wire -----------------------------------------------------------------------------
@@ -237,13 +221,6 @@ def check_pong(reply: object) -> int:
 
 
 # --- process lifecycle ---------------------------------------------------------------
-
-
-async def drain_stderr(stream: asyncio.StreamReader, tail: bytearray) -> None:
-    """Read stderr to EOF so the server can never block on it; keep the tail."""
-    while chunk := await stream.read(READ_CHUNK):
-        tail += chunk
-        del tail[:-STDERR_TAIL_BYTES]
 
 
 async def start_server(target: Target, framing: Framing) -> Server:

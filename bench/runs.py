@@ -70,21 +70,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import psutil
+from common import BenchError, bounded, drain_stderr
 
-T = TypeVar("T")
 Json = dict[str, Any]
 
-# Generous bound on any single phase (one request, one wait for an event, a timed run).
-PHASE_TIMEOUT_S: Final = 120.0
 # A server must exit this soon after its stdin is closed, or it is killed. It may
 # have background runs to stop first (SIGTERM, its default 5 s grace, SIGKILL).
 EXIT_TIMEOUT_S: Final = 15.0
 STREAM_LIMIT: Final = 16 * 1024 * 1024
-STDERR_TAIL_BYTES: Final = 4096
-READ_CHUNK: Final = 64 * 1024
 RUN_ID_VAR: Final = "SUBAGENT_HOST_RUN_ID"
 TREE_SCRIPT: Final = Path(__file__).resolve().parent.parent / "tests" / "fakes" / "tree.py"
 TREE_SIZE: Final = 20
@@ -109,19 +105,6 @@ for _ in range(int(sys.argv[1])):
 out.flush()
 """
 WRITER_CHUNK: Final = 64 * 1024
-
-
-class BenchError(Exception):
-    """A protocol error, timeout or misbehaving process: the run is invalid."""
-
-
-async def bounded(aw: Awaitable[T], what: str, limit_s: float = PHASE_TIMEOUT_S) -> T:
-    """Await `aw` for at most `limit_s` seconds; running out of time is a BenchError."""
-    try:
-        async with asyncio.timeout(limit_s):
-            return await aw
-    except TimeoutError:
-        raise BenchError(f"timed out after {limit_s:g} s while {what}") from None
 
 
 # --- the server and its messages -----------------------------------------------------
@@ -218,13 +201,6 @@ async def read_messages(server: Server) -> None:
     finally:
         async with server.changed:
             server.changed.notify_all()
-
-
-async def drain_stderr(stream: asyncio.StreamReader, tail: bytearray) -> None:
-    """Read stderr to EOF so the server can never block on it; keep the tail."""
-    while chunk := await stream.read(READ_CHUNK):
-        tail += chunk
-        del tail[:-STDERR_TAIL_BYTES]
 
 
 async def write_line(server: Server, msg: Json) -> None:
