@@ -103,7 +103,8 @@ async def test_only_the_given_environment_reaches_the_child(
 
 async def test_a_child_runs_in_its_own_session(supervisor: Supervisor, marker: str) -> None:
     sink = Collect()
-    child = await supervisor.start(spec(marker, "sh", "-c", "ps -o sid= -p $$"), sink)
+    report_sid = "import os; print(os.getsid(0))"
+    child = await supervisor.start(spec(marker, sys.executable, "-c", report_sid), sink)
     await asyncio.wait_for(supervisor.wait(child), WAIT_S)
     assert int(sink.stdout) == child.pid != os.getsid(0)
 
