@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Final, TypeVar
 
 T = TypeVar("T")
@@ -25,6 +25,22 @@ async def bounded(aw: Awaitable[T], what: str, limit_s: float = PHASE_TIMEOUT_S)
             return await aw
     except TimeoutError:
         raise BenchError(f"timed out after {limit_s:g} s while {what}") from None
+
+
+async def start_piped(argv: Sequence[str], what: str, limit: int) -> asyncio.subprocess.Process:
+    """Start `argv` with stdin, stdout and stderr piped; failing to start is a BenchError."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=limit,
+        )
+    except OSError as exc:
+        raise BenchError(f"cannot start {what} {list(argv)}: {exc}") from None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    return proc
 
 
 async def drain_stderr(stream: asyncio.StreamReader, tail: bytearray) -> None:

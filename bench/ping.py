@@ -61,7 +61,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
-from common import READ_CHUNK, BenchError, bounded, drain_stderr
+from common import READ_CHUNK, BenchError, bounded, drain_stderr, start_piped
 
 # A server must exit this soon after its stdin is closed, or it is killed.
 EXIT_TIMEOUT_S: Final = 10.0
@@ -224,16 +224,7 @@ def check_pong(reply: object) -> int:
 
 
 async def start_server(target: Target, framing: Framing) -> Server:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *target.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=STREAM_LIMIT,
-        )
-    except OSError as exc:
-        raise BenchError(f"cannot start {target.name} {list(target.argv)}: {exc}") from None
+    proc = await start_piped(target.argv, target.name, STREAM_LIMIT)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     server = Server(target.name, proc, proc.stdin, proc.stdout, framing)
     server.stderr_task = asyncio.create_task(drain_stderr(proc.stderr, server.stderr_tail))

@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import psutil
-from common import BenchError, bounded, drain_stderr
+from common import BenchError, bounded, drain_stderr, start_piped
 
 Json = dict[str, Any]
 
@@ -273,16 +273,7 @@ def expect_status(result: Json, status: str, what: str) -> None:
 
 
 async def start_server(argv: Sequence[str]) -> Server:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=STREAM_LIMIT,
-        )
-    except OSError as exc:
-        raise BenchError(f"cannot start {list(argv)}: {exc}") from None
+    proc = await start_piped(argv, "the server", STREAM_LIMIT)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     server = Server(proc, proc.stdin, proc.stdout)
     server.tasks.append(asyncio.create_task(drain_stderr(proc.stderr, server.stderr_tail)))

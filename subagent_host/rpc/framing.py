@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
 from typing import Any, Final, Literal
 
 import attrs
@@ -367,12 +366,3 @@ class AutoDecoder:
         self._inner = (
             NdjsonDecoder(self._limit) if framing is Framing.NDJSON else LspDecoder(self._limit)
         )
-
-
-def decode_all(decoder: AutoDecoder, chunks: Iterable[bytes]) -> list[Frame]:
-    """Feed every chunk, then finish: the frames a whole input yields."""
-    frames: list[Frame] = []
-    for chunk in chunks:
-        frames.extend(decoder.feed(chunk))
-    frames.extend(decoder.finish())
-    return frames

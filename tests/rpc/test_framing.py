@@ -17,7 +17,6 @@ from subagent_host.rpc.framing import (
     LspDecoder,
     NdjsonDecoder,
     Parsed,
-    decode_all,
     encode_frame,
 )
 
@@ -27,6 +26,15 @@ BIG = 1 << 20
 
 def lsp(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+
+
+def decode_all(decoder: AutoDecoder, chunks: list[bytes]) -> list[Frame]:
+    """Feed every chunk, then finish: the frames a whole input yields."""
+    frames: list[Frame] = []
+    for chunk in chunks:
+        frames.extend(decoder.feed(chunk))
+    frames.extend(decoder.finish())
+    return frames
 
 
 def feed_in_chunks(
