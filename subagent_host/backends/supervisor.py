@@ -12,8 +12,9 @@ whole tree with the stop sequence of RELIABILITY.md ("Killing a process tree"):
 The server is made a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so a
 double-forked daemon is reparented to us instead of PID 1: we can find it (by
 the `SUBAGENT_HOST_RUN_ID` marker in its environment) and reap it. Direct
-children are signalled through a pidfd, so a reused pid is never hit. Every
-blocking psutil call runs in a worker thread.
+children are watched and signalled through a pidfd, so a reused pid is never
+hit, and reaped with `wait4` the moment they exit. Scans of the process table
+run in a worker thread; the loop only ever reads one small /proc file.
 """
 
 from __future__ import annotations
@@ -22,24 +23,25 @@ import asyncio
 import contextlib
 import ctypes
 import enum
-import fcntl
 import logging
 import os
+import resource
 import signal
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from typing import Final, Protocol
 
 import attrs
 import psutil
 
+from subagent_host.backends import pipes
+
 logger = logging.getLogger(__name__)
 
 RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
 PR_SET_CHILD_SUBREAPER: Final = 36
-READ_CHUNK: Final = 64 * 1024
-# Pipe capacity for a child's stdout and stderr (the default is 64 KiB).
-OUTPUT_PIPE_BYTES: Final = 1024 * 1024
 # Once the direct child has exited, a grandchild may still hold its pipes open
 # (`sh -c "sleep 30 & echo done"`); waiting for EOF longer than this would hang
 # the run, so the rest of the tree is ended instead.
@@ -116,37 +118,80 @@ class TreeUsage:
 
 
 class Child:
-    """One started child process and the tree below it."""
+    """One started child process and the tree below it.
+
+    The child is reaped here, the moment its pidfd reports the exit (no
+    watcher thread), with `wait4` so its own resource usage comes along.
+    """
 
     def __init__(
         self,
-        transport: asyncio.SubprocessTransport,
-        process: asyncio.subprocess.Process,
-        exited: asyncio.Future[None],
+        loop: asyncio.AbstractEventLoop,
+        popen: subprocess.Popen[bytes],
         pidfd: int | None,
         marker: str,
         create_time: float,
     ) -> None:
-        self.transport = transport
-        self.process = process
-        self.exited = exited
-        """Done as soon as the child has exited and been reaped. (asyncio's
-        `Process.wait()` also waits for the pipes to close, which a lingering
-        grandchild can delay forever.)"""
-        self.pid = process.pid
-        self.pgid = process.pid  # start_new_session: the child leads its own group
+        self._loop = loop
+        # Held until reaped: a Popen collected with no returncode would waitpid()
+        # from its finaliser and could steal the exit status.
+        self._popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session: the child leads its own group
         self.marker = marker
         self.create_time = create_time
         self.pidfd = pidfd
-        self.drained: asyncio.Task[None] | None = None
+        self.returncode: int | None = None
+        self.usage: TreeUsage | None = None
+        """The direct child's own CPU time and peak RSS, known once reaped."""
+        self.exited: asyncio.Future[None] = loop.create_future()
+        """Done as soon as the child has exited and been reaped, whether or not a
+        grandchild still holds its pipes."""
+        self.outputs: list[pipes.OutputPipe] = []
+        self.drained: asyncio.Future[list[None]] | None = None
+        """Done once stdin was written and closed and both outputs reached EOF."""
+        if pidfd is not None:
+            loop.add_reader(pidfd, self._reap)
+        else:  # no pidfd (old kernel): a thread waits, as asyncio's own watcher does
+            threading.Thread(target=self._wait_in_thread, daemon=True).start()
 
     def has_exited(self) -> bool:
-        return self.exited.done() or self.process.returncode is not None
+        return self.returncode is not None
 
     def __repr__(self) -> str:
-        code = self.process.returncode
-        state = "running" if code is None else f"exited {code}"
+        state = "running" if self.returncode is None else f"exited {self.returncode}"
         return f"<Child pid={self.pid} {state}>"
+
+    def _reap(self) -> None:
+        try:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped by someone else: a bug, but never hang on it
+            logger.error("%r was reaped elsewhere; its exit status is lost", self)
+            pid, status, rusage = self.pid, 255 << 8, None
+        if pid == 0:
+            return  # not exited yet (a spurious wake-up)
+        self._exited(status, rusage)
+
+    def _wait_in_thread(self) -> None:
+        try:
+            _, status, rusage = os.wait4(self.pid, 0)
+        except ChildProcessError:
+            status, rusage = 255 << 8, None
+        self._loop.call_soon_threadsafe(self._exited, status, rusage)
+
+    def _exited(self, status: int, rusage: resource.struct_rusage | None) -> None:
+        if self.pidfd is not None:
+            self._loop.remove_reader(self.pidfd)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self._popen.returncode = self.returncode  # so its finaliser leaves the pid alone
+        if rusage is not None:
+            self.usage = TreeUsage(
+                cpu_seconds=rusage.ru_utime + rusage.ru_stime,
+                rss_bytes=rusage.ru_maxrss * 1024,  # KiB on Linux
+                processes=1,
+            )
+        if not self.exited.done():
+            self.exited.set_result(None)
 
     def send_signal(self, signum: int) -> bool:
         """Signal the direct child only if it is still the process we started."""
@@ -156,63 +201,23 @@ class Child:
             except ProcessLookupError:
                 return False
             return True
-        if self.process.returncode is None:  # unreaped: the pid cannot have been reused
+        if self.returncode is None:  # unreaped: the pid cannot have been reused
             with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signum)
+                os.kill(self.pid, signum)
                 return True
         return False
 
+    def stop_reading(self) -> None:
+        """Give up on the output pipes (something unkillable holds them)."""
+        for pipe in self.outputs:
+            pipe.close()
+
     def close(self) -> None:
         if self.pidfd is not None:
+            if self.returncode is None:
+                self._loop.remove_reader(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = None
-
-
-class _ChildProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's subprocess protocol, delivering output straight to the sink.
-
-    Output goes to the sink as the event loop reads it: no stream buffer and no
-    reader task per pipe. `exited` is done the moment the child exits;
-    `outputs_closed` once both stdout and stderr reached EOF.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, sink: OutputSink) -> None:
-        super().__init__(limit=READ_CHUNK, loop=loop)
-        self._sink = sink
-        self._open_outputs = {1, 2}
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.outputs_closed: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        assert isinstance(data, bytes)
-        if fd == 1:
-            self._sink.on_stdout(data)
-        else:
-            self._sink.on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        super().pipe_connection_lost(fd, exc)
-        self._open_outputs.discard(fd)
-        if not self._open_outputs and not self.outputs_closed.done():
-            self.outputs_closed.set_result(None)
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-
-def _widen_output_pipes(transport: asyncio.SubprocessTransport) -> None:
-    """Let a chatty child get further ahead of us: fewer, larger reads (Linux pipes only)."""
-    if not hasattr(fcntl, "F_SETPIPE_SZ"):
-        return
-    for fd in (1, 2):
-        pipe = transport.get_pipe_transport(fd)
-        source = pipe.get_extra_info("pipe") if pipe is not None else None
-        if source is not None:
-            # Over the pipe-max-size limit (OSError), or already closed (ValueError): keep it.
-            with contextlib.suppress(OSError, ValueError):
-                fcntl.fcntl(source.fileno(), fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
 
 
 def _open_pidfd(pid: int) -> int | None:
@@ -268,27 +273,42 @@ class Supervisor:
 
         Raises OSError (e.g. FileNotFoundError) when the program cannot be started.
         """
-        marker = spec.env.get(RUN_MARKER, "")
         loop = asyncio.get_running_loop()
-        async with self._fork_or_reap:
-            # What create_subprocess_exec does, with a protocol that reports the exit itself.
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ChildProtocol(loop, sink),
-                *spec.argv,
-                cwd=spec.cwd,
-                env=dict(spec.env),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-            process = asyncio.subprocess.Process(transport, protocol, loop)
-            self._started.add(process.pid)
-        _widen_output_pipes(transport)
-        pidfd = _open_pidfd(process.pid)  # at once: the sooner, the likelier it is unreaped
-        create_time = await asyncio.to_thread(_create_time, process.pid)
-        child = Child(transport, process, protocol.exited, pidfd, marker, create_time)
-        child.drained = asyncio.create_task(_drain(child, spec.stdin, protocol.outputs_closed))
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        stderr_read, stderr_write = os.pipe()
+        try:
+            async with self._fork_or_reap:
+                # Popen returns once the child has exec'd (about a millisecond), as
+                # asyncio's own subprocess_exec does on the loop thread.
+                popen = subprocess.Popen(  # noqa: ASYNC220
+                    spec.argv,
+                    cwd=spec.cwd,
+                    env=dict(spec.env),
+                    stdin=stdin_read,
+                    stdout=stdout_write,
+                    stderr=stderr_write,
+                    start_new_session=True,
+                )
+                self._started.add(popen.pid)
+        except BaseException:
+            for fd in (stdin_write, stdout_read, stderr_read):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (stdin_read, stdout_write, stderr_write):
+                os.close(fd)  # the child's ends: EOF comes when its tree closes them
+        pidfd = _open_pidfd(popen.pid)  # unreaped until we reap it: the pid is still ours
+        # One small /proc read, not a scan: fine on the loop.
+        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), _create_time(popen.pid))
+        for fd in (stdout_read, stderr_read):
+            pipes.widen(fd)
+        child.outputs = [
+            pipes.OutputPipe(loop, stdout_read, sink.on_stdout),
+            pipes.OutputPipe(loop, stderr_read, sink.on_stderr),
+        ]
+        feeding = pipes.InputPipe(loop, stdin_write, spec.stdin)
+        child.drained = asyncio.gather(feeding.closed, *(pipe.closed for pipe in child.outputs))
         return child
 
     async def wait(self, child: Child) -> ExitStatus:
@@ -302,12 +322,12 @@ class Supervisor:
             logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
             await self.stop(child, grace_s=LEFTOVER_GRACE_S)
             try:
-                await asyncio.wait_for(child.drained, KILL_WAIT_S)
+                await asyncio.wait_for(asyncio.shield(child.drained), KILL_WAIT_S)
             except TimeoutError:
                 # Something unkillable (D state) still holds a pipe: stop reading it.
                 logger.error("%r: its pipes stay open after the tree was ended", child)
-                child.transport.close()
-        returncode = child.process.returncode
+                child.stop_reading()
+        returncode = child.returncode
         assert returncode is not None  # set when the exit was reported, before `exited`
         self._started.discard(child.pid)
         child.close()
@@ -413,22 +433,6 @@ class Supervisor:
                     pid, _ = os.waitpid(process.pid, os.WNOHANG)
                     reaped += pid == process.pid
         return reaped
-
-
-async def _drain(child: Child, stdin: bytes | None, outputs_closed: asyncio.Future[None]) -> None:
-    """Feed stdin (then close it) while the output pipes run to EOF."""
-    assert child.process.stdin is not None
-    await asyncio.gather(_feed(child.process.stdin, stdin), asyncio.shield(outputs_closed))
-
-
-async def _feed(pipe: asyncio.StreamWriter, data: bytes | None) -> None:
-    # Always close stdin: agent CLIs wait for EOF before they start.
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        if data:
-            pipe.write(data)
-            await pipe.drain()
-        pipe.close()
-        await pipe.wait_closed()
 
 
 def _create_time(pid: int) -> float:

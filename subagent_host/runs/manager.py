@@ -380,7 +380,6 @@ class RunManager:
             return None
         self._book.transition_child(run, child, RunStatus.RUNNING, pid=process.pid)
         sink.open()
-        await self._sample_now(process, child)  # the child alone: cheap, and every child has one
         self._sampled[process.pid] = (process, child)
         self._start_sampling()
         try:
@@ -388,14 +387,11 @@ class RunManager:
             exit_status = await self._supervisor.wait(process)
         finally:
             self._sampled.pop(process.pid, None)
+        if process.usage is not None:  # its own, from wait4: every child gets resources
+            _record_usage(child, process.usage)
         outcome = parser.outcome(exit_status)
         self._settle_child(run, child, outcome, exit_status, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
-
-    async def _sample_now(self, process: Child, child: ChildRun) -> None:
-        usages = await self._supervisor.sample([process], trees=False)
-        if process.pid in usages:
-            _record_usage(child, usages[process.pid])
 
     def _start_sampling(self) -> None:
         if self._sampler is None or self._sampler.done():

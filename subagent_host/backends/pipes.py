@@ -1,0 +1,113 @@
+"""A child's pipes, driven straight from the event loop's selector.
+
+asyncio's subprocess layer wraps each pipe in a transport, a protocol and a
+stream, and watches every child from a thread of its own. A supervised child
+needs much less: its output handed to a sink as it is read, its stdin written
+once and closed. Doing that with `add_reader`/`add_writer` on non-blocking
+descriptors costs one callback per read and no thread, which is what keeps
+starting a short child cheap and draining a chatty one close to `cat`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable
+from typing import Final
+
+# One read takes what a full pipe holds (see OUTPUT_PIPE_BYTES): a chatty child
+# costs one callback per pipe-full, not one per 64 KiB.
+READ_CHUNK: Final = 1024 * 1024
+# Pipe capacity for a child's stdout and stderr (the default is 64 KiB).
+OUTPUT_PIPE_BYTES: Final = 1024 * 1024
+
+
+def widen(fd: int) -> None:
+    """Let a chatty child get further ahead of us (Linux pipes only)."""
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        # Over the pipe-max-size limit: keep the default size.
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
+
+
+class OutputPipe:
+    """Reads one output pipe to EOF, handing each chunk to `deliver`.
+
+    `closed` is done once EOF was read (or reading failed); the descriptor is
+    then closed. `close()` stops reading early.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, fd: int, deliver: Callable[[bytes], None]
+    ) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._deliver = deliver
+        self.closed: asyncio.Future[None] = loop.create_future()
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, self._read)
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self._fd, READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""  # EIO and the like: nothing more will come
+        if data:
+            self._deliver(data)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self._loop.remove_reader(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class InputPipe:
+    """Writes `data` to a child's stdin, then closes it; `closed` is done then.
+
+    A child that exits or closes its stdin early ends the write quietly: what it
+    did not read is its own business, its exit status tells the rest.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, data: bytes | None) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._pending = memoryview(data or b"")
+        self._waiting = False
+        self.closed: asyncio.Future[None] = loop.create_future()
+        os.set_blocking(fd, False)
+        self._write()
+
+    def _write(self) -> None:
+        while self._pending:
+            try:
+                written = os.write(self._fd, self._pending)
+            except (BlockingIOError, InterruptedError):
+                if not self._waiting:  # the pipe is full: go on once the child reads
+                    self._loop.add_writer(self._fd, self._write)
+                    self._waiting = True
+                return
+            except OSError:  # EPIPE: the reader is gone
+                break
+            self._pending = self._pending[written:]
+        self.close()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        if self._waiting:
+            self._loop.remove_writer(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        self._pending = memoryview(b"")
+        if not self.closed.done():
+            self.closed.set_result(None)
