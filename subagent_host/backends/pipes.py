@@ -17,9 +17,10 @@ import os
 from collections.abc import Callable
 from typing import Final
 
-# One read takes what a full pipe holds (see OUTPUT_PIPE_BYTES): a chatty child
-# costs one callback per pipe-full, not one per 64 KiB.
-READ_CHUNK: Final = 1024 * 1024
+# At most this much per read. Larger reads were measured slower, not faster:
+# a 1 MiB buffer per read is mapped fresh and faulted in each time, and draining
+# 200 MiB took twice as long as with 256 KiB (bench/runs.py, output drain).
+READ_CHUNK: Final = 256 * 1024
 # Pipe capacity for a child's stdout and stderr (the default is 64 KiB).
 OUTPUT_PIPE_BYTES: Final = 1024 * 1024
 

@@ -49,14 +49,12 @@ DRAIN_AFTER_EXIT_S: Final = 2.0
 # Processes left holding the pipes after the direct child exited get this long
 # to go on SIGTERM: the run itself is already over.
 LEFTOVER_GRACE_S: Final = 0.5
-# How long after a SIGCHLD the sweep for exited orphans runs: one sweep then
-# covers a whole burst of exits.
-REAP_DELAY_S: Final = 0.2
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0
-# psutil's create times have 10 ms resolution.
-CREATE_TIME_TOLERANCE_S: Final = 0.01
+_PROC_STAT: Final = sys.platform.startswith("linux")
+_BOOT_TIME: Final = psutil.boot_time()
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if _PROC_STAT else 100
 
 
 @attrs.frozen
@@ -130,7 +128,6 @@ class Child:
         popen: subprocess.Popen[bytes],
         pidfd: int | None,
         marker: str,
-        create_time: float,
     ) -> None:
         self._loop = loop
         # Held until reaped: a Popen collected with no returncode would waitpid()
@@ -139,8 +136,9 @@ class Child:
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self.marker = marker
-        self.create_time = create_time
         self.pidfd = pidfd
+        self._create_time: float | None = None
+        self._reaping = False
         self.returncode: int | None = None
         self.usage: TreeUsage | None = None
         """The direct child's own CPU time and peak RSS, known once reaped."""
@@ -151,33 +149,56 @@ class Child:
         self.drained: asyncio.Future[list[None]] | None = None
         """Done once stdin was written and closed and both outputs reached EOF."""
         if pidfd is not None:
-            loop.add_reader(pidfd, self._reap)
+            loop.add_reader(pidfd, self.reap)
         else:  # no pidfd (old kernel): a thread waits, as asyncio's own watcher does
             threading.Thread(target=self._wait_in_thread, daemon=True).start()
 
     def has_exited(self) -> bool:
         return self.returncode is not None
 
+    def pid_is_ours(self) -> bool:
+        """True while the pid still names this child: until we reap it, it cannot
+        be reused. Safe to call from a worker thread."""
+        return not self._reaping and self.returncode is None
+
+    def create_time(self) -> float | None:
+        """The child's start time as psutil reports it, None once it was reaped.
+
+        Read on first use, not at start: just after the fork the child is busy
+        in exec and holds the lock /proc/<pid>/stat needs, so reading it then
+        costs more than the whole rest of a start. May block briefly: call it
+        off the loop.
+        """
+        if self._create_time is None and self.pid_is_ours():
+            created = _create_time(self.pid)
+            if self.pid_is_ours():  # not reaped meanwhile: the reading was of our child
+                self._create_time = created
+        return self._create_time
+
     def __repr__(self) -> str:
         state = "running" if self.returncode is None else f"exited {self.returncode}"
         return f"<Child pid={self.pid} {state}>"
 
-    def _reap(self) -> None:
+    def reap(self) -> None:
+        """Reap the child if it has exited (called when its pidfd becomes readable)."""
+        if self.returncode is not None:
+            return
+        self._reaping = True  # from here the pid may be freed: threads keep off it
         try:
             pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
         except ChildProcessError:  # reaped by someone else: a bug, but never hang on it
             logger.error("%r was reaped elsewhere; its exit status is lost", self)
             pid, status, rusage = self.pid, 255 << 8, None
         if pid == 0:
+            self._reaping = False
             return  # not exited yet (a spurious wake-up)
         self._exited(status, rusage)
 
     def _wait_in_thread(self) -> None:
-        try:
-            _, status, rusage = os.wait4(self.pid, 0)
-        except ChildProcessError:
-            status, rusage = 255 << 8, None
-        self._loop.call_soon_threadsafe(self._exited, status, rusage)
+        # WNOWAIT: block until it exits but leave the reaping to the loop, as with a pidfd.
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        self._loop.call_soon_threadsafe(self.reap)
 
     def _exited(self, status: int, rusage: resource.struct_rusage | None) -> None:
         if self.pidfd is not None:
@@ -243,13 +264,10 @@ class Supervisor:
 
     def __init__(self) -> None:
         self.is_subreaper = become_subreaper()
-        self._started: set[int] = set()  # pids asyncio waits for; never reaped by us
-        # A sweep of adopted orphans must not run while a child is being forked:
-        # until its pid is in `_started`, a fresh child that exits at once would
-        # look adopted and have its exit status stolen from asyncio.
-        self._fork_or_reap = asyncio.Lock()
-        self._sweep: asyncio.TimerHandle | None = None
-        self._sweeping: set[asyncio.Task[int]] = set()
+        # Children we started, by pid, until `wait` is done with them. Every other
+        # child of ours is an adopted orphan. A child is registered in the same
+        # synchronous step that forks it, so no sweep can mistake it for one.
+        self._started: dict[int, Child] = {}
         self.reaped = asyncio.Event()  # set whenever an adopted orphan was reaped
 
     def reap_on_sigchld(self) -> None:
@@ -257,16 +275,34 @@ class Supervisor:
         asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, self._on_sigchld)
 
     def _on_sigchld(self) -> None:
-        # Every child exit raises SIGCHLD; sweeps cost a /proc scan, so a burst of
-        # them is answered by one sweep a moment later.
-        if self._sweep is None:
-            self._sweep = asyncio.get_running_loop().call_later(REAP_DELAY_S, self._start_sweep)
+        self.reap_exited()
 
-    def _start_sweep(self) -> None:
-        self._sweep = None
-        task = asyncio.get_running_loop().create_task(self.reap_adopted())
-        self._sweeping.add(task)
-        task.add_done_callback(self._sweeping.discard)
+    def reap_exited(self) -> int:
+        """Reap every exited child now; return how many adopted orphans were reaped.
+
+        `waitid(WNOWAIT)` names an exited child without reaping it: one of ours
+        is reaped through its own `Child` (keeping its status and usage), any
+        other is an adopted orphan and is simply reaped. Costs a system call per
+        exited child, no /proc scan, so it runs on the loop at every SIGCHLD.
+        """
+        reaped = 0
+        while True:
+            try:
+                exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                break  # no children at all
+            if exited is None:
+                break
+            ours = self._started.get(exited.si_pid)
+            if ours is not None and not ours.has_exited():
+                ours.reap()
+                continue
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(exited.si_pid, os.WNOHANG)
+                reaped += 1
+        if reaped:
+            self.reaped.set()
+        return reaped
 
     async def start(self, spec: LaunchSpec, sink: OutputSink) -> Child:
         """Start `spec` in a new session and begin draining its output into `sink`.
@@ -278,19 +314,17 @@ class Supervisor:
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
         try:
-            async with self._fork_or_reap:
-                # Popen returns once the child has exec'd (about a millisecond), as
-                # asyncio's own subprocess_exec does on the loop thread.
-                popen = subprocess.Popen(  # noqa: ASYNC220
-                    spec.argv,
-                    cwd=spec.cwd,
-                    env=dict(spec.env),
-                    stdin=stdin_read,
-                    stdout=stdout_write,
-                    stderr=stderr_write,
-                    start_new_session=True,
-                )
-                self._started.add(popen.pid)
+            # Popen returns once the child has exec'd (about a millisecond), as
+            # asyncio's own subprocess_exec does on the loop thread.
+            popen = subprocess.Popen(  # noqa: ASYNC220
+                spec.argv,
+                cwd=spec.cwd,
+                env=dict(spec.env),
+                stdin=stdin_read,
+                stdout=stdout_write,
+                stderr=stderr_write,
+                start_new_session=True,
+            )
         except BaseException:
             for fd in (stdin_write, stdout_read, stderr_read):
                 os.close(fd)
@@ -298,9 +332,10 @@ class Supervisor:
         finally:
             for fd in (stdin_read, stdout_write, stderr_write):
                 os.close(fd)  # the child's ends: EOF comes when its tree closes them
-        pidfd = _open_pidfd(popen.pid)  # unreaped until we reap it: the pid is still ours
-        # One small /proc read, not a scan: fine on the loop.
-        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), _create_time(popen.pid))
+        # No await since the fork: nothing can have reaped it, the pid is still ours.
+        pidfd = _open_pidfd(popen.pid)
+        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""))
+        self._started[child.pid] = child
         for fd in (stdout_read, stderr_read):
             pipes.widen(fd)
         child.outputs = [
@@ -316,7 +351,8 @@ class Supervisor:
         await _exited(child)
         assert child.drained is not None
         try:
-            await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
+            if not child.drained.done():  # mostly it is: EOF comes with the exit
+                await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
         except TimeoutError:
             # A descendant still holds the pipes: end it, then the pipes close.
             logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
@@ -329,7 +365,7 @@ class Supervisor:
                 child.stop_reading()
         returncode = child.returncode
         assert returncode is not None  # set when the exit was reported, before `exited`
-        self._started.discard(child.pid)
+        del self._started[child.pid]
         child.close()
         return ExitStatus.from_returncode(returncode)
 
@@ -351,7 +387,7 @@ class Supervisor:
         finally:
             for member in members:
                 member.close()
-            await self.reap_adopted()
+            self.reap_exited()
 
     def _snapshot(self, child: Child) -> list[Member]:
         """Every live process of the child's tree, each pinned by a pidfd.
@@ -360,11 +396,11 @@ class Supervisor:
         marker (and their descendants). Runs in a worker thread.
         """
         found: dict[int, psutil.Process] = {}
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(child.pid)
-            if abs(root.create_time() - child.create_time) < CREATE_TIME_TOLERANCE_S:
-                for process in root.children(recursive=True):
-                    found[process.pid] = process
+        if child.pid_is_ours():
+            with contextlib.suppress(psutil.Error):
+                descendants = psutil.Process(child.pid).children(recursive=True)
+                if child.pid_is_ours():  # still: these are the descendants of our child
+                    found.update((process.pid, process) for process in descendants)
         if child.marker:
             for process in self._adopted():
                 if process.pid not in found and _carries_marker(process, child.marker):
@@ -395,18 +431,16 @@ class Supervisor:
                 members.extend(below.get(pid, ()))
             count = 0
             for pid in members:
+                if not child.pid_is_ours():
+                    break  # reaped meanwhile: the pid may be someone else's now
                 with contextlib.suppress(psutil.Error):
                     process = psutil.Process(pid)
-                    if pid == child.pid and abs(process.create_time() - child.create_time) >= (
-                        CREATE_TIME_TOLERANCE_S
-                    ):
-                        break  # the pid is someone else's now
                     with process.oneshot():
                         times = process.cpu_times()
                         cpu += times.user + times.system
                         rss += process.memory_info().rss
                     count += 1
-            if count:
+            if count and child.pid_is_ours():
                 usages[child.pid] = TreeUsage(cpu_seconds=cpu, rss_bytes=rss, processes=count)
         return usages
 
@@ -417,29 +451,23 @@ class Supervisor:
         except psutil.Error:
             return []
 
-    async def reap_adopted(self) -> int:
-        """Reap adopted orphans that have exited (never `waitpid(-1)`: asyncio owns the rest)."""
-        async with self._fork_or_reap:
-            reaped = await asyncio.to_thread(self._reap_adopted_now)
-        if reaped:
-            self.reaped.set()
-        return reaped
-
-    def _reap_adopted_now(self) -> int:
-        reaped = 0
-        for process in self._adopted():
-            with contextlib.suppress(ChildProcessError, psutil.Error):
-                if process.status() == psutil.STATUS_ZOMBIE:
-                    pid, _ = os.waitpid(process.pid, os.WNOHANG)
-                    reaped += pid == process.pid
-        return reaped
-
 
 def _create_time(pid: int) -> float:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
+    """The process's start time, exactly as psutil computes it (Linux: one /proc read)."""
+    if not _PROC_STAT:
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(pid).create_time()
         return 0.0
+    try:
+        stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            fields = os.read(stat, 4096).rpartition(b")")[2].split()
+        finally:
+            os.close(stat)
+    except OSError:
+        return 0.0
+    # Field 22, start time in clock ticks since boot (the 20th after the command).
+    return _BOOT_TIME + int(fields[19]) / _CLOCK_TICKS
 
 
 def _signal_tree(child: Child, members: list[Member], signum: int) -> int:

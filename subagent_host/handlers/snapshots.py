@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,15 @@ def timestamp(moment: datetime | None) -> str | None:
     """ISO 8601 UTC with milliseconds: `2026-11-30T02:40:00.123Z`."""
     if moment is None:
         return None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return _iso_ms(moment)
+
+
+# A run's few moments are formatted again for every snapshot of it.
+@functools.lru_cache(maxsize=1024)
+def _iso_ms(moment: datetime) -> str:
+    # isoformat, not strftime: the C library's strftime re-reads the time zone each
+    # call. Its first 23 characters are `YYYY-MM-DDTHH:MM:SS.mmm`; moments are UTC.
+    return moment.isoformat(timespec="milliseconds")[:23] + "Z"
 
 
 def duration_ms(start: datetime | None, end: datetime | None) -> int | None:

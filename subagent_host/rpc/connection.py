@@ -39,12 +39,15 @@ class Connection:
     def emit(self, body: bytes) -> None:
         """Queue one JSON text for the client, in the connection's framing.
 
-        Everything emitted during one turn of the event loop leaves in one write:
-        a client that pipelines hundreds of requests gets its answers in a few
-        system calls instead of one each.
+        Everything emitted during one turn of the event loop, and the next, leaves
+        in one write: a client that pipelines hundreds of requests gets its
+        answers in a few system calls instead of one each, and the events that
+        settle a run leave together with the reply whose handler they wake (which
+        runs one turn later). Each write wakes the client: fewer is faster.
         """
         if not self._pending:
-            asyncio.get_running_loop().call_soon(self.flush)
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self.flush)
         self._pending.append(encode_frame(body, self.framing))
         self._pending_bytes += len(body)
         if self._pending_bytes >= FLUSH_BYTES:

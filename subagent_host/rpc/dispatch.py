@@ -16,10 +16,10 @@ import contextvars
 import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
@@ -172,6 +172,9 @@ class HostProtocol(JsonRPCProtocol):
         args: tuple[Any, ...] | None = None,
         kwargs: dict[str, Any] | None = None,
     ) -> None:
+        if inspect.iscoroutinefunction(handler):
+            self._execute_async(msg_id, handler(*(args or ()), **(kwargs or {})), callback)
+            return
         if handler not in self._inline:
             super()._execute_handler(msg_id, handler, callback, args, kwargs)
             return
@@ -183,6 +186,29 @@ class HostProtocol(JsonRPCProtocol):
         except Exception as exc:
             future.set_exception(exc)
         callback(future)
+
+    def _execute_async(
+        self, msg_id: PyglsMsgId, work: Coroutine[Any, Any, Any], callback: Callable[[Any], None]
+    ) -> None:
+        """Run an async handler as a task that answers from inside itself.
+
+        pygls answers from the task's done callback, one turn of the loop after
+        the handler returned; answering in the handler's own last step lets the
+        reply leave in the same write as the events that woke it. The done
+        callback stays as the fallback for a task cancelled before it ran.
+        """
+        answered = False
+
+        def answer(outcome: asyncio.Future[Any]) -> None:
+            nonlocal answered
+            if not answered:
+                answered = True
+                callback(outcome)
+
+        task = asyncio.ensure_future(_answering(work, answer))
+        # pygls types this table as concurrent futures; it only ever cancels them.
+        self._request_futures[msg_id] = cast("Future[Any]", task)
+        task.add_done_callback(answer)
 
     def _invoker(self, method: Method) -> Callable[[Any], Any]:
         """A function from raw params to the method's result, async if the handler is."""
@@ -358,3 +384,19 @@ def _encode_error(msg_id: MsgId | None, error: dict[str, Any]) -> bytes:
 
 def _drop(_body: bytes) -> None:
     logger.error("no output attached; dropping a message")
+
+
+async def _answering(
+    work: Coroutine[Any, Any, Any], answer: Callable[[asyncio.Future[Any]], None]
+) -> None:
+    """Await `work`, then `answer` with its outcome as a done future."""
+    outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    try:
+        outcome.set_result(await work)
+    except asyncio.CancelledError:
+        outcome.cancel()
+        answer(outcome)
+        raise
+    except Exception as exc:
+        outcome.set_exception(exc)
+    answer(outcome)

@@ -15,7 +15,7 @@ import codecs
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -93,6 +93,10 @@ class RunPlan:
         return fingerprint(plan)
 
 
+def _new_future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
 @attrs.define
 class _Control:
     """A run's stop request (first wins) and its completion."""
@@ -100,7 +104,10 @@ class _Control:
     grace_s: float
     stream: bool = False
     stop_reason: str | None = None
-    stopping: asyncio.Event = attrs.Factory(asyncio.Event)
+    stopping: asyncio.Future[None] = attrs.Factory(
+        lambda: asyncio.get_running_loop().create_future()
+    )
+    """Done once a stop was requested (never cancelled)."""
     done: asyncio.Event = attrs.Factory(asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -158,30 +165,31 @@ class _ChildSink:
         self.parser.on_stderr(data)
         self.last_active = self._loop.time()
 
-    async def stalled(self, stall_s: float) -> None:
-        """Return once no output arrived for `stall_s` seconds.
+    def watch_stall(self, stall_s: float, on_stall: Callable[[], None]) -> _StallWatch:
+        """Call `on_stall` once no output arrived for `stall_s` seconds."""
+        return _StallWatch(self, stall_s, on_stall)
 
-        A timer re-armed for the remaining time: it wakes once per stall period,
-        not once per chunk of output.
-        """
-        quiet: asyncio.Future[None] = self._loop.create_future()
-        timer: asyncio.TimerHandle | None = None
 
-        def check() -> None:
-            nonlocal timer
-            remaining = self.last_active + stall_s - self._loop.time()
-            if remaining <= 0:
-                if not quiet.done():
-                    quiet.set_result(None)
-            else:
-                timer = self._loop.call_later(remaining, check)
+class _StallWatch:
+    """A timer re-armed for the remaining quiet time: it wakes once per stall
+    period, not once per chunk of output."""
 
-        check()
-        try:
-            await quiet
-        finally:
-            if timer is not None:
-                timer.cancel()
+    def __init__(self, sink: _ChildSink, stall_s: float, on_stall: Callable[[], None]) -> None:
+        self._sink = sink
+        self._stall_s = stall_s
+        self._on_stall = on_stall
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(stall_s, self._check)
+
+    def _check(self) -> None:
+        remaining = self._sink.last_active + self._stall_s - self._loop.time()
+        if remaining <= 0:
+            self._on_stall()
+        else:
+            self._timer = self._loop.call_later(remaining, self._check)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 class RunManager:
@@ -262,7 +270,7 @@ class RunManager:
             control.stop_reason = reason
             if grace_ms is not None:
                 control.grace_s = grace_ms / 1000
-            control.stopping.set()
+            control.stopping.set_result(None)
         await asyncio.wait_for(control.done.wait(), control.grace_s + STOP_SETTLE_MARGIN_S)
         return False
 
@@ -327,14 +335,14 @@ class RunManager:
 
     async def _take_slot(self, control: _Control) -> bool:
         """Wait for a slot; False (holding none) if the run is stopped first."""
-        if control.stopping.is_set():
+        if control.stopping.done():
             return False
+        if self._slots.try_acquire():  # a free slot: no waiting, no extra turn of the loop
+            return True
         acquiring = asyncio.ensure_future(self._slots.acquire())
-        stopping = asyncio.ensure_future(control.stopping.wait())
-        await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
+        await asyncio.wait({acquiring, control.stopping}, return_when=asyncio.FIRST_COMPLETED)
         if acquiring.done() and not acquiring.cancelled() and acquiring.exception() is None:
-            if not control.stopping.is_set():
+            if not control.stopping.done():
                 return True
             self._slots.release()
             return False
@@ -349,7 +357,7 @@ class RunManager:
     async def _run_started_child(
         self, run: Run, child: ChildRun, plan: ChildPlan, previous: str | None, control: _Control
     ) -> str | None:
-        if control.stopping.is_set():
+        if control.stopping.done():
             self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
             return None
         backend = self._backends[plan.backend]
@@ -411,27 +419,43 @@ class RunManager:
     async def _supervise(
         self, process: Child, plan: ChildPlan, sink: _ChildSink, control: _Control
     ) -> _Ending | None:
-        """Wait for whichever comes first: exit, stop, stall, timeout. End the tree unless exit."""
-        exited: asyncio.Future[Any] = asyncio.ensure_future(asyncio.shield(process.exited))
-        stopped: asyncio.Future[Any] = asyncio.ensure_future(control.stopping.wait())
-        stalled: asyncio.Future[Any] = asyncio.ensure_future(
-            sink.stalled(plan.stall_timeout_ms / 1000)
+        """Wait for whichever comes first: exit, stop, stall, timeout. End the tree unless exit.
+
+        Each is a callback settling one future (first wins): no task per watch.
+        """
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[_Ending | None] = loop.create_future()
+
+        def settle(ending: _Ending | None) -> None:
+            if not first.done():
+                first.set_result(ending)
+
+        def on_exit(_: object) -> None:
+            settle(None)
+
+        def on_stop(_: object) -> None:
+            settle(_Ending(RunStatus.CANCELLED, control.stop_reason or "stopped"))
+
+        process.exited.add_done_callback(on_exit)
+        control.stopping.add_done_callback(on_stop)
+        stall = sink.watch_stall(
+            plan.stall_timeout_ms / 1000,
+            lambda: settle(_Ending(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
         )
-        done, pending = await asyncio.wait(
-            {exited, stopped, stalled},
-            timeout=plan.timeout_ms / 1000,
-            return_when=asyncio.FIRST_COMPLETED,
+        timeout = loop.call_later(
+            plan.timeout_ms / 1000,
+            settle,
+            _Ending(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms),
         )
-        for task in pending:
-            task.cancel()
-        if exited in done or process.exited.done():
+        try:
+            ending = await first
+        finally:
+            process.exited.remove_done_callback(on_exit)
+            control.stopping.remove_done_callback(on_stop)
+            stall.cancel()
+            timeout.cancel()
+        if ending is None or process.exited.done():
             return None  # its own exit came first: whatever else happened lost the race
-        if stopped in done:
-            ending = _Ending(RunStatus.CANCELLED, control.stop_reason or "stopped")
-        elif stalled in done:
-            ending = _Ending(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)
-        else:
-            ending = _Ending(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms)
         await self._supervisor.stop(process, grace_s=control.grace_s)
         return ending
 

@@ -26,9 +26,15 @@ class Slots:
     def waiting(self) -> int:
         return sum(not waiter.done() for waiter in self._waiters)
 
-    async def acquire(self) -> None:
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody is waiting for it."""
         if self._running < self._limit and not self._waiters:
             self._running += 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        if self.try_acquire():
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)

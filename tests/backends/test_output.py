@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from subagent_host.backends.output import (
     TRUNCATION_MARKER,
@@ -12,6 +14,7 @@ from subagent_host.backends.output import (
     CappedText,
     RollingTail,
     cap_text,
+    count_newlines,
 )
 
 
@@ -74,3 +77,16 @@ def test_rolling_tail_keeps_the_last_bytes() -> None:
         tail.feed(piece)
     assert tail.text() == "fghij"
     assert tail.text(last_bytes=2) == "ij"
+
+
+@given(
+    line_bytes=st.integers(min_value=1, max_value=300),
+    lines=st.integers(min_value=0, max_value=400),
+    tail=st.binary(max_size=50),
+)
+def test_counting_newlines_agrees_with_bytes_count(
+    line_bytes: int, lines: int, tail: bytes
+) -> None:
+    # Long enough that both ways of counting are taken, for short and long lines.
+    data = (b"x" * (line_bytes - 1) + b"\n") * lines + tail
+    assert count_newlines(data) == data.count(b"\n")
