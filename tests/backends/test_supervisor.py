@@ -84,6 +84,31 @@ async def test_stdin_is_fed_then_closed(supervisor: Supervisor, marker: str) -> 
     assert sink.stdout == b"prompt text"
 
 
+async def test_stdin_larger_than_the_pipe_is_fed_whole(supervisor: Supervisor, marker: str) -> None:
+    # 4 MiB does not fit a pipe: the rest is written as the child reads.
+    prompt = bytes(range(256)) * (16 * 1024)
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "cat", stdin=prompt), sink)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert sink.stdout == prompt
+
+
+async def test_a_child_that_never_reads_stdin_still_ends(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "true", stdin=b"x" * (4 * 1024 * 1024)), sink)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+
+
+async def test_the_exit_carries_the_childs_own_usage(supervisor: Supervisor, marker: str) -> None:
+    burn = "import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end: pass"
+    child = await supervisor.start(spec(marker, sys.executable, "-c", burn), Collect())
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert child.usage is not None
+    assert child.usage.cpu_seconds >= 0.2 and child.usage.rss_bytes > 0
+
+
 async def test_stdin_is_closed_even_without_input(supervisor: Supervisor, marker: str) -> None:
     sink = Collect()
     child = await supervisor.start(spec(marker, "cat"), sink)  # would wait forever on open stdin

@@ -221,6 +221,12 @@ async def test_resources_of_a_running_tree_are_sampled(runs: Harness) -> None:
     assert resources.processes >= 1 and resources.peak_rss_bytes > 0 and resources.cpu_seconds >= 0
 
 
+async def test_a_child_too_brief_to_sample_still_has_resources(runs: Harness) -> None:
+    run = await runs.finish(runs.launch(command("true")))
+    resources = run.children[0].resources
+    assert resources is not None and resources.processes == 1 and resources.peak_rss_bytes > 0
+
+
 async def test_stop_racing_the_exit_ends_with_exactly_one_terminal_status(runs: Harness) -> None:
     for _ in range(20):
         run = runs.launch(command("true"))
