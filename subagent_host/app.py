@@ -41,9 +41,14 @@ from subagent_host.rpc.stdio import (
     open_input,
     open_output,
 )
+from subagent_host.runs import history
+from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import OutputCaps, RunManager
+from subagent_host.runs.recorder import Recorder
+from subagent_host.runs.recovery import start_instance
 from subagent_host.runs.scheduler import Slots
-from subagent_host.runs.state import RunBook
+from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent, utc_now
+from subagent_host.runs.store import Store, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +68,14 @@ def new_session_id() -> str:
     return f"session-{uuid.uuid4().hex}"
 
 
-def build_run_manager(config: ServerConfig, publisher: EventPublisher) -> RunManager:
-    supervisor = Supervisor()
-    supervisor.reap_on_sigchld()
+def build_run_manager(
+    config: ServerConfig, supervisor: Supervisor, listener: EventListener
+) -> RunManager:
     return RunManager(
         supervisor=supervisor,
         backends=BACKENDS,
         slots=Slots(config.max_concurrency),
-        book=RunBook(listener=publisher),
+        book=RunBook(listener=listener),
         caps=OutputCaps(
             bytes=OUTPUT_CAP_BYTES,
             lines=OUTPUT_CAP_LINES,
@@ -87,42 +92,68 @@ def build_run_manager(config: ServerConfig, publisher: EventPublisher) -> RunMan
 async def serve(config: ServerConfig) -> int:
     """Serve one client on stdin/stdout until it goes away; return the exit status."""
     with StdioGuard() as stdio:
-        loop = asyncio.get_running_loop()
         try:
             source = await open_input(stdio.stdin_fd)
             sink = await open_output(stdio.wire_out_fd)
         except (OSError, ValueError) as exc:
             logger.error("cannot serve on this stdin/stdout: %s", exc)
             return 1
-        protocol = make_protocol()
-        publisher = EventPublisher(protocol.notify)
-        runs = build_run_manager(config, publisher)
-        ctx = Context(
-            config=config,
-            session_id=config.session_id or new_session_id(),
-            runs=runs,
-            progress=publisher,
-            backends=frozenset(BACKENDS),
-        )
-        connection = Connection(
-            protocol, AutoDecoder(config.max_message_bytes, config.framing), sink
-        )
-        protocol.attach(build_method_table(ctx), connection.emit)
-
-        stopping = asyncio.Event()
-        for signum in STOP_SIGNALS:
-            loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
         try:
-            await _serve_until_done(connection, protocol, source, sink, stopping)
-            # The client is gone (or the server was told to stop): end what still runs.
-            await runs.shutdown(DISCONNECTED)
-            connection.flush()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)
+            store = await Store.open(config.state_dir)
+        except StoreError as exc:
+            logger.error("%s", exc)
+            return 1
+        try:
+            return await _serve_with_store(config, store, source, sink)
         finally:
-            for signum in STOP_SIGNALS:
-                loop.remove_signal_handler(signum)
-            source.close()
+            await store.close()
+
+
+async def _serve_with_store(
+    config: ServerConfig, store: Store, source: InputStream, sink: OutputStream
+) -> int:
+    loop = asyncio.get_running_loop()
+    supervisor = Supervisor()
+    supervisor.reap_on_sigchld()
+    instance, recovering = await start_instance(store, supervisor, config.grace_ms)
+    protocol = make_protocol()
+    publisher = EventPublisher(protocol.notify)
+    recorder = Recorder(store, instance, config.history_limit)
+
+    def record_and_publish(run: Run, event: RunEvent) -> None:
+        recorder(run, event)
+        publisher(run, event)
+
+    runs = build_run_manager(config, supervisor, record_and_publish)
+    ctx = Context(
+        config=config,
+        session_id=config.session_id or new_session_id(),
+        runs=runs,
+        catalog=RunCatalog(runs, store, recorder, config.history_limit),
+        progress=publisher,
+        backends=frozenset(BACKENDS),
+    )
+    connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
+    protocol.attach(build_method_table(ctx), connection.emit)
+
+    stopping = asyncio.Event()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
+    try:
+        await _serve_until_done(connection, protocol, source, sink, stopping)
+        # The client is gone (or the server was told to stop): end what still runs.
+        await runs.shutdown(DISCONNECTED)
+        if recovering is not None:  # leftovers of a dead server are ended before we go
+            await asyncio.gather(recovering, return_exceptions=True)
+        await recorder.durable()
+        await store.call(history.end_instance, store, instance, utc_now())
+        connection.flush()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+        source.close()
     logger.info("server stopped")
     return 0
 

@@ -47,6 +47,8 @@ class ServerConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grace_ms: int = DEFAULT_GRACE_MS
     resume_token_ttl_ms: int = DEFAULT_RESUME_TOKEN_TTL_MS
+    history_limit: int = DEFAULT_HISTORY_LIMIT
+    """Runs kept per session; older ones are pruned."""
     config_file: Path | None = None
     trusted_projects: tuple[Path, ...] = ()
     log_level: str = "WARNING"

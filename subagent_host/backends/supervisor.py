@@ -49,6 +49,8 @@ DRAIN_AFTER_EXIT_S: Final = 2.0
 # Processes left holding the pipes after the direct child exited get this long
 # to go on SIGTERM: the run itself is already over.
 LEFTOVER_GRACE_S: Final = 0.5
+# psutil's start times have clock-tick resolution (10 ms).
+START_TOLERANCE_S: Final = 0.01
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0
@@ -389,6 +391,30 @@ class Supervisor:
                 member.close()
             self.reap_exited()
 
+    async def end_strays(
+        self, markers: frozenset[str], recorded: list[tuple[int, float | None]], grace_s: float
+    ) -> int:
+        """End processes left by runs of a server that died; return how many were signalled.
+
+        Only processes that carry one of `markers` (their run's id) in their
+        environment are touched: a recorded pid counts only if its start time
+        matches too, and then its descendants with it. Never a pid alone.
+        """
+        members = await asyncio.to_thread(_find_strays, markers, recorded)
+        try:
+            for member in members:
+                member.send_signal(signal.SIGTERM)
+            if members and not await _wait_exited(None, members, grace_s):
+                for member in members:
+                    member.send_signal(signal.SIGKILL)
+                if not await _wait_exited(None, members, KILL_WAIT_S):
+                    logger.error("leftover processes survived SIGKILL for %.0f s", KILL_WAIT_S)
+            return len(members)
+        finally:
+            for member in members:
+                member.close()
+            self.reap_exited()
+
     def _snapshot(self, child: Child) -> list[Member]:
         """Every live process of the child's tree, each pinned by a pidfd.
 
@@ -484,14 +510,16 @@ def _signal_tree(child: Child, members: list[Member], signum: int) -> int:
     return count + sum(member.send_signal(signum) for member in members)
 
 
-async def _wait_exited(child: Child, members: list[Member], timeout_s: float) -> bool:
+async def _wait_exited(child: Child | None, members: list[Member], timeout_s: float) -> bool:
     """Wait up to `timeout_s` for the direct child and every member to have exited.
 
     A pidfd becomes readable when its process exits, so this is event-driven
     for every process, ours or not.
     """
     loop = asyncio.get_running_loop()
-    waits: list[asyncio.Future[object]] = [asyncio.ensure_future(_exited(child))]
+    waits: list[asyncio.Future[object]] = []
+    if child is not None:
+        waits.append(asyncio.ensure_future(_exited(child)))
     watched: list[int] = []
     for member in members:
         if member.pidfd is None:
@@ -563,3 +591,25 @@ def _carries_marker(process: psutil.Process, marker: str) -> bool:
         return process.environ().get(RUN_MARKER) == marker
     except psutil.Error:
         return False
+
+
+def _find_strays(markers: frozenset[str], recorded: list[tuple[int, float | None]]) -> list[Member]:
+    """Processes carrying one of `markers`, each pinned (a worker thread's job)."""
+    found: dict[int, psutil.Process] = {}
+    for pid, create_time in recorded:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            if create_time is None or abs(process.create_time() - create_time) > START_TOLERANCE_S:
+                continue  # the pid names another process now
+            if process.environ().get(RUN_MARKER) not in markers:
+                continue
+            found[pid] = process
+            for below in process.children(recursive=True):
+                found.setdefault(below.pid, below)
+    for process in psutil.process_iter():
+        if process.pid not in found and process.pid != os.getpid():
+            with contextlib.suppress(psutil.Error):
+                if process.environ().get(RUN_MARKER) in markers:
+                    found[process.pid] = process
+    members = [Member.pin(process) for process in found.values()]
+    return [member for member in members if member is not None]

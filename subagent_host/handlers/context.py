@@ -6,6 +6,7 @@ import attrs
 
 from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
+from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
 
 
@@ -17,6 +18,8 @@ class Context:
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
     runs: RunManager
+    catalog: RunCatalog
+    """Runs wherever they are: live in memory or recorded on disk."""
     progress: EventPublisher
     methods: tuple[str, ...] = ()
     """The methods this server answers, as `ping` lists them."""

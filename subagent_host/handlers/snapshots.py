@@ -17,6 +17,7 @@ from subagent_host.rpc.wire import (
     RunSummary,
     UsageWire,
 )
+from subagent_host.runs.history import Summary
 from subagent_host.runs.state import ChildRun, ErrorInfo, OutputInfo, Run, RunEvent
 
 
@@ -104,14 +105,14 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
     )
 
 
-def run_summary(run: Run) -> RunSummary:
+def summary_wire(summary: Summary) -> RunSummary:
     return RunSummary(
-        run_id=run.run_id,
-        kind=str(run.kind),
-        status=str(run.status),
-        created_at=timestamp(run.created_at) or "",
-        label=run.label,
-        ended_at=timestamp(run.ended_at),
+        run_id=summary.run_id,
+        kind=summary.kind,
+        status=summary.status,
+        created_at=timestamp(summary.created_at) or "",
+        label=summary.label,
+        ended_at=timestamp(summary.ended_at),
     )
 
 

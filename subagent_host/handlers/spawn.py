@@ -28,6 +28,7 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
     if params.work_done_token is not None:
         ctx.progress.track(run.run_id, params.work_done_token)
     if resolved.mode == "background":
+        await ctx.catalog.recorder.durable()  # the run id we answer with is on disk
         return run_snapshot(run)
     try:
         await ctx.runs.wait(run)
@@ -36,4 +37,5 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
         raise RequestCancelled(
             "request cancelled; its run was stopped", data=run_snapshot(run)
         ) from None
+    await ctx.catalog.recorder.durable()
     return run_snapshot(run)

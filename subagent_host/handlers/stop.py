@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from subagent_host.errors import RunNotFound
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.handlers.status import find_run
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import RunSnapshot, StopParams
 
@@ -18,8 +18,15 @@ async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
     """Answer the terminal snapshot; a run that had already ended comes back unchanged."""
     if params.grace_ms is not None and not 0 <= params.grace_ms <= MAX_GRACE_MS:
         raise InvalidParams([ParamProblem("graceMs", f"must be 0..{MAX_GRACE_MS}")])
-    run = find_run(ctx, params.run_id)
+    run = await ctx.catalog.find(ctx.session_id, params.run_id)
+    if not run.is_terminal and ctx.runs.get(run.run_id) is None:
+        raise RunNotFound(
+            f"run {run.run_id} is running in another server process on this state directory; "
+            "stop it through that server",
+            data={"runId": run.run_id, "reason": "owned-by-another-server"},
+        )
     already = await ctx.runs.stop(
         run, grace_ms=params.grace_ms, reason=params.reason or DEFAULT_REASON
     )
+    await ctx.catalog.recorder.durable()
     return run_snapshot(run, already_terminal=already)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import collections
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -49,6 +50,8 @@ PREVIOUS_MARKER: Final = "[previous output truncated]"
 # Resource sampling walks the child's tree with psutil: often enough to see a
 # peak that lasts a second, rarely enough to cost nothing noticeable.
 RESOURCE_SAMPLE_S: Final = 1.0
+# Finished runs stay in memory for quick reads; older ones are read from the store.
+FINISHED_KEPT_IN_MEMORY: Final = 1_000
 # A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
 STOP_SETTLE_MARGIN_S: Final = 30.0
 
@@ -218,6 +221,7 @@ class RunManager:
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
         self._runs: dict[str, Run] = {}
+        self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, _Control] = {}
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
         self._sampled: dict[int, tuple[Child, ChildRun]] = {}  # running children by pid
@@ -228,10 +232,9 @@ class RunManager:
     def get(self, run_id: str) -> Run | None:
         return self._runs.get(run_id)
 
-    def runs_of(self, session_id: str) -> list[Run]:
-        """This session's runs, newest first."""
-        mine = [run for run in self._runs.values() if run.session_id == session_id]
-        return sorted(mine, key=lambda run: run.created_at, reverse=True)
+    def live(self) -> list[Run]:
+        """Runs of this server that are not terminal yet."""
+        return [run for run in self._runs.values() if not run.is_terminal]
 
     # --- commands --------------------------------------------------------------------
 
@@ -259,13 +262,15 @@ class RunManager:
 
     async def wait(self, run: Run) -> None:
         """Return once the run is terminal."""
-        await self._controls[run.run_id].done.wait()
+        control = self._controls.get(run.run_id)
+        if control is not None:
+            await control.done.wait()
 
     async def stop(self, run: Run, *, grace_ms: int | None, reason: str) -> bool:
         """Stop the run's children (SIGTERM, grace, SIGKILL); True if it was already terminal."""
-        control = self._controls[run.run_id]
         if run.is_terminal:
             return True
+        control = self._controls[run.run_id]
         if control.stop_reason is None:  # the first stop's reason and grace stand
             control.stop_reason = reason
             if grace_ms is not None:
@@ -310,6 +315,15 @@ class RunManager:
             )
         finally:
             control.done.set()
+            self._forget_old(run)
+
+    def _forget_old(self, finished: Run) -> None:
+        """Keep the newest finished runs in memory; the rest are read from the store."""
+        self._finished.append(finished.run_id)
+        while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
+            run_id = self._finished.popleft()
+            self._runs.pop(run_id, None)
+            self._controls.pop(run_id, None)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
@@ -386,7 +400,14 @@ class RunManager:
                 run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
             )
             return None
-        self._book.transition_child(run, child, RunStatus.RUNNING, pid=process.pid)
+        self._book.transition_child(
+            run,
+            child,
+            RunStatus.RUNNING,
+            pid=process.pid,
+            pgid=process.pgid,
+            start_time_probe=process.create_time,
+        )
         sink.open()
         self._sampled[process.pid] = (process, child)
         self._start_sampling()

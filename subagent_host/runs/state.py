@@ -115,6 +115,14 @@ class ChildRun:
     resources: Resources | None = None
     usage: Usage | None = None
     backend_session_id: str | None = None
+    pgid: int | None = None
+    create_time: float | None = None
+    """The process's start time as psutil reports it: with the pid and the run
+    marker, how a later server recognises a process this child left."""
+    start_time_probe: Callable[[], float | None] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
+    """Reads `create_time` while the process is ours (not stored)."""
 
 
 @attrs.define
@@ -134,6 +142,8 @@ class Run:
     reason: str | None = None
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
+    last_seq: int = 0
+    """The seq of the newest event (kept when old events are dropped or not loaded)."""
     events: collections.deque[RunEvent] = attrs.Factory(
         lambda: collections.deque(maxlen=MAX_EVENTS_KEPT)
     )
@@ -142,10 +152,6 @@ class Run:
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
-
-    @property
-    def last_seq(self) -> int:
-        return self.events[-1].seq if self.events else 0
 
 
 Clock = Callable[[], datetime]
@@ -224,7 +230,8 @@ class RunBook:
 
     def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
         """Append an event with the run's next seq and hand it to the listener."""
-        event = RunEvent(seq=run.last_seq + 1, type=event_type, at=self._clock(), fields=fields)
+        run.last_seq += 1
+        event = RunEvent(seq=run.last_seq, type=event_type, at=self._clock(), fields=fields)
         run.events.append(event)
         if self._listener is not None:
             self._listener(run, event)

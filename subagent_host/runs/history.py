@@ -1,0 +1,372 @@
+"""What the store records about runs, in SQL. Every function here runs on the store's thread.
+
+A run is a `runs` row (its own fields as JSON, plus the columns queries need),
+one `attempts` row per attempt of each child (the newest is the child as a
+snapshot shows it), one `children` row per child (its launch projection, once
+resume lands), and its newest events. Sessions keep their newest runs only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from subagent_host.runs.records import (
+    child_from_record,
+    child_record,
+    run_from_record,
+    run_record,
+)
+from subagent_host.runs.state import (
+    MAX_EVENTS_KEPT,
+    TERMINAL,
+    ChildRun,
+    Run,
+    RunBook,
+    RunEvent,
+    RunStatus,
+)
+from subagent_host.runs.store import Store
+
+LIVE: Final = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
+
+
+@attrs.frozen
+class ChildRow:
+    """One child attempt as it is written: its record and the columns recovery reads."""
+
+    index: int
+    attempt: int
+    status: str
+    pid: int | None
+    pgid: int | None
+    create_time: float | None
+    record: str
+    start_time_probe: Callable[[], float | None] | None = None
+    """Reads the process's start time (off the loop) when it is not known yet."""
+    child: ChildRun | None = None
+
+
+@attrs.frozen
+class RunRow:
+    """One run as it is written, with the events appended since the last write."""
+
+    run_id: str
+    session_id: str
+    kind: str
+    status: str
+    created_at: str
+    ended_at: str | None
+    label: str | None
+    last_seq: int
+    record: str
+    children: tuple[ChildRow, ...]
+    events: tuple[tuple[int, str], ...]
+
+
+def run_row(run: Run, events: Iterable[RunEvent]) -> RunRow:
+    """Serialise a run as it is now (on the loop: the objects keep changing)."""
+    return RunRow(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        kind=str(run.kind),
+        status=str(run.status),
+        created_at=run.created_at.isoformat(),
+        ended_at=run.ended_at.isoformat() if run.ended_at else None,
+        label=run.label,
+        last_seq=run.last_seq,
+        record=_dumps(run_record(run)),
+        children=tuple(_child_row(child) for child in run.children),
+        events=tuple((event.seq, _dumps(event_record(event))) for event in events),
+    )
+
+
+def _child_row(child: ChildRun) -> ChildRow:
+    probe = child.start_time_probe if child.create_time is None and child.pid else None
+    return ChildRow(
+        index=child.index,
+        attempt=child.attempt,
+        status=str(child.status),
+        pid=child.pid,
+        pgid=child.pgid,
+        create_time=child.create_time,
+        record=_dumps(child_record(child)),
+        start_time_probe=probe,
+        child=child if probe else None,
+    )
+
+
+def _create_time(row: ChildRow) -> float | None:
+    """The row's process start time, read now if it was not known (store thread)."""
+    if row.create_time is not None or row.start_time_probe is None:
+        return row.create_time
+    created = row.start_time_probe()
+    if created is not None and row.child is not None:
+        row.child.create_time = created  # remembered: read once per child, not per write
+    return created
+
+
+def event_record(event: RunEvent) -> dict[str, Any]:
+    return {"type": event.type, "at": event.at.isoformat(), "fields": dict(event.fields)}
+
+
+def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
+    return RunEvent(
+        seq=seq,
+        type=record["type"],
+        at=datetime.fromisoformat(record["at"]),
+        fields=record["fields"],
+    )
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def save(store: Store, instance_id: str, rows: Sequence[RunRow], history_limit: int) -> None:
+    """Write runs as they are now, with their new events; prune their sessions."""
+    with store.immediate() as db:
+        for row in rows:
+            _write_run(db, instance_id, row)
+        for session_id in {row.session_id for row in rows}:
+            _prune(db, session_id, history_limit)
+
+
+def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
+    db.execute(
+        "INSERT INTO runs (run_id, session_id, instance_id, kind, status, created_at,"
+        " ended_at, label, last_seq, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
+        " ended_at = excluded.ended_at, last_seq = excluded.last_seq, record = excluded.record",
+        (
+            row.run_id,
+            row.session_id,
+            instance_id,
+            row.kind,
+            row.status,
+            row.created_at,
+            row.ended_at,
+            row.label,
+            row.last_seq,
+            row.record,
+        ),
+    )
+    db.executemany(
+        "INSERT INTO attempts (run_id, idx, attempt, status, pid, pgid, create_time, record)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, idx, attempt) DO UPDATE SET"
+        " status = excluded.status, pid = excluded.pid, pgid = excluded.pgid,"
+        " create_time = coalesce(excluded.create_time, attempts.create_time),"
+        " record = excluded.record",
+        [
+            (
+                row.run_id,
+                child.index,
+                child.attempt,
+                child.status,
+                child.pid,
+                child.pgid,
+                _create_time(child),
+                child.record,
+            )
+            for child in row.children
+        ],
+    )
+    if row.events:
+        db.executemany(
+            "INSERT OR REPLACE INTO events (run_id, seq, record) VALUES (?, ?, ?)",
+            [(row.run_id, seq, record) for seq, record in row.events],
+        )
+        if row.last_seq > MAX_EVENTS_KEPT:  # bounded per run, as in memory
+            db.execute(
+                "DELETE FROM events WHERE run_id = ? AND seq <= ?",
+                (row.run_id, row.last_seq - MAX_EVENTS_KEPT),
+            )
+
+
+def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> None:
+    """Keep a session's newest `keep` runs; older ones go, unless they are still live."""
+    db.execute(
+        "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = ?"
+        " ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
+        " AND status NOT IN (?, ?)",
+        (session_id, keep, *LIVE),
+    )
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Summary:
+    run_id: str
+    kind: str
+    status: str
+    created_at: datetime
+    ended_at: datetime | None
+    label: str | None
+
+
+def list_runs(store: Store, session_id: str, limit: int) -> list[Summary]:
+    """This session's runs, newest first."""
+    rows = store.db.execute(
+        "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
+        " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
+        (session_id, limit),
+    ).fetchall()
+    return [
+        Summary(
+            run_id=run_id,
+            kind=kind,
+            status=status,
+            created_at=datetime.fromisoformat(created_at),
+            ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
+            label=label,
+        )
+        for run_id, kind, status, created_at, ended_at, label in rows
+    ]
+
+
+def load_run(store: Store, run_id: str) -> Run | None:
+    """A run as it was last written, with its children's newest attempts (no events)."""
+    db = store.db
+    found = db.execute("SELECT record FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if found is None:
+        return None
+    return _assemble(db, run_id, found[0])
+
+
+def _assemble(db: sqlite3.Connection, run_id: str, record: str) -> Run:
+    children = [
+        child_from_record(json.loads(child))
+        for (child,) in db.execute(
+            "SELECT record FROM attempts AS a WHERE run_id = ? AND attempt ="
+            " (SELECT max(attempt) FROM attempts WHERE run_id = a.run_id AND idx = a.idx)"
+            " ORDER BY idx",
+            (run_id,),
+        )
+    ]
+    return run_from_record(json.loads(record), children)
+
+
+def events_after(store: Store, run_id: str, seq: int) -> list[RunEvent]:
+    rows = store.db.execute(
+        "SELECT seq, record FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+        (run_id, seq),
+    ).fetchall()
+    return [event_from_record(s, json.loads(record)) for s, record in rows]
+
+
+def run_ids_with_prefix(store: Store, session_id: str, prefix: str, limit: int = 2) -> list[str]:
+    """Run ids of this session starting with `prefix` (at most `limit`)."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = store.db.execute(
+        "SELECT run_id FROM runs WHERE session_id = ? AND run_id LIKE ? ESCAPE '\\' LIMIT ?",
+        (session_id, escaped + "%", limit),
+    ).fetchall()
+    return [run_id for (run_id,) in rows]
+
+
+def run_owner(store: Store, run_id: str) -> str | None:
+    found = store.db.execute("SELECT instance_id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return found[0] if found else None
+
+
+# --- server instances and recovery ---------------------------------------------------
+
+
+@attrs.frozen
+class Leftover:
+    """A process an interrupted run may have left: check it before touching it."""
+
+    run_id: str
+    pid: int
+    create_time: float | None
+
+
+def register_instance(
+    store: Store, instance_id: str, pid: int, create_time: float, now: datetime
+) -> None:
+    with store.immediate() as db:
+        db.execute(
+            "INSERT INTO instances (instance_id, pid, create_time, started_at) VALUES (?, ?, ?, ?)",
+            (instance_id, pid, create_time, now.isoformat()),
+        )
+
+
+def end_instance(store: Store, instance_id: str, now: datetime) -> None:
+    with store.immediate() as db:
+        db.execute(
+            "UPDATE instances SET ended_at = ? WHERE instance_id = ?",
+            (now.isoformat(), instance_id),
+        )
+
+
+def recover(
+    store: Store,
+    instance_id: str,
+    is_alive: Callable[[int, float], bool],
+    book: RunBook,
+) -> tuple[list[str], list[Leftover]]:
+    """Mark runs of server instances that are gone `interrupted`, once; say what they left.
+
+    One immediate transaction: a second server starting at the same moment
+    waits for it, then finds nothing left to mark. An instance counts as gone
+    when no process has its pid and start time; a live one's runs are its own.
+    """
+    interrupted: list[str] = []
+    leftovers: list[Leftover] = []
+    with store.immediate() as db:
+        live = {instance_id}
+        gone: dict[str, int] = {}
+        for other, pid, create_time, ended_at in db.execute(
+            "SELECT instance_id, pid, create_time, ended_at FROM instances WHERE instance_id != ?",
+            (instance_id,),
+        ).fetchall():
+            if ended_at is None and is_alive(pid, create_time):
+                live.add(other)  # another server on this state directory: its runs are its own
+            else:
+                gone[other] = pid
+        for run_id, owner, record in db.execute(
+            "SELECT run_id, instance_id, record FROM runs WHERE status IN (?, ?)", LIVE
+        ).fetchall():
+            if owner in live:
+                continue
+            reason = (
+                f"server-died: the server process {gone[owner]} ended before the run did"
+                if owner in gone
+                else "server-died: the server that ran it is unknown to this state directory"
+            )
+            run = _assemble(db, run_id, record)
+            leftovers += [
+                Leftover(run_id, pid, create_time)
+                for pid, create_time in db.execute(
+                    "SELECT pid, create_time FROM attempts WHERE run_id = ? AND pid IS NOT NULL"
+                    " AND status IN (?, ?)",
+                    (run_id, *LIVE),
+                )
+            ]
+            first_new_seq = run.last_seq + 1
+            _interrupt(book, run, reason)
+            _write_run(db, owner, run_row(run, [e for e in run.events if e.seq >= first_new_seq]))
+            interrupted.append(run_id)
+        for other in gone:
+            db.execute(
+                "UPDATE instances SET ended_at = coalesce(ended_at, ?) WHERE instance_id = ?",
+                (book.now().isoformat(), other),
+            )
+    return interrupted, leftovers
+
+
+def _interrupt(book: RunBook, run: Run, reason: str) -> None:
+    for child in run.children:
+        if child.status not in TERMINAL:
+            book.transition_child(run, child, RunStatus.INTERRUPTED, reason=reason)
+    book.transition(run, RunStatus.INTERRUPTED, reason=reason)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

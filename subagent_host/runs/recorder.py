@@ -1,0 +1,58 @@
+"""Record runs in the store as they change: one write per turn of the loop, in order.
+
+The run book calls the recorder for every event. What changed during one turn
+of the event loop is serialised once at the end of that turn (the objects keep
+changing) and handed to the store's thread as one transaction; the loop never
+waits for the disk. `durable()` waits until everything recorded so far is
+committed: a reply that names a run is sent only after the run is on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from subagent_host.runs import history
+from subagent_host.runs.state import Run, RunEvent
+from subagent_host.runs.store import Store
+
+
+class Recorder:
+    def __init__(self, store: Store, instance_id: str, history_limit: int) -> None:
+        self._store = store
+        self._instance_id = instance_id
+        self._history_limit = history_limit
+        self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
+        self._scheduled = False
+
+    def __call__(self, run: Run, event: RunEvent) -> None:
+        """The run book's listener: note the run and its new event."""
+        pending = self._pending.get(run.run_id)
+        if pending is None:
+            self._pending[run.run_id] = (run, [event])
+        else:
+            pending[1].append(event)
+        self._schedule()
+
+    def touch(self, run: Run) -> None:
+        """Note a change that came without an event (a pid, resources)."""
+        self._pending.setdefault(run.run_id, (run, []))
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._write)
+
+    def _write(self) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        rows = [history.run_row(run, events) for run, events in self._pending.values()]
+        self._pending.clear()
+        self._store.submit(history.save, self._store, self._instance_id, rows, self._history_limit)
+
+    async def durable(self) -> None:
+        """Return once everything recorded so far is committed."""
+        if self._scheduled:
+            self._write()
+        await self._store.settled()

@@ -1,0 +1,53 @@
+"""Runs and children as stored rows: plain JSON-able dicts, and back (schema v1).
+
+The store keeps a run's own fields and each child attempt's fields as JSON
+documents beside a few indexed columns; this module is the one place that
+knows how a `Run` or `ChildRun` is spelled there. Timestamps are ISO 8601 UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import cattrs
+
+from subagent_host.runs.state import ChildRun, Run
+
+_converter = cattrs.Converter(omit_if_default=True)
+_converter.register_unstructure_hook(datetime, datetime.isoformat)
+_converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+
+# Fields of a Run that are not its own record: children are rows of their own,
+# events are rows of their own.
+_RUN_EXCLUDED = ("children", "events")
+
+
+def run_record(run: Run) -> dict[str, Any]:
+    record: dict[str, Any] = _converter.unstructure(run)
+    for name in _RUN_EXCLUDED:
+        record.pop(name, None)
+    return record
+
+
+# Not part of a child's record: a live process handle.
+_CHILD_EXCLUDED = ("start_time_probe",)
+
+
+def child_record(child: ChildRun) -> dict[str, Any]:
+    record: dict[str, Any] = _converter.unstructure(child)
+    for name in _CHILD_EXCLUDED:
+        record.pop(name, None)
+    return record
+
+
+def run_from_record(record: Mapping[str, Any], children: list[ChildRun]) -> Run:
+    fields = {k: v for k, v in record.items() if k not in _RUN_EXCLUDED}
+    run = _converter.structure({**fields, "children": []}, Run)
+    run.children = children
+    return run
+
+
+def child_from_record(record: Mapping[str, Any]) -> ChildRun:
+    return _converter.structure(dict(record), ChildRun)

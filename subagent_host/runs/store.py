@@ -1,0 +1,243 @@
+"""Run history on disk: SQLite under `--state-dir`, written from one thread of its own.
+
+Durability follows RELIABILITY.md ("SQLite for run history"): WAL with
+`synchronous=NORMAL` (consistent and durable across crashes of the server), a
+busy timeout, and `BEGIN IMMEDIATE` for every transaction that reads before it
+writes, so two servers on one state directory serialise instead of failing.
+The directory is 0700 and the database files 0600.
+
+Every statement runs on the store's own thread through one connection: the
+event loop hands work over (`call`, `submit`) and never waits on the disk
+itself. Work submitted runs in order, so awaiting the newest piece means
+everything before it is committed too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import sqlite3
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+logger = logging.getLogger(__name__)
+
+DB_NAME: Final = "subagent-host.sqlite3"
+SCHEMA_VERSION: Final = 1
+BUSY_TIMEOUT_MS: Final = 10_000
+
+T = TypeVar("T")
+
+# Each entry moves the schema from version i to i + 1. Never edit one that has
+# shipped: add the next.
+MIGRATIONS: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE instances (
+        instance_id TEXT PRIMARY KEY,
+        pid INTEGER NOT NULL,
+        create_time REAL NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        instance_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        ended_at TEXT,
+        label TEXT,
+        last_seq INTEGER NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_session ON runs (session_id, created_at DESC, run_id);
+    CREATE INDEX runs_by_status ON runs (status) WHERE status IN ('queued', 'running');
+    CREATE TABLE children (
+        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        projection TEXT,
+        projection_digest TEXT,
+        PRIMARY KEY (run_id, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE attempts (
+        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        pid INTEGER,
+        pgid INTEGER,
+        create_time REAL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx, attempt)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE resume_tokens (
+        token_hash TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        contract_digest TEXT NOT NULL,
+        follow_up_digest TEXT NOT NULL,
+        message TEXT NOT NULL,
+        overrides TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        consumed INTEGER NOT NULL DEFAULT 0,
+        consumed_at TEXT
+    );
+    CREATE TABLE preflights (
+        preflight_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        consumed INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+)
+
+
+class StoreError(Exception):
+    """The state directory or its database cannot be used."""
+
+
+class Store:
+    """The database and the one thread that talks to it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="store"
+        )
+        self._db: sqlite3.Connection | None = None
+        self._last: asyncio.Future[Any] | None = None  # only ever awaited for completion
+
+    @classmethod
+    async def open(cls, state_dir: Path) -> Store:
+        """Create the state directory (0700) and database (0600) if needed; migrate it."""
+        store = cls(state_dir / DB_NAME)
+        try:
+            await store.call(store._connect, state_dir)
+        except BaseException:
+            store._executor.shutdown(wait=False)
+            raise
+        return store
+
+    # --- the thread's side -----------------------------------------------------------
+
+    def _connect(self, state_dir: Path) -> None:
+        try:
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _restrict(state_dir, 0o700)
+            old_umask = os.umask(0o077)  # the -wal and -shm files are created 0600 too
+            try:
+                db = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+                )
+            finally:
+                os.umask(old_umask)
+            _restrict(self.path, 0o600)
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            self._db = db
+            _migrate(db)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot use the state directory {state_dir}: {exc}") from exc
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection: only for functions running on the store's thread."""
+        assert self._db is not None, "the store is not open"
+        return self._db
+
+    @contextlib.contextmanager
+    def immediate(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that holds the write lock from its first statement."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # --- the loop's side -------------------------------------------------------------
+
+    async def call(self, fn: Callable[..., T], *args: object) -> T:
+        """Run `fn(*args)` on the store's thread (after everything submitted before it)."""
+        future = asyncio.wrap_future(self._executor.submit(fn, *args))
+        self._last = future
+        return await future
+
+    def submit(self, fn: Callable[..., object], *args: object) -> None:
+        """Queue `fn(*args)` on the store's thread without waiting; a failure is logged."""
+        future = asyncio.wrap_future(self._executor.submit(fn, *args))
+        future.add_done_callback(_log_failure)
+        self._last = future
+
+    async def settled(self) -> None:
+        """Return once everything submitted so far has run."""
+        if self._last is not None and not self._last.done():
+            await asyncio.shield(asyncio.wait([self._last]))
+
+    async def close(self) -> None:
+        await self.settled()
+        if self._db is not None:
+            await self.call(self._close)
+        self._executor.shutdown(wait=True)
+
+    def _close(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA optimize")
+            self._db.close()
+            self._db = None
+
+
+def _log_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and (exc := future.exception()) is not None:
+        logger.error("a write to the run history failed: %s", exc, exc_info=exc)
+
+
+def _restrict(path: Path, mode: int) -> None:
+    """Tighten permissions we own; refuse a path that is someone else's."""
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise StoreError(f"{path} belongs to another user")
+    if stat.S_IMODE(info.st_mode) != mode:
+        path.chmod(mode)
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the database has schema version {version}, newer than this server "
+                f"understands ({SCHEMA_VERSION}); use a newer subagent-host"
+            )
+        for target in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {target + 1}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
