@@ -14,8 +14,8 @@ import logging
 import os
 import signal
 import uuid
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
@@ -69,7 +69,10 @@ def new_session_id() -> str:
 
 
 def build_run_manager(
-    config: ServerConfig, supervisor: Supervisor, listener: EventListener
+    config: ServerConfig,
+    supervisor: Supervisor,
+    listener: EventListener,
+    on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
 ) -> RunManager:
     return RunManager(
         supervisor=supervisor,
@@ -86,6 +89,7 @@ def build_run_manager(
         server_env=os.environ,
         depth=config.depth,
         grace_ms=config.grace_ms,
+        on_launch=on_launch,
     )
 
 
@@ -124,14 +128,14 @@ async def _serve_with_store(
         recorder(run, event)
         publisher(run, event)
 
-    runs = build_run_manager(config, supervisor, record_and_publish)
+    runs = build_run_manager(config, supervisor, record_and_publish, recorder.projections)
     ctx = Context(
         config=config,
         session_id=config.session_id or new_session_id(),
         runs=runs,
         catalog=RunCatalog(runs, store, recorder, config.history_limit),
         progress=publisher,
-        backends=frozenset(BACKENDS),
+        adapters=BACKENDS,
     )
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     protocol.attach(build_method_table(ctx), connection.emit)

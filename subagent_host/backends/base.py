@@ -9,7 +9,7 @@ supervisor runs the process; the run manager decides what happens next.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 
@@ -84,10 +84,23 @@ class OutputParser(Protocol):
     def outcome(self, exit_status: ExitStatus) -> Outcome: ...
 
 
+# What a tool can do. A request's `access` removes tools with effects beyond it.
+FILESYSTEM_READ: Final = "filesystem-read"
+FILESYSTEM_WRITE: Final = "filesystem-write"
+PROCESS: Final = "process"
+NETWORK: Final = "network"
+EFFECTS: Final = (FILESYSTEM_READ, FILESYSTEM_WRITE, PROCESS, NETWORK)
+
+
 class Backend(Protocol):
-    """An adapter: a name, how to launch an item, and a parser per child."""
+    """An adapter: a name, its tools and their effects, how to launch an item, a parser."""
 
     id: str
+    tools: Mapping[str, frozenset[str]]
+    """The tool catalog: each tool's effects (a subset of EFFECTS)."""
+    restrictable: bool
+    """Whether removing tools actually narrows what a child can do (false for a
+    plain command, which is one program with the user's permissions)."""
 
     def prepare(self, item: ItemSpec) -> Launch: ...
 

@@ -7,9 +7,10 @@ Final text is stdout. A non-zero exit (or a killing signal) is `failed` with
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from typing import Final
 
-from subagent_host.backends.base import ItemSpec, Launch, Outcome
+from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, Outcome
 from subagent_host.backends.output import CappedText, RollingTail
 from subagent_host.backends.supervisor import ExitStatus
 
@@ -61,6 +62,9 @@ class CommandParser:
 
 class CommandBackend:
     id = "command"
+    # An arbitrary program runs with the user's own permissions: it may do anything.
+    tools: Mapping[str, frozenset[str]] = {"command": frozenset(EFFECTS)}
+    restrictable = False
 
     def prepare(self, item: ItemSpec) -> Launch:
         assert item.command, "a command item has an argv"

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
-from subagent_host.config import ServerConfig
+from subagent_host.backends.base import Backend
+from subagent_host.config import (
+    OUTPUT_CAP_BYTES,
+    OUTPUT_CAP_LINES,
+    PREVIOUS_CAP_BYTES,
+    ServerConfig,
+)
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
+from subagent_host.runs.plans import ServerLimits
 
 
 @attrs.define
@@ -23,5 +32,20 @@ class Context:
     progress: EventPublisher
     methods: tuple[str, ...] = ()
     """The methods this server answers, as `ping` lists them."""
-    backends: frozenset[str] = frozenset()
-    """The backends that can run here."""
+    adapters: Mapping[str, Backend] = attrs.field(factory=dict)
+    """The backends that can run here, by id."""
+
+    @property
+    def backends(self) -> frozenset[str]:
+        return frozenset(self.adapters)
+
+    @property
+    def limits(self) -> ServerLimits:
+        """The server-wide limits a launch is checked against and receipts report."""
+        return ServerLimits(
+            output_cap_bytes=OUTPUT_CAP_BYTES,
+            output_cap_lines=OUTPUT_CAP_LINES,
+            previous_cap_bytes=PREVIOUS_CAP_BYTES,
+            max_concurrency=self.config.max_concurrency,
+            max_depth=self.config.max_depth,
+        )

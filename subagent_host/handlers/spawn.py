@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 
-from subagent_host.errors import RequestCancelled
+from subagent_host.errors import LaunchRejected, RequestCancelled
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.handlers.spawn_plan import resolve_spawn
+from subagent_host.handlers.spawn_plan import ResolvedSpawn, resolve_spawn
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
+from subagent_host.runs import approvals
+from subagent_host.runs.plans import plan_fingerprint
+from subagent_host.runs.state import utc_now
 
 
 async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
@@ -19,11 +22,13 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
     """
     resolved = resolve_spawn(
         params,
-        available_backends=ctx.backends,
+        backends=ctx.adapters,
+        limits=ctx.limits,
         depth=ctx.config.depth,
-        max_depth=ctx.config.max_depth,
         server_cwd=os.getcwd(),
     )
+    if params.preflight_id is not None:
+        await _take_preflight(ctx, params.preflight_id, resolved)
     run = ctx.runs.launch(resolved.plan, ctx.session_id)
     if params.work_done_token is not None:
         ctx.progress.track(run.run_id, params.work_done_token)
@@ -39,3 +44,30 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
         ) from None
     await ctx.catalog.recorder.durable()
     return run_snapshot(run)
+
+
+async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpawn) -> None:
+    """The launch must be the one that preflight approved: same plan, same session, in time."""
+    fingerprint = plan_fingerprint(resolved.plan, ctx.adapters, resolved.plan.access)
+    store = ctx.catalog.store
+    problem = await store.call(
+        approvals.take_preflight, store, preflight_id, ctx.session_id, fingerprint, utc_now()
+    )
+    if problem is None:
+        return
+    messages = {
+        "unknown-preflight": "no preflight of this session has that id",
+        "preflight-consumed": "that preflight was already used by a spawn",
+        "preflight-expired": "that preflight has expired: run preflight again",
+        "preflight-mismatch": "this spawn would run something else than the preflight approved",
+    }
+    diagnostic = {
+        "severity": "error",
+        "code": problem,
+        "message": messages[problem],
+        "path": "preflightId",
+    }
+    raise LaunchRejected(
+        f"launch rejected: {messages[problem]}",
+        data={"diagnostics": [diagnostic], "fingerprint": fingerprint},
+    )

@@ -16,10 +16,20 @@ from typing import Any, Final
 
 import attrs
 
+from subagent_host.backends.base import Backend
 from subagent_host.config import DEFAULT_MAX_PARALLEL, DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
-from subagent_host.rpc.wire import SpawnItem, SpawnParams
-from subagent_host.runs.manager import ChildPlan, RunPlan
+from subagent_host.rpc.wire import AccessWire, SpawnItem, SpawnParams
+from subagent_host.runs.plans import (
+    FILESYSTEM_LEVELS,
+    HOST_HARD,
+    Access,
+    ChildPlan,
+    RunPlan,
+    ServerLimits,
+    negotiate,
+    receipts,
+)
 from subagent_host.runs.state import RunKind
 
 MAX_CHAIN_ITEMS: Final = 32
@@ -44,6 +54,19 @@ class ResolvedSpawn:
     mode: str
 
 
+@attrs.frozen
+class CheckedSpawn:
+    """A request checked: the plan when one could be made, and every problem found."""
+
+    plan: RunPlan | None
+    mode: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def accepted(self) -> bool:
+        return self.plan is not None and not any(d.severity == "error" for d in self.diagnostics)
+
+
 class _Problems:
     def __init__(self) -> None:
         self.items: list[Diagnostic] = []
@@ -51,16 +74,38 @@ class _Problems:
     def error(self, code: str, message: str, path: str | None = None) -> None:
         self.items.append(Diagnostic("error", code, message, path))
 
+    def info(self, code: str, message: str, path: str | None = None) -> None:
+        self.items.append(Diagnostic("info", code, message, path))
+
 
 def resolve_spawn(
     params: SpawnParams,
     *,
-    available_backends: frozenset[str],
+    backends: Mapping[str, Backend],
+    limits: ServerLimits,
     depth: int,
-    max_depth: int,
     server_cwd: str,
 ) -> ResolvedSpawn:
     """Validate and resolve; raise LaunchRejected / BackendUnavailable with diagnostics."""
+    checked = check_spawn(
+        params, backends=backends, limits=limits, depth=depth, server_cwd=server_cwd
+    )
+    _raise_if_rejected(list(checked.diagnostics))
+    assert checked.plan is not None
+    return ResolvedSpawn(plan=checked.plan, mode=checked.mode)
+
+
+def check_spawn(
+    params: SpawnParams,
+    *,
+    backends: Mapping[str, Backend],
+    limits: ServerLimits,
+    depth: int,
+    server_cwd: str,
+) -> CheckedSpawn:
+    """Every problem of a launch request as diagnostics, and its plan when one can be made."""
+    max_depth = limits.max_depth
+    available_backends = frozenset(backends)
     problems = _Problems()
     if depth >= max_depth:
         problems.error(
@@ -71,8 +116,6 @@ def resolve_spawn(
     mode = params.mode or "background"
     if mode not in MODES:
         problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
-    if params.preflight_id is not None:
-        problems.error("unknown-preflight", "no preflight has that id", "preflightId")
     if params.workflow is not None:
         problems.error("unsupported", "workflows are not supported by this server yet", "workflow")
 
@@ -101,9 +144,98 @@ def resolve_spawn(
         _resolve_item(problems, path, item, params, available_backends, server_cwd)
         for path, item in items
     )
-    _raise_if_rejected(problems)
-    plan = RunPlan(kind=kind, children=children, label=params.label, stream=bool(params.stream))
-    return ResolvedSpawn(plan=plan, mode=mode)
+    access = _access(problems, params.access)
+    if any(d.severity == "error" for d in problems.items) or not children:
+        return CheckedSpawn(plan=None, mode=mode, diagnostics=tuple(problems.items))
+    plan = RunPlan(
+        kind=kind,
+        children=children,
+        label=params.label,
+        stream=bool(params.stream),
+        access=None if access.is_full else access,
+    )
+    _check_access(problems, plan, backends, access)
+    _check_required_limits(problems, plan, backends, access, limits, params.required_limits)
+    return CheckedSpawn(plan=plan, mode=mode, diagnostics=tuple(problems.items))
+
+
+def _access(problems: _Problems, requested: AccessWire | None) -> Access:
+    if requested is None:
+        return Access()
+    filesystem = requested.filesystem or "write"
+    if filesystem not in FILESYSTEM_LEVELS:
+        problems.error(
+            "invalid-access",
+            f"filesystem must be one of {', '.join(FILESYSTEM_LEVELS)}",
+            "access.filesystem",
+        )
+        filesystem = "write"
+    return Access(
+        filesystem=filesystem,
+        process=requested.process if requested.process is not None else True,
+        network=requested.network if requested.network is not None else True,
+    )
+
+
+def _check_access(
+    problems: _Problems, plan: RunPlan, backends: Mapping[str, Backend], access: Access
+) -> None:
+    """A child left with no tool, or whose backend cannot be narrowed, cannot honour access."""
+    if access.is_full:
+        return
+    for index, child in enumerate(plan.children):
+        backend = backends[child.backend]
+        tools = negotiate(backend, child.tools, access)
+        path = f"children[{index}]" if len(plan.children) > 1 else None
+        if not backend.restrictable and tools.removed:
+            problems.error(
+                "access-not-enforceable",
+                f"the {child.backend} backend runs a program with your own permissions; "
+                "it cannot be limited to the requested access (drop `access`, or use an "
+                "agent backend whose tools can be narrowed)",
+                path,
+            )
+        elif not tools.kept:
+            problems.error(
+                "no-tools-left", "the requested access removes every tool of this child", path
+            )
+        elif tools.removed:
+            problems.info(
+                "tools-removed",
+                f"removed for the requested access: {', '.join(sorted(tools.removed))}",
+                path,
+            )
+
+
+def _check_required_limits(
+    problems: _Problems,
+    plan: RunPlan,
+    backends: Mapping[str, Backend],
+    access: Access,
+    limits: ServerLimits,
+    required: tuple[str, ...] | None,
+) -> None:
+    if not required:
+        return
+    offered = {
+        limit["name"]: limit["enforcement"]
+        for limit in receipts(plan, backends, access, limits)["limits"]
+    }
+    for index, name in enumerate(required):
+        enforcement = offered.get(name)
+        if enforcement is None:
+            problems.error(
+                "limit-not-offered",
+                f"no limit named {name!r} applies to this launch "
+                f"(offered: {', '.join(sorted(offered))})",
+                f"requiredLimits[{index}]",
+            )
+        elif enforcement != HOST_HARD:
+            problems.error(
+                "limit-not-enforceable",
+                f"{name} is only {enforcement} here, and it was required to be {HOST_HARD}",
+                f"requiredLimits[{index}]",
+            )
 
 
 def _check_count(problems: _Problems, name: str, count: int, most: int) -> None:
@@ -207,8 +339,8 @@ def _environment(problems: _Problems, path: str, env: Mapping[str, str]) -> dict
     return dict(env)
 
 
-def _raise_if_rejected(problems: _Problems) -> None:
-    errors = [d for d in problems.items if d.severity == "error"]
+def _raise_if_rejected(diagnostics: list[Diagnostic]) -> None:
+    errors = [d for d in diagnostics if d.severity == "error"]
     if not errors:
         return
     data = {"diagnostics": [attrs.asdict(d, filter=lambda _a, v: v is not None) for d in errors]}

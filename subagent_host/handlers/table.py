@@ -9,16 +9,25 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import ping, spawn, status, stop
+from subagent_host.handlers import ping, preflight, resume, spawn, status, stop
 from subagent_host.handlers.context import Context
 from subagent_host.rpc.dispatch import Method
-from subagent_host.rpc.wire import PingParams, SpawnParams, StatusParams, StopParams
+from subagent_host.rpc.wire import (
+    PingParams,
+    PreflightParams,
+    ResumeParams,
+    SpawnParams,
+    StatusParams,
+    StopParams,
+)
 
 AsyncHandler = Callable[[Any, Context], Awaitable[Any]]
 SyncHandler = Callable[[Any, Context], Any]
 
 ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "ping": (PingParams, ping.handle),
+    "preflight": (PreflightParams, preflight.handle),
+    "resume": (ResumeParams, resume.handle),
     "spawn": (SpawnParams, spawn.handle),
     "status": (StatusParams, status.handle),
     "stop": (StopParams, stop.handle),

@@ -125,6 +125,16 @@ class SpawnItem(ItemFields):
 
 
 @attrs.frozen
+class AccessWire:
+    """What the children may do: tools with larger effects are removed (preflight)."""
+
+    filesystem: str | None = None
+    """`none`, `read` or `write` (the default)."""
+    process: bool | None = None
+    network: bool | None = None
+
+
+@attrs.frozen
 class SpawnParams(ItemFields):
     tasks: tuple[SpawnItem, ...] | None = None
     chain: tuple[SpawnItem, ...] | None = None
@@ -133,6 +143,56 @@ class SpawnParams(ItemFields):
     stream: bool | None = None
     preflight_id: str | None = None
     work_done_token: MsgToken | None = None
+    access: AccessWire | None = None
+    required_limits: tuple[str, ...] | None = None
+    """Limits that must be enforced by the server itself (`host-hard`)."""
+
+
+@attrs.frozen
+class ResumeRequest:
+    run_id: str
+    message: str
+    index: int | None = None
+    overrides: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class PreflightParams(SpawnParams):
+    """A launch to check (the fields of `spawn`), or `resume`: a resume to approve."""
+
+    resume: ResumeRequest | None = None
+
+
+@attrs.frozen
+class DiagnosticWire:
+    severity: str
+    code: str
+    message: str
+    path: str | None = None
+
+
+@attrs.frozen
+class PreflightResult:
+    accepted: bool
+    diagnostics: tuple[DiagnosticWire, ...]
+    # A launch:
+    fingerprint: str | None = None
+    plan: dict[str, Any] | None = None
+    receipts: dict[str, Any] | None = None
+    preflight_id: str | None = None
+    # A resume:
+    contract: dict[str, Any] | None = None
+    contract_digest: str | None = None
+    follow_up_digest: str | None = None
+    token: str | None = None
+    # Either: when the preflight id or the token stops being accepted.
+    expires_at: str | None = None
+
+
+@attrs.frozen
+class ResumeParams:
+    token: str
+    mode: str | None = None
 
 
 @attrs.frozen

@@ -127,11 +127,22 @@ def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
 # --- writing ---------------------------------------------------------------------------
 
 
-def save(store: Store, instance_id: str, rows: Sequence[RunRow], history_limit: int) -> None:
-    """Write runs as they are now, with their new events; prune their sessions."""
+def save(
+    store: Store,
+    instance_id: str,
+    rows: Sequence[RunRow],
+    history_limit: int,
+    projections: Sequence[tuple[str, int, str, str]] = (),
+) -> None:
+    """Write runs as they are now, with their new events and launch projections; prune."""
     with store.immediate() as db:
         for row in rows:
             _write_run(db, instance_id, row)
+        db.executemany(
+            "INSERT OR REPLACE INTO children (run_id, idx, projection, projection_digest)"
+            " VALUES (?, ?, ?, ?)",
+            projections,
+        )
         for session_id in {row.session_id for row in rows}:
             _prune(db, session_id, history_limit)
 
@@ -141,6 +152,7 @@ def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
         "INSERT INTO runs (run_id, session_id, instance_id, kind, status, created_at,"
         " ended_at, label, last_seq, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
+        " instance_id = excluded.instance_id,"
         " ended_at = excluded.ended_at, last_seq = excluded.last_seq, record = excluded.record",
         (
             row.run_id,
@@ -262,12 +274,21 @@ def events_after(store: Store, run_id: str, seq: int) -> list[RunEvent]:
 
 def run_ids_with_prefix(store: Store, session_id: str, prefix: str, limit: int = 2) -> list[str]:
     """Run ids of this session starting with `prefix` (at most `limit`)."""
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    # substr, not LIKE: LIKE ignores case and treats % and _ as wildcards.
     rows = store.db.execute(
-        "SELECT run_id FROM runs WHERE session_id = ? AND run_id LIKE ? ESCAPE '\\' LIMIT ?",
-        (session_id, escaped + "%", limit),
+        "SELECT run_id FROM runs WHERE session_id = ? AND substr(run_id, 1, ?) = ? LIMIT ?",
+        (session_id, len(prefix), prefix, limit),
     ).fetchall()
     return [run_id for (run_id,) in rows]
+
+
+def load_projection(store: Store, run_id: str, index: int) -> tuple[str | None, str | None]:
+    """A child's stored launch projection and its digest (None, None if there is none)."""
+    found = store.db.execute(
+        "SELECT projection, projection_digest FROM children WHERE run_id = ? AND idx = ?",
+        (run_id, index),
+    ).fetchone()
+    return (found[0], found[1]) if found else (None, None)
 
 
 def run_owner(store: Store, run_id: str) -> str | None:

@@ -16,7 +16,7 @@ import collections
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -30,7 +30,8 @@ from subagent_host.backends.supervisor import (
     Supervisor,
     TreeUsage,
 )
-from subagent_host.runs.fingerprint import fingerprint
+from subagent_host.runs.plans import ChildPlan, RunPlan, plan_fingerprint
+from subagent_host.runs.projection import project
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import (
     ChildRun,
@@ -65,35 +66,6 @@ class OutputCaps:
     parallel_bytes: int
     parallel_lines: int
     previous_bytes: int
-
-
-@attrs.frozen
-class ChildPlan:
-    """One child, resolved: the wire's item after defaults and validation."""
-
-    backend: str
-    cwd: str
-    timeout_ms: int
-    stall_timeout_ms: int
-    command: tuple[str, ...] | None = None
-    prompt: str | None = None
-    env: Mapping[str, str] = attrs.field(factory=dict)
-    label: str | None = None
-
-
-@attrs.frozen
-class RunPlan:
-    kind: RunKind
-    children: tuple[ChildPlan, ...]
-    label: str | None = None
-    stream: bool = False
-
-    def fingerprint(self) -> str:
-        """What would run, sealed (environment values are left out: they may be secrets)."""
-        plan = attrs.asdict(self)
-        for child in plan["children"]:
-            child["env"] = sorted(child["env"])
-        return fingerprint(plan)
 
 
 def _new_future() -> asyncio.Future[None]:
@@ -210,6 +182,7 @@ class RunManager:
         depth: int,
         grace_ms: int,
         new_run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._backends = backends
@@ -220,7 +193,11 @@ class RunManager:
         self._depth = depth
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
+        self._on_launch = on_launch
         self._runs: dict[str, Run] = {}
+        # Each child's environment values, by run: never stored, so a resume of
+        # a child launched with `env` works only while this server remembers them.
+        self._envs: dict[str, list[Mapping[str, str]]] = {}
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, _Control] = {}
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
@@ -244,7 +221,7 @@ class RunManager:
             run_id=self._new_run_id(),
             session_id=session_id,
             kind=plan.kind,
-            fingerprint=plan.fingerprint(),
+            fingerprint=plan_fingerprint(plan, self._backends, plan.access),
             created_at=self._book.now(),
             label=plan.label,
             children=[
@@ -253,12 +230,58 @@ class RunManager:
             ],
         )
         self._runs[run.run_id] = run
+        self._envs[run.run_id] = [child.env for child in plan.children]
         control = _Control(grace_s=self._grace_s, stream=plan.stream)
         self._controls[run.run_id] = control
         # Running from the start: its children wait for slots, the run does not.
         self._book.transition(run, RunStatus.RUNNING)
+        if self._on_launch is not None:
+            self._on_launch(
+                run, [project(child, self._backends[child.backend]) for child in plan.children]
+            )
         control.task = asyncio.create_task(self._execute(run, plan, control))
         return run
+
+    def env_of(self, run_id: str, index: int) -> Mapping[str, str] | None:
+        """The environment values a child was launched with, if this server still has them."""
+        envs = self._envs.get(run_id)
+        return envs[index] if envs is not None and index < len(envs) else None
+
+    def resume(self, run: Run, index: int, plan: ChildPlan, stream: bool = False) -> Run:
+        """Run a new attempt of one child of a terminal run, in the same run.
+
+        Each attempt keeps its own terminal status (the store keeps every
+        attempt); the run's status follows again from its children's newest
+        attempts once this one has ended.
+        """
+        assert run.is_terminal, "only a terminal run is resumed"
+        self._runs[run.run_id] = run
+        old = run.children[index]
+        run.children[index] = ChildRun(
+            index=index, backend=plan.backend, label=old.label, attempt=old.attempt + 1
+        )
+        control = _Control(grace_s=self._grace_s, stream=stream)
+        self._controls[run.run_id] = control
+        self._book.reopen(run)
+        control.task = asyncio.create_task(self._execute_resume(run, index, plan, control))
+        return run
+
+    async def _execute_resume(
+        self, run: Run, index: int, plan: ChildPlan, control: _Control
+    ) -> None:
+        try:
+            await self._run_child(run, index, plan, None, control)
+            self._settle(run, control)
+        except Exception as exc:  # a bug of ours: the run still gets a truthful end
+            logger.exception("resume of run %s failed internally", run.run_id)
+            self._book.transition(
+                run,
+                RunStatus.FAILED,
+                error=ErrorInfo("internal", f"internal error ({type(exc).__name__})"),
+            )
+        finally:
+            control.done.set()
+            self._forget_old(run)
 
     async def wait(self, run: Run) -> None:
         """Return once the run is terminal."""
@@ -305,7 +328,7 @@ class RunManager:
                     if run.children[i].status is not RunStatus.COMPLETED:
                         self._skip_rest(run, i)
                         break
-            self._settle(run, plan, control)
+            self._settle(run, control)
         except Exception as exc:  # a bug of ours: the run still gets a truthful end
             logger.exception("run %s failed internally", run.run_id)
             self._book.transition(
@@ -324,6 +347,7 @@ class RunManager:
             run_id = self._finished.popleft()
             self._runs.pop(run_id, None)
             self._controls.pop(run_id, None)
+            self._envs.pop(run_id, None)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
@@ -512,7 +536,7 @@ class RunManager:
             )
             self._book.transition_child(run, child, RunStatus.FAILED, error=error, **facts)
 
-    def _settle(self, run: Run, plan: RunPlan, control: _Control) -> None:
+    def _settle(self, run: Run, control: _Control) -> None:
         """The run's one terminal status, from its children's."""
         unfinished = [c for c in run.children if c.status is not RunStatus.COMPLETED]
         output: OutputInfo | None

@@ -10,8 +10,10 @@ committed: a reply that names a run is sent only after the run is on disk.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from subagent_host.runs import history
+from subagent_host.runs.projection import seal
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.runs.store import Store
 
@@ -22,6 +24,7 @@ class Recorder:
         self._instance_id = instance_id
         self._history_limit = history_limit
         self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
+        self._projections: list[tuple[str, int, str, str]] = []
         self._scheduled = False
 
     def __call__(self, run: Run, event: RunEvent) -> None:
@@ -32,6 +35,13 @@ class Recorder:
         else:
             pending[1].append(event)
         self._schedule()
+
+    def projections(self, run: Run, projections: list[dict[str, Any]]) -> None:
+        """Record each child's launch projection (with the run, in the same write)."""
+        for index, projection in enumerate(projections):
+            stored, digest = seal(projection)
+            self._projections.append((run.run_id, index, stored, digest))
+        self.touch(run)
 
     def touch(self, run: Run) -> None:
         """Note a change that came without an event (a pid, resources)."""
@@ -48,8 +58,12 @@ class Recorder:
         if not self._pending:
             return
         rows = [history.run_row(run, events) for run, events in self._pending.values()]
+        projections = self._projections
         self._pending.clear()
-        self._store.submit(history.save, self._store, self._instance_id, rows, self._history_limit)
+        self._projections = []
+        self._store.submit(
+            history.save, self._store, self._instance_id, rows, self._history_limit, projections
+        )
 
     async def durable(self) -> None:
         """Return once everything recorded so far is committed."""

@@ -228,6 +228,21 @@ class RunBook:
             target.ended_at = now
         return True
 
+    def reopen(self, run: Run) -> None:
+        """A resume: the terminal run runs again (a new attempt of one of its children).
+
+        The only way out of a terminal status. The attempt that ended keeps its
+        own terminal status in the store; the run's outcome is cleared and will
+        be set again, exactly once, when the new attempt has ended.
+        """
+        if run.status not in TERMINAL:
+            raise ValueError("only a terminal run can be reopened")
+        run.status = RunStatus.RUNNING
+        for name in ("ended_at", "output", "error", "reason", "enforced_timeout_ms"):
+            setattr(run, name, None)
+        run.reached_limit = None
+        self.emit(run, "status", status=str(RunStatus.RUNNING))
+
     def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
         """Append an event with the run's next seq and hand it to the listener."""
         run.last_seq += 1

@@ -122,7 +122,6 @@ class Store:
             max_workers=1, thread_name_prefix="store"
         )
         self._db: sqlite3.Connection | None = None
-        self._last: asyncio.Future[Any] | None = None  # only ever awaited for completion
 
     @classmethod
     async def open(cls, state_dir: Path) -> Store:
@@ -153,8 +152,12 @@ class Store:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
+            try:
+                _migrate(db)
+            except BaseException:
+                db.close()
+                raise
             self._db = db
-            _migrate(db)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot use the state directory {state_dir}: {exc}") from exc
 
@@ -181,19 +184,21 @@ class Store:
     async def call(self, fn: Callable[..., T], *args: object) -> T:
         """Run `fn(*args)` on the store's thread (after everything submitted before it)."""
         future = asyncio.wrap_future(self._executor.submit(fn, *args))
-        self._last = future
         return await future
 
     def submit(self, fn: Callable[..., object], *args: object) -> None:
         """Queue `fn(*args)` on the store's thread without waiting; a failure is logged."""
         future = asyncio.wrap_future(self._executor.submit(fn, *args))
         future.add_done_callback(_log_failure)
-        self._last = future
 
     async def settled(self) -> None:
-        """Return once everything submitted so far has run."""
-        if self._last is not None and not self._last.done():
-            await asyncio.shield(asyncio.wait([self._last]))
+        """Return once everything submitted so far has run.
+
+        A no-op queued behind it: the newest future alone would not do, since a
+        cancelled `call` is done before the work queued ahead of it has run.
+        """
+        marker = asyncio.wrap_future(self._executor.submit(_nothing))
+        await asyncio.shield(asyncio.wait([marker]))
 
     async def close(self) -> None:
         await self.settled()
@@ -207,6 +212,10 @@ class Store:
                 self._db.execute("PRAGMA optimize")
             self._db.close()
             self._db = None
+
+
+def _nothing() -> None:
+    pass
 
 
 def _log_failure(future: asyncio.Future[Any]) -> None:

@@ -14,7 +14,8 @@ import pytest
 from subagent_host.backends.base import Outcome, Usage
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.supervisor import ExitStatus, Supervisor
-from subagent_host.runs.manager import ChildPlan, OutputCaps, RunManager, RunPlan
+from subagent_host.runs.manager import OutputCaps, RunManager
+from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import TERMINAL, Run, RunBook, RunEvent, RunKind, RunStatus
 from tests.backends.conftest import processes_with_marker

@@ -1,0 +1,101 @@
+"""`preflight`: check a launch (or a resume) without starting anything (CONTRACT §2).
+
+A launch is checked exactly as `spawn` would check it, then probed (is the
+program there to execute?), and described: the normalized plan and its
+fingerprint, and receipts saying what the children may do and which limits the
+server enforces itself. An accepted launch gets a `preflightId`: a `spawn`
+carrying it must run exactly that plan. A rejected one is a result with
+`accepted: false`, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import attrs
+
+from subagent_host.backends.base import ItemSpec
+from subagent_host.backends.probe import find_executable
+from subagent_host.handlers.context import Context
+from subagent_host.handlers.resume_preflight import preflight_resume
+from subagent_host.handlers.snapshots import timestamp
+from subagent_host.handlers.spawn_plan import Diagnostic, check_spawn
+from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
+from subagent_host.runs import approvals
+from subagent_host.runs.fingerprint import fingerprint
+from subagent_host.runs.plans import Access, RunPlan, normalized_plan, receipts
+from subagent_host.runs.state import utc_now
+
+LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
+
+
+async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
+    if params.resume is not None:
+        if any(getattr(params, name) is not None for name in LAUNCH_FIELDS):
+            return PreflightResult(
+                accepted=False,
+                diagnostics=(
+                    DiagnosticWire(
+                        "error", "invalid-shape", "give either a launch or `resume`, not both"
+                    ),
+                ),
+            )
+        return await preflight_resume(params.resume, ctx)
+    checked = check_spawn(
+        params,
+        backends=ctx.adapters,
+        limits=ctx.limits,
+        depth=ctx.config.depth,
+        server_cwd=os.getcwd(),
+    )
+    diagnostics = list(checked.diagnostics)
+    plan = checked.plan
+    if plan is None:
+        return PreflightResult(accepted=False, diagnostics=_wire(diagnostics))
+    diagnostics += _probe(plan, ctx)
+    normalized = normalized_plan(plan, ctx.adapters, plan.access)
+    sealed = fingerprint(normalized)
+    accepted = not any(d.severity == "error" for d in diagnostics)
+    result = PreflightResult(
+        accepted=accepted,
+        diagnostics=_wire(diagnostics),
+        fingerprint=sealed,
+        plan=normalized,
+        receipts=receipts(plan, ctx.adapters, plan.access or Access(), ctx.limits),
+    )
+    if not accepted:
+        return result
+    now = utc_now()
+    expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
+    preflight_id = approvals.new_secret("pf-")
+    store = ctx.catalog.store
+    await store.call(
+        approvals.save_preflight, store, preflight_id, ctx.session_id, sealed, now, expires
+    )
+    return attrs.evolve(result, preflight_id=preflight_id, expires_at=timestamp(expires))
+
+
+def _probe(plan: RunPlan, ctx: Context) -> list[Diagnostic]:
+    """Each child's program must exist and be executable where the child would look."""
+    found: list[Diagnostic] = []
+    for index, child in enumerate(plan.children):
+        launch = ctx.adapters[child.backend].prepare(
+            ItemSpec(command=child.command, prompt=child.prompt, cwd=child.cwd, env=child.env)
+        )
+        program = launch.argv[0]
+        if find_executable(program, child.cwd, child.env.get("PATH")) is None:
+            where = "in its working directory" if "/" in program else "on the child's PATH"
+            found.append(
+                Diagnostic(
+                    "error",
+                    "executable-not-found",
+                    f"{program!r} is not an executable file {where}",
+                    f"children[{index}]" if len(plan.children) > 1 else "command",
+                )
+            )
+    return found
+
+
+def _wire(diagnostics: list[Diagnostic]) -> tuple[DiagnosticWire, ...]:
+    return tuple(DiagnosticWire(d.severity, d.code, d.message, d.path) for d in diagnostics)

@@ -1,0 +1,81 @@
+"""`resume {token}`: run the approved new attempt of a child, or nothing (CONTRACT §2, §5).
+
+Before any process starts: the token is looked up (by its hash), must belong to
+this session, be unexpired and unused; the target is resolved again and its
+contract rebuilt from what is stored; both digests must match what the token
+was issued for; then the token is consumed by one conditional update. Any
+failure is -32004 with `data.reason`, and nothing is spawned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import NoReturn
+
+from subagent_host.errors import AmbiguousRunId, RequestCancelled, ResumeDenied, RunNotFound
+from subagent_host.handlers.context import Context
+from subagent_host.handlers.snapshots import run_snapshot
+from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.wire import ResumeParams, RunSnapshot
+from subagent_host.runs import approvals
+from subagent_host.runs.plans import digest
+from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
+from subagent_host.runs.state import utc_now
+
+MODES = ("background", "task")
+
+
+def deny(reason: str, message: str, **detail: object) -> NoReturn:
+    raise ResumeDenied(f"resume denied: {message}", data={"reason": reason, **detail})
+
+
+async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
+    mode = params.mode or "background"
+    if mode not in MODES:
+        raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(MODES)}")])
+    store = ctx.catalog.store
+    grant = await store.call(approvals.find_token, store, params.token)
+    if grant is None:
+        deny("unknown-token", "no such token")
+    if grant.session_id != ctx.session_id:
+        deny("wrong-session", "the token was issued to another session")
+    if grant.consumed:
+        deny("consumed", "the token was already used")
+    if grant.expires_at <= utc_now():
+        deny("expired", "the token has expired: run preflight {resume} again")
+    try:
+        target = await resolve_target(
+            ctx.catalog, grant.session_id, grant.run_id, grant.index, grant.overrides
+        )
+    except (RunNotFound, AmbiguousRunId):
+        deny("mismatch", "the run the token was issued for is gone", runId=grant.run_id)
+    except ResumeRefused as refused:
+        deny(refused.reason, refused.message, code=refused.code)
+    if target.contract_digest != grant.contract_digest:
+        deny(
+            "mismatch",
+            "what the run would resume no longer matches what was approved",
+            expected=grant.contract_digest,
+            actual=target.contract_digest,
+        )
+    if digest(grant.message) != grant.follow_up_digest:
+        deny("mismatch", "the follow-up message no longer matches what was approved")
+    if not await store.call(approvals.consume_token, store, params.token, utc_now()):
+        deny("consumed", "the token was already used")
+    run = target.run
+    if not run.is_terminal:  # resumed by another token while this one was being checked
+        deny("not-resumable", f"run {run.run_id} is running again", code="still-running")
+    env = ctx.runs.env_of(run.run_id, target.index)
+    ctx.runs.resume(run, target.index, resumed_child(target, grant.message, env))
+    if mode == "background":
+        await ctx.catalog.recorder.durable()
+        return run_snapshot(run)
+    try:
+        await ctx.runs.wait(run)
+    except asyncio.CancelledError:
+        await asyncio.shield(ctx.runs.stop(run, grace_ms=None, reason="request cancelled"))
+        raise RequestCancelled(
+            "request cancelled; its run was stopped", data=run_snapshot(run)
+        ) from None
+    await ctx.catalog.recorder.durable()
+    return run_snapshot(run)

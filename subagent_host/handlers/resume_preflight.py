@@ -1,0 +1,54 @@
+"""`preflight {resume}`: approve one resume, sealed in a single-use token (CONTRACT §2).
+
+The result shows the contract the resume would run (rebuilt from the stored
+launch projection), its digest and the follow-up's digest, and a token bound to
+this session, the run, the child, both digests and an expiry. Nothing starts.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from subagent_host.handlers.context import Context
+from subagent_host.handlers.snapshots import timestamp
+from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
+from subagent_host.runs import approvals
+from subagent_host.runs.plans import digest
+from subagent_host.runs.resumes import ResumeRefused, resolve_target
+from subagent_host.runs.state import utc_now
+
+
+async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightResult:
+    overrides = request.overrides or {}
+    try:
+        target = await resolve_target(
+            ctx.catalog, ctx.session_id, request.run_id, request.index, overrides
+        )
+    except ResumeRefused as refused:
+        diagnostic = DiagnosticWire("error", refused.code, refused.message, refused.path)
+        return PreflightResult(accepted=False, diagnostics=(diagnostic,))
+    now = utc_now()
+    expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
+    token = approvals.new_secret("rt-")
+    grant = approvals.ResumeGrant(
+        session_id=ctx.session_id,
+        run_id=target.run.run_id,
+        index=target.index,
+        contract_digest=target.contract_digest,
+        follow_up_digest=digest(request.message),
+        message=request.message,
+        overrides=dict(overrides),
+        expires_at=expires,
+        consumed=False,
+    )
+    store = ctx.catalog.store
+    await store.call(approvals.save_token, store, token, grant, now)
+    return PreflightResult(
+        accepted=True,
+        diagnostics=(),
+        contract=target.contract,
+        contract_digest=target.contract_digest,
+        follow_up_digest=grant.follow_up_digest,
+        token=token,
+        expires_at=timestamp(expires),
+    )

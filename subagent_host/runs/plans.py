@@ -1,0 +1,208 @@
+"""What a launch would run, sealed: the normalized plan, its fingerprint, and its receipts.
+
+`normalized_plan` is what `preflight` shows and what both `preflight` and
+`spawn` fingerprint (`sha256:v1:` + SHA-256 of its canonical JSON), so a spawn
+matches its preflight exactly when it would run the same thing. Keys are the
+wire's camelCase: the plan is sent as it is.
+
+Receipts are honest statements, not promises: `access` says children run with
+the user's own OS permissions (`shared-user`) and which tools, with which
+effects, they get; `limits` says which limits the server enforces by ending the
+process tree (`host-hard`) and which it only asks for (`best-effort`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from subagent_host.backends.base import (
+    EFFECTS,
+    FILESYSTEM_READ,
+    FILESYSTEM_WRITE,
+    NETWORK,
+    PROCESS,
+    Backend,
+    ItemSpec,
+)
+from subagent_host.runs.fingerprint import PREFIX, fingerprint
+from subagent_host.runs.state import RunKind
+
+EXECUTION_BOUNDARY: Final = "shared-user"
+HOST_HARD: Final = "host-hard"
+BEST_EFFORT: Final = "best-effort"
+FILESYSTEM_LEVELS: Final = ("none", "read", "write")
+
+
+@attrs.frozen
+class Access:
+    """What a request lets its children do (all of it by default)."""
+
+    filesystem: str = "write"
+    process: bool = True
+    network: bool = True
+
+    def permitted(self) -> frozenset[str]:
+        effects = set()
+        if self.filesystem in ("read", "write"):
+            effects.add(FILESYSTEM_READ)
+        if self.filesystem == "write":
+            effects.add(FILESYSTEM_WRITE)
+        if self.process:
+            effects.add(PROCESS)
+        if self.network:
+            effects.add(NETWORK)
+        return frozenset(effects)
+
+    @property
+    def is_full(self) -> bool:
+        return self.permitted() == frozenset(EFFECTS)
+
+
+@attrs.frozen
+class ChildPlan:
+    """One child, resolved: the wire's item after defaults and validation."""
+
+    backend: str
+    cwd: str
+    timeout_ms: int
+    stall_timeout_ms: int
+    command: tuple[str, ...] | None = None
+    prompt: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    label: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    tools: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class RunPlan:
+    kind: RunKind
+    children: tuple[ChildPlan, ...]
+    label: str | None = None
+    stream: bool = False
+    access: Access | None = None
+
+
+@attrs.frozen
+class ServerLimits:
+    """The server-wide limits a receipt reports beside each child's own."""
+
+    output_cap_bytes: int
+    output_cap_lines: int
+    previous_cap_bytes: int
+    max_concurrency: int
+    max_depth: int
+
+
+@attrs.frozen
+class Negotiated:
+    """One child's tools after the request's access was applied."""
+
+    kept: dict[str, list[str]]
+    removed: dict[str, list[str]]
+
+
+def negotiate(backend: Backend, requested: tuple[str, ...] | None, access: Access) -> Negotiated:
+    """The child's tools (the requested ones, else the whole catalog) within `access`."""
+    names = requested if requested is not None else tuple(backend.tools)
+    allowed = access.permitted()
+    kept: dict[str, list[str]] = {}
+    removed: dict[str, list[str]] = {}
+    for name in names:
+        effects = sorted(backend.tools.get(name, frozenset()))
+        (kept if set(effects) <= allowed else removed)[name] = effects
+    return Negotiated(kept=kept, removed=removed)
+
+
+def digest(text: str) -> str:
+    return PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def normalized_plan(
+    plan: RunPlan, backends: Mapping[str, Backend], access: Access | None = None
+) -> dict[str, Any]:
+    """The plan as preflight shows it (environment values left out: they may be secrets)."""
+    access = access or Access()
+    children = []
+    for index, child in enumerate(plan.children):
+        backend = backends[child.backend]
+        launch = backend.prepare(
+            ItemSpec(command=child.command, prompt=child.prompt, cwd=child.cwd, env=child.env)
+        )
+        tools = negotiate(backend, child.tools, access)
+        entry: dict[str, Any] = {
+            "index": index,
+            "backend": child.backend,
+            "argv": list(launch.argv),
+            "cwd": child.cwd,
+            "model": child.model,
+            "thinking": child.thinking,
+            "tools": sorted(tools.kept),
+            "envKeys": sorted(child.env),
+            "promptDigest": digest(child.prompt) if child.prompt is not None else None,
+            "limits": {"timeoutMs": child.timeout_ms, "stallTimeoutMs": child.stall_timeout_ms},
+        }
+        if tools.removed:
+            entry["removedTools"] = sorted(tools.removed)
+        children.append({key: value for key, value in entry.items() if value is not None})
+    normalized: dict[str, Any] = {"kind": str(plan.kind), "children": children}
+    if not access.is_full:
+        normalized["access"] = attrs.asdict(access)
+    return normalized
+
+
+def plan_fingerprint(plan: RunPlan, backends: Mapping[str, Backend], access: Access | None) -> str:
+    return fingerprint(normalized_plan(plan, backends, access))
+
+
+def receipts(
+    plan: RunPlan, backends: Mapping[str, Backend], access: Access, server: ServerLimits
+) -> dict[str, Any]:
+    """What the children may do, and how each limit is enforced."""
+    children = []
+    for index, child in enumerate(plan.children):
+        backend = backends[child.backend]
+        tools = negotiate(backend, child.tools, access)
+        effects = sorted({effect for kept in tools.kept.values() for effect in kept})
+        children.append(
+            {
+                "index": index,
+                "backend": child.backend,
+                "tools": [{"name": name, "effects": e} for name, e in sorted(tools.kept.items())],
+                "removedTools": [
+                    {"name": name, "effects": e} for name, e in sorted(tools.removed.items())
+                ],
+                "effects": effects,
+                "restrictable": backend.restrictable,
+            }
+        )
+    timeouts = [child.timeout_ms for child in plan.children]
+    stalls = [child.stall_timeout_ms for child in plan.children]
+    limits = [
+        _limit("timeoutMs", max(timeouts), HOST_HARD, "the tree is ended when it runs longer"),
+        _limit(
+            "stallTimeoutMs", max(stalls), HOST_HARD, "the tree is ended after this long silent"
+        ),
+        _limit(
+            "outputCapBytes", server.output_cap_bytes, HOST_HARD, "output kept beyond it is cut"
+        ),
+        _limit("outputCapLines", server.output_cap_lines, HOST_HARD, "as outputCapBytes"),
+        _limit("previousCapBytes", server.previous_cap_bytes, HOST_HARD, "{previous} is cut to it"),
+        _limit(
+            "maxConcurrency", server.max_concurrency, HOST_HARD, "children beyond it wait queued"
+        ),
+        _limit("maxDepth", server.max_depth, HOST_HARD, "a child's own spawns are refused"),
+    ]
+    return {
+        "access": {"executionBoundary": EXECUTION_BOUNDARY, "children": children},
+        "limits": limits,
+    }
+
+
+def _limit(name: str, value: int, enforcement: str, how: str) -> dict[str, Any]:
+    return {"name": name, "value": value, "enforcement": enforcement, "how": how}

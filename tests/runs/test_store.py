@@ -1,0 +1,757 @@
+"""Run history on disk: the store and its files, rows and back, pruning, recovery, the recorder."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import json
+import sqlite3
+import stat
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from subagent_host.backends.base import Usage
+from subagent_host.runs import history
+from subagent_host.runs.recorder import Recorder
+from subagent_host.runs.records import (
+    child_from_record,
+    child_record,
+    run_from_record,
+    run_record,
+)
+from subagent_host.runs.state import (
+    ChildRun,
+    ErrorInfo,
+    OutputInfo,
+    Resources,
+    Run,
+    RunBook,
+    RunKind,
+    RunStatus,
+)
+from subagent_host.runs.store import DB_NAME, SCHEMA_VERSION, Store, StoreError
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ME = "instance-me"
+
+
+def ticking() -> Callable[[], datetime]:
+    """A clock that moves 250 ms per reading, so every stamp differs."""
+    ticks = itertools.count(1)
+    return lambda: T0 + timedelta(milliseconds=250 * next(ticks))
+
+
+def make_run(
+    run_id: str, session_id: str = "s1", children: int = 1, minute: int = 0, **fields: Any
+) -> Run:
+    return Run(
+        run_id=run_id,
+        session_id=session_id,
+        kind=RunKind.PARALLEL if children > 1 else RunKind.SINGLE,
+        fingerprint="sha256:v1:" + "0" * 64,
+        created_at=T0 + timedelta(minutes=minute),
+        children=[ChildRun(index=i, backend="command") for i in range(children)],
+        **fields,
+    )
+
+
+def completed_run(book: RunBook, run_id: str, session_id: str = "s1", minute: int = 0) -> Run:
+    run = make_run(run_id, session_id, minute=minute)
+    output = OutputInfo(text="ok\n", truncated=False, bytes=3, lines=1, partial=False)
+    book.transition(run, RunStatus.RUNNING)
+    book.transition_child(run, run.children[0], RunStatus.RUNNING)
+    book.transition_child(run, run.children[0], RunStatus.COMPLETED, output=output, exit_code=0)
+    book.transition(run, RunStatus.COMPLETED, output=output)
+    return run
+
+
+def without_events(run: Run) -> Run:
+    """The run as `load_run` gives it back: every field but the events."""
+    return attrs.evolve(run, events=collections.deque())
+
+
+async def save(store: Store, *runs: Run, instance: str = ME, limit: int = 100) -> None:
+    rows = [history.run_row(run, list(run.events)) for run in runs]
+    await store.call(history.save, store, instance, rows, limit)
+
+
+async def query(store: Store, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    return await store.call(lambda: store.db.execute(sql, params).fetchall())
+
+
+async def pragma(store: Store, name: str) -> Any:
+    return (await query(store, f"PRAGMA {name}"))[0][0]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "state")
+    yield opened
+    assert await query(opened, "PRAGMA integrity_check") == [("ok",)]
+    assert await query(opened, "PRAGMA foreign_key_check") == []
+    await opened.close()
+
+
+# --- the files and the connection --------------------------------------------------------
+
+
+async def test_the_state_dir_is_0700_and_the_database_and_its_wal_files_0600(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "deep" / "state"
+    store = await Store.open(state)
+    try:
+        await save(store, completed_run(RunBook(clock=ticking()), "r1"))
+        assert mode(state) == 0o700
+        assert mode(state / DB_NAME) == 0o600
+        for suffix in ("-wal", "-shm"):
+            side = state / (DB_NAME + suffix)
+            assert side.exists(), f"{side.name} missing while the store is open"
+            assert mode(side) == 0o600, side.name
+    finally:
+        await store.close()
+
+
+async def test_an_existing_state_dir_and_database_are_tightened(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    sqlite3.connect(state / DB_NAME).close()
+    (state / DB_NAME).chmod(0o644)
+    store = await Store.open(state)
+    await store.close()
+    assert (mode(state), mode(state / DB_NAME)) == (0o700, 0o600)
+
+
+async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema_version(
+    store: Store,
+) -> None:
+    assert await pragma(store, "journal_mode") == "wal"
+    assert await pragma(store, "synchronous") == 1  # NORMAL
+    assert await pragma(store, "busy_timeout") == 10_000
+    assert await pragma(store, "foreign_keys") == 1
+    assert await pragma(store, "user_version") == SCHEMA_VERSION
+    tables = {name for (name,) in await query(store, "SELECT name FROM sqlite_master")}
+    assert {"meta", "instances", "runs", "children", "attempts", "events"} <= tables
+
+
+SCHEMA = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY name"
+
+
+async def test_reopening_a_database_keeps_its_schema_and_rows(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = await Store.open(state)
+    run = completed_run(RunBook(clock=ticking()), "r1")
+    await save(first, run)
+    schema = await query(first, SCHEMA)
+    await first.close()
+
+    again = await Store.open(state)
+    try:
+        assert await pragma(again, "user_version") == SCHEMA_VERSION
+        assert await query(again, SCHEMA) == (schema)
+        assert await again.call(history.load_run, again, "r1") == without_events(run)
+    finally:
+        await again.close()
+
+
+async def test_a_database_from_a_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    db = sqlite3.connect(state / DB_NAME)
+    db.execute("CREATE TABLE future (x INTEGER)")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+
+    with pytest.raises(StoreError, match="newer"):
+        await Store.open(state)
+
+    db = sqlite3.connect(state / DB_NAME)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+        names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        assert names == {"future"}
+    finally:
+        db.close()
+
+
+async def test_a_state_dir_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot use the state directory"):
+        await Store.open(state)
+    assert state.read_text() == "not a directory"
+
+
+async def test_work_runs_in_order_on_the_stores_own_thread(store: Store) -> None:
+    seen: list[tuple[int, str]] = []
+    for i in range(5):
+        store.submit(lambda i=i: seen.append((i, threading.current_thread().name)))
+    assert await store.call(lambda: len(seen)) == 5
+    assert [i for i, _ in seen] == [0, 1, 2, 3, 4]
+    assert {name for _, name in seen} != {threading.current_thread().name}
+    assert all(name.startswith("store") for _, name in seen)
+
+
+def slow_write(gate: threading.Event, done: list[int]) -> None:
+    gate.wait(10)
+    done.append(1)
+
+
+async def test_settled_waits_for_everything_submitted(store: Store) -> None:
+    gate = threading.Event()
+    done: list[int] = []
+    store.submit(slow_write, gate, done)
+    settling = asyncio.create_task(store.settled())
+    await asyncio.sleep(0.05)
+    assert not settling.done()
+    gate.set()
+    await asyncio.wait_for(settling, 10)
+    assert done == [1]
+
+
+async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
+    store: Store,
+) -> None:
+    gate = threading.Event()
+    done: list[int] = []
+    store.submit(slow_write, gate, done)
+    caller = asyncio.create_task(store.call(lambda: None))
+    await asyncio.sleep(0)
+    caller.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await caller
+    settling = asyncio.create_task(store.settled())
+    await asyncio.sleep(0.05)
+    try:
+        assert not settling.done(), "settled() returned before the submitted write ran"
+    finally:
+        gate.set()
+        await asyncio.wait_for(settling, 10)
+
+
+async def test_an_immediate_transaction_rolls_back_on_an_error(store: Store) -> None:
+    def failing() -> None:
+        with store.immediate() as db:
+            db.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await store.call(failing)
+    assert await query(store, "SELECT * FROM meta") == []
+    assert await store.call(lambda: store.db.in_transaction) is False
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
+    book = RunBook(clock=ticking())
+    run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000)
+    book.transition(run, RunStatus.RUNNING)
+    first, second = run.children
+    first.pid, first.pgid, first.create_time = 4242, 4242, 1234.56
+    first.start_time_probe = lambda: 1234.56
+    book.transition_child(run, first, RunStatus.RUNNING)
+    book.transition_child(
+        run,
+        first,
+        RunStatus.COMPLETED,
+        output=OutputInfo(text="é\n", truncated=True, bytes=3, lines=1, partial=False),
+        usage=Usage(1, 2, 3, 4, cost_usd=0.5),
+        resources=Resources(cpu_seconds=0.25, peak_rss_bytes=1 << 20, processes=2),
+        backend_session_id="b-1",
+    )
+    book.transition_child(run, second, RunStatus.TIMED_OUT, reason="timeout")
+    book.transition(run, RunStatus.TIMED_OUT, reason="timeout", enforced_timeout_ms=5000)
+
+    record = json.loads(json.dumps(run_record(run)))
+    assert "children" not in record and "events" not in record
+    children = [child_from_record(json.loads(json.dumps(child_record(c)))) for c in run.children]
+    assert "start_time_probe" not in child_record(first)
+    back = run_from_record(record, children)
+    assert back == without_events(run)
+    assert back.kind is RunKind.PARALLEL and back.status is RunStatus.TIMED_OUT
+    assert back.children[0].usage == Usage(1, 2, 3, 4, cost_usd=0.5)
+    assert back.children[0].started_at == first.started_at is not None
+    assert back.last_seq == run.last_seq == 5
+
+
+# --- saving and loading --------------------------------------------------------------------
+
+
+async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    run = make_run("r1", children=4, label="four")
+    done, failed, cancelled, running = run.children
+    book.transition(run, RunStatus.RUNNING)
+    book.transition_child(run, done, RunStatus.RUNNING)
+    done.pid, done.exit_code = 100, 0
+    book.transition_child(
+        run,
+        done,
+        RunStatus.COMPLETED,
+        output=OutputInfo(text="done\n", truncated=False, bytes=5, lines=1, partial=False),
+    )
+    book.transition_child(run, failed, RunStatus.RUNNING)
+    error = ErrorInfo("exit", "exited with 3", {"exitCode": 3, "stderrTail": "bad\n"})
+    book.transition_child(run, failed, RunStatus.FAILED, error=error, exit_code=3)
+    book.transition_child(run, cancelled, RunStatus.CANCELLED, reason="stopped")
+    book.transition_child(run, running, RunStatus.RUNNING)
+    running.pid, running.pgid, running.create_time = 200, 200, 99.5
+    book.emit(run, "output", index=3, text="partial…")
+    await save(store, run)
+
+    loaded = await store.call(history.load_run, store, "r1")
+    assert loaded == without_events(run)
+    assert loaded is not None and loaded.last_seq == run.last_seq == 8
+    assert [c.status for c in loaded.children] == [
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.RUNNING,
+    ]
+    assert loaded.children[1].error == error
+    assert list(loaded.events) == []  # events are read with events_after
+
+    book.transition_child(run, running, RunStatus.FAILED, error=ErrorInfo("x", "y"))
+    book.transition(run, RunStatus.FAILED, error=ErrorInfo("child", "child 1: exited with 3"))
+    await save(store, run)
+    loaded = await store.call(history.load_run, store, "r1")
+    assert loaded == without_events(run)
+    assert loaded is not None and loaded.status is RunStatus.FAILED and loaded.last_seq == 10
+    assert await query(store, "SELECT status, last_seq FROM runs") == [("failed", 10)]
+
+
+async def test_load_run_of_an_unknown_id_is_none(store: Store) -> None:
+    assert await store.call(history.load_run, store, "nope") is None
+
+
+async def test_load_run_gives_each_child_its_newest_attempt(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    run = completed_run(book, "r1")
+    await save(store, run)
+    retry = ChildRun(index=0, backend="command", attempt=2)
+    run.children[0] = retry
+    book.transition_child(run, retry, RunStatus.RUNNING)
+    await save(store, run)
+
+    loaded = await store.call(history.load_run, store, "r1")
+    assert loaded is not None and loaded.children == [retry]
+    rows = await query(store, "SELECT idx, attempt, status FROM attempts ORDER BY attempt")
+    assert rows == [(0, 1, "completed"), (0, 2, "running")]
+
+
+async def test_events_after_gives_later_events_in_order(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    run = completed_run(book, "r1")
+    book.emit(run, "note", text="é", n=[1, 2])
+    await save(store, run)
+    assert run.last_seq == 5
+
+    after = await store.call(history.events_after, store, "r1", 2)
+    assert after == list(run.events)[2:]
+    assert [e.seq for e in after] == [3, 4, 5]
+    assert after[-1].fields == {"text": "é", "n": [1, 2]}
+    assert await store.call(history.events_after, store, "r1", 5) == []
+    assert await store.call(history.events_after, store, "other", 0) == []
+
+
+async def test_saving_only_new_events_appends_them(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    await save(store, run)
+    book.emit(run, "output", index=0, text="a")
+    await store.call(history.save, store, ME, [history.run_row(run, [run.events[-1]])], 100)
+    assert [e.seq for e in await store.call(history.events_after, store, "r1", 0)] == [1, 2]
+
+
+async def test_list_runs_gives_this_sessions_runs_newest_first(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    runs = [completed_run(book, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
+    await save(store, *runs, completed_run(book, "x9", session_id="s2", minute=9))
+    running = make_run("r4", minute=4, label="live")
+    book.transition(running, RunStatus.RUNNING)
+    await save(store, running)
+
+    summaries = await store.call(history.list_runs, store, "s1", 10)
+    assert [s.run_id for s in summaries] == ["r4", "r3", "r2", "r1", "r0"]
+    assert summaries[0] == history.Summary(
+        run_id="r4",
+        kind="single",
+        status="running",
+        created_at=T0 + timedelta(minutes=4),
+        ended_at=None,
+        label="live",
+    )
+    assert summaries[1].status == "completed" and summaries[1].ended_at == runs[2].ended_at
+    assert [s.run_id for s in await store.call(history.list_runs, store, "s1", 2)] == ["r4", "r3"]
+    assert [s.run_id for s in await store.call(history.list_runs, store, "s2", 10)] == ["x9"]
+    assert await store.call(history.list_runs, store, "s3", 10) == []
+
+
+async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    old_running = make_run("r-old", minute=-10)
+    book.transition(old_running, RunStatus.RUNNING)
+    old_queued = make_run("r-older", minute=-20)
+    await save(store, old_running, old_queued, limit=3)
+    other = completed_run(book, "x-other", session_id="s2", minute=-30)
+    await save(store, other, limit=3)
+    for i in range(5):
+        await save(store, completed_run(book, f"r{i}", minute=i), limit=3)
+
+    ids = [s.run_id for s in await store.call(history.list_runs, store, "s1", 100)]
+    assert ids == ["r4", "r3", "r2", "r-old", "r-older"]
+    assert [s.run_id for s in await store.call(history.list_runs, store, "s2", 100)] == ["x-other"]
+    kept = {r for (r,) in await query(store, "SELECT DISTINCT run_id FROM attempts")}
+    assert kept == {"r4", "r3", "r2", "r-old", "r-older", "x-other"}
+    kept = {r for (r,) in await query(store, "SELECT DISTINCT run_id FROM events")}
+    assert kept == {"r4", "r3", "r2", "r-old", "x-other"}  # r-older never had an event
+
+    book.transition(old_running, RunStatus.CANCELLED, reason="stopped")
+    await save(store, old_running, limit=3)
+    ids = [s.run_id for s in await store.call(history.list_runs, store, "s1", 100)]
+    assert ids == ["r4", "r3", "r2", "r-older"]
+    assert await query(store, "SELECT count(*) FROM events WHERE run_id = 'r-old'") == [(0,)]
+
+
+async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(history, "MAX_EVENTS_KEPT", 5)
+    book = RunBook(clock=ticking())
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    for n in range(7):
+        book.emit(run, "output", index=0, text=str(n))
+    await save(store, run)  # 8 events in one write
+    assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(4, 9)]
+    for n in range(4):
+        book.emit(run, "output", index=0, text=f"more {n}")
+        await save(store, run)
+
+    assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(8, 13)]
+    after = await store.call(history.events_after, store, "r1", 0)
+    assert [e.seq for e in after] == [8, 9, 10, 11, 12]
+    assert after[-1].fields == {"index": 0, "text": "more 3"}
+    loaded = await store.call(history.load_run, store, "r1")
+    assert loaded is not None and loaded.last_seq == 12
+
+
+async def test_run_ids_with_prefix_match_literally_within_the_session(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    ids = ["abc%def", "abcXdef", "abc_1", "abcd1", "abc\\z", "abz"]
+    await save(store, *(completed_run(book, r, minute=i) for i, r in enumerate(ids)))
+    await save(store, completed_run(book, "abc%other", session_id="s2"))
+
+    def prefixed(session_id: str, prefix: str, limit: int = 10) -> list[str]:
+        return sorted(history.run_ids_with_prefix(store, session_id, prefix, limit))
+
+    assert await store.call(prefixed, "s1", "abc%") == ["abc%def"]
+    assert await store.call(prefixed, "s1", "abc_") == ["abc_1"]
+    assert await store.call(prefixed, "s1", "abc\\") == ["abc\\z"]
+    assert await store.call(prefixed, "s1", "abc") == sorted(ids[:5])
+    assert await store.call(prefixed, "s2", "abc") == ["abc%other"]
+    assert await store.call(prefixed, "s1", "abcd1") == ["abcd1"]
+    assert await store.call(prefixed, "s3", "abc") == []
+    two = await store.call(history.run_ids_with_prefix, store, "s1", "abc")
+    assert len(two) == 2 and set(two) <= set(ids[:5])
+
+
+# --- recovery --------------------------------------------------------------------------------
+
+DEAD_PID, ALIVE_PID, MY_PID, LATER_PID = 1001, 1002, 1003, 1004
+
+
+def alive_pids(*pids: int) -> Callable[[int, float], bool]:
+    return lambda pid, _create_time: pid in pids
+
+
+async def register(store: Store, instance: str, pid: int) -> None:
+    await store.call(history.register_instance, store, instance, pid, float(pid), T0)
+
+
+async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    for instance, pid in (("dead", DEAD_PID), ("alive", ALIVE_PID), (ME, MY_PID)):
+        await register(store, instance, pid)
+
+    mixed = make_run("r-mixed", children=3)
+    done, busy, waiting = mixed.children
+    book.transition(mixed, RunStatus.RUNNING)
+    book.transition_child(mixed, done, RunStatus.RUNNING)
+    done.pid, done.create_time = 3131, 555.0  # ended: not a leftover
+    book.transition_child(mixed, done, RunStatus.FAILED, error=ErrorInfo("exit", "exit 1"))
+    book.transition_child(mixed, busy, RunStatus.RUNNING)
+    busy.pid, busy.pgid, busy.create_time = 4242, 4242, 777.25
+    queued = make_run("r-queued")
+    finished = completed_run(book, "r-finished")
+    await save(store, mixed, queued, finished, instance="dead")
+    theirs = make_run("r-theirs")
+    book.transition(theirs, RunStatus.RUNNING)
+    await save(store, theirs, instance="alive")
+    mine = make_run("r-mine")
+    book.transition(mine, RunStatus.RUNNING)
+    await save(store, mine, instance=ME)
+    stray = make_run("r-stray")
+    book.transition(stray, RunStatus.RUNNING)
+    book.transition_child(stray, stray.children[0], RunStatus.RUNNING)
+    stray.children[0].pid = 5151  # its start time was never read
+    await save(store, stray, instance="never-registered")
+    events_before = await query(store, "SELECT run_id, seq, record FROM events ORDER BY 1, 2")
+
+    interrupted, leftovers = await store.call(
+        history.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
+    )
+
+    assert sorted(interrupted) == ["r-mixed", "r-queued", "r-stray"]
+    assert sorted(leftovers, key=lambda left: left.pid) == [
+        history.Leftover("r-mixed", 4242, 777.25),
+        history.Leftover("r-stray", 5151, None),
+    ]
+    loaded = {r: await store.call(history.load_run, store, r) for r in interrupted}
+    for run_id, run in loaded.items():
+        assert run is not None and run.status is RunStatus.INTERRUPTED, run_id
+        assert run.reason is not None and run.reason.startswith("server-died"), run_id
+        assert run.ended_at is not None
+    got, stray_back = loaded["r-mixed"], loaded["r-stray"]
+    assert got is not None and str(DEAD_PID) in (got.reason or "")
+    assert stray_back is not None and "unknown" in (stray_back.reason or "")
+    assert got.children[0] == done  # terminal: unchanged
+    assert [c.status for c in got.children[1:]] == [RunStatus.INTERRUPTED] * 2
+    assert all((c.reason or "").startswith("server-died") for c in got.children[1:])
+    assert got.children[1].pid == 4242 and got.children[1].create_time == 777.25
+    assert got.last_seq == mixed.last_seq + 3
+    new_events = await store.call(history.events_after, store, "r-mixed", mixed.last_seq)
+    assert [(e.seq, e.type, dict(e.fields)) for e in new_events] == [
+        (mixed.last_seq + 1, "child", {"index": 1, "status": "interrupted"}),
+        (mixed.last_seq + 2, "child", {"index": 2, "status": "interrupted"}),
+        (mixed.last_seq + 3, "status", {"status": "interrupted"}),
+    ]
+    assert [e.seq for e in await store.call(history.events_after, store, "r-queued", 0)] == [1, 2]
+
+    for run in (finished, theirs, mine):
+        assert await store.call(history.load_run, store, run.run_id) == without_events(run)
+    owners = await query(store, "SELECT run_id, instance_id FROM runs ORDER BY run_id")
+    assert dict(owners)["r-mixed"] == "dead" and dict(owners)["r-stray"] == "never-registered"
+    ended = dict(await query(store, "SELECT instance_id, ended_at FROM instances"))
+    assert ended["dead"] is not None and ended["alive"] is None and ended[ME] is None
+
+    # A later server sees nothing left to mark: each run was interrupted once.
+    await register(store, "later", LATER_PID)
+    again = await store.call(
+        history.recover, store, "later", alive_pids(ALIVE_PID, MY_PID), RunBook(clock=ticking())
+    )
+    assert again == ([], [])
+    statuses = await query(
+        store,
+        'SELECT run_id, count(*) FROM events WHERE record LIKE \'%"status":"interrupted"%\''
+        ' AND record LIKE \'%"type":"status"%\' GROUP BY run_id ORDER BY run_id',
+    )
+    assert statuses == [("r-mixed", 1), ("r-queued", 1), ("r-stray", 1)]
+    events_after_all = await query(store, "SELECT run_id, seq, record FROM events ORDER BY 1, 2")
+    assert set(events_before) < set(events_after_all)
+    assert len(events_after_all) - len(events_before) == 3 + 2 + 2
+
+
+async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    await register(store, "alive", ALIVE_PID)
+    await register(store, ME, MY_PID)
+    theirs = make_run("r-theirs")
+    book.transition(theirs, RunStatus.RUNNING)
+    await save(store, theirs, instance="alive")
+    mine = make_run("r-mine")
+    await save(store, mine, instance=ME)
+    checked: list[tuple[int, float]] = []
+
+    def is_alive(pid: int, create_time: float) -> bool:
+        checked.append((pid, create_time))
+        return True
+
+    result = await store.call(history.recover, store, ME, is_alive, RunBook(clock=ticking()))
+    assert result == ([], [])
+    assert checked == [(ALIVE_PID, float(ALIVE_PID))]
+    rows = await query(store, "SELECT run_id, status, last_seq FROM runs ORDER BY run_id")
+    assert rows == [("r-mine", "queued", 0), ("r-theirs", "running", 1)]
+
+
+async def test_recover_treats_an_ended_instance_as_gone_even_if_its_pid_is_alive(
+    store: Store,
+) -> None:
+    await register(store, "ended", ALIVE_PID)
+    await store.call(history.end_instance, store, "ended", T0 + timedelta(hours=1))
+    left = make_run("r-left")
+    RunBook(clock=ticking()).transition(left, RunStatus.RUNNING)
+    await save(store, left, instance="ended")
+
+    interrupted, _ = await store.call(
+        history.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
+    )
+    assert interrupted == ["r-left"]
+    ended = await query(store, "SELECT ended_at FROM instances WHERE instance_id = 'ended'")
+    assert ended == [((T0 + timedelta(hours=1)).isoformat(),)]  # the first end is kept
+
+
+async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first, second = await Store.open(state), await Store.open(state)
+    try:
+        book = RunBook(clock=ticking())
+        await register(first, "dead", DEAD_PID)
+        runs = [make_run(f"r{i}") for i in range(20)]
+        for run in runs:
+            book.transition(run, RunStatus.RUNNING)
+        await save(first, *runs, instance="dead")
+        await register(first, "a", MY_PID)
+        await register(second, "b", LATER_PID)
+
+        is_alive = alive_pids(MY_PID, LATER_PID)
+        (got_a, _), (got_b, _) = await asyncio.gather(
+            first.call(history.recover, first, "a", is_alive, RunBook(clock=ticking())),
+            second.call(history.recover, second, "b", is_alive, RunBook(clock=ticking())),
+        )
+        assert sorted(got_a + got_b) == sorted(r.run_id for r in runs)
+        assert not (got_a and got_b)  # one transaction took them all
+        counts = await query(first, "SELECT count(*), max(last_seq) FROM runs")
+        assert counts == [(20, 3)]  # running, then child and run interrupted
+        assert await query(first, "SELECT count(*) FROM events") == [(60,)]
+    finally:
+        await first.close()
+        await second.close()
+
+
+# --- the recorder ------------------------------------------------------------------------------
+
+
+async def test_the_recorder_writes_one_save_per_loop_turn(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saves: list[list[tuple[str, list[int]]]] = []
+    real_save = history.save
+
+    def counting_save(
+        store: Store, instance_id: str, rows: Sequence[history.RunRow], *rest: Any
+    ) -> None:
+        saves.append([(row.run_id, [seq for seq, _ in row.events]) for row in rows])
+        real_save(store, instance_id, rows, *rest)
+
+    monkeypatch.setattr(history, "save", counting_save)
+    recorder = Recorder(store, ME, history_limit=10)
+    book = RunBook(clock=ticking(), listener=recorder)
+    first, second = make_run("r1"), make_run("r2", minute=1)
+
+    book.transition(first, RunStatus.RUNNING)
+    book.transition_child(first, first.children[0], RunStatus.RUNNING)
+    book.emit(first, "output", index=0, text="hi")
+    book.transition(second, RunStatus.RUNNING)
+    assert saves == []  # nothing is written before the turn ends
+    await asyncio.sleep(0)
+    await store.settled()
+    assert saves == [[("r1", [1, 2, 3]), ("r2", [1])]]
+
+    book.transition_child(first, first.children[0], RunStatus.CANCELLED, reason="stopped")
+    book.transition(first, RunStatus.CANCELLED, reason="stopped")
+    await asyncio.sleep(0)
+    await store.settled()
+    assert saves[1:] == [[("r1", [4, 5])]]
+    assert await query(store, "SELECT run_id, status, last_seq FROM runs ORDER BY run_id") == [
+        ("r1", "cancelled", 5),
+        ("r2", "running", 1),
+    ]
+    assert await query(store, "SELECT count(*) FROM events") == [(6,)]
+
+
+async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Store) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = make_run("r-fresh", label="fresh")
+    book.transition(run, RunStatus.RUNNING)
+
+    await recorder.durable()  # no turn of the loop in between: durable writes it now
+    summaries = await store.call(history.list_runs, store, "s1", 10)
+    assert [(s.run_id, s.status, s.label) for s in summaries] == [("r-fresh", "running", "fresh")]
+    assert await store.call(history.load_run, store, "r-fresh") == without_events(run)
+
+
+async def test_a_touch_without_an_event_is_written_too(store: Store) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    book.transition_child(run, run.children[0], RunStatus.RUNNING)
+    await recorder.durable()
+    run.children[0].pid = 31337
+    run.children[0].start_time_probe = lambda: 42.5
+    recorder.touch(run)
+    await recorder.durable()
+
+    rows = await query(store, "SELECT pid, create_time FROM attempts WHERE run_id = 'r1'")
+    assert rows == [(31337, 42.5)]
+    assert run.children[0].create_time == 42.5  # read once, remembered
+    assert await query(store, "SELECT count(*) FROM events") == [(2,)]
+
+
+# --- everything at once ------------------------------------------------------------------------
+
+
+async def test_the_database_is_intact_after_a_full_history(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(history, "MAX_EVENTS_KEPT", 4)
+    recorder = Recorder(store, "dead", history_limit=3)
+    await register(store, "dead", DEAD_PID)
+    book = RunBook(clock=ticking(), listener=recorder)
+    for i in range(6):
+        run = make_run(f"r{i}", children=2, minute=i)
+        book.transition(run, RunStatus.RUNNING)
+        for n in range(5):
+            book.emit(run, "output", index=0, text=str(n))
+        if i < 5:
+            book.transition(run, RunStatus.CANCELLED, reason="stopped")
+        await asyncio.sleep(0)
+    await recorder.durable()
+    await register(store, ME, MY_PID)
+    interrupted, _ = await store.call(
+        history.recover, store, ME, alive_pids(), RunBook(clock=ticking())
+    )
+
+    assert interrupted == ["r5"]
+    ids = [s.run_id for s in await store.call(history.list_runs, store, "s1", 10)]
+    assert ids == ["r5", "r4", "r3"]
+    assert await query(
+        store, "SELECT run_id, count(*) FROM events GROUP BY run_id ORDER BY run_id"
+    ) == [
+        ("r3", 4),
+        ("r4", 4),
+        ("r5", 4),
+    ]
+    assert await pragma(store, "integrity_check") == "ok"
+    assert await query(store, "PRAGMA foreign_key_check") == []
+
+
+def test_records_are_stable_json_keys() -> None:
+    run = make_run("r1")
+    assert run_record(run) == {
+        "run_id": "r1",
+        "session_id": "s1",
+        "kind": "single",
+        "fingerprint": "sha256:v1:" + "0" * 64,
+        "created_at": T0.isoformat(),
+    }
+    assert child_record(run.children[0]) == {"index": 0, "backend": "command"}
