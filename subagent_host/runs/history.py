@@ -143,7 +143,8 @@ def save(
             " VALUES (?, ?, ?, ?)",
             projections,
         )
-        for session_id in {row.session_id for row in rows}:
+        # A session grows only when a run is new (its first event is in this write).
+        for session_id in {row.session_id for row in rows if row.events and row.events[0][0] == 1}:
             _prune(db, session_id, history_limit)
 
 
@@ -370,6 +371,15 @@ def recover(
                     (run_id, *LIVE),
                 )
             ]
+            db.executemany(
+                "INSERT INTO cleanups (run_id, pid, create_time) VALUES (?, ?, ?)",
+                [
+                    (run_id, left.pid, left.create_time)
+                    for left in leftovers
+                    if left.run_id == run_id
+                ]
+                or [(run_id, None, None)],  # no pid on record: the marker scan still runs
+            )
             first_new_seq = run.last_seq + 1
             _interrupt(book, run, reason)
             _write_run(db, owner, run_row(run, [e for e in run.events if e.seq >= first_new_seq]))
@@ -380,6 +390,19 @@ def recover(
                 (book.now().isoformat(), other),
             )
     return interrupted, leftovers
+
+
+def pending_cleanups(store: Store) -> tuple[list[str], list[Leftover]]:
+    """Interrupted runs whose leftover processes no server has finished ending yet."""
+    rows = store.db.execute("SELECT run_id, pid, create_time FROM cleanups").fetchall()
+    run_ids = sorted({run_id for run_id, _, _ in rows})
+    leftovers = [Leftover(run_id, pid, ct) for run_id, pid, ct in rows if pid is not None]
+    return run_ids, leftovers
+
+
+def finish_cleanups(store: Store, run_ids: Sequence[str]) -> None:
+    with store.immediate() as db:
+        db.executemany("DELETE FROM cleanups WHERE run_id = ?", [(r,) for r in run_ids])
 
 
 def _interrupt(book: RunBook, run: Run, reason: str) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import attrs
 import cattrs
 
 from subagent_host.runs.state import ChildRun, Run
@@ -25,9 +26,15 @@ _RUN_EXCLUDED = ("children", "events")
 
 
 def run_record(run: Run) -> dict[str, Any]:
-    record: dict[str, Any] = _converter.unstructure(run)
-    for name in _RUN_EXCLUDED:
-        record.pop(name, None)
+    # Field by field: unstructuring the whole run would convert up to 10,000
+    # events (and every child) only to throw them away, at every write.
+    record: dict[str, Any] = {}
+    for field in attrs.fields(Run):
+        if field.name in _RUN_EXCLUDED:
+            continue
+        value = getattr(run, field.name)
+        if value != field.default:
+            record[field.name] = _converter.unstructure(value)
     return record
 
 

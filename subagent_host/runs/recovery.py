@@ -40,17 +40,33 @@ async def start_instance(
     await store.call(
         history.register_instance, store, instance, me.pid, me.create_time(), utc_now()
     )
-    interrupted, leftovers = await store.call(
-        history.recover, store, instance, process_is_alive, RunBook()
-    )
-    if not interrupted:
+    interrupted, _ = await store.call(history.recover, store, instance, process_is_alive, RunBook())
+    if interrupted:
+        logger.warning(
+            "%d runs of an ended server process were marked interrupted", len(interrupted)
+        )
+    # Also what an earlier server was still ending when it died: the job is on disk
+    # until it is done.
+    pending, leftovers = await store.call(history.pending_cleanups, store)
+    if not pending:
         return instance, None
-    logger.warning("%d runs of an ended server process were marked interrupted", len(interrupted))
-    recorded = [(left.pid, left.create_time) for left in leftovers]
-    task = asyncio.create_task(
-        supervisor.end_strays(frozenset(interrupted), recorded, grace_ms / 1000)
-    )
+    task = asyncio.create_task(_end_leftovers(store, supervisor, pending, leftovers, grace_ms))
     return instance, task
+
+
+async def _end_leftovers(
+    store: Store,
+    supervisor: Supervisor,
+    run_ids: list[str],
+    leftovers: list[history.Leftover],
+    grace_ms: int,
+) -> int:
+    recorded = [(left.pid, left.create_time) for left in leftovers]
+    ended = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
+    await store.call(history.finish_cleanups, store, run_ids)
+    if ended:
+        logger.warning("ended %d processes left by interrupted runs", ended)
+    return ended
 
 
 def process_is_alive(pid: int, create_time: float) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, Final, TypeVar
 logger = logging.getLogger(__name__)
 
 DB_NAME: Final = "subagent-host.sqlite3"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_MS: Final = 10_000
 
 T = TypeVar("T")
@@ -105,6 +105,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at TEXT NOT NULL,
         consumed INTEGER NOT NULL DEFAULT 0
     );
+    """,
+    # v2: processes that interrupted runs may have left, until a server has ended
+    # them (a server that dies while doing so leaves the job to the next one).
+    """
+    CREATE TABLE cleanups (
+        run_id TEXT NOT NULL,
+        pid INTEGER,
+        create_time REAL
+    );
+    CREATE INDEX cleanups_by_run ON cleanups (run_id);
     """,
 )
 

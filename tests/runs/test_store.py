@@ -37,7 +37,7 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
 )
-from subagent_host.runs.store import DB_NAME, SCHEMA_VERSION, Store, StoreError
+from subagent_host.runs.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ME = "instance-me"
@@ -148,6 +148,30 @@ async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema
 
 
 SCHEMA = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY name"
+
+
+async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
+    tmp_path.chmod(0o700)
+    db = sqlite3.connect(tmp_path / DB_NAME, isolation_level=None)
+    db.executescript(MIGRATIONS[0])
+    db.execute("PRAGMA user_version = 1")
+    db.execute(
+        "INSERT INTO runs (run_id, session_id, instance_id, kind, status, created_at, last_seq,"
+        " record) VALUES ('r1', 's', 'i', 'single', 'completed', '2026-01-01T00:00:00+00:00',"
+        " 0, '{}')"
+    )
+    db.close()
+    store = await Store.open(tmp_path)
+    try:
+        version = await store.call(lambda: store.db.execute("PRAGMA user_version").fetchone()[0])
+        tables = await store.call(
+            lambda: {r[0] for r in store.db.execute("SELECT name FROM sqlite_master")}
+        )
+        kept = await store.call(lambda: store.db.execute("SELECT run_id FROM runs").fetchall())
+    finally:
+        await store.close()
+    assert version == SCHEMA_VERSION == len(MIGRATIONS)
+    assert "cleanups" in tables and kept == [("r1",)]
 
 
 async def test_reopening_a_database_keeps_its_schema_and_rows(tmp_path: Path) -> None:
