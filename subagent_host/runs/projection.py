@@ -96,11 +96,16 @@ def contract(
     attempt: int,
     projection: Mapping[str, Any],
     overrides: Mapping[str, Any],
+    backend_session_id: str | None = None,
 ) -> dict[str, Any]:
-    """What a resume would run: the projection with the allowed overrides applied."""
+    """What a resume would run: the projection with the allowed overrides applied.
+
+    `backendSessionId` is the agent CLI's own session the new attempt continues
+    (known only once a child has run, so it is not part of the projection).
+    """
     limits = dict(projection["limits"])
     limits.update({name: overrides[name] for name in ALLOWED_OVERRIDES if name in overrides})
-    return {
+    sealed = {
         "v": VERSION,
         "runId": run_id,
         "index": index,
@@ -108,6 +113,9 @@ def contract(
         "projection": {**projection, "limits": limits},
         "projectionDigest": fingerprint(projection),
     }
+    if backend_session_id is not None:
+        sealed["backendSessionId"] = backend_session_id
+    return sealed
 
 
 def check_overrides(projection: Mapping[str, Any], overrides: Mapping[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ committed: a reply that names a run is sent only after the run is on disk.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from typing import Any
 
 from subagent_host.runs import history
@@ -26,6 +27,7 @@ class Recorder:
         self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
         self._projections: list[tuple[str, int, str, str]] = []
         self._scheduled = False
+        self._last_write: concurrent.futures.Future[object] | None = None
 
     def __call__(self, run: Run, event: RunEvent) -> None:
         """The run book's listener: note the run and its new event."""
@@ -61,12 +63,15 @@ class Recorder:
         projections = self._projections
         self._pending.clear()
         self._projections = []
-        self._store.submit(
+        self._last_write = self._store.submit(
             history.save, self._store, self._instance_id, rows, self._history_limit, projections
         )
 
     async def durable(self) -> None:
-        """Return once everything recorded so far is committed."""
+        """Return once everything recorded so far is committed (or its write failed)."""
         if self._scheduled:
             self._write()
-        await self._store.settled()
+        if self._last_write is not None and not self._last_write.done():
+            # asyncio.wait never cancels what it waits for: a cancelled waiter
+            # leaves the write alone.
+            await asyncio.wait([asyncio.wrap_future(self._last_write)])

@@ -91,7 +91,9 @@ async def resolve_target(
             "this child was launched with `env` values, which are never stored and this "
             f"server process no longer has; {GUIDANCE}",
         )
-    sealed = contract(run.run_id, chosen, child.attempt + 1, projection, overrides)
+    sealed = contract(
+        run.run_id, chosen, child.attempt + 1, projection, overrides, child.backend_session_id
+    )
     return Target(
         run=run,
         index=chosen,

@@ -196,10 +196,16 @@ class Store:
         future = asyncio.wrap_future(self._executor.submit(fn, *args))
         return await future
 
-    def submit(self, fn: Callable[..., object], *args: object) -> None:
-        """Queue `fn(*args)` on the store's thread without waiting; a failure is logged."""
-        future = asyncio.wrap_future(self._executor.submit(fn, *args))
+    def submit(self, fn: Callable[..., object], *args: object) -> concurrent.futures.Future[object]:
+        """Queue `fn(*args)` on the store's thread without waiting; a failure is logged.
+
+        Once the returned future is done, everything submitted before it has run
+        too (one thread, in order). Nothing wakes the loop when it completes:
+        whoever needs to know awaits it (`asyncio.wrap_future`).
+        """
+        future = self._executor.submit(fn, *args)
         future.add_done_callback(_log_failure)
+        return future
 
     async def settled(self) -> None:
         """Return once everything submitted so far has run.
@@ -228,7 +234,7 @@ def _nothing() -> None:
     pass
 
 
-def _log_failure(future: asyncio.Future[Any]) -> None:
+def _log_failure(future: concurrent.futures.Future[Any]) -> None:
     if not future.cancelled() and (exc := future.exception()) is not None:
         logger.error("a write to the run history failed: %s", exc, exc_info=exc)
 
