@@ -22,6 +22,7 @@ from subagent_host import SERVER_NAME, __version__
 from subagent_host.app import serve
 from subagent_host.config import (
     DEFAULT_GRACE_MS,
+    DEFAULT_HISTORY_LIMIT,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -39,6 +40,7 @@ MIN_MESSAGE_BYTES: Final = 1024
 MAX_MESSAGE_BYTES: Final = 1024 * 1024 * 1024
 MAX_CONCURRENCY: Final = 256
 MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
+MAX_HISTORY_LIMIT: Final = 1_000_000
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=int_in_range(1000, MAX_DURATION_MS),
         default=DEFAULT_RESUME_TOKEN_TTL_MS,
         metavar="N",
-        help=f"lifetime of a resume token (default: {DEFAULT_RESUME_TOKEN_TTL_MS})",
+        help=f"lifetime of a resume token and of a preflight id "
+        f"(default: {DEFAULT_RESUME_TOKEN_TTL_MS})",
+    )
+    parser.add_argument(
+        "--history-limit",
+        type=int_in_range(1, MAX_HISTORY_LIMIT),
+        default=DEFAULT_HISTORY_LIMIT,
+        metavar="N",
+        help=f"runs kept per session; older finished ones are deleted "
+        f"(default: {DEFAULT_HISTORY_LIMIT})",
     )
     parser.add_argument(
         "--config",
@@ -223,6 +234,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         max_message_bytes=args.max_message_bytes,
         grace_ms=args.grace_ms,
         resume_token_ttl_ms=args.resume_token_ttl_ms,
+        history_limit=args.history_limit,
         config_file=args.config,
         trusted_projects=tuple(args.trust_project),
         log_level=args.log_level,

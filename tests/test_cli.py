@@ -21,6 +21,7 @@ OPTIONS = (
     "--max-message-bytes",
     "--grace-ms",
     "--resume-token-ttl-ms",
+    "--history-limit",
     "--config",
     "--trust-project",
     "--log-level",
@@ -37,6 +38,7 @@ def test_defaults_are_the_contract_defaults() -> None:
     assert (config.max_concurrency, config.grace_ms) == (4, 5000)
     assert config.max_message_bytes == 16 * 1024 * 1024
     assert config.resume_token_ttl_ms == 300_000
+    assert config.history_limit == 100
     assert config.trusted_projects == ()
     assert config.log_level == "WARNING"
 
@@ -57,6 +59,7 @@ def test_every_option_is_stored(tmp_path: Path) -> None:
             "--max-message-bytes", "2048",
             "--grace-ms", "0",
             "--resume-token-ttl-ms", "60000",
+            "--history-limit", "7",
             "--config", str(config_file),
             "--trust-project", str(project_a),
             "--trust-project", str(project_b),
@@ -68,6 +71,7 @@ def test_every_option_is_stored(tmp_path: Path) -> None:
     assert config.session_id == "s1"
     assert config.framing is Framing.LSP
     assert (config.max_concurrency, config.max_message_bytes, config.grace_ms) == (9, 2048, 0)
+    assert config.history_limit == 7
     assert config.resume_token_ttl_ms == 60000
     assert config.config_file == config_file
     assert config.trusted_projects == (project_a, project_b)
@@ -83,6 +87,7 @@ def test_every_option_is_stored(tmp_path: Path) -> None:
         (["--max-message-bytes", "10"], "10 is out of range"),
         (["--grace-ms", "-1"], "-1 is out of range"),
         (["--resume-token-ttl-ms", "1.5"], "'1.5' is not a whole number"),
+        (["--history-limit", "0"], "0 is out of range (1..1000000)"),
         (["--framing", "xml"], "invalid choice: 'xml'"),
         (["--session", "has space"], "is not a valid session id"),
         (["--log-level", "loud"], "'loud' is not one of debug, info, warning, error, critical"),
