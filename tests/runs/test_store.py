@@ -150,9 +150,9 @@ async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema
 SCHEMA = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY name"
 
 
-async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
-    tmp_path.chmod(0o700)
-    db = sqlite3.connect(tmp_path / DB_NAME, isolation_level=None)
+def make_version_1_database(state_dir: Path) -> None:
+    state_dir.chmod(0o700)
+    db = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
     db.executescript(MIGRATIONS[0])
     db.execute("PRAGMA user_version = 1")
     db.execute(
@@ -161,6 +161,10 @@ async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_pat
         " 0, '{}')"
     )
     db.close()
+
+
+async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
+    make_version_1_database(tmp_path)
     store = await Store.open(tmp_path)
     try:
         version = await store.call(lambda: store.db.execute("PRAGMA user_version").fetchone()[0])
