@@ -202,6 +202,13 @@ def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
 
 def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> None:
     """Keep a session's newest `keep` runs; older ones go, unless they are still live."""
+    over = db.execute(  # one index probe: mostly there is nothing to delete
+        "SELECT 1 FROM runs WHERE session_id = ? ORDER BY created_at DESC, run_id DESC"
+        " LIMIT 1 OFFSET ?",
+        (session_id, keep),
+    ).fetchone()
+    if over is None:
+        return
     db.execute(
         "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = ?"
         " ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
