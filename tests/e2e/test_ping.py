@@ -37,7 +37,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                 "server": {"name": "subagent-host", "version": __version__},
                 "protocolVersion": "1",
                 "sessionId": "editor-1",
-                "methods": ["ping", "spawn", "status", "stop"],
+                "methods": ["ping", "preflight", "resume", "spawn", "status", "stop"],
                 "backends": [{"id": "command", "available": True}],
                 "limits": LIMITS,
             },
@@ -84,8 +84,10 @@ async def test_pygls_json_rpc_client_can_ping_and_cancel_over_content_length() -
         )
         assert result.pong is True and result.sessionId == "pygls"
         client.protocol.notify("$/cancelRequest", {"id": 12345})  # unknown: ignored
-        with pytest.raises(Exception, match="method not found: resume"):
-            await asyncio.wait_for(client.protocol.send_request_async("resume", {}), EXIT_TIMEOUT_S)
+        with pytest.raises(Exception, match="method not found: agents/list"):
+            await asyncio.wait_for(
+                client.protocol.send_request_async("agents/list", {}), EXIT_TIMEOUT_S
+            )
     finally:
         assert server.stdin is not None
         server.stdin.close()
