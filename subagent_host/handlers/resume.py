@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import NoReturn
 
+import attrs
+
 from subagent_host.errors import AmbiguousRunId, RequestCancelled, ResumeDenied, RunNotFound
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import run_snapshot
@@ -62,9 +64,15 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         deny("mismatch", "the follow-up message no longer matches what was approved")
     if not await store.call(approvals.consume_token, store, params.token, utc_now()):
         deny("consumed", "the token was already used")
-    run = target.run
+    # From here on nothing awaits until the attempt has started: checked and started
+    # as one step, on the one object this server keeps for the run (another request
+    # may have read its own copy of it from the store meanwhile).
+    run = ctx.runs.adopt(target.run)
     if not run.is_terminal:  # resumed by another token while this one was being checked
         deny("not-resumable", f"run {run.run_id} is running again", code="still-running")
+    if run.children[target.index].attempt + 1 != target.contract["attempt"]:
+        deny("mismatch", f"child {target.index} of run {run.run_id} was resumed meanwhile")
+    target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
     ctx.runs.resume(run, target.index, resumed_child(target, grant.message, env))
     if mode == "background":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
@@ -46,7 +46,11 @@ def save_preflight(
             " expires_at) VALUES (?, ?, ?, ?, ?)",
             (preflight_id, session_id, fingerprint, now.isoformat(), expires_at.isoformat()),
         )
-        db.execute("DELETE FROM preflights WHERE expires_at < ?", (now.isoformat(),))
+        # Kept a day past expiry, so a late spawn hears "expired", not "unknown".
+        db.execute(
+            "DELETE FROM preflights WHERE expires_at < ?",
+            ((now - timedelta(days=1)).isoformat(),),
+        )
 
 
 def take_preflight(

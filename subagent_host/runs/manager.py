@@ -242,6 +242,14 @@ class RunManager:
         control.task = asyncio.create_task(self._execute(run, plan, control))
         return run
 
+    def adopt(self, run: Run) -> Run:
+        """The one object this server keeps for the run: an earlier one wins.
+
+        Runs read from the store are copies; two requests may each hold one. Whatever
+        changes a run must change this one.
+        """
+        return self._runs.setdefault(run.run_id, run)
+
     def env_of(self, run_id: str, index: int) -> Mapping[str, str] | None:
         """The environment values a child was launched with, if this server still has them."""
         envs = self._envs.get(run_id)
