@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
+from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.config import (
     OUTPUT_CAP_BYTES,
@@ -61,7 +62,13 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
 DISCONNECTED: Final = "client-disconnected"
-BACKENDS: Final[Mapping[str, Backend]] = {"command": CommandBackend()}
+
+
+def build_backends(config: ServerConfig) -> dict[str, Backend]:
+    """Every adapter this server knows; whether each can run is checked per launch."""
+    pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
+    pi_sessions.mkdir(mode=0o700, exist_ok=True)
+    return {"command": CommandBackend(), "pi": PiBackend(session_dir=pi_sessions)}
 
 
 def new_session_id() -> str:
@@ -73,10 +80,11 @@ def build_run_manager(
     supervisor: Supervisor,
     listener: EventListener,
     on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
+    backends: Mapping[str, Backend] | None = None,
 ) -> RunManager:
     return RunManager(
         supervisor=supervisor,
-        backends=BACKENDS,
+        backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
         book=RunBook(listener=listener),
         caps=OutputCaps(
@@ -128,14 +136,15 @@ async def _serve_with_store(
         recorder(run, event)
         publisher(run, event)
 
-    runs = build_run_manager(config, supervisor, record_and_publish, recorder.projections)
+    backends = build_backends(config)
+    runs = build_run_manager(config, supervisor, record_and_publish, recorder.projections, backends)
     ctx = Context(
         config=config,
         session_id=config.session_id or new_session_id(),
         runs=runs,
         catalog=RunCatalog(runs, store, recorder, config.history_limit),
         progress=publisher,
-        adapters=BACKENDS,
+        adapters=backends,
     )
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     protocol.attach(build_method_table(ctx), connection.emit)

@@ -25,6 +25,11 @@ class ItemSpec:
     cwd: str
     env: Mapping[str, str]
     """The spawn's own `env` additions (the allowlist is applied by the caller)."""
+    model: str | None = None
+    thinking: str | None = None
+    tools: tuple[str, ...] | None = None
+    resume_session: str | None = None
+    """The CLI's own session to continue (a resume of an agent child)."""
 
 
 @attrs.frozen
@@ -65,6 +70,8 @@ class Outcome:
     usage: Usage | None = None
     backend_session_id: str | None = None
     """The CLI's own session id, which a resume continues."""
+    reached_limit: str | None = None
+    """Set when the CLI stopped at a limit of its own (e.g. max turns): `limit-reached`."""
 
 
 class OutputParser(Protocol):
@@ -82,6 +89,11 @@ class OutputParser(Protocol):
         ...
 
     def outcome(self, exit_status: ExitStatus) -> Outcome: ...
+
+    @property
+    def finished(self) -> bool:
+        """True once the CLI printed its final event (it should exit now)."""
+        ...
 
 
 # What a tool can do. A request's `access` removes tools with effects beyond it.
@@ -101,6 +113,12 @@ class Backend(Protocol):
     restrictable: bool
     """Whether removing tools actually narrows what a child can do (false for a
     plain command, which is one program with the user's permissions)."""
+    env_allowed: frozenset[str]
+    """Variables of the server's environment this backend's children also get."""
+    executable: str
+    """The program it runs (looked up on the child's PATH)."""
+    thinking_levels: tuple[str, ...]
+    """The `thinking` values it takes (empty: none)."""
 
     def prepare(self, item: ItemSpec) -> Launch: ...
 

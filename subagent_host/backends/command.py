@@ -36,6 +36,10 @@ class CommandParser:
     def activity(self) -> list[str]:
         return []  # a plain command reports no structured activity
 
+    @property
+    def finished(self) -> bool:
+        return False  # a plain command is done when it exits
+
     def outcome(self, exit_status: ExitStatus) -> Outcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines
@@ -65,6 +69,9 @@ class CommandBackend:
     # An arbitrary program runs with the user's own permissions: it may do anything.
     tools: Mapping[str, frozenset[str]] = {"command": frozenset(EFFECTS)}
     restrictable = False
+    env_allowed: frozenset[str] = frozenset()
+    executable = ""  # the command's own argv[0]
+    thinking_levels: tuple[str, ...] = ()
 
     def prepare(self, item: ItemSpec) -> Launch:
         assert item.command, "a command item has an argv"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Final
 
 from subagent_host import PROTOCOL_VERSION, SERVER_NAME, __version__
+from subagent_host.backends.probe import find_executable
 from subagent_host.config import (
     DEFAULT_MAX_PARALLEL,
     DEFAULT_STALL_TIMEOUT_MS,
@@ -33,12 +35,21 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         protocol_version=PROTOCOL_VERSION,
         session_id=ctx.session_id,
         methods=ctx.methods,
-        backends=tuple(BackendInfo(id=name, available=True) for name in sorted(ctx.backends)),
+        backends=tuple(_backend_info(ctx, name) for name in sorted(ctx.adapters)),
         limits=limits_of(ctx.config),
     )
 
 
 SERVER_INFO: Final = ServerInfo(name=SERVER_NAME, version=__version__)
+
+
+def _backend_info(ctx: Context, name: str) -> BackendInfo:
+    """Can this backend run here? An agent CLI must be on the server's PATH (a spawn
+    may still give its own PATH in `env`)."""
+    program = ctx.adapters[name].executable
+    if not program or find_executable(program, os.getcwd(), os.environ.get("PATH")):
+        return BackendInfo(id=name, available=True)
+    return BackendInfo(id=name, available=False, reason=f"{program!r} is not on the server's PATH")
 
 
 @functools.cache

@@ -15,7 +15,6 @@ from datetime import timedelta
 
 import attrs
 
-from subagent_host.backends.base import ItemSpec
 from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
@@ -80,9 +79,7 @@ def _probe(plan: RunPlan, ctx: Context) -> list[Diagnostic]:
     """Each child's program must exist and be executable where the child would look."""
     found: list[Diagnostic] = []
     for index, child in enumerate(plan.children):
-        launch = ctx.adapters[child.backend].prepare(
-            ItemSpec(command=child.command, prompt=child.prompt, cwd=child.cwd, env=child.env)
-        )
+        launch = ctx.adapters[child.backend].prepare(child.item())
         program = launch.argv[0]
         if find_executable(program, child.cwd, child.env.get("PATH")) is None:
             where = "in its working directory" if "/" in program else "on the child's PATH"

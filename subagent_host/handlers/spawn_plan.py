@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
 
 from subagent_host.backends.base import Backend
+from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_MAX_PARALLEL, DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
 from subagent_host.rpc.wire import AccessWire, SpawnItem, SpawnParams
@@ -105,7 +106,6 @@ def check_spawn(
 ) -> CheckedSpawn:
     """Every problem of a launch request as diagnostics, and its plan when one can be made."""
     max_depth = limits.max_depth
-    available_backends = frozenset(backends)
     problems = _Problems()
     if depth >= max_depth:
         problems.error(
@@ -141,8 +141,7 @@ def check_spawn(
         items = [("", top)]
 
     children = tuple(
-        _resolve_item(problems, path, item, params, available_backends, server_cwd)
-        for path, item in items
+        _resolve_item(problems, path, item, params, backends, server_cwd) for path, item in items
     )
     access = _access(problems, params.access)
     if any(d.severity == "error" for d in problems.items) or not children:
@@ -156,7 +155,20 @@ def check_spawn(
     )
     _check_access(problems, plan, backends, access)
     _check_required_limits(problems, plan, backends, access, limits, params.required_limits)
+    if not access.is_full:  # the children are launched with the tools access leaves them
+        plan = attrs.evolve(
+            plan,
+            children=tuple(_narrowed(child, backends, access) for child in plan.children),
+        )
     return CheckedSpawn(plan=plan, mode=mode, diagnostics=tuple(problems.items))
+
+
+def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access) -> ChildPlan:
+    backend = backends[child.backend]
+    if not backend.restrictable:
+        return child
+    kept = negotiate(backend, child.tools, access).kept
+    return attrs.evolve(child, tools=tuple(kept))
 
 
 def _access(problems: _Problems, requested: AccessWire | None) -> Access:
@@ -248,7 +260,7 @@ def _resolve_item(
     path: str,
     item: SpawnItem,
     call: SpawnParams,
-    available: frozenset[str],
+    backends: Mapping[str, Backend],
     server_cwd: str,
 ) -> ChildPlan:
     def at(name: str) -> str:
@@ -265,31 +277,34 @@ def _resolve_item(
     if item.command is not None and (not item.command or not item.command[0]):
         problems.error("empty-command", "command must be a non-empty argv array", at("command"))
 
-    backend = _choose_backend(item, call)
-    if backend not in available:
+    name = _choose_backend(item, call)
+    backend = backends.get(name)
+    cwd = _directory(problems, at("cwd"), pick("cwd"), server_cwd)
+    env = _environment(problems, at("env"), {**(call.env or {}), **(item.env or {})})
+    if backend is None:
         problems.error(
             "backend-unavailable",
-            f"backend {backend!r} is not available on this server "
-            f"(available: {', '.join(sorted(available))})",
+            f"backend {name!r} is not known to this server (known: {', '.join(sorted(backends))})",
             at("backend"),
         )
-    if backend == "command":
+    elif name == "command":
         if item.command is None:
             problems.error("missing-command", "the command backend needs a command", at("command"))
-        for name in AGENT_ONLY_FIELDS:
-            if pick(name) is not None:
+        for field in AGENT_ONLY_FIELDS:
+            if pick(field) is not None:
                 problems.error(
-                    "not-honoured", f"the command backend cannot honour {name}", at(name)
+                    "not-honoured", f"the command backend cannot honour {field}", at(field)
                 )
+    else:
+        _check_agent_item(problems, at, item, backend, pick, cwd, env)
 
     timeout_ms = _duration(problems, at("timeoutMs"), pick("timeout_ms"), DEFAULT_TIMEOUT_MS)
     stall_ms = _duration(
         problems, at("stallTimeoutMs"), pick("stall_timeout_ms"), DEFAULT_STALL_TIMEOUT_MS
     )
-    cwd = _directory(problems, at("cwd"), pick("cwd"), server_cwd)
-    env = _environment(problems, at("env"), {**(call.env or {}), **(item.env or {})})
+    is_agent = name != "command"
     return ChildPlan(
-        backend=backend,
+        backend=name,
         cwd=cwd,
         timeout_ms=timeout_ms,
         stall_timeout_ms=stall_ms,
@@ -297,7 +312,52 @@ def _resolve_item(
         prompt=item.prompt,
         env=env,
         label=item.label,
+        model=pick("model") if is_agent else None,
+        thinking=pick("thinking") if is_agent else None,
+        tools=pick("tools") if is_agent else None,
     )
+
+
+def _check_agent_item(
+    problems: _Problems,
+    at: Callable[[str], str],
+    item: SpawnItem,
+    backend: Backend,
+    pick: Callable[[str], Any],
+    cwd: str,
+    env: Mapping[str, str],
+) -> None:
+    """An agent child: a prompt, its program on the child's PATH, tools and thinking it knows."""
+    if item.command is not None:
+        problems.error(
+            "not-honoured", f"the {backend.id} backend takes a prompt, not a command", at("command")
+        )
+    if item.prompt is None:
+        problems.error("missing-prompt", f"the {backend.id} backend needs a prompt", at("prompt"))
+    program = backend.executable
+    if find_executable(program, cwd, env.get("PATH")) is None:
+        problems.error(
+            "backend-unavailable",
+            f"the {backend.id} backend needs {program!r}, which is not on the child's PATH "
+            "(install the pinned agent CLIs with scripts/install-agents, or set PATH in env)",
+            at("backend"),
+        )
+    tools = pick("tools")
+    for index, tool in enumerate(tools or ()):
+        if tool not in backend.tools:
+            problems.error(
+                "unknown-tool",
+                f"{backend.id} has no tool {tool!r} (it has: {', '.join(sorted(backend.tools))})",
+                f"{at('tools')}[{index}]",
+            )
+    thinking = pick("thinking")
+    levels = backend.thinking_levels
+    if thinking is not None and thinking not in levels:
+        problems.error(
+            "invalid-thinking",
+            f"{backend.id} takes thinking {', '.join(levels) or '(none)'}, not {thinking!r}",
+            at("thinking"),
+        )
 
 
 def _choose_backend(item: SpawnItem, call: SpawnParams) -> str:

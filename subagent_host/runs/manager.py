@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import attrs
 
-from subagent_host.backends.base import Backend, ItemSpec, Outcome, OutputParser
+from subagent_host.backends.base import Backend, Outcome, OutputParser
 from subagent_host.backends.environment import child_environment
 from subagent_host.backends.output import TRUNCATION_MARKER, cap_text
 from subagent_host.backends.supervisor import (
@@ -51,6 +51,10 @@ PREVIOUS_MARKER: Final = "[previous output truncated]"
 # Resource sampling walks the child's tree with psutil: often enough to see a
 # peak that lasts a second, rarely enough to cost nothing noticeable.
 RESOURCE_SAMPLE_S: Final = 1.0
+# How long an agent CLI may take to exit after printing its final event.
+FINISHED_GRACE_S: Final = 5.0
+# ... and how long it then gets to go on SIGTERM.
+LEFTOVER_GRACE_S: Final = 1.0
 # Finished runs stay in memory for quick reads; older ones are read from the store.
 FINISHED_KEPT_IN_MEMORY: Final = 1_000
 # A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
@@ -96,6 +100,10 @@ class _Ending:
     enforced_timeout_ms: int | None = None
 
 
+# An agent CLI that printed its final event and then did not exit.
+LINGERED: Final = _Ending(RunStatus.COMPLETED, "lingered after its final event")
+
+
 class _ChildSink:
     """The supervisor's output sink for one child: feeds the parser, notes activity, streams."""
 
@@ -113,6 +121,8 @@ class _ChildSink:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         # Output can arrive before the child is marked running; its events wait.
         self._held: list[Callable[[], None]] | None = []
+        self.on_finished: Callable[[], None] | None = None
+        """Called once, when the parser has seen the CLI's final event."""
 
     def open(self) -> None:
         """The child is marked running: send the events held so far, then send at once."""
@@ -131,6 +141,9 @@ class _ChildSink:
         self.last_active = self._loop.time()
         for summary in self.parser.activity():
             self._send(self._report_activity, summary)
+        if self.on_finished is not None and self.parser.finished:
+            finished, self.on_finished = self.on_finished, None
+            finished()
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
@@ -410,11 +423,13 @@ class RunManager:
         prompt = plan.prompt
         if prompt is not None and previous is not None:
             prompt = prompt.replace(PREVIOUS_PLACEHOLDER, self._cap_previous(previous))
-        launch = backend.prepare(
-            ItemSpec(command=plan.command, prompt=prompt, cwd=plan.cwd, env=plan.env)
-        )
+        launch = backend.prepare(plan.item(prompt))
         env = child_environment(
-            self._server_env, extra=launch.env, run_id=run.run_id, depth=self._depth
+            self._server_env,
+            backend_allowed=backend.env_allowed,
+            extra=launch.env,
+            run_id=run.run_id,
+            depth=self._depth,
         )
         parser = backend.parser()
         sink = _ChildSink(
@@ -491,6 +506,14 @@ class RunManager:
 
         process.exited.add_done_callback(on_exit)
         control.stopping.add_done_callback(on_stop)
+        lingering: list[asyncio.TimerHandle] = []
+
+        def on_finished() -> None:
+            # The CLI printed its final event; one that does not exit soon is ended,
+            # and its run is still reported by that event.
+            lingering.append(loop.call_later(FINISHED_GRACE_S, settle, LINGERED))
+
+        sink.on_finished = on_finished
         stall = sink.watch_stall(
             plan.stall_timeout_ms / 1000,
             lambda: settle(_Ending(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
@@ -507,8 +530,15 @@ class RunManager:
             control.stopping.remove_done_callback(on_stop)
             stall.cancel()
             timeout.cancel()
+            sink.on_finished = None
+            for timer in lingering:
+                timer.cancel()
         if ending is None or process.exited.done():
             return None  # its own exit came first: whatever else happened lost the race
+        if ending is LINGERED:
+            logger.info("%r printed its final event but did not exit: ending it", process)
+            await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
+            return None  # as if it had exited: its final event decides
         await self._supervisor.stop(process, grace_s=control.grace_s)
         return ending
 

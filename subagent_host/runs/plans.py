@@ -77,6 +77,21 @@ class ChildPlan:
     model: str | None = None
     thinking: str | None = None
     tools: tuple[str, ...] | None = None
+    resume_session: str | None = None
+    """The agent CLI's own session a resumed attempt continues."""
+
+    def item(self, prompt: str | None = None) -> ItemSpec:
+        """What the backend is given to launch this child (`prompt` replaces the plan's)."""
+        return ItemSpec(
+            command=self.command,
+            prompt=prompt if prompt is not None else self.prompt,
+            cwd=self.cwd,
+            env=self.env,
+            model=self.model,
+            thinking=self.thinking,
+            tools=self.tools,
+            resume_session=self.resume_session,
+        )
 
 
 @attrs.frozen
@@ -131,9 +146,7 @@ def normalized_plan(
     children = []
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        launch = backend.prepare(
-            ItemSpec(command=child.command, prompt=child.prompt, cwd=child.cwd, env=child.env)
-        )
+        launch = backend.prepare(child.item())
         tools = negotiate(backend, child.tools, access)
         entry: dict[str, Any] = {
             "index": index,

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from subagent_host.backends.base import Backend, ItemSpec
+from subagent_host.backends.base import Backend
 from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.plans import ChildPlan
 
@@ -30,9 +30,7 @@ GUIDANCE: Final = (
 
 def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
     """The projection of one planned child (JSON-able, camelCase like the wire)."""
-    launch = backend.prepare(
-        ItemSpec(command=child.command, prompt=child.prompt, cwd=child.cwd, env=child.env)
-    )
+    launch = backend.prepare(child.item())
     tools = child.tools if child.tools is not None else tuple(backend.tools)
     return {
         "v": VERSION,

@@ -123,13 +123,18 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
     projection = target.contract["projection"]
     prior = target.run.children[target.index].output
     tools = projection["tools"]
+    session = target.contract.get("backendSessionId")
+    is_command = projection["backend"] == "command"
     return ChildPlan(
         backend=projection["backend"],
         cwd=projection["cwd"],
         timeout_ms=projection["limits"]["timeoutMs"],
         stall_timeout_ms=projection["limits"]["stallTimeoutMs"],
-        command=tuple(projection["argvTemplate"]),
-        prompt=follow_up_input(prior.text if prior else "", message),
+        command=tuple(projection["argvTemplate"]) if is_command else None,
+        # An agent continues its own session, which holds the earlier turns; a
+        # command is given the prior answer on stdin before the follow-up.
+        prompt=message if session else follow_up_input(prior.text if prior else "", message),
+        resume_session=session,
         env=dict(env or {}),
         label=projection["label"],
         model=projection["model"],

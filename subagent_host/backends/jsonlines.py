@@ -1,0 +1,79 @@
+"""One JSON event per line, read tolerantly from an agent CLI's stdout.
+
+Chunks arrive split anywhere; lines are reassembled, each bounded (a line
+longer than `MAX_LINE_BYTES` is dropped whole, and counted), parsed as JSON;
+anything that is not a JSON object is kept as text, like stderr, for error
+reports. Unknown event types are the parser's business: they are ignored there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+from subagent_host.backends.output import RollingTail
+
+MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+
+
+class JsonLines:
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._max = max_line_bytes
+        self._partial = bytearray()
+        self._skipping = False  # inside a line that was already too long
+        self.dropped_lines = 0
+        self.text = RollingTail()
+        """Output lines that were not JSON objects."""
+
+    def feed(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """The JSON objects completed by `data`, in order."""
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            piece = data[start:end]
+            start = end + 1
+            if self._skipping:
+                self._skipping = False
+                self._partial.clear()
+                continue
+            if self._partial:
+                self._partial += piece
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = piece
+            event = self._parse(line)
+            if event is not None:
+                yield event
+        rest = data[start:]
+        if rest and not self._skipping:
+            self._partial += rest
+            if len(self._partial) > self._max:
+                self._partial.clear()
+                self._skipping = True
+                self.dropped_lines += 1
+
+    def finish(self) -> Iterator[dict[str, Any]]:
+        """The last line, if the output did not end with a newline."""
+        if self._partial and not self._skipping:
+            line = bytes(self._partial)
+            self._partial.clear()
+            event = self._parse(line)
+            if event is not None:
+                yield event
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        if len(line) > self._max:
+            self.dropped_lines += 1
+            return None
+        stripped = line.strip()
+        if not stripped:
+            return None
+        try:
+            event = json.loads(stripped)
+        except (ValueError, RecursionError):
+            event = None
+        if isinstance(event, dict):
+            return event
+        self.text.feed(line + b"\n")
+        return None

@@ -1,0 +1,242 @@
+"""The `pi` backend: the pi coding agent (`@mariozechner/pi-coding-agent`), headless.
+
+    pi --mode json --session-dir DIR [--session ID] [--provider P --model M]
+       [--thinking LEVEL] [--tools a,b]          (the prompt on stdin, then EOF)
+
+pi prints one JSON event per line (`session`, `agent_start`, `message_end`,
+`tool_execution_start`, `agent_end`, `auto_retry_*`, ...). What the run
+reports: the last assistant message's text, usage summed over every assistant
+message, the session id (from the `session` event), and an `activity` event per
+tool call (the tool's name only, never its arguments). pi exits 0 even when the
+model could not be reached: its last assistant message then has
+`stopReason: "error"`, which is reported as `failed`.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from subagent_host.backends.base import (
+    FILESYSTEM_READ,
+    FILESYSTEM_WRITE,
+    PROCESS,
+    ItemSpec,
+    Launch,
+    Outcome,
+    Usage,
+)
+from subagent_host.backends.jsonlines import JsonLines
+from subagent_host.backends.output import RollingTail
+from subagent_host.backends.supervisor import ExitStatus
+
+EXECUTABLE: Final = "pi"
+TOOLS: Final[Mapping[str, frozenset[str]]] = {
+    "read": frozenset({FILESYSTEM_READ}),
+    "grep": frozenset({FILESYSTEM_READ}),
+    "find": frozenset({FILESYSTEM_READ}),
+    "ls": frozenset({FILESYSTEM_READ}),
+    "bash": frozenset({PROCESS}),
+    "edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
+    "write": frozenset({FILESYSTEM_WRITE}),
+}
+# What pi offers when `--tools` is not given.
+DEFAULT_TOOLS: Final = ("read", "bash", "edit", "write")
+THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+# The server's variables a pi child also gets: its own settings, and the API keys
+# of the providers it can talk to.
+ENV_ALLOWED: Final = frozenset(
+    {
+        "PI_CODING_AGENT_DIR",
+        "PI_OFFLINE",
+        "PI_SKIP_VERSION_CHECK",
+        "PI_TELEMETRY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "OPENROUTER_API_KEY",
+        "GROQ_API_KEY",
+        "MISTRAL_API_KEY",
+        "XAI_API_KEY",
+    }
+)
+STDERR_TAIL_BYTES: Final = 4 * 1024
+FAILED_STOP_REASONS: Final = ("error", "aborted")
+
+
+class PiBackend:
+    id = "pi"
+    tools: Mapping[str, frozenset[str]] = TOOLS
+    restrictable = True
+    env_allowed: frozenset[str] = ENV_ALLOWED
+    thinking_levels: tuple[str, ...] = THINKING_LEVELS
+
+    def __init__(self, session_dir: Path, executable: str = EXECUTABLE) -> None:
+        self.session_dir = session_dir
+        self.executable = executable
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        argv = [self.executable, "--mode", "json", "--session-dir", str(self.session_dir)]
+        if item.resume_session is not None:
+            argv += ["--session", item.resume_session]
+        if item.model is not None:
+            provider, slash, model = item.model.partition("/")
+            argv += ["--provider", provider, "--model", model] if slash else ["--model", provider]
+        if item.thinking is not None:
+            argv += ["--thinking", item.thinking]
+        if item.tools is not None:
+            argv += ["--tools", ",".join(item.tools)]
+        stdin = (item.prompt or "").encode("utf-8")
+        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+
+    def parser(self) -> PiParser:
+        return PiParser()
+
+
+class PiParser:
+    """Turns pi's `--mode json` events into a run's outcome."""
+
+    def __init__(self) -> None:
+        self._lines = JsonLines()
+        self._stderr = RollingTail()
+        self._pending_activity: list[str] = []
+        self._last_assistant: dict[str, Any] | None = None
+        self._usage = [0, 0, 0, 0]  # input, output, cache read, cache write
+        self._cost = 0.0
+        self._saw_cost = False
+        self._retry_error: str | None = None
+        self._finished = False
+        self.session_id: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def on_stdout(self, data: bytes) -> None:
+        for event in self._lines.feed(data):
+            self._on_event(event)
+
+    def on_stderr(self, data: bytes) -> None:
+        self._stderr.feed(data)
+
+    def activity(self) -> list[str]:
+        pending, self._pending_activity = self._pending_activity, []
+        return pending
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "session" and isinstance(event.get("id"), str):
+            self.session_id = event["id"]
+        elif kind == "agent_start":
+            self._finished = False  # a retry starts the agent again
+        elif kind == "agent_end":
+            self._finished = True
+        elif kind == "tool_execution_start":
+            self._pending_activity.append(f"tool {_short(event.get('toolName'))}")
+        elif kind == "auto_retry_start":
+            attempt, most = event.get("attempt"), event.get("maxAttempts")
+            self._finished = False
+            self._pending_activity.append(f"retrying after an error (attempt {attempt} of {most})")
+        elif kind == "auto_retry_end" and event.get("success") is False:
+            self._retry_error = str(event.get("finalError") or "retries exhausted")
+            self._finished = True
+        elif kind == "message_end":
+            message = event.get("message")
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                self._last_assistant = message
+                self._add_usage(message.get("usage"))
+
+    def _add_usage(self, usage: object) -> None:
+        if not isinstance(usage, dict):
+            return
+        for i, name in enumerate(("input", "output", "cacheRead", "cacheWrite")):
+            value = usage.get(name)
+            if isinstance(value, int):
+                self._usage[i] += value
+        cost = usage.get("cost")
+        if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
+            self._cost += float(cost["total"])
+            self._saw_cost = True
+
+    def outcome(self, exit_status: ExitStatus) -> Outcome:
+        for event in self._lines.finish():
+            self._on_event(event)
+        text = _text_of(self._last_assistant)
+        data = text.encode("utf-8")
+        common: dict[str, Any] = {
+            "final_text": text,
+            "final_bytes": len(data),
+            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
+            "usage": self._usage_total(),
+            "backend_session_id": self.session_id,
+        }
+        stop_reason = (self._last_assistant or {}).get("stopReason")
+        if self._retry_error is not None or stop_reason in FAILED_STOP_REASONS:
+            message = (self._last_assistant or {}).get("errorMessage") or self._retry_error
+            return Outcome(
+                completed=False,
+                error_code="agent-error",
+                error_message=f"pi: {message or stop_reason}",
+                error_data=self._error_data(exit_status),
+                **common,
+            )
+        if self._finished and self._last_assistant is not None:
+            # Its final event was printed: that answer stands, however the process
+            # ended afterwards (one that lingers is ended by the server).
+            return Outcome(completed=True, **common)
+        if exit_status.exit_code == 0:
+            message = "pi exited without finishing its answer"
+        elif exit_status.exit_code is not None:
+            message = f"pi exited with status {exit_status.exit_code}"
+        else:
+            assert exit_status.signal is not None
+            message = f"pi was killed by {signal.Signals(exit_status.signal).name}"
+        return Outcome(
+            completed=False,
+            error_code="exit-status",
+            error_message=message,
+            error_data=self._error_data(exit_status),
+            **common,
+        )
+
+    def _usage_total(self) -> Usage | None:
+        if not any(self._usage) and not self._saw_cost:
+            return None
+        return Usage(
+            input_tokens=self._usage[0],
+            output_tokens=self._usage[1],
+            cache_read_tokens=self._usage[2],
+            cache_write_tokens=self._usage[3],
+            cost_usd=round(self._cost, 6) if self._saw_cost else None,
+        )
+
+    def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
+        data: dict[str, object] = {"stderrTail": self._stderr.text(STDERR_TAIL_BYTES)}
+        if exit_status.exit_code is not None:
+            data["exitCode"] = exit_status.exit_code
+        elif exit_status.signal is not None:
+            data["signal"] = signal.Signals(exit_status.signal).name
+        if self._lines.dropped_lines:
+            data["droppedLines"] = self._lines.dropped_lines
+        return data
+
+
+def _text_of(message: dict[str, Any] | None) -> str:
+    """The text parts of an assistant message, joined."""
+    if message is None or not isinstance(message.get("content"), list):
+        return ""
+    parts = [
+        part.get("text", "")
+        for part in message["content"]
+        if isinstance(part, dict) and part.get("type") == "text"
+    ]
+    return "".join(p for p in parts if isinstance(p, str))
+
+
+def _short(name: object) -> str:
+    """A tool name fit for an activity line: printable, bounded."""
+    text = name if isinstance(name, str) else "?"
+    return "".join(c for c in text if c.isprintable())[:64]
