@@ -1,0 +1,156 @@
+"""The real pi CLI (pinned, scripts/install-agents) run through the server, against the
+loopback mock LLM: completion, protected resume, stop in the middle of a tool, and an
+unreachable model. Nothing leaves 127.0.0.1 (pi runs with PI_OFFLINE, no version check
+and no telemetry)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import psutil
+import pytest
+
+from tests.backends.fixtures.record_pi import NO_RETRIES, models
+from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, running_server
+from tests.e2e.test_runs import call, next_event
+from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not (AGENT_BIN / "pi").exists(),
+        reason="the pinned pi CLI is not installed: run scripts/install-agents",
+    ),
+]
+
+
+@pytest.fixture
+def mock() -> Iterator[MockLLM]:
+    with MockLLM() as server:
+        yield server
+
+
+def pi_environment(tmp_path: Path, base_url: str, *, retries: bool = True) -> dict[str, str]:
+    """The server's environment: pi on PATH, its agent directory pointing at the mock."""
+    agent_dir = tmp_path / "pi-agent"
+    agent_dir.mkdir()
+    (agent_dir / "models.json").write_text(json.dumps(models(base_url)))
+    if not retries:
+        (agent_dir / "settings.json").write_text(json.dumps(NO_RETRIES))
+    home = tmp_path / "home"
+    home.mkdir()
+    return {
+        "PATH": f"{AGENT_BIN}:{psutil.Process().environ().get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(home),
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+    }
+
+
+def server_args(tmp_path: Path) -> tuple[str, ...]:
+    return ("--state-dir", str(tmp_path / "state"), "--session", "pi-tests")
+
+
+POLL_INTERVAL_S: Final = 0.05
+SPAWN: Final = {"backend": "pi", "model": "mock/mock-model", "tools": ["bash", "read"]}
+
+
+async def result_of(server: ServerProcess, method: str, params: Any) -> Any:
+    reply, _ = await call(server, method, params)
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+async def test_a_pi_run_completes_with_the_mocks_answer_usage_and_a_session(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**SPAWN, "prompt": "look around", "mode": "task"})
+        child = run["children"][0]
+        assert run["status"] == "completed", run
+        assert child["output"]["text"].startswith("MOCK-FINAL: scenario=after-tool")
+        assert child["usage"]["inputTokens"] > 0 and child["usage"]["outputTokens"] > 0
+        assert child["backendSessionId"]
+        await server.finish()
+    assert all(request.path.startswith("/v1/") for request in mock.requests)
+
+
+async def test_a_resumed_pi_child_continues_its_session(tmp_path: Path, mock: MockLLM) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        first = await result_of(
+            server, "spawn", {**SPAWN, "prompt": "remember PINEAPPLE42", "mode": "task"}
+        )
+        approved = await result_of(
+            server,
+            "preflight",
+            {"resume": {"runId": first["runId"], "message": f"{KEYWORD_ANSWER_NOW} and now?"}},
+        )
+        assert approved["accepted"], approved
+        assert approved["contract"]["backendSessionId"] == first["children"][0]["backendSessionId"]
+        resumed = await result_of(server, "resume", {"token": approved["token"], "mode": "task"})
+        child = resumed["children"][0]
+        assert resumed["status"] == "completed" and child["attempt"] == 2, resumed
+        assert child["backendSessionId"] == first["children"][0]["backendSessionId"]
+        await server.finish()
+    # The resumed turn sent the earlier conversation again.
+    last = mock.requests[-1].raw_body
+    assert "PINEAPPLE42" in last and "and now?" in last
+
+
+async def test_stop_in_the_middle_of_a_pi_tool_leaves_nothing(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(
+            server, "spawn", {**SPAWN, "prompt": f"{KEYWORD_SLEEP_TOOL} please", "stream": True}
+        )
+        activity = await next_event(server, "activity")
+        assert activity["text"] == "tool bash"
+        await wait_for_sleep(run["runId"])
+        stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 2000})
+        assert stopped["status"] == "cancelled"
+        await server.finish()
+    # running_server proved that no process carrying the run's marker survived.
+
+
+async def wait_for_sleep(run_id: str) -> None:
+    """Until the tool's `sleep` runs (a process carrying the run's marker)."""
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:  # the process table changes without telling anyone: poll it, bounded
+            if await asyncio.to_thread(_sleep_runs, run_id):
+                return
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def _sleep_runs(run_id: str) -> bool:
+    return any(_is_sleep_of(process, run_id) for process in psutil.process_iter())
+
+
+def _is_sleep_of(process: psutil.Process, run_id: str) -> bool:
+    try:
+        return process.name() == "sleep" and process.environ().get("SUBAGENT_HOST_RUN_ID") == run_id
+    except psutil.Error:
+        return False
+
+
+async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:
+    with MockLLM() as gone:
+        base_url = gone.openai_base_url
+    env = pi_environment(tmp_path, base_url, retries=False)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**SPAWN, "prompt": "hello", "mode": "task"})
+        assert run["status"] == "failed", run
+        assert run["children"][0]["error"]["code"] == "agent-error"
+        await server.finish()

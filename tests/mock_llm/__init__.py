@@ -1,0 +1,44 @@
+"""A stdlib-only mock LLM HTTP server on 127.0.0.1 for tests and benchmarks.
+
+It speaks the three APIs the real agent CLIs use (OpenAI chat completions, OpenAI
+responses, Anthropic messages) and decides each answer statelessly from the request:
+a tool result last -> final text `MOCK-FINAL: ...`; else keywords in the latest user
+text: `ANSWER-NOW` (final text), `SLEEP-TOOL` (a long shell tool call), `STALL`
+(stream starts, then hangs until close); else one shell tool call. See
+`tests/mock_llm/scenario.py` for the rules and `tests/mock_llm/server.py` for the API.
+"""
+
+from tests.mock_llm.scenario import (
+    BASE_INPUT_TOKENS,
+    DEFAULT_SLEEP_COMMAND,
+    DEFAULT_TOOL_COMMAND,
+    FINAL_TEXT_PREFIX,
+    KEYWORD_ANSWER_NOW,
+    KEYWORD_SLEEP_TOOL,
+    KEYWORD_STALL,
+    OUTPUT_TOKENS,
+    STALL_TEXT,
+    JSONObject,
+    JSONValue,
+    Scenario,
+)
+from tests.mock_llm.server import LOOPBACK_HOST, MockLLM, RecordedRequest, refuse_non_loopback
+
+__all__ = [
+    "BASE_INPUT_TOKENS",
+    "DEFAULT_SLEEP_COMMAND",
+    "DEFAULT_TOOL_COMMAND",
+    "FINAL_TEXT_PREFIX",
+    "KEYWORD_ANSWER_NOW",
+    "KEYWORD_SLEEP_TOOL",
+    "KEYWORD_STALL",
+    "LOOPBACK_HOST",
+    "OUTPUT_TOKENS",
+    "STALL_TEXT",
+    "JSONObject",
+    "JSONValue",
+    "MockLLM",
+    "RecordedRequest",
+    "Scenario",
+    "refuse_non_loopback",
+]
