@@ -30,6 +30,10 @@ class ItemSpec:
     tools: tuple[str, ...] | None = None
     resume_session: str | None = None
     """The CLI's own session to continue (a resume of an agent child)."""
+    filesystem_access: str = "write"
+    """The request's `access.filesystem` (`none`, `read`, `write`): a CLI with a
+    sandbox of its own (codex) is told; others are narrowed through their tools."""
+    network_access: bool = True
 
 
 @attrs.frozen

@@ -168,7 +168,7 @@ def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access)
     if not backend.restrictable:
         return child
     kept = negotiate(backend, child.tools, access).kept
-    return attrs.evolve(child, tools=tuple(kept))
+    return attrs.evolve(child, tools=tuple(kept), access=access)
 
 
 def _access(problems: _Problems, requested: AccessWire | None) -> Access:

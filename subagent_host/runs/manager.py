@@ -214,6 +214,7 @@ class RunManager:
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, _Control] = {}
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
+        self._limits: dict[str, str] = {}  # run id -> the CLI's limit that stopped it
         self._sampled: dict[int, tuple[Child, ChildRun]] = {}  # running children by pid
         self._sampler: asyncio.Task[None] | None = None
 
@@ -566,6 +567,9 @@ class RunManager:
             child_timeout = ending.enforced_timeout_ms
             if child_timeout is not None:
                 self._timeouts[run.run_id] = child_timeout
+        elif outcome.reached_limit is not None:  # the CLI stopped at a limit of its own
+            self._book.transition_child(run, child, RunStatus.LIMIT_REACHED, **facts)
+            self._limits[run.run_id] = outcome.reached_limit
         else:
             error = ErrorInfo(
                 outcome.error_code or "failed",
@@ -593,6 +597,13 @@ class RunManager:
                 data = {"index": first.index, **(error.data or {})}
                 error = ErrorInfo(error.code, f"child {first.index}: {error.message}", data)
             self._book.transition(run, RunStatus.FAILED, error=error, output=output)
+        elif first.status is RunStatus.LIMIT_REACHED:
+            self._book.transition(
+                run,
+                RunStatus.LIMIT_REACHED,
+                reached_limit=self._limits.pop(run.run_id, "limit"),
+                output=output,
+            )
         elif first.status is RunStatus.TIMED_OUT:
             self._book.transition(
                 run,

@@ -79,6 +79,8 @@ class ChildPlan:
     tools: tuple[str, ...] | None = None
     resume_session: str | None = None
     """The agent CLI's own session a resumed attempt continues."""
+    access: Access | None = None
+    """The request's access, when it narrowed the default."""
 
     def item(self, prompt: str | None = None) -> ItemSpec:
         """What the backend is given to launch this child (`prompt` replaces the plan's)."""
@@ -91,6 +93,8 @@ class ChildPlan:
             thinking=self.thinking,
             tools=self.tools,
             resume_session=self.resume_session,
+            filesystem_access=self.access.filesystem if self.access else "write",
+            network_access=self.access.network if self.access else True,
         )
 
 
