@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Final, TypeVar
 
 T = TypeVar("T")
@@ -27,7 +27,9 @@ async def bounded(aw: Awaitable[T], what: str, limit_s: float = PHASE_TIMEOUT_S)
         raise BenchError(f"timed out after {limit_s:g} s while {what}") from None
 
 
-async def start_piped(argv: Sequence[str], what: str, limit: int) -> asyncio.subprocess.Process:
+async def start_piped(
+    argv: Sequence[str], what: str, limit: int, env: Mapping[str, str] | None = None
+) -> asyncio.subprocess.Process:
     """Start `argv` with stdin, stdout and stderr piped; failing to start is a BenchError."""
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -36,6 +38,7 @@ async def start_piped(argv: Sequence[str], what: str, limit: int) -> asyncio.sub
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             limit=limit,
+            env=env,
         )
     except OSError as exc:
         raise BenchError(f"cannot start {what} {list(argv)}: {exc}") from None

@@ -68,7 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,7 +149,10 @@ def record_event(server: Server, params: object) -> None:
     if not isinstance(params, dict) or not isinstance(params.get("runId"), str):
         raise BenchError(f"run/event without a runId: {params!r:.300}")
     server.run_ids.add(params["runId"])
-    server.events.setdefault(params["runId"], []).append(params)
+    # When it arrived, for benchmarks that time events (never sent by the server).
+    server.events.setdefault(params["runId"], []).append(
+        {**params, "_received": time.perf_counter()}
+    )
 
 
 def resolve_reply(server: Server, msg: Json) -> None:
@@ -274,8 +277,8 @@ def expect_status(result: Json, status: str, what: str) -> None:
 # --- server lifecycle ----------------------------------------------------------------
 
 
-async def start_server(argv: Sequence[str]) -> Server:
-    proc = await start_piped(argv, "the server", STREAM_LIMIT)
+async def start_server(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Server:
+    proc = await start_piped(argv, "the server", STREAM_LIMIT, env)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     server = Server(proc, proc.stdin, proc.stdout)
     server.tasks.append(asyncio.create_task(drain_stderr(proc.stderr, server.stderr_tail)))
