@@ -19,7 +19,9 @@ from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
+from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
 from subagent_host.backends.pi import PiBackend
+from subagent_host.backends.probe import VersionProbes, find_executable
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.config import (
     OUTPUT_CAP_BYTES,
@@ -64,11 +66,27 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 DISCONNECTED: Final = "client-disconnected"
 
 
+_probing: set[asyncio.Future[str | None]] = set()
+
+
+def probe_environment(backends: Mapping[str, Backend]) -> dict[str, str]:
+    """What a `--version` probe runs with: the children's allowlist, no run marker."""
+    allowed = {name for backend in backends.values() for name in backend.env_allowed}
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name in ALLOWED or name in allowed or name.startswith(ALLOWED_PREFIXES)
+    }
+
+
 def build_backends(config: ServerConfig) -> dict[str, Backend]:
     """Every adapter this server knows; whether each can run is checked per launch."""
     pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
     pi_sessions.mkdir(mode=0o700, exist_ok=True)
-    return {"command": CommandBackend(), "pi": PiBackend(session_dir=pi_sessions)}
+    return {
+        "command": CommandBackend(),
+        "pi": PiBackend(session_dir=pi_sessions),
+    }
 
 
 def new_session_id() -> str:
@@ -138,7 +156,14 @@ async def _serve_with_store(
 
     backends = build_backends(config)
     runs = build_run_manager(config, supervisor, record_and_publish, recorder.projections, backends)
+    probes = VersionProbes(supervisor, probe_environment(backends))
+    for backend in backends.values():  # in the background: ping lists them once known
+        if backend.executable and find_executable(
+            backend.executable, os.getcwd(), os.environ.get("PATH")
+        ):
+            _probing.add(asyncio.ensure_future(probes.version(backend.executable)))
     ctx = Context(
+        probes=probes,
         config=config,
         session_id=config.session_id or new_session_id(),
         runs=runs,
@@ -167,6 +192,9 @@ async def _serve_with_store(
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
         source.close()
+        for probe in _probing:  # a probe still running is ended with its tree
+            probe.cancel()
+        await asyncio.gather(*_probing, return_exceptions=True)
     logger.info("server stopped")
     return 0
 

@@ -73,6 +73,7 @@ class PiBackend:
     restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
+    default_tools: tuple[str, ...] = DEFAULT_TOOLS
 
     def __init__(self, session_dir: Path, executable: str = EXECUTABLE) -> None:
         self.session_dir = session_dir

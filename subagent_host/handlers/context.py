@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import attrs
 
 from subagent_host.backends.base import Backend
+from subagent_host.backends.probe import VersionProbes
 from subagent_host.config import (
     OUTPUT_CAP_BYTES,
     OUTPUT_CAP_LINES,
@@ -34,6 +35,8 @@ class Context:
     """The methods this server answers, as `ping` lists them."""
     adapters: Mapping[str, Backend] = attrs.field(factory=dict)
     """The backends that can run here, by id."""
+    probes: VersionProbes | None = None
+    """Agent CLI versions (`--version`, probed once each)."""
 
     @property
     def backends(self) -> frozenset[str]:

@@ -47,8 +47,11 @@ def _backend_info(ctx: Context, name: str) -> BackendInfo:
     """Can this backend run here? An agent CLI must be on the server's PATH (a spawn
     may still give its own PATH in `env`)."""
     program = ctx.adapters[name].executable
-    if not program or find_executable(program, os.getcwd(), os.environ.get("PATH")):
+    if not program:
         return BackendInfo(id=name, available=True)
+    if find_executable(program, os.getcwd(), os.environ.get("PATH")):
+        version = ctx.probes.cached(program) if ctx.probes else None
+        return BackendInfo(id=name, available=True, version=version)
     return BackendInfo(id=name, available=False, reason=f"{program!r} is not on the server's PATH")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+from typing import Any
 
 import attrs
 
@@ -56,12 +57,14 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     normalized = normalized_plan(plan, ctx.adapters, plan.access)
     sealed = fingerprint(normalized)
     accepted = not any(d.severity == "error" for d in diagnostics)
+    described = receipts(plan, ctx.adapters, plan.access or Access(), ctx.limits)
+    await _add_versions(described, plan, ctx)
     result = PreflightResult(
         accepted=accepted,
         diagnostics=_wire(diagnostics),
         fingerprint=sealed,
         plan=normalized,
-        receipts=receipts(plan, ctx.adapters, plan.access or Access(), ctx.limits),
+        receipts=described,
     )
     if not accepted:
         return result
@@ -92,6 +95,14 @@ def _probe(plan: RunPlan, ctx: Context) -> list[Diagnostic]:
                 )
             )
     return found
+
+
+async def _add_versions(described: dict[str, Any], plan: RunPlan, ctx: Context) -> None:
+    """Each agent child's CLI version (probed once per program, then cached)."""
+    for entry, child in zip(described["access"]["children"], plan.children, strict=True):
+        program = ctx.adapters[child.backend].executable
+        if program and ctx.probes is not None:
+            entry["version"] = await ctx.probes.version(program)
 
 
 def _wire(diagnostics: list[Diagnostic]) -> tuple[DiagnosticWire, ...]:

@@ -128,7 +128,7 @@ class Negotiated:
 
 def negotiate(backend: Backend, requested: tuple[str, ...] | None, access: Access) -> Negotiated:
     """The child's tools (the requested ones, else the whole catalog) within `access`."""
-    names = requested if requested is not None else tuple(backend.tools)
+    names = requested if requested is not None else default_tools(backend)
     allowed = access.permitted()
     kept: dict[str, list[str]] = {}
     removed: dict[str, list[str]] = {}
@@ -136,6 +136,12 @@ def negotiate(backend: Backend, requested: tuple[str, ...] | None, access: Acces
         effects = sorted(backend.tools.get(name, frozenset()))
         (kept if set(effects) <= allowed else removed)[name] = effects
     return Negotiated(kept=kept, removed=removed)
+
+
+def default_tools(backend: Backend) -> tuple[str, ...]:
+    """The tools a child gets when the request names none (the CLI's own default)."""
+    defaults: tuple[str, ...] | None = getattr(backend, "default_tools", None)
+    return defaults if defaults is not None else tuple(backend.tools)
 
 
 def digest(text: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import ChildPlan
+from subagent_host.runs.plans import ChildPlan, default_tools
 
 VERSION: Final = 1
 # What a resume may change. Everything else would be a different launch.
@@ -31,7 +31,7 @@ GUIDANCE: Final = (
 def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
     """The projection of one planned child (JSON-able, camelCase like the wire)."""
     launch = backend.prepare(child.item())
-    tools = child.tools if child.tools is not None else tuple(backend.tools)
+    tools = child.tools if child.tools is not None else default_tools(backend)
     return {
         "v": VERSION,
         "backend": child.backend,
