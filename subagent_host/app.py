@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from subagent_host.backends.base import Backend
+from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
 from subagent_host.backends.pi import PiBackend
@@ -86,6 +87,7 @@ def build_backends(config: ServerConfig) -> dict[str, Backend]:
     return {
         "command": CommandBackend(),
         "pi": PiBackend(session_dir=pi_sessions),
+        "claude": ClaudeBackend(),
     }
 
 

@@ -1,0 +1,297 @@
+"""The `claude` backend: Claude Code (`@anthropic-ai/claude-code`), headless.
+
+    claude -p --output-format stream-json --verbose --permission-mode dontAsk
+           --strict-mcp-config [--model M] [--effort LEVEL] [--resume ID]
+           --tools A,B --allowedTools A,B          (the prompt on stdin, then EOF)
+
+Tools: `--tools` sets which built-in tools exist at all (without it Claude Code
+offers two dozen, far beyond this catalog), so the child always gets it: the
+requested tools, else the whole catalog, which is what the run reports.
+`--strict-mcp-config` (with no `--mcp-config`) keeps MCP servers configured in
+user or project settings from adding tools of their own. Permissions:
+`--permission-mode dontAsk` never prompts (there is nobody to answer) and denies
+whatever is not pre-approved; `--allowedTools` pre-approves exactly the listed
+tools, so they run. `default` mode denies a Bash command that is not read-only,
+`acceptEdits` still refuses e.g. a network command, `auto` asks the model for a
+classification (extra requests), and `bypassPermissions` (like
+`--dangerously-skip-permissions`) is refused as root unless `IS_SANDBOX=1`.
+Each list is one argv element (comma-joined): a list-taking flag can swallow a
+positional prompt, but the prompt goes on stdin. `thinking` is `--effort`.
+
+Claude Code prints one JSON event per line: `system`/`init` (the session id),
+`assistant` (text and `tool_use` content), `user` (tool results),
+`system`/`api_retry`, and one `result` at the end (`subtype`, `is_error`,
+`result` = final text, `usage`, `total_cost_usd`). What the run reports: the
+result's text, usage and cost, the session id, and an `activity` event per tool
+call (the tool's name only, never its arguments). A `result` with `is_error`
+(an unreachable model says `subtype: "success"` and `is_error: true`) is
+`failed`; `error_max_turns` is the CLI's own limit (`limit-reached`).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from typing import Any, Final
+
+from subagent_host.backends.base import (
+    FILESYSTEM_READ,
+    FILESYSTEM_WRITE,
+    NETWORK,
+    PROCESS,
+    ItemSpec,
+    Launch,
+    Outcome,
+    Usage,
+)
+from subagent_host.backends.jsonlines import JsonLines
+from subagent_host.backends.output import RollingTail
+from subagent_host.backends.supervisor import ExitStatus
+
+EXECUTABLE: Final = "claude"
+TOOLS: Final[Mapping[str, frozenset[str]]] = {
+    "Read": frozenset({FILESYSTEM_READ}),
+    "Grep": frozenset({FILESYSTEM_READ}),
+    "Glob": frozenset({FILESYSTEM_READ}),
+    "Bash": frozenset({PROCESS}),
+    "Edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
+    "Write": frozenset({FILESYSTEM_WRITE}),
+    "WebFetch": frozenset({NETWORK}),
+    "WebSearch": frozenset({NETWORK}),
+}
+# `--effort`: how hard the model thinks (sent as `output_config.effort`).
+THINKING_LEVELS: Final = ("low", "medium", "high", "xhigh", "max")
+PERMISSION_MODE: Final = "dontAsk"
+# The server's variables a claude child also gets: where the API is and its key,
+# Claude Code's own directory, the switches that keep it from connecting anywhere
+# else, and its retry, timeout and model settings.
+ENV_ALLOWED: Final = frozenset(
+    {
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "DISABLE_TELEMETRY",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_ERROR_REPORTING",
+        "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
+        "DO_NOT_TRACK",
+        "CLAUDE_CODE_MAX_RETRIES",
+        "API_TIMEOUT_MS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "NODE_EXTRA_CA_CERTS",
+        "IS_SANDBOX",
+    }
+)
+STDERR_TAIL_BYTES: Final = 4 * 1024
+ERROR_MESSAGE_CHARS: Final = 1000
+MAX_TURNS_SUBTYPE: Final = "error_max_turns"
+MAX_TURNS_LIMIT: Final = "max-turns"
+
+
+class ClaudeBackend:
+    id = "claude"
+    tools: Mapping[str, frozenset[str]] = TOOLS
+    restrictable = True
+    env_allowed: frozenset[str] = ENV_ALLOWED
+    thinking_levels: tuple[str, ...] = THINKING_LEVELS
+    # Without `tools` the child is still started with `--tools`: the whole catalog.
+    default_tools: tuple[str, ...] = tuple(TOOLS)
+
+    def __init__(self, executable: str = EXECUTABLE) -> None:
+        self.executable = executable
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
+        argv += ["--permission-mode", PERMISSION_MODE, "--strict-mcp-config"]
+        if item.model is not None:
+            argv += ["--model", item.model]
+        if item.thinking is not None:
+            argv += ["--effort", item.thinking]
+        if item.resume_session is not None:
+            argv += ["--resume", item.resume_session]
+        tools = item.tools if item.tools is not None else self.default_tools
+        argv += ["--tools", ",".join(tools)]  # "" offers no tool at all
+        if tools:
+            argv += ["--allowedTools", ",".join(tools)]
+        stdin = (item.prompt or "").encode("utf-8")
+        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+
+    def parser(self) -> ClaudeParser:
+        return ClaudeParser()
+
+
+class ClaudeParser:
+    """Turns Claude Code's `stream-json` events into a run's outcome."""
+
+    def __init__(self) -> None:
+        self._lines = JsonLines()
+        self._stderr = RollingTail()
+        self._pending_activity: list[str] = []
+        self._result: dict[str, Any] | None = None
+        # The text of the last top-level assistant message (its events share an id).
+        self._last_message_id: object = None
+        self._last_texts: list[str] = []
+        self.session_id: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._result is not None
+
+    def on_stdout(self, data: bytes) -> None:
+        for event in self._lines.feed(data):
+            self._on_event(event)
+
+    def on_stderr(self, data: bytes) -> None:
+        self._stderr.feed(data)
+
+    def activity(self) -> list[str]:
+        pending, self._pending_activity = self._pending_activity, []
+        return pending
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "system":
+            subtype = event.get("subtype")
+            if subtype == "init" and isinstance(event.get("session_id"), str):
+                self.session_id = event["session_id"]
+            elif subtype == "api_retry":
+                attempt, most = event.get("attempt"), event.get("max_retries")
+                self._pending_activity.append(
+                    f"retrying after an error (attempt {_short(attempt)} of {_short(most)})"
+                )
+        elif kind == "assistant":
+            self._on_assistant(event)
+        elif kind == "result":
+            self._result = event
+            if isinstance(event.get("session_id"), str):
+                self.session_id = event["session_id"]
+
+    def _on_assistant(self, event: dict[str, Any]) -> None:
+        message = event.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            return
+        top_level = event.get("parent_tool_use_id") is None
+        if top_level and message.get("id") != self._last_message_id:
+            self._last_message_id = message.get("id")
+            self._last_texts = []
+        for part in message["content"]:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "tool_use":
+                self._pending_activity.append(f"tool {_short(part.get('name'))}")
+            elif top_level and part.get("type") == "text" and isinstance(part.get("text"), str):
+                self._last_texts.append(part["text"])
+
+    def outcome(self, exit_status: ExitStatus) -> Outcome:
+        for event in self._lines.finish():
+            self._on_event(event)
+        result = self._result
+        text = "".join(self._last_texts)
+        if result is not None and isinstance(result.get("result"), str):
+            text = result["result"]
+        data = text.encode("utf-8")
+        common: dict[str, Any] = {
+            "final_text": text,
+            "final_bytes": len(data),
+            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
+            "usage": _usage_of(result),
+            "backend_session_id": self.session_id,
+        }
+        if result is not None:
+            # Its final event was printed: it decides, however the process ended
+            # afterwards (one that lingers is ended by the server).
+            subtype = result.get("subtype")
+            if subtype == MAX_TURNS_SUBTYPE:
+                turns = result.get("num_turns")
+                return Outcome(
+                    completed=False,
+                    reached_limit=MAX_TURNS_LIMIT,
+                    error_message=f"claude stopped at its turn limit ({_short(turns)} turns)",
+                    **common,
+                )
+            if result.get("is_error") is True or subtype != "success":
+                return Outcome(
+                    completed=False,
+                    error_code="agent-error",
+                    error_message=f"claude: {_error_of(result)}",
+                    error_data=self._error_data(exit_status),
+                    **common,
+                )
+            return Outcome(completed=True, **common)
+        if exit_status.exit_code == 0:
+            message = "claude exited without printing its result"
+        elif exit_status.exit_code is not None:
+            message = f"claude exited with status {exit_status.exit_code}"
+        else:
+            assert exit_status.signal is not None
+            message = f"claude was killed by {signal.Signals(exit_status.signal).name}"
+        return Outcome(
+            completed=False,
+            error_code="exit-status",
+            error_message=message,
+            error_data=self._error_data(exit_status),
+            **common,
+        )
+
+    def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
+        data: dict[str, object] = {"stderrTail": self._stderr.text(STDERR_TAIL_BYTES)}
+        if exit_status.exit_code is not None:
+            data["exitCode"] = exit_status.exit_code
+        elif exit_status.signal is not None:
+            data["signal"] = signal.Signals(exit_status.signal).name
+        if self._lines.dropped_lines:
+            data["droppedLines"] = self._lines.dropped_lines
+        return data
+
+
+def _usage_of(result: dict[str, Any] | None) -> Usage | None:
+    """The run's tokens and cost, as its `result` event sums them."""
+    if result is None:
+        return None
+    usage = result.get("usage")
+    cost: float | None = None
+    total = result.get("total_cost_usd")
+    if isinstance(total, int | float) and not isinstance(total, bool):
+        cost = float(total)
+    if not isinstance(usage, dict) and cost is None:
+        return None
+    usage = usage if isinstance(usage, dict) else {}
+
+    def tokens(name: str) -> int:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return Usage(
+        input_tokens=tokens("input_tokens"),
+        output_tokens=tokens("output_tokens"),
+        cache_read_tokens=tokens("cache_read_input_tokens"),
+        cache_write_tokens=tokens("cache_creation_input_tokens"),
+        cost_usd=round(cost, 6) if cost is not None else None,
+    )
+
+
+def _error_of(result: dict[str, Any]) -> str:
+    """What a failed `result` says went wrong."""
+    if isinstance(result.get("result"), str) and result["result"]:
+        return _short(result["result"], ERROR_MESSAGE_CHARS)
+    errors = result.get("errors")
+    if isinstance(errors, list):
+        texts = [e for e in errors if isinstance(e, str) and e]
+        if texts:
+            return _short("; ".join(texts), ERROR_MESSAGE_CHARS)
+    return f"{_short(result.get('subtype'))} (is_error)"
+
+
+def _short(value: object, limit: int = 64) -> str:
+    """A name or number fit for an activity line or message: printable, bounded."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    text = value if isinstance(value, str) else "?"
+    return "".join(c for c in text if c.isprintable())[:limit]

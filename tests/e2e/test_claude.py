@@ -1,0 +1,162 @@
+"""The real Claude Code CLI (pinned, scripts/install-agents) run through the server,
+against the loopback mock LLM: completion, protected resume, stop in the middle of a
+tool, and an unreachable model. Nothing leaves 127.0.0.1: the CLI gets the mock as
+ANTHROPIC_BASE_URL and every switch that turns its other traffic off."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import psutil
+import pytest
+
+from tests.backends.fixtures.record_claude import OFFLINE
+from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, assert_no_run_survives, running_server
+from tests.e2e.test_runs import call, next_event
+from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not (AGENT_BIN / "claude").exists(),
+        reason="the pinned claude CLI is not installed: run scripts/install-agents",
+    ),
+]
+
+
+@pytest.fixture
+def mock() -> Iterator[MockLLM]:
+    with MockLLM() as server:
+        yield server
+
+
+def claude_environment(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """The server's environment: claude on PATH, pointed at the mock, its own directories."""
+    home, config = tmp_path / "home", tmp_path / "claude-config"
+    home.mkdir()
+    config.mkdir()
+    return {
+        "PATH": f"{AGENT_BIN}:{psutil.Process().environ().get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(config),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        **OFFLINE,
+        **extra,
+    }
+
+
+def server_args(tmp_path: Path) -> tuple[str, ...]:
+    return ("--state-dir", str(tmp_path / "state"), "--session", "claude-tests")
+
+
+POLL_INTERVAL_S: Final = 0.05
+SPAWN: Final = {"backend": "claude", "model": "mock-model", "tools": ["Bash", "Read"]}
+
+
+async def result_of(server: ServerProcess, method: str, params: Any) -> Any:
+    reply, _ = await call(server, method, params)
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+async def test_a_claude_run_completes_with_the_mocks_answer_usage_and_a_session(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = claude_environment(tmp_path, mock.base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**SPAWN, "prompt": "look around", "mode": "task"})
+        child = run["children"][0]
+        assert run["status"] == "completed", run
+        assert child["output"]["text"].startswith("MOCK-FINAL: scenario=after-tool")
+        assert child["usage"]["inputTokens"] > 0 and child["usage"]["outputTokens"] > 0
+        assert child["usage"]["costUsd"] > 0
+        assert child["backendSessionId"]
+        await server.finish()
+    # It talked to the mock only: its probe of the base URL, then the messages API.
+    assert {request.path.split("?")[0] for request in mock.requests} == {"/", "/v1/messages"}
+
+
+async def test_a_resumed_claude_child_continues_its_session(tmp_path: Path, mock: MockLLM) -> None:
+    env = claude_environment(tmp_path, mock.base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        first = await result_of(
+            server, "spawn", {**SPAWN, "prompt": "remember PINEAPPLE42", "mode": "task"}
+        )
+        assert first["status"] == "completed", first
+        session = first["children"][0]["backendSessionId"]
+        approved = await result_of(
+            server,
+            "preflight",
+            {"resume": {"runId": first["runId"], "message": f"{KEYWORD_ANSWER_NOW} and now?"}},
+        )
+        assert approved["accepted"], approved
+        assert approved["contract"]["backendSessionId"] == session
+        resumed = await result_of(server, "resume", {"token": approved["token"], "mode": "task"})
+        child = resumed["children"][0]
+        assert resumed["status"] == "completed" and child["attempt"] == 2, resumed
+        assert child["backendSessionId"] == session
+        assert "items=5 tool_results=1" in child["output"]["text"]
+        await server.finish()
+    # The resumed turn sent the earlier conversation again: the first prompt, the tool's
+    # result, and the new message.
+    last = mock.requests[-1].raw_body
+    assert "PINEAPPLE42" in last and "mock-tool-ran" in last and "and now?" in last
+
+
+async def test_stop_in_the_middle_of_a_claude_tool_leaves_nothing(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = claude_environment(tmp_path, mock.base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(
+            server, "spawn", {**SPAWN, "prompt": f"{KEYWORD_SLEEP_TOOL} please", "stream": True}
+        )
+        activity = await next_event(server, "activity")
+        assert activity["text"] == "tool Bash"
+        await wait_for_sleep(run["runId"])
+        stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 2000})
+        assert stopped["status"] == "cancelled"
+        # Claude Code's Bash tool runs in a session of its own and outlives a SIGTERM of
+        # the CLI: the stop sequence itself must have ended it, not the server's exit.
+        assert_no_run_survives({run["runId"]})
+        await server.finish()
+    # running_server proved again that no process carrying the run's marker survived.
+
+
+async def wait_for_sleep(run_id: str) -> None:
+    """Until the tool's `sleep` runs (a process carrying the run's marker)."""
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:  # the process table changes without telling anyone: poll it, bounded
+            if await asyncio.to_thread(_sleep_runs, run_id):
+                return
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def _sleep_runs(run_id: str) -> bool:
+    return any(_is_sleep_of(process, run_id) for process in psutil.process_iter())
+
+
+def _is_sleep_of(process: psutil.Process, run_id: str) -> bool:
+    try:
+        return process.name() == "sleep" and process.environ().get("SUBAGENT_HOST_RUN_ID") == run_id
+    except psutil.Error:
+        return False
+
+
+async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:
+    with MockLLM() as gone:
+        base_url = gone.base_url
+    env = claude_environment(tmp_path, base_url, CLAUDE_CODE_MAX_RETRIES="1")
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**SPAWN, "prompt": "hello", "mode": "task"})
+        assert run["status"] == "failed", run
+        error = run["children"][0]["error"]
+        assert error["code"] == "agent-error" and "Unable to connect" in error["message"]
+        await server.finish()
