@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
+from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
 from subagent_host.backends.pi import PiBackend
@@ -88,6 +89,7 @@ def build_backends(config: ServerConfig) -> dict[str, Backend]:
         "command": CommandBackend(),
         "pi": PiBackend(session_dir=pi_sessions),
         "claude": ClaudeBackend(),
+        "codex": CodexBackend(),
     }
 
 

@@ -1,0 +1,353 @@
+"""The `codex` backend: OpenAI's Codex CLI (`@openai/codex`), headless.
+
+    codex exec --json --skip-git-repo-check -c approval_policy="never"
+          --sandbox MODE [-c sandbox_workspace_write.network_access=BOOL]
+          [-c web_search="disabled"] [-m MODEL] [-c model_reasoning_effort="LEVEL"]
+          [resume -- THREAD_ID] -                   (the prompt on stdin, then EOF)
+
+codex prints one JSON event per line: `thread.started` (`thread_id`, the session a
+resume continues), `turn.started`, `item.started` / `item.updated` /
+`item.completed` (items `command_execution`, `file_change`, `mcp_tool_call`,
+`web_search`, `agent_message`, `reasoning`, `error`, ...), `turn.completed`
+(`usage`), `turn.failed` (`error.message`) and top-level `error`. What the run
+reports: the last `agent_message`'s text; usage summed over `turn.completed`
+events (`input_tokens` counts cached input too: the run's `inputTokens` is the
+uncached part and `cacheReadTokens` the `cached_input_tokens`, as for the other
+backends; codex reports no cost); the thread id; an `activity` event per tool
+the agent runs (`tool shell`, `tool apply_patch`, ...: never the command or its
+output).
+
+Outcome: `turn.completed` is a completed run, however codex exits afterwards;
+`turn.failed` is `failed` with `agent-error` and codex's message. A top-level
+`error` alone is not the end: codex prints `Reconnecting... n/5 (...)` there
+while it retries (an activity event says so), then goes on. Ending without
+either turn event is `failed`: `agent-error` when codex said why in an `error`
+event other than a retry notice, else `exit-status` (with codex's last retry
+notice or `Error: ...` line); the stderr tail goes in the error data (codex
+writes harmless warnings there, so stderr alone never fails a run). With the
+model unreachable codex reconnects for ever: only the run's `timeoutMs` ends
+it. `error` *items* (e.g. "Model metadata for `X` not found") are warnings: the
+turn goes on. Resuming an id codex does not know exits 1 ("no rollout found");
+an unknown *name* would silently start a new thread, which is why only the
+thread id (a UUID) from `thread.started` is ever passed to `resume`.
+
+Tools, access and codex's sandbox. codex always has its shell (`exec_command`,
+`write_stdin`) and file edits (`apply_patch`); what they may do is set by its
+sandbox (bubblewrap + seccomp on Linux), which also confines every command the
+model runs. So the catalog is the sandbox tiers, each with the effects that
+sandbox lets through, and a child runs under the widest tier it gets:
+
+    tool (tier)               sandbox                                   effects
+    read-only                 --sandbox read-only                       process, filesystem-read
+    workspace-write           --sandbox workspace-write, no network     + filesystem-write
+    workspace-write-network   --sandbox workspace-write, with network   + network
+
+Without `tools` or `access` a child gets every tier, so `workspace-write-network`:
+it edits its working directory (and the temporary directories) and may use the
+network, like codex's own `--full-auto` plus network; nothing outside the
+workspace is writable. A request's `access` removes the tiers beyond it:
+`filesystem: "read"` leaves `read-only`; `network: false` leaves
+`workspace-write` (network off, and codex's web search tool disabled). codex
+cannot run without reading files and running processes, so `filesystem: "none"`
+or `process: false` leaves no tier: the request fails with `no-tools-left`
+rather than run a codex that does more than asked. The sandbox is also capped
+by the item's `filesystem_access` / `network_access` (read or none: read-only;
+no network: no network tier). codex's own `danger-full-access` (no sandbox) is
+not offered. `approval_policy="never"`: nothing waits for a human, and a command
+asking to leave the sandbox (`require_escalated`) is refused by codex itself.
+What the sandbox does not cover: MCP servers, hooks and `notify` programs the
+user's `$CODEX_HOME/config.toml` configures run with the user's permissions
+(codex cannot turn them off wholesale from the command line), so a codex home
+used with narrowed access should configure none.
+
+Environment: besides the common allowlist a codex child gets the server's
+`CODEX_HOME` (its config, credentials and sessions, which a resume needs),
+`CODEX_API_KEY`, `OPENAI_API_KEY` and `OPENAI_BASE_URL`. The variable a custom
+provider's `env_key` names is not passed unless the spawn's `env` carries it
+(or the backend is built with it in `extra_env_allowed`).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from subagent_host.backends.base import (
+    FILESYSTEM_READ,
+    FILESYSTEM_WRITE,
+    NETWORK,
+    PROCESS,
+    ItemSpec,
+    Launch,
+    Outcome,
+    Usage,
+)
+from subagent_host.backends.jsonlines import JsonLines
+from subagent_host.backends.output import RollingTail
+from subagent_host.backends.supervisor import ExitStatus
+
+EXECUTABLE: Final = "codex"
+READ_ONLY: Final = "read-only"
+WORKSPACE_WRITE: Final = "workspace-write"
+WORKSPACE_NETWORK: Final = "workspace-write-network"
+TIERS: Final = (READ_ONLY, WORKSPACE_WRITE, WORKSPACE_NETWORK)
+"""The sandbox tiers, narrowest first."""
+TOOLS: Final[Mapping[str, frozenset[str]]] = {
+    READ_ONLY: frozenset({PROCESS, FILESYSTEM_READ}),
+    WORKSPACE_WRITE: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE}),
+    WORKSPACE_NETWORK: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE, NETWORK}),
+}
+NO_WEB_SEARCH: Final = ("-c", 'web_search="disabled"')
+SANDBOX_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
+    READ_ONLY: ("--sandbox", "read-only", *NO_WEB_SEARCH),
+    WORKSPACE_WRITE: (
+        "--sandbox",
+        "workspace-write",
+        "-c",
+        "sandbox_workspace_write.network_access=false",
+        *NO_WEB_SEARCH,
+    ),
+    WORKSPACE_NETWORK: (
+        "--sandbox",
+        "workspace-write",
+        "-c",
+        "sandbox_workspace_write.network_access=true",
+    ),
+}
+# codex's `model_reasoning_effort` values (the model decides which it accepts).
+THINKING_LEVELS: Final = ("none", "minimal", "low", "medium", "high", "xhigh")
+ENV_ALLOWED: Final = frozenset({"CODEX_HOME", "CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
+STDERR_TAIL_BYTES: Final = 4 * 1024
+MESSAGE_LIMIT: Final = 2000
+# Item types that are a tool the agent ran, and the name an activity event gives them.
+TOOL_ITEMS: Final[Mapping[str, str]] = {
+    "command_execution": "shell",
+    "file_change": "apply_patch",
+    "web_search": "web_search",
+    "todo_list": "update_plan",
+    "collab_tool_call": "collab",
+}
+RECONNECTING: Final = "Reconnecting"
+STDERR_ERROR_PREFIX: Final = "error"
+
+
+class CodexBackend:
+    id = "codex"
+    tools: Mapping[str, frozenset[str]] = TOOLS
+    restrictable = True
+    thinking_levels: tuple[str, ...] = THINKING_LEVELS
+
+    def __init__(self, executable: str = EXECUTABLE, extra_env_allowed: Iterable[str] = ()) -> None:
+        self.executable = executable
+        self.env_allowed: frozenset[str] = ENV_ALLOWED | frozenset(extra_env_allowed)
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
+        argv += ["-c", 'approval_policy="never"', *SANDBOX_FLAGS[sandbox_tier(item)]]
+        if item.model is not None:
+            argv += ["-m", item.model]
+        if item.thinking is not None:
+            argv += ["-c", f'model_reasoning_effort="{item.thinking}"']
+        if item.resume_session is not None:
+            # After `--`: an id can never be taken for an option.
+            argv += ["resume", "--", item.resume_session]
+        argv.append("-")  # the prompt is read from stdin
+        stdin = (item.prompt or "").encode("utf-8")
+        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+
+    def parser(self) -> CodexParser:
+        return CodexParser()
+
+
+def sandbox_tier(item: ItemSpec) -> str:
+    """The widest tier the item got, capped by its access (the narrowest when none)."""
+    given = TIERS if item.tools is None else tuple(t for t in TIERS if t in item.tools)
+    tier = given[-1] if given else READ_ONLY
+    if item.filesystem_access != "write":
+        return READ_ONLY  # codex cannot stop reading: "none" is refused before launch
+    if not item.network_access and tier == WORKSPACE_NETWORK:
+        return WORKSPACE_WRITE
+    return tier
+
+
+class CodexParser:
+    """Turns `codex exec --json` events into a run's outcome."""
+
+    def __init__(self) -> None:
+        self._lines = JsonLines()
+        self._stderr = RollingTail()
+        self._pending_activity: list[str] = []
+        self._announced: set[str] = set()  # items whose activity was reported
+        self._final_text: str | None = None
+        self._usage = [0, 0, 0, 0]  # input (all of it), output, cached input, cache write
+        self._saw_usage = False
+        self._turn_failed: str | None = None
+        self._fatal_error: str | None = None  # an `error` event that is not a retry notice
+        self._retry_notice: str | None = None
+        self._completed = False
+        self._finished = False
+        self.thread_id: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def on_stdout(self, data: bytes) -> None:
+        for event in self._lines.feed(data):
+            self._on_event(event)
+
+    def on_stderr(self, data: bytes) -> None:
+        self._stderr.feed(data)
+
+    def activity(self) -> list[str]:
+        pending, self._pending_activity = self._pending_activity, []
+        return pending
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            self.thread_id = event["thread_id"]
+        elif kind == "turn.started":
+            self._finished = self._completed = False
+            self._turn_failed = None
+        elif kind in ("item.started", "item.updated", "item.completed"):
+            item = event.get("item")
+            if isinstance(item, dict):
+                self._on_item(item, completed=kind == "item.completed")
+        elif kind == "turn.completed":
+            self._add_usage(event.get("usage"))
+            self._completed = self._finished = True
+        elif kind == "turn.failed":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            self._turn_failed = _message(message) or self._fatal_error or "the turn failed"
+            self._finished = True
+        elif kind == "error":
+            message = _message(event.get("message"))
+            if message is None:
+                return
+            if message.startswith(RECONNECTING):  # codex retries; the turn goes on
+                self._retry_notice = message
+                self._pending_activity.append("reconnecting to the model")
+            else:
+                self._fatal_error = message
+
+    def _on_item(self, item: dict[str, Any], *, completed: bool) -> None:
+        kind = item.get("type")
+        if kind == "agent_message":
+            if completed and isinstance(item.get("text"), str):
+                self._final_text = item["text"]
+            return
+        name = TOOL_ITEMS.get(kind) if isinstance(kind, str) else None
+        if kind == "mcp_tool_call":
+            name = f"mcp {_short(item.get('server'))}.{_short(item.get('tool'))}"
+        if name is None:
+            return
+        item_id = item.get("id")
+        if isinstance(item_id, str):
+            if item_id in self._announced:
+                return
+            self._announced.add(item_id)
+        elif not completed:
+            return  # without an id it is told once, when it completes
+        self._pending_activity.append(f"tool {name}")
+
+    def _add_usage(self, usage: object) -> None:
+        if not isinstance(usage, dict):
+            return
+        names = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
+        for i, name in enumerate(names):
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                self._usage[i] += value
+                self._saw_usage = True
+
+    def outcome(self, exit_status: ExitStatus) -> Outcome:
+        for event in self._lines.finish():
+            self._on_event(event)
+        text = self._final_text or ""
+        data = text.encode("utf-8")
+        common: dict[str, Any] = {
+            "final_text": text,
+            "final_bytes": len(data),
+            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
+            "usage": self._usage_total(),
+            "backend_session_id": self.thread_id,
+        }
+        if self._turn_failed is not None:
+            return Outcome(
+                completed=False,
+                error_code="agent-error",
+                error_message=f"codex: {self._turn_failed}",
+                error_data=self._error_data(exit_status),
+                **common,
+            )
+        if self._completed:
+            # Its final event was printed: that answer stands, however the process
+            # ended afterwards (one that lingers is ended by the server).
+            return Outcome(completed=True, **common)
+        if exit_status.exit_code == 0:
+            message = "codex exited without finishing its turn"
+        elif exit_status.exit_code is not None:
+            message = f"codex exited with status {exit_status.exit_code}"
+        else:
+            assert exit_status.signal is not None
+            message = f"codex was killed by {signal.Signals(exit_status.signal).name}"
+        if self._fatal_error is not None:
+            return Outcome(
+                completed=False,
+                error_code="agent-error",
+                error_message=f"codex: {self._fatal_error} ({message})",
+                error_data=self._error_data(exit_status),
+                **common,
+            )
+        said = self._retry_notice or self._stderr_error()
+        return Outcome(
+            completed=False,
+            error_code="exit-status",
+            error_message=f"{message}: {said}" if said else message,
+            error_data=self._error_data(exit_status),
+            **common,
+        )
+
+    def _usage_total(self) -> Usage | None:
+        if not self._saw_usage:
+            return None
+        total_input, output, cached, cache_write = self._usage
+        return Usage(
+            input_tokens=max(total_input - cached, 0),
+            output_tokens=output,
+            cache_read_tokens=cached,
+            cache_write_tokens=cache_write,
+            cost_usd=None,
+        )
+
+    def _stderr_error(self) -> str | None:
+        """codex's own last `Error: ...` line on stderr, if it printed one."""
+        lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
+        said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
+        return _message(said[-1]) if said else None
+
+    def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
+        data: dict[str, object] = {"stderrTail": self._stderr.text(STDERR_TAIL_BYTES)}
+        if exit_status.exit_code is not None:
+            data["exitCode"] = exit_status.exit_code
+        elif exit_status.signal is not None:
+            data["signal"] = signal.Signals(exit_status.signal).name
+        if self._lines.dropped_lines:
+            data["droppedLines"] = self._lines.dropped_lines
+        return data
+
+
+def _message(value: object) -> str | None:
+    """An error message fit for a report: text, bounded."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip()[:MESSAGE_LIMIT]
+
+
+def _short(name: object) -> str:
+    """A name fit for an activity line: printable, bounded."""
+    text = name if isinstance(name, str) else "?"
+    return "".join(c for c in text if c.isprintable())[:64]
