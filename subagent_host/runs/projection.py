@@ -16,6 +16,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+import attrs
+
 from subagent_host.backends.base import Backend
 from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.plans import ChildPlan, default_tools
@@ -44,6 +46,8 @@ def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
         "limits": {"timeoutMs": child.timeout_ms, "stallTimeoutMs": child.stall_timeout_ms},
         "label": child.label,
         "agent": None,
+        # The request's access, when it narrowed the default: a resume keeps it.
+        "access": attrs.asdict(child.access) if child.access is not None else None,
     }
 
 

@@ -17,7 +17,7 @@ import attrs
 from subagent_host.runs import history
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import ChildPlan
+from subagent_host.runs.plans import Access, ChildPlan
 from subagent_host.runs.projection import (
     GUIDANCE,
     ProjectionProblem,
@@ -135,6 +135,7 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
         # command is given the prior answer on stdin before the follow-up.
         prompt=message if session else follow_up_input(prior.text if prior else "", message),
         resume_session=session,
+        access=Access(**projection["access"]) if projection.get("access") else None,
         env=dict(env or {}),
         label=projection["label"],
         model=projection["model"],

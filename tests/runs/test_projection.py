@@ -1,0 +1,81 @@
+"""Launch projections: sealed, checked on the way back, and a resume runs what they say."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from subagent_host.backends.command import CommandBackend
+from subagent_host.runs.plans import Access, ChildPlan
+from subagent_host.runs.projection import (
+    ProjectionProblem,
+    check_overrides,
+    contract,
+    project,
+    seal,
+    unseal,
+)
+from subagent_host.runs.resumes import Target, resumed_child
+from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
+
+CHILD = ChildPlan(
+    backend="command",
+    cwd="/tmp",
+    timeout_ms=60_000,
+    stall_timeout_ms=30_000,
+    command=("sh", "-c", "cat"),
+    prompt="first",
+    env={"TOKEN": "secret-value"},
+    access=Access(filesystem="read", process=True, network=False),
+)
+
+
+def test_a_projection_names_env_keys_never_values_and_keeps_access() -> None:
+    projection = project(CHILD, CommandBackend())
+    stored, _ = seal(projection)
+    assert projection["envKeys"] == ["TOKEN"] and "secret-value" not in stored
+    assert projection["access"] == {"filesystem": "read", "process": True, "network": False}
+
+
+def test_unseal_fails_closed_on_tampering_unknown_versions_and_absence() -> None:
+    stored, digest = seal(project(CHILD, CommandBackend()))
+    assert unseal(stored, digest)["argvTemplate"] == ["sh", "-c", "cat"]
+    for bad_stored, bad_digest, code in (
+        (stored.replace("cat", "rm"), digest, "projection-mismatch"),
+        (stored.replace('"v":1', '"v":0'), digest, "projection-unsupported"),
+        ("{not json", digest, "projection-corrupt"),
+        (None, None, "projection-missing"),
+    ):
+        with pytest.raises(ProjectionProblem) as problem:
+            unseal(bad_stored, bad_digest)
+        assert problem.value.code == code
+
+
+def test_only_lower_timeouts_may_be_overridden() -> None:
+    projection = project(CHILD, CommandBackend())
+    assert check_overrides(projection, {"timeoutMs": 1000, "stallTimeoutMs": 5}) == []
+    assert check_overrides(projection, {"timeoutMs": 60_001})
+    assert check_overrides(projection, {"cwd": "/"})
+    assert check_overrides(projection, {"timeoutMs": True})
+
+
+def test_a_resumed_command_reads_the_prior_text_then_the_follow_up_and_keeps_access() -> None:
+    projection = project(CHILD, CommandBackend())
+    now = datetime.now(UTC)
+    prior = OutputInfo(text="earlier answer", truncated=False, bytes=14, lines=1, partial=True)
+    run = Run(
+        run_id="r" * 32,
+        session_id="s",
+        kind=RunKind.SINGLE,
+        fingerprint="f",
+        created_at=now,
+        children=[ChildRun(index=0, backend="command", status=RunStatus.FAILED, output=prior)],
+        status=RunStatus.FAILED,
+    )
+    sealed = contract(run.run_id, 0, 2, projection, {"timeoutMs": 1000})
+    target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
+    plan = resumed_child(target, "go on", {"TOKEN": "secret-value"})
+    assert plan.command == ("sh", "-c", "cat") and plan.prompt == "earlier answer\ngo on"
+    assert plan.timeout_ms == 1000 and plan.stall_timeout_ms == 30_000
+    assert plan.access == CHILD.access and plan.env == {"TOKEN": "secret-value"}
