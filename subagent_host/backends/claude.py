@@ -139,6 +139,7 @@ class ClaudeParser:
         self._last_message_id: object = None
         self._last_texts: list[str] = []
         self.session_id: str | None = None
+        self._tools_running: set[str] = set()
 
     @property
     def finished(self) -> bool:
@@ -168,6 +169,8 @@ class ClaudeParser:
                 )
         elif kind == "assistant":
             self._on_assistant(event)
+        elif kind == "user":
+            self._on_tool_results(event)
         elif kind == "result":
             self._result = event
             if isinstance(event.get("session_id"), str):
@@ -186,8 +189,21 @@ class ClaudeParser:
                 continue
             if part.get("type") == "tool_use":
                 self._pending_activity.append(f"tool {_short(part.get('name'))}")
+                self._tools_running.add(str(part.get("id")))
             elif top_level and part.get("type") == "text" and isinstance(part.get("text"), str):
                 self._last_texts.append(part["text"])
+
+    def _on_tool_results(self, event: dict[str, Any]) -> None:
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                self._tools_running.discard(str(part.get("tool_use_id")))
+
+    @property
+    def tool_running(self) -> bool:
+        """A tool was called and its result has not come back: silence is not a stall."""
+        return bool(self._tools_running) and self._result is None
 
     def outcome(self, exit_status: ExitStatus) -> Outcome:
         for event in self._lines.finish():

@@ -188,6 +188,7 @@ class CodexParser:
         self._completed = False
         self._finished = False
         self.thread_id: str | None = None
+        self._tools_running: set[str] = set()
 
     @property
     def finished(self) -> bool:
@@ -246,12 +247,21 @@ class CodexParser:
             return
         item_id = item.get("id")
         if isinstance(item_id, str):
+            if completed:
+                self._tools_running.discard(item_id)
+            else:
+                self._tools_running.add(item_id)
             if item_id in self._announced:
                 return
             self._announced.add(item_id)
         elif not completed:
             return  # without an id it is told once, when it completes
         self._pending_activity.append(f"tool {name}")
+
+    @property
+    def tool_running(self) -> bool:
+        """A tool item started and has not completed: codex is silent meanwhile."""
+        return bool(self._tools_running) and not self._finished
 
     def _add_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):

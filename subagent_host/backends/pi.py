@@ -110,11 +110,17 @@ class PiParser:
         self._saw_cost = False
         self._retry_error: str | None = None
         self._finished = False
+        self._tools_running: set[str] = set()
         self.session_id: str | None = None
 
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def tool_running(self) -> bool:
+        """A tool started and has not ended: silence now is not a stall."""
+        return bool(self._tools_running)
 
     def on_stdout(self, data: bytes) -> None:
         for event in self._lines.feed(data):
@@ -137,6 +143,9 @@ class PiParser:
             self._finished = True
         elif kind == "tool_execution_start":
             self._pending_activity.append(f"tool {_short(event.get('toolName'))}")
+            self._tools_running.add(str(event.get("toolCallId")))
+        elif kind == "tool_execution_end":
+            self._tools_running.discard(str(event.get("toolCallId")))
         elif kind == "auto_retry_start":
             attempt, most = event.get("attempt"), event.get("maxAttempts")
             self._finished = False

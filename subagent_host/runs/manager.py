@@ -170,6 +170,10 @@ class _StallWatch:
         self._timer = self._loop.call_later(stall_s, self._check)
 
     def _check(self) -> None:
+        if getattr(self._sink.parser, "tool_running", False):
+            # An agent's tool is running (agent CLIs print nothing meanwhile): that is
+            # work, not a stall. The run's timeout still bounds it.
+            self._sink.last_active = self._loop.time()
         remaining = self._sink.last_active + self._stall_s - self._loop.time()
         if remaining <= 0:
             self._on_stall()

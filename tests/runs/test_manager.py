@@ -152,6 +152,26 @@ async def test_a_silent_child_is_ended_as_stalled(runs: Harness) -> None:
     assert run.output is not None and run.output.partial and run.output.text == "start\n"
 
 
+class ToolRunningParser(CommandParser):
+    """A command parser that reports a tool running while `TOOL` is on the last line."""
+
+    @property
+    def tool_running(self) -> bool:
+        return self.stdout.result().text.rstrip("\n").endswith("TOOL")
+
+
+class ToolRunningBackend(CommandBackend):
+    def parser(self) -> ToolRunningParser:
+        return ToolRunningParser()
+
+
+async def test_silence_while_an_agents_tool_runs_is_not_a_stall() -> None:
+    harness = Harness(backend=ToolRunningBackend())
+    script = "echo TOOL; sleep 1; echo done"  # silent for over three stall periods
+    run = await harness.finish(harness.launch(command("sh", "-c", script, stall_ms=300)))
+    assert run.status is RunStatus.COMPLETED, (run.status, run.reason)
+
+
 async def test_a_chain_passes_previous_output_on_capped(runs: Harness) -> None:
     run = await runs.finish(
         runs.launch(
