@@ -54,6 +54,7 @@ from subagent_host.runs.recovery import start_instance
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent, utc_now
 from subagent_host.runs.store import Store, StoreError
+from subagent_host.settings import backend_executables
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +86,14 @@ def build_backends(config: ServerConfig) -> dict[str, Backend]:
     """Every adapter this server knows; whether each can run is checked per launch."""
     pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
     pi_sessions.mkdir(mode=0o700, exist_ok=True)
+    executables, warnings = backend_executables(config.config_file)
+    for warning in warnings:
+        logger.warning("%s", warning)
     return {
         "command": CommandBackend(),
-        "pi": PiBackend(session_dir=pi_sessions),
-        "claude": ClaudeBackend(),
-        "codex": CodexBackend(),
+        "pi": PiBackend(session_dir=pi_sessions, executable=executables.get("pi", "pi")),
+        "claude": ClaudeBackend(executable=executables.get("claude", "claude")),
+        "codex": CodexBackend(executable=executables.get("codex", "codex")),
     }
 
 

@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         type=existing_file,
         metavar="FILE",
-        help="an extra configuration file (subagents.json format)",
+        help="an extra configuration file: the program each agent backend runs (JSON)",
     )
     parser.add_argument(
         "--trust-project",
