@@ -147,7 +147,7 @@ def p99(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
-async def pings_until(server: Server, done: asyncio.Future[object]) -> list[float]:
+async def pings_until(server: Server, done: asyncio.Future[int]) -> list[float]:
     times: list[float] = []
     while not done.done() or len(times) < 20:
         times.append((await timed_request(server, "ping", {}))[0])

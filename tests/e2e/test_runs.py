@@ -24,7 +24,7 @@ async def call(server: ServerProcess, method: str, params: Any) -> tuple[Any, li
     server._next_id += 1
     msg_id = server._next_id
     await server.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-    notes = []
+    notes: list[Any] = []
     while True:
         message = await server.receive()
         if message.get("id") == msg_id:

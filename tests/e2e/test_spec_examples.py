@@ -8,6 +8,7 @@ shows it.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -44,7 +45,7 @@ async def send_text(server: ServerProcess, text: str) -> None:
 
 
 @pytest.fixture(params=FRAMINGS)
-async def server(request: pytest.FixtureRequest):
+async def server(request: pytest.FixtureRequest) -> AsyncIterator[ServerProcess]:
     async with running_server(framing=request.param) as process:
         yield process
         code, rest = await process.finish()

@@ -17,7 +17,15 @@ from subagent_host.backends.supervisor import ExitStatus, Supervisor
 from subagent_host.runs.manager import OutputCaps, RunManager
 from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.scheduler import Slots
-from subagent_host.runs.state import TERMINAL, Run, RunBook, RunEvent, RunKind, RunStatus
+from subagent_host.runs.state import (
+    TERMINAL,
+    ChildRun,
+    Run,
+    RunBook,
+    RunEvent,
+    RunKind,
+    RunStatus,
+)
 from tests.backends.conftest import processes_with_marker
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
@@ -69,7 +77,8 @@ class Harness:
 
 def assert_terminal_table(run: Run) -> None:
     """CONTRACT §3: every terminal status carries what it must, for the run and each child."""
-    for item in (run, *run.children):
+    items: list[Run | ChildRun] = [run, *run.children]
+    for item in items:
         assert item.status in TERMINAL
         if item.status is RunStatus.COMPLETED:
             assert item.output is None or not item.output.partial
