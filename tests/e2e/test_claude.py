@@ -5,35 +5,24 @@ ANTHROPIC_BASE_URL and every switch that turns its other traffic off."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import psutil
-import pytest
 
 from tests.backends.fixtures.record_claude import OFFLINE
-from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, assert_no_run_survives, running_server
-from tests.e2e.test_runs import call, next_event
+from tests.e2e.agents import (
+    AGENT_BIN,
+    needs_cli,
+    result_of,
+    server_args,
+    wait_for_sleep,
+)
+from tests.e2e.harness import assert_no_run_survives, running_server
+from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
-ROOT: Final = Path(__file__).resolve().parents[2]
-AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not (AGENT_BIN / "claude").exists(),
-        reason="the pinned claude CLI is not installed: run scripts/install-agents",
-    ),
-]
-
-
-@pytest.fixture
-def mock() -> Iterator[MockLLM]:
-    with MockLLM() as server:
-        yield server
+pytestmark = needs_cli("claude")
 
 
 def claude_environment(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -52,18 +41,7 @@ def claude_environment(tmp_path: Path, base_url: str, **extra: str) -> dict[str,
     }
 
 
-def server_args(tmp_path: Path) -> tuple[str, ...]:
-    return ("--state-dir", str(tmp_path / "state"), "--session", "claude-tests")
-
-
-POLL_INTERVAL_S: Final = 0.05
 SPAWN: Final = {"backend": "claude", "model": "mock-model", "tools": ["Bash", "Read"]}
-
-
-async def result_of(server: ServerProcess, method: str, params: Any) -> Any:
-    reply, _ = await call(server, method, params)
-    assert "result" in reply, reply
-    return reply["result"]
 
 
 async def test_a_claude_run_completes_with_the_mocks_answer_usage_and_a_session(
@@ -128,26 +106,6 @@ async def test_stop_in_the_middle_of_a_claude_tool_leaves_nothing(
         assert_no_run_survives({run["runId"]})
         await server.finish()
     # running_server proved again that no process carrying the run's marker survived.
-
-
-async def wait_for_sleep(run_id: str) -> None:
-    """Until the tool's `sleep` runs (a process carrying the run's marker)."""
-    async with asyncio.timeout(EXIT_TIMEOUT_S):
-        while True:  # the process table changes without telling anyone: poll it, bounded
-            if await asyncio.to_thread(_sleep_runs, run_id):
-                return
-            await asyncio.sleep(POLL_INTERVAL_S)
-
-
-def _sleep_runs(run_id: str) -> bool:
-    return any(_is_sleep_of(process, run_id) for process in psutil.process_iter())
-
-
-def _is_sleep_of(process: psutil.Process, run_id: str) -> bool:
-    try:
-        return process.name() == "sleep" and process.environ().get("SUBAGENT_HOST_RUN_ID") == run_id
-    except psutil.Error:
-        return False
 
 
 async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:

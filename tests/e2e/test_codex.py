@@ -6,38 +6,27 @@ update checks, analytics, plugins, feedback and telemetry)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import psutil
-import pytest
 
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE, MODEL, codex_config
-from tests.e2e.harness import ServerProcess, running_server
-from tests.e2e.test_pi import wait_for_sleep
+from tests.e2e.agents import (
+    AGENT_BIN,
+    needs_cli,
+    result_of,
+    server_args,
+    wait_for_sleep,
+)
+from tests.e2e.harness import running_server
 from tests.e2e.test_runs import call, next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
-ROOT: Final = Path(__file__).resolve().parents[2]
-AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not (AGENT_BIN / "codex").exists(),
-        reason="the pinned codex CLI is not installed: run scripts/install-agents",
-    ),
-]
+pytestmark = needs_cli("codex")
 
 # The provider's key is not on the codex backend's allowlist: the spawn's env carries it.
 SPAWN: Final = {"backend": "codex", "model": MODEL, "env": {API_KEY_VARIABLE: "dummy"}}
-
-
-@pytest.fixture
-def mock() -> Iterator[MockLLM]:
-    with MockLLM() as server:
-        yield server
 
 
 def codex_environment(tmp_path: Path, base_url: str) -> dict[str, str]:
@@ -52,16 +41,6 @@ def codex_environment(tmp_path: Path, base_url: str) -> dict[str, str]:
         "HOME": str(home),
         "CODEX_HOME": str(codex_home),
     }
-
-
-def server_args(tmp_path: Path) -> tuple[str, ...]:
-    return ("--state-dir", str(tmp_path / "state"), "--session", "codex-tests")
-
-
-async def result_of(server: ServerProcess, method: str, params: Any) -> Any:
-    reply, _ = await call(server, method, params)
-    assert "result" in reply, reply
-    return reply["result"]
 
 
 async def test_a_codex_run_completes_with_the_mocks_answer_usage_and_a_thread(

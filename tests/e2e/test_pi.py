@@ -5,36 +5,25 @@ and no telemetry)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import psutil
-import pytest
 
 from tests.backends.fixtures.record_pi import NO_RETRIES, models
-from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, running_server
-from tests.e2e.test_runs import call, next_event
+from tests.e2e.agents import (
+    AGENT_BIN,
+    needs_cli,
+    result_of,
+    server_args,
+    wait_for_sleep,
+)
+from tests.e2e.harness import running_server
+from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
-ROOT: Final = Path(__file__).resolve().parents[2]
-AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
-
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        not (AGENT_BIN / "pi").exists(),
-        reason="the pinned pi CLI is not installed: run scripts/install-agents",
-    ),
-]
-
-
-@pytest.fixture
-def mock() -> Iterator[MockLLM]:
-    with MockLLM() as server:
-        yield server
+pytestmark = needs_cli("pi")
 
 
 def pi_environment(tmp_path: Path, base_url: str, *, retries: bool = True) -> dict[str, str]:
@@ -56,18 +45,7 @@ def pi_environment(tmp_path: Path, base_url: str, *, retries: bool = True) -> di
     }
 
 
-def server_args(tmp_path: Path) -> tuple[str, ...]:
-    return ("--state-dir", str(tmp_path / "state"), "--session", "pi-tests")
-
-
-POLL_INTERVAL_S: Final = 0.05
 SPAWN: Final = {"backend": "pi", "model": "mock/mock-model", "tools": ["bash", "read"]}
-
-
-async def result_of(server: ServerProcess, method: str, params: Any) -> Any:
-    reply, _ = await call(server, method, params)
-    assert "result" in reply, reply
-    return reply["result"]
 
 
 async def test_a_pi_run_completes_with_the_mocks_answer_usage_and_a_session(
@@ -123,26 +101,6 @@ async def test_stop_in_the_middle_of_a_pi_tool_leaves_nothing(
         assert stopped["status"] == "cancelled"
         await server.finish()
     # running_server proved that no process carrying the run's marker survived.
-
-
-async def wait_for_sleep(run_id: str) -> None:
-    """Until the tool's `sleep` runs (a process carrying the run's marker)."""
-    async with asyncio.timeout(EXIT_TIMEOUT_S):
-        while True:  # the process table changes without telling anyone: poll it, bounded
-            if await asyncio.to_thread(_sleep_runs, run_id):
-                return
-            await asyncio.sleep(POLL_INTERVAL_S)
-
-
-def _sleep_runs(run_id: str) -> bool:
-    return any(_is_sleep_of(process, run_id) for process in psutil.process_iter())
-
-
-def _is_sleep_of(process: psutil.Process, run_id: str) -> bool:
-    try:
-        return process.name() == "sleep" and process.environ().get("SUBAGENT_HOST_RUN_ID") == run_id
-    except psutil.Error:
-        return False
 
 
 async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:
