@@ -46,6 +46,7 @@ from subagent_host.backends.base import (
 )
 from subagent_host.backends.jsonlines import JsonLines
 from subagent_host.backends.output import RollingTail
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "claude"
@@ -89,7 +90,6 @@ ENV_ALLOWED: Final = frozenset(
         "IS_SANDBOX",
     }
 )
-STDERR_TAIL_BYTES: Final = 4 * 1024
 ERROR_MESSAGE_CHARS: Final = 1000
 MAX_TURNS_SUBTYPE: Final = "error_max_turns"
 MAX_TURNS_LIMIT: Final = "max-turns"
@@ -165,7 +165,7 @@ class ClaudeParser:
             elif subtype == "api_retry":
                 attempt, most = event.get("attempt"), event.get("max_retries")
                 self._pending_activity.append(
-                    f"retrying after an error (attempt {_short(attempt)} of {_short(most)})"
+                    f"retrying after an error (attempt {short(attempt)} of {short(most)})"
                 )
         elif kind == "assistant":
             self._on_assistant(event)
@@ -188,7 +188,7 @@ class ClaudeParser:
             if not isinstance(part, dict):
                 continue
             if part.get("type") == "tool_use":
-                self._pending_activity.append(f"tool {_short(part.get('name'))}")
+                self._pending_activity.append(f"tool {short(part.get('name'))}")
                 self._tools_running.add(str(part.get("id")))
             elif top_level and part.get("type") == "text" and isinstance(part.get("text"), str):
                 self._last_texts.append(part["text"])
@@ -229,7 +229,7 @@ class ClaudeParser:
                 return Outcome(
                     completed=False,
                     reached_limit=MAX_TURNS_LIMIT,
-                    error_message=f"claude stopped at its turn limit ({_short(turns)} turns)",
+                    error_message=f"claude stopped at its turn limit ({short(turns)} turns)",
                     **common,
                 )
             if result.get("is_error") is True or subtype != "success":
@@ -257,14 +257,8 @@ class ClaudeParser:
         )
 
     def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
-        data: dict[str, object] = {"stderrTail": self._stderr.text(STDERR_TAIL_BYTES)}
-        if exit_status.exit_code is not None:
-            data["exitCode"] = exit_status.exit_code
-        elif exit_status.signal is not None:
-            data["signal"] = signal.Signals(exit_status.signal).name
-        if self._lines.dropped_lines:
-            data["droppedLines"] = self._lines.dropped_lines
-        return data
+        tail = self._stderr.text(STDERR_TAIL_BYTES)
+        return error_data(exit_status, tail, self._lines.dropped_lines)
 
 
 def _usage_of(result: dict[str, Any] | None) -> Usage | None:
@@ -296,18 +290,10 @@ def _usage_of(result: dict[str, Any] | None) -> Usage | None:
 def _error_of(result: dict[str, Any]) -> str:
     """What a failed `result` says went wrong."""
     if isinstance(result.get("result"), str) and result["result"]:
-        return _short(result["result"], ERROR_MESSAGE_CHARS)
+        return short(result["result"], ERROR_MESSAGE_CHARS)
     errors = result.get("errors")
     if isinstance(errors, list):
         texts = [e for e in errors if isinstance(e, str) and e]
         if texts:
-            return _short("; ".join(texts), ERROR_MESSAGE_CHARS)
-    return f"{_short(result.get('subtype'))} (is_error)"
-
-
-def _short(value: object, limit: int = 64) -> str:
-    """A name or number fit for an activity line or message: printable, bounded."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    text = value if isinstance(value, str) else "?"
-    return "".join(c for c in text if c.isprintable())[:limit]
+            return short("; ".join(texts), ERROR_MESSAGE_CHARS)
+    return f"{short(result.get('subtype'))} (is_error)"

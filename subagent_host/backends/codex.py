@@ -85,6 +85,7 @@ from subagent_host.backends.base import (
 )
 from subagent_host.backends.jsonlines import JsonLines
 from subagent_host.backends.output import RollingTail
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "codex"
@@ -118,7 +119,6 @@ SANDBOX_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
 # codex's `model_reasoning_effort` values (the model decides which it accepts).
 THINKING_LEVELS: Final = ("none", "minimal", "low", "medium", "high", "xhigh")
 ENV_ALLOWED: Final = frozenset({"CODEX_HOME", "CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
-STDERR_TAIL_BYTES: Final = 4 * 1024
 MESSAGE_LIMIT: Final = 2000
 # Item types that are a tool the agent ran, and the name an activity event gives them.
 TOOL_ITEMS: Final[Mapping[str, str]] = {
@@ -242,7 +242,7 @@ class CodexParser:
             return
         name = TOOL_ITEMS.get(kind) if isinstance(kind, str) else None
         if kind == "mcp_tool_call":
-            name = f"mcp {_short(item.get('server'))}.{_short(item.get('tool'))}"
+            name = f"mcp {short(item.get('server'))}.{short(item.get('tool'))}"
         if name is None:
             return
         item_id = item.get("id")
@@ -340,14 +340,8 @@ class CodexParser:
         return _message(said[-1]) if said else None
 
     def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
-        data: dict[str, object] = {"stderrTail": self._stderr.text(STDERR_TAIL_BYTES)}
-        if exit_status.exit_code is not None:
-            data["exitCode"] = exit_status.exit_code
-        elif exit_status.signal is not None:
-            data["signal"] = signal.Signals(exit_status.signal).name
-        if self._lines.dropped_lines:
-            data["droppedLines"] = self._lines.dropped_lines
-        return data
+        tail = self._stderr.text(STDERR_TAIL_BYTES)
+        return error_data(exit_status, tail, self._lines.dropped_lines)
 
 
 def _message(value: object) -> str | None:
@@ -355,9 +349,3 @@ def _message(value: object) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return value.strip()[:MESSAGE_LIMIT]
-
-
-def _short(name: object) -> str:
-    """A name fit for an activity line: printable, bounded."""
-    text = name if isinstance(name, str) else "?"
-    return "".join(c for c in text if c.isprintable())[:64]

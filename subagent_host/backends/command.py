@@ -12,10 +12,9 @@ from typing import Final
 
 from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, Outcome
 from subagent_host.backends.output import CappedText, RollingTail
+from subagent_host.backends.reports import STDERR_TAIL_BYTES
 from subagent_host.backends.supervisor import ExitStatus
 
-# How much of stderr an error carries: enough to see why, small enough to send.
-STDERR_TAIL_BYTES: Final = 4 * 1024
 # Stdout kept for the final text: what a snapshot shows is capped lower, but a
 # chain passes up to 64 KiB of it on as {previous}.
 FINAL_TEXT_BYTES: Final = 64 * 1024

@@ -30,6 +30,7 @@ from subagent_host.backends.base import (
 )
 from subagent_host.backends.jsonlines import JsonLines
 from subagent_host.backends.output import RollingTail
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "pi"
@@ -63,7 +64,6 @@ ENV_ALLOWED: Final = frozenset(
         "XAI_API_KEY",
     }
 )
-STDERR_TAIL_BYTES: Final = 4 * 1024
 FAILED_STOP_REASONS: Final = ("error", "aborted")
 
 
@@ -142,7 +142,7 @@ class PiParser:
         elif kind == "agent_end":
             self._finished = True
         elif kind == "tool_execution_start":
-            self._pending_activity.append(f"tool {_short(event.get('toolName'))}")
+            self._pending_activity.append(f"tool {short(event.get('toolName'))}")
             self._tools_running.add(str(event.get("toolCallId")))
         elif kind == "tool_execution_end":
             self._tools_running.discard(str(event.get("toolCallId")))
@@ -224,14 +224,8 @@ class PiParser:
         )
 
     def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
-        data: dict[str, object] = {"stderrTail": self._stderr.text(STDERR_TAIL_BYTES)}
-        if exit_status.exit_code is not None:
-            data["exitCode"] = exit_status.exit_code
-        elif exit_status.signal is not None:
-            data["signal"] = signal.Signals(exit_status.signal).name
-        if self._lines.dropped_lines:
-            data["droppedLines"] = self._lines.dropped_lines
-        return data
+        tail = self._stderr.text(STDERR_TAIL_BYTES)
+        return error_data(exit_status, tail, self._lines.dropped_lines)
 
 
 def _text_of(message: dict[str, Any] | None) -> str:
@@ -244,9 +238,3 @@ def _text_of(message: dict[str, Any] | None) -> str:
         if isinstance(part, dict) and part.get("type") == "text"
     ]
     return "".join(p for p in parts if isinstance(p, str))
-
-
-def _short(name: object) -> str:
-    """A tool name fit for an activity line: printable, bounded."""
-    text = name if isinstance(name, str) else "?"
-    return "".join(c for c in text if c.isprintable())[:64]

@@ -1,0 +1,31 @@
+"""What agent adapters put in activity lines and error data, spelled one way for all."""
+
+from __future__ import annotations
+
+import signal
+from typing import Final
+
+from subagent_host.backends.supervisor import ExitStatus
+
+# How much of stderr an error carries: enough to see why, small enough to send.
+STDERR_TAIL_BYTES: Final = 4 * 1024
+
+
+def short(value: object, limit: int = 64) -> str:
+    """A name or number fit for an activity line or message: printable, bounded."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    text = value if isinstance(value, str) else "?"
+    return "".join(c for c in text if c.isprintable())[:limit]
+
+
+def error_data(exit_status: ExitStatus, stderr_tail: str, dropped_lines: int) -> dict[str, object]:
+    """A failed agent child's `error.data`: how it exited, its stderr tail, lines dropped."""
+    data: dict[str, object] = {"stderrTail": stderr_tail}
+    if exit_status.exit_code is not None:
+        data["exitCode"] = exit_status.exit_code
+    elif exit_status.signal is not None:
+        data["signal"] = signal.Signals(exit_status.signal).name
+    if dropped_lines:
+        data["droppedLines"] = dropped_lines
+    return data
