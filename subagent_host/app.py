@@ -23,7 +23,7 @@ from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
 from subagent_host.backends.pi import PiBackend
-from subagent_host.backends.probe import VersionProbes, find_executable
+from subagent_host.backends.probe import VersionProbes
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.config import (
     OUTPUT_CAP_BYTES,
@@ -67,9 +67,6 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
 DISCONNECTED: Final = "client-disconnected"
-
-
-_probing: set[asyncio.Future[str | None]] = set()
 
 
 def probe_environment(backends: Mapping[str, Backend]) -> dict[str, str]:
@@ -165,11 +162,8 @@ async def _serve_with_store(
     backends = build_backends(config)
     runs = build_run_manager(config, supervisor, record_and_publish, recorder.projections, backends)
     probes = VersionProbes(supervisor, probe_environment(backends))
-    for backend in backends.values():  # in the background: ping lists them once known
-        if backend.executable and find_executable(
-            backend.executable, os.getcwd(), os.environ.get("PATH")
-        ):
-            _probing.add(asyncio.ensure_future(probes.version(backend.executable)))
+    # In the background: ping lists each version once known.
+    probes.start(backend.executable for backend in backends.values() if backend.executable)
     ctx = Context(
         probes=probes,
         config=config,
@@ -200,9 +194,7 @@ async def _serve_with_store(
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
         source.close()
-        for probe in _probing:  # a probe still running is ended with its tree
-            probe.cancel()
-        await asyncio.gather(*_probing, return_exceptions=True)
+        await probes.close()  # a probe still running is ended with its tree
     logger.info("server stopped")
     return 0
 

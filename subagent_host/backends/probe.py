@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
@@ -56,6 +56,25 @@ class VersionProbes:
         self._supervisor = supervisor
         self._env = dict(env)
         self._known: dict[str, asyncio.Task[str | None]] = {}
+        self._located: dict[str, str | None] = {}
+
+    def locate(self, program: str) -> str | None:
+        """Where `program` is on the server's PATH, as found the first time it was asked."""
+        if program not in self._located:
+            self._located[program] = find_executable(program, os.getcwd(), os.environ.get("PATH"))
+        return self._located[program]
+
+    def start(self, programs: Iterable[str]) -> None:
+        """Probe, in the background, each program found on the server's PATH."""
+        for program in programs:
+            if self.locate(program) and program not in self._known:
+                self._known[program] = asyncio.ensure_future(self._probe(program))
+
+    async def close(self) -> None:
+        """End the probes still running (their processes with them)."""
+        for task in self._known.values():
+            task.cancel()
+        await asyncio.gather(*self._known.values(), return_exceptions=True)
 
     def cached(self, program: str) -> str | None:
         """The version found so far (None while unknown or still probing)."""

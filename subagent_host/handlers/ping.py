@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-import os
 from typing import Final
 
 from subagent_host import PROTOCOL_VERSION, SERVER_NAME, __version__
-from subagent_host.backends.probe import find_executable
 from subagent_host.config import (
     DEFAULT_MAX_PARALLEL,
     DEFAULT_STALL_TIMEOUT_MS,
@@ -44,14 +42,14 @@ SERVER_INFO: Final = ServerInfo(name=SERVER_NAME, version=__version__)
 
 
 def _backend_info(ctx: Context, name: str) -> BackendInfo:
-    """Can this backend run here? An agent CLI must be on the server's PATH (a spawn
-    may still give its own PATH in `env`)."""
+    """Can this backend run here? An agent CLI must be on the server's PATH, as found at
+    start (a spawn may still give its own PATH in `env`). No file system work: ping is
+    answered inline."""
     program = ctx.adapters[name].executable
-    if not program:
+    if not program or ctx.probes is None:
         return BackendInfo(id=name, available=True)
-    if find_executable(program, os.getcwd(), os.environ.get("PATH")):
-        version = ctx.probes.cached(program) if ctx.probes else None
-        return BackendInfo(id=name, available=True, version=version)
+    if ctx.probes.locate(program):
+        return BackendInfo(id=name, available=True, version=ctx.probes.cached(program))
     return BackendInfo(id=name, available=False, reason=f"{program!r} is not on the server's PATH")
 
 

@@ -112,3 +112,16 @@ async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:
         assert run["status"] == "failed", run
         assert run["children"][0]["error"]["code"] == "agent-error"
         await server.finish()
+
+
+async def test_the_pi_version_is_probed_reported_in_receipts_and_listed_by_ping(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        checked = await result_of(server, "preflight", {**SPAWN, "prompt": "hi"})
+        version = checked["receipts"]["access"]["children"][0]["version"]
+        assert version == "0.73.1"  # agents/package.json pins it
+        pong = await result_of(server, "ping", {})
+        assert {"id": "pi", "available": True, "version": version} in pong["backends"]
+        await server.finish()
