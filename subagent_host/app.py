@@ -35,6 +35,7 @@ from subagent_host.config import (
 )
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.progress import EventPublisher
+from subagent_host.handlers.snapshot_file import snapshot_writer
 from subagent_host.handlers.table import build_method_table
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
@@ -48,13 +49,13 @@ from subagent_host.rpc.stdio import (
 )
 from subagent_host.runs import history
 from subagent_host.runs.catalog import RunCatalog
-from subagent_host.runs.manager import OutputCaps, RunManager
+from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
 from subagent_host.runs.recorder import Recorder
+from subagent_host.runs.records import workflow_record
 from subagent_host.runs.recovery import start_instance
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent, utc_now
 from subagent_host.runs.store import Store, StoreError
-from subagent_host.settings import backend_executables
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +84,7 @@ def build_backends(config: ServerConfig) -> dict[str, Backend]:
     """Every adapter this server knows; whether each can run is checked per launch."""
     pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
     pi_sessions.mkdir(mode=0o700, exist_ok=True)
-    executables, warnings = backend_executables(config.config_file)
-    for warning in warnings:
-        logger.warning("%s", warning)
+    executables = config.settings.backend_executables
     return {
         "command": CommandBackend(),
         "pi": PiBackend(session_dir=pi_sessions, executable=executables.get("pi", "pi")),
@@ -104,6 +103,7 @@ def build_run_manager(
     listener: EventListener,
     on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
     backends: Mapping[str, Backend] | None = None,
+    workflow_records: WorkflowRecords | None = None,
 ) -> RunManager:
     return RunManager(
         supervisor=supervisor,
@@ -121,6 +121,7 @@ def build_run_manager(
         depth=config.depth,
         grace_ms=config.grace_ms,
         on_launch=on_launch,
+        workflow_records=workflow_records,
     )
 
 
@@ -151,6 +152,9 @@ async def _serve_with_store(
     supervisor = Supervisor()
     supervisor.reap_on_sigchld()
     instance, recovering = await start_instance(store, supervisor, config.grace_ms)
+    for problem in config.settings.diagnostics:  # a bad setting never stops the server
+        level = logging.INFO if problem.severity == "info" else logging.WARNING
+        logger.log(level, "%s", problem.message)
     protocol = make_protocol()
     publisher = EventPublisher(protocol.notify)
     recorder = Recorder(store, instance, config.history_limit)
@@ -160,7 +164,15 @@ async def _serve_with_store(
         publisher(run, event)
 
     backends = build_backends(config)
-    runs = build_run_manager(config, supervisor, record_and_publish, recorder.projections, backends)
+    workflow_records = WorkflowRecords(
+        definition=lambda run, plan: recorder.workflow(run, workflow_record(plan)),
+        child_added=recorder.projection,
+        text=recorder.text,
+        snapshot=snapshot_writer(),
+    )
+    runs = build_run_manager(
+        config, supervisor, record_and_publish, recorder.projections, backends, workflow_records
+    )
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
     probes.start(backend.executable for backend in backends.values() if backend.executable)

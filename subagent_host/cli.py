@@ -2,7 +2,8 @@
 
 Every option is validated here: a bad value prints one clear line and exits 2,
 before anything is served. Options whose feature has not landed yet are parsed,
-validated and kept in `ServerConfig` all the same.
+validated and kept in `ServerConfig` all the same. An option given here beats the
+configuration files (`settings.py`), which beat the contract's defaults.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import platformdirs
 
@@ -23,24 +24,46 @@ from subagent_host.app import serve
 from subagent_host.config import (
     DEFAULT_GRACE_MS,
     DEFAULT_HISTORY_LIMIT,
+    DEFAULT_LOG_LEVEL,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_RESUME_TOKEN_TTL_MS,
     ServerConfig,
+    user_config_dir,
+    working_project,
 )
 from subagent_host.logs import configure_logging
 from subagent_host.rpc.framing import Framing
 from subagent_host.rpc.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
+from subagent_host.settings import (
+    FILE_NAME,
+    LOG_LEVELS,
+    MAX_CONCURRENCY,
+    MAX_DURATION_MS,
+    MAX_HISTORY_LIMIT,
+    MAX_MESSAGE_BYTES,
+    MIN_MESSAGE_BYTES,
+    MIN_RESUME_TOKEN_TTL_MS,
+    PROJECT_FILE,
+    load_settings,
+)
 
 DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
-LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
-# Below this a single ping could not fit; above it one message could exhaust memory.
-MIN_MESSAGE_BYTES: Final = 1024
-MAX_MESSAGE_BYTES: Final = 1024 * 1024 * 1024
-MAX_CONCURRENCY: Final = 256
-MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
-MAX_HISTORY_LIMIT: Final = 1_000_000
+CONFIG_HELP: Final = (
+    "a JSON settings file (an object), read after the global file ({global_file}) and "
+    f"a trusted project's {PROJECT_FILE}: it wins over them field by field, and "
+    "command-line options win over every file. Keys: default_model, "
+    "default_effort (or default_thinking_level, thinkingLevel), timeout_ms, "
+    "stall_timeout_ms, max_concurrency, default_tools, default_mode, history_limit, "
+    "enable_continue, default_backend, model_profiles ({agent: {model, effort}}), "
+    "and, in the global and --config files only, state_dir, framing, "
+    "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
+    "trusted_projects and backends ({pi|claude|codex: {executable}}). A bad field is "
+    "logged as a warning and ignored"
+)
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
             "supervised subagents. Framing is detected from the first byte: '{' or '[' "
             "means one JSON text per line, anything else LSP Content-Length framing."
         ),
-        epilog="See protocol.md for the methods. Logs go to stderr (or --log-file), never stdout.",
+        epilog="An option not given takes its value from the configuration files (see "
+        "--config), else the default shown. See protocol.md for the methods. Logs go to "
+        "stderr (or --log-file), never stdout.",
     )
     parser.add_argument(
         "command",
@@ -137,20 +162,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--framing",
         choices=("auto", "lsp", "ndjson"),
-        default="auto",
         help="message framing on stdin/stdout (default: auto, detected from the first byte)",
     )
     parser.add_argument(
         "--max-concurrency",
         type=int_in_range(1, MAX_CONCURRENCY),
-        default=DEFAULT_MAX_CONCURRENCY,
         metavar="N",
         help=f"children running at once across the server (default: {DEFAULT_MAX_CONCURRENCY})",
     )
     parser.add_argument(
         "--max-message-bytes",
         type=int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES),
-        default=DEFAULT_MAX_MESSAGE_BYTES,
         metavar="N",
         help="largest message accepted; larger ones are answered -32600 and skipped "
         f"(default: {DEFAULT_MAX_MESSAGE_BYTES})",
@@ -158,14 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--grace-ms",
         type=int_in_range(0, MAX_DURATION_MS),
-        default=DEFAULT_GRACE_MS,
         metavar="N",
         help=f"wait between SIGTERM and SIGKILL when stopping a run (default: {DEFAULT_GRACE_MS})",
     )
     parser.add_argument(
         "--resume-token-ttl-ms",
-        type=int_in_range(1000, MAX_DURATION_MS),
-        default=DEFAULT_RESUME_TOKEN_TTL_MS,
+        type=int_in_range(MIN_RESUME_TOKEN_TTL_MS, MAX_DURATION_MS),
         metavar="N",
         help=f"lifetime of a resume token and of a preflight id "
         f"(default: {DEFAULT_RESUME_TOKEN_TTL_MS})",
@@ -173,7 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--history-limit",
         type=int_in_range(1, MAX_HISTORY_LIMIT),
-        default=DEFAULT_HISTORY_LIMIT,
         metavar="N",
         help=f"runs kept per session; older finished ones are deleted "
         f"(default: {DEFAULT_HISTORY_LIMIT})",
@@ -182,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         type=existing_file,
         metavar="FILE",
-        help="an extra configuration file: the program each agent backend runs (JSON)",
+        help=CONFIG_HELP.replace("{global_file}", str(user_config_dir() / FILE_NAME)),
     )
     parser.add_argument(
         "--trust-project",
@@ -190,12 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="DIR",
-        help="trust the project at DIR: its .pi/ agents and configuration are used (repeatable)",
+        help=f"trust the project at DIR: when the server runs there, its .pi/ agents and "
+        f"{PROJECT_FILE} are used (repeatable; adds to the files' trusted_projects)",
     )
     parser.add_argument(
         "--log-level",
         type=log_level,
-        default="WARNING",
         metavar="LEVEL",
         help=f"one of {', '.join(LOG_LEVELS)} (default: warning)",
     )
@@ -223,25 +242,61 @@ def read_depth(environ: dict[str, str] | os._Environ[str]) -> tuple[int, str | N
 
 
 def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str | None]:
-    """Parse argv into a config; exits 2 with a message on a bad value."""
-    args = build_parser().parse_args(argv)
+    """Parse argv over the configuration files; exits 2 with a message on a bad value.
+
+    Reads the files (once, synchronously: the loop has not started). Their problems
+    are kept in `config.settings.diagnostics` for the server to log, never fatal.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        project_dir = working_project()
+    except OSError as exc:
+        parser.error(f"cannot tell the working directory (the project): {exc}")
+    config_dir = user_config_dir()
+    settings, project_trusted = load_settings(
+        config_dir=config_dir,
+        project_dir=project_dir,
+        explicit=args.config,
+        trusted=args.trust_project,
+    )
+    framing = first(args.framing, settings.framing, "auto")
     depth, warning = read_depth(os.environ)
     config = ServerConfig(
-        state_dir=args.state_dir or platformdirs.user_state_path(SERVER_NAME),
-        session_id=args.session,
-        framing=None if args.framing == "auto" else Framing(args.framing),
-        max_concurrency=args.max_concurrency,
-        max_message_bytes=args.max_message_bytes,
-        grace_ms=args.grace_ms,
-        resume_token_ttl_ms=args.resume_token_ttl_ms,
-        history_limit=args.history_limit,
+        state_dir=first(
+            args.state_dir, settings.state_dir, platformdirs.user_state_path(SERVER_NAME)
+        ),
+        session_id=args.session if args.session is not None else settings.session,
+        framing=None if framing == "auto" else Framing(framing),
+        max_concurrency=first(
+            args.max_concurrency, settings.max_concurrency, DEFAULT_MAX_CONCURRENCY
+        ),
+        max_message_bytes=first(
+            args.max_message_bytes, settings.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES
+        ),
+        grace_ms=first(args.grace_ms, settings.grace_ms, DEFAULT_GRACE_MS),
+        resume_token_ttl_ms=first(
+            args.resume_token_ttl_ms, settings.resume_token_ttl_ms, DEFAULT_RESUME_TOKEN_TTL_MS
+        ),
+        history_limit=first(args.history_limit, settings.history_limit, DEFAULT_HISTORY_LIMIT),
         config_file=args.config,
-        trusted_projects=tuple(args.trust_project),
-        log_level=args.log_level,
-        log_file=args.log_file,
+        trusted_projects=tuple(dict.fromkeys((*args.trust_project, *settings.trusted_projects))),
+        log_level=first(args.log_level, settings.log_level, DEFAULT_LOG_LEVEL),
+        log_file=args.log_file if args.log_file is not None else settings.log_file,
         depth=depth,
+        settings=settings,
+        config_dir=config_dir,
+        project_dir=project_dir,
+        project_trusted=project_trusted,
     )
     return config, warning
+
+
+def first(option: T | None, from_files: T | None, default: T) -> T:
+    """The command line's value, else the files', else the contract's default."""
+    if option is not None:
+        return option
+    return from_files if from_files is not None else default
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,18 +1,23 @@
 """The server's configuration: every CONTRACT §6 default and §7 option in one frozen object.
 
-`cli.py` builds it from the command line; `app.py` hands it to whoever needs it.
+`cli.py` builds it from the command line over the configuration files
+(`settings.py`); `app.py` hands it to whoever needs it.
 Options whose feature has not landed yet are still parsed, validated and kept
 here, so scripts written today keep working as features arrive.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Final
 
 import attrs
+import platformdirs
 
+from subagent_host import SERVER_NAME
 from subagent_host.rpc.framing import Framing
+from subagent_host.settings import Settings
 
 KIB: Final = 1024
 MIB: Final = 1024 * KIB
@@ -33,6 +38,20 @@ DEFAULT_HISTORY_LIMIT: Final = 100
 DEFAULT_RESUME_TOKEN_TTL_MS: Final = 300_000
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * MIB
 DEFAULT_MAX_DEPTH: Final = 1
+DEFAULT_LOG_LEVEL: Final = "WARNING"
+
+
+def user_config_dir() -> Path:
+    """Where the global `subagents.json` and the user's agent definitions live."""
+    return platformdirs.user_config_path(SERVER_NAME)
+
+
+def working_project() -> Path:
+    """The project this server serves: its working directory, symlinks resolved.
+
+    Raises OSError when the working directory no longer exists.
+    """
+    return Path(os.path.realpath(os.getcwd()))
 
 
 @attrs.frozen(kw_only=True, cache_hash=True)
@@ -50,10 +69,21 @@ class ServerConfig:
     history_limit: int = DEFAULT_HISTORY_LIMIT
     """Runs kept per session; older ones are pruned."""
     config_file: Path | None = None
+    """The `--config` file, if one was named."""
     trusted_projects: tuple[Path, ...] = ()
-    log_level: str = "WARNING"
+    """`--trust-project` directories, then the files' `trusted_projects`."""
+    log_level: str = DEFAULT_LOG_LEVEL
     log_file: Path | None = None
     # Read from the environment, not the command line: how deep in a delegation
     # chain this server runs (a child server sees its parent's depth + 1).
     depth: int = 0
     max_depth: int = DEFAULT_MAX_DEPTH
+    settings: Settings = attrs.Factory(Settings)
+    """What the configuration files said: agent defaults, model profiles, backend
+    programs, and the diagnostics to log. The server options above already include
+    the files' values."""
+    config_dir: Path = attrs.Factory(user_config_dir)
+    """The user's configuration directory: `subagents.json`, `agents/`, `subagents/`."""
+    project_dir: Path = attrs.Factory(working_project)
+    project_trusted: bool = False
+    """Whether the project's `.pi/` agents and `subagents.json` are used."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from subagent_host import __version__
 from subagent_host.cli import build_parser, parse_config, read_depth
 from subagent_host.rpc.framing import Framing
+from subagent_host.settings import ModelProfile, Settings
 from tests.e2e.harness import server_executable
 
 OPTIONS = (
@@ -30,9 +33,30 @@ OPTIONS = (
 )
 
 
-def test_defaults_are_the_contract_defaults() -> None:
+@pytest.fixture(autouse=True)
+def private_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's own subagents.json and working directory never reach these tests."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    return tmp_path / "xdg-config" / "subagent-host"
+
+
+def write(path: Path, value: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value))
+    return path
+
+
+def test_defaults_are_the_contract_defaults(private_config: Path) -> None:
     config, warning = parse_config([])
     assert warning is None
+    assert config.settings == Settings()
+    assert config.config_dir == private_config
+    assert config.project_dir == Path(os.path.realpath(os.getcwd()))
+    assert config.project_trusted is False
+    assert config.config_file is None and config.log_file is None
     assert config.state_dir == platformdirs.user_state_path("subagent-host")
     assert config.framing is None
     assert (config.max_concurrency, config.grace_ms) == (4, 5000)
@@ -165,3 +189,109 @@ def test_a_closed_stdin_or_stdout_is_refused_with_status_2(redirect: str, name: 
     )
     assert done.returncode == 2
     assert done.stderr == f"subagent-host: {name} closed: nothing to serve\n"
+
+
+SERVER_OPTIONS_IN_FILE = {
+    "state_dir": "state-from-file",
+    "framing": "ndjson",
+    "max_concurrency": 3,
+    "max_message_bytes": 4096,
+    "grace_ms": 1,
+    "resume_token_ttl_ms": 2000,
+    "history_limit": 5,
+    "log_level": "error",
+    "log_file": "file.log",
+    "session": "from-file",
+}
+
+
+def test_an_option_not_given_comes_from_the_files(private_config: Path) -> None:
+    write(private_config / "subagents.json", SERVER_OPTIONS_IN_FILE)
+    config, _ = parse_config([])
+    assert config.settings.diagnostics == ()
+    assert config.state_dir == private_config / "state-from-file"
+    assert config.framing is Framing.NDJSON
+    assert (config.max_concurrency, config.max_message_bytes, config.grace_ms) == (3, 4096, 1)
+    assert (config.resume_token_ttl_ms, config.history_limit) == (2000, 5)
+    assert (config.log_level, config.log_file) == ("ERROR", private_config / "file.log")
+    assert config.session_id == "from-file"
+
+
+def test_every_option_given_beats_every_file(private_config: Path, tmp_path: Path) -> None:
+    write(private_config / "subagents.json", SERVER_OPTIONS_IN_FILE)
+    explicit = write(tmp_path / "extra.json", SERVER_OPTIONS_IN_FILE)
+    config, _ = parse_config(
+        [
+            "--state-dir", str(tmp_path / "state"),
+            "--framing", "auto",
+            "--max-concurrency", "9",
+            "--max-message-bytes", "2048",
+            "--grace-ms", "0",
+            "--resume-token-ttl-ms", "60000",
+            "--history-limit", "7",
+            "--config", str(explicit),
+            "--log-level", "debug",
+            "--log-file", str(tmp_path / "host.log"),
+            "--session", "from-command-line",
+        ]
+    )  # fmt: skip
+    assert config.state_dir == tmp_path / "state"
+    assert config.framing is None  # auto, though both files say ndjson
+    assert (config.max_concurrency, config.max_message_bytes, config.grace_ms) == (9, 2048, 0)
+    assert (config.resume_token_ttl_ms, config.history_limit) == (60000, 7)
+    assert (config.log_level, config.log_file) == ("DEBUG", tmp_path / "host.log")
+    assert config.session_id == "from-command-line"
+
+
+def test_precedence_is_global_then_project_then_config_then_command_line(
+    private_config: Path, tmp_path: Path
+) -> None:
+    project = Path.cwd()
+    global_file = private_config / "subagents.json"
+    write(global_file, {"max_concurrency": 2, "history_limit": 2, "timeout_ms": 2,
+                        "default_model": "global"})  # fmt: skip
+    write(project / ".pi" / "subagents.json", {"max_concurrency": 3, "history_limit": 3,
+                                               "timeout_ms": 3})  # fmt: skip
+    explicit = write(tmp_path / "extra.json", {"max_concurrency": 4, "history_limit": 4})
+    trust = ["--trust-project", str(project)]
+    given = ["--config", str(explicit), *trust]
+
+    config, _ = parse_config(["--max-concurrency", "5", *given])
+    assert (config.max_concurrency, config.history_limit) == (5, 4)
+    assert (config.settings.timeout_ms, config.settings.default_model) == (3, "global")
+    config, _ = parse_config(trust)
+    assert (config.max_concurrency, config.history_limit, config.project_trusted) == (3, 3, True)
+    config, _ = parse_config([])  # untrusted: the project's file is not read
+    assert (config.max_concurrency, config.history_limit, config.project_trusted) == (2, 2, False)
+    assert config.settings.timeout_ms == 2
+
+
+def test_trusted_projects_join_the_command_line_s(private_config: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    project = Path(os.path.realpath(os.getcwd()))
+    write(private_config / "subagents.json", {"trusted_projects": [str(project), str(other)]})
+    write(project / ".pi" / "subagents.json", {"model_profiles": {"Scout": {"model": "m"}}})
+    config, _ = parse_config(["--trust-project", str(other)])
+    assert config.trusted_projects == (other, project)
+    assert config.project_trusted and config.project_dir == project
+    assert config.settings.project_profiles == {"scout": ModelProfile(model="m")}
+
+
+def test_a_bad_file_never_stops_the_server(private_config: Path) -> None:
+    private_config.mkdir(parents=True)
+    (private_config / "subagents.json").write_text("{oops")
+    config, warning = parse_config(["--max-concurrency", "6"])
+    assert warning is None and config.max_concurrency == 6
+    assert [note.code for note in config.settings.diagnostics] == ["invalid-json"]
+
+
+def test_help_describes_the_configuration_files(
+    private_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "10000")  # one line per option: no wrapping in a path
+    text = build_parser().format_help()
+    assert f"global file ({private_config / 'subagents.json'})" in text
+    for words in ("trusted project's .pi/subagents.json", "default_model", "model_profiles",
+                  "trusted_projects", "global and --config files only"):  # fmt: skip
+        assert words in text

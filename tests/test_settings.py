@@ -1,11 +1,22 @@
-"""`--config` files: which program each agent backend runs, and warnings, never a stop."""
+"""Configuration files: global < trusted project < --config, field by field; every
+problem a diagnostic naming the file and the field, never a stop."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from subagent_host.settings import backend_executables
+import attrs
+import pytest
+
+from subagent_host.settings import (
+    ModelProfile,
+    Settings,
+    SettingsDiagnostic,
+    load_settings,
+)
 from tests.e2e.harness import running_server
 from tests.e2e.test_runs import call
 
@@ -25,31 +36,466 @@ FAKE_PI = "#!/bin/sh\ncat > /dev/null\n" + "".join(
     f"echo '{json.dumps(event)}'\n" for event in EVENTS
 )
 
+SERVER_OPTIONS = {
+    "state_dir": "/tmp/elsewhere",
+    "framing": "lsp",
+    "max_message_bytes": 4096,
+    "grace_ms": 10,
+    "resume_token_ttl_ms": 5000,
+    "log_level": "debug",
+    "log_file": "/tmp/host.log",
+    "session": "editor-1",
+    "trusted_projects": ["/"],
+    "backends": {"pi": {"executable": "/bin/evil"}},
+}
+
 
 def write(path: Path, value: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value) if not isinstance(value, str) else value)
     return path
 
 
-def test_executables_are_read_per_backend(tmp_path: Path) -> None:
-    config = write(tmp_path / "c.json", {"backends": {"pi": {"executable": "/opt/pi"}}})
-    assert backend_executables(config) == ({"pi": "/opt/pi"}, [])
-    assert backend_executables(None) == ({}, [])
-    assert backend_executables(write(tmp_path / "e.json", {})) == ({}, [])
+class Dirs:
+    """A user config directory and a project directory, both empty to start."""
+
+    def __init__(self, root: Path) -> None:
+        self.config = root / "config"
+        self.project = root / "project"
+        self.config.mkdir()
+        self.project.mkdir()
+        self.global_file = self.config / "subagents.json"
+        self.project_file = self.project / ".pi" / "subagents.json"
+
+    def load(
+        self, explicit: Path | None = None, trusted: Sequence[Path] = ()
+    ) -> tuple[Settings, bool]:
+        return load_settings(
+            config_dir=self.config, project_dir=self.project, explicit=explicit, trusted=trusted
+        )
 
 
-def test_each_problem_is_a_warning_naming_file_and_field(tmp_path: Path) -> None:
+@pytest.fixture
+def dirs(tmp_path: Path) -> Dirs:
+    return Dirs(tmp_path)
+
+
+def without_bookkeeping(settings: Settings) -> Settings:
+    """Only what the files set: no list of files read, no diagnostics."""
+    return attrs.evolve(settings, files=(), diagnostics=())
+
+
+def codes(settings: Settings) -> list[tuple[str, str | None]]:
+    return [(note.code, note.field) for note in settings.diagnostics]
+
+
+def test_no_files_is_empty_settings_and_no_diagnostic(dirs: Dirs) -> None:
+    assert dirs.load() == (Settings(), False)
+    assert dirs.load(trusted=[dirs.project]) == (Settings(), True)
+
+
+def test_later_files_win_field_by_field(dirs: Dirs, tmp_path: Path) -> None:
+    write(
+        dirs.global_file,
+        {"default_model": "g-model", "timeout_ms": 1000, "max_concurrency": 2,
+         "default_mode": "background", "default_tools": ["read"]},
+    )  # fmt: skip
+    write(dirs.project_file, {"timeout_ms": 2000, "max_concurrency": 3, "history_limit": 9})
+    explicit = write(tmp_path / "extra.json", {"max_concurrency": 5, "default_backend": "pi"})
+    settings, trusted = dirs.load(explicit, [dirs.project])
+    assert trusted
+    assert settings.default_model == "g-model"  # only the global file sets it
+    assert settings.default_mode == "background"
+    assert settings.default_tools == ("read",)
+    assert settings.timeout_ms == 2000  # project over global
+    assert settings.history_limit == 9
+    assert settings.max_concurrency == 5  # explicit over both
+    assert settings.default_backend == "pi"
+    assert settings.files == (str(dirs.global_file), str(dirs.project_file), str(explicit))
+    assert settings.diagnostics == ()
+
+
+def test_an_untrusted_project_file_is_not_read(dirs: Dirs) -> None:
+    write(dirs.project_file, {"default_model": "from-project"})
+    settings, trusted = dirs.load()
+    assert not trusted
+    assert settings.default_model is None and settings.files == ()
+    [note] = settings.diagnostics
+    assert (note.severity, note.code, note.file) == (
+        "info",
+        "untrusted-project",
+        str(dirs.project_file),
+    )
+
+
+def test_a_project_is_trusted_through_the_command_line(dirs: Dirs, tmp_path: Path) -> None:
+    write(dirs.project_file, {"default_model": "from-project"})
+    link = tmp_path / "link"
+    link.symlink_to(dirs.project)  # trust compares real paths
+    settings, trusted = dirs.load(trusted=[link])
+    assert trusted and settings.default_model == "from-project"
+    assert dirs.load(trusted=[tmp_path])[1] is False  # a parent is not the project
+
+
+@pytest.mark.parametrize("where", ["global", "explicit"])
+def test_a_project_is_trusted_through_trusted_projects_of_a_file(
+    dirs: Dirs, tmp_path: Path, where: str
+) -> None:
+    write(dirs.project_file, {"default_model": "from-project"})
+    entry = {"trusted_projects": ["~/elsewhere", str(dirs.project)]}
+    explicit = None
+    if where == "global":
+        write(dirs.global_file, entry)
+    else:
+        explicit = write(tmp_path / "extra.json", entry)
+    settings, trusted = dirs.load(explicit)
+    assert trusted and settings.default_model == "from-project"
+    assert settings.trusted_projects == (Path("~/elsewhere").expanduser(), dirs.project)
+
+
+def test_relative_paths_are_taken_from_the_file_s_directory(dirs: Dirs) -> None:
+    (dirs.config / "logs").mkdir()
+    write(
+        dirs.global_file,
+        {"state_dir": "state", "log_file": "logs/host.log", "trusted_projects": ["../project"]},
+    )
+    settings, trusted = dirs.load()
+    assert settings.state_dir == dirs.config / "state"
+    assert settings.log_file == dirs.config / "logs" / "host.log"
+    assert trusted
+
+
+@pytest.mark.parametrize(("field", "value"), SERVER_OPTIONS.items())
+def test_a_project_file_cannot_set_server_options(dirs: Dirs, field: str, value: object) -> None:
+    write(dirs.project_file, {field: value, "default_model": "kept"})
+    settings, _ = dirs.load(trusted=[dirs.project])
+    [note] = settings.diagnostics
+    assert (note.severity, note.code, note.field) == ("warning", "not-allowed-in-project", field)
+    assert str(dirs.project_file) in note.message and field in note.message
+    assert without_bookkeeping(settings) == Settings(default_model="kept")
+
+
+def test_a_project_s_trusted_projects_trust_nothing(dirs: Dirs, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    write(dirs.project_file, {"trusted_projects": [str(other)]})
+    settings, _ = dirs.load(trusted=[dirs.project])
+    assert settings.trusted_projects == ()
+    assert codes(settings) == [("not-allowed-in-project", "trusted_projects")]
+
+
+@pytest.mark.parametrize(("field", "value"), SERVER_OPTIONS.items())
+def test_the_global_and_explicit_files_set_server_options(
+    dirs: Dirs, tmp_path: Path, field: str, value: object
+) -> None:
+    write(dirs.global_file, {field: value})
+    settings, _ = dirs.load()
+    assert settings.diagnostics == ()
+    expected: object = {
+        "state_dir": Path("/tmp/elsewhere").resolve(),
+        "log_level": "DEBUG",
+        "log_file": Path("/tmp/host.log").resolve(),
+        "trusted_projects": (Path("/"),),
+        "backends": {"pi": "/bin/evil"},
+    }.get(field, value)
+    got = getattr(settings, "backend_executables" if field == "backends" else field)
+    assert got == expected
+
+
+VALID = {
+    "default_model": "g-model",
+    "default_effort": "low",
+    "timeout_ms": 1000,
+    "stall_timeout_ms": 1000,
+    "max_concurrency": 2,
+    "default_tools": ["read"],
+    "default_mode": "task",
+    "history_limit": 10,
+    "enable_continue": True,
+    "default_backend": "claude",
+    "state_dir": "/tmp",
+    "framing": "ndjson",
+    "max_message_bytes": 2048,
+    "grace_ms": 0,
+    "resume_token_ttl_ms": 1000,
+    "log_level": "info",
+    "log_file": "/tmp/x.log",
+    "trusted_projects": ["/tmp"],
+}
+INVALID = [
+    ("default_model", ""),
+    ("default_model", "two words"),
+    ("default_model", 3),
+    ("default_effort", "extreme"),
+    ("default_effort", "HIGH"),
+    ("timeout_ms", 0),
+    ("timeout_ms", 86_400_001),
+    ("timeout_ms", True),
+    ("timeout_ms", 1.5),
+    ("timeout_ms", "1000"),
+    ("stall_timeout_ms", -1),
+    ("max_concurrency", 257),
+    ("max_concurrency", 0),
+    ("default_tools", "read"),
+    ("default_tools", ["read", ""]),
+    ("default_tools", ["read", 1]),
+    ("default_mode", "foreground"),
+    ("history_limit", 0),
+    ("history_limit", 1_000_001),
+    ("enable_continue", "false"),
+    ("enable_continue", 0),
+    ("default_backend", "gemini"),
+    ("state_dir", ""),
+    ("state_dir", "/etc/hostname"),
+    ("framing", "xml"),
+    ("max_message_bytes", 10),
+    ("grace_ms", -1),
+    ("resume_token_ttl_ms", 999),
+    ("log_level", "loud"),
+    ("log_file", "/nonexistent/dir/host.log"),
+    ("log_file", "/tmp"),
+    ("trusted_projects", "/tmp"),
+    ("trusted_projects", ["/tmp", 3]),
+    ("model_profiles", []),
+    ("backends", 3),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), INVALID)
+def test_an_invalid_value_is_a_diagnostic_and_the_earlier_value_is_kept(
+    dirs: Dirs, tmp_path: Path, field: str, value: object
+) -> None:
+    write(dirs.global_file, VALID)
+    explicit = write(tmp_path / "extra.json", {field: value})
+    settings, _ = dirs.load(explicit)
+    [note] = settings.diagnostics
+    assert (note.severity, note.code, note.field, note.file) == (
+        "warning", "invalid-field", field, str(explicit)
+    )  # fmt: skip
+    assert str(explicit) in note.message and field in note.message
+    global_only, _ = dirs.load()
+    assert without_bookkeeping(settings) == without_bookkeeping(global_only)
+
+
+@pytest.mark.parametrize(("field", "value"), INVALID)
+def test_an_invalid_value_with_no_earlier_one_leaves_the_default(
+    dirs: Dirs, field: str, value: object
+) -> None:
+    write(dirs.global_file, {field: value})
+    settings, _ = dirs.load()
+    assert codes(settings) == [("invalid-field", field)]
+    assert without_bookkeeping(settings) == Settings()
+
+
+def test_null_leaves_a_field_unset(dirs: Dirs, tmp_path: Path) -> None:
+    write(dirs.global_file, {"default_model": "g-model"})
+    explicit = write(tmp_path / "extra.json", {"default_model": None, "backends": None})
+    settings, _ = dirs.load(explicit)
+    assert settings.default_model == "g-model" and settings.diagnostics == ()
+
+
+@pytest.mark.parametrize("key", ["default_effort", "default_thinking_level", "thinkingLevel"])
+def test_effort_has_three_spellings(dirs: Dirs, key: str) -> None:
+    write(dirs.global_file, {key: "xhigh"})
+    settings, _ = dirs.load()
+    assert settings.default_effort == "xhigh" and settings.diagnostics == ()
+
+
+def test_spellings_that_agree_are_one_setting(dirs: Dirs) -> None:
+    write(dirs.global_file, {"default_effort": "max", "thinkingLevel": "max"})
+    settings, _ = dirs.load()
+    assert settings.default_effort == "max" and settings.diagnostics == ()
+
+
+def test_spellings_that_disagree_are_both_ignored(dirs: Dirs, tmp_path: Path) -> None:
+    write(dirs.global_file, {"default_effort": "low"})
+    explicit = write(tmp_path / "extra.json", {"default_effort": "high", "thinkingLevel": "off"})
+    settings, _ = dirs.load(explicit)
+    assert settings.default_effort == "low"  # from the global file
+    [note] = settings.diagnostics
+    assert (note.code, note.field, note.file) == (
+        "conflicting-aliases", "default_effort", str(explicit)
+    )  # fmt: skip
+    assert "default_effort" in note.message and "thinkingLevel" in note.message
+
+
+def test_an_invalid_alias_names_the_spelling_used(dirs: Dirs) -> None:
+    write(dirs.global_file, {"default_thinking_level": "huge"})
+    settings, _ = dirs.load()
+    assert codes(settings) == [("invalid-field", "default_thinking_level")]
+    assert settings.default_effort is None
+
+
+def test_enable_continue_false_is_kept(dirs: Dirs, tmp_path: Path) -> None:
+    write(dirs.global_file, {"enable_continue": True})
+    explicit = write(tmp_path / "extra.json", {"enable_continue": False})
+    settings, _ = dirs.load(explicit)
+    assert settings.enable_continue is False
+
+
+def test_model_profiles_are_split_between_user_and_project_agents(
+    dirs: Dirs, tmp_path: Path
+) -> None:
+    write(
+        dirs.global_file,
+        {"model_profiles": {"Scout": {"model": "haiku", "effort": "low"},
+                            "planner": {"model": "opus", "effort": "medium"}}},
+    )  # fmt: skip
+    write(dirs.project_file, {"model_profiles": {"scout": {"model": "project-model"}}})
+    explicit = write(
+        tmp_path / "extra.json",
+        {
+            "model_profiles": {
+                "SCOUT": {"thinking": "high"},
+                "Writer": {"effort": "off"},
+                "Planner": {"model": "sonnet"},
+            }
+        },
+    )
+    settings, _ = dirs.load(explicit, [dirs.project])
+    assert settings.diagnostics == ()
+    assert settings.user_profiles == {
+        "scout": ModelProfile(model="haiku", effort="high"),  # per field: effort from --config
+        "planner": ModelProfile(model="sonnet", effort="medium"),
+        "writer": ModelProfile(effort="off"),
+    }
+    assert settings.project_profiles == {"scout": ModelProfile(model="project-model")}
+
+
+def test_each_bad_profile_entry_or_field_is_skipped_alone(dirs: Dirs) -> None:
+    write(
+        dirs.global_file,
+        {"model_profiles": {
+            "a": "haiku",
+            "b": {"model": "two words", "effort": "low"},
+            "c": {"effort": "low", "thinking": "high"},
+            "d": {"model": "m", "color": "red"},
+            "D": {"model": "other"},
+            " ": {"model": "m"},
+            "e": {"thinking": "lots"},
+        }},
+    )  # fmt: skip
+    settings, _ = dirs.load()
+    assert settings.user_profiles == {"b": ModelProfile(effort="low"), "d": ModelProfile("m")}
+    assert codes(settings) == [
+        ("invalid-field", "model_profiles.a"),
+        ("invalid-field", "model_profiles.b.model"),
+        ("conflicting-aliases", "model_profiles.c.effort"),
+        ("unknown-field", "model_profiles.d.color"),
+        ("invalid-field", "model_profiles.D"),
+        ("invalid-field", "model_profiles. "),
+        ("invalid-field", "model_profiles.e.thinking"),
+    ]
+    assert all(str(dirs.global_file) in note.message for note in settings.diagnostics)
+
+
+def test_an_unknown_field_is_a_warning_and_suggests_a_near_name(dirs: Dirs) -> None:
+    write(dirs.global_file, {"default_modle": "x", "timeout_ms": 5, "zzz": 1})
+    settings, _ = dirs.load()
+    note, other = settings.diagnostics
+    assert (note.severity, note.code, note.field) == ("warning", "unknown-field", "default_modle")
+    assert "default_model" in note.message and str(dirs.global_file) in note.message
+    assert (other.code, other.field) == ("unknown-field", "zzz")
+    assert other.message == f"{dirs.global_file}: zzz: unknown field; ignored"
+    assert settings.timeout_ms == 5
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (b"{not json", "invalid-json"),
+        (b"", "invalid-json"),
+        (b"[1]", "not-an-object"),
+        (b'"text"', "not-an-object"),
+        (b'{"default_model": "\xff"}', "unreadable"),
+    ],
+)
+def test_a_file_that_is_not_a_json_object_is_ignored_with_one_warning(
+    dirs: Dirs, tmp_path: Path, content: bytes, code: str
+) -> None:
+    write(dirs.global_file, {"default_model": "g-model"})
+    explicit = tmp_path / "extra.json"
+    explicit.write_bytes(content)
+    settings, _ = dirs.load(explicit)
+    [note] = settings.diagnostics
+    assert (note.severity, note.code, note.file, note.field) == ("warning", code, str(explicit),
+                                                                   None)  # fmt: skip
+    assert note.message.startswith(f"{explicit}: ")
+    assert settings.default_model == "g-model"
+    assert settings.files == (str(dirs.global_file),)
+
+
+def test_an_unreadable_global_file_is_a_warning(dirs: Dirs) -> None:
+    dirs.global_file.mkdir()  # exists, cannot be read as a file
+    settings, _ = dirs.load()
+    assert codes(settings) == [("unreadable", None)]
+
+
+def test_a_fifo_or_a_huge_file_is_not_read(dirs: Dirs) -> None:
+    os.mkfifo(dirs.global_file)  # reading it would block the server's start forever
+    assert codes(dirs.load()[0]) == [("unreadable", None)]
+    dirs.global_file.unlink()
+    dirs.global_file.write_text("{}" + " " * 1024 * 1024)
+    settings, _ = dirs.load()
+    assert codes(settings) == [("unreadable", None)]
+    assert "larger than" in settings.diagnostics[0].message
+
+
+def test_a_vanished_explicit_file_is_a_warning(dirs: Dirs, tmp_path: Path) -> None:
+    settings, _ = dirs.load(tmp_path / "gone.json")
+    assert codes(settings) == [("unreadable", None)]
+
+
+def test_a_file_named_twice_is_read_once(dirs: Dirs) -> None:
+    write(dirs.global_file, {"default_model": "m", "nope": 1})
+    settings, _ = dirs.load(dirs.global_file)
+    assert settings.files == (str(dirs.global_file),)
+    assert codes(settings) == [("unknown-field", "nope")]
+
+
+def test_executables_are_read_per_backend_and_merged(dirs: Dirs, tmp_path: Path) -> None:
+    write(dirs.global_file, {"backends": {"pi": {"executable": "/opt/pi"}, "codex": {
+        "executable": "codex1"}}})  # fmt: skip
+    explicit = write(tmp_path / "c.json", {"backends": {"codex": {"executable": "codex2"}}})
+    settings, _ = dirs.load(explicit)
+    assert settings.backend_executables == {"pi": "/opt/pi", "codex": "codex2"}
+
+
+def test_each_backend_problem_is_a_warning_naming_file_and_field(
+    dirs: Dirs, tmp_path: Path
+) -> None:
     config = write(
         tmp_path / "c.json",
-        {"backends": {"pi": {"executable": ""}, "nope": {}, "codex": {"executable": "codex2"}}},
+        {"backends": {"pi": {"executable": ""}, "nope": {}, "codex": {"executable": "codex2"},
+                      "claude": {"executable": "claude", "args": []}}},
+    )  # fmt: skip
+    settings, _ = dirs.load(config)
+    assert settings.backend_executables == {"codex": "codex2", "claude": "claude"}
+    assert codes(settings) == [
+        ("invalid-field", "backends.pi.executable"),
+        ("invalid-field", "backends.nope"),
+        ("unknown-field", "backends.claude.args"),
+    ]
+    assert all(str(config) in note.message for note in settings.diagnostics)
+    assert "backends.pi.executable: must be a non-empty string; default kept" in (
+        settings.diagnostics[0].message
     )
-    found, warnings = backend_executables(config)
-    assert found == {"codex": "codex2"}
-    assert len(warnings) == 2 and all(str(config) in w for w in warnings)
-    assert any("backends.pi.executable" in w for w in warnings)
-    assert any("backends.nope" in w for w in warnings)
-    for bad in ("{not json", "[1]", json.dumps({"backends": 3})):
-        assert backend_executables(write(tmp_path / "b.json", bad))[1]
+
+
+def test_settings_are_hashable_so_the_server_config_is() -> None:
+    diagnostic = SettingsDiagnostic("warning", "unknown-field", "f: x: unknown", "f", "x")
+    settings = Settings(user_profiles={"a": ModelProfile("m")}, diagnostics=(diagnostic,))
+    assert hash(settings) == hash(Settings(diagnostics=(diagnostic,)))
+
+
+def test_the_real_path_of_the_project_is_what_is_trusted(dirs: Dirs, tmp_path: Path) -> None:
+    write(dirs.project_file, {"default_model": "from-project"})
+    link = tmp_path / "project-link"
+    link.symlink_to(dirs.project)
+    settings, trusted = load_settings(
+        config_dir=dirs.config, project_dir=link, explicit=None, trusted=[dirs.project]
+    )
+    assert trusted and settings.default_model == "from-project"
+    assert os.path.realpath(link) == str(dirs.project)
 
 
 async def test_a_configured_executable_is_what_the_backend_runs(tmp_path: Path) -> None:
@@ -64,3 +510,10 @@ async def test_a_configured_executable_is_what_the_backend_runs(tmp_path: Path) 
         assert child["output"]["text"] == "from the configured pi"
         assert child["backendSessionId"] == "fake-session"
         await server.finish()
+
+
+def test_a_session_id_in_a_file_must_be_valid(dirs: Dirs) -> None:
+    write(dirs.global_file, {"session": "has space"})
+    settings, _ = dirs.load()
+    assert settings.session is None
+    assert codes(settings) == [("invalid-field", "session")]

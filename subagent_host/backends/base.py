@@ -34,6 +34,8 @@ class ItemSpec:
     """The request's `access.filesystem` (`none`, `read`, `write`): a CLI with a
     sandbox of its own (codex) is told; others are narrowed through their tools."""
     network_access: bool = True
+    instructions: str | None = None
+    """An agent definition's body: appended to the CLI's own system prompt."""
 
 
 @attrs.frozen

@@ -120,6 +120,9 @@ class ClaudeBackend:
         argv += ["--tools", ",".join(tools)]  # "" offers no tool at all
         if tools:
             argv += ["--allowedTools", ",".join(tools)]
+        if item.instructions is not None:
+            # One argument with "=": instructions starting with "-" stay a value.
+            argv.append(f"--append-system-prompt={item.instructions}")
         stdin = (item.prompt or "").encode("utf-8")
         return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
 

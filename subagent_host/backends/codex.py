@@ -69,6 +69,7 @@ provider's `env_key` names is not passed unless the spawn's `env` carries it
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -149,6 +150,9 @@ class CodexBackend:
             argv += ["-m", item.model]
         if item.thinking is not None:
             argv += ["-c", f'model_reasoning_effort="{item.thinking}"']
+        if item.instructions is not None:
+            # `-c` values are TOML; a JSON string is a valid TOML basic string.
+            argv += ["-c", f"developer_instructions={json.dumps(item.instructions)}"]
         if item.resume_session is not None:
             # After `--`: an id can never be taken for an option.
             argv += ["resume", "--", item.resume_session]

@@ -90,6 +90,9 @@ class PiBackend:
             argv += ["--thinking", item.thinking]
         if item.tools is not None:
             argv += ["--tools", ",".join(item.tools)]
+        if item.instructions is not None:
+            # pi takes the next argument verbatim, even one that starts with "-".
+            argv += ["--append-system-prompt", item.instructions]
         stdin = (item.prompt or "").encode("utf-8")
         return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import attrs
 
+from subagent_host.agents.discovery import AgentCatalog, discover
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.config import (
@@ -15,6 +17,7 @@ from subagent_host.config import (
     ServerConfig,
 )
 from subagent_host.handlers.progress import EventPublisher
+from subagent_host.handlers.spawn_plan import AgentSources
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
 from subagent_host.runs.plans import ServerLimits
@@ -37,6 +40,22 @@ class Context:
     """The backends that can run here, by id."""
     probes: VersionProbes | None = None
     """Agent CLI versions (`--version`, probed once each)."""
+
+    async def agent_catalog(self) -> AgentCatalog:
+        """The agent definitions as they are now (read afresh: files change between calls)."""
+        config = self.config
+        project = config.project_dir if config.project_trusted else None
+        return await asyncio.to_thread(discover, config.config_dir, project)
+
+    async def agent_sources(self, with_definitions: bool = True) -> AgentSources:
+        """The configured defaults, and the definitions when a request names an agent."""
+        catalog = await self.agent_catalog() if with_definitions else None
+        return AgentSources(settings=self.config.settings, catalog=catalog)
+
+    @property
+    def resume_enabled(self) -> bool:
+        """`enable_continue: false` in the configuration turns resume off."""
+        return self.config.settings.enable_continue is not False
 
     @property
     def backends(self) -> frozenset[str]:

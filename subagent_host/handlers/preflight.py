@@ -20,7 +20,7 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.handlers.snapshots import timestamp
-from subagent_host.handlers.spawn_plan import Diagnostic, check_spawn
+from subagent_host.handlers.spawn_plan import Diagnostic, check_spawn, uses_agents
 from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
 from subagent_host.runs import approvals
 from subagent_host.runs.fingerprint import fingerprint
@@ -48,6 +48,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
         limits=ctx.limits,
         depth=ctx.config.depth,
         server_cwd=os.getcwd(),
+        sources=await ctx.agent_sources(uses_agents(params)),
     )
     diagnostics = list(checked.diagnostics)
     plan = checked.plan

@@ -16,6 +16,7 @@ import attrs
 
 from subagent_host.errors import AmbiguousRunId, RequestCancelled, ResumeDenied, RunNotFound
 from subagent_host.handlers.context import Context
+from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
@@ -47,7 +48,13 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         deny("expired", "the token has expired: run preflight {resume} again")
     try:
         target = await resolve_target(
-            ctx.catalog, grant.session_id, grant.run_id, grant.index, grant.overrides
+            ctx.catalog,
+            grant.session_id,
+            grant.run_id,
+            grant.index,
+            grant.overrides,
+            check_agent=definition_check(await ctx.agent_catalog()),
+            enabled=ctx.resume_enabled,
         )
     except (RunNotFound, AmbiguousRunId):
         deny("mismatch", "the run the token was issued for is gone", runId=grant.run_id)
@@ -74,7 +81,8 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         deny("mismatch", f"child {target.index} of run {run.run_id} was resumed meanwhile")
     target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
-    ctx.runs.resume(run, target.index, resumed_child(target, grant.message, env))
+    child = resumed_child(target, grant.message, env)
+    ctx.runs.resume(run, target.index, child, workflow=target.workflow)
     if mode == "background":
         await ctx.catalog.recorder.durable()
         return run_snapshot(run)

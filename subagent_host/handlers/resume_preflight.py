@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from subagent_host.handlers.context import Context
+from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.snapshots import timestamp
 from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
 from subagent_host.runs import approvals
@@ -22,7 +23,13 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
     overrides = request.overrides or {}
     try:
         target = await resolve_target(
-            ctx.catalog, ctx.session_id, request.run_id, request.index, overrides
+            ctx.catalog,
+            ctx.session_id,
+            request.run_id,
+            request.index,
+            overrides,
+            check_agent=definition_check(await ctx.agent_catalog()),
+            enabled=ctx.resume_enabled,
         )
     except ResumeRefused as refused:
         diagnostic = DiagnosticWire("error", refused.code, refused.message, refused.path)

@@ -15,10 +15,19 @@ from subagent_host.rpc.wire import (
     ResourcesWire,
     RunSnapshot,
     RunSummary,
+    StepSnapshot,
     UsageWire,
+    WorkflowSnapshot,
 )
 from subagent_host.runs.history import Summary
-from subagent_host.runs.state import ChildRun, ErrorInfo, OutputInfo, Run, RunEvent
+from subagent_host.runs.state import (
+    ChildRun,
+    ErrorInfo,
+    OutputInfo,
+    Run,
+    RunEvent,
+    WorkflowState,
+)
 
 
 def timestamp(moment: datetime | None) -> str | None:
@@ -61,7 +70,27 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         reason=run.reason,
         enforced_timeout_ms=run.enforced_timeout_ms,
         reached_limit=run.reached_limit,
+        workflow=_workflow(run.workflow),
         **extra,
+    )
+
+
+def _workflow(state: WorkflowState | None) -> WorkflowSnapshot | None:
+    if state is None:
+        return None
+    return WorkflowSnapshot(
+        name=state.name,
+        steps=tuple(
+            StepSnapshot(
+                index=step.index,
+                kind=step.kind,
+                status=step.status,
+                children=tuple(step.children),
+                label=step.label,
+                as_=step.output_name,
+            )
+            for step in state.steps
+        ),
     )
 
 
@@ -102,6 +131,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
             if child.resources
             else None
         ),
+        step=child.step,
     )
 
 

@@ -8,7 +8,7 @@ import os
 from subagent_host.errors import LaunchRejected, RequestCancelled
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.handlers.spawn_plan import ResolvedSpawn, resolve_spawn
+from subagent_host.handlers.spawn_plan import ResolvedSpawn, resolve_spawn, uses_agents
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs import approvals
 from subagent_host.runs.plans import plan_fingerprint
@@ -26,6 +26,7 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
         limits=ctx.limits,
         depth=ctx.config.depth,
         server_cwd=os.getcwd(),
+        sources=await ctx.agent_sources(uses_agents(params)),
     )
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)

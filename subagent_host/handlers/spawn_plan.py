@@ -16,22 +16,29 @@ from typing import Any, Final
 
 import attrs
 
+from subagent_host.agents.definitions import AgentDefinition
+from subagent_host.agents.discovery import AgentCatalog
+from subagent_host.agents.effective import effective
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_MAX_PARALLEL, DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
-from subagent_host.rpc.wire import AccessWire, SpawnItem, SpawnParams
+from subagent_host.handlers.workflow_plan import plan_workflow
+from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams
 from subagent_host.runs.plans import (
     FILESYSTEM_LEVELS,
     HOST_HARD,
     Access,
+    AgentRef,
     ChildPlan,
     RunPlan,
     ServerLimits,
+    WorkflowPlan,
     negotiate,
     receipts,
 )
 from subagent_host.runs.state import RunKind
+from subagent_host.settings import Settings
 
 MAX_CHAIN_ITEMS: Final = 32
 MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
@@ -68,7 +75,9 @@ class CheckedSpawn:
         return self.plan is not None and not any(d.severity == "error" for d in self.diagnostics)
 
 
-class _Problems:
+class Problems:
+    """Diagnostics gathered while a request is checked."""
+
     def __init__(self) -> None:
         self.items: list[Diagnostic] = []
 
@@ -78,6 +87,32 @@ class _Problems:
     def info(self, code: str, message: str, path: str | None = None) -> None:
         self.items.append(Diagnostic("info", code, message, path))
 
+    @property
+    def failed(self) -> bool:
+        return any(d.severity == "error" for d in self.items)
+
+
+@attrs.frozen
+class AgentSources:
+    """What an `agent` item is looked up in, and the configured defaults every item gets."""
+
+    settings: Settings = attrs.Factory(Settings)
+    catalog: AgentCatalog | None = None
+    """The agent definitions found for this request (None: none were looked for)."""
+
+
+def uses_agents(params: SpawnParams) -> bool:
+    """Whether any item names an agent definition (only then are definitions looked up)."""
+    items: list[SpawnItem] = [*(params.tasks or ()), *(params.chain or ())]
+    for step in params.workflow.chain if params.workflow is not None else ():
+        if isinstance(step, SpawnItem):
+            items.append(step)
+        elif isinstance(step, ParallelStep):
+            items.extend(step.parallel)
+        else:
+            items.append(step.item)
+    return params.agent is not None or any(item.agent is not None for item in items)
+
 
 def resolve_spawn(
     params: SpawnParams,
@@ -86,10 +121,16 @@ def resolve_spawn(
     limits: ServerLimits,
     depth: int,
     server_cwd: str,
+    sources: AgentSources | None = None,
 ) -> ResolvedSpawn:
     """Validate and resolve; raise LaunchRejected / BackendUnavailable with diagnostics."""
     checked = check_spawn(
-        params, backends=backends, limits=limits, depth=depth, server_cwd=server_cwd
+        params,
+        backends=backends,
+        limits=limits,
+        depth=depth,
+        server_cwd=server_cwd,
+        sources=sources,
     )
     _raise_if_rejected(list(checked.diagnostics))
     assert checked.plan is not None
@@ -103,22 +144,18 @@ def check_spawn(
     limits: ServerLimits,
     depth: int,
     server_cwd: str,
+    sources: AgentSources | None = None,
 ) -> CheckedSpawn:
     """Every problem of a launch request as diagnostics, and its plan when one can be made."""
+    sources = sources or AgentSources()
     max_depth = limits.max_depth
-    problems = _Problems()
+    problems = Problems()
     if depth >= max_depth:
         problems.error(
             "max-depth",
             f"this server runs at delegation depth {depth} (the maximum is {max_depth}): "
             "a subagent may not start subagents",
         )
-    mode = params.mode or "background"
-    if mode not in MODES:
-        problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
-    if params.workflow is not None:
-        problems.error("unsupported", "workflows are not supported by this server yet", "workflow")
-
     shapes = [name for name in ("tasks", "chain", "workflow") if getattr(params, name) is not None]
     single = params.prompt is not None or params.agent is not None or params.command is not None
     if len(shapes) + single != 1:
@@ -126,25 +163,32 @@ def check_spawn(
             "invalid-shape",
             "give exactly one of prompt/agent/command, tasks, chain or workflow",
         )
-    items: list[tuple[str, SpawnItem]] = []
+
+    def resolve(path: str, item: SpawnItem) -> ChildPlan:
+        return _resolve_item(problems, path, item, params, backends, server_cwd, sources)
+
     kind = RunKind.SINGLE
+    children: tuple[ChildPlan, ...] = ()
+    workflow: WorkflowPlan | None = None
     if params.tasks is not None:
         kind = RunKind.PARALLEL
         _check_count(problems, "tasks", len(params.tasks), DEFAULT_MAX_PARALLEL)
-        items = [(f"tasks[{i}]", item) for i, item in enumerate(params.tasks)]
+        children = tuple(resolve(f"tasks[{i}]", item) for i, item in enumerate(params.tasks))
     elif params.chain is not None:
         kind = RunKind.CHAIN
         _check_count(problems, "chain", len(params.chain), MAX_CHAIN_ITEMS)
-        items = [(f"chain[{i}]", item) for i, item in enumerate(params.chain)]
+        children = tuple(resolve(f"chain[{i}]", item) for i, item in enumerate(params.chain))
+    elif params.workflow is not None:
+        kind = RunKind.WORKFLOW
+        cwd = _directory(Problems(), "cwd", params.cwd, server_cwd)  # reported by the items
+        children, workflow = plan_workflow(problems, params.workflow, resolve, cwd)
     elif single:
         top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)
-        items = [("", top)]
+        children = (resolve("", top),)
 
-    children = tuple(
-        _resolve_item(problems, path, item, params, backends, server_cwd) for path, item in items
-    )
+    mode = _mode(problems, params, children, sources)
     access = _access(problems, params.access)
-    if any(d.severity == "error" for d in problems.items) or not children:
+    if problems.failed or not children:
         return CheckedSpawn(plan=None, mode=mode, diagnostics=tuple(problems.items))
     plan = RunPlan(
         kind=kind,
@@ -152,6 +196,7 @@ def check_spawn(
         label=params.label,
         stream=bool(params.stream),
         access=None if access.is_full else access,
+        workflow=workflow,
     )
     _check_access(problems, plan, backends, access)
     _check_required_limits(problems, plan, backends, access, limits, params.required_limits)
@@ -163,6 +208,20 @@ def check_spawn(
     return CheckedSpawn(plan=plan, mode=mode, diagnostics=tuple(problems.items))
 
 
+def _mode(
+    problems: Problems, params: SpawnParams, children: tuple[ChildPlan, ...], sources: AgentSources
+) -> str:
+    """The request's mode, else a single agent's `subagent_mode`, else `default_mode`."""
+    mode = params.mode
+    if mode is None and params.agent is not None and len(children) == 1:
+        definition = _definition(sources, params.agent)
+        mode = definition.mode if definition is not None else None
+    mode = mode or sources.settings.default_mode or "background"
+    if mode not in MODES:
+        problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
+    return mode
+
+
 def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access) -> ChildPlan:
     backend = backends[child.backend]
     if not backend.restrictable:
@@ -171,7 +230,7 @@ def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access)
     return attrs.evolve(child, tools=tuple(kept), access=access)
 
 
-def _access(problems: _Problems, requested: AccessWire | None) -> Access:
+def _access(problems: Problems, requested: AccessWire | None) -> Access:
     if requested is None:
         return Access()
     filesystem = requested.filesystem or "write"
@@ -190,7 +249,7 @@ def _access(problems: _Problems, requested: AccessWire | None) -> Access:
 
 
 def _check_access(
-    problems: _Problems, plan: RunPlan, backends: Mapping[str, Backend], access: Access
+    problems: Problems, plan: RunPlan, backends: Mapping[str, Backend], access: Access
 ) -> None:
     """A child left with no tool, or whose backend cannot be narrowed, cannot honour access."""
     if access.is_full:
@@ -220,7 +279,7 @@ def _check_access(
 
 
 def _check_required_limits(
-    problems: _Problems,
+    problems: Problems,
     plan: RunPlan,
     backends: Mapping[str, Backend],
     access: Access,
@@ -250,18 +309,24 @@ def _check_required_limits(
             )
 
 
-def _check_count(problems: _Problems, name: str, count: int, most: int) -> None:
+def _check_count(problems: Problems, name: str, count: int, most: int) -> None:
     if not 1 <= count <= most:
         problems.error("item-count", f"{name} takes 1 to {most} items, not {count}", name)
 
 
+def _definition(sources: AgentSources, name: str) -> AgentDefinition | None:
+    found = sources.catalog.lookup(name) if sources.catalog is not None else None
+    return found if isinstance(found, AgentDefinition) else None
+
+
 def _resolve_item(
-    problems: _Problems,
+    problems: Problems,
     path: str,
     item: SpawnItem,
     call: SpawnParams,
     backends: Mapping[str, Backend],
     server_cwd: str,
+    sources: AgentSources,
 ) -> ChildPlan:
     def at(name: str) -> str:
         return f"{path}.{name}" if path else name
@@ -270,17 +335,37 @@ def _resolve_item(
         value = getattr(item, name)
         return value if value is not None else getattr(call, name)
 
-    if item.agent is not None:
-        problems.error("unsupported", "agent definitions are not supported yet", at("agent"))
+    definition = _agent(problems, at("agent"), item.agent, sources)
+    if item.agent is not None and item.command is not None:
+        problems.error("invalid-shape", "an item takes an agent or a command, not both", path)
     if item.command is None and item.prompt is None and item.agent is None:
         problems.error("empty-item", "an item needs a prompt, an agent or a command", path or None)
     if item.command is not None and (not item.command or not item.command[0]):
         problems.error("empty-command", "command must be a non-empty argv array", at("command"))
 
-    name = _choose_backend(item, call)
+    settings = sources.settings
+    wanted = effective(
+        definition,
+        settings,
+        model=pick("model"),
+        effort=pick("thinking"),
+        tools=pick("tools"),
+    )
+    if wanted.removed_tools:
+        problems.info(
+            "tools-removed",
+            f"a subagent may not delegate: removed {', '.join(wanted.removed_tools)}",
+            at("tools"),
+        )
+    name = _choose_backend(item, call, settings.default_backend, wanted.model)
     backend = backends.get(name)
     cwd = _directory(problems, at("cwd"), pick("cwd"), server_cwd)
     env = _environment(problems, at("env"), {**(call.env or {}), **(item.env or {})})
+    # Without a prompt, an agent's instructions are its task.
+    prompt = item.prompt
+    instructions = definition.instructions if definition is not None else None
+    if prompt is None and instructions is not None:
+        prompt, instructions = instructions, None
     if backend is None:
         problems.error(
             "backend-unavailable",
@@ -290,17 +375,31 @@ def _resolve_item(
     elif name == "command":
         if item.command is None:
             problems.error("missing-command", "the command backend needs a command", at("command"))
+        if item.agent is not None:
+            problems.error(
+                "not-honoured", "the command backend cannot run an agent definition", at("backend")
+            )
         for field in AGENT_ONLY_FIELDS:
             if pick(field) is not None:
                 problems.error(
                     "not-honoured", f"the command backend cannot honour {field}", at(field)
                 )
     else:
-        _check_agent_item(problems, at, item, backend, pick, cwd, env)
+        _check_agent_item(
+            problems, at, item, backend, prompt, wanted.tools, wanted.effort, cwd, env
+        )
 
-    timeout_ms = _duration(problems, at("timeoutMs"), pick("timeout_ms"), DEFAULT_TIMEOUT_MS)
+    timeout_ms = _duration(
+        problems,
+        at("timeoutMs"),
+        pick("timeout_ms"),
+        settings.timeout_ms or DEFAULT_TIMEOUT_MS,
+    )
     stall_ms = _duration(
-        problems, at("stallTimeoutMs"), pick("stall_timeout_ms"), DEFAULT_STALL_TIMEOUT_MS
+        problems,
+        at("stallTimeoutMs"),
+        pick("stall_timeout_ms"),
+        settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS,
     )
     is_agent = name != "command"
     return ChildPlan(
@@ -309,21 +408,63 @@ def _resolve_item(
         timeout_ms=timeout_ms,
         stall_timeout_ms=stall_ms,
         command=item.command,
-        prompt=item.prompt,
+        prompt=prompt,
         env=env,
         label=item.label,
-        model=pick("model") if is_agent else None,
-        thinking=pick("thinking") if is_agent else None,
-        tools=pick("tools") if is_agent else None,
+        model=wanted.model if is_agent else None,
+        thinking=wanted.effort if is_agent else None,
+        tools=wanted.tools if is_agent else None,
+        instructions=instructions if is_agent else None,
+        agent=_agent_ref(definition),
+        output_name=item.as_,
+    )
+
+
+def _agent(
+    problems: Problems, path: str, name: str | None, sources: AgentSources
+) -> AgentDefinition | None:
+    """The definition an `agent` item names; a diagnostic when there is none to use."""
+    if name is None:
+        return None
+    found = sources.catalog.lookup(name) if sources.catalog is not None else None
+    if isinstance(found, AgentDefinition):
+        return found
+    if found is None:
+        known = sorted(sources.catalog.agents) if sources.catalog is not None else []
+        problems.error(
+            "unknown-agent",
+            f"no agent definition named {name!r} (known: {', '.join(known) or 'none'}; "
+            "see agents/list)",
+            path,
+        )
+    else:  # a malformed definition of that name blocks it, rather than fall back
+        problems.error(
+            "agent-blocked",
+            f"the agent definition {name!r} cannot be used: {found.message}",
+            path,
+        )
+    return None
+
+
+def _agent_ref(definition: AgentDefinition | None) -> AgentRef | None:
+    if definition is None:
+        return None
+    return AgentRef(
+        name=definition.name,
+        source=definition.source,
+        path=definition.path,
+        digest=definition.digest,
     )
 
 
 def _check_agent_item(
-    problems: _Problems,
+    problems: Problems,
     at: Callable[[str], str],
     item: SpawnItem,
     backend: Backend,
-    pick: Callable[[str], Any],
+    prompt: str | None,
+    tools: tuple[str, ...] | None,
+    thinking: str | None,
     cwd: str,
     env: Mapping[str, str],
 ) -> None:
@@ -332,7 +473,7 @@ def _check_agent_item(
         problems.error(
             "not-honoured", f"the {backend.id} backend takes a prompt, not a command", at("command")
         )
-    if item.prompt is None:
+    if prompt is None and item.agent is None:  # an unknown agent was reported already
         problems.error("missing-prompt", f"the {backend.id} backend needs a prompt", at("prompt"))
     program = backend.executable
     if find_executable(program, cwd, env.get("PATH")) is None:
@@ -342,7 +483,6 @@ def _check_agent_item(
             "(install the pinned agent CLIs with scripts/install-agents, or set PATH in env)",
             at("backend"),
         )
-    tools = pick("tools")
     for index, tool in enumerate(tools or ()):
         if tool not in backend.tools:
             problems.error(
@@ -350,7 +490,6 @@ def _check_agent_item(
                 f"{backend.id} has no tool {tool!r} (it has: {', '.join(sorted(backend.tools))})",
                 f"{at('tools')}[{index}]",
             )
-    thinking = pick("thinking")
     levels = backend.thinking_levels
     if thinking is not None and thinking not in levels:
         problems.error(
@@ -360,20 +499,24 @@ def _check_agent_item(
         )
 
 
-def _choose_backend(item: SpawnItem, call: SpawnParams) -> str:
-    """Explicit backend wins; a command means `command`; a bare claude-* model means claude."""
+def _choose_backend(
+    item: SpawnItem, call: SpawnParams, default_backend: str | None, model: str | None
+) -> str:
+    """Explicit backend wins; a command means `command`; then the configured default;
+    then a bare claude-* model means claude; else pi."""
     explicit = item.backend or call.backend
     if explicit:
         return explicit
     if item.command is not None:
         return "command"
-    model = item.model or call.model
+    if default_backend is not None:
+        return default_backend
     if model and model.startswith("claude-"):
         return "claude"
     return "pi"
 
 
-def _duration(problems: _Problems, path: str, value: int | None, default: int) -> int:
+def _duration(problems: Problems, path: str, value: int | None, default: int) -> int:
     if value is None:
         return default
     if not 1 <= value <= MAX_DURATION_MS:
@@ -381,14 +524,14 @@ def _duration(problems: _Problems, path: str, value: int | None, default: int) -
     return value
 
 
-def _directory(problems: _Problems, path: str, value: str | None, default: str) -> str:
+def _directory(problems: Problems, path: str, value: str | None, default: str) -> str:
     real = os.path.realpath(os.path.expanduser(value) if value is not None else default)
     if not os.path.isdir(real):
         problems.error("invalid-cwd", f"{value!r} is not an existing directory", path)
     return real
 
 
-def _environment(problems: _Problems, path: str, env: Mapping[str, str]) -> dict[str, str]:
+def _environment(problems: Problems, path: str, env: Mapping[str, str]) -> dict[str, str]:
     for name, value in env.items():
         if ENV_NAME.fullmatch(name) is None:
             problems.error(

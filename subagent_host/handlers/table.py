@@ -9,10 +9,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import ping, preflight, resume, spawn, status, stop
+from subagent_host.handlers import agents_list, ping, preflight, resume, spawn, status, stop
 from subagent_host.handlers.context import Context
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
+    AgentsListParams,
     PingParams,
     PreflightParams,
     ResumeParams,
@@ -25,6 +26,7 @@ AsyncHandler = Callable[[Any, Context], Awaitable[Any]]
 SyncHandler = Callable[[Any, Context], Any]
 
 ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
+    "agents/list": (AgentsListParams, agents_list.handle),
     "ping": (PingParams, ping.handle),
     "preflight": (PreflightParams, preflight.handle),
     "resume": (ResumeParams, resume.handle),

@@ -125,6 +125,39 @@ class SpawnItem(ItemFields):
 
 
 @attrs.frozen
+class ParallelStep:
+    """A workflow step running its items side by side (at most 4 at once)."""
+
+    parallel: tuple[SpawnItem, ...]
+    as_: str | None = None
+    """Names the step's output: a JSON array of its items' final texts."""
+    label: str | None = None
+
+
+@attrs.frozen
+class ForEachStep:
+    """A workflow step running `item` once per element of the JSON array `for_each` yields."""
+
+    for_each: str
+    item: SpawnItem
+    as_: str | None = None
+    """Names the step's output: a JSON array of the items' final texts."""
+    label: str | None = None
+
+
+WorkflowStep = SpawnItem | ParallelStep | ForEachStep
+
+
+@attrs.frozen
+class WorkflowWire:
+    name: str
+    task: str
+    chain: tuple[WorkflowStep, ...]
+    snapshot_path: str | None = None
+    """A file rewritten (atomically, mode 0600) with the run's snapshot after each step."""
+
+
+@attrs.frozen
 class AccessWire:
     """What the children may do: tools with larger effects are removed (preflight)."""
 
@@ -138,7 +171,7 @@ class AccessWire:
 class SpawnParams(ItemFields):
     tasks: tuple[SpawnItem, ...] | None = None
     chain: tuple[SpawnItem, ...] | None = None
-    workflow: dict[str, Any] | None = None
+    workflow: WorkflowWire | None = None
     mode: str | None = None
     stream: bool | None = None
     preflight_id: str | None = None
@@ -246,6 +279,26 @@ class ChildSnapshot:
     usage: UsageWire | None = None
     backend_session_id: str | None = None
     resources: ResourcesWire | None = None
+    step: int | None = None
+    """A workflow child's step."""
+
+
+@attrs.frozen
+class StepSnapshot:
+    """One workflow step: `pending` until it starts, then its children's outcome."""
+
+    index: int
+    kind: str
+    status: str
+    children: tuple[int, ...]
+    label: str | None = None
+    as_: str | None = None
+
+
+@attrs.frozen
+class WorkflowSnapshot:
+    name: str
+    steps: tuple[StepSnapshot, ...]
 
 
 @attrs.frozen
@@ -280,6 +333,7 @@ class RunSnapshot:
     reason: str | None = None
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
+    workflow: WorkflowSnapshot | None = None
     already_terminal: bool | None = None
     """`stop` only: true when the run had ended before the stop arrived."""
     events: tuple[EventWire, ...] | None = None
@@ -305,6 +359,32 @@ class RunList:
 class StatusParams:
     run_id: str | None = None
     since: int | None = None
+
+
+@attrs.frozen
+class AgentsListParams:
+    """`agents/list` takes no params."""
+
+
+@attrs.frozen
+class AgentInfo:
+    """One agent definition `spawn {agent}` can use, with what it would run with."""
+
+    name: str
+    description: str
+    source: str
+    path: str
+    digest: str
+    model: str | None = None
+    effort: str | None = None
+    tools: tuple[str, ...] | None = None
+    mode: str | None = None
+
+
+@attrs.frozen
+class AgentsListResult:
+    agents: tuple[AgentInfo, ...]
+    diagnostics: tuple[DiagnosticWire, ...]
 
 
 @attrs.frozen
@@ -370,6 +450,9 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_object)
     converter.register_structure_hook_func(
         lambda t: t == tuple[SpawnItem, ...], _items_hook(converter)
+    )
+    converter.register_structure_hook_func(
+        lambda t: t == tuple[WorkflowStep, ...], _steps_hook(converter)
     )
 
     def structure_factory(cls: type[Any]) -> Any:
@@ -437,5 +520,37 @@ def _items_hook(converter: cattrs.Converter) -> Callable[[Any, type], tuple[Spaw
         if errors:
             raise IterableValidationError("invalid items", errors, tuple)
         return tuple(items)
+
+    return structure
+
+
+def _step_type(raw: Any) -> type:
+    """Which kind of step an object is: by its `parallel` or `forEach` key, else an item."""
+    if isinstance(raw, dict):
+        if "parallel" in raw:
+            return ParallelStep
+        if "forEach" in raw:
+            return ForEachStep
+    return SpawnItem
+
+
+def _steps_hook(converter: cattrs.Converter) -> Callable[[Any, type], tuple[WorkflowStep, ...]]:
+    """A workflow's `chain`: items, `parallel` groups and `forEach` fan-outs, each checked."""
+
+    def structure(value: Any, _type: type) -> tuple[WorkflowStep, ...]:
+        if not isinstance(value, list):
+            raise WireValueError(f"expected an array, got {json_type_name(value)}")
+        steps: list[WorkflowStep] = []
+        errors: list[Exception] = []
+        for index, raw in enumerate(value):
+            kind = _step_type(raw)
+            try:
+                steps.append(converter.structure(raw, kind))
+            except Exception as exc:  # noqa: BLE001 - collected and re-raised below
+                exc.__notes__ = [IterableValidationNote(f"step {index}", index, kind)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("invalid steps", errors, tuple)
+        return tuple(steps)
 
     return structure

@@ -127,12 +127,21 @@ def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
 # --- writing ---------------------------------------------------------------------------
 
 
+@attrs.define
+class Extras:
+    """Workflow records written with the runs: definitions, and children's final texts."""
+
+    workflows: list[tuple[str, str]] = attrs.Factory(list)
+    texts: list[tuple[str, int, str]] = attrs.Factory(list)
+
+
 def save(
     store: Store,
     instance_id: str,
     rows: Sequence[RunRow],
     history_limit: int,
     projections: Sequence[tuple[str, int, str, str]] = (),
+    extras: Extras | None = None,
 ) -> None:
     """Write runs as they are now, with their new events and launch projections; prune."""
     with store.immediate() as db:
@@ -143,6 +152,15 @@ def save(
             " VALUES (?, ?, ?, ?)",
             projections,
         )
+        if extras is not None:
+            db.executemany(
+                "INSERT OR REPLACE INTO workflows (run_id, definition) VALUES (?, ?)",
+                extras.workflows,
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO workflow_texts (run_id, idx, text) VALUES (?, ?, ?)",
+                extras.texts,
+            )
         # A session grows only when a run is new (its first event is in this write).
         for session_id in {row.session_id for row in rows if row.events and row.events[0][0] == 1}:
             _prune(db, session_id, history_limit)
@@ -288,6 +306,16 @@ def run_ids_with_prefix(store: Store, session_id: str, prefix: str, limit: int =
         (session_id, len(prefix), prefix, limit),
     ).fetchall()
     return [run_id for (run_id,) in rows]
+
+
+def load_workflow(store: Store, run_id: str) -> tuple[str | None, dict[int, str]]:
+    """A workflow's stored definition (None if there is none) and its children's texts."""
+    db = store.db
+    found = db.execute("SELECT definition FROM workflows WHERE run_id = ?", (run_id,)).fetchone()
+    texts = dict(
+        db.execute("SELECT idx, text FROM workflow_texts WHERE run_id = ?", (run_id,)).fetchall()
+    )
+    return (found[0] if found else None), texts
 
 
 def load_projection(store: Store, run_id: str, index: int) -> tuple[str | None, str | None]:

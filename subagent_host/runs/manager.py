@@ -1,11 +1,12 @@
 """Carry runs out: schedule children under the server-wide limit, supervise each, settle one status.
 
-A run is a plan of children (`single`, `parallel` tasks, or a `chain` passing
-`{previous}` on). Each child waits its turn for a slot (`queued`), is started
-through its backend and the supervisor (`running`), and ends in exactly one
-terminal status. What ends it is decided in one place, `_supervise`: the
-child's own exit, a stop request, its timeout, or a stall — the first of them
-wins, and the state machine refuses any later status.
+A run is a plan of children (`single`, `parallel` tasks, a `chain` passing
+`{previous}` on, or a `workflow`, whose steps `workflow_runner.py` carries
+out). Each child waits its turn for a slot (`queued`), is started through its
+backend and the supervisor (`running`), and ends in exactly one terminal status.
+What ends it is decided in one place, `_supervise`: the child's own exit, a
+stop request, its timeout, or a stall — the first of them wins, and the state
+machine refuses any later status.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import codecs
 import collections
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -43,6 +44,7 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
 )
+from subagent_host.runs.workflow_runner import WorkflowRunner, initial_state
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,21 @@ class OutputCaps:
 
 def _new_future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
+
+
+async def _no_snapshot(_run: Run, _path: str) -> None:
+    return None
+
+
+@attrs.frozen
+class WorkflowRecords:
+    """Where a workflow's definition, its children's texts and its snapshot file go."""
+
+    definition: Callable[[Run, RunPlan], None] = lambda _run, _plan: None
+    child_added: Callable[[Run, int, dict[str, Any]], None] = lambda _run, _i, _p: None
+    text: Callable[[Run, int, str], None] = lambda _run, _i, _t: None
+    snapshot: Callable[[Run, str], Awaitable[None]] = _no_snapshot
+    """Rewrite the workflow's `snapshotPath` with the run as it is now."""
 
 
 @attrs.define
@@ -200,6 +217,7 @@ class RunManager:
         grace_ms: int,
         new_run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
+        workflow_records: WorkflowRecords | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._backends = backends
@@ -211,10 +229,12 @@ class RunManager:
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
         self._on_launch = on_launch
+        self._workflow_records = workflow_records or WorkflowRecords()
+        self._workflows: dict[str, WorkflowRunner] = {}
         self._runs: dict[str, Run] = {}
         # Each child's environment values, by run: never stored, so a resume of
         # a child launched with `env` works only while this server remembers them.
-        self._envs: dict[str, list[Mapping[str, str]]] = {}
+        self._envs: dict[str, dict[int, Mapping[str, str]]] = {}  # by run id, then child index
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, _Control] = {}
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
@@ -247,18 +267,43 @@ class RunManager:
                 for i, child in enumerate(plan.children)
             ],
         )
+        if plan.workflow is not None:  # its children are made step by step
+            run.children = []
+            run.workflow = initial_state(plan.workflow)
+            self._workflows[run.run_id] = self._workflow_runner(run, plan)
         self._runs[run.run_id] = run
-        self._envs[run.run_id] = [child.env for child in plan.children]
+        self._envs[run.run_id] = {c.index: plan.children[c.index].env for c in run.children}
         control = _Control(grace_s=self._grace_s, stream=plan.stream)
         self._controls[run.run_id] = control
         # Running from the start: its children wait for slots, the run does not.
         self._book.transition(run, RunStatus.RUNNING)
         if self._on_launch is not None:
             self._on_launch(
-                run, [project(child, self._backends[child.backend]) for child in plan.children]
+                run,
+                [
+                    project(child, self._backends[child.backend])
+                    for child in plan.children[: len(run.children)]
+                ],
             )
+        if plan.workflow is not None:
+            self._workflow_records.definition(run, plan)
         control.task = asyncio.create_task(self._execute(run, plan, control))
         return run
+
+    def _workflow_runner(
+        self, run: Run, plan: RunPlan, texts: Mapping[int, str] | None = None
+    ) -> WorkflowRunner:
+        return WorkflowRunner(
+            run=run,
+            plan=plan,
+            host=_WorkflowHost(self),
+            previous_cap=self._caps.previous_bytes,
+            texts=dict(texts or {}),
+        )
+
+    def workflow_of(self, run_id: str) -> WorkflowRunner | None:
+        """A workflow's runner while this server still has it (its templates' env values)."""
+        return self._workflows.get(run_id)
 
     def adopt(self, run: Run) -> Run:
         """The one object this server keeps for the run: an earlier one wins.
@@ -270,22 +315,36 @@ class RunManager:
 
     def env_of(self, run_id: str, index: int) -> Mapping[str, str] | None:
         """The environment values a child was launched with, if this server still has them."""
-        envs = self._envs.get(run_id)
-        return envs[index] if envs is not None and index < len(envs) else None
+        return self._envs.get(run_id, {}).get(index)
 
-    def resume(self, run: Run, index: int, plan: ChildPlan, stream: bool = False) -> Run:
+    def resume(
+        self,
+        run: Run,
+        index: int,
+        plan: ChildPlan,
+        stream: bool = False,
+        workflow: tuple[RunPlan, Mapping[int, str]] | None = None,
+    ) -> Run:
         """Run a new attempt of one child of a terminal run, in the same run.
 
         Each attempt keeps its own terminal status (the store keeps every
         attempt); the run's status follows again from its children's newest
-        attempts once this one has ended.
+        attempts once this one has ended. A workflow's remaining steps then run
+        when the attempt completed its step: `workflow` is its plan and the
+        completed children's texts, when this server no longer has them.
         """
         assert run.is_terminal, "only a terminal run is resumed"
         self._runs[run.run_id] = run
         old = run.children[index]
         run.children[index] = ChildRun(
-            index=index, backend=plan.backend, label=old.label, attempt=old.attempt + 1
+            index=index,
+            backend=plan.backend,
+            label=old.label,
+            attempt=old.attempt + 1,
+            step=old.step,
         )
+        if workflow is not None:
+            self._workflows[run.run_id] = self._workflow_runner(run, *workflow)
         control = _Control(grace_s=self._grace_s, stream=stream)
         self._controls[run.run_id] = control
         self._book.reopen(run)
@@ -296,8 +355,15 @@ class RunManager:
         self, run: Run, index: int, plan: ChildPlan, control: _Control
     ) -> None:
         try:
-            await self._run_child(run, index, plan, None, control)
-            self._settle(run, control)
+            text = await self._run_child(run, index, plan, None, control)
+            runner = self._workflows.get(run.run_id)
+            if runner is None:
+                self._settle(run, control)
+            else:
+                if text is not None:
+                    runner.keep(index, text)
+                await runner.resumed(index, control)
+                await self._write_snapshot(run)
         except Exception as exc:  # a bug of ours: the run still gets a truthful end
             logger.exception("resume of run %s failed internally", run.run_id)
             self._book.transition(
@@ -340,6 +406,11 @@ class RunManager:
 
     async def _execute(self, run: Run, plan: RunPlan, control: _Control) -> None:
         try:
+            runner = self._workflows.get(run.run_id)
+            if runner is not None:
+                await runner.run_from(0, control)
+                await self._write_snapshot(run)
+                return
             if plan.kind is RunKind.PARALLEL:
                 await asyncio.gather(
                     *(
@@ -366,6 +437,27 @@ class RunManager:
             control.done.set()
             self._forget_old(run)
 
+    def _add_child(self, run: Run, plan: ChildPlan, step: int) -> ChildRun:
+        """A workflow step's new child: queued, its projection recorded, its env remembered."""
+        child = ChildRun(index=len(run.children), backend=plan.backend, label=plan.label, step=step)
+        run.children.append(child)
+        self._envs.setdefault(run.run_id, {})[child.index] = plan.env
+        self._workflow_records.child_added(
+            run, child.index, project(plan, self._backends[plan.backend])
+        )
+        self._book.emit(run, "child", index=child.index, status=str(child.status))
+        return child
+
+    async def _write_snapshot(self, run: Run) -> None:
+        runner = self._workflows.get(run.run_id)
+        path = runner.workflow.snapshot_path if runner is not None else None
+        if path is None:
+            return
+        try:
+            await self._workflow_records.snapshot(run, path)
+        except OSError as exc:  # the run goes on; the file is only a convenience
+            logger.warning("cannot write the snapshot of run %s to %s: %s", run.run_id, path, exc)
+
     def _forget_old(self, finished: Run) -> None:
         """Keep the newest finished runs in memory; the rest are read from the store."""
         self._finished.append(finished.run_id)
@@ -374,6 +466,7 @@ class RunManager:
             self._runs.pop(run_id, None)
             self._controls.pop(run_id, None)
             self._envs.pop(run_id, None)
+            self._workflows.pop(run_id, None)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
@@ -591,6 +684,16 @@ class RunManager:
         else:
             last = unfinished[0] if unfinished else run.children[-1]
             output = last.output
+        self._settle_from(run, control, unfinished, output)
+
+    def _settle_from(
+        self,
+        run: Run,
+        control: _Control,
+        unfinished: Sequence[ChildRun],
+        output: OutputInfo | None,
+    ) -> None:
+        """Settle from the children that did not complete (none: the run completed)."""
         if not unfinished:
             self._book.transition(run, RunStatus.COMPLETED, output=output)
             return
@@ -618,8 +721,41 @@ class RunManager:
             )
         else:
             self._book.transition(
-                run, RunStatus.CANCELLED, reason=control.stop_reason or first.reason, output=output
+                run,
+                RunStatus.CANCELLED,
+                reason=control.stop_reason or first.reason or "stopped",
+                output=output,
             )
+
+    def _settle_workflow(
+        self,
+        run: Run,
+        control: _Control,
+        children: Sequence[ChildRun],
+        last_text: str | None,
+    ) -> None:
+        """A workflow's end: its last step's text, or the first step that did not complete."""
+        unfinished = [c for c in children if c.status is not RunStatus.COMPLETED]
+        if not unfinished and last_text is not None:
+            self._book.transition(
+                run, RunStatus.COMPLETED, output=self._text_output(last_text, partial=False)
+            )
+            return
+        if not unfinished:  # a step that never started: the run was stopped before it
+            self._book.transition(run, RunStatus.CANCELLED, reason=control.stop_reason or "stopped")
+            return
+        self._settle_from(run, control, unfinished, unfinished[0].output)
+
+    def _text_output(self, text: str, *, partial: bool) -> OutputInfo:
+        capped = cap_text(text, self._caps.bytes, self._caps.lines)
+        data = text.encode()
+        return OutputInfo(
+            text=capped.text,
+            truncated=capped.truncated,
+            bytes=len(data),
+            lines=text.count("\n") + (0 if text.endswith("\n") or not text else 1),
+            partial=partial,
+        )
 
     # --- output ----------------------------------------------------------------------
 
@@ -680,3 +816,32 @@ def _record_usage(child: ChildRun, usage: TreeUsage) -> None:
         peak_rss_bytes=max(usage.rss_bytes, before.peak_rss_bytes if before else 0),
         processes=max(usage.processes, before.processes if before else 0),
     )
+
+
+class _WorkflowHost:
+    """The run manager as a workflow runner sees it."""
+
+    def __init__(self, manager: RunManager) -> None:
+        self._manager = manager
+
+    def new_child(self, run: Run, plan: ChildPlan, step: int) -> ChildRun:
+        return self._manager._add_child(run, plan, step)
+
+    def run_child(
+        self, run: Run, index: int, plan: ChildPlan, control: Any
+    ) -> Awaitable[str | None]:
+        return self._manager._run_child(run, index, plan, None, control)
+
+    def keep_text(self, run: Run, index: int, text: str) -> None:
+        self._manager._workflow_records.text(run, index, text)
+
+    async def step_ended(self, run: Run) -> None:
+        await self._manager._write_snapshot(run)
+
+    def settle(
+        self, run: Run, control: Any, children: Sequence[ChildRun], last_text: str | None
+    ) -> None:
+        self._manager._settle_workflow(run, control, children, last_text)
+
+    def fail(self, run: Run, error: ErrorInfo) -> None:
+        self._manager._book.transition(run, RunStatus.FAILED, error=error)

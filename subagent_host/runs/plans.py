@@ -63,6 +63,18 @@ class Access:
 
 
 @attrs.frozen
+class AgentRef:
+    """The agent definition a child was launched from: which file, and its digest."""
+
+    name: str
+    source: str
+    """`user` or `project`."""
+    path: str
+    """The definition file's real path."""
+    digest: str
+
+
+@attrs.frozen
 class ChildPlan:
     """One child, resolved: the wire's item after defaults and validation."""
 
@@ -81,6 +93,11 @@ class ChildPlan:
     """The agent CLI's own session a resumed attempt continues."""
     access: Access | None = None
     """The request's access, when it narrowed the default."""
+    instructions: str | None = None
+    """The agent definition's body, given to the CLI as system-prompt instructions."""
+    agent: AgentRef | None = None
+    output_name: str | None = None
+    """A workflow item's `as`: the name its final text is known by in later steps."""
 
     def item(self, prompt: str | None = None) -> ItemSpec:
         """What the backend is given to launch this child (`prompt` replaces the plan's)."""
@@ -95,16 +112,48 @@ class ChildPlan:
             resume_session=self.resume_session,
             filesystem_access=self.access.filesystem if self.access else "write",
             network_access=self.access.network if self.access else True,
+            instructions=self.instructions,
         )
+
+
+STEP_PROMPT: Final = "prompt"
+STEP_PARALLEL: Final = "parallel"
+STEP_FOR_EACH: Final = "forEach"
+
+
+@attrs.frozen
+class StepPlan:
+    """One workflow step: which of the plan's children are its items, and how they run.
+
+    A `prompt` step has one item, a `parallel` step several; a `forEach` step
+    has one item, run once per element of the array its `over` template yields.
+    Item prompts (and labels) are templates, filled when the step starts.
+    """
+
+    kind: str
+    items: tuple[int, ...]
+    output_name: str | None = None
+    over: str | None = None
+    label: str | None = None
+
+
+@attrs.frozen
+class WorkflowPlan:
+    name: str
+    task: str
+    steps: tuple[StepPlan, ...]
+    snapshot_path: str | None = None
 
 
 @attrs.frozen
 class RunPlan:
     kind: RunKind
     children: tuple[ChildPlan, ...]
+    """The children to run; for a workflow, its item templates (children are made per step)."""
     label: str | None = None
     stream: bool = False
     access: Access | None = None
+    workflow: WorkflowPlan | None = None
 
 
 @attrs.frozen
@@ -172,10 +221,38 @@ def normalized_plan(
         }
         if tools.removed:
             entry["removedTools"] = sorted(tools.removed)
+        if child.agent is not None:
+            entry["agent"] = attrs.asdict(child.agent)
+        if child.output_name is not None:
+            entry["as"] = child.output_name
         children.append({key: value for key, value in entry.items() if value is not None})
     normalized: dict[str, Any] = {"kind": str(plan.kind), "children": children}
     if not access.is_full:
         normalized["access"] = attrs.asdict(access)
+    if plan.workflow is not None:
+        normalized["workflow"] = _normalized_workflow(plan.workflow)
+    return normalized
+
+
+def _normalized_workflow(workflow: WorkflowPlan) -> dict[str, Any]:
+    """The workflow's shape: steps refer to `children` (item templates) by index."""
+    steps = []
+    for index, step in enumerate(workflow.steps):
+        entry: dict[str, Any] = {"index": index, "kind": step.kind, "items": list(step.items)}
+        if step.output_name is not None:
+            entry["as"] = step.output_name
+        if step.over is not None:
+            entry["forEach"] = step.over
+        if step.label is not None:
+            entry["label"] = step.label
+        steps.append(entry)
+    normalized: dict[str, Any] = {
+        "name": workflow.name,
+        "taskDigest": digest(workflow.task),
+        "steps": steps,
+    }
+    if workflow.snapshot_path is not None:
+        normalized["snapshotPath"] = workflow.snapshot_path
     return normalized
 
 

@@ -45,9 +45,12 @@ def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
         "envKeys": sorted(child.env),
         "limits": {"timeoutMs": child.timeout_ms, "stallTimeoutMs": child.stall_timeout_ms},
         "label": child.label,
-        "agent": None,
+        # The agent definition it came from: a resume refuses unless the definition
+        # it would use now is the same file with the same digest.
+        "agent": attrs.asdict(child.agent) if child.agent is not None else None,
         # The request's access, when it narrowed the default: a resume keeps it.
         "access": attrs.asdict(child.access) if child.access is not None else None,
+        **({"instructions": child.instructions} if child.instructions is not None else {}),
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 from typing import Any
 
 from subagent_host.runs import history
@@ -26,6 +27,7 @@ class Recorder:
         self._history_limit = history_limit
         self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
         self._projections: list[tuple[str, int, str, str]] = []
+        self._extras = history.Extras()
         self._scheduled = False
         self._last_write: concurrent.futures.Future[object] | None = None
 
@@ -45,6 +47,22 @@ class Recorder:
             self._projections.append((run.run_id, index, stored, digest))
         self.touch(run)
 
+    def projection(self, run: Run, index: int, projection: dict[str, Any]) -> None:
+        """Record one child's launch projection (a workflow's children come step by step)."""
+        stored, digest = seal(projection)
+        self._projections.append((run.run_id, index, stored, digest))
+        self.touch(run)
+
+    def workflow(self, run: Run, definition: dict[str, Any]) -> None:
+        """Record a workflow's definition (its item templates, no environment values)."""
+        self._extras.workflows.append((run.run_id, json.dumps(definition, sort_keys=True)))
+        self.touch(run)
+
+    def text(self, run: Run, index: int, text: str) -> None:
+        """Record a workflow child's final text, for the steps after it on a resume."""
+        self._extras.texts.append((run.run_id, index, text))
+        self.touch(run)
+
     def touch(self, run: Run) -> None:
         """Note a change that came without an event (a pid, resources)."""
         self._pending.setdefault(run.run_id, (run, []))
@@ -60,11 +78,18 @@ class Recorder:
         if not self._pending:
             return
         rows = [history.run_row(run, events) for run, events in self._pending.values()]
-        projections = self._projections
+        projections, extras = self._projections, self._extras
         self._pending.clear()
         self._projections = []
+        self._extras = history.Extras()
         self._last_write = self._store.submit(
-            history.save, self._store, self._instance_id, rows, self._history_limit, projections
+            history.save,
+            self._store,
+            self._instance_id,
+            rows,
+            self._history_limit,
+            projections,
+            extras,
         )
 
     async def durable(self) -> None:

@@ -9,7 +9,8 @@ digest a token is bound to. Nothing here starts a process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -17,7 +18,7 @@ import attrs
 from subagent_host.runs import history
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import Access, ChildPlan
+from subagent_host.runs.plans import Access, AgentRef, ChildPlan, RunPlan
 from subagent_host.runs.projection import (
     GUIDANCE,
     ProjectionProblem,
@@ -25,7 +26,12 @@ from subagent_host.runs.projection import (
     contract,
     unseal,
 )
-from subagent_host.runs.state import TERMINAL, Run, RunStatus
+from subagent_host.runs.records import workflow_env_keys, workflow_from_record, workflow_record
+from subagent_host.runs.state import TERMINAL, Run, RunKind, RunStatus
+
+AgentCheck = Callable[[Mapping[str, Any]], tuple[str, str] | None]
+"""Given a stored agent reference (name, source, path, digest): why the definition a
+resume would use now is not that one, as (code, message); None when it is."""
 
 
 class ResumeRefused(Exception):
@@ -46,6 +52,9 @@ class Target:
     projection: dict[str, Any]
     contract: dict[str, Any]
     contract_digest: str
+    workflow: tuple[RunPlan, dict[int, str]] | None = None
+    """A workflow's plan and its children's texts, read from the store (None when
+    this server still has them, or the run is no workflow)."""
 
 
 async def resolve_target(
@@ -54,8 +63,17 @@ async def resolve_target(
     run_id: str,
     index: int | None,
     overrides: Mapping[str, Any],
+    *,
+    check_agent: AgentCheck | None = None,
+    enabled: bool = True,
 ) -> Target:
     """Find and check what a resume would run; RunNotFound/AmbiguousRunId or ResumeRefused."""
+    if not enabled:
+        raise ResumeRefused(
+            "not-resumable",
+            "resume-disabled",
+            "resume is disabled on this server (enable_continue is false in its configuration)",
+        )
     run = await catalog.find(session_id, run_id)
     chosen = _default_index(run) if index is None else index
     if not 0 <= chosen < len(run.children):
@@ -91,16 +109,95 @@ async def resolve_target(
             "this child was launched with `env` values, which are never stored and this "
             f"server process no longer has; {GUIDANCE}",
         )
+    agents = [projection["agent"]] if projection.get("agent") else []
     sealed = contract(
         run.run_id, chosen, child.attempt + 1, projection, overrides, child.backend_session_id
     )
+    workflow: tuple[RunPlan, dict[int, str]] | None = None
+    if run.kind is RunKind.WORKFLOW:
+        step = child.step or 0
+        _check_later_steps(run, step)
+        record, workflow = await _workflow(catalog, run, chosen)
+        plan = workflow[0] if workflow is not None else _live_plan(catalog, run)
+        later = _later_templates(plan, step)
+        agents += [attrs.asdict(ref) for i in later if (ref := plan.children[i].agent) is not None]
+        sealed["workflow"] = {"definitionDigest": fingerprint(record), "step": step}
+    for agent in agents:
+        _check_agent(check_agent, agent)
     return Target(
         run=run,
         index=chosen,
         projection=projection,
         contract=sealed,
         contract_digest=fingerprint(sealed),
+        workflow=workflow,
     )
+
+
+def _check_later_steps(run: Run, step: int) -> None:
+    """Only a child of the step the workflow ended at (or of its last step) is resumed:
+    a later step that ran on this child's output would be left behind, stale."""
+    assert run.workflow is not None
+    ran = [later.index for later in run.workflow.steps[step + 1 :] if later.children]
+    if ran:
+        raise ResumeRefused(
+            "not-resumable",
+            "later-steps-ran",
+            f"step {ran[0]} of this workflow already ran on this child's output: resume a "
+            f"child of the step the workflow ended at; {GUIDANCE}",
+        )
+
+
+def _check_agent(check_agent: AgentCheck | None, agent: Mapping[str, Any]) -> None:
+    """Fail closed unless the definition a resume would use now is the one launched."""
+    problem = check_agent(agent) if check_agent is not None else None
+    if problem is not None:
+        code, message = problem
+        raise ResumeRefused("not-resumable", code, f"{message}; {GUIDANCE}")
+
+
+async def _workflow(
+    catalog: RunCatalog, run: Run, index: int
+) -> tuple[dict[str, Any], tuple[RunPlan, dict[int, str]] | None]:
+    """The workflow's definition record, and its plan and texts when read from the store."""
+    runner = catalog.manager.workflow_of(run.run_id)
+    if runner is not None:
+        return workflow_record(runner.plan), None
+    stored, texts = await catalog.store.call(history.load_workflow, catalog.store, run.run_id)
+    try:
+        record = json.loads(stored) if stored is not None else None
+        plan = workflow_from_record(record) if isinstance(record, dict) else None
+    except ValueError:
+        plan = None
+    if plan is None or record is None:
+        raise ResumeRefused(
+            "not-resumable",
+            "workflow-missing",
+            f"the definition of workflow run {run.run_id} is missing or unreadable; {GUIDANCE}",
+        )
+    step = run.children[index].step or 0
+    later = _later_templates(plan, step)
+    keys = workflow_env_keys(record)
+    if any(keys[i] for i in later):
+        raise ResumeRefused(
+            "not-resumable",
+            "environment-gone",
+            "a later step of this workflow was launched with `env` values, which are never "
+            f"stored and this server process no longer has; {GUIDANCE}",
+        )
+    return record, (plan, texts)
+
+
+def _live_plan(catalog: RunCatalog, run: Run) -> RunPlan:
+    runner = catalog.manager.workflow_of(run.run_id)
+    assert runner is not None
+    return runner.plan
+
+
+def _later_templates(plan: RunPlan, step: int) -> list[int]:
+    """The item templates of the steps after `step`: what a resume would go on to run."""
+    assert plan.workflow is not None
+    return [i for later in plan.workflow.steps[step + 1 :] for i in later.items]
 
 
 def _default_index(run: Run) -> int:
@@ -141,4 +238,6 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
         model=projection["model"],
         thinking=projection["thinking"],
         tools=tuple(tool["name"] for tool in tools) if tools is not None else None,
+        instructions=projection.get("instructions"),
+        agent=AgentRef(**projection["agent"]) if projection.get("agent") else None,
     )

@@ -123,6 +123,29 @@ class ChildRun:
         default=None, eq=False, repr=False
     )
     """Reads `create_time` while the process is ours (not stored)."""
+    step: int | None = None
+    """A workflow child's step."""
+
+
+STEP_PENDING: Final = "pending"
+
+
+@attrs.define
+class StepState:
+    """How far one workflow step got: `pending` until it starts, then its children's outcome."""
+
+    index: int
+    kind: str
+    status: str = STEP_PENDING
+    children: list[int] = attrs.Factory(list)
+    label: str | None = None
+    output_name: str | None = None
+
+
+@attrs.define
+class WorkflowState:
+    name: str
+    steps: list[StepState]
 
 
 @attrs.define
@@ -142,6 +165,7 @@ class Run:
     reason: str | None = None
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
+    workflow: WorkflowState | None = None
     last_seq: int = 0
     """The seq of the newest event (kept when old events are dropped or not loaded)."""
     events: collections.deque[RunEvent] = attrs.Factory(

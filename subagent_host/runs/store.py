@@ -28,7 +28,7 @@ from typing import Any, Final, TypeVar
 logger = logging.getLogger(__name__)
 
 DB_NAME: Final = "subagent-host.sqlite3"
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 BUSY_TIMEOUT_MS: Final = 10_000
 
 T = TypeVar("T")
@@ -115,6 +115,20 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         create_time REAL
     );
     CREATE INDEX cleanups_by_run ON cleanups (run_id);
+    """,
+    # v3: workflows. The definition (item templates, without environment values)
+    # and each completed child's text, so a resumed workflow can carry on.
+    """
+    CREATE TABLE workflows (
+        run_id TEXT PRIMARY KEY REFERENCES runs (run_id) ON DELETE CASCADE,
+        definition TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE workflow_texts (
+        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    ) WITHOUT ROWID;
     """,
 )
 

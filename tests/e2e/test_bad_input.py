@@ -130,11 +130,13 @@ async def test_params_that_do_not_fit_list_every_problem(framing: FramingName) -
         await finish_cleanly(server)
 
 
-@pytest.mark.parametrize("method", ["agents/list"])
-async def test_contract_methods_not_landed_yet_are_method_not_found(method: str) -> None:
+async def test_agents_list_takes_no_params() -> None:
     async with running_server() as server:
-        reply = await server.request(method, {})
-        assert reply["error"] == {"code": -32601, "message": f"method not found: {method}"}
+        reply = await server.request("agents/list", {"verbose": True})
+        assert reply["error"]["code"] == -32602
+        assert reply["error"]["data"]["errors"] == [{"path": "verbose", "message": "unknown field"}]
+        reply = await server.request("agents/list", {})
+        assert reply["result"] == {"agents": [], "diagnostics": []}
         await finish_cleanly(server)
 
 

@@ -42,7 +42,15 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                 "server": {"name": "subagent-host", "version": __version__},
                 "protocolVersion": "1",
                 "sessionId": "editor-1",
-                "methods": ["ping", "preflight", "resume", "spawn", "status", "stop"],
+                "methods": [
+                    "agents/list",
+                    "ping",
+                    "preflight",
+                    "resume",
+                    "spawn",
+                    "status",
+                    "stop",
+                ],
                 "limits": LIMITS,
             },
         }
@@ -88,9 +96,9 @@ async def test_pygls_json_rpc_client_can_ping_and_cancel_over_content_length() -
         )
         assert result.pong is True and result.sessionId == "pygls"
         client.protocol.notify("$/cancelRequest", {"id": 12345})  # unknown: ignored
-        with pytest.raises(Exception, match="method not found: agents/list"):
+        with pytest.raises(Exception, match="method not found: agents/lost"):
             await asyncio.wait_for(
-                client.protocol.send_request_async("agents/list", {}), EXIT_TIMEOUT_S
+                client.protocol.send_request_async("agents/lost", {}), EXIT_TIMEOUT_S
             )
     finally:
         assert server.stdin is not None

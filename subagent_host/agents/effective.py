@@ -1,0 +1,81 @@
+"""What an agent child runs with: the request, its model profile, its definition, then defaults.
+
+Model and effort resolve in that order: what the request says, then the
+matching `model_profiles` entry (a project's profiles apply to the project's
+agents, the user's to the user's), then the definition, then the
+configuration's `default_model` / `default_effort`. Tools: the request's, else
+the definition's, else `default_tools`, else the backend's own default. Tools
+named `subagent_*` are removed from every source: a subagent never delegates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, TypeVar
+
+import attrs
+
+from subagent_host.agents.definitions import PROJECT, AgentDefinition
+from subagent_host.settings import ModelProfile, Settings
+
+DELEGATION_PREFIX: Final = "subagent_"
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Effective:
+    model: str | None = None
+    effort: str | None = None
+    tools: tuple[str, ...] | None = None
+    mode: str | None = None
+    removed_tools: tuple[str, ...] = ()
+    """`subagent_*` tools taken out of the request or the defaults."""
+
+
+def effective(
+    definition: AgentDefinition | None,
+    settings: Settings,
+    *,
+    model: str | None = None,
+    effort: str | None = None,
+    tools: Sequence[str] | None = None,
+    mode: str | None = None,
+) -> Effective:
+    """The settings an item runs with; `definition` is None for an item without `agent`."""
+    profile = _profile(definition, settings)
+    picked_tools = _first(
+        tuple(tools) if tools is not None else None,
+        definition.tools if definition else None,
+        settings.default_tools,
+    )
+    kept, removed = _without_delegation(picked_tools)
+    return Effective(
+        model=_first(model, profile.model, definition.model if definition else None)
+        or settings.default_model,
+        effort=_first(effort, profile.effort, definition.effort if definition else None)
+        or settings.default_effort,
+        tools=kept,
+        mode=_first(mode, definition.mode if definition else None, settings.default_mode),
+        removed_tools=removed,
+    )
+
+
+def _profile(definition: AgentDefinition | None, settings: Settings) -> ModelProfile:
+    if definition is None:
+        return ModelProfile()
+    profiles = settings.project_profiles if definition.source == PROJECT else settings.user_profiles
+    return profiles.get(definition.key) or ModelProfile()
+
+
+def _first(*values: T | None) -> T | None:
+    return next((value for value in values if value is not None), None)
+
+
+def _without_delegation(
+    tools: tuple[str, ...] | None,
+) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    if tools is None:
+        return None, ()
+    kept = tuple(tool for tool in tools if not tool.startswith(DELEGATION_PREFIX))
+    removed = tuple(tool for tool in tools if tool.startswith(DELEGATION_PREFIX))
+    return kept, removed

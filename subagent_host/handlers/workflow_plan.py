@@ -1,0 +1,191 @@
+"""Turn a `workflow` request into item templates and steps, every problem found at once.
+
+Each item of each step is resolved like any spawn item (its prompt, label and
+command arguments stay templates); steps refer to the items by index. Before
+anything runs, every placeholder is checked where it stands: `{previous}` needs
+an earlier step, `{outputs.NAME}` an earlier step or item whose `as` is NAME,
+`{item}` and `{index}` a forEach item. Output names are unique in a workflow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from subagent_host.config import DEFAULT_MAX_PARALLEL
+from subagent_host.rpc.wire import ForEachStep, ParallelStep, SpawnItem, WorkflowWire
+from subagent_host.runs import templates
+from subagent_host.runs.plans import (
+    STEP_FOR_EACH,
+    STEP_PARALLEL,
+    STEP_PROMPT,
+    ChildPlan,
+    StepPlan,
+    WorkflowPlan,
+)
+
+if TYPE_CHECKING:
+    from subagent_host.handlers.spawn_plan import Problems
+
+MAX_WORKFLOW_STEPS: Final = 32
+MAX_NAME_LENGTH: Final = 128
+
+
+def plan_workflow(
+    problems: Problems,
+    workflow: WorkflowWire,
+    resolve: Callable[[str, SpawnItem], ChildPlan],
+    cwd: str,
+) -> tuple[tuple[ChildPlan, ...], WorkflowPlan | None]:
+    """The item templates and the workflow plan (None when nothing could be planned)."""
+    if not workflow.name.strip() or len(workflow.name) > MAX_NAME_LENGTH:
+        problems.error(
+            "invalid-workflow", f"name must be 1..{MAX_NAME_LENGTH} characters", "workflow.name"
+        )
+    if not 1 <= len(workflow.chain) <= MAX_WORKFLOW_STEPS:
+        problems.error(
+            "item-count",
+            f"workflow.chain takes 1 to {MAX_WORKFLOW_STEPS} steps, not {len(workflow.chain)}",
+            "workflow.chain",
+        )
+    children: list[ChildPlan] = []
+    steps: list[StepPlan] = []
+    outputs: set[str] = set()
+    for index, step in enumerate(workflow.chain):
+        path = f"workflow.chain[{index}]"
+        planner = _StepPlanner(problems, path, previous=index > 0, outputs=frozenset(outputs))
+        planned = planner.plan(step, resolve, children)
+        steps.append(planned)
+        for name, where in planner.names:
+            _add_output(problems, outputs, name, where)
+    snapshot_path = _snapshot_path(problems, workflow.snapshot_path, cwd)
+    if not steps:
+        return (), None
+    plan = WorkflowPlan(
+        name=workflow.name,
+        task=workflow.task,
+        steps=tuple(steps),
+        snapshot_path=snapshot_path,
+    )
+    return tuple(children), plan
+
+
+class _StepPlanner:
+    """One step: its items resolved and appended, its templates checked, its output names."""
+
+    def __init__(
+        self, problems: Problems, path: str, *, previous: bool, outputs: frozenset[str]
+    ) -> None:
+        self._problems = problems
+        self._path = path
+        self._previous = previous
+        self._outputs = outputs
+        self.names: list[tuple[str, str]] = []
+        """The output names this step defines, with where each was given."""
+
+    def plan(
+        self,
+        step: SpawnItem | ParallelStep | ForEachStep,
+        resolve: Callable[[str, SpawnItem], ChildPlan],
+        children: list[ChildPlan],
+    ) -> StepPlan:
+        path = self._path
+        if isinstance(step, ParallelStep):
+            count = len(step.parallel)
+            if not 1 <= count <= DEFAULT_MAX_PARALLEL:
+                self._problems.error(
+                    "item-count",
+                    f"parallel takes 1 to {DEFAULT_MAX_PARALLEL} items, not {count}",
+                    f"{path}.parallel",
+                )
+            items = [(f"{path}.parallel[{i}]", item) for i, item in enumerate(step.parallel)]
+            indices = self._items(items, resolve, children, loop=False, own_names=True)
+            self._name(step.as_, f"{path}.as")
+            return StepPlan(STEP_PARALLEL, indices, step.as_, label=step.label)
+        if isinstance(step, ForEachStep):
+            self._check(step.for_each, f"{path}.forEach", loop=False)
+            if step.item.as_ is not None:
+                self._problems.error(
+                    "invalid-output-name",
+                    "a forEach item runs many times: name the fan-out's output with the "
+                    "step's own `as`",
+                    f"{path}.item.as",
+                )
+            indices = self._items(
+                [(f"{path}.item", step.item)], resolve, children, loop=True, own_names=False
+            )
+            self._name(step.as_, f"{path}.as")
+            return StepPlan(STEP_FOR_EACH, indices, step.as_, over=step.for_each, label=step.label)
+        indices = self._items([(path, step)], resolve, children, loop=False, own_names=True)
+        return StepPlan(STEP_PROMPT, indices, step.as_)  # its label is its child's
+
+    def _items(
+        self,
+        items: list[tuple[str, SpawnItem]],
+        resolve: Callable[[str, SpawnItem], ChildPlan],
+        children: list[ChildPlan],
+        *,
+        loop: bool,
+        own_names: bool,
+    ) -> tuple[int, ...]:
+        indices = []
+        for path, item in items:
+            if item.agent is not None and item.prompt is None:
+                # A definition's text is no template: in a workflow, say what the agent does.
+                self._problems.error(
+                    "missing-prompt",
+                    "a workflow item that names an agent needs a prompt "
+                    "(`{task}` gives it the workflow's task)",
+                    f"{path}.prompt",
+                )
+            for field, template in (("prompt", item.prompt), ("label", item.label)):
+                if template is not None:
+                    self._check(template, f"{path}.{field}", loop=loop)
+            for position, argument in enumerate(item.command or ()):
+                self._check(argument, f"{path}.command[{position}]", loop=loop)
+            children.append(resolve(path, item))
+            indices.append(len(children) - 1)
+            if own_names:
+                self._name(item.as_, f"{path}.as")
+        return tuple(indices)
+
+    def _check(self, template: str, path: str, *, loop: bool) -> None:
+        for problem in templates.check(
+            template, previous=self._previous, outputs=self._outputs, loop=loop
+        ):
+            self._problems.error("invalid-template", problem, path)
+
+    def _name(self, name: str | None, path: str) -> None:
+        if name is not None:
+            self.names.append((name, path))
+
+
+def _add_output(problems: Problems, outputs: set[str], name: str, path: str) -> None:
+    if templates.OUTPUT_NAME.fullmatch(name) is None:
+        problems.error("invalid-output-name", "use 1-64 characters of A-Z a-z 0-9 _ -", path)
+    elif name in outputs:
+        problems.error(
+            "duplicate-output", f"another step or item already names its output {name!r}", path
+        )
+    outputs.add(name)
+
+
+def _snapshot_path(problems: Problems, value: str | None, cwd: str) -> str | None:
+    """An absolute path in an existing directory (relative paths are the call's cwd's)."""
+    if value is None:
+        return None
+    where = "workflow.snapshotPath"
+    if not value or "\0" in value:
+        problems.error("invalid-snapshot-path", "must be a non-empty path", where)
+        return None
+    path = os.path.join(cwd, os.path.expanduser(value))
+    directory, name = os.path.split(os.path.abspath(path))
+    real = os.path.join(os.path.realpath(directory), name)
+    if not os.path.isdir(directory):
+        problems.error("invalid-snapshot-path", f"{directory!r} is not a directory", where)
+    elif os.path.isdir(real):
+        problems.error("invalid-snapshot-path", f"{real!r} is a directory", where)
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        problems.error("invalid-snapshot-path", f"{directory!r} is not writable", where)
+    return real
