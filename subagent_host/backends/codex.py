@@ -151,8 +151,7 @@ class CodexBackend:
         if item.thinking is not None:
             argv += ["-c", f'model_reasoning_effort="{item.thinking}"']
         if item.instructions is not None:
-            # `-c` values are TOML; a JSON string is a valid TOML basic string.
-            argv += ["-c", f"developer_instructions={json.dumps(item.instructions)}"]
+            argv += ["-c", f"developer_instructions={toml_string(item.instructions)}"]
         if item.resume_session is not None:
             # After `--`: an id can never be taken for an option.
             argv += ["resume", "--", item.resume_session]
@@ -162,6 +161,18 @@ class CodexBackend:
 
     def parser(self) -> CodexParser:
         return CodexParser()
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string, for a `-c key=value` override.
+
+    JSON's escapes are TOML's, except that JSON writes a character above U+FFFF
+    as two surrogate escapes, which TOML refuses (codex would then take the
+    whole value as raw text). So non-ASCII stays as it is; DEL, which TOML
+    does not allow raw, is escaped; a lone surrogate cannot be sent at all.
+    """
+    clean = text.encode("utf-8", "replace").decode("utf-8")
+    return json.dumps(clean, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def sandbox_tier(item: ItemSpec) -> str:

@@ -21,9 +21,17 @@ class EventPublisher:
         self._notify = notify
         self._tokens: dict[str, MsgToken] = {}
 
-    def track(self, run_id: str, token: MsgToken) -> None:
-        """Report this run's progress under `token` (the spawn's `workDoneToken`)."""
-        self._tokens[run_id] = token
+    def track(self, run: Run, token: MsgToken) -> None:
+        """Report this run's progress under `token` (the spawn's `workDoneToken`).
+
+        The run is running from its launch on, before a token can be tracked: the
+        `begin` is sent here, and everything after it from the run's events.
+        """
+        self._tokens[run.run_id] = token
+        begin = WorkDoneProgressBegin(
+            title=run.label or f"{run.kind} run", message=f"run {run.run_id} started"
+        )
+        self._notify("$/progress", {"token": token, "value": begin})
 
     def __call__(self, run: Run, event: RunEvent) -> None:
         self._notify("run/event", event_wire(run, event))
@@ -34,19 +42,23 @@ class EventPublisher:
     def _progress(self, run: Run, event: RunEvent, token: MsgToken) -> None:
         status = RunStatus(event.fields["status"])
         value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd
-        if event.type == "status" and status is RunStatus.RUNNING:
-            value = WorkDoneProgressBegin(
-                title=run.label or f"{run.kind} run", message=f"run {run.run_id} started"
-            )
-        elif event.type == "status" and status in TERMINAL:
+        if event.type == "status" and status in TERMINAL:
             value = WorkDoneProgressEnd(message=f"run {run.run_id} {status}")
             del self._tokens[run.run_id]
         elif event.type == "child":
-            done = sum(child.status in TERMINAL for child in run.children)
             value = WorkDoneProgressReport(
-                message=f"child {event.fields['index']} {status}",
-                percentage=round(100 * done / len(run.children)),
+                message=f"child {event.fields['index']} {status}", percentage=_percentage(run)
             )
         else:
             return
         self._notify("$/progress", {"token": token, "value": value})
+
+
+def _percentage(run: Run) -> int:
+    """Children ended of all children; for a workflow, whose children come step by step,
+    steps completed of all steps."""
+    if run.workflow is not None:
+        steps = run.workflow.steps
+        return round(100 * sum(step.status == RunStatus.COMPLETED for step in steps) / len(steps))
+    done = sum(child.status in TERMINAL for child in run.children)
+    return round(100 * done / len(run.children))

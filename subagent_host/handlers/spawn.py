@@ -32,7 +32,7 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
         await _take_preflight(ctx, params.preflight_id, resolved)
     run = ctx.runs.launch(resolved.plan, ctx.session_id)
     if params.work_done_token is not None:
-        ctx.progress.track(run.run_id, params.work_done_token)
+        ctx.progress.track(run, params.work_done_token)
     if resolved.mode == "background":
         await ctx.catalog.recorder.durable()  # the run id we answer with is on disk
         return run_snapshot(run)

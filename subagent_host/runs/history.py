@@ -24,6 +24,7 @@ from subagent_host.runs.records import (
 )
 from subagent_host.runs.state import (
     MAX_EVENTS_KEPT,
+    STEP_RUNNING,
     TERMINAL,
     ChildRun,
     Run,
@@ -444,6 +445,9 @@ def _interrupt(book: RunBook, run: Run, reason: str) -> None:
     for child in run.children:
         if child.status not in TERMINAL:
             book.transition_child(run, child, RunStatus.INTERRUPTED, reason=reason)
+    for step in run.workflow.steps if run.workflow is not None else ():
+        if step.status == STEP_RUNNING:  # the step a dead server was carrying out
+            step.status = str(RunStatus.INTERRUPTED)
     book.transition(run, RunStatus.INTERRUPTED, reason=reason)
 
 

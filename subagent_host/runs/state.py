@@ -128,6 +128,7 @@ class ChildRun:
 
 
 STEP_PENDING: Final = "pending"
+STEP_RUNNING: Final = "running"
 
 
 @attrs.define

@@ -31,6 +31,7 @@ from subagent_host.runs.plans import (
 )
 from subagent_host.runs.state import (
     STEP_PENDING,
+    STEP_RUNNING,
     ChildRun,
     ErrorInfo,
     Run,
@@ -41,7 +42,6 @@ from subagent_host.runs.state import (
 
 WORKFLOW_PARALLELISM: Final = 4
 MAX_FOR_EACH_ITEMS: Final = 32
-STEP_RUNNING: Final = "running"
 
 
 class Control(Protocol):

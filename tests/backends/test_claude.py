@@ -7,6 +7,7 @@ import json
 import random
 from pathlib import Path
 
+import attrs
 import pytest
 
 from subagent_host.backends.base import ItemSpec
@@ -319,3 +320,35 @@ def test_the_catalog_and_its_effects() -> None:
     assert {"ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "IS_SANDBOX"} <= backend.env_allowed
     assert backend.thinking_levels == ("low", "medium", "high", "xhigh", "max")
     assert backend.default_tools == tuple(TOOLS)  # what a child without `tools` is given
+
+
+def test_instructions_are_one_append_system_prompt_argument() -> None:
+    text = 'Be the "CLAUDE-4X" agent.\nUse C:\\tmp; naïve café — 日本.'
+    launch = ClaudeBackend().prepare(
+        ItemSpec(command=None, prompt="do it", cwd="/", env={}, tools=("Read",), instructions=text)
+    )
+    assert launch.argv == (
+        "claude", "-p", "--output-format", "stream-json", "--verbose",
+        "--permission-mode", "dontAsk", "--strict-mcp-config",
+        "--tools", "Read", "--allowedTools", "Read",
+        f"--append-system-prompt={text}",
+    )  # fmt: skip
+    assert launch.stdin == b"do it"
+
+
+@pytest.mark.parametrize("text", ["-", "--tools Bash", "- be terse\n--model x", "-p", "=x"])
+def test_instructions_starting_with_a_dash_stay_inside_the_one_argument(text: str) -> None:
+    plain = ItemSpec(command=None, prompt=None, cwd="/", env={}, tools=())
+    without = ClaudeBackend().prepare(plain).argv
+    launch = ClaudeBackend().prepare(attrs.evolve(plain, instructions=text))
+    # Exactly one argument more, the text inside it: never a separate argument.
+    assert launch.argv == (*without, "--append-system-prompt=" + text)
+    assert without[-2:] == ("--tools", "")
+
+
+def test_without_instructions_there_is_no_append_system_prompt() -> None:
+    launch = ClaudeBackend().prepare(
+        ItemSpec(command=None, prompt="do it", cwd="/", env={}, tools=("Read",))
+    )
+    assert launch.argv[-4:] == ("--tools", "Read", "--allowedTools", "Read")
+    assert not any("append-system-prompt" in arg for arg in launch.argv)

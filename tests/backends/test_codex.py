@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from subagent_host.backends.codex import (
     WORKSPACE_WRITE,
     CodexBackend,
     CodexParser,
+    toml_string,
 )
 from subagent_host.backends.supervisor import ExitStatus
 from subagent_host.runs.plans import Access, negotiate
@@ -348,3 +350,62 @@ def test_the_backend_describes_itself() -> None:
     assert {"CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL"} <= CodexBackend().env_allowed
     assert "high" in backend.thinking_levels and "off" not in backend.thinking_levels
     assert isinstance(backend.parser(), CodexParser)
+
+
+def developer_instructions(argv: tuple[str, ...]) -> str:
+    """The one `-c developer_instructions=...` value, parsed as codex parses it (TOML)."""
+    values = [
+        value
+        for flag, value in zip(argv, argv[1:], strict=False)
+        if flag == "-c" and value.startswith("developer_instructions=")
+    ]
+    assert len(values) == 1, argv
+    parsed = tomllib.loads("x = " + values[0].removeprefix("developer_instructions="))["x"]
+    assert isinstance(parsed, str)
+    return parsed
+
+
+def test_instructions_are_a_developer_instructions_override_before_the_prompt() -> None:
+    text = 'Be the "CODEX-4X" agent.'
+    launch = CodexBackend().prepare(item(instructions=text))
+    assert launch.argv == (
+        *HEAD, *SANDBOXES[WORKSPACE_NETWORK],
+        "-c", 'developer_instructions="Be the \\"CODEX-4X\\" agent."', "-",
+    )  # fmt: skip
+    assert developer_instructions(launch.argv) == text and launch.stdin == b"do it"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "say \"hi\" and 'bye'",
+        "C:\\tmp\\new \\n is not a newline; \\u0041 is not A",
+        "line one\nline two\r\n\ttabbed\n",
+        "naïve café — 日本語 Ω \u00a0 \u2028 \ufeff",
+        "- be terse\n--model x",
+        "\"\"\"triple\"\"\" '''quotes''' ${HOME} $(id) `id` # not a comment",
+        "",
+    ],
+    ids=["quotes", "backslashes", "newlines", "non-ascii", "dash", "toml-and-shell", "empty"],
+)
+def test_instructions_parse_back_as_toml_to_the_same_string(text: str) -> None:
+    launch = CodexBackend().prepare(item(instructions=text, resume_session="abc"))
+    assert developer_instructions(launch.argv) == text
+    assert launch.argv[-4:] == ("resume", "--", "abc", "-")
+
+
+def test_instructions_beyond_the_basic_plane_parse_back_as_toml() -> None:
+    text = "emoji \U0001f600 and 𝔘"
+    assert developer_instructions(CodexBackend().prepare(item(instructions=text)).argv) == text
+
+
+def test_without_instructions_there_is_no_developer_instructions() -> None:
+    launch = CodexBackend().prepare(item(instructions=None))
+    assert launch.argv == (*HEAD, *SANDBOXES[WORKSPACE_NETWORK], "-")
+    assert not any("developer_instructions" in arg for arg in launch.argv)
+
+
+def test_toml_string_escapes_what_toml_refuses_raw() -> None:
+    assert toml_string("a\x7fb") == '"a\\u007fb"'  # DEL may not stand raw in TOML
+    assert tomllib.loads("x = " + toml_string("a\x7fb\x00"))["x"] == "a\x7fb\x00"
+    assert toml_string("\ud800x") == '"?x"'  # a lone surrogate cannot be sent as it is

@@ -6,6 +6,7 @@ import json
 import random
 from pathlib import Path
 
+import attrs
 import pytest
 
 from subagent_host.backends.base import ItemSpec
@@ -135,3 +136,32 @@ def test_a_model_without_provider_is_passed_alone(
     backend = PiBackend(session_dir=tmp_path)
     launch = backend.prepare(ItemSpec(command=None, prompt=None, cwd="/", env={}, model=model))
     assert launch.argv[5:] == flags and launch.stdin == b""  # stdin is closed even so
+
+
+def test_instructions_are_the_argument_after_append_system_prompt(tmp_path: Path) -> None:
+    text = 'Be the "PI-4X" agent.\nUse C:\\tmp; naïve café — 日本.'
+    launch = PiBackend(session_dir=tmp_path).prepare(
+        ItemSpec(command=None, prompt="do it", cwd="/", env={}, instructions=text)
+    )
+    assert launch.argv == (
+        "pi", "--mode", "json", "--session-dir", str(tmp_path), "--append-system-prompt", text,
+    )  # fmt: skip
+    assert launch.stdin == b"do it"
+
+
+@pytest.mark.parametrize("text", ["-", "--tools read", "- be terse\n--model x", "-p"])
+def test_instructions_starting_with_a_dash_stay_the_flags_value(tmp_path: Path, text: str) -> None:
+    plain = ItemSpec(command=None, prompt=None, cwd="/", env={}, tools=("read",))
+    without = PiBackend(session_dir=tmp_path).prepare(plain).argv
+    launch = PiBackend(session_dir=tmp_path).prepare(attrs.evolve(plain, instructions=text))
+    # Exactly two arguments more: the flag, then the whole text as its value.
+    assert launch.argv == (*without, "--append-system-prompt", text)
+    assert without[-2:] == ("--tools", "read")
+
+
+def test_without_instructions_there_is_no_append_system_prompt(tmp_path: Path) -> None:
+    launch = PiBackend(session_dir=tmp_path).prepare(
+        ItemSpec(command=None, prompt="do it", cwd="/", env={}, instructions=None)
+    )
+    assert launch.argv == ("pi", "--mode", "json", "--session-dir", str(tmp_path))
+    assert not any("append-system-prompt" in arg for arg in launch.argv)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import stat
 import sys
 from collections.abc import Callable
@@ -25,6 +26,7 @@ import pytest
 
 from tests.e2e.agents import POLL_INTERVAL_S, result_of, server_args
 from tests.e2e.harness import EXIT_TIMEOUT_S, TERMINAL, ServerProcess, running_server
+from tests.e2e.test_durability import wait_until_no_run_survives
 from tests.e2e.test_preflight import FINGERPRINT, error_codes
 from tests.e2e.test_resume import marked_processes
 from tests.e2e.test_runs import call
@@ -576,3 +578,81 @@ async def test_a_child_launched_with_env_is_never_resumed_without_it_on_a_later_
         after = await result_of(second, "preflight", env_child)  # still without FOO's value
         assert (after["accepted"], error_codes(after)) == (False, ["environment-gone"]), after
         assert (await second.finish())[0] == 0
+
+
+async def test_a_workflow_interrupted_by_a_crash_resumes_on_the_next_server(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL the server mid-step: the next one reports the step interrupted, and a
+    resume of its child carries the workflow on with step 0's recorded output."""
+    flag = tmp_path / "flag"
+    waits_for_flag = f'test -f {flag} && echo "got $1" || exec sleep 300'
+    workflow = {
+        "name": "crash",
+        "task": "t",
+        "chain": [
+            {"command": ["echo", "zero"]},
+            {"command": ["sh", "-c", waits_for_flag, "_", "{previous}"]},
+            {"command": ["echo", "final {previous}"]},
+        ],
+    }
+    async with running_server(*server_args(tmp_path)) as first:
+        spawned = await result_of(first, "spawn", {"workflow": workflow})
+        run_id = spawned["runId"]
+        await poll_status(first, run_id, lambda s: statuses(s) == ["completed", "running"])
+        first.signal(signal.SIGKILL)
+        assert await asyncio.wait_for(first.proc.wait(), EXIT_TIMEOUT_S) == -signal.SIGKILL
+        crashed = set(first.run_ids)
+        first.run_ids.clear()  # the next server's to end
+    flag.touch()
+    async with running_server(*server_args(tmp_path)) as second:
+        interrupted = await result_of(second, "status", {"runId": run_id})
+        assert interrupted["status"] == "interrupted", interrupted
+        assert steps(interrupted) == [
+            ("prompt", "completed", [0]), ("prompt", "interrupted", [1]), ("prompt", "pending", [])
+        ]  # fmt: skip
+        await wait_until_no_run_survives(crashed)  # the recovery ends the `sleep` left
+        approval = await result_of(
+            second, "preflight", {"resume": {"runId": run_id, "index": 1, "message": "go"}}
+        )
+        assert approval["accepted"] is True, approval
+        resumed = await result_of(second, "resume", {"token": approval["token"], "mode": "task"})
+        assert resumed["status"] == "completed", resumed
+        assert [c["attempt"] for c in resumed["children"]] == [1, 2, 1]
+        assert resumed["output"]["text"] == "final got zero"
+        assert steps(resumed) == [
+            ("prompt", "completed", [0]), ("prompt", "completed", [1]), ("prompt", "completed", [2])
+        ]  # fmt: skip
+        assert (await second.finish())[0] == 0
+    assert crashed == {run_id}
+
+
+async def test_work_done_progress_counts_a_workflows_steps(tmp_path: Path) -> None:
+    workflow = {
+        "name": "progress",
+        "task": "t",
+        "chain": [
+            {"command": ["echo", "a"]},
+            {"parallel": [{"command": ["echo", "b"]}, {"command": ["echo", "c"]}]},
+        ],
+    }
+    async with running_server(*server_args(tmp_path)) as server:
+        reply, notes = await call(
+            server, "spawn", {"workflow": workflow, "mode": "task", "workDoneToken": "wf"}
+        )
+        assert reply["result"]["status"] == "completed", reply
+        values = [n["params"]["value"] for n in notes if n.get("method") == "$/progress"]
+        assert all(n["params"]["token"] == "wf" for n in notes if n.get("method") == "$/progress")
+        assert [v["kind"] for v in values][0] == "begin" and values[-1]["kind"] == "end"
+        reports = [(v["message"], v["percentage"]) for v in values if v["kind"] == "report"]
+        # Steps completed of all steps: 0 until step 0 ends, 50 until step 1 ends.
+        assert reports[:5] == [
+            ("child 0 queued", 0), ("child 0 running", 0), ("child 0 completed", 0),
+            ("child 1 queued", 50), ("child 2 queued", 50),
+        ], reports  # fmt: skip
+        assert sorted(reports[5:]) == [  # the two parallel children, in either order
+            ("child 1 completed", 50), ("child 1 running", 50),
+            ("child 2 completed", 50), ("child 2 running", 50),
+        ], reports  # fmt: skip
+        assert values[-1]["message"] == f"run {reply['result']['runId']} completed"
+        assert (await server.finish())[0] == 0
