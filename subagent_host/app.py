@@ -26,11 +26,8 @@ from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.config import (
-    OUTPUT_CAP_BYTES,
-    OUTPUT_CAP_LINES,
     PARALLEL_OUTPUT_CAP_BYTES,
     PARALLEL_OUTPUT_CAP_LINES,
-    PREVIOUS_CAP_BYTES,
     ServerConfig,
 )
 from subagent_host.handlers.context import Context
@@ -111,17 +108,19 @@ def build_run_manager(
         slots=Slots(config.max_concurrency),
         book=RunBook(listener=listener),
         caps=OutputCaps(
-            bytes=OUTPUT_CAP_BYTES,
-            lines=OUTPUT_CAP_LINES,
-            parallel_bytes=PARALLEL_OUTPUT_CAP_BYTES,
-            parallel_lines=PARALLEL_OUTPUT_CAP_LINES,
-            previous_bytes=PREVIOUS_CAP_BYTES,
+            bytes=config.output_cap_bytes,
+            lines=config.output_cap_lines,
+            # A child's share of a parallel summary is never more than a whole output.
+            parallel_bytes=min(PARALLEL_OUTPUT_CAP_BYTES, config.output_cap_bytes),
+            parallel_lines=min(PARALLEL_OUTPUT_CAP_LINES, config.output_cap_lines),
+            previous_bytes=config.previous_cap_bytes,
         ),
         server_env=os.environ,
         depth=config.depth,
         grace_ms=config.grace_ms,
         on_launch=on_launch,
         workflow_records=workflow_records,
+        workflow_parallelism=config.workflow_parallelism,
     )
 
 

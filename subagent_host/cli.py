@@ -28,7 +28,12 @@ from subagent_host.config import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_PARALLEL,
     DEFAULT_RESUME_TOKEN_TTL_MS,
+    DEFAULT_WORKFLOW_PARALLELISM,
+    OUTPUT_CAP_BYTES,
+    OUTPUT_CAP_LINES,
+    PREVIOUS_CAP_BYTES,
     ServerConfig,
     user_config_dir,
     working_project,
@@ -59,6 +64,8 @@ CONFIG_HELP: Final = (
     "enable_continue, default_backend, model_profiles ({agent: {model, effort}}), "
     "and, in the global and --config files only, state_dir, framing, "
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
+    "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
+    "previous_cap_bytes, "
     "trusted_projects and backends ({pi|claude|codex: {executable}}). A bad field is "
     "logged as a warning and ignored"
 )
@@ -279,6 +286,11 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
             args.resume_token_ttl_ms, settings.resume_token_ttl_ms, DEFAULT_RESUME_TOKEN_TTL_MS
         ),
         history_limit=first(args.history_limit, settings.history_limit, DEFAULT_HISTORY_LIMIT),
+        max_parallel=settings.max_parallel or DEFAULT_MAX_PARALLEL,
+        workflow_parallelism=settings.workflow_parallelism or DEFAULT_WORKFLOW_PARALLELISM,
+        output_cap_bytes=settings.output_cap_bytes or OUTPUT_CAP_BYTES,
+        output_cap_lines=settings.output_cap_lines or OUTPUT_CAP_LINES,
+        previous_cap_bytes=settings.previous_cap_bytes or PREVIOUS_CAP_BYTES,
         config_file=args.config,
         trusted_projects=tuple(dict.fromkeys((*args.trust_project, *settings.trusted_projects))),
         log_level=first(args.log_level, settings.log_level, DEFAULT_LOG_LEVEL),

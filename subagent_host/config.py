@@ -68,6 +68,13 @@ class ServerConfig:
     resume_token_ttl_ms: int = DEFAULT_RESUME_TOKEN_TTL_MS
     history_limit: int = DEFAULT_HISTORY_LIMIT
     """Runs kept per session; older ones are pruned."""
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    """Items of a `tasks` spawn, and of a workflow's `parallel` step."""
+    workflow_parallelism: int = DEFAULT_WORKFLOW_PARALLELISM
+    """Children of one workflow step running at once."""
+    output_cap_bytes: int = OUTPUT_CAP_BYTES
+    output_cap_lines: int = OUTPUT_CAP_LINES
+    previous_cap_bytes: int = PREVIOUS_CAP_BYTES
     config_file: Path | None = None
     """The `--config` file, if one was named."""
     trusted_projects: tuple[Path, ...] = ()
@@ -87,3 +94,11 @@ class ServerConfig:
     project_dir: Path = attrs.Factory(working_project)
     project_trusted: bool = False
     """Whether the project's `.pi/` agents and `subagents.json` are used."""
+
+    @property
+    def default_timeout_ms(self) -> int:
+        return self.settings.timeout_ms or DEFAULT_TIMEOUT_MS
+
+    @property
+    def default_stall_timeout_ms(self) -> int:
+        return self.settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS

@@ -56,6 +56,10 @@ MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
 MAX_HISTORY_LIMIT: Final = 1_000_000
 # A token that expires within a second could never be used.
 MIN_RESUME_TOKEN_TTL_MS: Final = 1000
+MAX_PARALLEL: Final = 64
+MIN_CAP_BYTES: Final = 1024
+MAX_CAP_BYTES: Final = 16 * 1024 * 1024
+MAX_CAP_LINES: Final = 1_000_000
 
 EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 MODES: Final = ("task", "background")
@@ -136,6 +140,11 @@ class Settings:
     log_file: Path | None = None
     session: str | None = None
     """The session the connection is bound to from the start (as `--session`)."""
+    max_parallel: int | None = None
+    workflow_parallelism: int | None = None
+    output_cap_bytes: int | None = None
+    output_cap_lines: int | None = None
+    previous_cap_bytes: int | None = None
     trusted_projects: tuple[Path, ...] = ()
     """Resolved, from the global and `--config` files together."""
     files: tuple[str, ...] = ()
@@ -552,6 +561,12 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "log_level": FieldRule(check_log_level, in_project=False),
     "log_file": FieldRule(check_log_file, in_project=False),
     "session": FieldRule(check_session, in_project=False),
+    # CONTRACT §6 limits that have no option of their own.
+    "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
+    "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
+    "output_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
+    "output_cap_lines": FieldRule(int_in_range(1, MAX_CAP_LINES), in_project=False),
+    "previous_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
 }
 # Fields read by their own code rather than by a FieldRule.
 SPECIAL_FIELDS: Final = ("model_profiles", "backends", "trusted_projects")
@@ -595,6 +610,11 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         log_level=pick(values, "log_level", str),
         log_file=pick(values, "log_file", Path),
         session=pick(values, "session", str),
+        max_parallel=pick(values, "max_parallel", int),
+        workflow_parallelism=pick(values, "workflow_parallelism", int),
+        output_cap_bytes=pick(values, "output_cap_bytes", int),
+        output_cap_lines=pick(values, "output_cap_lines", int),
+        previous_cap_bytes=pick(values, "previous_cap_bytes", int),
         trusted_projects=tuple(trusted),
         files=tuple(str(layer.path) for layer in layers if layer.is_used),
         diagnostics=(*(note for layer in layers for note in layer.diagnostics), *notes),

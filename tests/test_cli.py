@@ -12,6 +12,7 @@ import pytest
 
 from subagent_host import __version__
 from subagent_host.cli import build_parser, parse_config, read_depth
+from subagent_host.handlers.ping import limits_of
 from subagent_host.rpc.framing import Framing
 from subagent_host.settings import ModelProfile, Settings
 from tests.e2e.harness import server_executable
@@ -295,3 +296,40 @@ def test_help_describes_the_configuration_files(
     for words in ("trusted project's .pi/subagents.json", "default_model", "model_profiles",
                   "trusted_projects", "global and --config files only"):  # fmt: skip
         assert words in text
+
+
+def test_limits_without_an_option_of_their_own_come_from_the_files(
+    private_config: Path,
+) -> None:
+    write(
+        private_config / "subagents.json",
+        {
+            "max_parallel": 3,
+            "workflow_parallelism": 2,
+            "output_cap_bytes": 2048,
+            "output_cap_lines": 10,
+            "previous_cap_bytes": 4096,
+            "timeout_ms": 1000,
+            "stall_timeout_ms": 500,
+        },
+    )
+    config, _ = parse_config([])
+    assert config.settings.diagnostics == ()
+    assert (config.max_parallel, config.workflow_parallelism) == (3, 2)
+    assert (config.output_cap_bytes, config.output_cap_lines) == (2048, 10)
+    assert config.previous_cap_bytes == 4096
+    assert (config.default_timeout_ms, config.default_stall_timeout_ms) == (1000, 500)
+    limits = limits_of(config)
+    assert (limits.max_parallel, limits.output_cap_bytes, limits.previous_cap_bytes) == (
+        3,
+        2048,
+        4096,
+    )
+    assert (limits.default_timeout_ms, limits.default_stall_timeout_ms) == (1000, 500)
+
+
+def test_limits_are_defaults_when_no_file_sets_them(private_config: Path) -> None:
+    config, _ = parse_config([])
+    assert (config.max_parallel, config.workflow_parallelism) == (8, 4)
+    assert (config.output_cap_bytes, config.output_cap_lines) == (48 * 1024, 600)
+    assert config.previous_cap_bytes == 64 * 1024

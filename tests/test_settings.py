@@ -45,6 +45,11 @@ SERVER_OPTIONS = {
     "log_level": "debug",
     "log_file": "/tmp/host.log",
     "session": "editor-1",
+    "max_parallel": 3,
+    "workflow_parallelism": 2,
+    "output_cap_bytes": 2048,
+    "output_cap_lines": 10,
+    "previous_cap_bytes": 4096,
     "trusted_projects": ["/"],
     "backends": {"pi": {"executable": "/bin/evil"}},
 }

@@ -10,12 +10,7 @@ import attrs
 from subagent_host.agents.discovery import AgentCatalog, discover
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
-from subagent_host.config import (
-    OUTPUT_CAP_BYTES,
-    OUTPUT_CAP_LINES,
-    PREVIOUS_CAP_BYTES,
-    ServerConfig,
-)
+from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.spawn_plan import AgentSources
 from subagent_host.runs.catalog import RunCatalog
@@ -65,9 +60,11 @@ class Context:
     def limits(self) -> ServerLimits:
         """The server-wide limits a launch is checked against and receipts report."""
         return ServerLimits(
-            output_cap_bytes=OUTPUT_CAP_BYTES,
-            output_cap_lines=OUTPUT_CAP_LINES,
-            previous_cap_bytes=PREVIOUS_CAP_BYTES,
+            output_cap_bytes=self.config.output_cap_bytes,
+            output_cap_lines=self.config.output_cap_lines,
+            previous_cap_bytes=self.config.previous_cap_bytes,
             max_concurrency=self.config.max_concurrency,
             max_depth=self.config.max_depth,
+            max_parallel=self.config.max_parallel,
+            workflow_parallelism=self.config.workflow_parallelism,
         )

@@ -7,12 +7,6 @@ from typing import Final
 
 from subagent_host import PROTOCOL_VERSION, SERVER_NAME, __version__
 from subagent_host.config import (
-    DEFAULT_MAX_PARALLEL,
-    DEFAULT_STALL_TIMEOUT_MS,
-    DEFAULT_TIMEOUT_MS,
-    OUTPUT_CAP_BYTES,
-    OUTPUT_CAP_LINES,
-    PREVIOUS_CAP_BYTES,
     ServerConfig,
 )
 from subagent_host.handlers.context import Context
@@ -58,12 +52,12 @@ def limits_of(config: ServerConfig) -> Limits:
     """The limits a client should plan with (CONTRACT §6), from this server's configuration."""
     return Limits(
         max_concurrency=config.max_concurrency,
-        max_parallel=DEFAULT_MAX_PARALLEL,
+        max_parallel=config.max_parallel,
         grace_ms=config.grace_ms,
-        default_timeout_ms=DEFAULT_TIMEOUT_MS,
-        default_stall_timeout_ms=DEFAULT_STALL_TIMEOUT_MS,
-        output_cap_bytes=OUTPUT_CAP_BYTES,
-        output_cap_lines=OUTPUT_CAP_LINES,
-        previous_cap_bytes=PREVIOUS_CAP_BYTES,
+        default_timeout_ms=config.default_timeout_ms,
+        default_stall_timeout_ms=config.default_stall_timeout_ms,
+        output_cap_bytes=config.output_cap_bytes,
+        output_cap_lines=config.output_cap_lines,
+        previous_cap_bytes=config.previous_cap_bytes,
         max_message_bytes=config.max_message_bytes,
     )

@@ -21,7 +21,7 @@ from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import find_executable
-from subagent_host.config import DEFAULT_MAX_PARALLEL, DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
+from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
 from subagent_host.handlers.workflow_plan import plan_workflow
 from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams
@@ -172,7 +172,7 @@ def check_spawn(
     workflow: WorkflowPlan | None = None
     if params.tasks is not None:
         kind = RunKind.PARALLEL
-        _check_count(problems, "tasks", len(params.tasks), DEFAULT_MAX_PARALLEL)
+        _check_count(problems, "tasks", len(params.tasks), limits.max_parallel)
         children = tuple(resolve(f"tasks[{i}]", item) for i, item in enumerate(params.tasks))
     elif params.chain is not None:
         kind = RunKind.CHAIN
@@ -181,7 +181,9 @@ def check_spawn(
     elif params.workflow is not None:
         kind = RunKind.WORKFLOW
         cwd = _directory(Problems(), "cwd", params.cwd, server_cwd)  # reported by the items
-        children, workflow = plan_workflow(problems, params.workflow, resolve, cwd)
+        children, workflow = plan_workflow(
+            problems, params.workflow, resolve, cwd, limits.max_parallel
+        )
     elif single:
         top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)
         children = (resolve("", top),)

@@ -37,6 +37,7 @@ def plan_workflow(
     workflow: WorkflowWire,
     resolve: Callable[[str, SpawnItem], ChildPlan],
     cwd: str,
+    max_parallel: int = DEFAULT_MAX_PARALLEL,
 ) -> tuple[tuple[ChildPlan, ...], WorkflowPlan | None]:
     """The item templates and the workflow plan (None when nothing could be planned)."""
     if not workflow.name.strip() or len(workflow.name) > MAX_NAME_LENGTH:
@@ -54,7 +55,9 @@ def plan_workflow(
     outputs: set[str] = set()
     for index, step in enumerate(workflow.chain):
         path = f"workflow.chain[{index}]"
-        planner = _StepPlanner(problems, path, previous=index > 0, outputs=frozenset(outputs))
+        planner = _StepPlanner(
+            problems, path, previous=index > 0, outputs=frozenset(outputs), most=max_parallel
+        )
         planned = planner.plan(step, resolve, children)
         steps.append(planned)
         for name, where in planner.names:
@@ -75,9 +78,16 @@ class _StepPlanner:
     """One step: its items resolved and appended, its templates checked, its output names."""
 
     def __init__(
-        self, problems: Problems, path: str, *, previous: bool, outputs: frozenset[str]
+        self,
+        problems: Problems,
+        path: str,
+        *,
+        previous: bool,
+        outputs: frozenset[str],
+        most: int,
     ) -> None:
         self._problems = problems
+        self._most = most
         self._path = path
         self._previous = previous
         self._outputs = outputs
@@ -93,10 +103,10 @@ class _StepPlanner:
         path = self._path
         if isinstance(step, ParallelStep):
             count = len(step.parallel)
-            if not 1 <= count <= DEFAULT_MAX_PARALLEL:
+            if not 1 <= count <= self._most:
                 self._problems.error(
                     "item-count",
-                    f"parallel takes 1 to {DEFAULT_MAX_PARALLEL} items, not {count}",
+                    f"parallel takes 1 to {self._most} items, not {count}",
                     f"{path}.parallel",
                 )
             items = [(f"{path}.parallel[{i}]", item) for i, item in enumerate(step.parallel)]

@@ -44,7 +44,7 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
 )
-from subagent_host.runs.workflow_runner import WorkflowRunner, initial_state
+from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +218,7 @@ class RunManager:
         new_run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
         workflow_records: WorkflowRecords | None = None,
+        workflow_parallelism: int = WORKFLOW_PARALLELISM,
     ) -> None:
         self._supervisor = supervisor
         self._backends = backends
@@ -230,6 +231,7 @@ class RunManager:
         self._new_run_id = new_run_id
         self._on_launch = on_launch
         self._workflow_records = workflow_records or WorkflowRecords()
+        self._workflow_parallelism = workflow_parallelism
         self._workflows: dict[str, WorkflowRunner] = {}
         self._runs: dict[str, Run] = {}
         # Each child's environment values, by run: never stored, so a resume of
@@ -299,6 +301,7 @@ class RunManager:
             host=_WorkflowHost(self),
             previous_cap=self._caps.previous_bytes,
             texts=dict(texts or {}),
+            parallelism=self._workflow_parallelism,
         )
 
     def workflow_of(self, run_id: str) -> WorkflowRunner | None:

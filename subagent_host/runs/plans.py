@@ -165,6 +165,8 @@ class ServerLimits:
     previous_cap_bytes: int
     max_concurrency: int
     max_depth: int
+    max_parallel: int = 8
+    workflow_parallelism: int = 4
 
 
 @attrs.frozen
@@ -298,6 +300,15 @@ def receipts(
         ),
         _limit("maxDepth", server.max_depth, HOST_HARD, "a child's own spawns are refused"),
     ]
+    if plan.workflow is not None:
+        limits.append(
+            _limit(
+                "workflowParallelism",
+                server.workflow_parallelism,
+                HOST_HARD,
+                "children of a step beyond it wait queued",
+            )
+        )
     return {
         "access": {"executionBoundary": EXECUTION_BOUNDARY, "children": children},
         "limits": limits,

@@ -365,7 +365,16 @@ async def test_stop_during_a_parallel_step_ends_every_tree_and_runs_no_later_ste
         assert (await server.finish())[0] == 0
 
 
-async def test_a_step_runs_at_most_four_children_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("configured", [None, 2])
+async def test_a_step_runs_at_most_four_children_at_once_or_as_configured(
+    tmp_path: Path, configured: int | None
+) -> None:
+    limit = configured or WORKFLOW_PARALLELISM
+    extra: list[str] = ["--max-concurrency", "8"]
+    if configured is not None:
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"workflow_parallelism": configured}))
+        extra += ["--config", str(config)]
     gate = tmp_path / "gate"
     gate.mkdir()
     blocked = (
@@ -388,16 +397,18 @@ async def test_a_step_runs_at_most_four_children_at_once(tmp_path: Path) -> None
     def started() -> list[str]:
         return sorted(name for name in os.listdir(gate) if name.startswith("started-"))
 
-    async with running_server(*server_args(tmp_path), "--max-concurrency", "8") as server:
+    async with running_server(*server_args(tmp_path), *extra) as server:
         spawned = await result_of(server, "spawn", {"workflow": workflow, "mode": "background"})
         run_id = spawned["runId"]
-        await until(lambda: len(started()) >= WORKFLOW_PARALLELISM)
+        await until(lambda: len(started()) >= limit)
         blocked_now = await poll_status(
-            server, run_id, lambda s: sorted(statuses(s)) == ["queued"] * 2 + ["running"] * 4
+            server,
+            run_id,
+            lambda s: sorted(statuses(s)) == ["queued"] * (6 - limit) + ["running"] * limit,
         )
         assert len(blocked_now["children"]) == 6
-        assert statuses(blocked_now)[4:] == ["queued", "queued"]  # in order of their elements
-        assert started() == [f"started-{i}" for i in range(WORKFLOW_PARALLELISM)]
+        assert statuses(blocked_now)[limit:] == ["queued"] * (6 - limit)  # in element order
+        assert started() == [f"started-{i}" for i in range(limit)]
 
         (gate / "release").touch()
         done = await poll_status(server, run_id, lambda s: s["status"] in TERMINAL)
