@@ -105,6 +105,7 @@ class WorkflowRunner:
 
     async def run_from(self, start: int, control: Control) -> None:
         """Run the steps from `start` until one does not complete; then settle the run."""
+        self._failure = None  # a fan-out that failed before may work on a resumed output
         for index in range(start, len(self.workflow.steps)):
             if control.stopping.done():
                 break
@@ -118,6 +119,7 @@ class WorkflowRunner:
         """A child's new attempt ended: carry on after its step if the step is now complete."""
         step = self.run.children[index].step
         assert step is not None
+        self._failure = None
         if self._end_step(step):
             await self.host.step_ended(self.run)
             await self.run_from(step + 1, control)

@@ -884,3 +884,25 @@ async def test_after_a_restart_env_of_never_answers_with_another_childs_env(
     assert copy.status is RunStatus.COMPLETED, (copy.status, copy.error)
     assert after.manager.env_of(run.run_id, 0) is None  # this server never had it
     assert after.manager.env_of(run.run_id, 2) == {}
+
+
+async def test_a_fan_out_that_failed_runs_once_the_child_feeding_it_is_resumed(
+    make: Make, tmp_path: Path
+) -> None:
+    """The forEach failure of the first run is no reason to fail the second."""
+    flag = tmp_path / "flag"
+    runs = make()
+    producer = py(
+        "import os, sys\nprint('[\"a\", \"b\"]' if os.path.exists(sys.argv[1]) else 'no list')",
+        str(flag),
+    )
+    plan = runs.plan([producer, {"forEach": "{previous}", "item": py(ECHO_ARGS, "{item}")}])
+    run = await runs.finish(runs.launch(plan))
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.code == "foreach-not-array"
+    flag.touch()
+    runs.manager.resume(run, 0, resumed_plan(runs, plan, 0))
+    run = await runs.finish(run)
+    assert run.status is RunStatus.COMPLETED, (run.status, run.error)
+    assert statuses(run) == ["completed", "completed"]
+    assert step_children(run) == [[0], [1, 2]]
