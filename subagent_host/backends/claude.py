@@ -111,7 +111,8 @@ class ClaudeBackend:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
         argv += ["--permission-mode", PERMISSION_MODE, "--strict-mcp-config"]
         if item.model is not None:
-            argv += ["--model", item.model]
+            # Agent definitions name models `provider/id`; Claude Code takes the id.
+            argv += ["--model", item.model.removeprefix("anthropic/")]
         if item.thinking is not None:
             argv += ["--effort", item.thinking]
         if item.resume_session is not None:

@@ -147,7 +147,8 @@ class CodexBackend:
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
         argv += ["-c", 'approval_policy="never"', *SANDBOX_FLAGS[sandbox_tier(item)]]
         if item.model is not None:
-            argv += ["-m", item.model]
+            # Agent definitions name models `provider/id`; codex takes the id.
+            argv += ["-m", item.model.removeprefix("openai/")]
         if item.thinking is not None:
             argv += ["-c", f'model_reasoning_effort="{item.thinking}"']
         if item.instructions is not None:

@@ -352,3 +352,12 @@ def test_without_instructions_there_is_no_append_system_prompt() -> None:
     )
     assert launch.argv[-4:] == ("--tools", "Read", "--allowedTools", "Read")
     assert not any("append-system-prompt" in arg for arg in launch.argv)
+
+
+def test_an_anthropic_provider_prefix_is_dropped_from_the_model() -> None:
+    launch = ClaudeBackend().prepare(ItemSpec(command=None, prompt="p", cwd="/", env={},
+                                              model="anthropic/claude-sonnet-4-5"))  # fmt: skip
+    assert launch.argv[launch.argv.index("--model") + 1] == "claude-sonnet-4-5"
+    launch = ClaudeBackend().prepare(ItemSpec(command=None, prompt="p", cwd="/", env={},
+                                              model="claude-sonnet-4-5"))  # fmt: skip
+    assert launch.argv[launch.argv.index("--model") + 1] == "claude-sonnet-4-5"

@@ -409,3 +409,12 @@ def test_toml_string_escapes_what_toml_refuses_raw() -> None:
     assert toml_string("a\x7fb") == '"a\\u007fb"'  # DEL may not stand raw in TOML
     assert tomllib.loads("x = " + toml_string("a\x7fb\x00"))["x"] == "a\x7fb\x00"
     assert toml_string("\ud800x") == '"?x"'  # a lone surrogate cannot be sent as it is
+
+
+def test_an_openai_provider_prefix_is_dropped_from_the_model() -> None:
+    launch = CodexBackend().prepare(ItemSpec(command=None, prompt="p", cwd="/", env={},
+                                             model="openai/gpt-5"))  # fmt: skip
+    assert launch.argv[launch.argv.index("-m") + 1] == "gpt-5"
+    launch = CodexBackend().prepare(ItemSpec(command=None, prompt="p", cwd="/", env={},
+                                             model="local/my-model"))  # fmt: skip
+    assert launch.argv[launch.argv.index("-m") + 1] == "local/my-model"
