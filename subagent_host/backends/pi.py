@@ -91,8 +91,11 @@ class PiBackend:
         if item.tools is not None:
             argv += ["--tools", ",".join(item.tools)]
         if item.instructions is not None:
-            # pi takes the next argument verbatim, even one that starts with "-".
-            argv += ["--append-system-prompt", item.instructions]
+            # pi takes the next argument verbatim, even one that starts with "-"; but a
+            # value naming an existing file is replaced by that file's contents. With a
+            # final line break, instructions can never be taken for a path.
+            text = item.instructions
+            argv += ["--append-system-prompt", text if text.endswith("\n") else text + "\n"]
         stdin = (item.prompt or "").encode("utf-8")
         return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
 

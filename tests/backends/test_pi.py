@@ -144,7 +144,8 @@ def test_instructions_are_the_argument_after_append_system_prompt(tmp_path: Path
         ItemSpec(command=None, prompt="do it", cwd="/", env={}, instructions=text)
     )
     assert launch.argv == (
-        "pi", "--mode", "json", "--session-dir", str(tmp_path), "--append-system-prompt", text,
+        "pi", "--mode", "json", "--session-dir", str(tmp_path),
+        "--append-system-prompt", text + "\n",
     )  # fmt: skip
     assert launch.stdin == b"do it"
 
@@ -155,8 +156,17 @@ def test_instructions_starting_with_a_dash_stay_the_flags_value(tmp_path: Path, 
     without = PiBackend(session_dir=tmp_path).prepare(plain).argv
     launch = PiBackend(session_dir=tmp_path).prepare(attrs.evolve(plain, instructions=text))
     # Exactly two arguments more: the flag, then the whole text as its value.
-    assert launch.argv == (*without, "--append-system-prompt", text)
+    assert launch.argv == (*without, "--append-system-prompt", text + "\n")
     assert without[-2:] == ("--tools", "read")
+
+
+def test_instructions_naming_a_file_are_never_taken_for_its_path(tmp_path: Path) -> None:
+    """pi replaces a value that names an existing file by the file's contents."""
+    existing = tmp_path / "notes.md"
+    existing.write_text("not the instructions")
+    plain = ItemSpec(command=None, prompt=None, cwd="/", env={}, instructions=str(existing))
+    value = PiBackend(session_dir=tmp_path).prepare(plain).argv[-1]
+    assert value == f"{existing}\n" and not Path(value).exists()
 
 
 def test_without_instructions_there_is_no_append_system_prompt(tmp_path: Path) -> None:

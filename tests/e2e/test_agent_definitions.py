@@ -358,7 +358,7 @@ async def test_a_spawned_agent_runs_pi_with_its_instructions_model_and_tools(
         # What pi is given, as preflight shows it; a request's own model beats the profile.
         checked = await result_of(server, "preflight", {"agent": "scout", "prompt": START})
         argv = checked["plan"]["children"][0]["argv"]
-        assert argv[argv.index("--append-system-prompt") + 1] == SCOUT_BODY, argv
+        assert argv[argv.index("--append-system-prompt") + 1] == SCOUT_BODY + "\n", argv
         assert argv[argv.index("--tools") + 1] == "read", argv  # subagent_spawn taken away
         chosen = await result_of(
             server, "preflight", {"agent": "reviewer", "prompt": START, "model": MOCK_MODEL}
