@@ -3,7 +3,7 @@
 Every option is validated here: a bad value prints one clear line and exits 2,
 before anything is served. Options whose feature has not landed yet are parsed,
 validated and kept in `ServerConfig` all the same. An option given here beats the
-configuration files (`settings.py`), which beat the contract's defaults.
+configuration files (`settings/`), which beat the contract's defaults.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The server's configuration: every CONTRACT §6 default and §7 option in one frozen object.
 
 `cli.py` builds it from the command line over the configuration files
-(`settings.py`); `app.py` hands it to whoever needs it.
+(`settings/`); `app.py` hands it to whoever needs it.
 Options whose feature has not landed yet are still parsed, validated and kept
 here, so scripts written today keep working as features arrive.
 """

@@ -1,0 +1,93 @@
+"""Take in one child's output: feed its parser, note when it was last active, stream it.
+
+The supervisor hands each chunk of a child's stdout and stderr to its sink. The
+sink also watches for a stall: no output (and no agent tool running) for too long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+from collections.abc import Callable
+
+from subagent_host.backends.base import OutputParser
+
+
+class ChildSink:
+    """The supervisor's output sink for one child: feeds the parser, notes activity, streams."""
+
+    def __init__(
+        self,
+        parser: OutputParser,
+        stream: Callable[[str], None] | None,
+        report_activity: Callable[[str], None],
+    ) -> None:
+        self.parser = parser
+        self._stream = stream
+        self._report_activity = report_activity
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # Output can arrive before the child is marked running; its events wait.
+        self._held: list[Callable[[], None]] | None = []
+        self.on_finished: Callable[[], None] | None = None
+        """Called once, when the parser has seen the CLI's final event."""
+
+    def open(self) -> None:
+        """The child is marked running: send the events held so far, then send at once."""
+        held, self._held = self._held or [], None
+        for send in held:
+            send()
+
+    def _send(self, deliver: Callable[[str], None], text: str) -> None:
+        if self._held is None:
+            deliver(text)
+        else:
+            self._held.append(lambda: deliver(text))
+
+    def on_stdout(self, data: bytes) -> None:
+        self.parser.on_stdout(data)
+        self.last_active = self._loop.time()
+        for summary in self.parser.activity():
+            self._send(self._report_activity, summary)
+        if self.on_finished is not None and self.parser.finished:
+            finished, self.on_finished = self.on_finished, None
+            finished()
+        if self._stream is not None:
+            text = self._decoder.decode(data)  # a character split across reads stays whole
+            if text:
+                self._send(self._stream, text)
+
+    def on_stderr(self, data: bytes) -> None:
+        self.parser.on_stderr(data)
+        self.last_active = self._loop.time()
+
+    def watch_stall(self, stall_s: float, on_stall: Callable[[], None]) -> StallWatch:
+        """Call `on_stall` once no output arrived for `stall_s` seconds."""
+        return StallWatch(self, stall_s, on_stall)
+
+
+class StallWatch:
+    """A timer re-armed for the remaining quiet time: it wakes once per stall
+    period, not once per chunk of output."""
+
+    def __init__(self, sink: ChildSink, stall_s: float, on_stall: Callable[[], None]) -> None:
+        self._sink = sink
+        self._stall_s = stall_s
+        self._on_stall = on_stall
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(stall_s, self._check)
+
+    def _check(self) -> None:
+        if getattr(self._sink.parser, "tool_running", False):
+            # An agent's tool is running (agent CLIs print nothing meanwhile): that is
+            # work, not a stall. The run's timeout still bounds it.
+            self._sink.last_active = self._loop.time()
+        remaining = self._sink.last_active + self._stall_s - self._loop.time()
+        if remaining <= 0:
+            self._on_stall()
+        else:
+            self._timer = self._loop.call_later(remaining, self._check)
+
+    def cancel(self) -> None:
+        self._timer.cancel()

@@ -1,0 +1,53 @@
+"""Sample the resources of running children: CPU so far, peak memory, peak process count."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from subagent_host.backends.supervisor import Child, Supervisor, TreeUsage
+from subagent_host.runs.state import ChildRun, Resources
+
+# Resource sampling walks the child's tree with psutil: often enough to see a
+# peak that lasts a second, rarely enough to cost nothing noticeable.
+RESOURCE_SAMPLE_S: Final = 1.0
+
+
+class ResourceSampler:
+    """Samples the trees of all running children in one sweep, while any is running."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._sampled: dict[int, tuple[Child, ChildRun]] = {}  # running children by pid
+        self._sampler: asyncio.Task[None] | None = None
+
+    def watch(self, process: Child, child: ChildRun) -> None:
+        """Sample the running child from now on (the sweep starts if it is not running)."""
+        self._sampled[process.pid] = (process, child)
+        if self._sampler is None or self._sampler.done():
+            self._sampler = asyncio.create_task(self._sample_running())
+
+    def unwatch(self, process: Child) -> None:
+        """Sample the child no more: it has exited."""
+        self._sampled.pop(process.pid, None)
+
+    async def _sample_running(self) -> None:
+        """Every `RESOURCE_SAMPLE_S`, sample the trees of all running children in one sweep."""
+        while self._sampled:
+            # The sampling interval is the point of this wait; nothing else can end it.
+            await asyncio.sleep(RESOURCE_SAMPLE_S)  # noqa: ASYNC110
+            running = dict(self._sampled)
+            usages = await self._supervisor.sample([p for p, _ in running.values()], trees=True)
+            for pid, usage in usages.items():
+                if pid in self._sampled:
+                    record_usage(running[pid][1], usage)
+
+
+def record_usage(child: ChildRun, usage: TreeUsage) -> None:
+    """Fold a sample into the child's resources: CPU so far, peak memory, peak process count."""
+    before = child.resources
+    child.resources = Resources(
+        cpu_seconds=round(max(usage.cpu_seconds, before.cpu_seconds if before else 0.0), 3),
+        peak_rss_bytes=max(usage.rss_bytes, before.peak_rss_bytes if before else 0),
+        processes=max(usage.processes, before.processes if before else 0),
+    )

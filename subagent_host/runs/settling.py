@@ -1,0 +1,152 @@
+"""Settle statuses: a child's from how it ended, a run's from its children's.
+
+A child's terminal status follows from its own exit and outcome, or from what
+ended it first (a stop, its timeout, a stall). A run's follows from its
+children's: completed when all completed, else the first one that did not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from subagent_host.backends.base import Outcome
+from subagent_host.backends.supervisor import ExitStatus
+from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
+from subagent_host.runs.state import (
+    ChildRun,
+    ErrorInfo,
+    OutputInfo,
+    Run,
+    RunBook,
+    RunKind,
+    RunStatus,
+)
+
+
+@attrs.frozen
+class Ending:
+    """Why a running child ended, when it was not its own exit."""
+
+    status: RunStatus
+    reason: str
+    enforced_timeout_ms: int | None = None
+
+
+class Settler:
+    """Moves children and runs to their one terminal status through the run book."""
+
+    def __init__(self, book: RunBook, caps: OutputCaps) -> None:
+        self._book = book
+        self._caps = caps
+        self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
+        self._limits: dict[str, str] = {}  # run id -> the CLI's limit that stopped it
+
+    def settle_child(
+        self,
+        run: Run,
+        child: ChildRun,
+        outcome: Outcome,
+        exit_status: ExitStatus,
+        ending: Ending | None,
+    ) -> None:
+        completed = ending is None and outcome.completed
+        output = child_output(
+            self._caps, outcome, parallel=run.kind is RunKind.PARALLEL, partial=not completed
+        )
+        facts: dict[str, object] = {
+            "exit_code": exit_status.exit_code,
+            "signal": exit_status.signal,
+            "output": output,
+            "usage": outcome.usage,
+            "backend_session_id": outcome.backend_session_id,
+        }
+        if completed:
+            self._book.transition_child(run, child, RunStatus.COMPLETED, **facts)
+        elif ending is not None:
+            self._book.transition_child(run, child, ending.status, reason=ending.reason, **facts)
+            child_timeout = ending.enforced_timeout_ms
+            if child_timeout is not None:
+                self._timeouts[run.run_id] = child_timeout
+        elif outcome.reached_limit is not None:  # the CLI stopped at a limit of its own
+            self._book.transition_child(run, child, RunStatus.LIMIT_REACHED, **facts)
+            self._limits[run.run_id] = outcome.reached_limit
+        else:
+            error = ErrorInfo(
+                outcome.error_code or "failed",
+                outcome.error_message or "failed",
+                outcome.error_data,
+            )
+            self._book.transition_child(run, child, RunStatus.FAILED, error=error, **facts)
+
+    def settle_run(self, run: Run, stop_reason: str | None) -> None:
+        """The run's one terminal status, from its children's."""
+        unfinished = [c for c in run.children if c.status is not RunStatus.COMPLETED]
+        output: OutputInfo | None
+        if run.kind is RunKind.PARALLEL:
+            output = parallel_summary(run, partial=bool(unfinished))
+        else:
+            last = unfinished[0] if unfinished else run.children[-1]
+            output = last.output
+        self._settle_from(run, stop_reason, unfinished, output)
+
+    def settle_workflow(
+        self,
+        run: Run,
+        stop_reason: str | None,
+        children: Sequence[ChildRun],
+        last_text: str | None,
+    ) -> None:
+        """A workflow's end: its last step's text, or the first step that did not complete."""
+        unfinished = [c for c in children if c.status is not RunStatus.COMPLETED]
+        if not unfinished and last_text is not None:
+            self._book.transition(
+                run, RunStatus.COMPLETED, output=text_output(self._caps, last_text, partial=False)
+            )
+            return
+        if not unfinished:  # a step that never started: the run was stopped before it
+            self._book.transition(run, RunStatus.CANCELLED, reason=stop_reason or "stopped")
+            return
+        self._settle_from(run, stop_reason, unfinished, unfinished[0].output)
+
+    def _settle_from(
+        self,
+        run: Run,
+        stop_reason: str | None,
+        unfinished: Sequence[ChildRun],
+        output: OutputInfo | None,
+    ) -> None:
+        """Settle from the children that did not complete (none: the run completed)."""
+        if not unfinished:
+            self._book.transition(run, RunStatus.COMPLETED, output=output)
+            return
+        first = unfinished[0]
+        if first.status is RunStatus.FAILED and first.error is not None:
+            error = first.error
+            if run.kind is not RunKind.SINGLE:
+                data = {"index": first.index, **(error.data or {})}
+                error = ErrorInfo(error.code, f"child {first.index}: {error.message}", data)
+            self._book.transition(run, RunStatus.FAILED, error=error, output=output)
+        elif first.status is RunStatus.LIMIT_REACHED:
+            self._book.transition(
+                run,
+                RunStatus.LIMIT_REACHED,
+                reached_limit=self._limits.pop(run.run_id, "limit"),
+                output=output,
+            )
+        elif first.status is RunStatus.TIMED_OUT:
+            self._book.transition(
+                run,
+                RunStatus.TIMED_OUT,
+                reason=first.reason,
+                enforced_timeout_ms=self._timeouts.pop(run.run_id, None),
+                output=output,
+            )
+        else:
+            self._book.transition(
+                run,
+                RunStatus.CANCELLED,
+                reason=stop_reason or first.reason or "stopped",
+                output=output,
+            )

@@ -1,0 +1,48 @@
+"""Configuration files: what `subagents.json` says, merged into one `Settings`.
+
+Three files, each a JSON object with snake_case keys, merged field by field
+(a later file wins per field, and command-line options beat every file):
+
+1. the global file, `<user config dir>/subagents.json`;
+2. the project's `.pi/subagents.json`, read only when the project is trusted;
+3. the `--config FILE`.
+
+    {"default_model": "sonnet", "default_effort": "high", "timeout_ms": 600000,
+     "model_profiles": {"scout": {"model": "haiku", "thinking": "low"}},
+     "backends": {"pi": {"executable": "/opt/pi/bin/pi"}}}
+
+Agent and run defaults are allowed in every file. Server options (CONTRACT §7:
+state directory, framing, limits, logs, trusted projects, backend programs) are
+allowed only in the global and `--config` files: a project must not redirect the
+state directory or the logs, trust other projects, or choose which programs run.
+Paths in a file are `~`-expanded, and a relative one is taken from the file's
+own directory.
+
+The server reads the files once at start and never writes them. A missing global
+or project file is simply absent. Any problem (an unreadable file, bad JSON, an
+unknown or invalid field) is a diagnostic naming the file and the field, and that
+field keeps the default or the lower-precedence file's value: a bad line in a
+configuration file never stops the server. This module reads files and nothing
+else of ours: `cli.py` applies the command line on top, `app.py` logs the
+diagnostics.
+
+The package, one job a module: `model` holds the public types and the ranges
+(`Settings`, `ModelProfile`, `SettingsDiagnostic`); `fields` checks each field's
+value and holds the table of fields; `layers` reads one file into a `Layer`;
+`loader` finds the files, reads them in order and merges them into `Settings`.
+"""
+
+# `X as X` marks each name as re-exported (PEP 484); these are the names other code imports.
+from subagent_host.settings.loader import load_settings as load_settings
+from subagent_host.settings.model import FILE_NAME as FILE_NAME
+from subagent_host.settings.model import LOG_LEVELS as LOG_LEVELS
+from subagent_host.settings.model import MAX_CONCURRENCY as MAX_CONCURRENCY
+from subagent_host.settings.model import MAX_DURATION_MS as MAX_DURATION_MS
+from subagent_host.settings.model import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
+from subagent_host.settings.model import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
+from subagent_host.settings.model import MIN_MESSAGE_BYTES as MIN_MESSAGE_BYTES
+from subagent_host.settings.model import MIN_RESUME_TOKEN_TTL_MS as MIN_RESUME_TOKEN_TTL_MS
+from subagent_host.settings.model import PROJECT_FILE as PROJECT_FILE
+from subagent_host.settings.model import ModelProfile as ModelProfile
+from subagent_host.settings.model import Settings as Settings
+from subagent_host.settings.model import SettingsDiagnostic as SettingsDiagnostic

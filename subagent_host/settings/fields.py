@@ -1,0 +1,183 @@
+"""The per-field checks: each turns a field's JSON value into its setting or says
+why it cannot, and `FIELDS` names the check and the files allowed for each field."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from subagent_host.rpc.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
+from subagent_host.settings.model import (
+    BACKENDS,
+    EFFORTS,
+    FRAMINGS,
+    LOG_LEVELS,
+    MAX_CAP_BYTES,
+    MAX_CAP_LINES,
+    MAX_CONCURRENCY,
+    MAX_DURATION_MS,
+    MAX_HISTORY_LIMIT,
+    MAX_MESSAGE_BYTES,
+    MAX_PARALLEL,
+    MIN_CAP_BYTES,
+    MIN_MESSAGE_BYTES,
+    MIN_RESUME_TOKEN_TTL_MS,
+    MODES,
+)
+
+# One setting, three spellings (pi's settings say `thinkingLevel`).
+EFFORT_KEYS: Final = ("default_effort", "default_thinking_level", "thinkingLevel")
+PROFILE_EFFORT_KEYS: Final = ("effort", "thinking")
+# Longest slice of a bad value quoted in a diagnostic.
+SHOWN_VALUE_CHARS: Final = 60
+
+
+Check = Callable[[object, Path], object]
+"""Parse a field's JSON value (paths relative to the given directory); raise
+ValueError with the reason when it is invalid."""
+
+
+@attrs.frozen
+class FieldRule:
+    check: Check
+    in_project: bool = True
+
+
+# --- field checks ---------------------------------------------------------------
+
+
+def show(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, Path) else str(value)
+    if len(text) > SHOWN_VALUE_CHARS:
+        return text[: SHOWN_VALUE_CHARS - 3] + "..."
+    return text
+
+
+def int_in_range(low: int, high: int) -> Check:
+    def check(value: object, base: Path) -> int:
+        # bool is an int to Python, never to a configuration file.
+        if type(value) is not int:
+            raise ValueError(f"{show(value)} is not a whole number")
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range ({low}..{high})")
+        return value
+
+    return check
+
+
+def one_of(options: Sequence[str], *, fold_case: bool = False) -> Check:
+    def check(value: object, base: Path) -> str:
+        text = value.lower() if isinstance(value, str) and fold_case else value
+        if not isinstance(text, str) or text not in options:
+            raise ValueError(f"{show(value)} is not one of {', '.join(options)}")
+        return text
+
+    return check
+
+
+def check_effort(value: object, base: Path) -> str:
+    checked = one_of(EFFORTS)(value, base)
+    assert isinstance(checked, str)
+    return checked
+
+
+def check_model(value: object, base: Path) -> str:
+    if not isinstance(value, str) or not value or any(char.isspace() for char in value):
+        raise ValueError(f"{show(value)} is not a model name (a non-empty word, no spaces)")
+    return value
+
+
+def check_bool(value: object, base: Path) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{show(value)} is not true or false")
+    return value
+
+
+def check_strings(value: object, base: Path) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError(f"{show(value)} is not an array of non-empty strings")
+    return tuple(value)
+
+
+def check_path(value: object, base: Path) -> Path:
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ValueError(f"{show(value)} is not a path")
+    try:
+        return (base / Path(value).expanduser()).resolve()
+    except (OSError, RuntimeError) as exc:  # no home directory; a symlink loop
+        raise ValueError(f"{show(value)}: {exc}") from None
+
+
+def check_paths(value: object, base: Path) -> tuple[Path, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"{show(value)} is not an array of paths")
+    return tuple(check_path(item, base) for item in value)
+
+
+def check_state_dir(value: object, base: Path) -> Path:
+    path = check_path(value, base)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a directory")
+    return path
+
+
+def check_log_file(value: object, base: Path) -> Path:
+    path = check_path(value, base)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory")
+    if not path.parent.is_dir():
+        raise ValueError(f"the directory of {path} does not exist")
+    return path
+
+
+def check_session(value: object, _base: Path) -> str:
+    if not isinstance(value, str) or SESSION_ID_PATTERN.fullmatch(value) is None:
+        raise ValueError(f"must be a session id: {SESSION_ID_RULE}")
+    return value
+
+
+def check_log_level(value: object, base: Path) -> str:
+    checked = one_of(LOG_LEVELS, fold_case=True)(value, base)
+    assert isinstance(checked, str)
+    return checked.upper()
+
+
+FIELDS: Final[Mapping[str, FieldRule]] = {
+    # Agent and run defaults: any file.
+    "default_model": FieldRule(check_model),
+    "timeout_ms": FieldRule(int_in_range(1, MAX_DURATION_MS)),
+    "stall_timeout_ms": FieldRule(int_in_range(1, MAX_DURATION_MS)),
+    "max_concurrency": FieldRule(int_in_range(1, MAX_CONCURRENCY)),
+    "default_tools": FieldRule(check_strings),
+    "default_mode": FieldRule(one_of(MODES)),
+    "history_limit": FieldRule(int_in_range(1, MAX_HISTORY_LIMIT)),
+    "enable_continue": FieldRule(check_bool),
+    "default_backend": FieldRule(one_of(BACKENDS)),
+    # Server options: the global and --config files only.
+    "state_dir": FieldRule(check_state_dir, in_project=False),
+    "framing": FieldRule(one_of(FRAMINGS), in_project=False),
+    "max_message_bytes": FieldRule(
+        int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES), in_project=False
+    ),
+    "grace_ms": FieldRule(int_in_range(0, MAX_DURATION_MS), in_project=False),
+    "resume_token_ttl_ms": FieldRule(
+        int_in_range(MIN_RESUME_TOKEN_TTL_MS, MAX_DURATION_MS), in_project=False
+    ),
+    "log_level": FieldRule(check_log_level, in_project=False),
+    "log_file": FieldRule(check_log_file, in_project=False),
+    "session": FieldRule(check_session, in_project=False),
+    # CONTRACT §6 limits that have no option of their own.
+    "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
+    "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
+    "output_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
+    "output_cap_lines": FieldRule(int_in_range(1, MAX_CAP_LINES), in_project=False),
+    "previous_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
+}
+# Fields read by their own code rather than by a FieldRule.
+SPECIAL_FIELDS: Final = ("model_profiles", "backends", "trusted_projects")
+SERVER_ONLY_SPECIAL: Final = ("backends", "trusted_projects")
+KNOWN: Final = (*FIELDS, *SPECIAL_FIELDS, *EFFORT_KEYS)

@@ -1,0 +1,109 @@
+"""The public types of the settings: what a merged `Settings` holds, the problems
+found on the way, the file names and the ranges a value must fall in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+import attrs
+
+FILE_NAME: Final = "subagents.json"
+PROJECT_FILE: Final = Path(".pi") / FILE_NAME
+
+# The ranges the command line accepts; a file is held to the same ones.
+# Below MIN_MESSAGE_BYTES a single ping could not fit; above MAX_MESSAGE_BYTES one
+# message could exhaust memory.
+MIN_MESSAGE_BYTES: Final = 1024
+MAX_MESSAGE_BYTES: Final = 1024 * 1024 * 1024
+MAX_CONCURRENCY: Final = 256
+MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
+MAX_HISTORY_LIMIT: Final = 1_000_000
+# A token that expires within a second could never be used.
+MIN_RESUME_TOKEN_TTL_MS: Final = 1000
+MAX_PARALLEL: Final = 64
+MIN_CAP_BYTES: Final = 1024
+MAX_CAP_BYTES: Final = 16 * 1024 * 1024
+MAX_CAP_LINES: Final = 1_000_000
+
+EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+MODES: Final = ("task", "background")
+BACKENDS: Final = ("command", "pi", "claude", "codex")
+AGENT_BACKENDS: Final = ("pi", "claude", "codex")
+FRAMINGS: Final = ("auto", "lsp", "ndjson")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+
+
+@attrs.frozen
+class SettingsDiagnostic:
+    """One problem found in a configuration file; the server logs it and goes on."""
+
+    severity: str
+    """`warning` (a field or file was ignored) or `info` (worth knowing, nothing ignored
+    that was meant to be read)."""
+    code: str
+    """unreadable, invalid-json, not-an-object, invalid-field, unknown-field,
+    not-allowed-in-project, conflicting-aliases, untrusted-project."""
+    message: str
+    """One line naming the file and the field."""
+    file: str
+    field: str | None = None
+    """A dotted path (`model_profiles.scout.model`); None for the whole file."""
+
+
+@attrs.frozen
+class ModelProfile:
+    """The model and effort one agent runs with unless the spawn names its own."""
+
+    model: str | None = None
+    effort: str | None = None
+
+
+NO_PROFILES: Final[Mapping[str, ModelProfile]] = MappingProxyType({})
+NO_EXECUTABLES: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+@attrs.frozen
+class Settings:
+    """What the files said, merged; None (or empty) means no file set it."""
+
+    default_model: str | None = None
+    default_effort: str | None = None
+    timeout_ms: int | None = None
+    stall_timeout_ms: int | None = None
+    max_concurrency: int | None = None
+    default_tools: tuple[str, ...] | None = None
+    default_mode: str | None = None
+    history_limit: int | None = None
+    enable_continue: bool | None = None
+    """False disables resume."""
+    default_backend: str | None = None
+    user_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)
+    """By lowercase agent name, from the global and `--config` files: for the user's agents."""
+    project_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)
+    """By lowercase agent name, from the project's file: for the project's agents."""
+    backend_executables: Mapping[str, str] = attrs.field(default=NO_EXECUTABLES, hash=False)
+    """The program each agent backend runs, by backend id, where a file set one."""
+    state_dir: Path | None = None
+    framing: str | None = None
+    """auto, lsp or ndjson."""
+    max_message_bytes: int | None = None
+    grace_ms: int | None = None
+    resume_token_ttl_ms: int | None = None
+    log_level: str | None = None
+    """Upper case, as `logging` spells it."""
+    log_file: Path | None = None
+    session: str | None = None
+    """The session the connection is bound to from the start (as `--session`)."""
+    max_parallel: int | None = None
+    workflow_parallelism: int | None = None
+    output_cap_bytes: int | None = None
+    output_cap_lines: int | None = None
+    previous_cap_bytes: int | None = None
+    trusted_projects: tuple[Path, ...] = ()
+    """Resolved, from the global and `--config` files together."""
+    files: tuple[str, ...] = ()
+    """The files whose settings were used, lowest precedence first."""
+    diagnostics: tuple[SettingsDiagnostic, ...] = ()
