@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import psutil
 import pytest
 
-from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess
-from tests.e2e.test_runs import call
+from tests.e2e.harness import EXIT_TIMEOUT_S, state_args
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
@@ -31,13 +30,7 @@ def needs_cli(name: str) -> list[pytest.MarkDecorator]:
 
 
 def server_args(tmp_path: Path) -> tuple[str, ...]:
-    return ("--state-dir", str(tmp_path / "state"), "--session", "agent-tests")
-
-
-async def result_of(server: ServerProcess, method: str, params: Any) -> Any:
-    reply, _ = await call(server, method, params)
-    assert "result" in reply, reply
-    return reply["result"]
+    return state_args(tmp_path / "state", "agent-tests")
 
 
 async def wait_for_sleep(run_id: str) -> None:

@@ -148,6 +148,39 @@ class ServerProcess:
         return self.stderr.decode("utf-8", "replace")
 
 
+def state_args(state_dir: Path, session: str = "s1", *extra: str) -> tuple[str, ...]:
+    """Server arguments for a test's own state directory and session."""
+    return ("--state-dir", str(state_dir), "--session", session, *extra)
+
+
+async def reply_to(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
+    """Send a request and return its reply, skipping the notifications before it."""
+    server._next_id += 1
+    msg_id = server._next_id
+    await server.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:
+            message: dict[str, Any] = await server.receive()
+            if message.get("id") == msg_id:
+                return message
+
+
+async def result_of(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
+    """The result of a request that must succeed."""
+    reply = await reply_to(server, method, params)
+    assert "result" in reply, reply
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+async def error_of(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
+    """The error of a request that must fail."""
+    reply = await reply_to(server, method, params)
+    assert "error" in reply, reply
+    error: dict[str, Any] = reply["error"]
+    return error
+
+
 @contextlib.asynccontextmanager
 async def running_server(
     *args: str, framing: FramingName = "ndjson", **kwargs: Any

@@ -14,11 +14,10 @@ from tests.backends.fixtures.record_claude import OFFLINE
 from tests.e2e.agents import (
     AGENT_BIN,
     needs_cli,
-    result_of,
     server_args,
     wait_for_sleep,
 )
-from tests.e2e.harness import assert_no_run_survives, running_server
+from tests.e2e.harness import assert_no_run_survives, result_of, running_server
 from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 

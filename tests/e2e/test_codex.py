@@ -15,11 +15,10 @@ from tests.backends.fixtures.record_codex import API_KEY_VARIABLE, MODEL, codex_
 from tests.e2e.agents import (
     AGENT_BIN,
     needs_cli,
-    result_of,
     server_args,
     wait_for_sleep,
 )
-from tests.e2e.harness import running_server
+from tests.e2e.harness import result_of, running_server
 from tests.e2e.test_runs import call, next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 

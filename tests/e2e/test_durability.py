@@ -23,7 +23,10 @@ from tests.e2e.harness import (
     TERMINAL,
     ServerProcess,
     assert_no_run_survives,
+    error_of,
+    result_of,
     running_server,
+    state_args,
 )
 
 DB_NAME: Final = "subagent-host.sqlite3"
@@ -38,38 +41,6 @@ AMBIGUOUS: Final = -32006
 
 
 # --- helpers ---------------------------------------------------------------------------
-
-
-def server_args(state_dir: Path, session: str = "s1") -> tuple[str, ...]:
-    return ("--state-dir", str(state_dir), "--session", session)
-
-
-async def call(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
-    """Send a request and return its reply, skipping the notifications before it."""
-    server._next_id += 1
-    msg_id = server._next_id
-    await server.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-    async with asyncio.timeout(EXIT_TIMEOUT_S):
-        while True:
-            message: dict[str, Any] = await server.receive()
-            if message.get("id") == msg_id:
-                return message
-
-
-async def result_of(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
-    """The result of a request that must succeed."""
-    reply = await call(server, method, params)
-    assert "result" in reply, reply
-    result: dict[str, Any] = reply["result"]
-    return result
-
-
-async def error_of(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
-    """The error of a request that must fail."""
-    reply = await call(server, method, params)
-    assert "error" in reply, reply
-    error: dict[str, Any] = reply["error"]
-    return error
 
 
 async def spawn_running(server: ServerProcess, command: list[str]) -> str:
@@ -179,7 +150,7 @@ async def test_twenty_sigkilled_servers_leave_a_sound_database_and_interrupted_r
     # restarted servers have ended every process those runs left behind.
     crashed: list[str] = []
     for _ in range(20):
-        async with running_server(*server_args(tmp_path)) as server:
+        async with running_server(*state_args(tmp_path)) as server:
             run_id = await spawn_running(server, TREE)
             await wait_for_processes(run_id, 2)  # the shell's tree exists
             # This server recovered the previous crash's run: its tree must go.
@@ -189,7 +160,7 @@ async def test_twenty_sigkilled_servers_leave_a_sound_database_and_interrupted_r
             crashed.append(run_id)
         assert await asyncio.to_thread(integrity, tmp_path) == "ok"
 
-    async with running_server(*server_args(tmp_path)) as server:
+    async with running_server(*state_args(tmp_path)) as server:
         listing = await result_of(server, "status", {})
         listed = {run["runId"]: run["status"] for run in listing["runs"]}
         assert set(listed) == set(crashed), listing
@@ -206,14 +177,14 @@ async def test_twenty_sigkilled_servers_leave_a_sound_database_and_interrupted_r
 async def test_a_crashed_servers_run_is_marked_interrupted_exactly_once_across_restarts(
     tmp_path: Path,
 ) -> None:
-    async with running_server(*server_args(tmp_path)) as first:
+    async with running_server(*state_args(tmp_path)) as first:
         run_id = await spawn_running(first, TREE)
         await wait_for_processes(run_id, 2)
         crashed = await crash(first)
 
-    async with running_server(*server_args(tmp_path)) as second:
+    async with running_server(*state_args(tmp_path)) as second:
         assert (await result_of(second, "ping", {}))["pong"] is True  # recovery is done
-        async with running_server(*server_args(tmp_path)) as third:
+        async with running_server(*state_args(tmp_path)) as third:
             assert (await result_of(third, "ping", {}))["pong"] is True
             for server in (second, third):
                 snapshot = await result_of(server, "status", {"runId": run_id, "since": 0})
@@ -231,7 +202,7 @@ async def test_a_crashed_servers_run_is_marked_interrupted_exactly_once_across_r
             assert (await third.finish())[0] == 0
         assert (await second.finish())[0] == 0
 
-    async with running_server(*server_args(tmp_path)) as fourth:  # after both ended normally
+    async with running_server(*state_args(tmp_path)) as fourth:  # after both ended normally
         snapshot = await result_of(fourth, "status", {"runId": run_id, "since": 0})
         statuses = [event["status"] for event in snapshot["events"] if event["type"] == "status"]
         assert statuses.count("interrupted") == 1, snapshot["events"]
@@ -241,9 +212,9 @@ async def test_a_crashed_servers_run_is_marked_interrupted_exactly_once_across_r
 async def test_a_second_live_server_sees_but_neither_interrupts_nor_stops_anothers_run(
     tmp_path: Path,
 ) -> None:
-    async with running_server(*server_args(tmp_path)) as owner:
+    async with running_server(*state_args(tmp_path)) as owner:
         run_id = await spawn_running(owner, LONG)
-        async with running_server(*server_args(tmp_path)) as other:
+        async with running_server(*state_args(tmp_path)) as other:
             seen = await result_of(other, "status", {"runId": run_id})
             assert seen["status"] == "running" and seen["children"][0]["status"] == "running"
             listing = await result_of(other, "status", {})
@@ -269,14 +240,14 @@ async def test_a_second_live_server_sees_but_neither_interrupts_nor_stops_anothe
 async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(
     tmp_path: Path,
 ) -> None:
-    async with running_server(*server_args(tmp_path, "s1")) as first:
+    async with running_server(*state_args(tmp_path, "s1")) as first:
         spawn = {"command": ["sh", "-c", "echo kept; echo across"], "mode": "task"}
         done = await result_of(first, "spawn", spawn)
         assert done["status"] == "completed" and done["output"]["text"] == "kept\nacross\n"
         run_id = done["runId"]
         assert (await first.finish())[0] == 0
 
-    async with running_server(*server_args(tmp_path, "s1")) as second:
+    async with running_server(*state_args(tmp_path, "s1")) as second:
         listing = await result_of(second, "status", {})
         assert [(r["runId"], r["status"], r["kind"]) for r in listing["runs"]] == [
             (run_id, "completed", "single")
@@ -290,7 +261,7 @@ async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(
         assert replay["events"][-1]["status"] == "completed"
         assert (await second.finish())[0] == 0
 
-    async with running_server(*server_args(tmp_path, "s2")) as stranger:
+    async with running_server(*state_args(tmp_path, "s2")) as stranger:
         assert (await result_of(stranger, "status", {}))["runs"] == []
         for params in ({"runId": run_id}, {"runId": run_id[:8]}, {"runId": run_id, "since": 0}):
             assert (await error_of(stranger, "status", params))["code"] == NOT_FOUND
@@ -299,9 +270,9 @@ async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(
 
 
 async def test_another_sessions_run_is_not_found_on_a_shared_state_dir(tmp_path: Path) -> None:
-    async with running_server(*server_args(tmp_path, "s1")) as mine:
+    async with running_server(*state_args(tmp_path, "s1")) as mine:
         run_id = await spawn_running(mine, LONG)
-        async with running_server(*server_args(tmp_path, "s2")) as theirs:
+        async with running_server(*state_args(tmp_path, "s2")) as theirs:
             unknown = await error_of(theirs, "status", {"runId": "f" * 32})
             for method, params in (
                 ("status", {"runId": run_id}),
@@ -341,7 +312,7 @@ async def test_another_sessions_run_is_not_found_on_a_shared_state_dir(tmp_path:
 async def test_run_id_prefixes_resolve_from_eight_characters_and_ambiguity_is_an_error(
     tmp_path: Path,
 ) -> None:
-    async with running_server(*server_args(tmp_path)) as first:
+    async with running_server(*state_args(tmp_path)) as first:
         done = await result_of(first, "spawn", {"command": ["echo", "one"], "mode": "task"})
         run_id = done["runId"]
         for length in (8, 12, len(run_id)):
@@ -358,7 +329,7 @@ async def test_run_id_prefixes_resolve_from_eight_characters_and_ambiguity_is_an
     await asyncio.to_thread(forge_run_sharing_prefix, tmp_path, run_id, twin)
     assert await asyncio.to_thread(integrity, tmp_path) == "ok"
 
-    async with running_server(*server_args(tmp_path)) as second:
+    async with running_server(*state_args(tmp_path)) as second:
         for method in ("status", "stop"):
             ambiguous = await error_of(second, method, {"runId": run_id[:8]})
             assert ambiguous["code"] == AMBIGUOUS, ambiguous
@@ -377,14 +348,14 @@ async def test_leftovers_are_ended_even_if_the_server_recovering_them_dies_too(
     # before killing it. Here the recovering server is killed while it still
     # waits out the grace of a tree that ignores SIGTERM (the ignored signal is
     # inherited by the sleeps), so the next server must finish the job.
-    async with running_server(*server_args(tmp_path)) as first:
+    async with running_server(*state_args(tmp_path)) as first:
         run_id = await spawn_running(first, STUBBORN_TREE)
         await wait_for_processes(run_id, 3)
         crashed = await crash(first)
-    async with running_server(*server_args(tmp_path), "--grace-ms", "60000") as second:
+    async with running_server(*state_args(tmp_path), "--grace-ms", "60000") as second:
         assert (await result_of(second, "ping", {}))["pong"] is True  # recovery has begun
         crashed |= await crash(second)  # still in the 60 s grace: the tree is alive
-    async with running_server(*server_args(tmp_path), "--grace-ms", "500") as third:
+    async with running_server(*state_args(tmp_path), "--grace-ms", "500") as third:
         snapshot = await result_of(third, "status", {"runId": run_id})
         assert snapshot["status"] == "interrupted", snapshot
         await wait_until_no_run_survives(crashed, timeout_s=5.0)

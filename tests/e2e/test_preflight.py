@@ -14,7 +14,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, running_server
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    ServerProcess,
+    error_of,
+    reply_to,
+    result_of,
+    running_server,
+    state_args,
+)
 
 FINGERPRINT: Final = re.compile(r"sha256:v1:[0-9a-f]{64}")
 LAUNCH_REJECTED: Final = -32003
@@ -24,38 +32,6 @@ POLL_INTERVAL_S: Final = 0.02
 
 
 # --- helpers (test_resume.py uses them too) ------------------------------------------
-
-
-def server_args(state_dir: Path, session: str = "s1", *extra: str) -> tuple[str, ...]:
-    return ("--state-dir", str(state_dir), "--session", session, *extra)
-
-
-async def call(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
-    """Send a request and return its reply, skipping the notifications before it."""
-    server._next_id += 1
-    msg_id = server._next_id
-    await server.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-    async with asyncio.timeout(EXIT_TIMEOUT_S):
-        while True:
-            message: dict[str, Any] = await server.receive()
-            if message.get("id") == msg_id:
-                return message
-
-
-async def result_of(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
-    """The result of a request that must succeed."""
-    reply = await call(server, method, params)
-    assert "result" in reply, reply
-    result: dict[str, Any] = reply["result"]
-    return result
-
-
-async def error_of(server: ServerProcess, method: str, params: Any) -> dict[str, Any]:
-    """The error of a request that must fail."""
-    reply = await call(server, method, params)
-    assert "error" in reply, reply
-    error: dict[str, Any] = reply["error"]
-    return error
 
 
 async def run_list(server: ServerProcess) -> list[dict[str, Any]]:
@@ -110,7 +86,7 @@ async def test_an_accepted_preflight_shows_plan_fingerprint_receipts_and_starts_
         "timeoutMs": 45_000,
         "stallTimeoutMs": 30_000,
     }
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         result = await result_of(server, "preflight", request)
         assert result["accepted"] is True, result
         assert error_codes(result) == []
@@ -162,9 +138,9 @@ REJECTED_LAUNCHES: Final[dict[str, tuple[dict[str, Any], str]]] = {
 async def test_a_rejected_launch_is_a_result_with_an_error_diagnostic_and_no_id(
     tmp_path: Path,
 ) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         for name, (request, code) in REJECTED_LAUNCHES.items():
-            reply = await call(server, "preflight", request)
+            reply = await reply_to(server, "preflight", request)
             assert "error" not in reply, (name, reply)
             result = reply["result"]
             assert result["accepted"] is False, (name, result)
@@ -178,7 +154,7 @@ async def test_a_rejected_launch_is_a_result_with_an_error_diagnostic_and_no_id(
 
 
 async def test_required_limits_and_access_are_checked(tmp_path: Path) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         hard = await result_of(
             server, "preflight", {"command": ["true"], "requiredLimits": ["timeoutMs"]}
         )
@@ -222,7 +198,7 @@ async def test_a_fingerprint_is_stable_across_requests_and_server_restarts(
         "cwd": str(tmp_path),
     }
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         first = await result_of(server, "preflight", request)
         second = await result_of(server, "preflight", request)
         assert first["accepted"] and second["accepted"]
@@ -230,7 +206,7 @@ async def test_a_fingerprint_is_stable_across_requests_and_server_restarts(
         assert first["plan"] == second["plan"]
         assert first["preflightId"] != second["preflightId"]  # each approval is its own
         await server.finish()
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         third = await result_of(server, "preflight", request)
         assert third["fingerprint"] == first["fingerprint"]
         assert third["plan"] == first["plan"]
@@ -278,7 +254,7 @@ async def test_a_fingerprint_follows_the_plan_and_only_the_plan(tmp_path: Path) 
             "access": {"filesystem": "write", "process": True, "network": True},
         },
     }
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         reference = await result_of(server, "preflight", base)
         assert reference["accepted"], reference
         seen = {reference["fingerprint"]: "base"}
@@ -300,7 +276,7 @@ async def test_a_fingerprint_follows_the_plan_and_only_the_plan(tmp_path: Path) 
 
 async def test_a_preflight_id_admits_exactly_its_plan_once(tmp_path: Path) -> None:
     request = {"command": ["sh", "-c", "cat"], "prompt": "approved", "cwd": str(tmp_path)}
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         approved = await result_of(server, "preflight", request)
         assert approved["accepted"], approved
         preflight_id = approved["preflightId"]
@@ -328,7 +304,7 @@ async def test_a_spawn_without_a_preflight_has_the_fingerprint_preflight_shows(
     tmp_path: Path,
 ) -> None:
     request = {"chain": [{"command": ["echo", "a"]}, {"command": ["cat"], "prompt": "{previous}"}]}
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         shown = await result_of(server, "preflight", request)
         assert shown["accepted"] and shown["plan"]["kind"] == "chain", shown
         run = await result_of(server, "spawn", {**request, "mode": "task"})
@@ -341,7 +317,7 @@ async def test_an_expired_preflight_id_is_refused(tmp_path: Path) -> None:
     request = {"command": ["true"]}
     ttl = str(SHORTEST_TTL_MS)
     async with running_server(
-        *server_args(tmp_path / "state", "s1", "--resume-token-ttl-ms", ttl)
+        *state_args(tmp_path / "state", "s1", "--resume-token-ttl-ms", ttl)
     ) as server:
         approved = await result_of(server, "preflight", request)
         assert approved["accepted"], approved
@@ -365,10 +341,10 @@ async def test_an_expired_preflight_id_is_refused(tmp_path: Path) -> None:
 async def test_a_preflight_id_of_another_session_is_unknown(tmp_path: Path) -> None:
     state = tmp_path / "state"
     request = {"command": ["true"]}
-    async with running_server(*server_args(state, "s1")) as first:
+    async with running_server(*state_args(state, "s1")) as first:
         approved = await result_of(first, "preflight", request)
         assert approved["accepted"], approved
-        async with running_server(*server_args(state, "s2")) as second:
+        async with running_server(*state_args(state, "s2")) as second:
             foreign = await error_of(
                 second, "spawn", {**request, "preflightId": approved["preflightId"]}
             )

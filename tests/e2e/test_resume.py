@@ -24,17 +24,22 @@ import psutil
 import pytest
 
 from subagent_host.runs.fingerprint import fingerprint
-from tests.e2e.harness import EXIT_TIMEOUT_S, TERMINAL, ServerProcess, running_server
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    TERMINAL,
+    ServerProcess,
+    error_of,
+    reply_to,
+    result_of,
+    running_server,
+    state_args,
+)
 from tests.e2e.test_preflight import (
     FINGERPRINT,
     SHORTEST_TTL_MS,
-    call,
     error_codes,
-    error_of,
     parse_time,
-    result_of,
     run_list,
-    server_args,
     wait_until_past,
 )
 
@@ -124,7 +129,7 @@ async def approve(server: ServerProcess, resume: dict[str, Any]) -> dict[str, An
 
 async def refused(server: ServerProcess, resume: dict[str, Any], code: str) -> dict[str, Any]:
     """A `preflight {resume}` answered `accepted: false` with this error code and no token."""
-    reply = await call(server, "preflight", {"resume": resume})
+    reply = await reply_to(server, "preflight", {"resume": resume})
     assert "result" in reply, reply
     result: dict[str, Any] = reply["result"]
     assert result["accepted"] is False, result
@@ -251,7 +256,7 @@ async def resume_both(
 async def test_a_failed_single_run_resumes_as_attempt_2_reading_its_output_and_the_follow_up(
     tmp_path: Path,
 ) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run = await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"})
         run_id = run["runId"]
         assert run["children"][0]["attempt"] == 1 and run["output"]["text"] == "hi"
@@ -285,7 +290,7 @@ async def test_a_failed_single_run_resumes_as_attempt_2_reading_its_output_and_t
 
 async def test_a_parallel_run_resumes_only_its_failed_child(tmp_path: Path) -> None:
     tasks = [{"command": ["echo", "fine"]}, {"command": ECHO_AND_FAIL, "prompt": "hi"}]
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run = await failed_run(server, {"tasks": tasks})
         run_id = run["runId"]
         assert [c["status"] for c in run["children"]] == ["completed", "failed"]
@@ -308,7 +313,7 @@ async def test_a_chain_resumes_its_failed_first_item(tmp_path: Path) -> None:
         {"command": ECHO_AND_FAIL, "prompt": "hi"},
         {"command": ["cat"], "prompt": "{previous}"},
     ]
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run = await failed_run(server, {"chain": chain})
         run_id = run["runId"]
         assert run["children"][0]["status"] == "failed"
@@ -325,11 +330,11 @@ async def test_a_chain_resumes_its_failed_first_item(tmp_path: Path) -> None:
 
 async def test_a_token_outlives_its_server_and_resumes_in_the_background(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         token = (await approve(server, {"runId": run_id, "message": "after restart"}))["token"]
         await server.finish()
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         started = await result_of(server, "resume", {"token": token})  # background by default
         assert started["runId"] == run_id and started["children"][0]["attempt"] == 2, started
         snapshot = started
@@ -347,7 +352,7 @@ async def test_a_token_outlives_its_server_and_resumes_in_the_background(tmp_pat
 
 
 async def test_a_token_is_consumed_once_even_by_two_concurrent_resumes(tmp_path: Path) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         token = (await approve(server, {"runId": run_id, "message": "once"}))["token"]
         stale = (await approve(server, {"runId": run_id, "message": "once"}))["token"]
@@ -378,7 +383,7 @@ async def test_a_token_is_consumed_once_even_by_two_concurrent_resumes(tmp_path:
 )
 async def test_two_tokens_for_one_child_start_one_attempt(tmp_path: Path, restart: bool) -> None:
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         first = (await approve(server, {"runId": run_id, "message": "one"}))["token"]
         second = (await approve(server, {"runId": run_id, "message": "two"}))["token"]
@@ -386,7 +391,7 @@ async def test_two_tokens_for_one_child_start_one_attempt(tmp_path: Path, restar
             replies, events = await resume_both(server, first, second)
         await server.finish()
     if restart:
-        async with running_server(*server_args(state)) as server:
+        async with running_server(*state_args(state)) as server:
             replies, events = await resume_both(server, first, second)
             await server.finish()
     won = [reply for reply in replies if "result" in reply]
@@ -402,7 +407,7 @@ async def test_two_tokens_for_one_child_start_one_attempt(tmp_path: Path, restar
 async def test_an_expired_token_is_refused(tmp_path: Path) -> None:
     ttl = str(SHORTEST_TTL_MS)
     async with running_server(
-        *server_args(tmp_path / "state", "s1", "--resume-token-ttl-ms", ttl)
+        *state_args(tmp_path / "state", "s1", "--resume-token-ttl-ms", ttl)
     ) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         approval = await approve(server, {"runId": run_id, "message": "late"})
@@ -415,7 +420,7 @@ async def test_an_expired_token_is_refused(tmp_path: Path) -> None:
 
 
 async def test_unknown_tokens_are_refused(tmp_path: Path) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         token = (await approve(server, {"runId": run_id, "message": "m"}))["token"]
         before = await observe(server, run_id)
@@ -428,11 +433,11 @@ async def test_unknown_tokens_are_refused(tmp_path: Path) -> None:
 
 async def test_a_token_and_a_run_of_another_session_are_foreign(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    async with running_server(*server_args(state, "s1")) as owner:
+    async with running_server(*state_args(state, "s1")) as owner:
         run_id = (await failed_run(owner, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         token = (await approve(owner, {"runId": run_id, "message": "mine"}))["token"]
         before = await observe(owner, run_id)
-        async with running_server(*server_args(state, "s2")) as stranger:
+        async with running_server(*state_args(state, "s2")) as stranger:
             foreign = await denied(stranger, token)
             assert foreign["data"]["reason"] == "wrong-session"
             for run_ref in (run_id, run_id[:8]):
@@ -451,7 +456,7 @@ async def test_a_token_and_a_run_of_another_session_are_foreign(tmp_path: Path) 
 
 
 async def test_unknown_runs_short_prefixes_and_bad_indexes_are_refused(tmp_path: Path) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         other_prefix = ("0" if run_id[0] != "0" else "1") + run_id[1:]
         for run_ref in ("no-such-run-id", other_prefix, other_prefix[:8], run_id[:7], run_id + "0"):
@@ -471,12 +476,12 @@ async def test_unknown_runs_short_prefixes_and_bad_indexes_are_refused(tmp_path:
 
 async def test_an_ambiguous_prefix_is_refused(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         await server.finish()
     twin_id = run_id[:8] + ("f" if run_id[8] != "f" else "e") + run_id[9:]
     await asyncio.to_thread(forge_twin, state, run_id, twin_id)
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         assert {r["runId"] for r in await run_list(server)} == {run_id, twin_id}
         error = await error_of(server, "preflight", resume_of(run_id[:8]))
         assert error["code"] == AMBIGUOUS, error
@@ -486,7 +491,7 @@ async def test_an_ambiguous_prefix_is_refused(tmp_path: Path) -> None:
 
 
 async def test_a_running_child_is_not_resumable(tmp_path: Path) -> None:
-    async with running_server(*server_args(tmp_path / "state")) as server:
+    async with running_server(*state_args(tmp_path / "state")) as server:
         run = await result_of(server, "spawn", {"command": ["sleep", "300"]})
         run_id = run["runId"]
         assert run["status"] in ("queued", "running"), run
@@ -504,7 +509,7 @@ async def test_a_running_child_is_not_resumable(tmp_path: Path) -> None:
 
 async def test_a_projection_changed_without_its_digest_is_refused(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         token = (await approve(server, {"runId": run_id, "message": "x"}))["token"]
         await server.finish()
@@ -513,7 +518,7 @@ async def test_a_projection_changed_without_its_digest_is_refused(tmp_path: Path
         projection["argvTemplate"] = TAMPERED_ARGV
 
     await asyncio.to_thread(change_projection, state, run_id, 0, swap_argv, False)
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         before = await observe(server, run_id)
         error = await denied(server, token)
         assert error["data"]["reason"] in ("not-resumable", "mismatch"), error
@@ -527,7 +532,7 @@ async def test_a_projection_resealed_with_a_new_digest_no_longer_matches_the_tok
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
         approval = await approve(server, {"runId": run_id, "message": "x"})
         await server.finish()
@@ -536,7 +541,7 @@ async def test_a_projection_resealed_with_a_new_digest_no_longer_matches_the_tok
         projection["argvTemplate"] = TAMPERED_ARGV
 
     await asyncio.to_thread(change_projection, state, run_id, 0, swap_argv, True)
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         before = await observe(server, run_id)
         error = await denied(server, approval["token"])
         assert error["data"]["reason"] == "mismatch", error
@@ -555,7 +560,7 @@ async def test_missing_unknown_version_and_corrupt_projections_are_refused(
     state = tmp_path / "state"
     cases = ("projection-unsupported", "projection-missing", "projection-corrupt")
     runs: dict[str, tuple[str, str]] = {}  # code -> (run id, token issued before the change)
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         for code in cases:
             run_id = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": code}))["runId"]
             runs[code] = (
@@ -581,7 +586,7 @@ async def test_missing_unknown_version_and_corrupt_projections_are_refused(
         runs["projection-corrupt"][0],
     )
     assert corrupted == 1
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         for code, (run_id, token) in runs.items():
             await refused(server, {"runId": run_id, "message": "m"}, code)
             before = await observe(server, run_id)
@@ -620,7 +625,7 @@ async def test_overrides_may_only_lower_the_time_limits(tmp_path: Path) -> None:
         {"timeoutMs": 500, "cwd": "/"},  # one refused override refuses them all
     ]
     state = tmp_path / "state"
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, launch))["runId"]
         for overrides in escalations:
             result = await refused(
@@ -665,7 +670,7 @@ async def test_a_child_launched_with_env_resumes_only_in_the_server_that_knows_t
         "prompt": "hi",
         "env": {"X": "value-of-x"},
     }
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         run_id = (await failed_run(server, launch))["runId"]
         approval = await approve(server, {"runId": run_id, "message": "again"})
         assert approval["contract"]["projection"]["envKeys"] == ["X"]
@@ -676,7 +681,7 @@ async def test_a_child_launched_with_env_resumes_only_in_the_server_that_knows_t
         later = (await approve(server, {"runId": run_id, "message": "later"}))["token"]
         await server.finish()
 
-    async with running_server(*server_args(state)) as server:
+    async with running_server(*state_args(state)) as server:
         await refused(server, {"runId": run_id, "message": "again"}, "environment-gone")
         before = await observe(server, run_id)
         error = await denied(server, later)

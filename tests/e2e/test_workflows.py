@@ -24,8 +24,8 @@ from typing import Any, Final
 import psutil
 import pytest
 
-from tests.e2e.agents import POLL_INTERVAL_S, result_of, server_args
-from tests.e2e.harness import EXIT_TIMEOUT_S, TERMINAL, ServerProcess, running_server
+from tests.e2e.agents import POLL_INTERVAL_S, server_args
+from tests.e2e.harness import EXIT_TIMEOUT_S, TERMINAL, ServerProcess, result_of, running_server
 from tests.e2e.test_durability import wait_until_no_run_survives
 from tests.e2e.test_preflight import FINGERPRINT, error_codes
 from tests.e2e.test_resume import marked_processes
