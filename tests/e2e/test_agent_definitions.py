@@ -557,3 +557,57 @@ async def test_settings_merge_global_then_project_then_config_then_command_line_
     assert child["argv"][child["argv"].index("--thinking") + 1] == expected_thinking, child
     assert pong["limits"]["maxConcurrency"] == expected_concurrency, pong
     assert mock.requests == []  # a preflight talks to no model
+
+
+# --- an agent in a workflow ------------------------------------------------------------
+
+
+@with_pi
+async def test_a_workflow_fans_an_agent_out_over_a_produced_list(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    """The worked example of protocol.md §17, with pi: a command lists the files, the
+    agent runs once per file with `{item}` in its prompt, a last step gathers."""
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    define(user_dir(tmp_path) / "agents", "reviewer", "reviews", REVIEWER_BODY, model=MOCK_MODEL)
+    workflow = {
+        "name": "review",
+        "task": "app.py db.py",
+        "chain": [
+            {
+                "command": [
+                    "python3",
+                    "-c",
+                    "import json,sys; print(json.dumps(sys.argv[1].split()))",
+                    "{task}",
+                ],
+                "as": "files",
+            },  # fmt: skip
+            {
+                "forEach": "{outputs.files}",
+                "as": "reviews",
+                "item": {
+                    "agent": "reviewer",
+                    "prompt": f"{KEYWORD_ANSWER_NOW} review FILE-{{item}} (number {{index}})",
+                    "label": "review {item}",
+                },
+            },
+            {"command": ["python3", "-c", "import sys; print(sys.argv[1])", "{outputs.reviews}"]},
+        ],
+    }
+    async with agent_server(tmp_path, env) as server:
+        run = await result_of(server, "spawn", {"workflow": workflow, "mode": "task"})
+        assert run["status"] == "completed", run
+        labels = [child.get("label") for child in run["children"]]
+        assert labels == [None, "review app.py", "review db.py", None], labels
+        assert [child["backend"] for child in run["children"]] == [
+            "command", "pi", "pi", "command"
+        ]  # fmt: skip
+        gathered = json.loads(run["output"]["text"])
+        assert len(gathered) == 2 and all(text.startswith("MOCK-FINAL:") for text in gathered)
+        await server.finish()
+
+    seen = chat_requests(mock)
+    assert len(seen) == 2 and all(REVIEWER_BODY in system for _, system in seen), seen
+    assert len(mock.requests_containing("FILE-app.py (number 0)")) == 1
+    assert len(mock.requests_containing("FILE-db.py (number 1)")) == 1
