@@ -44,8 +44,7 @@ from subagent_host.backends.base import (
     Outcome,
     Usage,
 )
-from subagent_host.backends.jsonlines import JsonLines
-from subagent_host.backends.output import RollingTail
+from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
 from subagent_host.backends.supervisor import ExitStatus
 
@@ -131,34 +130,20 @@ class ClaudeBackend:
         return ClaudeParser()
 
 
-class ClaudeParser:
+class ClaudeParser(JsonEventParser):
     """Turns Claude Code's `stream-json` events into a run's outcome."""
 
     def __init__(self) -> None:
-        self._lines = JsonLines()
-        self._stderr = RollingTail()
-        self._pending_activity: list[str] = []
+        super().__init__()
         self._result: dict[str, Any] | None = None
         # The text of the last top-level assistant message (its events share an id).
         self._last_message_id: object = None
         self._last_texts: list[str] = []
         self.session_id: str | None = None
-        self._tools_running: set[str] = set()
 
     @property
     def finished(self) -> bool:
         return self._result is not None
-
-    def on_stdout(self, data: bytes) -> None:
-        for event in self._lines.feed(data):
-            self._on_event(event)
-
-    def on_stderr(self, data: bytes) -> None:
-        self._stderr.feed(data)
-
-    def activity(self) -> list[str]:
-        pending, self._pending_activity = self._pending_activity, []
-        return pending
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

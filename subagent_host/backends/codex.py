@@ -84,8 +84,7 @@ from subagent_host.backends.base import (
     Outcome,
     Usage,
 )
-from subagent_host.backends.jsonlines import JsonLines
-from subagent_host.backends.output import RollingTail
+from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
 from subagent_host.backends.supervisor import ExitStatus
 
@@ -187,13 +186,11 @@ def sandbox_tier(item: ItemSpec) -> str:
     return tier
 
 
-class CodexParser:
+class CodexParser(JsonEventParser):
     """Turns `codex exec --json` events into a run's outcome."""
 
     def __init__(self) -> None:
-        self._lines = JsonLines()
-        self._stderr = RollingTail()
-        self._pending_activity: list[str] = []
+        super().__init__()
         self._announced: set[str] = set()  # items whose activity was reported
         self._final_text: str | None = None
         self._usage = [0, 0, 0, 0]  # input (all of it), output, cached input, cache write
@@ -204,22 +201,10 @@ class CodexParser:
         self._completed = False
         self._finished = False
         self.thread_id: str | None = None
-        self._tools_running: set[str] = set()
 
     @property
     def finished(self) -> bool:
         return self._finished
-
-    def on_stdout(self, data: bytes) -> None:
-        for event in self._lines.feed(data):
-            self._on_event(event)
-
-    def on_stderr(self, data: bytes) -> None:
-        self._stderr.feed(data)
-
-    def activity(self) -> list[str]:
-        pending, self._pending_activity = self._pending_activity, []
-        return pending
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

@@ -77,3 +77,32 @@ class JsonLines:
             return event
         self.text.feed(line + b"\n")
         return None
+
+
+class JsonEventParser:
+    """What every agent CLI's parser shares: JSON events read from stdout, a tail of
+    stderr, activity lines waiting to be reported, and the tools running now.
+
+    A subclass handles each event in `_on_event`.
+    """
+
+    def __init__(self) -> None:
+        self._lines = JsonLines()
+        self._stderr = RollingTail()
+        self._pending_activity: list[str] = []
+        self._tools_running: set[str] = set()
+        """Ids of tool calls started and not yet ended."""
+
+    def on_stdout(self, data: bytes) -> None:
+        for event in self._lines.feed(data):
+            self._on_event(event)
+
+    def on_stderr(self, data: bytes) -> None:
+        self._stderr.feed(data)
+
+    def activity(self) -> list[str]:
+        pending, self._pending_activity = self._pending_activity, []
+        return pending
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError

@@ -28,8 +28,7 @@ from subagent_host.backends.base import (
     Outcome,
     Usage,
 )
-from subagent_host.backends.jsonlines import JsonLines
-from subagent_host.backends.output import RollingTail
+from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
 from subagent_host.backends.supervisor import ExitStatus
 
@@ -103,20 +102,17 @@ class PiBackend:
         return PiParser()
 
 
-class PiParser:
+class PiParser(JsonEventParser):
     """Turns pi's `--mode json` events into a run's outcome."""
 
     def __init__(self) -> None:
-        self._lines = JsonLines()
-        self._stderr = RollingTail()
-        self._pending_activity: list[str] = []
+        super().__init__()
         self._last_assistant: dict[str, Any] | None = None
         self._usage = [0, 0, 0, 0]  # input, output, cache read, cache write
         self._cost = 0.0
         self._saw_cost = False
         self._retry_error: str | None = None
         self._finished = False
-        self._tools_running: set[str] = set()
         self.session_id: str | None = None
 
     @property
@@ -127,17 +123,6 @@ class PiParser:
     def tool_running(self) -> bool:
         """A tool started and has not ended: silence now is not a stall."""
         return bool(self._tools_running)
-
-    def on_stdout(self, data: bytes) -> None:
-        for event in self._lines.feed(data):
-            self._on_event(event)
-
-    def on_stderr(self, data: bytes) -> None:
-        self._stderr.feed(data)
-
-    def activity(self) -> list[str]:
-        pending, self._pending_activity = self._pending_activity, []
-        return pending
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
