@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 
 import attrs
@@ -12,7 +13,13 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
-from subagent_host.handlers.spawn_plan import AgentSources
+from subagent_host.handlers.spawn_plan import (
+    AgentSources,
+    CheckedSpawn,
+    check_spawn,
+    uses_agents,
+)
+from subagent_host.rpc.wire import SpawnParams
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
 from subagent_host.runs.plans import ServerLimits
@@ -41,6 +48,17 @@ class Context:
         config = self.config
         project = config.project_dir if config.project_trusted else None
         return await asyncio.to_thread(discover, config.config_dir, project)
+
+    async def check_launch(self, params: SpawnParams) -> CheckedSpawn:
+        """Every problem of a launch request, and its plan (`spawn` and `preflight`)."""
+        return check_spawn(
+            params,
+            backends=self.adapters,
+            limits=self.limits,
+            depth=self.config.depth,
+            server_cwd=os.getcwd(),
+            sources=await self.agent_sources(uses_agents(params)),
+        )
 
     async def agent_sources(self, with_definitions: bool = True) -> AgentSources:
         """The configured defaults, and the definitions when a request names an agent."""

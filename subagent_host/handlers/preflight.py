@@ -10,7 +10,6 @@ carrying it must run exactly that plan. A rejected one is a result with
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +19,7 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.handlers.snapshots import timestamp
-from subagent_host.handlers.spawn_plan import Diagnostic, check_spawn, uses_agents
+from subagent_host.handlers.spawn_plan import Diagnostic
 from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
 from subagent_host.runs import approvals
 from subagent_host.runs.fingerprint import fingerprint
@@ -42,14 +41,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
                 ),
             )
         return await preflight_resume(params.resume, ctx)
-    checked = check_spawn(
-        params,
-        backends=ctx.adapters,
-        limits=ctx.limits,
-        depth=ctx.config.depth,
-        server_cwd=os.getcwd(),
-        sources=await ctx.agent_sources(uses_agents(params)),
-    )
+    checked = await ctx.check_launch(params)
     diagnostics = list(checked.diagnostics)
     plan = checked.plan
     if plan is None:

@@ -9,15 +9,14 @@ failure is -32004 with `data.reason`, and nothing is spawned.
 
 from __future__ import annotations
 
-import asyncio
 from typing import NoReturn
 
 import attrs
 
-from subagent_host.errors import AmbiguousRunId, RequestCancelled, ResumeDenied, RunNotFound
+from subagent_host.errors import AmbiguousRunId, ResumeDenied, RunNotFound
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.definition_check import definition_check
-from subagent_host.handlers.snapshots import run_snapshot
+from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs import approvals
@@ -83,15 +82,4 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     env = ctx.runs.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env)
     ctx.runs.resume(run, target.index, child, workflow=target.workflow)
-    if mode == "background":
-        await ctx.catalog.recorder.durable()
-        return run_snapshot(run)
-    try:
-        await ctx.runs.wait(run)
-    except asyncio.CancelledError:
-        await asyncio.shield(ctx.runs.stop(run, grace_ms=None, reason="request cancelled"))
-        raise RequestCancelled(
-            "request cancelled; its run was stopped", data=run_snapshot(run)
-        ) from None
-    await ctx.catalog.recorder.durable()
-    return run_snapshot(run)
+    return await reply_with_run(ctx, run, mode)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-
-from subagent_host.errors import LaunchRejected, RequestCancelled
+from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import Context
-from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.handlers.spawn_plan import ResolvedSpawn, resolve_spawn, uses_agents
+from subagent_host.handlers.run_reply import reply_with_run
+from subagent_host.handlers.spawn_plan import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs import approvals
 from subagent_host.runs.plans import plan_fingerprint
@@ -20,31 +17,13 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
 
     A cancelled task-mode spawn stops its run and answers -32800 with the final snapshot.
     """
-    resolved = resolve_spawn(
-        params,
-        backends=ctx.adapters,
-        limits=ctx.limits,
-        depth=ctx.config.depth,
-        server_cwd=os.getcwd(),
-        sources=await ctx.agent_sources(uses_agents(params)),
-    )
+    resolved = accept(await ctx.check_launch(params))
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
     run = ctx.runs.launch(resolved.plan, ctx.session_id)
     if params.work_done_token is not None:
         ctx.progress.track(run, params.work_done_token)
-    if resolved.mode == "background":
-        await ctx.catalog.recorder.durable()  # the run id we answer with is on disk
-        return run_snapshot(run)
-    try:
-        await ctx.runs.wait(run)
-    except asyncio.CancelledError:
-        await asyncio.shield(ctx.runs.stop(run, grace_ms=None, reason="request cancelled"))
-        raise RequestCancelled(
-            "request cancelled; its run was stopped", data=run_snapshot(run)
-        ) from None
-    await ctx.catalog.recorder.durable()
-    return run_snapshot(run)
+    return await reply_with_run(ctx, run, resolved.mode)
 
 
 async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpawn) -> None:

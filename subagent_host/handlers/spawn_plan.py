@@ -132,6 +132,11 @@ def resolve_spawn(
         server_cwd=server_cwd,
         sources=sources,
     )
+    return accept(checked)
+
+
+def accept(checked: CheckedSpawn) -> ResolvedSpawn:
+    """The launch to run; LaunchRejected / BackendUnavailable when it has an error."""
     _raise_if_rejected(list(checked.diagnostics))
     assert checked.plan is not None
     return ResolvedSpawn(plan=checked.plan, mode=checked.mode)

@@ -145,7 +145,9 @@ class RunManager:
             )
         if plan.workflow is not None:
             self._workflows.record_definition(run, plan)
-        control.task = asyncio.create_task(self._execute(run, plan, control))
+        control.task = asyncio.create_task(
+            self._carry_out(run, control, self._execute(run, plan, control))
+        )
         return run
 
     def workflow_of(self, run_id: str) -> WorkflowRunner | None:
@@ -195,29 +197,34 @@ class RunManager:
         control = RunControl(grace_s=self._grace_s, stream=stream)
         self._controls[run.run_id] = control
         self._book.reopen(run)
-        control.task = asyncio.create_task(self._execute_resume(run, index, plan, control))
+        control.task = asyncio.create_task(
+            self._carry_out(run, control, self._execute_resume(run, index, plan, control))
+        )
         return run
 
     async def _execute_resume(
         self, run: Run, index: int, plan: ChildPlan, control: RunControl
     ) -> None:
+        text = await self._run_child(run, index, plan, None, control)
+        runner = self._workflows.get(run.run_id)
+        if runner is None:
+            self._settler.settle_run(run, control.stop_reason)
+            return
+        if text is not None:
+            runner.keep(index, text)
+        await runner.resumed(index, control)
+        await self._workflows.write_snapshot(run)
+
+    async def _carry_out(self, run: Run, control: RunControl, work: Awaitable[None]) -> None:
+        """Run `work` (a launch or a resume) to the run's end, whatever happens in it."""
         try:
-            text = await self._run_child(run, index, plan, None, control)
-            runner = self._workflows.get(run.run_id)
-            if runner is None:
-                self._settler.settle_run(run, control.stop_reason)
-            else:
-                if text is not None:
-                    runner.keep(index, text)
-                await runner.resumed(index, control)
-                await self._workflows.write_snapshot(run)
+            await work
         except Exception as exc:  # a bug of ours: the run still gets a truthful end
-            logger.exception("resume of run %s failed internally", run.run_id)
-            self._book.transition(
-                run,
-                RunStatus.FAILED,
-                error=ErrorInfo("internal", f"internal error ({type(exc).__name__})"),
-            )
+            logger.exception("run %s failed internally", run.run_id)
+            error = ErrorInfo("internal", f"internal error ({type(exc).__name__})")
+            for child in run.children:  # each child, too, ends exactly once
+                self._book.transition_child(run, child, RunStatus.FAILED, error=error)
+            self._book.transition(run, RunStatus.FAILED, error=error)
         finally:
             control.done.set()
             self._forget_old(run)
@@ -252,37 +259,26 @@ class RunManager:
     # --- carrying a run out ----------------------------------------------------------
 
     async def _execute(self, run: Run, plan: RunPlan, control: RunControl) -> None:
-        try:
-            runner = self._workflows.get(run.run_id)
-            if runner is not None:
-                await runner.run_from(0, control)
-                await self._workflows.write_snapshot(run)
-                return
-            if plan.kind is RunKind.PARALLEL:
-                await asyncio.gather(
-                    *(
-                        self._run_child(run, i, child, None, control)
-                        for i, child in enumerate(plan.children)
-                    )
+        runner = self._workflows.get(run.run_id)
+        if runner is not None:
+            await runner.run_from(0, control)
+            await self._workflows.write_snapshot(run)
+            return
+        if plan.kind is RunKind.PARALLEL:
+            await asyncio.gather(
+                *(
+                    self._run_child(run, i, child, None, control)
+                    for i, child in enumerate(plan.children)
                 )
-            else:
-                previous: str | None = None
-                for i, child in enumerate(plan.children):
-                    previous = await self._run_child(run, i, child, previous, control)
-                    if run.children[i].status is not RunStatus.COMPLETED:
-                        self._skip_rest(run, i)
-                        break
-            self._settler.settle_run(run, control.stop_reason)
-        except Exception as exc:  # a bug of ours: the run still gets a truthful end
-            logger.exception("run %s failed internally", run.run_id)
-            self._book.transition(
-                run,
-                RunStatus.FAILED,
-                error=ErrorInfo("internal", f"internal error ({type(exc).__name__})"),
             )
-        finally:
-            control.done.set()
-            self._forget_old(run)
+        else:
+            previous: str | None = None
+            for i, child in enumerate(plan.children):
+                previous = await self._run_child(run, i, child, previous, control)
+                if run.children[i].status is not RunStatus.COMPLETED:
+                    self._skip_rest(run, i)
+                    break
+        self._settler.settle_run(run, control.stop_reason)
 
     def _remember_env(self, run: Run, index: int, env: Mapping[str, str]) -> None:
         """A workflow child's environment values, for a later resume (see `_envs`)."""

@@ -312,3 +312,20 @@ async def test_backend_activity_usage_and_session_reach_the_run() -> None:
     ]
     child = run.children[0]
     assert child.usage == Usage(3, 4, 0, 0, 0.01) and child.backend_session_id == "sess-1"
+
+
+class _BrokenBackend(CommandBackend):
+    """A backend with a bug: making the output parser of a started run raises."""
+
+    def parser(self) -> CommandParser:
+        raise RuntimeError("a bug")
+
+
+async def test_a_bug_of_ours_still_ends_the_run_once_as_failed_internal() -> None:
+    harness = Harness(backend=_BrokenBackend())
+    run = await harness.finish(harness.launch(command("true")))
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert (run.error.code, run.error.message) == ("internal", "internal error (RuntimeError)")
+    assert [(c.status, c.error) for c in run.children] == [(RunStatus.FAILED, run.error)]
+    statuses = [e.fields["status"] for _, e in harness.events if e.type == "status"]
+    assert statuses == ["running", "failed"]
