@@ -117,8 +117,9 @@ async def resolve_target(
     if run.kind is RunKind.WORKFLOW:
         step = child.step or 0
         _check_later_steps(run, step)
-        record, workflow = await _workflow(catalog, run, chosen)
-        plan = workflow[0] if workflow is not None else _live_plan(catalog, run)
+        record, plan, stored_texts = await _workflow(catalog, run, step)
+        if stored_texts is not None:  # this server no longer has the runner: from the store
+            workflow = (plan, stored_texts)
         later = _later_templates(plan, step)
         agents += [attrs.asdict(ref) for i in later if (ref := plan.children[i].agent) is not None]
         sealed["workflow"] = {"definitionDigest": fingerprint(record), "step": step}
@@ -157,12 +158,13 @@ def _check_agent(check_agent: AgentCheck | None, agent: Mapping[str, Any]) -> No
 
 
 async def _workflow(
-    catalog: RunCatalog, run: Run, index: int
-) -> tuple[dict[str, Any], tuple[RunPlan, dict[int, str]] | None]:
-    """The workflow's definition record, and its plan and texts when read from the store."""
+    catalog: RunCatalog, run: Run, step: int
+) -> tuple[dict[str, Any], RunPlan, dict[int, str] | None]:
+    """The workflow's definition record and plan; its children's texts when they are read
+    from the store (None: this server's runner has them)."""
     runner = catalog.manager.workflow_of(run.run_id)
     if runner is not None:
-        return workflow_record(runner.plan), None
+        return workflow_record(runner.plan), runner.plan, None
     stored, texts = await catalog.store.call(history.load_workflow, catalog.store, run.run_id)
     try:
         record = json.loads(stored) if stored is not None else None
@@ -175,7 +177,6 @@ async def _workflow(
             "workflow-missing",
             f"the definition of workflow run {run.run_id} is missing or unreadable; {GUIDANCE}",
         )
-    step = run.children[index].step or 0
     later = _later_templates(plan, step)
     keys = workflow_env_keys(record)
     if any(keys[i] for i in later):
@@ -185,13 +186,7 @@ async def _workflow(
             "a later step of this workflow was launched with `env` values, which are never "
             f"stored and this server process no longer has; {GUIDANCE}",
         )
-    return record, (plan, texts)
-
-
-def _live_plan(catalog: RunCatalog, run: Run) -> RunPlan:
-    runner = catalog.manager.workflow_of(run.run_id)
-    assert runner is not None
-    return runner.plan
+    return record, plan, texts
 
 
 def _later_templates(plan: RunPlan, step: int) -> list[int]:

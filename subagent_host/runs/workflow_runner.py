@@ -23,6 +23,7 @@ import attrs
 from subagent_host.runs import templates
 from subagent_host.runs.plans import (
     STEP_FOR_EACH,
+    STEP_PARALLEL,
     STEP_PROMPT,
     ChildPlan,
     RunPlan,
@@ -240,10 +241,10 @@ class WorkflowRunner:
                 values[f"outputs.{state.output_name}"] = templates.cap(
                     self._step_text(state) or "", self.previous_cap
                 )
-            if step.kind != STEP_FOR_EACH:  # a parallel item's own `as`
-                for child_index, template in zip(state.children, step.items, strict=False):
+            if step.kind == STEP_PARALLEL:  # a parallel item's own `as` names its text
+                for child_index, template in zip(state.children, step.items, strict=True):
                     name = self.plan.children[template].output_name
-                    if name is not None and step.kind != STEP_PROMPT:
+                    if name is not None:
                         values[f"outputs.{name}"] = self.texts.get(child_index, "")
         return values
 
