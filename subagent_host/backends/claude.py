@@ -30,7 +30,6 @@ call (the tool's name only, never its arguments). A `result` with `is_error`
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -45,7 +44,7 @@ from subagent_host.backends.base import (
     Usage,
 )
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "claude"
@@ -230,13 +229,7 @@ class ClaudeParser(JsonEventParser):
                     **common,
                 )
             return Outcome(completed=True, **common)
-        if exit_status.exit_code == 0:
-            message = "claude exited without printing its result"
-        elif exit_status.exit_code is not None:
-            message = f"claude exited with status {exit_status.exit_code}"
-        else:
-            assert exit_status.signal is not None
-            message = f"claude was killed by {signal.Signals(exit_status.signal).name}"
+        message = exit_message("claude", exit_status, "printing its result")
         return Outcome(
             completed=False,
             error_code="exit-status",

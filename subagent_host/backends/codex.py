@@ -70,7 +70,6 @@ provider's `env_key` names is not passed unless the spawn's `env` carries it
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -85,7 +84,7 @@ from subagent_host.backends.base import (
     Usage,
 )
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "codex"
@@ -298,13 +297,7 @@ class CodexParser(JsonEventParser):
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
             return Outcome(completed=True, **common)
-        if exit_status.exit_code == 0:
-            message = "codex exited without finishing its turn"
-        elif exit_status.exit_code is not None:
-            message = f"codex exited with status {exit_status.exit_code}"
-        else:
-            assert exit_status.signal is not None
-            message = f"codex was killed by {signal.Signals(exit_status.signal).name}"
+        message = exit_message("codex", exit_status, "finishing its turn")
         if self._fatal_error is not None:
             return Outcome(
                 completed=False,

@@ -6,13 +6,12 @@ Final text is stdout. A non-zero exit (or a killing signal) is `failed` with
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Mapping
 from typing import Final
 
 from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, Outcome
 from subagent_host.backends.output import CappedText, RollingTail
-from subagent_host.backends.reports import STDERR_TAIL_BYTES
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
 from subagent_host.backends.supervisor import ExitStatus
 
 # Stdout kept for the final text: what a snapshot shows is capped lower, but a
@@ -44,14 +43,8 @@ class CommandParser:
         text, size, lines = stdout.text, stdout.bytes, stdout.lines
         if exit_status.exit_code == 0:
             return Outcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
-        data: dict[str, object] = {"stderrTail": self.stderr.text(STDERR_TAIL_BYTES)}
-        if exit_status.exit_code is not None:
-            data["exitCode"] = exit_status.exit_code
-            message = f"command exited with status {exit_status.exit_code}"
-        else:
-            assert exit_status.signal is not None
-            data["signal"] = signal.Signals(exit_status.signal).name
-            message = f"command was killed by {signal.Signals(exit_status.signal).name}"
+        data = error_data(exit_status, self.stderr.text(STDERR_TAIL_BYTES), dropped_lines=0)
+        message = exit_message("command", exit_status)
         return Outcome(
             completed=False,
             final_text=text,

@@ -14,7 +14,6 @@ model could not be reached: its last assistant message then has
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -29,7 +28,7 @@ from subagent_host.backends.base import (
     Usage,
 )
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, short
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "pi"
@@ -188,13 +187,7 @@ class PiParser(JsonEventParser):
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
             return Outcome(completed=True, **common)
-        if exit_status.exit_code == 0:
-            message = "pi exited without finishing its answer"
-        elif exit_status.exit_code is not None:
-            message = f"pi exited with status {exit_status.exit_code}"
-        else:
-            assert exit_status.signal is not None
-            message = f"pi was killed by {signal.Signals(exit_status.signal).name}"
+        message = exit_message("pi", exit_status, "finishing its answer")
         return Outcome(
             completed=False,
             error_code="exit-status",

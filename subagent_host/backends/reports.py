@@ -1,4 +1,4 @@
-"""What agent adapters put in activity lines and error data, spelled one way for all."""
+"""What adapters put in activity lines, error messages and error data, spelled one way for all."""
 
 from __future__ import annotations
 
@@ -29,3 +29,14 @@ def error_data(exit_status: ExitStatus, stderr_tail: str, dropped_lines: int) ->
     if dropped_lines:
         data["droppedLines"] = dropped_lines
     return data
+
+
+def exit_message(program: str, exit_status: ExitStatus, unfinished: str = "finishing") -> str:
+    """Why a run of `program` ended without its answer (`unfinished`: what it left undone
+    when it still exited with status 0)."""
+    if exit_status.exit_code == 0:
+        return f"{program} exited without {unfinished}"
+    if exit_status.exit_code is not None:
+        return f"{program} exited with status {exit_status.exit_code}"
+    assert exit_status.signal is not None
+    return f"{program} was killed by {signal.Signals(exit_status.signal).name}"
