@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psutil
 import pytest
 
-from tests.e2e.harness import EXIT_TIMEOUT_S, state_args
+from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, result_of, state_args
+from tests.e2e.test_runs import next_event
+from tests.mock_llm import KEYWORD_SLEEP_TOOL
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
@@ -51,3 +53,21 @@ def _is_sleep_of(process: psutil.Process, run_id: str) -> bool:
         return process.name() == "sleep" and process.environ().get("SUBAGENT_HOST_RUN_ID") == run_id
     except psutil.Error:
         return False
+
+
+async def stop_in_the_middle_of_a_tool(
+    server: ServerProcess, spawn: dict[str, Any], tool: str
+) -> str:
+    """Spawn an agent whose model has it run `sleep 300` in `tool`, stop the run while the
+    sleep runs, and return the run id (the caller's `running_server` then proves that no
+    process carrying it survived)."""
+    run = await result_of(
+        server, "spawn", {**spawn, "prompt": f"{KEYWORD_SLEEP_TOOL} please", "stream": True}
+    )
+    activity = await next_event(server, "activity")
+    assert activity["text"] == f"tool {tool}"
+    await wait_for_sleep(run["runId"])
+    stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 2000})
+    assert stopped["status"] == "cancelled"
+    run_id: str = run["runId"]
+    return run_id

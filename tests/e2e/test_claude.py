@@ -15,11 +15,10 @@ from tests.e2e.agents import (
     AGENT_BIN,
     needs_cli,
     server_args,
-    wait_for_sleep,
+    stop_in_the_middle_of_a_tool,
 )
 from tests.e2e.harness import assert_no_run_survives, result_of, running_server
-from tests.e2e.test_runs import next_event
-from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
+from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 pytestmark = needs_cli("claude")
 
@@ -92,17 +91,10 @@ async def test_stop_in_the_middle_of_a_claude_tool_leaves_nothing(
 ) -> None:
     env = claude_environment(tmp_path, mock.base_url)
     async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await result_of(
-            server, "spawn", {**SPAWN, "prompt": f"{KEYWORD_SLEEP_TOOL} please", "stream": True}
-        )
-        activity = await next_event(server, "activity")
-        assert activity["text"] == "tool Bash"
-        await wait_for_sleep(run["runId"])
-        stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 2000})
-        assert stopped["status"] == "cancelled"
+        run_id = await stop_in_the_middle_of_a_tool(server, SPAWN, "Bash")
         # Claude Code's Bash tool runs in a session of its own and outlives a SIGTERM of
         # the CLI: the stop sequence itself must have ended it, not the server's exit.
-        assert_no_run_survives({run["runId"]})
+        assert_no_run_survives({run_id})
         await server.finish()
     # running_server proved again that no process carrying the run's marker survived.
 

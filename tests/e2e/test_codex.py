@@ -16,11 +16,11 @@ from tests.e2e.agents import (
     AGENT_BIN,
     needs_cli,
     server_args,
-    wait_for_sleep,
+    stop_in_the_middle_of_a_tool,
 )
 from tests.e2e.harness import result_of, running_server
-from tests.e2e.test_runs import call, next_event
-from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
+from tests.e2e.test_runs import call
+from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 pytestmark = needs_cli("codex")
 
@@ -138,14 +138,7 @@ async def test_stop_in_the_middle_of_a_codex_tool_leaves_nothing(
 ) -> None:
     env = codex_environment(tmp_path, mock.openai_base_url)
     async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await result_of(
-            server, "spawn", {**SPAWN, "prompt": f"{KEYWORD_SLEEP_TOOL} please", "stream": True}
-        )
-        activity = await next_event(server, "activity")
-        assert activity["text"] == "tool shell"
-        await wait_for_sleep(run["runId"])
-        stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 2000})
-        assert stopped["status"] == "cancelled"
+        await stop_in_the_middle_of_a_tool(server, SPAWN, "shell")
         await server.finish()
     # running_server proved that no process carrying the run's marker survived.
 
