@@ -133,8 +133,8 @@ class RunManager:
         self._envs[run.run_id] = {c.index: plan.children[c.index].env for c in run.children}
         control = RunControl(grace_s=self._grace_s, stream=plan.stream)
         self._controls[run.run_id] = control
-        # Running from the start: its children wait for slots, the run does not.
-        self._book.transition(run, RunStatus.RUNNING)
+        # Queued until its first child starts (the run book moves it to running then).
+        self._book.created(run)
         if self._on_launch is not None:
             self._on_launch(
                 run,

@@ -229,6 +229,10 @@ class RunBook:
         """Move one child to `to` with `facts`; False if that is not allowed."""
         if not self._apply(child, to, facts, CHILD_REQUIRED_FACTS):
             return False
+        if to is RunStatus.RUNNING and run.status is RunStatus.QUEUED:
+            # A run is queued until its first child starts (CONTRACT §3): a run waiting
+            # behind the server-wide limit says so.
+            self.transition(run, RunStatus.RUNNING)
         self.emit(run, "child", index=child.index, status=str(to))
         return True
 
@@ -253,20 +257,25 @@ class RunBook:
             target.ended_at = now
         return True
 
+    def created(self, run: Run) -> None:
+        """A new run, queued until its first child starts: its first event (seq 1)."""
+        self.emit(run, "status", status=str(run.status))
+
     def reopen(self, run: Run) -> None:
-        """A resume: the terminal run runs again (a new attempt of one of its children).
+        """A resume: the terminal run is queued again (a new attempt of one of its children).
 
         The only way out of a terminal status. The attempt that ended keeps its
         own terminal status in the store; the run's outcome is cleared and will
-        be set again, exactly once, when the new attempt has ended.
+        be set again, exactly once, when the new attempt has ended. The run is
+        `running` again once the new attempt starts.
         """
         if run.status not in TERMINAL:
             raise ValueError("only a terminal run can be reopened")
-        run.status = RunStatus.RUNNING
+        run.status = RunStatus.QUEUED
         for name in ("ended_at", "output", "error", "reason", "enforced_timeout_ms"):
             setattr(run, name, None)
         run.reached_limit = None
-        self.emit(run, "status", status=str(RunStatus.RUNNING))
+        self.emit(run, "status", status=str(RunStatus.QUEUED))
 
     def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
         """Append an event with the run's next seq and hand it to the listener."""

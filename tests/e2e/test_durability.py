@@ -233,7 +233,7 @@ async def test_a_second_live_server_sees_but_neither_interrupts_nor_stops_anothe
             assert (await other.finish())[0] == 0
         final = await result_of(owner, "status", {"runId": run_id, "since": 0})
         statuses = [event["status"] for event in final["events"] if event["type"] == "status"]
-        assert statuses == ["running", "cancelled"], final["events"]
+        assert statuses == ["queued", "running", "cancelled"], final["events"]
         assert (await owner.finish())[0] == 0
 
 

@@ -75,6 +75,7 @@ async def test_task_mode_spawn_answers_the_completed_run_after_its_events(
         events = [n["params"] for n in notes if n["method"] == "run/event"]
         assert [e["seq"] for e in events] == list(range(1, run["lastSeq"] + 1))
         assert [(e["type"], e["status"]) for e in events] == [
+            ("status", "queued"),
             ("status", "running"),
             ("child", "running"),
             ("child", "completed"),

@@ -227,6 +227,20 @@ async def test_the_concurrency_limit_queues_children_in_order() -> None:
     assert second.children[0].started_at >= first.children[0].ended_at  # type: ignore[operator]
 
 
+async def test_a_run_is_queued_until_its_first_child_starts() -> None:
+    harness = Harness(limit=1)
+    blocker = harness.launch(command("sleep", "30"))
+    waiting = harness.launch(command("echo", "later"))
+    await harness.until(lambda: blocker.children[0].status is RunStatus.RUNNING)
+    assert blocker.status is RunStatus.RUNNING and blocker.started_at is not None
+    assert waiting.status is RunStatus.QUEUED and waiting.started_at is None
+    await harness.manager.stop(blocker, grace_ms=100, reason="make room")
+    await harness.finish(waiting)
+    statuses = [e.fields["status"] for e in waiting.events if e.type == "status"]
+    assert statuses == ["queued", "running", "completed"]
+    assert waiting.started_at is not None and waiting.started_at >= blocker.ended_at
+
+
 async def test_stop_while_queued_cancels_without_starting(runs: Harness) -> None:
     harness = Harness(limit=1)
     blocker = harness.launch(command("sleep", "30"))
@@ -241,7 +255,8 @@ async def test_stop_while_queued_cancels_without_starting(runs: Harness) -> None
 async def test_event_seq_has_no_gaps(runs: Harness) -> None:
     run = await runs.finish(runs.launch(command("echo", "x"), stream=True))
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
-    assert [e.type for e in run.events][:2] == ["status", "child"]
+    first = [(e.type, e.fields.get("status")) for e in run.events][:3]
+    assert first == [("status", "queued"), ("status", "running"), ("child", "running")]
 
 
 async def test_resources_of_a_running_tree_are_sampled(runs: Harness) -> None:
@@ -328,4 +343,4 @@ async def test_a_bug_of_ours_still_ends_the_run_once_as_failed_internal() -> Non
     assert (run.error.code, run.error.message) == ("internal", "internal error (RuntimeError)")
     assert [(c.status, c.error) for c in run.children] == [(RunStatus.FAILED, run.error)]
     statuses = [e.fields["status"] for _, e in harness.events if e.type == "status"]
-    assert statuses == ["running", "failed"]
+    assert statuses == ["queued", "failed"]  # no child ever started
