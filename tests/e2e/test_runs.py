@@ -230,3 +230,29 @@ async def test_a_server_at_the_maximum_depth_refuses_to_spawn() -> None:
         assert reply["error"]["code"] == -32003
         assert reply["error"]["data"]["diagnostics"][0]["code"] == "max-depth"
         await server.finish()
+
+
+async def test_a_run_waiting_behind_the_concurrency_limit_is_queued_then_running() -> None:
+    async with running_server("--max-concurrency", "1") as server:
+        blocker, _ = await call(server, "spawn", {"command": ["sleep", "300"]})
+        waiting, _ = await call(server, "spawn", {"command": ["echo", "later"]})
+        blocker_id, waiting_id = blocker["result"]["runId"], waiting["result"]["runId"]
+        assert blocker["result"]["status"] == "running"
+        assert waiting["result"]["status"] == "queued", waiting
+        assert "startedAt" not in waiting["result"]
+        listed, _ = await call(server, "status", {})
+        assert {r["runId"]: r["status"] for r in listed["result"]["runs"]} == {
+            blocker_id: "running",
+            waiting_id: "queued",
+        }
+        await call(server, "stop", {"runId": blocker_id, "graceMs": 500})
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while True:
+                reply, _ = await call(server, "status", {"runId": waiting_id, "since": 0})
+                if reply["result"]["status"] in TERMINAL:
+                    break
+        run = reply["result"]
+        assert run["status"] == "completed" and "startedAt" in run
+        statuses = [e["status"] for e in run["events"] if e["type"] == "status"]
+        assert statuses == ["queued", "running", "completed"]
+        await server.finish()
