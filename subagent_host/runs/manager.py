@@ -285,7 +285,10 @@ class RunManager:
         self._envs.setdefault(run.run_id, {})[index] = env
 
     def _forget_old(self, finished: Run) -> None:
-        """Keep the newest finished runs in memory; the rest are read from the store."""
+        """Keep the newest finished runs in memory, without their events (each may
+        hold MAX_EVENT_BYTES_KEPT: they are read from the store); older runs are
+        read from the store altogether."""
+        finished.events.release()
         self._finished.append(finished.run_id)
         while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
             run_id = self._finished.popleft()
