@@ -185,6 +185,8 @@ async def _serve_with_store(
         adapters=backends,
     )
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
+    # A client that does not read: streamed children are held back, nothing is dropped.
+    sink.watch_backlog(runs.streams.close, runs.streams.open)
     protocol.attach(build_method_table(ctx), connection.emit)
 
     stopping = asyncio.Event()
