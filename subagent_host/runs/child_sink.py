@@ -98,25 +98,31 @@ def _nothing() -> None:
 
 
 class StreamGate:
-    """Holds back every streamed child while the client's outgoing queue is full.
+    """Holds back every streamed child while their events cannot keep up: the
+    client's outgoing queue is full, or the writes waiting for the disk are.
 
-    app.py closes it when the queue passes its bound and opens it once the
-    queue has drained; a streamed child's sink is a member while it runs.
+    app.py closes it for a reason and opens it again for the same reason; it is
+    open when no reason is left. A streamed child's sink is a member while it runs.
     """
 
     def __init__(self) -> None:
-        self.closed = False
+        self._reasons: set[str] = set()
         self._members: set[ChildSink] = set()
 
-    def close(self) -> None:
-        self.closed = True
+    @property
+    def closed(self) -> bool:
+        return bool(self._reasons)
+
+    def close(self, reason: str) -> None:
+        self._reasons.add(reason)
         for sink in self._members:
             sink.hold()
 
-    def open(self) -> None:
-        self.closed = False
-        for sink in self._members:
-            sink.release()
+    def open(self, reason: str) -> None:
+        self._reasons.discard(reason)
+        if not self._reasons:
+            for sink in self._members:
+                sink.release()
 
     def join(self, sink: ChildSink) -> None:
         self._members.add(sink)

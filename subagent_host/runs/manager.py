@@ -21,7 +21,7 @@ from typing import Any, Final
 from subagent_host.backends.base import Backend
 from subagent_host.backends.environment import child_environment
 from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
-from subagent_host.runs import templates
+from subagent_host.runs import heap, templates
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
@@ -291,7 +291,9 @@ class RunManager:
         """Keep the newest finished runs in memory, without their events (each may
         hold MAX_EVENT_BYTES_KEPT: they are read from the store); older runs are
         read from the store altogether."""
+        held = finished.events.bytes
         finished.events.release()
+        heap.give_back(held)
         self._finished.append(finished.run_id)
         while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
             run_id = self._finished.popleft()

@@ -19,7 +19,7 @@ import pytest
 
 from subagent_host.backends.base import Usage
 from subagent_host.runs import history
-from subagent_host.runs.recorder import Recorder
+from subagent_host.runs.recorder import STORE_BACKLOG_BYTES, Recorder
 from subagent_host.runs.records import (
     child_from_record,
     child_record,
@@ -727,6 +727,31 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
         ("r2", "running", 1),
     ]
     assert await query(store, "SELECT count(*) FROM events") == [(6,)]
+
+
+async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: Store) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    told: list[str] = []
+    drained = asyncio.Event()
+
+    def on_drained() -> None:
+        told.append("drained")
+        drained.set()
+
+    recorder.watch_backlog(lambda: told.append("full"), on_drained)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    gate = threading.Event()
+    store.submit(gate.wait, 10)  # the disk is busy: nothing is committed meanwhile
+    chunk = "x" * (256 * 1024)
+    for _ in range(STORE_BACKLOG_BYTES // len(chunk) + 1):
+        book.emit(run, "output", index=0, text=chunk)
+        await asyncio.sleep(0)  # one write per turn
+    assert told == ["full"] and recorder.full
+    gate.set()
+    await asyncio.wait_for(drained.wait(), 10)
+    assert told == ["full", "drained"] and not recorder.full
 
 
 async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Store) -> None:
