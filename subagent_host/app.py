@@ -185,6 +185,10 @@ async def _serve_with_store(
         adapters=backends,
     )
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
+    # A client that does not read, or a disk slower than a child prints: streamed
+    # children are held back (nothing is dropped) until the backlog is gone.
+    sink.watch_backlog(lambda: runs.streams.close("client"), lambda: runs.streams.open("client"))
+    recorder.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
     protocol.attach(build_method_table(ctx), connection.emit)
 
     stopping = asyncio.Event()

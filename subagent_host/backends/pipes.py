@@ -37,7 +37,9 @@ class OutputPipe:
     """Reads one output pipe to EOF, handing each chunk to `deliver`.
 
     `closed` is done once EOF was read (or reading failed); the descriptor is
-    then closed. `close()` stops reading early.
+    then closed. `close()` stops reading early. `pause()` stops reading for a
+    while: the child then blocks on its next write once the pipe is full, as on
+    a slow terminal; `resume()` reads on.
     """
 
     def __init__(
@@ -47,8 +49,19 @@ class OutputPipe:
         self._fd = fd
         self._deliver = deliver
         self.closed: asyncio.Future[None] = loop.create_future()
+        self.paused = False
         os.set_blocking(fd, False)
         loop.add_reader(fd, self._read)
+
+    def pause(self) -> None:
+        if not self.paused and self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self._fd >= 0:
+            self._loop.add_reader(self._fd, self._read)
+        self.paused = False
 
     def _read(self) -> None:
         try:
@@ -65,7 +78,8 @@ class OutputPipe:
     def close(self) -> None:
         if self._fd < 0:
             return
-        self._loop.remove_reader(self._fd)
+        if not self.paused:
+            self._loop.remove_reader(self._fd)
         os.close(self._fd)
         self._fd = -1
         if not self.closed.done():

@@ -230,6 +230,17 @@ class Child:
                 return True
         return False
 
+    def hold_output(self) -> None:
+        """Stop reading the child's stdout for now (its reader is slow): it blocks on write."""
+        self.outputs[0].pause()
+
+    def release_output(self) -> None:
+        self.outputs[0].resume()
+
+    @property
+    def output_held(self) -> bool:
+        return any(pipe.paused for pipe in self.outputs)
+
     def stop_reading(self) -> None:
         """Give up on the output pipes (something unkillable holds them)."""
         for pipe in self.outputs:
@@ -353,8 +364,13 @@ class Supervisor:
         await _exited(child)
         assert child.drained is not None
         try:
-            if not child.drained.done():  # mostly it is: EOF comes with the exit
-                await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
+            while not child.drained.done():  # mostly it is: EOF comes with the exit
+                try:
+                    await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
+                except TimeoutError:
+                    if not child.output_held:
+                        raise
+                    # Its output waits for a slow client: not a pipe left open.
         except TimeoutError:
             # A descendant still holds the pipes: end it, then the pipes close.
             logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)

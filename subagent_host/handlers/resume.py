@@ -22,7 +22,7 @@ from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs import approvals
 from subagent_host.runs.plans import digest
 from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
-from subagent_host.runs.state import utc_now
+from subagent_host.runs.state import restore_events, utc_now
 
 MODES = ("background", "task")
 
@@ -70,6 +70,7 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         deny("mismatch", "the follow-up message no longer matches what was approved")
     if not await store.call(approvals.consume_token, store, params.token, utc_now()):
         deny("consumed", "the token was already used")
+    retained = await ctx.catalog.events_after(target.run, target.run.first_retained_seq - 1)
     # From here on nothing awaits until the attempt has started: checked and started
     # as one step, on the one object this server keeps for the run (another request
     # may have read its own copy of it from the store meanwhile).
@@ -78,6 +79,8 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         deny("not-resumable", f"run {run.run_id} is running again", code="still-running")
     if run.children[target.index].attempt + 1 != target.contract["attempt"]:
         deny("mismatch", f"child {target.index} of run {run.run_id} was resumed meanwhile")
+    if not run.events:  # released when it ended: counted again against the bounds
+        restore_events(run, retained)
     target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env)

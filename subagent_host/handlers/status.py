@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import event_wire, run_snapshot, summary_wire
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
@@ -19,4 +21,9 @@ async def handle(params: StatusParams, ctx: Context) -> RunSnapshot | RunList:
     if params.since is None:
         return run_snapshot(run)
     events = await ctx.catalog.events_after(run, params.since)
-    return run_snapshot(run, events=tuple(event_wire(run, event) for event in events))
+    # The oldest seq held, when events the client asked for were dropped (a gap).
+    first = events[0].seq if events else run.last_seq + 1
+    return attrs.evolve(
+        run_snapshot(run, events=tuple(event_wire(run, event) for event in events)),
+        first_retained_seq=first if first > max(params.since, 0) + 1 else None,
+    )

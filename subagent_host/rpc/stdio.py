@@ -16,6 +16,7 @@ import logging
 import os
 import select
 import stat
+from collections.abc import Callable
 from typing import Final, Protocol
 
 logger = logging.getLogger(__name__)
@@ -23,11 +24,11 @@ logger = logging.getLogger(__name__)
 # Small enough that replies to a pipelined burst start flowing while later
 # requests are still being read (bench/ping.py: 16 KiB beat 64 and 256 KiB).
 READ_CHUNK: Final = 16 * 1024
-# Pause producing once this much output waits for a slow client (the pipe's own
-# high-water mark); resumed when the transport drains.
-WRITE_HIGH_WATER: Final = 1024 * 1024
-# The same for a regular-file stdout, counted in queued writes.
-WRITE_HIGH_WATER_CHUNKS: Final = 4096
+# The outgoing queue's bound: once this much output waits for a client that reads
+# slowly or not at all, the server stops producing more (it stops reading stdin and
+# the output of streamed children) until the queue is below the low-water mark.
+OUTGOING_QUEUE_BYTES: Final = 4 * 1024 * 1024
+OUTGOING_QUEUE_LOW_BYTES: Final = 1024 * 1024
 
 
 class InputStream(Protocol):
@@ -45,6 +46,11 @@ class OutputStream(Protocol):
 
     async def drain(self) -> None:
         """Wait while the client is slower than we write (flow control)."""
+        ...
+
+    def watch_backlog(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
+        """Call `full` when more than OUTGOING_QUEUE_BYTES wait for the client, and
+        `drained` once less than OUTGOING_QUEUE_LOW_BYTES do (or the client is gone)."""
         ...
 
     @property
@@ -105,25 +111,48 @@ class _FileInput:
         pass
 
 
-class _WriteProtocol(asyncio.BaseProtocol):
-    """Flow control and end-of-life for the stdout pipe transport."""
+class _Backlog:
+    """Whether the outgoing queue is full, told to whoever watches it on each change."""
 
     def __init__(self) -> None:
         self.writable = asyncio.Event()
         self.writable.set()
+        self._watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+    def watch(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
+        self._watchers.append((full, drained))
+        if not self.writable.is_set():
+            full()
+
+    def set_full(self, full: bool) -> None:
+        if full == (not self.writable.is_set()):
+            return
+        if full:
+            self.writable.clear()
+        else:
+            self.writable.set()
+        for on_full, on_drained in self._watchers:
+            (on_full if full else on_drained)()
+
+
+class _WriteProtocol(asyncio.BaseProtocol):
+    """Flow control and end-of-life for the stdout pipe transport."""
+
+    def __init__(self) -> None:
+        self.backlog = _Backlog()
         self.closed = asyncio.Event()
 
     def pause_writing(self) -> None:
-        self.writable.clear()
+        self.backlog.set_full(True)
 
     def resume_writing(self) -> None:
-        self.writable.set()
+        self.backlog.set_full(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
             logger.warning("stdout closed by the client: %s", exc)
-        self.writable.set()
         self.closed.set()
+        self.backlog.set_full(False)  # nothing is queued for anyone any more
 
 
 class _PipeOutput:
@@ -136,7 +165,10 @@ class _PipeOutput:
             self._transport.write(data)
 
     async def drain(self) -> None:
-        await self._protocol.writable.wait()
+        await self._protocol.backlog.writable.wait()
+
+    def watch_backlog(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
+        self._protocol.backlog.watch(full, drained)
 
     @property
     def is_broken(self) -> bool:
@@ -157,13 +189,18 @@ class _FileOutput:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._pending: list[bytes] = []
+        self._queued = 0  # bytes pending or being written
         self._flusher: asyncio.Task[None] | None = None
         self._broken = asyncio.Event()
+        self._backlog = _Backlog()
 
     def write(self, data: bytes) -> None:
         if self._broken.is_set():
             return
         self._pending.append(data)
+        self._queued += len(data)
+        if self._queued > OUTGOING_QUEUE_BYTES:
+            self._backlog.set_full(True)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
@@ -176,10 +213,15 @@ class _FileOutput:
             except OSError as exc:
                 logger.error("cannot write to stdout: %s", exc)
                 self._broken.set()
+            self._queued -= len(chunk)
+            if self._queued < OUTGOING_QUEUE_LOW_BYTES or self._broken.is_set():
+                self._backlog.set_full(False)
 
     async def drain(self) -> None:
-        if len(self._pending) > WRITE_HIGH_WATER_CHUNKS and self._flusher is not None:
-            await asyncio.shield(self._flusher)
+        await self._backlog.writable.wait()
+
+    def watch_backlog(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
+        self._backlog.watch(full, drained)
 
     @property
     def is_broken(self) -> bool:
@@ -219,7 +261,7 @@ async def open_output(fd: int) -> OutputStream:
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(fd, "wb", buffering=0, closefd=False)
     transport, protocol = await loop.connect_write_pipe(_WriteProtocol, pipe)
-    transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+    transport.set_write_buffer_limits(high=OUTGOING_QUEUE_BYTES, low=OUTGOING_QUEUE_LOW_BYTES)
     return _PipeOutput(transport, protocol)
 
 

@@ -337,7 +337,9 @@ class RunSnapshot:
     already_terminal: bool | None = None
     """`stop` only: true when the run had ended before the stop arrived."""
     events: tuple[EventWire, ...] | None = None
-    """`status {since}` only: every event after `since`."""
+    """`status {since}` only: every retained event after `since`."""
+    first_retained_seq: int | None = None
+    """`status {since}` only, when events after `since` were dropped: the oldest seq held."""
 
 
 @attrs.frozen

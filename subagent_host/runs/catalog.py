@@ -75,9 +75,11 @@ class RunCatalog:
         )
 
     async def events_after(self, run: Run, seq: int) -> list[RunEvent]:
-        """Every event of the run after `seq`: from memory when it holds them, else from disk."""
+        """Every retained event of the run after `seq`: from memory while it holds
+        them (a live run), else from disk. Dropped events are not there: the first
+        one returned may come after `seq + 1`."""
         held = list(run.events)
-        if held and held[0].seq <= seq + 1:
+        if held and held[0].seq <= max(seq + 1, run.first_retained_seq):
             return [event for event in held if event.seq > seq]
         await self.recorder.durable()
         return await self.store.call(history.events_after, self.store, run.run_id, seq)

@@ -2,6 +2,11 @@
 
 The supervisor hands each chunk of a child's stdout and stderr to its sink. The
 sink also watches for a stall: no output (and no agent tool running) for too long.
+
+A streamed child's output goes to the client: while the client's outgoing queue
+is full, the `StreamGate` holds every streamed child back (its stdout is not
+read, so it blocks on write as on a slow terminal). Time held back is not a
+stall; the child's timeout still runs.
 """
 
 from __future__ import annotations
@@ -32,6 +37,27 @@ class ChildSink:
         self._held: list[Callable[[], None]] | None = []
         self.on_finished: Callable[[], None] | None = None
         """Called once, when the parser has seen the CLI's final event."""
+        self.held = False
+        """Its output is not being read: the client is behind (see StreamGate)."""
+        self._pause: Callable[[], None] = _nothing
+        self._resume: Callable[[], None] = _nothing
+
+    def throttle(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        """How to stop and restart reading the child's stdout (its started process's)."""
+        self._pause, self._resume = pause, resume
+        if self.held:
+            pause()
+
+    def hold(self) -> None:
+        if not self.held:
+            self.held = True
+            self._pause()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.last_active = self._loop.time()  # the stall period starts afresh
+            self._resume()
 
     def open(self) -> None:
         """The child is marked running: send the events held so far, then send at once."""
@@ -67,6 +93,46 @@ class ChildSink:
         return StallWatch(self, stall_s, on_stall)
 
 
+def _nothing() -> None:
+    pass
+
+
+class StreamGate:
+    """Holds back every streamed child while their events cannot keep up: the
+    client's outgoing queue is full, or the writes waiting for the disk are.
+
+    app.py closes it for a reason and opens it again for the same reason; it is
+    open when no reason is left. A streamed child's sink is a member while it runs.
+    """
+
+    def __init__(self) -> None:
+        self._reasons: set[str] = set()
+        self._members: set[ChildSink] = set()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._reasons)
+
+    def close(self, reason: str) -> None:
+        self._reasons.add(reason)
+        for sink in self._members:
+            sink.hold()
+
+    def open(self, reason: str) -> None:
+        self._reasons.discard(reason)
+        if not self._reasons:
+            for sink in self._members:
+                sink.release()
+
+    def join(self, sink: ChildSink) -> None:
+        self._members.add(sink)
+        if self.closed:
+            sink.hold()
+
+    def leave(self, sink: ChildSink) -> None:
+        self._members.discard(sink)
+
+
 class StallWatch:
     """A timer re-armed for the remaining quiet time: it wakes once per stall
     period, not once per chunk of output."""
@@ -79,6 +145,10 @@ class StallWatch:
         self._timer = self._loop.call_later(stall_s, self._check)
 
     def _check(self) -> None:
+        if self._sink.held:
+            # Held back because the client is not reading: the child may be working
+            # as hard as ever. The run's timeout still bounds it.
+            self._sink.last_active = self._loop.time()
         if getattr(self._sink.parser, "tool_running", False):
             # An agent's tool is running (agent CLIs print nothing meanwhile): that is
             # work, not a stall. The run's timeout still bounds it.

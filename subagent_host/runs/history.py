@@ -68,6 +68,8 @@ class RunRow:
     record: str
     children: tuple[ChildRow, ...]
     events: tuple[tuple[int, str], ...]
+    first_retained_seq: int = 1
+    """Older events are deleted: the run's events stay bounded on disk as in memory."""
 
 
 def run_row(run: Run, events: Iterable[RunEvent]) -> RunRow:
@@ -83,7 +85,12 @@ def run_row(run: Run, events: Iterable[RunEvent]) -> RunRow:
         last_seq=run.last_seq,
         record=_dumps(run_record(run)),
         children=tuple(_child_row(child) for child in run.children),
-        events=tuple((event.seq, _dumps(event_record(event))) for event in events),
+        events=tuple(
+            (event.seq, _dumps(event_record(event)))
+            for event in events
+            if event.seq >= run.first_retained_seq  # dropped within this turn already
+        ),
+        first_retained_seq=run.first_retained_seq,
     )
 
 
@@ -212,11 +219,11 @@ def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
             "INSERT OR REPLACE INTO events (run_id, seq, record) VALUES (?, ?, ?)",
             [(row.run_id, seq, record) for seq, record in row.events],
         )
-        if row.last_seq > MAX_EVENTS_KEPT:  # bounded per run, as in memory
-            db.execute(
-                "DELETE FROM events WHERE run_id = ? AND seq <= ?",
-                (row.run_id, row.last_seq - MAX_EVENTS_KEPT),
-            )
+        # Bounded per run as in memory, by count and by bytes (EventLog). The count
+        # also holds for a run that came from disk, whose older events are not in memory.
+        first_kept = max(row.first_retained_seq, row.last_seq - MAX_EVENTS_KEPT + 1)
+        if first_kept > 1:
+            db.execute("DELETE FROM events WHERE run_id = ? AND seq < ?", (row.run_id, first_kept))
 
 
 def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> None:

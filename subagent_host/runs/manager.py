@@ -21,8 +21,8 @@ from typing import Any, Final
 from subagent_host.backends.base import Backend
 from subagent_host.backends.environment import child_environment
 from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
-from subagent_host.runs import templates
-from subagent_host.runs.child_sink import ChildSink
+from subagent_host.runs import heap, templates
+from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
 from subagent_host.runs.plans import ChildPlan, RunPlan, plan_fingerprint
@@ -99,6 +99,9 @@ class RunManager:
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, RunControl] = {}
         self._sampler = ResourceSampler(supervisor)
+        self.streams = StreamGate()
+        """Closed while the client's outgoing queue is full (app.py): streamed
+        children are then held back; others are not (their output is not queued)."""
 
     # --- queries ---------------------------------------------------------------------
 
@@ -285,7 +288,12 @@ class RunManager:
         self._envs.setdefault(run.run_id, {})[index] = env
 
     def _forget_old(self, finished: Run) -> None:
-        """Keep the newest finished runs in memory; the rest are read from the store."""
+        """Keep the newest finished runs in memory, without their events (each may
+        hold MAX_EVENT_BYTES_KEPT: they are read from the store); older runs are
+        read from the store altogether."""
+        held = finished.events.bytes
+        finished.events.release()
+        heap.give_back(held)
         self._finished.append(finished.run_id)
         while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
             run_id = self._finished.popleft()
@@ -389,10 +397,14 @@ class RunManager:
         )
         sink.open()
         self._sampler.watch(process, child)
+        if control.stream:
+            sink.throttle(process.hold_output, process.release_output)
+            self.streams.join(sink)
         try:
             ending = await self._supervise(process, plan, sink, control)
             exit_status = await self._supervisor.wait(process)
         finally:
+            self.streams.leave(sink)
             self._sampler.unwatch(process)
         if process.usage is not None:  # its own, from wait4: every child gets resources
             record_usage(child, process.usage)

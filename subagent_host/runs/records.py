@@ -15,11 +15,13 @@ import attrs
 import cattrs
 
 from subagent_host.runs.plans import RunPlan
-from subagent_host.runs.state import ChildRun, Run
+from subagent_host.runs.state import ChildRun, EventLog, Run
 
 _converter = cattrs.Converter(omit_if_default=True)
 _converter.register_unstructure_hook(datetime, datetime.isoformat)
 _converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+# Never in a record (see _RUN_EXCLUDED); a run read back starts with an empty log.
+_converter.register_structure_hook(EventLog, lambda _value, _: EventLog())
 
 # Fields of a Run that are not its own record: children are rows of their own,
 # events are rows of their own.

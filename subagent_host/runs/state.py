@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -50,9 +50,13 @@ NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
 }
 
 
-# Events kept per run for replay: a streaming run can emit one per output chunk,
-# so the history is bounded; `seq` keeps counting.
+# Events kept per run for replay (`status {since}`), in memory while the run goes
+# on and on disk: a streaming run emits one per output chunk (up to 256 KiB), so
+# they are bounded by count and by bytes, oldest dropped first; `seq` keeps counting.
 MAX_EVENTS_KEPT: Final = 10_000
+MAX_EVENT_BYTES_KEPT: Final = 8 * 1024 * 1024
+# What an event weighs besides its text: type, time, index and status as stored and sent.
+EVENT_OVERHEAD_BYTES: Final = 128
 
 
 class RunKind(enum.StrEnum):
@@ -95,6 +99,68 @@ class RunEvent:
     type: str
     at: datetime
     fields: Mapping[str, Any]
+
+
+def event_bytes(event: RunEvent) -> int:
+    """What one event counts against MAX_EVENT_BYTES_KEPT: its text in UTF-8, plus the rest."""
+    text = event.fields.get("text")
+    if not isinstance(text, str):
+        return EVENT_OVERHEAD_BYTES
+    if text.isascii():  # the common case, without encoding a copy
+        return EVENT_OVERHEAD_BYTES + len(text)
+    return EVENT_OVERHEAD_BYTES + len(text.encode("utf-8", "surrogatepass"))
+
+
+class EventLog:
+    """A run's newest events in memory: at most MAX_EVENTS_KEPT of them and
+    MAX_EVENT_BYTES_KEPT bytes (`event_bytes`), the oldest dropped first.
+
+    The newest event is always kept, however large. `release()` empties it
+    once the run has ended: its events are then read from the store.
+    """
+
+    def __init__(self, events: Iterable[RunEvent] = ()) -> None:
+        self._events: collections.deque[RunEvent] = collections.deque()
+        self._sizes: collections.deque[int] = collections.deque()
+        self.bytes = 0
+        for event in events:
+            self.append(event)
+
+    def append(self, event: RunEvent) -> int:
+        """Keep `event`; return the seq of the newest event this dropped (0 if none)."""
+        size = event_bytes(event)
+        self._events.append(event)
+        self._sizes.append(size)
+        self.bytes += size
+        dropped = 0
+        while len(self._events) > 1 and (
+            len(self._events) > MAX_EVENTS_KEPT or self.bytes > MAX_EVENT_BYTES_KEPT
+        ):
+            dropped = self._events.popleft().seq
+            self.bytes -= self._sizes.popleft()
+        return dropped
+
+    def release(self) -> None:
+        """Forget the events held (they are on disk, or on their way there)."""
+        self._events.clear()
+        self._sizes.clear()
+        self.bytes = 0
+
+    def __iter__(self) -> Iterator[RunEvent]:
+        return iter(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __getitem__(self, index: int) -> RunEvent:
+        return self._events[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EventLog):
+            return NotImplemented
+        return list(self._events) == list(other._events)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
 
 @attrs.define
@@ -169,10 +235,11 @@ class Run:
     workflow: WorkflowState | None = None
     last_seq: int = 0
     """The seq of the newest event (kept when old events are dropped or not loaded)."""
-    events: collections.deque[RunEvent] = attrs.Factory(
-        lambda: collections.deque(maxlen=MAX_EVENTS_KEPT)
-    )
-    """The newest events, for `status {since}`; older ones are dropped (seq never restarts)."""
+    first_retained_seq: int = 1
+    """The oldest seq still retained (in memory and on disk): earlier ones were dropped."""
+    events: EventLog = attrs.Factory(EventLog)
+    """The newest events while the run goes on, for `status {since}`; empty once
+    it has ended and they are read from the store (seq never restarts)."""
 
     @property
     def is_terminal(self) -> bool:
@@ -281,10 +348,23 @@ class RunBook:
         """Append an event with the run's next seq and hand it to the listener."""
         run.last_seq += 1
         event = RunEvent(seq=run.last_seq, type=event_type, at=self._clock(), fields=fields)
-        run.events.append(event)
+        _keep(run, event)
         if self._listener is not None:
             self._listener(run, event)
         return event
+
+
+def restore_events(run: Run, events: Iterable[RunEvent]) -> None:
+    """Hold a run's retained events again, read back from disk when it is resumed:
+    the bounds then count them with the new attempt's events."""
+    for event in events:
+        _keep(run, event)
+
+
+def _keep(run: Run, event: RunEvent) -> None:
+    dropped = run.events.append(event)
+    if dropped:
+        run.first_retained_seq = max(run.first_retained_seq, dropped + 1)
 
 
 def _check_facts(

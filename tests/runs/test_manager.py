@@ -69,6 +69,10 @@ class Harness:
         self.runs.append(run)
         return run
 
+    def events_of(self, run: Run) -> list[RunEvent]:
+        """Every event the run emitted (the run itself holds none once it has ended)."""
+        return [event for run_id, event in self.events if run_id == run.run_id]
+
     async def finish(self, run: Run) -> Run:
         await asyncio.wait_for(self.manager.wait(run), WAIT_S)
         assert_terminal_table(run)
@@ -236,7 +240,7 @@ async def test_a_run_is_queued_until_its_first_child_starts() -> None:
     assert waiting.status is RunStatus.QUEUED and waiting.started_at is None
     await harness.manager.stop(blocker, grace_ms=100, reason="make room")
     await harness.finish(waiting)
-    statuses = [e.fields["status"] for e in waiting.events if e.type == "status"]
+    statuses = [e.fields["status"] for e in harness.events_of(waiting) if e.type == "status"]
     assert statuses == ["queued", "running", "completed"]
     assert waiting.started_at is not None and waiting.started_at >= blocker.ended_at
 
@@ -254,8 +258,9 @@ async def test_stop_while_queued_cancels_without_starting(runs: Harness) -> None
 
 async def test_event_seq_has_no_gaps(runs: Harness) -> None:
     run = await runs.finish(runs.launch(command("echo", "x"), stream=True))
-    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
-    first = [(e.type, e.fields.get("status")) for e in run.events][:3]
+    events = runs.events_of(run)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    first = [(e.type, e.fields.get("status")) for e in events][:3]
     assert first == [("status", "queued"), ("status", "running"), ("child", "running")]
 
 
@@ -278,7 +283,7 @@ async def test_stop_racing_the_exit_ends_with_exactly_one_terminal_status(runs: 
         await runs.manager.stop(run, grace_ms=1000, reason="race")
         assert_terminal_table(run)
         assert run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED)
-        statuses = [e.fields["status"] for e in run.events if e.type == "status"]
+        statuses = [e.fields["status"] for e in runs.events_of(run) if e.type == "status"]
         assert statuses[-1] == run.status and sum(s in TERMINAL for s in statuses) == 1
 
 
@@ -291,7 +296,8 @@ async def test_two_stops_at_once_agree(runs: Harness) -> None:
     )
     assert (first, second) == (False, False)
     assert run.status is RunStatus.CANCELLED and run.reason == "one"
-    assert sum(e.type == "status" and e.fields["status"] in TERMINAL for e in run.events) == 1
+    events = runs.events_of(run)
+    assert sum(e.type == "status" and e.fields["status"] in TERMINAL for e in events) == 1
 
 
 class _TalkativeParser(CommandParser):
@@ -322,7 +328,7 @@ class _TalkativeBackend(CommandBackend):
 async def test_backend_activity_usage_and_session_reach_the_run() -> None:
     harness = Harness(backend=_TalkativeBackend())
     run = await harness.finish(harness.launch(command("echo", "hi")))
-    assert [(e.type, e.fields["text"]) for e in run.events if e.type == "activity"] == [
+    assert [(e.type, e.fields["text"]) for e in harness.events_of(run) if e.type == "activity"] == [
         ("activity", "said hi")
     ]
     child = run.children[0]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from subagent_host.runs.state import (
+    MAX_EVENT_BYTES_KEPT,
     MAX_EVENTS_KEPT,
     ChildRun,
     ErrorInfo,
@@ -17,6 +18,8 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
     TerminalFactsMissing,
+    event_bytes,
+    restore_events,
 )
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -90,3 +93,49 @@ def test_event_history_is_bounded_while_seq_keeps_counting() -> None:
         book.emit(run, "output", index=0, text="x")
     assert len(run.events) == MAX_EVENTS_KEPT
     assert run.last_seq == MAX_EVENTS_KEPT + 5 and run.events[0].seq == 6
+    assert run.first_retained_seq == 6
+
+
+def test_event_history_is_bounded_in_bytes_oldest_first() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    chunk = "x" * (256 * 1024)  # one read of a chatty child's stdout
+    chunks = MAX_EVENT_BYTES_KEPT // len(chunk) * 3
+    for _ in range(chunks):
+        book.emit(run, "output", index=0, text=chunk)
+    held = list(run.events)
+    assert run.events.bytes == sum(event_bytes(event) for event in held)
+    assert MAX_EVENT_BYTES_KEPT - event_bytes(held[0]) < run.events.bytes <= MAX_EVENT_BYTES_KEPT
+    assert [e.seq for e in held] == list(range(run.first_retained_seq, chunks + 1))
+    assert run.first_retained_seq > 1 and run.last_seq == chunks
+
+
+def test_text_is_weighed_in_utf8_bytes() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    chunk = "é" * (MAX_EVENT_BYTES_KEPT // 4)  # two bytes each: half the budget per event
+    for _ in range(3):
+        book.emit(run, "output", index=0, text=chunk)
+    assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
+
+
+def test_the_newest_event_is_kept_even_over_the_byte_budget() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    book.emit(run, "output", index=0, text="small")
+    book.emit(run, "output", index=0, text="x" * (MAX_EVENT_BYTES_KEPT + 1))
+    assert [e.seq for e in run.events] == [2] and run.first_retained_seq == 2
+
+
+def test_a_released_log_is_empty_and_restored_events_count_again() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_run()
+    chunk = "x" * (MAX_EVENT_BYTES_KEPT // 3)
+    for _ in range(2):
+        book.emit(run, "output", index=0, text=chunk)
+    events = list(run.events)
+    run.events.release()
+    assert len(run.events) == 0 and run.events.bytes == 0 and run.first_retained_seq == 1
+    restore_events(run, events)  # as a resume does, from disk
+    book.emit(run, "output", index=0, text=chunk)
+    assert [e.seq for e in run.events] == [2, 3] and run.first_retained_seq == 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import itertools
 import json
@@ -20,7 +19,7 @@ import pytest
 
 from subagent_host.backends.base import Usage
 from subagent_host.runs import history
-from subagent_host.runs.recorder import Recorder
+from subagent_host.runs.recorder import STORE_BACKLOG_BYTES, Recorder
 from subagent_host.runs.records import (
     child_from_record,
     child_record,
@@ -28,8 +27,10 @@ from subagent_host.runs.records import (
     run_record,
 )
 from subagent_host.runs.state import (
+    MAX_EVENT_BYTES_KEPT,
     ChildRun,
     ErrorInfo,
+    EventLog,
     OutputInfo,
     Resources,
     Run,
@@ -75,7 +76,7 @@ def completed_run(book: RunBook, run_id: str, session_id: str = "s1", minute: in
 
 def without_events(run: Run) -> Run:
     """The run as `load_run` gives it back: every field but the events."""
-    return attrs.evolve(run, events=collections.deque())
+    return attrs.evolve(run, events=EventLog())
 
 
 async def save(store: Store, *runs: Run, instance: str = ME, limit: int = 100) -> None:
@@ -408,6 +409,29 @@ async def test_saving_only_new_events_appends_them(store: Store) -> None:
     assert [e.seq for e in await store.call(history.events_after, store, "r1", 0)] == [1, 2]
 
 
+async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Store) -> None:
+    book = RunBook(clock=ticking())
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    chunk = "x" * (1024 * 1024)
+    for _ in range(3 * MAX_EVENT_BYTES_KEPT // len(chunk)):  # one write per turn, as the recorder
+        book.emit(run, "output", index=0, text=chunk)
+        await store.call(history.save, store, ME, [history.run_row(run, [run.events[-1]])], 100)
+    stored = await store.call(history.events_after, store, "r1", 0)
+    assert [e.seq for e in stored] == [e.seq for e in run.events]
+    assert stored[0].seq == run.first_retained_seq > 1
+    (text_bytes,) = (
+        await query(
+            store,
+            "SELECT sum(length(CAST(json_extract(record, '$.fields.text') AS BLOB)))"
+            " FROM events WHERE run_id = 'r1'",
+        )
+    )[0]
+    assert text_bytes <= MAX_EVENT_BYTES_KEPT
+    loaded = await store.call(history.load_run, store, "r1")
+    assert loaded is not None and loaded.first_retained_seq == run.first_retained_seq
+
+
 async def test_list_runs_gives_this_sessions_runs_newest_first(store: Store) -> None:
     book = RunBook(clock=ticking())
     runs = [completed_run(book, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
@@ -703,6 +727,31 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
         ("r2", "running", 1),
     ]
     assert await query(store, "SELECT count(*) FROM events") == [(6,)]
+
+
+async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: Store) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    told: list[str] = []
+    drained = asyncio.Event()
+
+    def on_drained() -> None:
+        told.append("drained")
+        drained.set()
+
+    recorder.watch_backlog(lambda: told.append("full"), on_drained)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    gate = threading.Event()
+    store.submit(gate.wait, 10)  # the disk is busy: nothing is committed meanwhile
+    chunk = "x" * (256 * 1024)
+    for _ in range(STORE_BACKLOG_BYTES // len(chunk) + 1):
+        book.emit(run, "output", index=0, text=chunk)
+        await asyncio.sleep(0)  # one write per turn
+    assert told == ["full"] and recorder.full
+    gate.set()
+    await asyncio.wait_for(drained.wait(), 10)
+    assert told == ["full", "drained"] and not recorder.full
 
 
 async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Store) -> None:

@@ -1,0 +1,37 @@
+"""Hand memory freed by a big run back to the OS.
+
+CPython frees a finished run's events to the C allocator, which keeps them in
+its heap for reuse: after a run that streamed megabytes the process would stay
+that much bigger. glibc's `malloc_trim` returns the free pages; elsewhere this
+does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from collections.abc import Callable
+from typing import Final
+
+# Trimming walks the allocator's free lists: worth it only after this much was freed.
+TRIM_AFTER_BYTES: Final = 1024 * 1024
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return trim
+
+
+def give_back(freed_bytes: int) -> None:
+    """Return free heap pages to the OS if `freed_bytes` were just released."""
+    trim = _malloc_trim()
+    if trim is not None and freed_bytes >= TRIM_AFTER_BYTES:
+        trim(0)

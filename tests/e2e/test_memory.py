@@ -1,0 +1,161 @@
+"""Memory stays flat whatever the client does: bounded event history, flow control (issue 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import psutil
+
+from tests.e2e.harness import EXIT_TIMEOUT_S, result_of, running_server, state_args
+
+FAKES: Final = Path(__file__).resolve().parent.parent / "fakes"
+MIB: Final = 1024 * 1024
+# The documented bound on a run's retained events (protocol.md §9).
+EVENT_BUDGET: Final = 8 * MIB
+
+
+def text_bytes(events: list[dict[str, Any]]) -> int:
+    return sum(len(event.get("text", "").encode()) for event in events)
+
+
+async def test_status_since_after_a_run_over_the_byte_budget_names_the_oldest_event_held(
+    tmp_path: Path,
+) -> None:
+    args = state_args(tmp_path / "state")
+    flood = [sys.executable, str(FAKES / "flood.py"), "12"]
+    async with running_server(*args) as server:
+        run = await result_of(server, "spawn", {"command": flood, "stream": True, "mode": "task"})
+        assert run["status"] == "completed"
+        replay = await result_of(server, "status", {"runId": run["runId"], "since": 0})
+        first = replay["firstRetainedSeq"]
+        events = replay["events"]
+        assert first > 1 and events[0]["seq"] == first
+        assert [e["seq"] for e in events] == list(range(first, run["lastSeq"] + 1))
+        assert text_bytes(events) <= EVENT_BUDGET
+        assert len(json.dumps(replay)) < EVENT_BUDGET + MIB
+        # Asking from the oldest event held, or for nothing, is no gap: no firstRetainedSeq.
+        rest = await result_of(server, "status", {"runId": run["runId"], "since": first - 1})
+        assert "firstRetainedSeq" not in rest and rest["events"] == events
+        none = await result_of(server, "status", {"runId": run["runId"], "since": run["lastSeq"]})
+        assert "firstRetainedSeq" not in none and none["events"] == []
+        await server.finish()
+
+    db = sqlite3.connect(tmp_path / "state" / "subagent-host.sqlite3")
+    try:
+        held, oldest, stored = db.execute(
+            "SELECT count(*), min(seq),"
+            " sum(length(CAST(json_extract(record, '$.fields.text') AS BLOB)))"
+            " FROM events WHERE run_id = ?",
+            (run["runId"],),
+        ).fetchone()
+    finally:
+        db.close()
+    assert oldest == first and held == run["lastSeq"] - first + 1
+    assert stored <= EVENT_BUDGET
+
+    async with running_server(*args) as later:  # from disk, the same answer
+        again = await result_of(later, "status", {"runId": run["runId"], "since": 0})
+        assert again["firstRetainedSeq"] == first and again["events"] == events
+        await later.finish()
+
+
+# How long the flood child's write count must stand still to count as blocked.
+STILL_S: Final = 1.0
+STALL_TIMEOUT_MS: Final = 1000
+
+
+async def _flood_child(server_pid: int) -> psutil.Process:
+    """The flood.py process the server started (bounded wait for it to appear)."""
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:
+            for child in psutil.Process(server_pid).children():
+                with contextlib.suppress(psutil.Error):
+                    if any("flood.py" in part for part in child.cmdline()):
+                        return child
+            await asyncio.sleep(0.05)
+
+
+async def _wait_blocked(child: psutil.Process) -> int:
+    """Wait until the child's write count stands still for STILL_S; return it."""
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        written, since = -1, 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                now_written = child.io_counters().write_chars
+            except psutil.NoSuchProcess:
+                raise AssertionError("the child ran to its end: nothing held it back") from None
+            if now_written != written:
+                written, since = now_written, loop.time()
+            elif loop.time() - since >= STILL_S:
+                return written
+            await asyncio.sleep(0.1)
+
+
+async def _read_pipe(fd: int) -> asyncio.StreamReader:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 * MIB)
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader
+
+
+async def test_a_client_that_stops_reading_holds_a_streaming_child_back_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    read_fd, write_fd = os.pipe()  # the server's stdout, which nobody reads for now
+    flood = [sys.executable, str(FAKES / "flood.py"), "50"]
+    async with running_server(*state_args(tmp_path / "state"), stdout=write_fd) as server:
+        os.close(write_fd)
+        params = {
+            "command": flood,
+            "stream": True,
+            "mode": "task",
+            "stallTimeoutMs": STALL_TIMEOUT_MS,
+        }
+        await server.send({"jsonrpc": "2.0", "id": 1, "method": "spawn", "params": params})
+        child = await _flood_child(server.pid)
+        written = await _wait_blocked(child)
+        assert written < 40 * MIB, "the child ran on although nobody read its output"
+        # Held back for longer than its stall timeout: not reported stalled (it would be
+        # ended), still blocked on write.
+        await asyncio.sleep(2 * STALL_TIMEOUT_MS / 1000)
+        assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+        assert child.io_counters().write_chars == written
+        rss = psutil.Process(server.pid).memory_info().rss
+        assert rss < 100 * MIB, f"server RSS {rss} bytes while the client does not read"
+
+        server._stdout_pipe = await _read_pipe(read_fd)  # the client reads again
+        texts: list[str] = []
+        seqs: list[int] = []
+        async with asyncio.timeout(120):
+            while True:
+                message = await server.receive()
+                if message.get("id") == 1:
+                    break
+                event = message["params"]
+                seqs.append(event["seq"])
+                if event["type"] == "output":
+                    texts.append(event["text"])
+        run = message["result"]
+        assert run["status"] == "completed", run
+        assert seqs == list(range(1, run["lastSeq"] + 1))
+        output = "".join(texts)
+        assert len(output) == 50 * MIB and output == ("x" * 1023 + "\n") * (50 * 1024)
+        peak = _peak_rss_bytes(server.pid)
+        assert peak < 100 * MIB, f"server peak RSS {peak} bytes"
+        await server.finish()
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
