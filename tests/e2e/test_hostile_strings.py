@@ -1,0 +1,43 @@
+"""Strings no store or `exec` can take are -32602 with their path, before anything starts.
+
+A lone surrogate cannot be stored as UTF-8 and a NUL cannot be passed to a
+process; either, anywhere in params, is refused up front (protocol.md §3.3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+
+from tests.e2e.harness import error_of, result_of, running_server, state_args
+
+SURROGATE_MESSAGE = (
+    "the value contains an unpaired surrogate (U+D800), which cannot be stored as UTF-8"
+)
+
+
+async def test_a_spawn_whose_label_is_a_lone_surrogate_is_invalid_params_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path)) as server:
+        error = await error_of(server, "spawn", {"command": ["sleep", "1000"], "label": "\ud800"})
+        assert error["code"] == -32602
+        assert error["data"]["errors"] == [{"path": "label", "message": SURROGATE_MESSAGE}]
+        assert psutil.Process(server.pid).children(recursive=True) == []
+        assert (await result_of(server, "status", {}))["runs"] == []
+
+
+async def test_a_stop_whose_reason_is_a_lone_surrogate_is_invalid_params_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path)) as server:
+        run = await result_of(server, "spawn", {"command": ["sleep", "1000"]})
+        error = await error_of(server, "stop", {"runId": run["runId"], "reason": "\ud800"})
+        assert error["code"] == -32602
+        assert error["data"]["errors"] == [{"path": "reason", "message": SURROGATE_MESSAGE}]
+        status = await result_of(server, "status", {"runId": run["runId"]})
+        assert status["status"] == "running"
+        assert psutil.pid_exists(status["children"][0]["pid"])
+        stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 0})
+        assert stopped["status"] == "cancelled"
