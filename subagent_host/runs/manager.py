@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -47,6 +48,9 @@ LEFTOVER_GRACE_S: Final = 1.0
 FINISHED_KEPT_IN_MEMORY: Final = 1_000
 # A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
 STOP_SETTLE_MARGIN_S: Final = 30.0
+
+# How much of a program name a spawn-failed message quotes.
+PROGRAM_SHOWN_CHARS: Final = 200
 
 # An agent CLI that printed its final event and then did not exit.
 LINGERED: Final = Ending(RunStatus.COMPLETED, "lingered after its final event")
@@ -374,7 +378,7 @@ class RunManager:
                 LaunchSpec(argv=launch.argv, cwd=launch.cwd, env=env, stdin=launch.stdin), sink
             )
         except OSError as exc:
-            message = f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
+            message = _start_failure(launch.argv[0], exc)
             self._book.transition_child(
                 run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
             )
@@ -467,3 +471,17 @@ class RunManager:
             self._book.emit(run, event_type, index=child.index, text=text)
 
         return stream
+
+
+def _start_failure(program: str, exc: OSError) -> str:
+    """The `spawn-failed` message: which program, and why `exec` refused it."""
+    shown = repr(program[:PROGRAM_SHOWN_CHARS]) + (
+        "..." if len(program) > PROGRAM_SHOWN_CHARS else ""
+    )
+    message = f"cannot start {shown}: {exc.strerror or exc}"
+    if exc.errno == errno.E2BIG:
+        message += (
+            " (one argument may hold at most 128 KiB, and all of them with the"
+            " environment no more than the system's ARG_MAX)"
+        )
+    return message
