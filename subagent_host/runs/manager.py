@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import errno
 import logging
 import uuid
@@ -251,6 +252,19 @@ class RunManager:
             control.stopping.set_result(None)
         await asyncio.wait_for(control.done.wait(), control.grace_s + STOP_SETTLE_MARGIN_S)
         return False
+
+    async def abandon(self, run: Run, reason: str) -> None:
+        """End the run's children at once (no grace) and forget the run.
+
+        For a run the store could not record: nothing of it may outlive the
+        error its request is answered with.
+        """
+        with contextlib.suppress(TimeoutError):  # logged by the supervisor
+            await self.stop(run, grace_ms=0, reason=reason)
+        self._runs.pop(run.run_id, None)
+        self._controls.pop(run.run_id, None)
+        self._envs.pop(run.run_id, None)
+        self._workflows.forget(run.run_id)
 
     async def shutdown(self, reason: str) -> None:
         """Stop every run that is not terminal yet (client gone, or server stopping)."""
