@@ -6,11 +6,13 @@ process; either, anywhere in params, is refused up front (protocol.md §3.3).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psutil
 
 from tests.e2e.harness import error_of, result_of, running_server, state_args
+from tests.e2e.hostile import attack, summary
 
 SURROGATE_MESSAGE = (
     "the value contains an unpaired surrogate (U+D800), which cannot be stored as UTF-8"
@@ -41,3 +43,13 @@ async def test_a_stop_whose_reason_is_a_lone_surrogate_is_invalid_params_and_the
         assert psutil.pid_exists(status["children"][0]["pid"])
         stopped = await result_of(server, "stop", {"runId": run["runId"], "graceMs": 0})
         assert stopped["status"] == "cancelled"
+
+
+async def test_every_string_field_of_every_method_survives_hostile_values(
+    tmp_path: Path,
+) -> None:
+    report = await attack(tmp_path, time.monotonic)
+    print(summary(report))  # the figure the README records (pytest -s)
+    assert report.problems == []
+    assert report.internal_errors == 0
+    assert report.codes["-32602"] > 0 and report.codes["result"] > 0
