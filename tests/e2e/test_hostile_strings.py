@@ -53,3 +53,23 @@ async def test_every_string_field_of_every_method_survives_hostile_values(
     assert report.problems == []
     assert report.internal_errors == 0
     assert report.codes["-32602"] > 0 and report.codes["result"] > 0
+
+
+async def test_a_lone_surrogate_in_an_id_a_method_or_a_cancelled_id_gets_one_answer(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path)) as server:
+        await server.send_raw(b'{"jsonrpc":"2.0","id":"a\\ud800","method":"ping"}\n')
+        await server.send_raw(
+            b'{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"\\udc00"}}\n'
+        )
+        await server.send_raw(b'{"jsonrpc":"2.0","id":2,"method":"no\\ud800"}\n')
+        first, second = await server.receive(), await server.receive()
+        answers = sorted([first, second], key=lambda reply: str(reply["id"]))
+        assert answers[0] == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32601, "message": "method not found: no\ud800"},
+        }
+        assert answers[1]["id"] == "a\ud800" and answers[1]["result"]["pong"] is True
+        assert (await server.finish()) == (0, [])
