@@ -46,3 +46,7 @@ class AmbiguousRunId(HostError):
 
 class RequestCancelled(HostError):
     """The client cancelled the request; `data` may carry what it had done (a run's snapshot)."""
+
+
+class RecordFailed(HostError):
+    """A run could not be written to the run history: no success may be answered for it."""

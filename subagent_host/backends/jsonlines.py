@@ -3,7 +3,8 @@
 Chunks arrive split anywhere; lines are reassembled, each bounded (a line
 longer than `MAX_LINE_BYTES` is dropped whole, and counted), parsed as JSON;
 anything that is not a JSON object is kept as text, like stderr, for error
-reports. Unknown event types are the parser's business: they are ignored there.
+reports. Lone surrogates (`"\\ud800"` escapes) in an event become U+FFFD
+here. Unknown event types are the parser's business: they are ignored there.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
+from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
@@ -74,6 +76,8 @@ class JsonLines:
         except (ValueError, RecursionError):
             event = None
         if isinstance(event, dict):
+            if SURROGATE_ESCAPE.search(stripped) is not None:
+                mend_tree(event)  # no lone surrogate goes further than this
             return event
         self.text.feed(line + b"\n")
         return None

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import ctypes
 import enum
+import errno
 import logging
 import os
 import resource
@@ -320,7 +321,10 @@ class Supervisor:
     async def start(self, spec: LaunchSpec, sink: OutputSink) -> Child:
         """Start `spec` in a new session and begin draining its output into `sink`.
 
-        Raises OSError (e.g. FileNotFoundError) when the program cannot be started.
+        Raises OSError (e.g. FileNotFoundError, or E2BIG for an argument over the
+        kernel's limit) when the program cannot be started, also for values `exec`
+        cannot take at all (a NUL, text that is not UTF-8): run-time templates can
+        put those in an argv after every request-time check has passed.
         """
         loop = asyncio.get_running_loop()
         stdin_read, stdin_write = os.pipe()
@@ -329,15 +333,18 @@ class Supervisor:
         try:
             # Popen returns once the child has exec'd (about a millisecond), as
             # asyncio's own subprocess_exec does on the loop thread.
-            popen = subprocess.Popen(  # noqa: ASYNC220
-                spec.argv,
-                cwd=spec.cwd,
-                env=dict(spec.env),
-                stdin=stdin_read,
-                stdout=stdout_write,
-                stderr=stderr_write,
-                start_new_session=True,
-            )
+            try:
+                popen = subprocess.Popen(  # noqa: ASYNC220
+                    spec.argv,
+                    cwd=spec.cwd,
+                    env=dict(spec.env),
+                    stdin=stdin_read,
+                    stdout=stdout_write,
+                    stderr=stderr_write,
+                    start_new_session=True,
+                )
+            except ValueError as exc:  # raised before any fork: nothing was started
+                raise OSError(errno.EINVAL, _unexecutable(exc)) from None
         except BaseException:
             for fd in (stdin_write, stdout_read, stderr_read):
                 os.close(fd)
@@ -629,3 +636,12 @@ def _find_strays(markers: frozenset[str], recorded: list[tuple[int, float | None
                     found[process.pid] = process
     members = [Member.pin(process) for process in found.values()]
     return [member for member in members if member is not None]
+
+
+def _unexecutable(exc: ValueError) -> str:
+    """Why `exec` cannot take the argv or environment, without echoing the bad text."""
+    if isinstance(exc, UnicodeError):
+        return "an argument or environment value is not valid UTF-8 text"
+    if "null" in str(exc):
+        return "an argument or environment value contains a NUL character"
+    return f"invalid argument or environment ({exc})"

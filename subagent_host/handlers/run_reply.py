@@ -3,18 +3,23 @@
 `background` answers at once, once the run is on disk (a reply that names a run
 is sent only after the run is committed); `task` answers when the run is
 terminal. A cancelled `task`-mode request stops its run and answers -32800 with
-the final snapshot (CONTRACT §1).
+the final snapshot (CONTRACT §1). A run whose write failed is answered -32603
+instead, once its children are ended and the run forgotten: nothing is left
+running that no store knows of.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
-from subagent_host.errors import RequestCancelled
+from subagent_host.errors import RecordFailed, RequestCancelled
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.wire import RunSnapshot
 from subagent_host.runs.state import Run
+
+logger = logging.getLogger(__name__)
 
 
 async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
@@ -26,5 +31,15 @@ async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
             raise RequestCancelled(
                 "request cancelled; its run was stopped", data=run_snapshot(run)
             ) from None
-    await ctx.catalog.recorder.durable()
+    try:
+        await ctx.catalog.recorder.durable(run)
+    except RecordFailed:
+        logger.error("run %s could not be recorded: ending its children", run.run_id)
+        await asyncio.shield(_abandon(ctx, run))
+        raise
     return run_snapshot(run)
+
+
+async def _abandon(ctx: Context, run: Run) -> None:
+    with ctx.catalog.recorder.unrecorded(run):
+        await ctx.runs.abandon(run, reason="the run could not be recorded")

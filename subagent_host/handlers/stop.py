@@ -28,5 +28,5 @@ async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
     already = await ctx.runs.stop(
         run, grace_ms=params.grace_ms, reason=params.reason or DEFAULT_REASON
     )
-    await ctx.catalog.recorder.durable()
+    await ctx.catalog.recorder.durable(run)  # a stop the store did not take is no success
     return run_snapshot(run, already_terminal=already)

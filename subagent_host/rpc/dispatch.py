@@ -5,8 +5,9 @@ connection loop, which feeds this class one `Frame` at a time. Below: pygls does
 the request bookkeeping, runs each handler as an asyncio task, honours
 `$/cancelRequest` and routes notifications. This class adds what pygls leaves
 out (checked with pygls 2.1.1): answers to malformed JSON and invalid requests,
-batches, -32602 for params that do not structure, and errors without
-tracebacks. Every request with a usable id is answered exactly once.
+batches, -32602 for params that do not structure or hold a string no store or
+`exec` can take (rpc/unsafe_text.py), and errors without tracebacks. Every
+request with a usable id is answered exactly once.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from subagent_host.rpc.messages import (
     classify,
     is_valid_id,
 )
+from subagent_host.rpc.unsafe_text import unsafe_text_problems
 from subagent_host.rpc.wire import WireValueError, make_converter
 
 logger = logging.getLogger(__name__)
@@ -234,6 +236,8 @@ class HostProtocol(JsonRPCProtocol):
         if not isinstance(raw, dict):
             problem = ParamProblem("", "params must be an object: this server takes named params")
             raise InvalidParams([problem])
+        if unsafe := unsafe_text_problems(raw):
+            raise InvalidParams(unsafe)
         try:
             return self._converter.structure(raw, params_type)
         except STRUCTURE_ERRORS as exc:

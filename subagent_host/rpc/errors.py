@@ -25,6 +25,7 @@ from subagent_host.errors import (
     CapacityExceeded,
     HostError,
     LaunchRejected,
+    RecordFailed,
     RequestCancelled,
     ResumeDenied,
     RunNotFound,
@@ -48,6 +49,8 @@ CODES: Final[Mapping[type[HostError], int]] = {
     CapacityExceeded: -32005,
     AmbiguousRunId: -32006,
     RequestCancelled: REQUEST_CANCELLED,
+    # The store failed, not the request: internal, but a known failure, said plainly.
+    RecordFailed: INTERNAL_ERROR,
 }
 
 

@@ -9,6 +9,7 @@ resume lands), and its newest events. Sessions keep their newest runs only.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -16,6 +17,7 @@ from typing import Any, Final
 
 import attrs
 
+from subagent_host.backends.mending import mend
 from subagent_host.runs.records import (
     child_from_record,
     child_record,
@@ -33,6 +35,8 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.runs.store import Store
+
+logger = logging.getLogger(__name__)
 
 LIVE: Final = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
 
@@ -150,8 +154,51 @@ def save(
     history_limit: int,
     projections: Sequence[tuple[str, int, str, str]] = (),
     extras: Extras | None = None,
+) -> list[str]:
+    """Write runs as they are now, with their new events and launch projections; prune.
+
+    One transaction for the batch. If it fails, each run is tried again in its
+    own (text that is not UTF-8 mended to U+FFFD on the way), so one bad run
+    costs no other its write. Returns the ids of the runs that still could not
+    be written; the recorder tells whoever waits on them.
+    """
+    extras = extras or Extras()
+    try:
+        _save_batch(store, instance_id, rows, history_limit, projections, extras)
+        return []
+    except Exception as exc:  # noqa: BLE001 - retried run by run below
+        logger.warning("a write of %d runs failed (%s); writing them one by one", len(rows), exc)
+    failed = []
+    for row in rows:
+        mine = [p for p in projections if p[0] == row.run_id]
+        own = Extras(
+            workflows=[w for w in extras.workflows if w[0] == row.run_id],
+            texts=[t for t in extras.texts if t[0] == row.run_id],
+        )
+        try:
+            try:
+                _save_batch(store, instance_id, [row], history_limit, mine, own)
+            except UnicodeEncodeError:
+                # A lone surrogate slipped past every check (they are mended where
+                # text enters): store U+FFFD rather than lose the run.
+                logger.warning("run %s held text that is not UTF-8: stored mended", row.run_id)
+                _save_batch(
+                    store, instance_id, [_mended(row)], history_limit, *_mended_extras(mine, own)
+                )
+        except Exception as exc:  # noqa: BLE001 - reported per run
+            logger.error("run %s could not be written to the run history: %s", row.run_id, exc)
+            failed.append(row.run_id)
+    return failed
+
+
+def _save_batch(
+    store: Store,
+    instance_id: str,
+    rows: Sequence[RunRow],
+    history_limit: int,
+    projections: Sequence[tuple[str, int, str, str]],
+    extras: Extras,
 ) -> None:
-    """Write runs as they are now, with their new events and launch projections; prune."""
     with store.immediate() as db:
         for row in rows:
             _write_run(db, instance_id, row)
@@ -160,18 +207,40 @@ def save(
             " VALUES (?, ?, ?, ?)",
             projections,
         )
-        if extras is not None:
-            db.executemany(
-                "INSERT OR REPLACE INTO workflows (run_id, definition) VALUES (?, ?)",
-                extras.workflows,
-            )
-            db.executemany(
-                "INSERT OR REPLACE INTO workflow_texts (run_id, idx, text) VALUES (?, ?, ?)",
-                extras.texts,
-            )
+        db.executemany(
+            "INSERT OR REPLACE INTO workflows (run_id, definition) VALUES (?, ?)",
+            extras.workflows,
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO workflow_texts (run_id, idx, text) VALUES (?, ?, ?)",
+            extras.texts,
+        )
         # A session grows only when a run is new (its first event is in this write).
         for session_id in {row.session_id for row in rows if row.events and row.events[0][0] == 1}:
             _prune(db, session_id, history_limit)
+
+
+def _mended(row: RunRow) -> RunRow:
+    """`row` with every text mended (ids are ours, and plain ASCII)."""
+    return attrs.evolve(
+        row,
+        label=mend(row.label) if row.label is not None else None,
+        record=mend(row.record),
+        children=tuple(attrs.evolve(child, record=mend(child.record)) for child in row.children),
+        events=tuple((seq, mend(record)) for seq, record in row.events),
+    )
+
+
+def _mended_extras(
+    projections: Sequence[tuple[str, int, str, str]], extras: Extras
+) -> tuple[list[tuple[str, int, str, str]], Extras]:
+    return (
+        [(run_id, index, mend(stored), digest) for run_id, index, stored, digest in projections],
+        Extras(
+            workflows=[(run_id, mend(definition)) for run_id, definition in extras.workflows],
+            texts=[(run_id, index, mend(text)) for run_id, index, text in extras.texts],
+        ),
+    )
 
 
 def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:

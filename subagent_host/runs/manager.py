@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import errno
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -47,6 +49,9 @@ LEFTOVER_GRACE_S: Final = 1.0
 FINISHED_KEPT_IN_MEMORY: Final = 1_000
 # A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
 STOP_SETTLE_MARGIN_S: Final = 30.0
+
+# How much of a program name a spawn-failed message quotes.
+PROGRAM_SHOWN_CHARS: Final = 200
 
 # An agent CLI that printed its final event and then did not exit.
 LINGERED: Final = Ending(RunStatus.COMPLETED, "lingered after its final event")
@@ -251,6 +256,19 @@ class RunManager:
         await asyncio.wait_for(control.done.wait(), control.grace_s + STOP_SETTLE_MARGIN_S)
         return False
 
+    async def abandon(self, run: Run, reason: str) -> None:
+        """End the run's children at once (no grace) and forget the run.
+
+        For a run the store could not record: nothing of it may outlive the
+        error its request is answered with.
+        """
+        with contextlib.suppress(TimeoutError):  # logged by the supervisor
+            await self.stop(run, grace_ms=0, reason=reason)
+        self._runs.pop(run.run_id, None)
+        self._controls.pop(run.run_id, None)
+        self._envs.pop(run.run_id, None)
+        self._workflows.forget(run.run_id)
+
     async def shutdown(self, reason: str) -> None:
         """Stop every run that is not terminal yet (client gone, or server stopping)."""
         live = [run for run in self._runs.values() if not run.is_terminal]
@@ -382,7 +400,7 @@ class RunManager:
                 LaunchSpec(argv=launch.argv, cwd=launch.cwd, env=env, stdin=launch.stdin), sink
             )
         except OSError as exc:
-            message = f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
+            message = _start_failure(launch.argv[0], exc)
             self._book.transition_child(
                 run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
             )
@@ -479,3 +497,17 @@ class RunManager:
             self._book.emit(run, event_type, index=child.index, text=text)
 
         return stream
+
+
+def _start_failure(program: str, exc: OSError) -> str:
+    """The `spawn-failed` message: which program, and why `exec` refused it."""
+    shown = repr(program[:PROGRAM_SHOWN_CHARS]) + (
+        "..." if len(program) > PROGRAM_SHOWN_CHARS else ""
+    )
+    message = f"cannot start {shown}: {exc.strerror or exc}"
+    if exc.errno == errno.E2BIG:
+        message += (
+            " (one argument may hold at most 128 KiB, and all of them with the"
+            " environment no more than the system's ARG_MAX)"
+        )
+    return message

@@ -4,7 +4,9 @@ The run book calls the recorder for every event. What changed during one turn
 of the event loop is serialised once at the end of that turn (the objects keep
 changing) and handed to the store's thread as one transaction; the loop never
 waits for the disk. `durable()` waits until everything recorded so far is
-committed: a reply that names a run is sent only after the run is on disk.
+committed: a reply that names a run is sent only after the run is on disk, and
+`durable(run)` raises `RecordFailed` when the newest write carrying that run
+failed, so no success is ever answered for a run the store does not hold.
 
 The writes waiting for the disk are bounded too: a child streaming faster than
 the disk takes its events would otherwise queue them in memory without end.
@@ -20,9 +22,10 @@ import collections
 import concurrent.futures
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+from subagent_host.errors import RecordFailed
 from subagent_host.runs import history
 from subagent_host.runs.projection import seal
 from subagent_host.runs.state import Run, RunEvent
@@ -50,6 +53,11 @@ class Recorder:
         self.full = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        # Ids of runs whose newest write failed. Changed on the store's thread
+        # only; the loop reads it once the write it waited for is done.
+        self._unwritten: set[str] = set()
+        # Runs being given up on after a failed write (see `unrecorded`).
+        self._unrecorded: set[str] = set()
 
     def watch_backlog(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
         """Call `full` when too many events wait for the disk, `drained` once few do."""
@@ -57,6 +65,8 @@ class Recorder:
 
     def __call__(self, run: Run, event: RunEvent) -> None:
         """The run book's listener: note the run and its new event."""
+        if run.run_id in self._unrecorded:
+            return
         pending = self._pending.get(run.run_id)
         if pending is None:
             self._pending[run.run_id] = (run, [event])
@@ -89,6 +99,8 @@ class Recorder:
 
     def touch(self, run: Run) -> None:
         """Note a change that came without an event (a pid, resources)."""
+        if run.run_id in self._unrecorded:
+            return
         self._pending.setdefault(run.run_id, (run, []))
         self._schedule()
 
@@ -106,15 +118,7 @@ class Recorder:
         self._pending.clear()
         self._projections = []
         self._extras = history.Extras()
-        self._last_write = self._store.submit(
-            history.save,
-            self._store,
-            self._instance_id,
-            rows,
-            self._history_limit,
-            projections,
-            extras,
-        )
+        self._last_write = self._store.submit(self._save, rows, projections, extras)
         size = sum(len(record) for row in rows for _, record in row.events)
         if size:
             self._in_flight.append((self._last_write, size))
@@ -143,11 +147,47 @@ class Recorder:
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
             self._loop.call_soon_threadsafe(self._check_backlog)
 
-    async def durable(self) -> None:
-        """Return once everything recorded so far is committed (or its write failed)."""
+    def _save(
+        self,
+        rows: list[history.RunRow],
+        projections: list[tuple[str, int, str, str]],
+        extras: history.Extras,
+    ) -> None:
+        """On the store's thread: write, and note which runs' newest write failed."""
+        failed = history.save(
+            self._store, self._instance_id, rows, self._history_limit, projections, extras
+        )
+        written = {row.run_id for row in rows} - set(failed)
+        # One assignment: the loop never sees a run of this batch half-updated.
+        self._unwritten = (self._unwritten - written) | set(failed)
+
+    async def durable(self, run: Run | None = None) -> None:
+        """Return once everything recorded so far is committed (or its write failed).
+
+        With `run`: raise `RecordFailed` if the newest write that carried it failed.
+        """
         if self._scheduled:
             self._write()
         if self._last_write is not None and not self._last_write.done():
             # asyncio.wait never cancels what it waits for: a cancelled waiter
             # leaves the write alone.
             await asyncio.wait([asyncio.wrap_future(self._last_write)])
+        if run is not None and run.run_id in self._unwritten:
+            raise RecordFailed(
+                f"run {run.run_id} could not be written to the run history",
+                data={"runId": run.run_id},
+            )
+
+    @contextlib.contextmanager
+    def unrecorded(self, run: Run) -> Iterator[None]:
+        """Write nothing of `run` while inside (its children are being ended after a
+        failed write: the store keeps what it last held of it, or nothing)."""
+        self._unrecorded.add(run.run_id)
+        try:
+            yield
+        finally:
+            self._unrecorded.discard(run.run_id)
+            self._pending.pop(run.run_id, None)
+            self._projections = [p for p in self._projections if p[0] != run.run_id]
+            self._extras.workflows = [w for w in self._extras.workflows if w[0] != run.run_id]
+            self._extras.texts = [t for t in self._extras.texts if t[0] != run.run_id]

@@ -15,6 +15,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+from subagent_host.backends.mending import mend_tree
+
 PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)\}")
 OUTPUT_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 OUTPUTS_PREFIX: Final = "outputs."
@@ -109,6 +111,7 @@ def json_array(text: str) -> list[Any]:
         except ValueError:
             continue
         if isinstance(value, list):
+            mend_tree(value)  # a child's "\ud800" never reaches a template
             return value
         raise NotAnArray(f"it yielded JSON {_json_kind(value)}, not an array")
     preview = stripped[:80] + ("..." if len(stripped) > 80 else "")

@@ -361,3 +361,24 @@ def test_an_anthropic_provider_prefix_is_dropped_from_the_model() -> None:
     launch = ClaudeBackend().prepare(ItemSpec(command=None, prompt="p", cwd="/", env={},
                                               model="claude-sonnet-4-5"))  # fmt: skip
     assert launch.argv[launch.argv.index("--model") + 1] == "claude-sonnet-4-5"
+
+
+def test_lone_surrogate_escapes_in_events_become_replacement_characters() -> None:
+    # The recorded streams, with "\ud800"-style escapes where a CLI could put them.
+    answer = (
+        fixture("tool_then_answer.jsonl")
+        .replace(b"d2875a65-", b"d2875a65\\ud800-")
+        .replace(b'"name":"Bash"', b'"name":"Ba\\uDBFFsh"')
+        .replace(b"MOCK-FINAL:", b"MOCK\\udfff-FINAL \\ud83d\\ude00:")
+    )
+    parser, activity = parse(answer)
+    outcome = parser.outcome(EXITED_0)
+    assert outcome.completed
+    assert outcome.final_text.startswith("MOCK\ufffd-FINAL \U0001f600: scenario=after-tool")
+    assert outcome.backend_session_id == "d2875a65\ufffd-e641-4630-ad60-fe17135ce083"
+    assert activity == ["tool Ba\ufffdsh"]
+    failed = parse(fixture("server_down.jsonl").replace(b"API Error:", b"API \\udc80Error:"))[0]
+    message = failed.outcome(EXITED_1).error_message or ""
+    assert "API \ufffdError: Unable to connect" in message
+    for text in (outcome.final_text, outcome.backend_session_id, message, *activity):
+        text.encode("utf-8")  # storable: no lone surrogate is left

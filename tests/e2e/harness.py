@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -183,11 +183,14 @@ async def error_of(server: ServerProcess, method: str, params: Any) -> dict[str,
 
 @contextlib.asynccontextmanager
 async def running_server(
-    *args: str, framing: FramingName = "ndjson", **kwargs: Any
+    *args: str, framing: FramingName = "ndjson", program: Sequence[str] = (), **kwargs: Any
 ) -> AsyncIterator[ServerProcess]:
-    """Start a server, yield it, and prove afterwards that it exited and left nothing behind."""
+    """Start a server, yield it, and prove afterwards that it exited and left nothing behind.
+
+    `program` replaces the installed executable (a script wrapping the server).
+    """
     proc = await asyncio.create_subprocess_exec(
-        server_executable(),
+        *(program or (server_executable(),)),
         *args,
         stdin=kwargs.pop("stdin", asyncio.subprocess.PIPE),
         stdout=kwargs.pop("stdout", asyncio.subprocess.PIPE),

@@ -13,6 +13,7 @@ import asyncio
 import json
 import signal
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -364,3 +365,51 @@ async def test_leftovers_are_ended_even_if_the_server_recovering_them_dies_too(
 
 # Not written: history pruning across restarts (CONTRACT §6, 100 runs per session)
 # cannot be configured from the command line yet, and 100+ runs per test is too slow.
+
+
+UNRECORDABLE_SERVER: Final = (
+    sys.executable,
+    str(Path(__file__).resolve().parent.parent / "fakes" / "unrecordable_server.py"),
+)
+
+
+async def test_a_run_the_store_cannot_write_is_an_error_reply_and_its_child_is_ended(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    doomed = {
+        "command": ["sh", "-c", f'echo $$ > "{pid_file}"; exec sleep 1000'],
+        "label": "unrecordable",
+    }
+    kept = {"command": ["sleep", "1000"], "label": "kept"}
+    async with running_server(*state_args(tmp_path), program=UNRECORDABLE_SERVER) as server:
+        # One batch: both runs are launched in one turn and written in one transaction.
+        await server.send(
+            [
+                {"jsonrpc": "2.0", "id": 1, "method": "spawn", "params": doomed},
+                {"jsonrpc": "2.0", "id": 2, "method": "spawn", "params": kept},
+            ]
+        )
+        answers = await server.receive()
+        while not isinstance(answers, list):  # run/event notifications come first
+            answers = await server.receive()
+        failed, accepted = sorted(answers, key=lambda reply: reply["id"])
+        assert failed["error"]["code"] == -32603, failed
+        assert failed["error"]["message"].endswith("could not be written to the run history")
+        assert "Traceback" not in json.dumps(failed)
+        doomed_id = failed["error"]["data"]["runId"]
+        # The child had started (it wrote its pid) and is gone now, reaped.
+        assert not psutil.pid_exists(int(pid_file.read_text()))
+        assert await asyncio.to_thread(marked_processes, {doomed_id}) == []
+        # The other run of the same write was written alone, and goes on.
+        assert accepted["result"]["status"] == "running"
+        listed = (await result_of(server, "status", {}))["runs"]
+        assert [run["label"] for run in listed] == ["kept"]
+        await result_of(server, "stop", {"runId": accepted["result"]["runId"], "graceMs": 0})
+        assert (await server.finish())[0] == 0
+    assert "could not be written to the run history" in server.stderr_text
+    async with running_server(*state_args(tmp_path)) as later:
+        listed = (await result_of(later, "status", {}))["runs"]
+        assert [(run["label"], run["status"]) for run in listed] == [("kept", "cancelled")]
+        error = await error_of(later, "status", {"runId": doomed_id})
+        assert error["code"] == NOT_FOUND

@@ -215,6 +215,48 @@ async def test_previous_is_capped_at_64_kib_with_its_marker(tmp_path: Path) -> N
         assert (await server.finish())[0] == 0
 
 
+async def test_a_nul_a_step_puts_in_an_argv_fails_that_child_as_spawn_failed(
+    tmp_path: Path,
+) -> None:
+    workflow = {
+        "name": "nul",
+        "task": "t",
+        "chain": [
+            {"command": py("import sys; sys.stdout.write('a\\0b')")},
+            {"command": py(ECHO_ARG, "{previous}")},
+        ],
+    }
+    async with running_server(*server_args(tmp_path)) as server:
+        run = await run_workflow(server, workflow)
+        assert run["status"] == "failed", run
+        first, second = run["children"]
+        assert first["status"] == "completed"
+        assert second["status"] == "failed" and "pid" not in second, second
+        assert second["error"]["code"] == "spawn-failed", second
+        assert "contains a NUL character" in second["error"]["message"], second
+        assert (await server.finish())[0] == 0
+    assert "Traceback" not in server.stderr_text
+
+
+async def test_an_argument_over_the_kernels_128_kib_limit_fails_that_child_as_spawn_failed(
+    tmp_path: Path,
+) -> None:
+    workflow = {
+        "name": "big",
+        "task": "x" * (200 * 1024),
+        "chain": [{"command": py(ECHO_ARG, "{task}")}],
+    }
+    async with running_server(*server_args(tmp_path)) as server:
+        run = await run_workflow(server, workflow)
+        [child] = run["children"]
+        assert child["status"] == "failed" and child["error"]["code"] == "spawn-failed", child
+        assert (
+            "Argument list too long (one argument may hold at most 128 KiB"
+            in (child["error"]["message"])
+        ), child
+        assert (await server.finish())[0] == 0
+
+
 async def test_for_each_takes_a_json_array_of_at_most_32_elements(tmp_path: Path) -> None:
     def fan_out(first: list[str]) -> dict[str, Any]:
         return {

@@ -32,6 +32,14 @@ class Empty:
     pass
 
 
+@attrs.frozen
+class NestedParams:
+    text: str
+    items: tuple[str, ...] | None = None
+    env: dict[str, str] | None = None
+    extra: dict[str, Any] | None = None
+
+
 class Harness:
     def __init__(self) -> None:
         self.sent: list[Any] = []
@@ -45,6 +53,7 @@ class Harness:
                 "missing": Method(Empty, self.missing),
                 "crash": Method(Empty, self.crash),
                 "nan": Method(Empty, self.nan),
+                "nested": Method(NestedParams, self.nested),
             },
             lambda body: self.sent.append(json.loads(body)),
         )
@@ -68,6 +77,10 @@ class Harness:
 
     async def nan(self, _params: Empty) -> float:
         return math.nan
+
+    async def nested(self, params: NestedParams) -> EchoResult:
+        self.cancelled.append("nested ran")  # must never happen with a bad string
+        return EchoResult(text=params.text)
 
     def send(self, value: Any) -> None:
         self.protocol.receive(Parsed(value))
@@ -392,3 +405,64 @@ async def test_omitted_and_empty_params_are_the_same(rpc: Harness) -> None:
     rpc.release.set()
     replies = await rpc.settle()
     assert [r["result"] for r in replies] == [{"released": True}] * 2
+
+
+NUL_MESSAGE = "the value contains U+0000 (NUL), which no string passed to a process can hold"
+SURROGATE_MESSAGE = (
+    "the value contains an unpaired surrogate (U+D800), which cannot be stored as UTF-8"
+)
+
+
+async def test_a_nul_or_lone_surrogate_anywhere_in_params_is_invalid_params_with_every_path(
+    rpc: Harness,
+) -> None:
+    rpc.send(
+        request(
+            1,
+            "nested",
+            {
+                "text": "a\ud800b",
+                "items": ["ok", "x\x00", "\udfff"],
+                "env": {"GOOD": "v", "BAD\x00NAME": "v", "FOO": "\ud800"},
+                "extra": {"deep": [{"value": "\x00"}], "pair": "\U0001f600"},
+            },
+        )
+    )
+    [reply] = await rpc.settle()
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"]["errors"] == [
+        {"path": "text", "message": SURROGATE_MESSAGE},
+        {"path": "items[1]", "message": NUL_MESSAGE},
+        {"path": "items[2]", "message": SURROGATE_MESSAGE.replace("D800", "DFFF")},
+        {
+            "path": "env.BAD\\u0000NAME",
+            "message": "the name contains U+0000 (NUL), which no string passed to a process "
+            "can hold",
+        },
+        {"path": "env.FOO", "message": SURROGATE_MESSAGE},
+        {"path": "extra.deep[0].value", "message": NUL_MESSAGE},
+    ]
+    assert rpc.cancelled == []  # the handler never ran
+
+
+async def test_a_paired_surrogate_and_control_characters_are_ordinary_text(rpc: Harness) -> None:
+    text = "\U0001f600 \x01\x1b[31m\x7f\t\r"
+    rpc.send(request(1, "nested", {"text": text, "extra": {"k": [text]}}))
+    assert await rpc.settle() == [{"jsonrpc": "2.0", "id": 1, "result": {"text": text}}]
+
+
+async def test_a_lone_surrogate_in_an_id_or_method_name_gets_one_well_formed_answer(
+    rpc: Harness,
+) -> None:
+    rpc.send(request("id-\ud800", "echo", {"text": "x"}))
+    rpc.send(request(2, "no-\ud800"))
+    rpc.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "\ud800"}})
+    replies = await rpc.settle()
+    assert sorted(replies, key=lambda reply: str(reply["id"])) == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32601, "message": "method not found: no-\ud800"},
+        },
+        {"jsonrpc": "2.0", "id": "id-\ud800", "result": {"text": "x"}},
+    ]

@@ -18,6 +18,7 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import Usage
+from subagent_host.errors import RecordFailed
 from subagent_host.runs import history
 from subagent_host.runs.recorder import STORE_BACKLOG_BYTES, Recorder
 from subagent_host.runs.records import (
@@ -699,9 +700,9 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
 
     def counting_save(
         store: Store, instance_id: str, rows: Sequence[history.RunRow], *rest: Any
-    ) -> None:
+    ) -> list[str]:
         saves.append([(row.run_id, [seq for seq, _ in row.events]) for row in rows])
-        real_save(store, instance_id, rows, *rest)
+        return real_save(store, instance_id, rows, *rest)
 
     monkeypatch.setattr(history, "save", counting_save)
     recorder = Recorder(store, ME, history_limit=10)
@@ -782,6 +783,72 @@ async def test_a_touch_without_an_event_is_written_too(store: Store) -> None:
     assert rows == [(31337, 42.5)]
     assert run.children[0].create_time == 42.5  # read once, remembered
     assert await query(store, "SELECT count(*) FROM events") == [(2,)]
+
+
+async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_written(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write_run = history._write_run
+
+    def failing_write_run(db: sqlite3.Connection, instance_id: str, row: history.RunRow) -> None:
+        if row.run_id == "r-bad":
+            raise sqlite3.OperationalError("disk I/O error")
+        real_write_run(db, instance_id, row)
+
+    monkeypatch.setattr(history, "_write_run", failing_write_run)
+    recorder = Recorder(store, ME, history_limit=10)
+    book = RunBook(clock=ticking(), listener=recorder)
+    good, bad, other = make_run("r-good"), make_run("r-bad", minute=1), make_run("r-o", minute=2)
+    for run in (good, bad, other):  # one turn of the loop: one batch
+        book.transition(run, RunStatus.RUNNING)
+
+    await recorder.durable(good)
+    await recorder.durable(other)
+    with pytest.raises(RecordFailed) as failed:
+        await recorder.durable(bad)
+    assert failed.value.data == {"runId": "r-bad"}
+    assert await query(store, "SELECT run_id FROM runs ORDER BY run_id") == [
+        ("r-good",),
+        ("r-o",),
+    ]
+    # Once a write carrying it succeeds, the run is reported written again.
+    monkeypatch.setattr(history, "_write_run", real_write_run)
+    book.emit(bad, "output", index=0, text="later")
+    await recorder.durable(bad)
+    assert await query(store, "SELECT run_id, last_seq FROM runs WHERE run_id = 'r-bad'") == [
+        ("r-bad", 2)
+    ]
+
+
+async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Store) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = make_run("r1")
+    with recorder.unrecorded(run):
+        book.transition(run, RunStatus.RUNNING)
+        recorder.touch(run)
+        await recorder.durable(run)
+    await recorder.durable(run)
+    assert await query(store, "SELECT count(*) FROM runs") == [(0,)]
+
+
+async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_batch(
+    store: Store,
+) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    book = RunBook(clock=ticking(), listener=recorder)
+    bad, good = make_run("r-bad", label="a\ud800b"), make_run("r-good", minute=1)
+    book.transition(bad, RunStatus.RUNNING)
+    book.emit(bad, "output", index=0, text="x\udfff")
+    book.transition(good, RunStatus.RUNNING)
+    await recorder.durable(bad)
+    await recorder.durable(good)
+    assert await query(store, "SELECT run_id, label FROM runs ORDER BY run_id") == [
+        ("r-bad", "a\ufffdb"),
+        ("r-good", None),
+    ]
+    [event] = await store.call(history.events_after, store, "r-bad", 1)
+    assert event.fields["text"] == "x\ufffd"
 
 
 # --- everything at once ------------------------------------------------------------------------

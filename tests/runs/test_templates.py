@@ -183,6 +183,12 @@ def test_json_array_takes_the_whole_text_or_one_fence(text: str, array: list[Any
     assert json_array(text) == array
 
 
+def test_json_array_mends_a_childs_lone_surrogates_so_items_can_be_stored_and_exec_d() -> None:
+    elements = json_array('["a\\ud800", {"k\\udfff": ["\\ud83d\\ude00"]}]')
+    assert elements == ["a\ufffd", {"k\ufffd": ["\U0001f600"]}]
+    item_text(elements[1]).encode("utf-8")  # storable, and fit for an argv
+
+
 def test_json_array_refuses_an_object() -> None:
     with pytest.raises(NotAnArray) as raised:
         json_array('{"a": [1]}')
