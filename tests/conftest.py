@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent_host.backends import cgroups
+from subagent_host.backends import cgroups, tracking
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +49,11 @@ def no_cgroup_left_behind() -> Iterator[None]:
 
 def _instance_dirs(root: Path) -> list[str]:
     return [entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
+
+
+@pytest.fixture(autouse=True)
+def not_a_subreaper_after_the_test() -> Iterator[None]:
+    """In-process supervisors make this process a child subreaper; a later test's server
+    that dies must not hand its orphans to us (they would stay our zombies)."""
+    yield
+    tracking.set_subreaper(False)
