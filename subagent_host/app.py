@@ -132,24 +132,26 @@ async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
     `tracking` is the process tracking chosen at start (cli.py reports a forced
     one that is unavailable); without it, the best this host allows.
     """
-    with StdioGuard() as stdio:
-        try:
-            source = await open_input(stdio.stdin_fd)
-            sink = await open_output(stdio.wire_out_fd)
-        except (OSError, ValueError) as exc:
-            logger.error("cannot serve on this stdin/stdout: %s", exc)
-            return 1
-        try:
-            store = await Store.open(config.state_dir)
-        except StoreError as exc:
-            logger.error("%s", exc)
-            return 1
-        supervisor = Supervisor(tracking or choose_tracking(config.process_tracking))
-        try:
-            return await _serve_with_store(config, store, source, sink, supervisor)
-        finally:
-            await store.close()
-            supervisor.close()  # every child was waited for: our cgroups are empty
+    supervisor = Supervisor(tracking or choose_tracking(config.process_tracking))
+    try:
+        with StdioGuard() as stdio:
+            try:
+                source = await open_input(stdio.stdin_fd)
+                sink = await open_output(stdio.wire_out_fd)
+            except (OSError, ValueError) as exc:
+                logger.error("cannot serve on this stdin/stdout: %s", exc)
+                return 1
+            try:
+                store = await Store.open(config.state_dir)
+            except StoreError as exc:
+                logger.error("%s", exc)
+                return 1
+            try:
+                return await _serve_with_store(config, store, source, sink, supervisor)
+            finally:
+                await store.close()
+    finally:
+        supervisor.close()  # every child was waited for: our cgroups are empty
 
 
 async def _serve_with_store(
