@@ -16,6 +16,12 @@ an event.
    calls. Median and p95 of each. Target: median server / median baseline <= 2.
    For reference, N `ping` round trips on the same connection: the share of a
    spawn's latency that is the request and reply themselves.
+   What process tracking costs per spawn: the same N spawns on a server forced
+   to `--process-tracking subreaper`, then `marker`; each row compares the
+   section-1 server's median (its mode, `auto`, as `ping` reports it: `cgroup`
+   where a writable cgroup v2 hierarchy exists) with that mode's. A child placed
+   in a cgroup is forked with a `preexec_fn` (a fork instead of a vfork) and its
+   cgroup is made and removed.
 2. Output drain. One child writes 200 MiB to stdout in 64 KiB chunks (lines of
    1 KiB) in `mode: "task"`; the reply's `output.bytes` must be exactly 200 MiB.
    Baseline: the same writer connected by a pipe to `cat > /dev/null`, timed from
@@ -440,9 +446,16 @@ async def time_pings(server: Server, count: int) -> list[float]:
     return [(await timed_request(server, "ping", {}))[0] for _ in range(count)]
 
 
+# Section 1's median spawn latency and the tracking mode it ran with, for the rows
+# that compare tracking modes.
+SPAWN_MEDIAN: dict[str, tuple[str, float]] = {}
+
+
 async def bench_spawn(server: Server, opts: Options) -> list[Row]:
     await time_spawns(server, SPAWN_WARMUP)
     served = await time_spawns(server, opts.spawns)
+    mode = str((await request(server, "ping", {})).get("processTracking"))
+    SPAWN_MEDIAN["auto"] = (mode, median(served))
     # The request/reply round trip alone, as this client sees it: the part of a
     # spawn's latency that is not starting, watching and reporting the child.
     pings = await time_pings(server, opts.spawns)
@@ -467,6 +480,16 @@ async def bench_spawn(server: Server, opts: Options) -> list[Row]:
         Row("spawn latency, p95", "ms", ms(p95(served)), "-", None, ms(p95(base))),
         Row("ping round trip, median", "ms", ms(median(pings)), "-", None, ms(median(base))),
     ]
+
+
+async def bench_spawn_tracking(server: Server, opts: Options) -> list[Row]:
+    """Spawn latency on a server forced to another tracking mode, against section 1's."""
+    await time_spawns(server, SPAWN_WARMUP)
+    served = median(await time_spawns(server, opts.spawns))
+    mode = str((await request(server, "ping", {})).get("processTracking"))
+    auto_mode, auto = SPAWN_MEDIAN.get("auto", ("?", float("nan")))
+    detail(f"spawn x{opts.spawns} with {mode} tracking: median {ms(served):.2f} ms")
+    return [Row(f"spawn median, {auto_mode} vs {mode}", "ms", ms(auto), "-", None, ms(served))]
 
 
 # --- 2. output drain -----------------------------------------------------------------
@@ -676,6 +699,10 @@ class Section:
 
 SECTIONS: Final = (
     Section("1. spawn latency", bench_spawn),
+    Section(
+        "1b. spawn latency, subreaper", bench_spawn_tracking, ("--process-tracking", "subreaper")
+    ),
+    Section("1c. spawn latency, marker", bench_spawn_tracking, ("--process-tracking", "marker")),
     Section("2. output drain", bench_drain),
     Section("3. stop latency", bench_stop),
     Section("4. idle cost", bench_idle, ("--max-concurrency", str(IDLE_CHILDREN))),

@@ -25,6 +25,8 @@ from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.backends.supervisor import Supervisor
+from subagent_host.backends.tracking import Tracking
+from subagent_host.backends.tracking import choose as choose_tracking
 from subagent_host.config import (
     PARALLEL_OUTPUT_CAP_BYTES,
     PARALLEL_OUTPUT_CAP_LINES,
@@ -124,31 +126,42 @@ def build_run_manager(
     )
 
 
-async def serve(config: ServerConfig) -> int:
-    """Serve one client on stdin/stdout until it goes away; return the exit status."""
-    with StdioGuard() as stdio:
-        try:
-            source = await open_input(stdio.stdin_fd)
-            sink = await open_output(stdio.wire_out_fd)
-        except (OSError, ValueError) as exc:
-            logger.error("cannot serve on this stdin/stdout: %s", exc)
-            return 1
-        try:
-            store = await Store.open(config.state_dir)
-        except StoreError as exc:
-            logger.error("%s", exc)
-            return 1
-        try:
-            return await _serve_with_store(config, store, source, sink)
-        finally:
-            await store.close()
+async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
+    """Serve one client on stdin/stdout until it goes away; return the exit status.
+
+    `tracking` is the process tracking chosen at start (cli.py reports a forced
+    one that is unavailable); without it, the best this host allows.
+    """
+    supervisor = Supervisor(tracking or choose_tracking(config.process_tracking))
+    try:
+        with StdioGuard() as stdio:
+            try:
+                source = await open_input(stdio.stdin_fd)
+                sink = await open_output(stdio.wire_out_fd)
+            except (OSError, ValueError) as exc:
+                logger.error("cannot serve on this stdin/stdout: %s", exc)
+                return 1
+            try:
+                store = await Store.open(config.state_dir)
+            except StoreError as exc:
+                logger.error("%s", exc)
+                return 1
+            try:
+                return await _serve_with_store(config, store, source, sink, supervisor)
+            finally:
+                await store.close()
+    finally:
+        supervisor.close()  # every child was waited for: our cgroups are empty
 
 
 async def _serve_with_store(
-    config: ServerConfig, store: Store, source: InputStream, sink: OutputStream
+    config: ServerConfig,
+    store: Store,
+    source: InputStream,
+    sink: OutputStream,
+    supervisor: Supervisor,
 ) -> int:
     loop = asyncio.get_running_loop()
-    supervisor = Supervisor()
     supervisor.reap_on_sigchld()
     instance, recovering = await start_instance(store, supervisor, config.grace_ms)
     for problem in config.settings.diagnostics:  # a bad setting never stops the server
@@ -183,6 +196,7 @@ async def _serve_with_store(
         catalog=RunCatalog(runs, store, recorder, config.history_limit),
         progress=publisher,
         adapters=backends,
+        process_tracking=supervisor.mode.value,
     )
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     # A client that does not read, or a disk slower than a child prints: streamed

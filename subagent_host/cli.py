@@ -21,6 +21,8 @@ import platformdirs
 
 from subagent_host import SERVER_NAME, __version__
 from subagent_host.app import serve
+from subagent_host.backends.tracking import TrackingUnavailable
+from subagent_host.backends.tracking import choose as choose_tracking
 from subagent_host.config import (
     DEFAULT_GRACE_MS,
     DEFAULT_HISTORY_LIMIT,
@@ -50,6 +52,7 @@ from subagent_host.settings import (
     MAX_MESSAGE_BYTES,
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
+    PROCESS_TRACKING,
     PROJECT_FILE,
     load_settings,
 )
@@ -62,7 +65,7 @@ CONFIG_HELP: Final = (
     "default_effort (or default_thinking_level, thinkingLevel), timeout_ms, "
     "stall_timeout_ms, max_concurrency, default_tools, default_mode, history_limit, "
     "enable_continue, default_backend, model_profiles ({agent: {model, effort}}), "
-    "and, in the global and --config files only, state_dir, framing, "
+    "and, in the global and --config files only, state_dir, framing, process_tracking, "
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
     "previous_cap_bytes, "
@@ -172,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="message framing on stdin/stdout (default: auto, detected from the first byte)",
     )
     parser.add_argument(
+        "--process-tracking",
+        choices=PROCESS_TRACKING,
+        help="how every process a child starts is found and ended: cgroup (a writable "
+        "cgroup v2 hierarchy), subreaper, or marker (the run marker alone); a forced one "
+        "that this host cannot provide stops the start (default: auto, the best available)",
+    )
+    parser.add_argument(
         "--max-concurrency",
         type=int_in_range(1, MAX_CONCURRENCY),
         metavar="N",
@@ -275,6 +285,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         ),
         session_id=args.session if args.session is not None else settings.session,
         framing=None if framing == "auto" else Framing(framing),
+        process_tracking=first(args.process_tracking, settings.process_tracking, "auto"),
         max_concurrency=first(
             args.max_concurrency, settings.max_concurrency, DEFAULT_MAX_CONCURRENCY
         ),
@@ -327,8 +338,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if warning:
         logger.warning(warning)
-    logger.info("serving on stdio: %s", config)
-    return asyncio.run(serve(config))
+    try:
+        tracking = choose_tracking(config.process_tracking)
+    except TrackingUnavailable as exc:
+        print(f"{SERVER_NAME}: {exc}", file=sys.stderr)
+        return 2
+    logger.info("serving on stdio (process tracking: %s): %s", tracking.mode.value, config)
+    return asyncio.run(serve(config, tracking))
 
 
 def _is_open(fd: int) -> bool:

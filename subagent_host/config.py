@@ -62,6 +62,8 @@ class ServerConfig:
     session_id: str | None = None
     framing: Framing | None = None
     """A forced framing; None detects it from the first byte (`--framing auto`)."""
+    process_tracking: str = "auto"
+    """auto (the best this host allows), or a forced cgroup, subreaper or marker."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grace_ms: int = DEFAULT_GRACE_MS

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from subagent_host.backends import cgroups, tracking
 
 
 @pytest.fixture(autouse=True)
@@ -23,3 +27,33 @@ def private_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     config_home = tmp_path / "xdg-config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
     return config_home / "subagent-host"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_cgroup_left_behind() -> Iterator[None]:
+    """After the suite, no cgroup made by it is left: not this process's own (the supervisors
+    of in-process tests), nor any server's (each removes its own at exit; a SIGKILLed
+    one's is swept by the next server)."""
+    hierarchy = cgroups.find_hierarchy()
+    if hierarchy is None:
+        yield
+        return
+    before = set(_instance_dirs(hierarchy.root))
+    yield
+    own = cgroups.Group(hierarchy.root / f"i{os.getpid()}-{cgroups.start_ticks(os.getpid())}")
+    children = [group.name for group in own.children()]
+    own.remove()
+    left = set(_instance_dirs(hierarchy.root)) - before
+    assert children == [] and left == set(), f"cgroups left behind: {children} {sorted(left)}"
+
+
+def _instance_dirs(root: Path) -> list[str]:
+    return [entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
+
+
+@pytest.fixture(autouse=True)
+def not_a_subreaper_after_the_test() -> Iterator[None]:
+    """In-process supervisors make this process a child subreaper; a later test's server
+    that dies must not hand its orphans to us (they would stay our zombies)."""
+    yield
+    tracking.set_subreaper(False)

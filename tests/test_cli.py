@@ -11,7 +11,8 @@ import platformdirs
 import pytest
 
 from subagent_host import __version__
-from subagent_host.cli import build_parser, parse_config, read_depth
+from subagent_host.backends import cgroups
+from subagent_host.cli import build_parser, main, parse_config, read_depth
 from subagent_host.handlers.ping import limits_of
 from subagent_host.rpc.framing import Framing
 from subagent_host.settings import ModelProfile, Settings
@@ -21,6 +22,7 @@ OPTIONS = (
     "--state-dir",
     "--session",
     "--framing",
+    "--process-tracking",
     "--max-concurrency",
     "--max-message-bytes",
     "--grace-ms",
@@ -114,6 +116,7 @@ def test_every_option_is_stored(tmp_path: Path) -> None:
         (["--resume-token-ttl-ms", "1.5"], "'1.5' is not a whole number"),
         (["--history-limit", "0"], "0 is out of range (1..1000000)"),
         (["--framing", "xml"], "invalid choice: 'xml'"),
+        (["--process-tracking", "ptrace"], "invalid choice: 'ptrace'"),
         (["--session", "has space"], "is not a valid session id"),
         (["--log-level", "loud"], "'loud' is not one of debug, info, warning, error, critical"),
         (["--config", "/nonexistent/subagents.json"], "is not a readable file"),
@@ -333,3 +336,19 @@ def test_limits_are_defaults_when_no_file_sets_them(private_config: Path) -> Non
     assert (config.max_parallel, config.workflow_parallelism) == (8, 4)
     assert (config.output_cap_bytes, config.output_cap_lines) == (48 * 1024, 600)
     assert config.previous_cap_bytes == 64 * 1024
+
+
+def test_process_tracking_comes_from_the_option_over_the_files(private_config: Path) -> None:
+    assert parse_config([])[0].process_tracking == "auto"
+    write(private_config / "subagents.json", {"process_tracking": "marker"})
+    assert parse_config([])[0].process_tracking == "marker"
+    assert parse_config(["--process-tracking", "subreaper"])[0].process_tracking == "subreaper"
+
+
+def test_a_forced_process_tracking_this_host_lacks_stops_the_start_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cgroups, "find_hierarchy", lambda: None)
+    assert main(["--process-tracking", "cgroup"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "process tracking 'cgroup' is unavailable" in err, err

@@ -5,25 +5,28 @@ supervisor starts the child in its own session, drains stdout and stderr
 concurrently into the sink, reports how it exited, and on request ends the
 whole tree with the stop sequence of RELIABILITY.md ("Killing a process tree"):
 
-    snapshot (psutil descendants + adopted orphans carrying the run's marker)
-    -> SIGTERM the group and every member outside it -> wait up to the grace
-    -> re-snapshot -> SIGKILL the group and every straggler -> reap.
+    snapshot the tree -> SIGTERM the group and every member outside it
+    -> wait up to the grace -> re-snapshot -> SIGKILL the group, every
+    straggler (and the child's cgroup) -> reap.
 
-The server is made a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`), so a
-double-forked daemon is reparented to us instead of PID 1: we can find it (by
-the `SUBAGENT_HOST_RUN_ID` marker in its environment) and reap it. Direct
-children are watched and signalled through a pidfd, so a reused pid is never
-hit, and reaped with `wait4` the moment they exit. Scans of the process table
-run in a worker thread; the loop only ever reads one small /proc file.
+What "the tree" is depends on the tracking mode chosen at start (tracking.py):
+the child's cgroup, or its descendants plus the orphans carrying its run
+marker (`SUBAGENT_HOST_RUN_ID`). When the direct child exits, whatever is left
+of its tree is ended the same way, with `LEFTOVER_GRACE_MS`, before `wait`
+returns: no run is reported ended while a process it started lives on.
+
+Direct children are watched and signalled through a pidfd, so a reused pid is
+never hit, and reaped with `wait4` the moment they exit. Scans of the process
+table run in a worker thread; the loop only ever reads small /proc or cgroup files.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import enum
 import errno
+import functools
 import logging
 import os
 import resource
@@ -38,18 +41,24 @@ import attrs
 import psutil
 
 from subagent_host.backends import pipes
+from subagent_host.backends.cgroups import Group
+from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
 logger = logging.getLogger(__name__)
 
 RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
-PR_SET_CHILD_SUBREAPER: Final = 36
 # Once the direct child has exited, a grandchild may still hold its pipes open
 # (`sh -c "sleep 30 & echo done"`); waiting for EOF longer than this would hang
 # the run, so the rest of the tree is ended instead.
 DRAIN_AFTER_EXIT_S: Final = 2.0
-# Processes left holding the pipes after the direct child exited get this long
-# to go on SIGTERM: the run itself is already over.
-LEFTOVER_GRACE_S: Final = 0.5
+# Processes still alive once the direct child has exited (or its final event
+# was printed) get this long to go on SIGTERM before SIGKILL: the child's own
+# work is over, so this is short, and a child that left nothing waits for none.
+LEFTOVER_GRACE_MS: Final = 500
+LEFTOVER_GRACE_S: Final = LEFTOVER_GRACE_MS / 1000
+# A cgroup whose processes were all SIGKILLed is empty moments later; this is
+# how often it is checked until then (bounded by KILL_WAIT_S).
+EMPTY_CHECK_S: Final = 0.01
 # psutil's start times have clock-tick resolution (10 ms).
 START_TOLERANCE_S: Final = 0.01
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
@@ -70,6 +79,8 @@ class LaunchSpec:
     """The child's whole environment (allowlisted by the caller), including the marker."""
     stdin: bytes | None = None
     """Written to the child's stdin, which is then closed (it is closed in any case)."""
+    name: str = "child"
+    """Names the child's cgroup (after a sequence number), e.g. its run, index and attempt."""
 
 
 class OutputSink(Protocol):
@@ -131,6 +142,7 @@ class Child:
         popen: subprocess.Popen[bytes],
         pidfd: int | None,
         marker: str,
+        group: Group | None = None,
     ) -> None:
         self._loop = loop
         # Held until reaped: a Popen collected with no returncode would waitpid()
@@ -140,11 +152,18 @@ class Child:
         self.pgid = popen.pid  # start_new_session: the child leads its own group
         self.marker = marker
         self.pidfd = pidfd
+        self.group = group
+        """The child's own cgroup (cgroup tracking): its whole tree, escapers included."""
+        self.leftovers_ended = 0
+        """Processes of its tree other than itself that the stop sequence ended."""
         self._create_time: float | None = None
         self._reaping = False
         self.returncode: int | None = None
         self.usage: TreeUsage | None = None
-        """The direct child's own CPU time and peak RSS, known once reaped."""
+        """Known once `wait` is done: the CPU time of the whole tree (its cgroup's), else
+        of the child and its reaped descendants (wait4); peak memory only from a
+        cgroup's memory controller (0 otherwise: wait4's peak includes the server's
+        own memory, inherited by the fork)."""
         self.exited: asyncio.Future[None] = loop.create_future()
         """Done as soon as the child has exited and been reaped, whether or not a
         grandchild still holds its pipes."""
@@ -210,9 +229,7 @@ class Child:
         self._popen.returncode = self.returncode  # so its finaliser leaves the pid alone
         if rusage is not None:
             self.usage = TreeUsage(
-                cpu_seconds=rusage.ru_utime + rusage.ru_stime,
-                rss_bytes=rusage.ru_maxrss * 1024,  # KiB on Linux
-                processes=1,
+                cpu_seconds=rusage.ru_utime + rusage.ru_stime, rss_bytes=0, processes=1
             )
         if not self.exited.done():
             self.exited.set_result(None)
@@ -262,27 +279,37 @@ def _open_pidfd(pid: int) -> int | None:
         return None  # already exited (and reaped), or no pidfd support here
 
 
-def become_subreaper() -> bool:
-    """Make this process the reaper of orphans from its descendants (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        logger.warning("cannot become a child subreaper: errno %d", ctypes.get_errno())
-        return False
-    return True
+def _join_cgroup(procs_fd: int) -> None:
+    """Run in the forked child before exec: enter its cgroup (writing 0 moves the writer).
+
+    Nothing else runs between fork and exec, so the child cannot fork before it
+    is inside; it costs a fork instead of a vfork (see bench/runs.py).
+    """
+    os.write(procs_fd, b"0")
 
 
 class Supervisor:
     """Starts children, drains them, and ends their trees. One per server."""
 
-    def __init__(self) -> None:
-        self.is_subreaper = become_subreaper()
+    def __init__(self, tracking: Tracking | None = None) -> None:
+        self.tracking = tracking if tracking is not None else choose()
         # Children we started, by pid, until `wait` is done with them. Every other
         # child of ours is an adopted orphan. A child is registered in the same
         # synchronous step that forks it, so no sweep can mistake it for one.
         self._started: dict[int, Child] = {}
         self.reaped = asyncio.Event()  # set whenever an adopted orphan was reaped
+
+    @property
+    def mode(self) -> TrackingMode:
+        return self.tracking.mode
+
+    @property
+    def is_subreaper(self) -> bool:
+        return self.tracking.is_subreaper
+
+    def close(self) -> None:
+        """Remove this server's cgroups: call once every child has been waited for."""
+        self.tracking.close()
 
     def reap_on_sigchld(self) -> None:
         """Reap adopted orphans as they exit, not only when a run ends (main thread only)."""
@@ -319,7 +346,7 @@ class Supervisor:
         return reaped
 
     async def start(self, spec: LaunchSpec, sink: OutputSink) -> Child:
-        """Start `spec` in a new session and begin draining its output into `sink`.
+        """Start `spec` in a new session (and its own cgroup) and begin draining its output.
 
         Raises OSError (e.g. FileNotFoundError, or E2BIG for an argument over the
         kernel's limit) when the program cannot be started, also for values `exec`
@@ -327,10 +354,13 @@ class Supervisor:
         put those in an argv after every request-time check has passed.
         """
         loop = asyncio.get_running_loop()
+        group = self._new_group(spec.name)
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
+        procs_fd = -1
         try:
+            procs_fd = group.open_procs() if group is not None else -1
             # Popen returns once the child has exec'd (about a millisecond), as
             # asyncio's own subprocess_exec does on the loop thread.
             try:
@@ -342,19 +372,27 @@ class Supervisor:
                     stdout=stdout_write,
                     stderr=stderr_write,
                     start_new_session=True,
+                    preexec_fn=(
+                        functools.partial(_join_cgroup, procs_fd) if procs_fd >= 0 else None
+                    ),
                 )
             except ValueError as exc:  # raised before any fork: nothing was started
                 raise OSError(errno.EINVAL, _unexecutable(exc)) from None
-        except BaseException:
+        except BaseException as exc:
             for fd in (stdin_write, stdout_read, stderr_read):
                 os.close(fd)
+            if group is not None:
+                group.remove()
+            if isinstance(exc, subprocess.SubprocessError):  # only _join_cgroup raises these
+                raise OSError(errno.EPERM, f"cannot enter its cgroup {group}") from exc
             raise
         finally:
-            for fd in (stdin_read, stdout_write, stderr_write):
-                os.close(fd)  # the child's ends: EOF comes when its tree closes them
+            for fd in (stdin_read, stdout_write, stderr_write, procs_fd):
+                if fd >= 0:
+                    os.close(fd)  # the child's ends: EOF comes when its tree closes them
         # No await since the fork: nothing can have reaped it, the pid is still ours.
         pidfd = _open_pidfd(popen.pid)
-        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""))
+        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group)
         self._started[child.pid] = child
         for fd in (stdout_read, stderr_read):
             pipes.widen(fd)
@@ -366,9 +404,22 @@ class Supervisor:
         child.drained = asyncio.gather(feeding.closed, *(pipe.closed for pipe in child.outputs))
         return child
 
+    def _new_group(self, name: str) -> Group | None:
+        """The child's cgroup in cgroup mode; if it cannot be made, the child runs without."""
+        try:
+            return self.tracking.place(name)
+        except OSError as exc:
+            logger.error("cannot create a cgroup for %s (%s); tracking it by its marker", name, exc)
+            return None
+
     async def wait(self, child: Child) -> ExitStatus:
-        """Wait for the child to exit and its output to be drained (bounded), then reap."""
+        """Wait for the child to exit, end what its tree left, drain its output (bounded), reap.
+
+        Returns only once no process of the child's tree is left (as far as the
+        tracking mode can tell): the run it belongs to is then reported ended.
+        """
         await _exited(child)
+        await self._end_leftovers(child)
         assert child.drained is not None
         try:
             while not child.drained.done():  # mostly it is: EOF comes with the exit
@@ -379,7 +430,8 @@ class Supervisor:
                         raise
                     # Its output waits for a slow client: not a pipe left open.
         except TimeoutError:
-            # A descendant still holds the pipes: end it, then the pipes close.
+            # A process the tracking could not tell was the child's holds the pipes
+            # (the marker alone misses one that escaped and cleared its environment).
             logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
             await self.stop(child, grace_s=LEFTOVER_GRACE_S)
             try:
@@ -390,27 +442,49 @@ class Supervisor:
                 child.stop_reading()
         returncode = child.returncode
         assert returncode is not None  # set when the exit was reported, before `exited`
+        if child.group is not None:
+            await self._finish_group(child, child.group)
         del self._started[child.pid]
         child.close()
         return ExitStatus.from_returncode(returncode)
 
+    async def _end_leftovers(self, child: Child) -> None:
+        """End what is left of the child's tree after it exited, with `LEFTOVER_GRACE_MS`."""
+        if child.group is not None and not child.group.pids():
+            return  # the usual case, told by one small read: no grace, no scan
+        await self.stop(child, grace_s=LEFTOVER_GRACE_S)
+
+    async def _finish_group(self, child: Child, group: Group) -> None:
+        """Take the tree's CPU time and peak memory from its cgroup, then remove the cgroup."""
+        own = child.usage.cpu_seconds if child.usage is not None else 0.0
+        child.usage = TreeUsage(
+            cpu_seconds=max(group.cpu_seconds() or 0.0, own),
+            rss_bytes=group.memory_peak() or 0,
+            processes=1,
+        )
+        if not await _remove_when_empty(group):
+            logger.error("%r: its cgroup %s still has processes", child, group.path)
+
     async def stop(self, child: Child, grace_s: float) -> StopOutcome:
         """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
         members = await asyncio.to_thread(self._snapshot, child)
+        stragglers: list[Member] = []
         try:
             if not members and child.has_exited():
                 return StopOutcome(StopStep.NOTHING_LEFT, 0)
             signalled = _signal_tree(child, members, signal.SIGTERM)
-            if await _wait_exited(child, members, grace_s):
+            if await _wait_exited(child, members, grace_s) and not _has_members(child):
                 return StopOutcome(StopStep.SIGTERM, signalled)
             stragglers = await asyncio.to_thread(self._snapshot, child)
-            members += stragglers
             _signal_tree(child, stragglers, signal.SIGKILL)
+            if child.group is not None:
+                child.group.kill()  # also whatever forked since the snapshot
             if not await _wait_exited(child, stragglers, KILL_WAIT_S):
                 logger.error("%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S)
             return StopOutcome(StopStep.SIGKILL, signalled)
         finally:
-            for member in members:
+            child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
+            for member in (*members, *stragglers):
                 member.close()
             self.reap_exited()
 
@@ -425,13 +499,37 @@ class Supervisor:
         """
         members = await asyncio.to_thread(_find_strays, markers, recorded)
         try:
+            await _term_then_kill(members, grace_s, [])
+            return len(members)
+        finally:
             for member in members:
-                member.send_signal(signal.SIGTERM)
-            if members and not await _wait_exited(None, members, grace_s):
-                for member in members:
-                    member.send_signal(signal.SIGKILL)
-                if not await _wait_exited(None, members, KILL_WAIT_S):
-                    logger.error("leftover processes survived SIGKILL for %.0f s", KILL_WAIT_S)
+                member.close()
+            self.reap_exited()
+
+    async def sweep_gone_instances(self, grace_s: float) -> int:
+        """End and remove what servers that are gone left in their cgroups; return how many.
+
+        Any server on this host does it at start, whichever state directory the
+        gone one used: the cgroup names say whose they are (cgroups.py).
+        """
+        hierarchy = self.tracking.hierarchy
+        if hierarchy is None:
+            return 0
+        instances = await asyncio.to_thread(hierarchy.gone_instances)
+        # Children first, then the instance itself: that is the order of removal too.
+        groups = [group for instance in instances for group in (*instance.children(), instance)]
+        members = await asyncio.to_thread(
+            lambda: [member for group in groups for member in _pin_group(group, None)]
+        )
+        try:
+            await _term_then_kill(members, grace_s, groups)
+            for group in groups:
+                if not await _remove_when_empty(group):
+                    logger.error("cgroup %s of a gone server still has processes", group.path)
+            if members:
+                logger.warning(
+                    "ended %d processes left in the cgroups of gone servers", len(members)
+                )
             return len(members)
         finally:
             for member in members:
@@ -439,24 +537,40 @@ class Supervisor:
             self.reap_exited()
 
     def _snapshot(self, child: Child) -> list[Member]:
-        """Every live process of the child's tree, each pinned by a pidfd.
+        """Every live process of the child's tree but the child itself, each pinned by a pidfd.
 
-        Descendants of the direct child, plus adopted orphans carrying its run
-        marker (and their descendants). Runs in a worker thread.
+        Cgroup mode: the members of its cgroup. Otherwise its descendants, the
+        orphans carrying its run marker (adopted ones, or in marker mode any
+        process), their descendants, and with a subreaper every adopted process
+        no live child claims. Runs in a worker thread.
         """
+        if child.group is not None:
+            return _pin_group(child.group, child)
         found: dict[int, psutil.Process] = {}
         if child.pid_is_ours():
             with contextlib.suppress(psutil.Error):
                 descendants = psutil.Process(child.pid).children(recursive=True)
                 if child.pid_is_ours():  # still: these are the descendants of our child
                     found.update((process.pid, process) for process in descendants)
-        if child.marker:
+        live = {c.marker for c in self._started.values() if c is not child and not c.has_exited()}
+        # Another live child of the same run carries the same marker: its orphans
+        # are told apart from this one's only once the run's last child ends.
+        by_marker = bool(child.marker) and child.marker not in live
+        if self.tracking.is_subreaper:
             for process in self._adopted():
-                if process.pid not in found and _carries_marker(process, child.marker):
-                    found[process.pid] = process
-                    with contextlib.suppress(psutil.Error):
-                        for below in process.children(recursive=True):
-                            found.setdefault(below.pid, below)
+                marker = _marker_of(process)
+                if (by_marker and marker == child.marker) or marker not in live:
+                    found.setdefault(process.pid, process)
+        elif by_marker:
+            for process in psutil.process_iter():
+                if process.pid != os.getpid() and _marker_of(process) == child.marker:
+                    found.setdefault(process.pid, process)
+        for process in list(found.values()):
+            with contextlib.suppress(psutil.Error):
+                for below in process.children(recursive=True):
+                    found.setdefault(below.pid, below)
+        if child.pid_is_ours():
+            found.pop(child.pid, None)
         members = [Member.pin(process) for process in found.values()]
         return [member for member in members if member is not None]
 
@@ -464,21 +578,25 @@ class Supervisor:
         """Measure each child (with `trees`, its whole tree), by child pid. Off the loop.
 
         One call walks /proc once for all children: the cost of sampling does
-        not grow with the number of children.
+        not grow with the number of children. A child in a cgroup is measured
+        over its cgroup's processes, escapers included.
         """
         return await asyncio.to_thread(self._sample_now, children, trees)
 
     def _sample_now(self, children: list[Child], trees: bool) -> dict[int, TreeUsage]:
         below: dict[int, list[int]] = {}
-        if trees:
+        if trees and any(child.group is None for child in children):
             for process in psutil.process_iter(["ppid"]):
                 below.setdefault(process.info["ppid"], []).append(process.pid)
         usages: dict[int, TreeUsage] = {}
         for child in children:
-            members, cpu, rss = [child.pid], 0.0, 0
-            for pid in members:  # grows as it goes: a breadth-first walk of the tree
-                members.extend(below.get(pid, ()))
-            count = 0
+            members = [child.pid]
+            if trees and child.group is not None:
+                members += [pid for pid in child.group.pids() if pid != child.pid]
+            else:
+                for pid in members:  # grows as it goes: a breadth-first walk of the tree
+                    members.extend(below.get(pid, ()))
+            cpu, rss, count = 0.0, 0, 0
             for pid in members:
                 if not child.pid_is_ours():
                     break  # reaped meanwhile: the pid may be someone else's now
@@ -499,6 +617,58 @@ class Supervisor:
             return [p for p in psutil.Process().children() if p.pid not in self._started]
         except psutil.Error:
             return []
+
+
+def _has_members(child: Child) -> bool:
+    """True if the child's cgroup still holds a process other than the child."""
+    if child.group is None:
+        return False
+    return any(pid != child.pid for pid in child.group.pids())
+
+
+def _pin_group(group: Group, child: Child | None) -> list[Member]:
+    """The processes in `group` (but `child`), pinned; a pid is kept only if still a member
+    once its pidfd is open, so a pid recycled in between is never taken."""
+    pinned = []
+    for pid in group.pids():
+        if child is not None and pid == child.pid and child.pid_is_ours():
+            continue  # the child itself is signalled through its own pidfd
+        member = Member.pin_pid(pid)
+        if member is not None:
+            pinned.append(member)
+    still = set(group.pids())
+    kept = [member for member in pinned if member.pid in still]
+    for member in pinned:
+        if member.pid not in still:
+            member.close()
+    return kept
+
+
+async def _term_then_kill(members: list[Member], grace_s: float, groups: list[Group]) -> None:
+    """SIGTERM every member, wait up to the grace, then SIGKILL them and the `groups`."""
+    if not members and not any(group.pids() for group in groups):
+        return
+    for member in members:
+        member.send_signal(signal.SIGTERM)
+    if await _wait_exited(None, members, grace_s) and not any(group.pids() for group in groups):
+        return
+    for member in members:
+        member.send_signal(signal.SIGKILL)
+    for group in groups:
+        group.kill()
+    if not await _wait_exited(None, members, KILL_WAIT_S):
+        logger.error("leftover processes survived SIGKILL for %.0f s", KILL_WAIT_S)
+
+
+async def _remove_when_empty(group: Group) -> bool:
+    """Remove the cgroup once its last process is gone (killed ones take a moment)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + KILL_WAIT_S
+    while not group.remove():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(EMPTY_CHECK_S)  # no event says a cgroup became empty
+    return True
 
 
 def _create_time(pid: int) -> float:
@@ -551,6 +721,8 @@ async def _wait_exited(child: Child | None, members: list[Member], timeout_s: fl
         loop.add_reader(member.pidfd, _set_once, exited)
         watched.append(member.pidfd)
         waits.append(exited)
+    if not waits:
+        return True
     try:
         _, pending = await asyncio.wait(waits, timeout=timeout_s)
     finally:
@@ -594,6 +766,18 @@ class Member:
                 os.close(pidfd)
             return None
 
+    @classmethod
+    def pin_pid(cls, pid: int) -> Member | None:
+        """Open a pidfd on `pid` (the caller checks it still names the process it meant)."""
+        pidfd = _open_pidfd(pid)
+        if pidfd is None:
+            return None
+        try:
+            return cls(pid=pid, pgid=os.getpgid(pid), pidfd=pidfd)
+        except ProcessLookupError:
+            os.close(pidfd)
+            return None
+
     def send_signal(self, signum: int) -> bool:
         if self.pidfd is None:
             return False
@@ -609,11 +793,12 @@ class Member:
             self.pidfd = None
 
 
-def _carries_marker(process: psutil.Process, marker: str) -> bool:
+def _marker_of(process: psutil.Process) -> str | None:
+    """The run marker in the process's initial environment (None: none, or unreadable)."""
     try:
-        return process.environ().get(RUN_MARKER) == marker
+        return process.environ().get(RUN_MARKER)
     except psutil.Error:
-        return False
+        return None
 
 
 def _find_strays(markers: frozenset[str], recorded: list[tuple[int, float | None]]) -> list[Member]:

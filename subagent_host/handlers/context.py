@@ -42,6 +42,8 @@ class Context:
     """The backends that can run here, by id."""
     probes: VersionProbes | None = None
     """Agent CLI versions (`--version`, probed once each)."""
+    process_tracking: str = "marker"
+    """How the supervisor finds every process a child started (`ping` reports it)."""
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""

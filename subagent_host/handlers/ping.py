@@ -29,6 +29,7 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         methods=ctx.methods,
         backends=tuple(_backend_info(ctx, name) for name in sorted(ctx.adapters)),
         limits=limits_of(ctx.config),
+        process_tracking=ctx.process_tracking,
     )
 
 

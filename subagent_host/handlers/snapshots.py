@@ -127,6 +127,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
                 cpu_seconds=child.resources.cpu_seconds,
                 peak_rss_bytes=child.resources.peak_rss_bytes,
                 processes=child.resources.processes,
+                leftovers_ended=child.resources.leftovers_ended,
             )
             if child.resources
             else None

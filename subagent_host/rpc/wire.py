@@ -92,6 +92,8 @@ class PingResult:
     methods: tuple[str, ...]
     backends: tuple[BackendInfo, ...]
     limits: Limits
+    process_tracking: str
+    """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.3)."""
 
 
 # --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------
@@ -258,6 +260,7 @@ class ResourcesWire:
     cpu_seconds: float
     peak_rss_bytes: int
     processes: int
+    leftovers_ended: int
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.environment import child_environment
-from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
+from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
 from subagent_host.runs import heap, templates
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
@@ -41,10 +41,9 @@ __all__ = ["OutputCaps", "RunManager", "WorkflowRecords"]
 
 logger = logging.getLogger(__name__)
 
-# How long an agent CLI may take to exit after printing its final event.
+# How long an agent CLI may take to exit after printing its final event; it then
+# gets the supervisor's LEFTOVER_GRACE_MS to go on SIGTERM.
 FINISHED_GRACE_S: Final = 5.0
-# ... and how long it then gets to go on SIGTERM.
-LEFTOVER_GRACE_S: Final = 1.0
 # Finished runs stay in memory for quick reads; older ones are read from the store.
 FINISHED_KEPT_IN_MEMORY: Final = 1_000
 # A stop returns once the tree is gone: the grace, then SIGKILL's own bound.
@@ -397,7 +396,14 @@ class RunManager:
         )
         try:
             process = await self._supervisor.start(
-                LaunchSpec(argv=launch.argv, cwd=launch.cwd, env=env, stdin=launch.stdin), sink
+                LaunchSpec(
+                    argv=launch.argv,
+                    cwd=launch.cwd,
+                    env=env,
+                    stdin=launch.stdin,
+                    name=f"{run.run_id}-{child.index}-{child.attempt}",
+                ),
+                sink,
             )
         except OSError as exc:
             message = _start_failure(launch.argv[0], exc)
@@ -424,8 +430,9 @@ class RunManager:
         finally:
             self.streams.leave(sink)
             self._sampler.unwatch(process)
-        if process.usage is not None:  # its own, from wait4: every child gets resources
-            record_usage(child, process.usage)
+        # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
+        # stop sequence ended; every child gets resources.
+        record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
         outcome = parser.outcome(exit_status)
         self._settler.settle_child(run, child, outcome, exit_status, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None

@@ -3,8 +3,10 @@
 RELIABILITY.md ("SQLite for run history"): each server process has an id and
 its pid and start time on record. At start, in one immediate transaction, runs
 of server processes that are gone become `interrupted` exactly once; then the
-processes those runs left — recognised by their run marker, and a recorded pid
-only together with its start time — are ended with the stop sequence.
+processes those runs left are ended with the stop sequence: first everything in
+the cgroups of server instances that are gone (cgroup tracking; whatever state
+directory they used), then what still carries one of those runs' marker — a
+recorded pid only together with its start time.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ START_TOLERANCE_S: Final = 0.01
 
 async def start_instance(
     store: Store, supervisor: Supervisor, grace_ms: int
-) -> tuple[str, asyncio.Task[int] | None]:
+) -> tuple[str, asyncio.Task[int]]:
     """Register this process; mark dead servers' runs interrupted; end their leftovers.
 
-    Returns this instance's id and the task ending leftover processes (None if
-    there were no interrupted runs); the server awaits it before it exits.
+    Returns this instance's id and the task ending leftover processes; the
+    server awaits it before it exits.
     """
     instance = uuid.uuid4().hex
     me = psutil.Process()
@@ -48,10 +50,22 @@ async def start_instance(
     # Also what an earlier server was still ending when it died: the job is on disk
     # until it is done.
     pending, leftovers = await store.call(history.pending_cleanups, store)
-    if not pending:
-        return instance, None
-    task = asyncio.create_task(_end_leftovers(store, supervisor, pending, leftovers, grace_ms))
+    task = asyncio.create_task(_clean_up(store, supervisor, pending, leftovers, grace_ms))
     return instance, task
+
+
+async def _clean_up(
+    store: Store,
+    supervisor: Supervisor,
+    run_ids: list[str],
+    leftovers: list[history.Leftover],
+    grace_ms: int,
+) -> int:
+    """End what gone servers left: in their cgroups (any state directory), then by marker."""
+    ended = await supervisor.sweep_gone_instances(grace_ms / 1000)
+    if run_ids:
+        ended += await _end_leftovers(store, supervisor, run_ids, leftovers, grace_ms)
+    return ended
 
 
 async def _end_leftovers(

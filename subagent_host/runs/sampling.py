@@ -43,11 +43,19 @@ class ResourceSampler:
                     record_usage(running[pid][1], usage)
 
 
-def record_usage(child: ChildRun, usage: TreeUsage) -> None:
-    """Fold a sample into the child's resources: CPU so far, peak memory, peak process count."""
-    before = child.resources
+def record_usage(
+    child: ChildRun, usage: TreeUsage | None, *, leftovers_ended: int | None = None
+) -> None:
+    """Fold a sample into the child's resources: CPU so far, peak memory, peak process count.
+
+    The largest figure seen wins: a sample can only under-count (it misses what
+    exited between two samples), and the end's figures can miss what a sample saw.
+    """
+    before = child.resources or Resources(cpu_seconds=0.0, peak_rss_bytes=0, processes=0)
+    usage = usage or TreeUsage(cpu_seconds=0.0, rss_bytes=0, processes=0)
     child.resources = Resources(
-        cpu_seconds=round(max(usage.cpu_seconds, before.cpu_seconds if before else 0.0), 3),
-        peak_rss_bytes=max(usage.rss_bytes, before.peak_rss_bytes if before else 0),
-        processes=max(usage.processes, before.processes if before else 0),
+        cpu_seconds=round(max(usage.cpu_seconds, before.cpu_seconds), 3),
+        peak_rss_bytes=max(usage.rss_bytes, before.peak_rss_bytes),
+        processes=max(usage.processes, before.processes),
+        leftovers_ended=before.leftovers_ended if leftovers_ended is None else leftovers_ended,
     )

@@ -88,7 +88,11 @@ class OutputInfo:
 class Resources:
     cpu_seconds: float
     peak_rss_bytes: int
+    """The peak of the child's tree: its cgroup's memory.peak, else the largest sampled
+    sum of its processes' RSS after exec; 0 if no sample saw it."""
     processes: int
+    leftovers_ended: int = 0
+    """Processes of its tree (not the child itself) ended by the stop sequence."""
 
 
 @attrs.frozen

@@ -12,7 +12,7 @@ Three files, each a JSON object with snake_case keys, merged field by field
      "backends": {"pi": {"executable": "/opt/pi/bin/pi"}}}
 
 Agent and run defaults are allowed in every file. Server options (CONTRACT §7:
-state directory, framing, limits, logs, trusted projects, backend programs) are
+state directory, framing, process tracking, limits, logs, trusted projects, backend programs) are
 allowed only in the global and `--config` files: a project must not redirect the
 state directory or the logs, trust other projects, or choose which programs run.
 Paths in a file are `~`-expanded, and a relative one is taken from the file's
@@ -42,6 +42,7 @@ from subagent_host.settings.model import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
 from subagent_host.settings.model import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
 from subagent_host.settings.model import MIN_MESSAGE_BYTES as MIN_MESSAGE_BYTES
 from subagent_host.settings.model import MIN_RESUME_TOKEN_TTL_MS as MIN_RESUME_TOKEN_TTL_MS
+from subagent_host.settings.model import PROCESS_TRACKING as PROCESS_TRACKING
 from subagent_host.settings.model import PROJECT_FILE as PROJECT_FILE
 from subagent_host.settings.model import ModelProfile as ModelProfile
 from subagent_host.settings.model import Settings as Settings

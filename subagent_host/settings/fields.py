@@ -27,6 +27,7 @@ from subagent_host.settings.model import (
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
     MODES,
+    PROCESS_TRACKING,
 )
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
@@ -160,6 +161,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     # Server options: the global and --config files only.
     "state_dir": FieldRule(check_state_dir, in_project=False),
     "framing": FieldRule(one_of(FRAMINGS), in_project=False),
+    "process_tracking": FieldRule(one_of(PROCESS_TRACKING), in_project=False),
     "max_message_bytes": FieldRule(
         int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES), in_project=False
     ),

@@ -99,6 +99,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         backend_executables=MappingProxyType(executables),
         state_dir=pick(values, "state_dir", Path),
         framing=pick(values, "framing", str),
+        process_tracking=pick(values, "process_tracking", str),
         max_message_bytes=pick(values, "max_message_bytes", int),
         grace_ms=pick(values, "grace_ms", int),
         resume_token_ttl_ms=pick(values, "resume_token_ttl_ms", int),

@@ -33,6 +33,8 @@ MODES: Final = ("task", "background")
 BACKENDS: Final = ("command", "pi", "claude", "codex")
 AGENT_BACKENDS: Final = ("pi", "claude", "codex")
 FRAMINGS: Final = ("auto", "lsp", "ndjson")
+# How the server finds every process a child started (backends/tracking.py).
+PROCESS_TRACKING: Final = ("auto", "cgroup", "subreaper", "marker")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 
 
@@ -89,6 +91,8 @@ class Settings:
     state_dir: Path | None = None
     framing: str | None = None
     """auto, lsp or ndjson."""
+    process_tracking: str | None = None
+    """auto, cgroup, subreaper or marker."""
     max_message_bytes: int | None = None
     grace_ms: int | None = None
     resume_token_ttl_ms: int | None = None

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
@@ -19,6 +21,34 @@ def processes_with_marker(marker: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+POLL_S = 0.01
+
+
+async def poll_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Wait (bounded) until `condition()` holds, for what no event of ours reports:
+    another process's exec, init reaping an orphan. False if it never held."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not condition():  # noqa: ASYNC110 - nothing to await: not our processes
+                await asyncio.sleep(POLL_S)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def assert_gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """Each process has exited and been reaped (no zombie); kill it and fail otherwise.
+
+    A process reparented to init is reaped by init a moment after it exits.
+    """
+    await poll_until(lambda: not any(psutil.pid_exists(pid) for pid in pids), timeout_s)
+    left = [pid for pid in pids if psutil.pid_exists(pid)]
+    for pid in left:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()  # by pid: what the test reported starting
+    assert left == [], f"processes left behind: {left}"
 
 
 @pytest.fixture

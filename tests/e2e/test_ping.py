@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from pygls.client import JsonRPCClient
 
 from subagent_host import __version__
+from subagent_host.backends import cgroups
 from tests.e2e.harness import EXIT_TIMEOUT_S, FramingName, running_server, server_executable
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
@@ -33,6 +35,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
         backends = {entry["id"]: entry for entry in reply["result"].pop("backends")}
         assert backends.pop("command") == {"id": "command", "available": True}
         assert "pi" in backends
+        assert reply["result"].pop("processTracking") in ("cgroup", "subreaper", "marker")
         assert all(isinstance(entry["available"], bool) for entry in backends.values())
         assert reply == {
             "jsonrpc": "2.0",
@@ -106,3 +109,22 @@ async def test_pygls_json_rpc_client_can_ping_and_cancel_over_content_length() -
         assert await asyncio.wait_for(server.wait(), EXIT_TIMEOUT_S) == 0
         await client.stop()
         assert b"Traceback" not in await stderr
+
+
+@pytest.mark.parametrize("mode", ["cgroup", "subreaper", "marker"])
+async def test_ping_reports_the_process_tracking_the_option_forces(mode: str) -> None:
+    if mode == "cgroup" and cgroups.find_hierarchy() is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this host")
+    async with running_server("--process-tracking", mode) as server:
+        assert (await server.request("ping"))["result"]["processTracking"] == mode
+        assert (await server.finish())[0] == 0
+
+
+async def test_ping_reports_the_process_tracking_a_configuration_file_forces(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "subagents.json"
+    config.write_text('{"process_tracking": "marker"}')
+    async with running_server("--config", str(config)) as server:
+        assert (await server.request("ping"))["result"]["processTracking"] == "marker"
+        assert (await server.finish())[0] == 0

@@ -265,7 +265,8 @@ async def test_event_seq_has_no_gaps(runs: Harness) -> None:
 
 
 async def test_resources_of_a_running_tree_are_sampled(runs: Harness) -> None:
-    run = await runs.finish(runs.launch(command("sh", "-c", "sleep 0.3; sleep 0.3")))
+    # Longer than one sampling interval: a sample sees it.
+    run = await runs.finish(runs.launch(command("sh", "-c", "sleep 0.7; sleep 0.7")))
     resources = run.children[0].resources
     assert resources is not None
     assert resources.processes >= 1 and resources.peak_rss_bytes > 0 and resources.cpu_seconds >= 0
@@ -274,7 +275,10 @@ async def test_resources_of_a_running_tree_are_sampled(runs: Harness) -> None:
 async def test_a_child_too_brief_to_sample_still_has_resources(runs: Harness) -> None:
     run = await runs.finish(runs.launch(command("true")))
     resources = run.children[0].resources
-    assert resources is not None and resources.processes == 1 and resources.peak_rss_bytes > 0
+    assert resources is not None and resources.processes == 1
+    # No sample saw it: 0 (or a memory controller's small figure), never the peak the fork
+    # inherited from this process (tens of MB).
+    assert resources.peak_rss_bytes < 10_000_000
 
 
 async def test_stop_racing_the_exit_ends_with_exactly_one_terminal_status(runs: Harness) -> None:

@@ -1,0 +1,207 @@
+"""Linux cgroup v2, as far as process tracking needs it: where a writable hierarchy is,
+one cgroup per child, the processes in it, what they used, and ending them all.
+
+A process cannot leave its cgroup by forking, `setsid`, double forking or
+clearing its environment: whatever a child starts stays in the child's cgroup
+(only a privileged process can move itself out by writing another cgroup's
+`cgroup.procs`). The layout, under the writable cgroup2 mount (a pure v2 host
+mounts it at /sys/fs/cgroup, a hybrid one at /sys/fs/cgroup/unified):
+
+    <mount>/subagent-host/i<server pid>-<server start ticks>/<child cgroup>
+
+The instance directory names its server by pid and start time (field 22 of
+/proc/<pid>/stat), so any later server tells without a database whether that
+server is gone, and then ends and removes what it left. Nothing here signals a
+process except `Group.kill` (the kernel's `cgroup.kill`, or SIGKILL of each
+member where that file is missing, before Linux 5.14): the stop sequence is the
+supervisor's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+logger = logging.getLogger(__name__)
+
+HIERARCHY_NAME: Final = "subagent-host"
+# Where cgroup2 is mounted: pure v2 first, then the unified mount of a hybrid host.
+KNOWN_MOUNTS: Final = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
+INSTANCE_PATTERN: Final = re.compile(r"i(\d+)-(\d+)")
+# A member that forks while SIGKILL is sent one by one (no cgroup.kill) is
+# caught by the next pass; this bounds the passes.
+KILL_PASSES: Final = 8
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of its stat), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return int(fields[19])
+
+
+def cgroup2_mounts() -> list[Path]:
+    """Every cgroup2 mount point, the usual places first."""
+    found: list[Path] = []
+    with contextlib.suppress(OSError), open("/proc/self/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) >= 3 and fields[2] == "cgroup2":
+                found.append(Path(fields[1].replace("\\040", " ")))
+    return sorted(found, key=lambda path: (path not in KNOWN_MOUNTS, str(path)))
+
+
+def find_hierarchy() -> Hierarchy | None:
+    """The writable cgroup v2 hierarchy of this host, our directory created in it; else None."""
+    for mount in cgroup2_mounts():
+        root = mount / HIERARCHY_NAME
+        try:
+            root.mkdir(exist_ok=True)
+        except OSError:
+            continue
+        if os.access(root / "cgroup.procs", os.W_OK) and os.access(root, os.W_OK):
+            return Hierarchy(mount=mount, root=root, memory=_enable_memory(mount, root))
+    return None
+
+
+def _enable_memory(mount: Path, root: Path) -> bool:
+    """Turn the memory controller on for our subtree where the host has one (for memory.peak)."""
+    try:
+        if "memory" not in (mount / "cgroup.controllers").read_text().split():
+            return False  # e.g. a hybrid host: memory is a v1 controller there
+        for parent in (mount, root):
+            if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+                (parent / "cgroup.subtree_control").write_text("+memory")
+    except OSError:
+        return False
+    return True
+
+
+@attrs.frozen
+class Hierarchy:
+    """Our directory in the writable cgroup2 mount."""
+
+    mount: Path
+    root: Path
+    memory: bool
+    """Whether children's cgroups have a memory controller (and so `memory.peak`)."""
+
+    def instance(self, pid: int, ticks: int) -> Group:
+        """The cgroup of the server process `pid` started at `ticks` (created here)."""
+        group = Group(self.root / f"i{pid}-{ticks}")
+        group.path.mkdir(exist_ok=True)
+        if self.memory:
+            with contextlib.suppress(OSError):
+                (group.path / "cgroup.subtree_control").write_text("+memory")
+        return group
+
+    def gone_instances(self) -> list[Group]:
+        """Instance cgroups whose server process no longer exists (pid and start time)."""
+        gone: list[Group] = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.root):
+                named = INSTANCE_PATTERN.fullmatch(entry.name)
+                if named is None or not entry.is_dir(follow_symlinks=False):
+                    continue
+                pid, ticks = int(named[1]), int(named[2])
+                if start_ticks(pid) != ticks:
+                    gone.append(Group(Path(entry.path)))
+        return gone
+
+
+@attrs.frozen
+class Group:
+    """One cgroup: a child's, or a server instance's (whose children are cgroups)."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def child(self, name: str) -> Group:
+        """Create the cgroup `name` below this one (EEXIST is an error: names are unique)."""
+        group = Group(self.path / name)
+        group.path.mkdir()
+        return group
+
+    def children(self) -> list[Group]:
+        try:
+            return [
+                Group(Path(entry.path))
+                for entry in os.scandir(self.path)
+                if entry.is_dir(follow_symlinks=False)
+            ]
+        except OSError:
+            return []
+
+    def open_procs(self) -> int:
+        """A descriptor on `cgroup.procs`: writing b"0" to it moves the writer into the cgroup."""
+        return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+
+    def pids(self) -> list[int]:
+        """The processes in this cgroup now (zombies are not members any more)."""
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(pid) for pid in text.split()]
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup, forks included (`cgroup.kill`, Linux 5.14)."""
+        try:
+            (self.path / "cgroup.kill").write_text("1")
+            return
+        except FileNotFoundError:
+            pass  # an older kernel: one by one until none is left
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                logger.warning("cannot write %s/cgroup.kill: %s", self.path, exc)
+        for _ in range(KILL_PASSES):
+            members = self.pids()
+            if not members:
+                return
+            for pid in members:  # a pid in cgroup.procs is alive: it is not recycled yet
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used by every process that ever ran in the cgroup (`cpu.stat` usage_usec)."""
+        try:
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1_000_000
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def memory_peak(self) -> int | None:
+        """The cgroup's peak memory use in bytes (`memory.peak`), where a controller gives one."""
+        try:
+            return int((self.path / "memory.peak").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def remove(self) -> bool:
+        """Remove the cgroup; False while it still has processes or cgroups below it."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                logger.warning("cannot remove cgroup %s: %s", self.path, exc)
+            return False
+        return True
