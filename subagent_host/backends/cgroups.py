@@ -36,6 +36,17 @@ HIERARCHY_NAME: Final = "subagent-host"
 # Where cgroup2 is mounted: pure v2 first, then the unified mount of a hybrid host.
 KNOWN_MOUNTS: Final = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 INSTANCE_PATTERN: Final = re.compile(r"i(\d+)-(\d+)")
+# Enters the cgroup named by $0 (writing 0 to cgroup.procs moves the writer), then
+# becomes the program: `exec` keeps the pid, so the child is inside before the
+# program runs its first instruction, and cannot fork before. Python's own way
+# (a preexec_fn) forces fork instead of vfork, which for a server of this size
+# cost 6-7 ms a spawn; the shell costs ~0.7 ms (bench/runs.py, tracking rows).
+# A shell exports PWD to what it execs, set to where it is: the child gets the
+# PWD it was given (the trampoline's first argument after the cgroup), or none.
+# Exit 126 (the shell's "cannot execute") if the cgroup is gone meanwhile.
+ENTER_SHELL: Final = "/bin/sh"
+ENTER_SCRIPT: Final = 'echo 0 >"$0" || exit 126; PWD=$1; shift; exec "$@"'
+ENTER_SCRIPT_NO_PWD: Final = 'echo 0 >"$0" || exit 126; unset PWD; exec "$@"'
 # A member that forks while SIGKILL is sent one by one (no cgroup.kill) is
 # caught by the next pass; this bounds the passes.
 KILL_PASSES: Final = 8
@@ -146,9 +157,10 @@ class Group:
         except OSError:
             return []
 
-    def open_procs(self) -> int:
-        """A descriptor on `cgroup.procs`: writing b"0" to it moves the writer into the cgroup."""
-        return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+    @property
+    def procs_path(self) -> Path:
+        """`cgroup.procs`: writing b"0" to it moves the writer into the cgroup."""
+        return self.path / "cgroup.procs"
 
     def pids(self) -> list[int]:
         """The processes in this cgroup now (zombies are not members any more)."""
@@ -205,3 +217,12 @@ class Group:
                 logger.warning("cannot remove cgroup %s: %s", self.path, exc)
             return False
         return True
+
+
+def entering(group: Group, argv: tuple[str, ...], *, pwd: str | None) -> tuple[str, ...]:
+    """`argv` run so that it is inside `group` before it can fork (see ENTER_SCRIPT);
+    `pwd` is the child's own PWD variable, if it was given one."""
+    procs = str(group.procs_path)
+    if pwd is None:
+        return (ENTER_SHELL, "-c", ENTER_SCRIPT_NO_PWD, procs, *argv)
+    return (ENTER_SHELL, "-c", ENTER_SCRIPT, procs, pwd, *argv)

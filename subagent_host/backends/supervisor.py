@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import enum
 import errno
-import functools
 import logging
 import os
 import resource
@@ -40,8 +39,8 @@ from typing import Final, Protocol
 import attrs
 import psutil
 
-from subagent_host.backends import pipes
-from subagent_host.backends.cgroups import Group
+from subagent_host.backends import pipes, programs
+from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
 logger = logging.getLogger(__name__)
@@ -279,15 +278,6 @@ def _open_pidfd(pid: int) -> int | None:
         return None  # already exited (and reaped), or no pidfd support here
 
 
-def _join_cgroup(procs_fd: int) -> None:
-    """Run in the forked child before exec: enter its cgroup (writing 0 moves the writer).
-
-    Nothing else runs between fork and exec, so the child cannot fork before it
-    is inside; it costs a fork instead of a vfork (see bench/runs.py).
-    """
-    os.write(procs_fd, b"0")
-
-
 class Supervisor:
     """Starts children, drains them, and ends their trees. One per server."""
 
@@ -358,38 +348,36 @@ class Supervisor:
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
-        procs_fd = -1
         try:
-            procs_fd = group.open_procs() if group is not None else -1
+            argv = spec.argv
+            if group is not None:
+                # The trampoline execs the program itself: what exec would refuse
+                # must still be refused here, as a start failure.
+                programs.check_executable(argv[0], spec.cwd, spec.env.get("PATH"))
+                argv = entering(group, argv, pwd=spec.env.get("PWD"))
             # Popen returns once the child has exec'd (about a millisecond), as
             # asyncio's own subprocess_exec does on the loop thread.
             try:
                 popen = subprocess.Popen(  # noqa: ASYNC220
-                    spec.argv,
+                    argv,
                     cwd=spec.cwd,
                     env=dict(spec.env),
                     stdin=stdin_read,
                     stdout=stdout_write,
                     stderr=stderr_write,
                     start_new_session=True,
-                    preexec_fn=(
-                        functools.partial(_join_cgroup, procs_fd) if procs_fd >= 0 else None
-                    ),
                 )
             except ValueError as exc:  # raised before any fork: nothing was started
                 raise OSError(errno.EINVAL, _unexecutable(exc)) from None
-        except BaseException as exc:
+        except BaseException:
             for fd in (stdin_write, stdout_read, stderr_read):
                 os.close(fd)
             if group is not None:
                 group.remove()
-            if isinstance(exc, subprocess.SubprocessError):  # only _join_cgroup raises these
-                raise OSError(errno.EPERM, f"cannot enter its cgroup {group}") from exc
             raise
         finally:
-            for fd in (stdin_read, stdout_write, stderr_write, procs_fd):
-                if fd >= 0:
-                    os.close(fd)  # the child's ends: EOF comes when its tree closes them
+            for fd in (stdin_read, stdout_write, stderr_write):
+                os.close(fd)  # the child's ends: EOF comes when its tree closes them
         # No await since the fork: nothing can have reaped it, the pid is still ours.
         pidfd = _open_pidfd(popen.pid)
         child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group)
