@@ -168,6 +168,7 @@ async def _serve_with_store(
         child_added=recorder.projection,
         text=recorder.text,
         snapshot=snapshot_writer(),
+        touched=recorder.touch,
     )
     runs = build_run_manager(
         config, supervisor, record_and_publish, recorder.projections, backends, workflow_records
