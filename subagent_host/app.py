@@ -173,6 +173,7 @@ async def _serve_with_store(
     runs = build_run_manager(
         config, supervisor, record_and_publish, recorder.projections, backends, workflow_records
     )
+    recorder.on_pruned = runs.forget  # a pruned run is gone from memory too
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
     probes.start(backend.executable for backend in backends.values() if backend.executable)

@@ -143,8 +143,12 @@ def save(
     history_limit: int,
     projections: Sequence[tuple[str, int, str, str]] = (),
     extras: Extras | None = None,
-) -> None:
-    """Write runs as they are now, with their new events and launch projections; prune."""
+) -> list[str]:
+    """Write runs as they are now, with their new events and launch projections; prune.
+
+    Returns the ids of the runs the prune deleted: whoever keeps runs in memory
+    must forget them too, or it would still answer for them.
+    """
     with store.immediate() as db:
         for row in rows:
             _write_run(db, instance_id, row)
@@ -163,8 +167,10 @@ def save(
                 extras.texts,
             )
         # A session grows only when a run is new (its first event is in this write).
+        deleted: list[str] = []
         for session_id in {row.session_id for row in rows if row.events and row.events[0][0] == 1}:
-            _prune(db, session_id, history_limit)
+            deleted += _prune(db, session_id, history_limit)
+    return deleted
 
 
 def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
@@ -219,21 +225,29 @@ def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
             )
 
 
-def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> None:
-    """Keep a session's newest `keep` runs; older ones go, unless they are still live."""
+def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> list[str]:
+    """Keep a session's newest `keep` runs; older ones go, unless they are still live.
+
+    Returns the ids of the runs deleted.
+    """
     over = db.execute(  # one index probe: mostly there is nothing to delete
         "SELECT 1 FROM runs WHERE session_id = ? ORDER BY created_at DESC, run_id DESC"
         " LIMIT 1 OFFSET ?",
         (session_id, keep),
     ).fetchone()
     if over is None:
-        return
-    db.execute(
-        "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = ?"
-        " ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
-        " AND status NOT IN (?, ?)",
-        (session_id, keep, *LIVE),
-    )
+        return []
+    deleted = [
+        run_id
+        for (run_id,) in db.execute(
+            "SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM runs"
+            " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
+            " AND status NOT IN (?, ?)",
+            (session_id, keep, *LIVE),
+        )
+    ]
+    db.executemany("DELETE FROM runs WHERE run_id = ?", [(run_id,) for run_id in deleted])
+    return deleted
 
 
 # --- reading ---------------------------------------------------------------------------

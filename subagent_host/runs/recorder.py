@@ -5,6 +5,10 @@ of the event loop is serialised once at the end of that turn (the objects keep
 changing) and handed to the store's thread as one transaction; the loop never
 waits for the disk. `durable()` waits until everything recorded so far is
 committed: a reply that names a run is sent only after the run is on disk.
+
+A write that pruned a session's oldest runs (`--history-limit`) names them, and
+`on_pruned` is told on the loop — before anyone waiting for that write resumes —
+so the memory of this server forgets them as the disk did.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from subagent_host.runs import history
@@ -30,6 +35,8 @@ class Recorder:
         self._extras = history.Extras()
         self._scheduled = False
         self._last_write: concurrent.futures.Future[object] | None = None
+        self.on_pruned: Callable[[Sequence[str]], None] = lambda _run_ids: None
+        """Told the ids of the runs each write deleted (set once the run manager exists)."""
 
     def __call__(self, run: Run, event: RunEvent) -> None:
         """The run book's listener: note the run and its new event."""
@@ -82,7 +89,7 @@ class Recorder:
         self._pending.clear()
         self._projections = []
         self._extras = history.Extras()
-        self._last_write = self._store.submit(
+        self._last_write = write = self._store.submit(
             history.save,
             self._store,
             self._instance_id,
@@ -91,6 +98,23 @@ class Recorder:
             projections,
             extras,
         )
+        loop = asyncio.get_running_loop()
+
+        def pruned(done: concurrent.futures.Future[object]) -> None:
+            # On the store's thread, as the write completes. Registered here, before
+            # anyone can wrap this write to await it (`durable`, `Store.call` after
+            # it): a future's callbacks run in the order they were added, so this
+            # one is queued on the loop ahead of every waiter's wake-up, and the
+            # runs are forgotten before a reply that waited for the write is sent —
+            # a `status` sent after that reply finds them gone. The loop is woken
+            # only when something was pruned.
+            if done.cancelled() or done.exception() is not None:
+                return
+            deleted = done.result()  # history.save's list of run ids
+            if isinstance(deleted, list) and deleted:
+                loop.call_soon_threadsafe(self.on_pruned, deleted)
+
+        write.add_done_callback(pruned)
 
     async def durable(self) -> None:
         """Return once everything recorded so far is committed (or its write failed)."""

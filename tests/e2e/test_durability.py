@@ -269,6 +269,33 @@ async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(
         assert (await stranger.finish())[0] == 0
 
 
+async def test_a_run_pruned_from_history_is_not_found_on_the_server_that_ran_it(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path, "s1", "--history-limit", "2")) as server:
+        run_ids = []
+        for n in range(3):
+            spawn = {"command": ["echo", str(n)], "mode": "background"}
+            run_id = (await result_of(server, "spawn", spawn))["runId"]
+            run_ids.append(run_id)
+            async with asyncio.timeout(EXIT_TIMEOUT_S):
+                while True:  # a background run says nothing unasked: poll it, bounded
+                    status = await result_of(server, "status", {"runId": run_id})
+                    if status["status"] in TERMINAL:
+                        break
+                    await asyncio.sleep(POLL_INTERVAL_S)
+        # The third spawn's reply came after the write that pruned the first run.
+        for params in ({"runId": run_ids[0]}, {"runId": run_ids[0], "since": 0}):
+            error = await error_of(server, "status", params)
+            assert error["code"] == NOT_FOUND, (params, error)
+        assert (await error_of(server, "stop", {"runId": run_ids[0]}))["code"] == NOT_FOUND
+        listing = await result_of(server, "status", {})
+        assert [r["runId"] for r in listing["runs"]] == run_ids[:0:-1]
+        for run_id in run_ids[1:]:
+            assert (await result_of(server, "status", {"runId": run_id}))["status"] == "completed"
+        assert (await server.finish())[0] == 0
+
+
 async def test_another_sessions_run_is_not_found_on_a_shared_state_dir(tmp_path: Path) -> None:
     async with running_server(*state_args(tmp_path, "s1")) as mine:
         run_id = await spawn_running(mine, LONG)

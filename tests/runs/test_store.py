@@ -29,6 +29,7 @@ from subagent_host.runs.records import (
 )
 from subagent_host.runs.state import (
     ChildRun,
+    Diagnostic,
     ErrorInfo,
     OutputInfo,
     Resources,
@@ -288,7 +289,8 @@ async def test_an_immediate_transaction_rolls_back_on_an_error(store: Store) -> 
 
 def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
     book = RunBook(clock=ticking())
-    run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000)
+    warning = Diagnostic("warning", "snapshot-skipped", "not written", "workflow.snapshotPath")
+    run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000, diagnostics=(warning,))
     book.transition(run, RunStatus.RUNNING)
     first, second = run.children
     first.pid, first.pgid, first.create_time = 4242, 4242, 1234.56
@@ -316,6 +318,8 @@ def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
     assert back.children[0].usage == Usage(1, 2, 3, 4, cost_usd=0.5)
     assert back.children[0].started_at == first.started_at is not None
     assert back.last_seq == run.last_seq == 5
+    assert back.diagnostics == (warning,)
+    assert "diagnostics" not in run_record(make_run("r2"))  # none: not stored at all
 
 
 # --- saving and loading --------------------------------------------------------------------
@@ -733,6 +737,28 @@ async def test_a_touch_without_an_event_is_written_too(store: Store) -> None:
     assert rows == [(31337, 42.5)]
     assert run.children[0].create_time == 42.5  # read once, remembered
     assert await query(store, "SELECT count(*) FROM events") == [(2,)]
+
+
+async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
+    store: Store,
+) -> None:
+    recorder = Recorder(store, ME, history_limit=2)
+    pruned: list[list[str]] = []
+    recorder.on_pruned = lambda run_ids: pruned.append(list(run_ids))
+    book = RunBook(clock=ticking(), listener=recorder)
+    for minute in range(2):
+        completed_run(book, f"r{minute}", minute=minute)
+        await recorder.durable()
+    assert pruned == []
+    live = make_run("r-live", minute=-1)  # older, but live: never pruned
+    book.transition(live, RunStatus.RUNNING)
+    await recorder.durable()
+    assert pruned == []  # r-live is live; nothing else is beyond the newest two
+
+    completed_run(book, "r2", minute=2)
+    await recorder.durable()
+    assert pruned == [["r0"]]
+    assert await store.call(history.load_run, store, "r0") is None
 
 
 # --- everything at once ------------------------------------------------------------------------
