@@ -21,7 +21,7 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
+from subagent_host.backends.environment import allowed_environment
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.backends.supervisor import Supervisor
@@ -70,11 +70,7 @@ DISCONNECTED: Final = "client-disconnected"
 def probe_environment(backends: Mapping[str, Backend]) -> dict[str, str]:
     """What a `--version` probe runs with: the children's allowlist, no run marker."""
     allowed = {name for backend in backends.values() for name in backend.env_allowed}
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name in ALLOWED or name in allowed or name.startswith(ALLOWED_PREFIXES)
-    }
+    return allowed_environment(os.environ, allowed)
 
 
 def build_backends(config: ServerConfig) -> dict[str, Backend]:

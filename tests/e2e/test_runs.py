@@ -192,12 +192,15 @@ async def test_sigterm_stops_background_runs_and_leaves_nothing() -> None:
 
 
 async def test_an_environment_variable_off_the_allowlist_never_reaches_the_child() -> None:
-    env = {**os.environ, "SERVER_SECRET_TOKEN": "hunter2"}
+    # LC_SECRET starts like a locale variable but is none: only the categories pass.
+    env = {**os.environ, "SERVER_SECRET_TOKEN": "hunter2", "LC_SECRET": "x", "LC_TIME": "C"}
     async with running_server(env=env) as server:
         spawn = {"command": ["env"], "env": {"GIVEN": "yes"}, "mode": "task"}
         reply, _ = await call(server, "spawn", spawn)
         text = reply["result"]["output"]["text"]
         assert "SERVER_SECRET_TOKEN" not in text and "GIVEN=yes" in text
+        lines = text.splitlines()
+        assert "LC_TIME=C" in lines and not any(line.startswith("LC_SECRET") for line in lines)
         assert "SUBAGENT_HOST_DEPTH=1" in text and "PI_AGENT_LEAF=1" in text
         await server.finish()
 
