@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
@@ -35,6 +35,10 @@ from subagent_host.runs.state import (
 from subagent_host.runs.store import Store
 
 LIVE: Final = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
+# A session none of whose runs was created or ended within this long (and none of
+# which is live) is deleted at a server's start: sessions are made per connection
+# by default, and `--history-limit` bounds each one, not how many there are.
+SESSION_RETENTION: Final = timedelta(days=30)
 
 
 @attrs.frozen
@@ -440,6 +444,47 @@ def recover(
                 (book.now().isoformat(), other),
             )
     return interrupted, leftovers
+
+
+@attrs.frozen
+class Pruned:
+    """What `prune_stale` deleted."""
+
+    sessions: int
+    runs: int
+    instances: int
+
+
+def prune_stale(store: Store, instance_id: str, now: datetime) -> Pruned:
+    """Delete sessions idle for `SESSION_RETENTION` and the rows of ended server processes.
+
+    Called at a server's start, after `recover` (which marks the instances that
+    are gone as ended). A session goes with all its runs when none of them was
+    created or ended since `now - SESSION_RETENTION` and none is live. An
+    instance's row goes once it has ended, unless a live run still names it
+    (none should once recovery has run; a run whose owner is unknown counts as a
+    dead server's anyway). Live instances, and this one, are kept.
+    """
+    cutoff = (now - SESSION_RETENTION).isoformat()
+    with store.immediate() as db:
+        stale = [
+            session_id
+            for (session_id,) in db.execute(
+                "SELECT session_id FROM runs GROUP BY session_id"
+                " HAVING max(coalesce(ended_at, created_at)) < ?"
+                " AND sum(status IN (?, ?)) = 0",
+                (cutoff, *LIVE),
+            )
+        ]
+        runs = 0
+        for session_id in stale:
+            runs += db.execute("DELETE FROM runs WHERE session_id = ?", (session_id,)).rowcount
+        instances = db.execute(
+            "DELETE FROM instances WHERE instance_id != ? AND ended_at IS NOT NULL"
+            " AND instance_id NOT IN (SELECT instance_id FROM runs WHERE status IN (?, ?))",
+            (instance_id, *LIVE),
+        ).rowcount
+    return Pruned(sessions=len(stale), runs=runs, instances=instances)
 
 
 def pending_cleanups(store: Store) -> tuple[list[str], list[Leftover]]:

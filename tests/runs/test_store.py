@@ -761,6 +761,50 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
     assert await store.call(history.load_run, store, "r0") is None
 
 
+async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Store) -> None:
+    now = T0 + timedelta(days=100)
+    old = T0  # 100 days before `now`
+    book = RunBook(clock=ticking())  # stamps near T0: every run here ended long ago...
+    for n in range(30):  # thirty servers, each with its own default session, long gone
+        instance = f"gone-{n}"
+        await store.call(history.register_instance, store, instance, 1000 + n, 1.0, old)
+        await save(store, completed_run(book, f"r{n}", session_id=f"s{n}"), instance=instance)
+        await store.call(history.end_instance, store, instance, old)
+    # ...but these sessions are kept: a run of the last 30 days, or a live one.
+    recent = completed_run(RunBook(clock=lambda: now - timedelta(days=29)), "r-recent", "s-recent")
+    await save(store, recent)
+    live = make_run("r-live", "s-live")  # created long ago, still running
+    book.transition(live, RunStatus.RUNNING)
+    await save(store, live, instance="gone-live-owner")
+    await store.call(history.register_instance, store, "gone-live-owner", 99, 1.0, old)
+    await store.call(history.end_instance, store, "gone-live-owner", old)
+    await store.call(history.register_instance, store, "other-live", 98, 1.0, old)  # not ended
+    await store.call(history.register_instance, store, ME, 97, 1.0, now)
+
+    pruned = await store.call(history.prune_stale, store, ME, now)
+
+    assert pruned == history.Pruned(sessions=30, runs=30, instances=30)
+    sessions = await query(store, "SELECT DISTINCT session_id FROM runs ORDER BY 1")
+    assert sessions == [("s-live",), ("s-recent",)]
+    instances = await query(store, "SELECT instance_id FROM instances ORDER BY 1")
+    assert instances == [("gone-live-owner",), (ME,), ("other-live",)]
+    for table in ("attempts", "events"):
+        left = await query(store, f"SELECT DISTINCT run_id FROM {table} ORDER BY 1")
+        assert left == [("r-live",), ("r-recent",)], table
+    # A second start finds nothing more to delete.
+    assert await store.call(history.prune_stale, store, ME, now) == history.Pruned(0, 0, 0)
+
+
+async def test_a_session_whose_old_run_ended_recently_is_kept(store: Store) -> None:
+    now = T0 + timedelta(days=100)
+    run = make_run("r-long", "s-long")  # created 100 days ago...
+    book = RunBook(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
+    book.transition(run, RunStatus.RUNNING)
+    book.transition(run, RunStatus.CANCELLED, reason="stopped")
+    await save(store, run)
+    assert await store.call(history.prune_stale, store, ME, now) == history.Pruned(0, 0, 0)
+
+
 # --- everything at once ------------------------------------------------------------------------
 
 
