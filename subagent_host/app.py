@@ -191,6 +191,15 @@ async def _serve_with_store(
     try:
         await _serve_until_done(connection, protocol, source, sink, stopping)
         # The client is gone (or the server was told to stop): end what still runs.
+        # Said at the default level: a client that just closed stdin may not have
+        # meant to end its background runs, and nobody is left to answer.
+        if live := runs.live():
+            logger.warning(
+                "cancelling %d background %s: the client is gone (%s)",
+                len(live),
+                "run" if len(live) == 1 else "runs",
+                DISCONNECTED,
+            )
         await runs.shutdown(DISCONNECTED)
         if recovering is not None:  # leftovers of a dead server are ended before we go
             await asyncio.gather(recovering, return_exceptions=True)

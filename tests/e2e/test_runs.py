@@ -12,7 +12,13 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.e2e.harness import EXIT_TIMEOUT_S, FramingName, ServerProcess, running_server
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    FramingName,
+    ServerProcess,
+    result_of,
+    running_server,
+)
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
@@ -176,6 +182,24 @@ async def test_eof_finishes_task_mode_spawns_and_cancels_background_runs() -> No
         final = [m["params"] for m in messages
                  if m.get("method") == "run/event" and m["params"]["runId"] == bg_id]  # fmt: skip
         assert final[-1] == {**final[-1], "type": "status", "status": "cancelled"}
+
+
+async def test_eof_says_on_stderr_how_many_background_runs_it_cancels() -> None:
+    async with running_server() as server:
+        for _ in range(2):
+            await result_of(server, "spawn", {"command": ["sleep", "30"]})
+        await result_of(server, "spawn", {"command": ["true"], "mode": "task"})  # ended: not one
+        code, _ = await server.finish()
+        assert code == 0
+        said = [line for line in server.stderr_text.splitlines() if "cancel" in line]
+        assert len(said) == 1 and " 2 " in said[0] and "WARNING" in said[0], server.stderr_text
+
+
+async def test_eof_with_no_background_run_says_nothing_of_cancelling() -> None:
+    async with running_server() as server:
+        await result_of(server, "spawn", {"command": ["true"], "mode": "task"})
+        assert (await server.finish())[0] == 0
+        assert "cancel" not in server.stderr_text, server.stderr_text
 
 
 async def test_sigterm_stops_background_runs_and_leaves_nothing() -> None:
