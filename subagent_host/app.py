@@ -21,7 +21,7 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.backends.environment import ALLOWED, ALLOWED_PREFIXES
+from subagent_host.backends.environment import allowed_environment
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.backends.supervisor import Supervisor
@@ -72,11 +72,7 @@ DISCONNECTED: Final = "client-disconnected"
 def probe_environment(backends: Mapping[str, Backend]) -> dict[str, str]:
     """What a `--version` probe runs with: the children's allowlist, no run marker."""
     allowed = {name for backend in backends.values() for name in backend.env_allowed}
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name in ALLOWED or name in allowed or name.startswith(ALLOWED_PREFIXES)
-    }
+    return allowed_environment(os.environ, allowed)
 
 
 def build_backends(config: ServerConfig) -> dict[str, Backend]:
@@ -181,10 +177,12 @@ async def _serve_with_store(
         child_added=recorder.projection,
         text=recorder.text,
         snapshot=snapshot_writer(),
+        touched=recorder.touch,
     )
     runs = build_run_manager(
         config, supervisor, record_and_publish, recorder.projections, backends, workflow_records
     )
+    recorder.on_pruned = runs.forget  # a pruned run is gone from memory too
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
     probes.start(backend.executable for backend in backends.values() if backend.executable)
@@ -211,6 +209,15 @@ async def _serve_with_store(
     try:
         await _serve_until_done(connection, protocol, source, sink, stopping)
         # The client is gone (or the server was told to stop): end what still runs.
+        # Said at the default level: a client that just closed stdin may not have
+        # meant to end its background runs, and nobody is left to answer.
+        if live := runs.live():
+            logger.warning(
+                "cancelling %d background %s: the client is gone (%s)",
+                len(live),
+                "run" if len(live) == 1 else "runs",
+                DISCONNECTED,
+            )
         await runs.shutdown(DISCONNECTED)
         if recovering is not None:  # leftovers of a dead server are ended before we go
             await asyncio.gather(recovering, return_exceptions=True)

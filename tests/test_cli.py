@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -166,6 +167,26 @@ def test_logs_go_to_the_log_file_and_never_to_stdout(tmp_path: Path) -> None:
     assert done.stdout.count(b"\n") == 1 and b'"pong":true' in done.stdout
     assert done.stderr == b""
     assert "server stopped" in log.read_text()
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_the_log_file_is_0600_even_under_umask_0(tmp_path: Path, existing: bool) -> None:
+    log = tmp_path / "host.log"
+    if existing:  # a file of ours left with wider bits is tightened
+        log.write_text("earlier\n")
+        log.chmod(0o666)
+    done = subprocess.run(  # noqa: TID251
+        [server_executable(), "--log-level", "info", "--log-file", str(log)],
+        input=b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+        capture_output=True,
+        timeout=60,
+        umask=0,
+    )
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    text = log.read_text()
+    assert "server stopped" in text
+    assert text.startswith("earlier\n") == existing  # appended to, never truncated
 
 
 @pytest.mark.parametrize(

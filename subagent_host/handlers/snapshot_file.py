@@ -5,6 +5,12 @@ renamed over it), so a reader sees the previous snapshot or the new one, never
 half of one. It is created with mode 0600: outputs may hold anything the
 children printed. The write runs on a worker thread; the event loop never waits
 for the disk.
+
+Only a regular file is ever replaced. The rename would put a JSON file in place
+of whatever the path names — a FIFO, a socket, a device node (as root, even
+`/dev/null`) — so `refusal` is asked when the workflow is planned and again,
+on the writing thread, just before each rename: a path that is no longer a
+regular file (or a new one) is left alone and the write is skipped.
 """
 
 from __future__ import annotations
@@ -12,27 +18,71 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
+from typing import Final
 
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.wire import make_converter
 from subagent_host.runs.state import Run
 
+# The kernel's own trees: nothing there is a file a snapshot belongs in (and /dev/shm,
+# though a tmpfs, is the system's shared memory).
+SYSTEM_ROOTS: Final = ("/dev", "/proc", "/sys")
 
-def snapshot_writer() -> Callable[[Run, str], asyncio.Future[None]]:
-    """`write(run, path)`: serialise the run now (on the loop), write it on a thread."""
+_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def refusal(path: str) -> str | None:
+    """Why the snapshot may not be written at `path` (an absolute path), or None.
+
+    A symlink is judged by what it points to: a link to a regular file outside
+    the system trees is fine (the link itself is what the rename replaces). A
+    path that does not exist yet is fine. Blocking (stat): call it off the loop.
+    """
+    resolved = os.path.realpath(path)
+    for root in SYSTEM_ROOTS:
+        if resolved == root or resolved.startswith(root + "/"):
+            return f"{path!r} is under {root}"
+    try:
+        mode = os.stat(path).st_mode  # follows a symlink to its target
+    except FileNotFoundError:
+        return None  # a new file (or a link to one): created by the rename
+    except OSError as exc:
+        return f"{path!r} cannot be examined: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"{path!r} is {kind}"
+
+
+def snapshot_writer() -> Callable[[Run, str], asyncio.Future[str | None]]:
+    """`write(run, path)`: serialise the run now (on the loop), write it on a thread.
+
+    The future's result is why the write was skipped (see `replace_file`), or None.
+    """
     converter = make_converter()
 
-    def write(run: Run, path: str) -> asyncio.Future[None]:
+    def write(run: Run, path: str) -> asyncio.Future[str | None]:
         data = json.dumps(converter.unstructure(run_snapshot(run)), ensure_ascii=False, indent=2)
         return asyncio.ensure_future(asyncio.to_thread(replace_file, path, data.encode() + b"\n"))
 
     return write
 
 
-def replace_file(path: str, data: bytes) -> None:
-    """Write `data` to `path` atomically, mode 0600 (blocking: call it off the loop)."""
+def replace_file(path: str, data: bytes) -> str | None:
+    """Write `data` to `path` atomically, mode 0600 (blocking: call it off the loop).
+
+    Returns why nothing was written when `path` is no longer something a
+    snapshot may replace (`refusal`), else None; raises OSError if the write fails.
+    """
     directory, name = os.path.split(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
@@ -40,7 +90,13 @@ def replace_file(path: str, data: bytes) -> None:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, path)
+        # Checked last, right before the rename: the narrowest window for a change.
+        problem = refusal(path)
+        if problem is None:
+            os.replace(temporary, path)
+            return None
     except BaseException:
         os.unlink(temporary)
         raise
+    os.unlink(temporary)
+    return problem

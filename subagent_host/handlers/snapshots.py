@@ -9,6 +9,7 @@ from typing import Any
 
 from subagent_host.rpc.wire import (
     ChildSnapshot,
+    DiagnosticWire,
     ErrorWire,
     EventWire,
     OutputWire,
@@ -71,6 +72,11 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         enforced_timeout_ms=run.enforced_timeout_ms,
         reached_limit=run.reached_limit,
         workflow=_workflow(run.workflow),
+        diagnostics=tuple(
+            DiagnosticWire(severity=d.severity, code=d.code, message=d.message, path=d.path)
+            for d in run.diagnostics
+        )
+        or None,
         **extra,
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from subagent_host.config import DEFAULT_MAX_PARALLEL
+from subagent_host.handlers.snapshot_file import refusal
 from subagent_host.rpc.wire import ForEachStep, ParallelStep, SpawnItem, WorkflowWire
 from subagent_host.runs import templates
 from subagent_host.runs.plans import (
@@ -182,7 +183,8 @@ def _add_output(problems: Problems, outputs: set[str], name: str, path: str) -> 
 
 
 def _snapshot_path(problems: Problems, value: str | None, cwd: str) -> str | None:
-    """An absolute path in an existing directory (relative paths are the call's cwd's)."""
+    """An absolute path in an existing, writable directory (relative paths are the call's
+    cwd's), naming nothing yet or a regular file outside the system trees (`refusal`)."""
     if value is None:
         return None
     where = "workflow.snapshotPath"
@@ -194,8 +196,8 @@ def _snapshot_path(problems: Problems, value: str | None, cwd: str) -> str | Non
     real = os.path.join(os.path.realpath(directory), name)
     if not os.path.isdir(directory):
         problems.error("invalid-snapshot-path", f"{directory!r} is not a directory", where)
-    elif os.path.isdir(real):
-        problems.error("invalid-snapshot-path", f"{real!r} is a directory", where)
+    elif (problem := refusal(real)) is not None:
+        problems.error("invalid-snapshot-path", problem, where)
     elif not os.access(directory, os.W_OK | os.X_OK):
         problems.error("invalid-snapshot-path", f"{directory!r} is not writable", where)
     return real

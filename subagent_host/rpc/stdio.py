@@ -149,10 +149,15 @@ class _WriteProtocol(asyncio.BaseProtocol):
         self.backlog.set_full(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if exc is not None:
-            logger.warning("stdout closed by the client: %s", exc)
+        if exc is not None:  # the server says at WARNING what it does about it (app.py)
+            logger.info("stdout closed: %s", _describe(exc))
         self.closed.set()
         self.backlog.set_full(False)  # nothing is queued for anyone any more
+
+
+def _describe(exc: BaseException) -> str:
+    """`[Errno 32] Broken pipe`, or the type's name when the error says nothing more."""
+    return str(exc) or type(exc).__name__
 
 
 class _PipeOutput:
@@ -161,7 +166,11 @@ class _PipeOutput:
         self._protocol = protocol
 
     def write(self, data: bytes) -> None:
-        if not self.is_broken:
+        # Not once the transport is closing: it closes itself the moment a write
+        # fails (EPIPE) or the reader goes away, but tells the protocol only a turn
+        # later, and every write in between would be dropped with a warning of
+        # asyncio's (one per write past the fifth: one per reply of a burst).
+        if not self._transport.is_closing():
             self._transport.write(data)
 
     async def drain(self) -> None:
@@ -172,7 +181,7 @@ class _PipeOutput:
 
     @property
     def is_broken(self) -> bool:
-        return self._protocol.closed.is_set()
+        return self._protocol.closed.is_set() or self._transport.is_closing()
 
     async def wait_broken(self) -> None:
         await self._protocol.closed.wait()

@@ -337,6 +337,8 @@ class RunSnapshot:
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
     workflow: WorkflowSnapshot | None = None
+    diagnostics: tuple[DiagnosticWire, ...] | None = None
+    """Warnings about the run (e.g. a skipped `snapshotPath` write); absent when none."""
     already_terminal: bool | None = None
     """`stop` only: true when the run had ended before the stop arrived."""
     events: tuple[EventWire, ...] | None = None

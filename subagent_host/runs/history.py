@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
@@ -39,6 +39,10 @@ from subagent_host.runs.store import Store
 logger = logging.getLogger(__name__)
 
 LIVE: Final = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
+# A session none of whose runs was created or ended within this long (and none of
+# which is live) is deleted at a server's start: sessions are made per connection
+# by default, and `--history-limit` bounds each one, not how many there are.
+SESSION_RETENTION: Final = timedelta(days=30)
 
 
 @attrs.frozen
@@ -147,6 +151,14 @@ class Extras:
     texts: list[tuple[str, int, str]] = attrs.Factory(list)
 
 
+@attrs.define
+class Saved:
+    """What a write did besides writing: runs it could not write, runs its prune deleted."""
+
+    failed: list[str] = attrs.Factory(list)
+    pruned: list[str] = attrs.Factory(list)
+
+
 def save(
     store: Store,
     instance_id: str,
@@ -154,21 +166,24 @@ def save(
     history_limit: int,
     projections: Sequence[tuple[str, int, str, str]] = (),
     extras: Extras | None = None,
-) -> list[str]:
+) -> Saved:
     """Write runs as they are now, with their new events and launch projections; prune.
 
     One transaction for the batch. If it fails, each run is tried again in its
     own (text that is not UTF-8 mended to U+FFFD on the way), so one bad run
-    costs no other its write. Returns the ids of the runs that still could not
-    be written; the recorder tells whoever waits on them.
+    costs no other its write. Says which runs still could not be written (the
+    recorder tells whoever waits on them) and which runs the prune deleted
+    (whoever keeps runs in memory must forget them too, or it would still
+    answer for them).
     """
     extras = extras or Extras()
     try:
-        _save_batch(store, instance_id, rows, history_limit, projections, extras)
-        return []
+        return Saved(
+            pruned=_save_batch(store, instance_id, rows, history_limit, projections, extras)
+        )
     except Exception as exc:  # noqa: BLE001 - retried run by run below
         logger.warning("a write of %d runs failed (%s); writing them one by one", len(rows), exc)
-    failed = []
+    saved = Saved()
     for row in rows:
         mine = [p for p in projections if p[0] == row.run_id]
         own = Extras(
@@ -177,18 +192,18 @@ def save(
         )
         try:
             try:
-                _save_batch(store, instance_id, [row], history_limit, mine, own)
+                saved.pruned += _save_batch(store, instance_id, [row], history_limit, mine, own)
             except UnicodeEncodeError:
                 # A lone surrogate slipped past every check (they are mended where
                 # text enters): store U+FFFD rather than lose the run.
                 logger.warning("run %s held text that is not UTF-8: stored mended", row.run_id)
-                _save_batch(
+                saved.pruned += _save_batch(
                     store, instance_id, [_mended(row)], history_limit, *_mended_extras(mine, own)
                 )
         except Exception as exc:  # noqa: BLE001 - reported per run
             logger.error("run %s could not be written to the run history: %s", row.run_id, exc)
-            failed.append(row.run_id)
-    return failed
+            saved.failed.append(row.run_id)
+    return saved
 
 
 def _save_batch(
@@ -198,7 +213,8 @@ def _save_batch(
     history_limit: int,
     projections: Sequence[tuple[str, int, str, str]],
     extras: Extras,
-) -> None:
+) -> list[str]:
+    """Write `rows` in one transaction and prune their sessions; the ids pruned."""
     with store.immediate() as db:
         for row in rows:
             _write_run(db, instance_id, row)
@@ -216,8 +232,10 @@ def _save_batch(
             extras.texts,
         )
         # A session grows only when a run is new (its first event is in this write).
+        deleted: list[str] = []
         for session_id in {row.session_id for row in rows if row.events and row.events[0][0] == 1}:
-            _prune(db, session_id, history_limit)
+            deleted += _prune(db, session_id, history_limit)
+    return deleted
 
 
 def _mended(row: RunRow) -> RunRow:
@@ -295,21 +313,29 @@ def _write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
             db.execute("DELETE FROM events WHERE run_id = ? AND seq < ?", (row.run_id, first_kept))
 
 
-def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> None:
-    """Keep a session's newest `keep` runs; older ones go, unless they are still live."""
+def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> list[str]:
+    """Keep a session's newest `keep` runs; older ones go, unless they are still live.
+
+    Returns the ids of the runs deleted.
+    """
     over = db.execute(  # one index probe: mostly there is nothing to delete
         "SELECT 1 FROM runs WHERE session_id = ? ORDER BY created_at DESC, run_id DESC"
         " LIMIT 1 OFFSET ?",
         (session_id, keep),
     ).fetchone()
     if over is None:
-        return
-    db.execute(
-        "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM runs WHERE session_id = ?"
-        " ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
-        " AND status NOT IN (?, ?)",
-        (session_id, keep, *LIVE),
-    )
+        return []
+    deleted = [
+        run_id
+        for (run_id,) in db.execute(
+            "SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM runs"
+            " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
+            " AND status NOT IN (?, ?)",
+            (session_id, keep, *LIVE),
+        )
+    ]
+    db.executemany("DELETE FROM runs WHERE run_id = ?", [(run_id,) for run_id in deleted])
+    return deleted
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -502,6 +528,47 @@ def recover(
                 (book.now().isoformat(), other),
             )
     return interrupted, leftovers
+
+
+@attrs.frozen
+class Pruned:
+    """What `prune_stale` deleted."""
+
+    sessions: int
+    runs: int
+    instances: int
+
+
+def prune_stale(store: Store, instance_id: str, now: datetime) -> Pruned:
+    """Delete sessions idle for `SESSION_RETENTION` and the rows of ended server processes.
+
+    Called at a server's start, after `recover` (which marks the instances that
+    are gone as ended). A session goes with all its runs when none of them was
+    created or ended since `now - SESSION_RETENTION` and none is live. An
+    instance's row goes once it has ended, unless a live run still names it
+    (none should once recovery has run; a run whose owner is unknown counts as a
+    dead server's anyway). Live instances, and this one, are kept.
+    """
+    cutoff = (now - SESSION_RETENTION).isoformat()
+    with store.immediate() as db:
+        stale = [
+            session_id
+            for (session_id,) in db.execute(
+                "SELECT session_id FROM runs GROUP BY session_id"
+                " HAVING max(coalesce(ended_at, created_at)) < ?"
+                " AND sum(status IN (?, ?)) = 0",
+                (cutoff, *LIVE),
+            )
+        ]
+        runs = 0
+        for session_id in stale:
+            runs += db.execute("DELETE FROM runs WHERE session_id = ?", (session_id,)).rowcount
+        instances = db.execute(
+            "DELETE FROM instances WHERE instance_id != ? AND ended_at IS NOT NULL"
+            " AND instance_id NOT IN (SELECT instance_id FROM runs WHERE status IN (?, ?))",
+            (instance_id, *LIVE),
+        ).rowcount
+    return Pruned(sessions=len(stale), runs=runs, instances=instances)
 
 
 def pending_cleanups(store: Store) -> tuple[list[str], list[Leftover]]:

@@ -17,7 +17,7 @@ import contextlib
 import errno
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from subagent_host.backends.base import Backend
@@ -313,11 +313,27 @@ class RunManager:
         heap.give_back(held)
         self._finished.append(finished.run_id)
         while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
-            run_id = self._finished.popleft()
-            self._runs.pop(run_id, None)
-            self._controls.pop(run_id, None)
-            self._envs.pop(run_id, None)
-            self._workflows.forget(run_id)
+            self._drop(self._finished.popleft())
+
+    def _drop(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+        self._controls.pop(run_id, None)
+        self._envs.pop(run_id, None)
+        self._workflows.forget(run_id)
+
+    def forget(self, run_ids: Sequence[str]) -> None:
+        """Forget runs the history deleted (pruned by `--history-limit`): -32001 from now on.
+
+        A run that is live again here (resumed since the prune chose it) is kept:
+        its next write records it anew.
+        """
+        for run_id in run_ids:
+            run = self._runs.get(run_id)
+            if run is None or not run.is_terminal:
+                continue
+            with contextlib.suppress(ValueError):
+                self._finished.remove(run_id)
+            self._drop(run_id)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:

@@ -8,6 +8,10 @@ committed: a reply that names a run is sent only after the run is on disk, and
 `durable(run)` raises `RecordFailed` when the newest write carrying that run
 failed, so no success is ever answered for a run the store does not hold.
 
+A write that pruned a session's oldest runs (`--history-limit`) names them, and
+`on_pruned` is told on the loop — before anyone waiting for that write resumes —
+so the memory of this server forgets them as the disk did.
+
 The writes waiting for the disk are bounded too: a child streaming faster than
 the disk takes its events would otherwise queue them in memory without end.
 Above STORE_BACKLOG_BYTES of events waiting, the recorder says it is full
@@ -22,7 +26,7 @@ import collections
 import concurrent.futures
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from subagent_host.errors import RecordFailed
@@ -58,6 +62,8 @@ class Recorder:
         self._unwritten: set[str] = set()
         # Runs being given up on after a failed write (see `unrecorded`).
         self._unrecorded: set[str] = set()
+        self.on_pruned: Callable[[Sequence[str]], None] = lambda _run_ids: None
+        """Told the ids of the runs each write deleted (set once the run manager exists)."""
 
     def watch_backlog(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
         """Call `full` when too many events wait for the disk, `drained` once few do."""
@@ -118,7 +124,24 @@ class Recorder:
         self._pending.clear()
         self._projections = []
         self._extras = history.Extras()
-        self._last_write = self._store.submit(self._save, rows, projections, extras)
+        self._last_write = write = self._store.submit(self._save, rows, projections, extras)
+        loop = asyncio.get_running_loop()
+
+        def pruned(done: concurrent.futures.Future[object]) -> None:
+            # On the store's thread, as the write completes. Registered here, before
+            # anyone can wrap this write to await it (`durable`, `Store.call` after
+            # it): a future's callbacks run in the order they were added, so this
+            # one is queued on the loop ahead of every waiter's wake-up, and the
+            # runs are forgotten before a reply that waited for the write is sent —
+            # a `status` sent after that reply finds them gone. The loop is woken
+            # only when something was pruned.
+            if done.cancelled() or done.exception() is not None:
+                return
+            deleted = done.result()  # `_save`'s list of run ids
+            if isinstance(deleted, list) and deleted:
+                loop.call_soon_threadsafe(self.on_pruned, deleted)
+
+        write.add_done_callback(pruned)
         size = sum(len(record) for row in rows for _, record in row.events)
         if size:
             self._in_flight.append((self._last_write, size))
@@ -152,14 +175,18 @@ class Recorder:
         rows: list[history.RunRow],
         projections: list[tuple[str, int, str, str]],
         extras: history.Extras,
-    ) -> None:
-        """On the store's thread: write, and note which runs' newest write failed."""
-        failed = history.save(
+    ) -> list[str]:
+        """On the store's thread: write, and note which runs' newest write failed.
+
+        Returns the ids of the runs the write pruned (see `_write`).
+        """
+        saved = history.save(
             self._store, self._instance_id, rows, self._history_limit, projections, extras
         )
-        written = {row.run_id for row in rows} - set(failed)
+        written = {row.run_id for row in rows} - set(saved.failed)
         # One assignment: the loop never sees a run of this batch half-updated.
-        self._unwritten = (self._unwritten - written) | set(failed)
+        self._unwritten = (self._unwritten - written) | set(saved.failed)
+        return saved.pruned
 
     async def durable(self, run: Run | None = None) -> None:
         """Return once everything recorded so far is committed (or its write failed).

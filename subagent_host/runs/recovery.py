@@ -47,6 +47,14 @@ async def start_instance(
         logger.warning(
             "%d runs of an ended server process were marked interrupted", len(interrupted)
         )
+    pruned = await store.call(history.prune_stale, store, instance, utc_now())
+    if pruned.sessions or pruned.instances:
+        logger.info(
+            "deleted %d idle sessions (%d runs) and %d ended server records",
+            pruned.sessions,
+            pruned.runs,
+            pruned.instances,
+        )
     # Also what an earlier server was still ending when it died: the job is on disk
     # until it is done.
     pending, leftovers = await store.call(history.pending_cleanups, store)

@@ -76,6 +76,16 @@ class ErrorInfo:
 
 
 @attrs.frozen
+class Diagnostic:
+    """Something a run's client should know that changed no status (e.g. a skipped write)."""
+
+    severity: str
+    code: str
+    message: str
+    path: str | None = None
+
+
+@attrs.frozen
 class OutputInfo:
     text: str
     truncated: bool
@@ -237,6 +247,8 @@ class Run:
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
     workflow: WorkflowState | None = None
+    diagnostics: tuple[Diagnostic, ...] = ()
+    """Warnings about the run, each once, in the order they arose (kept in its record)."""
     last_seq: int = 0
     """The seq of the newest event (kept when old events are dropped or not loaded)."""
     first_retained_seq: int = 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -18,14 +18,18 @@ from subagent_host.runs.control import RunControl
 from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.projection import project
 from subagent_host.runs.settling import Settler
-from subagent_host.runs.state import ChildRun, ErrorInfo, Run, RunBook, RunStatus
+from subagent_host.runs.state import ChildRun, Diagnostic, ErrorInfo, Run, RunBook, RunStatus
 from subagent_host.runs.workflow_runner import WorkflowRunner
 
 logger = logging.getLogger(__name__)
 
 
-async def _no_snapshot(_run: Run, _path: str) -> None:
+async def _no_snapshot(_run: Run, _path: str) -> str | None:
     return None
+
+
+# A skipped `snapshotPath` write, as a warning on the run (see `Workflows.write_snapshot`).
+SNAPSHOT_SKIPPED: Final = "snapshot-skipped"
 
 
 @attrs.frozen
@@ -35,8 +39,11 @@ class WorkflowRecords:
     definition: Callable[[Run, RunPlan], None] = lambda _run, _plan: None
     child_added: Callable[[Run, int, dict[str, Any]], None] = lambda _run, _i, _p: None
     text: Callable[[Run, int, str], None] = lambda _run, _i, _t: None
-    snapshot: Callable[[Run, str], Awaitable[None]] = _no_snapshot
-    """Rewrite the workflow's `snapshotPath` with the run as it is now."""
+    snapshot: Callable[[Run, str], Awaitable[str | None]] = _no_snapshot
+    """Rewrite the workflow's `snapshotPath` with the run as it is now; the result is
+    why the write was skipped (the path is no longer a regular file), or None."""
+    touched: Callable[[Run], None] = lambda _run: None
+    """Record a change of the run that came without an event (a new diagnostic)."""
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -81,9 +88,24 @@ class Workflows:
         if path is None:
             return
         try:
-            await self._records.snapshot(run, path)
+            skipped = await self._records.snapshot(run, path)
         except OSError as exc:  # the run goes on; the file is only a convenience
             logger.warning("cannot write the snapshot of run %s to %s: %s", run.run_id, path, exc)
+            return
+        if skipped is None:
+            return
+        # The path changed under the run (e.g. into a FIFO): it is left alone, the
+        # run goes on, and its client learns why the file stopped changing — once.
+        logger.info("snapshot of run %s not written: %s", run.run_id, skipped)
+        warning = Diagnostic(
+            severity="warning",
+            code=SNAPSHOT_SKIPPED,
+            message=f"the snapshot was not written: {skipped}",
+            path="workflow.snapshotPath",
+        )
+        if warning not in run.diagnostics:
+            run.diagnostics = (*run.diagnostics, warning)
+            self._records.touched(run)
 
     # --- WorkflowHost ----------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import json
 import signal
 import sqlite3
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -268,6 +269,71 @@ async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(
             assert (await error_of(stranger, "status", params))["code"] == NOT_FOUND
         assert (await error_of(stranger, "stop", {"runId": run_id}))["code"] == NOT_FOUND
         assert (await stranger.finish())[0] == 0
+
+
+async def test_a_run_pruned_from_history_is_not_found_on_the_server_that_ran_it(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path, "s1", "--history-limit", "2")) as server:
+        run_ids = []
+        for n in range(3):
+            spawn = {"command": ["echo", str(n)], "mode": "background"}
+            run_id = (await result_of(server, "spawn", spawn))["runId"]
+            run_ids.append(run_id)
+            async with asyncio.timeout(EXIT_TIMEOUT_S):
+                while True:  # a background run says nothing unasked: poll it, bounded
+                    status = await result_of(server, "status", {"runId": run_id})
+                    if status["status"] in TERMINAL:
+                        break
+                    await asyncio.sleep(POLL_INTERVAL_S)
+        # The third spawn's reply came after the write that pruned the first run.
+        for params in ({"runId": run_ids[0]}, {"runId": run_ids[0], "since": 0}):
+            error = await error_of(server, "status", params)
+            assert error["code"] == NOT_FOUND, (params, error)
+        assert (await error_of(server, "stop", {"runId": run_ids[0]}))["code"] == NOT_FOUND
+        listing = await result_of(server, "status", {})
+        assert [r["runId"] for r in listing["runs"]] == run_ids[:0:-1]
+        for run_id in run_ids[1:]:
+            assert (await result_of(server, "status", {"runId": run_id}))["status"] == "completed"
+        assert (await server.finish())[0] == 0
+
+
+def query(state_dir: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """Read (or change, while no server writes) the state directory's database."""
+    db = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+async def test_servers_with_default_sessions_leave_no_idle_session_or_ended_server_behind(
+    tmp_path: Path,
+) -> None:
+    args = ("--state-dir", str(tmp_path))  # no --session: each server makes its own
+    for n in range(3):
+        async with running_server(*args) as server:
+            done = await result_of(server, "spawn", {"command": ["echo", str(n)], "mode": "task"})
+            assert done["status"] == "completed"
+            assert (await server.finish())[0] == 0
+    # Each start deleted the records of the servers that had ended before it.
+    assert await asyncio.to_thread(query, tmp_path, "SELECT count(*) FROM instances") == [(1,)]
+    sessions = "SELECT count(DISTINCT session_id) FROM runs"
+    assert await asyncio.to_thread(query, tmp_path, sessions) == [(3,)]  # recent: all kept
+    month_ago = (datetime.now(UTC) - timedelta(days=31)).isoformat()
+    await asyncio.to_thread(
+        query, tmp_path, "UPDATE runs SET created_at = ?, ended_at = ?", month_ago, month_ago
+    )
+
+    async with running_server(*args) as server:
+        assert (await result_of(server, "status", {}))["runs"] == []
+        assert await asyncio.to_thread(query, tmp_path, sessions) == [(0,)]
+        for table in ("runs", "attempts", "events"):
+            count = await asyncio.to_thread(query, tmp_path, f"SELECT count(*) FROM {table}")
+            assert count == [(0,)], table
+        instances = await asyncio.to_thread(query, tmp_path, "SELECT ended_at FROM instances")
+        assert instances == [(None,)]  # this live server's own, and nothing else
+        assert (await server.finish())[0] == 0
 
 
 async def test_another_sessions_run_is_not_found_on_a_shared_state_dir(tmp_path: Path) -> None:

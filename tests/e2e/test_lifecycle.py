@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
 import json
 import os
 import pty
@@ -19,11 +21,15 @@ from tests.e2e.harness import (
     FramingName,
     assert_nothing_left,
     frame,
+    result_of,
     running_server,
     server_executable,
 )
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
+FAKES = Path(__file__).parent.parent / "fakes"
+# Half of Linux's default pipe: whole pages hold less than 64 KiB of small writes.
+PIPE_BACKED_UP = 32 * 1024
 
 
 def ping(msg_id: int) -> dict[str, object]:
@@ -148,6 +154,38 @@ async def test_a_client_that_stops_reading_stdout_ends_the_server() -> None:
         read_end.close()  # our end of the server's stdout is gone
         await server.send(ping(1))  # its answer meets a broken pipe
         assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
+
+
+async def test_a_client_closing_stdout_mid_stream_costs_a_few_log_lines_none_repeated() -> None:
+    flood = [sys.executable, str(FAKES / "flood.py"), "50"]  # far more than any pipe holds
+    async with running_server() as server:
+        spawn = {"command": flood, "stream": True}
+        server.run_ids.add((await result_of(server, "spawn", spawn))["runId"])
+        read_end = server.proc._transport.get_pipe_transport(1)  # type: ignore[attr-defined]
+        read_end.pause_reading()  # a client that stops reading, then goes away
+        # A burst of requests too, so that many replies are on their way at once.
+        # Not drained: a server whose replies wait stops reading its stdin.
+        assert server.proc.stdin is not None
+        server.proc.stdin.write(b"".join(json.dumps(ping(i)).encode() + b"\n" for i in range(3000)))
+        await until_pipe_full(read_end.get_extra_info("pipe").fileno())
+        read_end.close()  # mid-stream: every message still to come meets a broken pipe
+        assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == 0
+        await asyncio.wait_for(server._stderr_task, EXIT_TIMEOUT_S)
+        # Each line without its timestamp: what was said, by whom, at what level.
+        said = [line.split(" ", 2)[-1] for line in server.stderr_text.splitlines()]
+        assert len(said) <= 3, server.stderr_text
+        assert len(set(said)) == len(said), server.stderr_text
+
+
+async def until_pipe_full(fd: int) -> None:
+    """Until the server's output backs up in the pipe we stopped reading (polled, bounded)."""
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:  # a pipe's fill level changes without telling anyone: poll it
+            waiting = array.array("i", [0])
+            fcntl.ioctl(fd, termios.FIONREAD, waiting)
+            if waiting[0] >= PIPE_BACKED_UP:
+                return
+            await asyncio.sleep(0.01)
 
 
 async def one_ping(*argv: str, msg_id: int) -> tuple[int, bytes, bytes]:

@@ -12,7 +12,13 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.e2e.harness import EXIT_TIMEOUT_S, FramingName, ServerProcess, running_server
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    FramingName,
+    ServerProcess,
+    result_of,
+    running_server,
+)
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
@@ -179,6 +185,24 @@ async def test_eof_finishes_task_mode_spawns_and_cancels_background_runs() -> No
         assert final[-1] == {**final[-1], "type": "status", "status": "cancelled"}
 
 
+async def test_eof_says_on_stderr_how_many_background_runs_it_cancels() -> None:
+    async with running_server() as server:
+        for _ in range(2):
+            await result_of(server, "spawn", {"command": ["sleep", "30"]})
+        await result_of(server, "spawn", {"command": ["true"], "mode": "task"})  # ended: not one
+        code, _ = await server.finish()
+        assert code == 0
+        said = [line for line in server.stderr_text.splitlines() if "cancel" in line]
+        assert len(said) == 1 and " 2 " in said[0] and "WARNING" in said[0], server.stderr_text
+
+
+async def test_eof_with_no_background_run_says_nothing_of_cancelling() -> None:
+    async with running_server() as server:
+        await result_of(server, "spawn", {"command": ["true"], "mode": "task"})
+        assert (await server.finish())[0] == 0
+        assert "cancel" not in server.stderr_text, server.stderr_text
+
+
 async def test_sigterm_stops_background_runs_and_leaves_nothing() -> None:
     async with running_server() as server:
         tree = [sys.executable, str(FAKES / "tree.py"), "4"]
@@ -193,12 +217,15 @@ async def test_sigterm_stops_background_runs_and_leaves_nothing() -> None:
 
 
 async def test_an_environment_variable_off_the_allowlist_never_reaches_the_child() -> None:
-    env = {**os.environ, "SERVER_SECRET_TOKEN": "hunter2"}
+    # LC_SECRET starts like a locale variable but is none: only the categories pass.
+    env = {**os.environ, "SERVER_SECRET_TOKEN": "hunter2", "LC_SECRET": "x", "LC_TIME": "C"}
     async with running_server(env=env) as server:
         spawn = {"command": ["env"], "env": {"GIVEN": "yes"}, "mode": "task"}
         reply, _ = await call(server, "spawn", spawn)
         text = reply["result"]["output"]["text"]
         assert "SERVER_SECRET_TOKEN" not in text and "GIVEN=yes" in text
+        lines = text.splitlines()
+        assert "LC_TIME=C" in lines and not any(line.startswith("LC_SECRET") for line in lines)
         assert "SUBAGENT_HOST_DEPTH=1" in text and "PI_AGENT_LEAF=1" in text
         await server.finish()
 

@@ -25,11 +25,19 @@ import psutil
 import pytest
 
 from tests.e2e.agents import POLL_INTERVAL_S, server_args
-from tests.e2e.harness import EXIT_TIMEOUT_S, TERMINAL, ServerProcess, result_of, running_server
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    TERMINAL,
+    ServerProcess,
+    error_of,
+    result_of,
+    running_server,
+)
 from tests.e2e.test_durability import wait_until_no_run_survives
 from tests.e2e.test_preflight import FINGERPRINT, error_codes
 from tests.e2e.test_resume import marked_processes
 from tests.e2e.test_runs import call
+from tests.special_files import NOT_REGULAR, shm_path
 
 pytestmark = pytest.mark.e2e
 
@@ -359,6 +367,98 @@ async def test_the_snapshot_file_is_rewritten_after_each_step_and_at_the_end(
         assert steps(final) == [("prompt", "completed", [0]), ("prompt", "completed", [1])]
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert sorted(os.listdir(directory)) == ["run.json"]  # no temporary file left
+        assert (await server.finish())[0] == 0
+
+
+async def test_a_snapshot_path_that_is_no_regular_file_is_refused_at_spawn_and_preflight(
+    tmp_path: Path,
+) -> None:
+    with shm_path() as shm:
+        paths = {"under-dev-shm": shm}
+        for shape, (make, _kind) in sorted(NOT_REGULAR.items()):
+            paths[shape] = tmp_path / f"{shape}.json"
+            make(paths[shape])
+        modes = {
+            shape: path.lstat().st_mode for shape, path in paths.items() if shape in NOT_REGULAR
+        }
+        async with running_server(*server_args(tmp_path)) as server:
+            for shape, path in paths.items():
+                workflow = {
+                    "name": "w",
+                    "task": "t",
+                    "snapshotPath": str(path),
+                    "chain": [{"command": ["true"]}],
+                }
+                error = await error_of(server, "spawn", {"workflow": workflow, "mode": "task"})
+                assert error["code"] == LAUNCH_REJECTED, (shape, error)
+                found = [(d["code"], d["path"]) for d in error["data"]["diagnostics"]]
+                assert found == [("invalid-snapshot-path", "workflow.snapshotPath")], shape
+                checked = await result_of(server, "preflight", {"workflow": workflow})
+                assert checked["accepted"] is False, (shape, checked)
+                assert error_codes(checked) == ["invalid-snapshot-path"], shape
+            assert (await server.finish())[0] == 0
+        assert {shape: paths[shape].lstat().st_mode for shape in modes} == modes
+        assert not shm.exists()
+
+
+async def test_a_snapshot_path_that_is_a_symlink_to_a_file_replaces_the_link(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "target.json"
+    target.write_text("kept")
+    link = tmp_path / "snap.json"
+    link.symlink_to(target)
+    workflow = {
+        "name": "w",
+        "task": "t",
+        "snapshotPath": str(link),
+        "chain": [{"command": ["echo", "done"]}],
+    }
+    async with running_server(*server_args(tmp_path)) as server:
+        run = await run_workflow(server, workflow)
+        assert run["status"] == "completed", run
+        assert not link.is_symlink() and json.loads(link.read_text()) == run
+        assert target.read_text() == "kept"
+        assert (await server.finish())[0] == 0
+
+
+async def test_a_snapshot_path_that_becomes_a_fifo_mid_run_is_left_alone_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "snapshots").mkdir()
+    path = tmp_path / "snapshots" / "snap.json"
+    # Step 1 swaps the snapshot written after step 0 for a FIFO; nothing ever opens it.
+    to_fifo = "import os, sys; os.unlink(sys.argv[1]); os.mkfifo(sys.argv[1], 0o600)"
+    workflow = {
+        "name": "w",
+        "task": "t",
+        "snapshotPath": str(path),
+        "chain": [
+            {"command": ["echo", "zero"]},
+            {"command": py(to_fifo, str(path))},
+            {"command": ["echo", "two"]},
+        ],
+    }
+    async with running_server(*server_args(tmp_path)) as server:
+        run = await run_workflow(server, workflow)
+        assert run["status"] == "completed", run
+        assert statuses(run) == ["completed", "completed", "completed"]
+        assert stat.S_ISFIFO(path.lstat().st_mode)
+        assert os.listdir(path.parent) == ["snap.json"]  # no temporary file left
+        warning = {
+            "severity": "warning",
+            "code": "snapshot-skipped",
+            "message": f"the snapshot was not written: {str(path)!r} is a FIFO",
+            "path": "workflow.snapshotPath",
+        }
+        assert run["diagnostics"] == [warning]  # once, though two writes were skipped
+        status = await result_of(server, "status", {"runId": run["runId"]})
+        assert status["diagnostics"] == [warning]
+        assert (await server.finish())[0] == 0
+    # A later server reads it from the run's record.
+    async with running_server(*server_args(tmp_path)) as server:
+        status = await result_of(server, "status", {"runId": run["runId"]})
+        assert status["diagnostics"] == [warning]
         assert (await server.finish())[0] == 0
 
 

@@ -24,6 +24,7 @@ from subagent_host.runs.plans import (
 )
 from subagent_host.runs.state import RunKind
 from tests.handlers.conftest import LIMITS
+from tests.special_files import NOT_REGULAR, shm_path
 
 CONVERTER = make_converter()
 
@@ -580,6 +581,58 @@ def test_a_snapshot_path_that_is_a_directory_is_an_error(
     assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
     assert messages(checked)[0].endswith(" is a directory")
     assert checked.plan is None
+
+
+@pytest.mark.parametrize("shape", sorted(NOT_REGULAR))
+def test_a_snapshot_path_that_is_no_regular_file_is_an_error(
+    backends: dict[str, Backend], tmp_path: Path, shape: str
+) -> None:
+    make, kind = NOT_REGULAR[shape]
+    make(tmp_path / "snap.json")
+    checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath="snap.json"))
+    assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
+    real = os.path.join(os.path.realpath(tmp_path), "snap.json")
+    assert messages(checked) == [f"{real!r} is {kind}"]
+    assert checked.plan is None
+
+
+def test_a_symlink_to_a_regular_file_is_accepted_and_names_the_link(
+    backends: dict[str, Backend], tmp_path: Path
+) -> None:
+    (tmp_path / "target.json").write_text("{}")
+    (tmp_path / "snap.json").symlink_to(tmp_path / "target.json")
+    plan = accepted_plan(check(backends, tmp_path, flow(cmd("true"), snapshotPath="snap.json")))
+    assert plan.workflow is not None
+    assert plan.workflow.snapshot_path == os.path.join(os.path.realpath(tmp_path), "snap.json")
+
+
+def test_a_snapshot_path_under_dev_is_an_error_whether_it_exists_or_not(
+    backends: dict[str, Backend], tmp_path: Path
+) -> None:
+    with shm_path() as shm:
+        checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath=str(shm)))
+        assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
+        assert messages(checked) == [f"{str(shm)!r} is under /dev"]
+        assert not shm.exists()
+
+
+def test_a_symlink_that_leads_under_dev_is_an_error(
+    backends: dict[str, Backend], tmp_path: Path
+) -> None:
+    with shm_path() as shm:
+        (tmp_path / "snap.json").symlink_to(shm)  # dangling: the rename would create it
+        checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath="snap.json"))
+        assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
+        assert messages(checked)[0].endswith(" is under /dev")
+
+
+@pytest.mark.parametrize("value", ["/proc/self/snap.json", "/sys/snap.json"])
+def test_a_snapshot_path_under_proc_or_sys_is_an_error(
+    backends: dict[str, Backend], tmp_path: Path, value: str
+) -> None:
+    checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath=value))
+    assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
+    assert messages(checked)[0].endswith((" is under /proc", " is under /sys"))
 
 
 @pytest.mark.parametrize("value", ["", "snap\0.json"])

@@ -30,6 +30,7 @@ from subagent_host.runs.records import (
 from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     ChildRun,
+    Diagnostic,
     ErrorInfo,
     EventLog,
     OutputInfo,
@@ -290,7 +291,8 @@ async def test_an_immediate_transaction_rolls_back_on_an_error(store: Store) -> 
 
 def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
     book = RunBook(clock=ticking())
-    run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000)
+    warning = Diagnostic("warning", "snapshot-skipped", "not written", "workflow.snapshotPath")
+    run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000, diagnostics=(warning,))
     book.transition(run, RunStatus.RUNNING)
     first, second = run.children
     first.pid, first.pgid, first.create_time = 4242, 4242, 1234.56
@@ -318,6 +320,8 @@ def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
     assert back.children[0].usage == Usage(1, 2, 3, 4, cost_usd=0.5)
     assert back.children[0].started_at == first.started_at is not None
     assert back.last_seq == run.last_seq == 5
+    assert back.diagnostics == (warning,)
+    assert "diagnostics" not in run_record(make_run("r2"))  # none: not stored at all
 
 
 # --- saving and loading --------------------------------------------------------------------
@@ -700,7 +704,7 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
 
     def counting_save(
         store: Store, instance_id: str, rows: Sequence[history.RunRow], *rest: Any
-    ) -> list[str]:
+    ) -> history.Saved:
         saves.append([(row.run_id, [seq for seq, _ in row.events]) for row in rows])
         return real_save(store, instance_id, rows, *rest)
 
@@ -849,6 +853,72 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
     ]
     [event] = await store.call(history.events_after, store, "r-bad", 1)
     assert event.fields["text"] == "x\ufffd"
+
+
+async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
+    store: Store,
+) -> None:
+    recorder = Recorder(store, ME, history_limit=2)
+    pruned: list[list[str]] = []
+    recorder.on_pruned = lambda run_ids: pruned.append(list(run_ids))
+    book = RunBook(clock=ticking(), listener=recorder)
+    for minute in range(2):
+        completed_run(book, f"r{minute}", minute=minute)
+        await recorder.durable()
+    assert pruned == []
+    live = make_run("r-live", minute=-1)  # older, but live: never pruned
+    book.transition(live, RunStatus.RUNNING)
+    await recorder.durable()
+    assert pruned == []  # r-live is live; nothing else is beyond the newest two
+
+    completed_run(book, "r2", minute=2)
+    await recorder.durable()
+    assert pruned == [["r0"]]
+    assert await store.call(history.load_run, store, "r0") is None
+
+
+async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Store) -> None:
+    now = T0 + timedelta(days=100)
+    old = T0  # 100 days before `now`
+    book = RunBook(clock=ticking())  # stamps near T0: every run here ended long ago...
+    for n in range(30):  # thirty servers, each with its own default session, long gone
+        instance = f"gone-{n}"
+        await store.call(history.register_instance, store, instance, 1000 + n, 1.0, old)
+        await save(store, completed_run(book, f"r{n}", session_id=f"s{n}"), instance=instance)
+        await store.call(history.end_instance, store, instance, old)
+    # ...but these sessions are kept: a run of the last 30 days, or a live one.
+    recent = completed_run(RunBook(clock=lambda: now - timedelta(days=29)), "r-recent", "s-recent")
+    await save(store, recent)
+    live = make_run("r-live", "s-live")  # created long ago, still running
+    book.transition(live, RunStatus.RUNNING)
+    await save(store, live, instance="gone-live-owner")
+    await store.call(history.register_instance, store, "gone-live-owner", 99, 1.0, old)
+    await store.call(history.end_instance, store, "gone-live-owner", old)
+    await store.call(history.register_instance, store, "other-live", 98, 1.0, old)  # not ended
+    await store.call(history.register_instance, store, ME, 97, 1.0, now)
+
+    pruned = await store.call(history.prune_stale, store, ME, now)
+
+    assert pruned == history.Pruned(sessions=30, runs=30, instances=30)
+    sessions = await query(store, "SELECT DISTINCT session_id FROM runs ORDER BY 1")
+    assert sessions == [("s-live",), ("s-recent",)]
+    instances = await query(store, "SELECT instance_id FROM instances ORDER BY 1")
+    assert instances == [("gone-live-owner",), (ME,), ("other-live",)]
+    for table in ("attempts", "events"):
+        left = await query(store, f"SELECT DISTINCT run_id FROM {table} ORDER BY 1")
+        assert left == [("r-live",), ("r-recent",)], table
+    # A second start finds nothing more to delete.
+    assert await store.call(history.prune_stale, store, ME, now) == history.Pruned(0, 0, 0)
+
+
+async def test_a_session_whose_old_run_ended_recently_is_kept(store: Store) -> None:
+    now = T0 + timedelta(days=100)
+    run = make_run("r-long", "s-long")  # created 100 days ago...
+    book = RunBook(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
+    book.transition(run, RunStatus.RUNNING)
+    book.transition(run, RunStatus.CANCELLED, reason="stopped")
+    await save(store, run)
+    assert await store.call(history.prune_stale, store, ME, now) == history.Pruned(0, 0, 0)
 
 
 # --- everything at once ------------------------------------------------------------------------
