@@ -9,7 +9,6 @@ does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 from collections.abc import Callable
 from typing import Final
@@ -20,11 +19,10 @@ TRIM_AFTER_BYTES: Final = 1024 * 1024
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    # The symbols the interpreter already has (libc among them): no library search,
+    # which would run `ldconfig` in a subprocess and block the loop.
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
     return trim
