@@ -288,6 +288,12 @@ class Supervisor:
         # synchronous step that forks it, so no sweep can mistake it for one.
         self._started: dict[int, Child] = {}
         self.reaped = asyncio.Event()  # set whenever an adopted orphan was reaped
+        # Processes a stop sequence is ending, and for which child. Without cgroups,
+        # two children ending at once may both find one orphan (it carries their
+        # run's marker, or none); it is ended, and counted, by the first. Written
+        # from snapshot threads, hence the lock.
+        self._claimed: dict[int, Child] = {}
+        self._claiming = threading.Lock()
 
     @property
     def mode(self) -> TrackingMode:
@@ -474,6 +480,9 @@ class Supervisor:
             child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
             for member in (*members, *stragglers):
                 member.close()
+            with self._claiming:
+                for pid in [pid for pid, owner in self._claimed.items() if owner is child]:
+                    del self._claimed[pid]
             self.reap_exited()
 
     async def end_strays(
@@ -559,6 +568,10 @@ class Supervisor:
                     found.setdefault(below.pid, below)
         if child.pid_is_ours():
             found.pop(child.pid, None)
+        with self._claiming:
+            for pid in list(found):
+                if self._claimed.setdefault(pid, child) is not child:
+                    del found[pid]  # another child's stop sequence is ending it
         members = [Member.pin(process) for process in found.values()]
         return [member for member in members if member is not None]
 
