@@ -19,12 +19,11 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.handlers.snapshots import timestamp
-from subagent_host.handlers.spawn_plan import Diagnostic
 from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
 from subagent_host.runs import approvals
 from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.plans import Access, RunPlan, normalized_plan, receipts
-from subagent_host.runs.state import utc_now
+from subagent_host.runs.state import Diagnostic, utc_now
 
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
 

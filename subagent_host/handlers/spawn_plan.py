@@ -37,7 +37,7 @@ from subagent_host.runs.plans import (
     negotiate,
     receipts,
 )
-from subagent_host.runs.state import RunKind
+from subagent_host.runs.state import Diagnostic, RunKind
 from subagent_host.settings import Settings
 
 MAX_CHAIN_ITEMS: Final = 32
@@ -46,14 +46,6 @@ MODES: Final = ("background", "task")
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Fields only agent backends take; `command` cannot honour them.
 AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools")
-
-
-@attrs.frozen
-class Diagnostic:
-    severity: str
-    code: str
-    message: str
-    path: str | None = None
 
 
 @attrs.frozen
