@@ -18,7 +18,9 @@ from typing import Final
 
 import pytest
 
+from subagent_host.backends import cgroups
 from tests.e2e.harness import error_of, result_of, running_server, state_args
+from tests.e2e.test_durability import TREE, crash, spawn_running, wait_until_no_run_survives
 
 DB_NAME: Final = "subagent-host.sqlite3"
 SCHEMA_VERSION: Final = 3  # the server's (runs/store.py); a test of ours must not import it
@@ -154,3 +156,23 @@ async def test_a_server_with_a_usable_state_dir_says_its_history_is_in_sqlite(
         assert checked["preflightId"].startswith("pf-") and checked["diagnostics"] == []
         assert (await server.finish())[0] == 0
     assert warning_lines(server.stderr_text) == []
+
+
+async def test_a_sigkilled_memory_only_servers_processes_are_ended_by_the_next_servers_sweep(
+    tmp_path: Path,
+) -> None:
+    """No database records them, but their cgroup names their server: any later server
+    that finds that server gone ends what is in it, in memory mode too."""
+    if cgroups.find_hierarchy() is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this host")
+    state = under_a_file(tmp_path)
+    args = (*state_args(state), "--process-tracking", "cgroup")
+    async with running_server(*args) as doomed:
+        assert (await result_of(doomed, "ping", {}))["persistence"] == "memory"
+        run_id = await spawn_running(doomed, TREE)
+        orphaned = await crash(doomed)
+    assert orphaned == {run_id}
+    async with running_server(*args) as successor:
+        await wait_until_no_run_survives(orphaned)
+        assert (await result_of(successor, "status", {}))["runs"] == []
+        assert (await successor.finish())[0] == 0
