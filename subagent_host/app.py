@@ -12,9 +12,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from subagent_host.backends.base import Backend
@@ -54,7 +57,7 @@ from subagent_host.runs.records import workflow_record
 from subagent_host.runs.recovery import start_instance
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent, utc_now
-from subagent_host.runs.store import Store, StoreError
+from subagent_host.runs.store import Store, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -75,10 +78,14 @@ def probe_environment(backends: Mapping[str, Backend]) -> dict[str, str]:
     return allowed_environment(os.environ, allowed)
 
 
-def build_backends(config: ServerConfig) -> dict[str, Backend]:
-    """Every adapter this server knows; whether each can run is checked per launch."""
-    pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
-    pi_sessions.mkdir(mode=0o700, exist_ok=True)
+def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dict[str, Backend]:
+    """Every adapter this server knows; whether each can run is checked per launch.
+
+    `pi_sessions` is where pi keeps its session files (default: in the state directory).
+    """
+    if pi_sessions is None:
+        pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
+        pi_sessions.mkdir(mode=0o700, exist_ok=True)
     executables = config.settings.backend_executables
     return {
         "command": CommandBackend(),
@@ -137,17 +144,34 @@ async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
             except (OSError, ValueError) as exc:
                 logger.error("cannot serve on this stdin/stdout: %s", exc)
                 return 1
+            # A state directory that cannot be used leaves the history in memory.
+            store = await open_store(config.state_dir)
             try:
-                store = await Store.open(config.state_dir)
-            except StoreError as exc:
-                logger.error("%s", exc)
-                return 1
-            try:
-                return await _serve_with_store(config, store, source, sink, supervisor)
+                with _pi_sessions(config, store) as pi_sessions:
+                    return await _serve_with_store(
+                        config, store, source, sink, supervisor, pi_sessions
+                    )
             finally:
                 await store.close()
     finally:
         supervisor.close()  # every child was waited for: our cgroups are empty
+
+
+@contextlib.contextmanager
+def _pi_sessions(config: ServerConfig, store: Store) -> Iterator[Path]:
+    """Where pi keeps its session files: in the state directory, for a later resume;
+    with the history in memory (no resume), in a private temporary directory removed
+    when the server exits."""
+    if store.durable:
+        pi_sessions = config.state_dir / "pi-sessions"
+        pi_sessions.mkdir(mode=0o700, exist_ok=True)
+        yield pi_sessions
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="subagent-host-pi-sessions-"))  # 0700
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _serve_with_store(
@@ -156,6 +180,7 @@ async def _serve_with_store(
     source: InputStream,
     sink: OutputStream,
     supervisor: Supervisor,
+    pi_sessions: Path,
 ) -> int:
     loop = asyncio.get_running_loop()
     supervisor.reap_on_sigchld()
@@ -171,7 +196,7 @@ async def _serve_with_store(
         recorder(run, event)
         publisher(run, event)
 
-    backends = build_backends(config)
+    backends = build_backends(config, pi_sessions)
     workflow_records = WorkflowRecords(
         definition=lambda run, plan: recorder.workflow(run, workflow_record(plan)),
         child_added=recorder.projection,

@@ -30,6 +30,7 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         backends=tuple(_backend_info(ctx, name) for name in sorted(ctx.adapters)),
         limits=limits_of(ctx.config),
         process_tracking=ctx.process_tracking,
+        persistence=ctx.catalog.store.persistence,
     )
 
 

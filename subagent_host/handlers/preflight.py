@@ -60,10 +60,16 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     )
     if not accepted:
         return result
+    store = ctx.catalog.store
+    if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
+        # The plan stands; only the id a spawn would carry is not issued.
+        withheld = DiagnosticWire(
+            "warning", approvals.PERSISTENCE_UNAVAILABLE, f"no preflightId: {unavailable}"
+        )
+        return attrs.evolve(result, diagnostics=(*result.diagnostics, withheld))
     now = utc_now()
     expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
     preflight_id = approvals.new_secret("pf-")
-    store = ctx.catalog.store
     await store.call(
         approvals.save_preflight, store, preflight_id, ctx.session_id, sealed, now, expires
     )

@@ -36,6 +36,8 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     if mode not in MODES:
         raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(MODES)}")])
     store = ctx.catalog.store
+    if (unavailable := approvals.persistence_problem(store, "resume tokens")) is not None:
+        deny("not-resumable", unavailable, code=approvals.PERSISTENCE_UNAVAILABLE)
     grant = await store.call(approvals.find_token, store, params.token)
     if grant is None:
         deny("unknown-token", "no such token")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.run_reply import reply_with_run
@@ -30,6 +32,8 @@ async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpa
     """The launch must be the one that preflight approved: same plan, same session, in time."""
     fingerprint = plan_fingerprint(resolved.plan, ctx.adapters, resolved.plan.access)
     store = ctx.catalog.store
+    if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
+        _reject(approvals.PERSISTENCE_UNAVAILABLE, unavailable, fingerprint)
     problem = await store.call(
         approvals.take_preflight, store, preflight_id, ctx.session_id, fingerprint, utc_now()
     )
@@ -41,13 +45,12 @@ async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpa
         "preflight-expired": "that preflight has expired: run preflight again",
         "preflight-mismatch": "this spawn would run something else than the preflight approved",
     }
-    diagnostic = {
-        "severity": "error",
-        "code": problem,
-        "message": messages[problem],
-        "path": "preflightId",
-    }
+    _reject(problem, messages[problem], fingerprint)
+
+
+def _reject(code: str, message: str, fingerprint: str) -> NoReturn:
+    diagnostic = {"severity": "error", "code": code, "message": message, "path": "preflightId"}
     raise LaunchRejected(
-        f"launch rejected: {messages[problem]}",
+        f"launch rejected: {message}",
         data={"diagnostics": [diagnostic], "fingerprint": fingerprint},
     )

@@ -94,6 +94,8 @@ class PingResult:
     limits: Limits
     process_tracking: str
     """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.3)."""
+    persistence: str
+    """sqlite, or memory when the state directory cannot be used (protocol.md §13)."""
 
 
 # --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------

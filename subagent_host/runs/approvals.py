@@ -4,6 +4,12 @@ Both are single-use and expire. A resume token is at least 128 random bits,
 given to the client once and stored only as its SHA-256; it is consumed by one
 conditional UPDATE inside an immediate transaction, so of two concurrent
 resumes with one token exactly one gets it (RELIABILITY.md).
+
+Neither is issued by a server whose history is in memory only (`Store.durable`
+false): an approval is a promise about a stored launch that another server
+may be asked to keep, so without durable storage `preflight` gives no
+`preflightId`, and `spawn {preflightId}`, `preflight {resume}` and `resume`
+are refused with PERSISTENCE_UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -19,6 +25,18 @@ import attrs
 from subagent_host.runs.store import Store
 
 TOKEN_BYTES: Final = 32  # 256 bits
+
+PERSISTENCE_UNAVAILABLE: Final = "persistence-unavailable"
+
+
+def persistence_problem(store: Store, needs: str) -> str | None:
+    """Why `needs` cannot be had from this store (a sentence), or None when it can."""
+    if store.durable:
+        return None
+    return (
+        f"{needs} need durable storage, and this server keeps its run history in memory "
+        "only: its state directory cannot be used (its log says why)"
+    )
 
 
 def new_secret(prefix: str) -> str:

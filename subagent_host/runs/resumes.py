@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from subagent_host.runs import history
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.plans import Access, AgentRef, ChildPlan, RunPlan
@@ -74,6 +75,8 @@ async def resolve_target(
             "resume-disabled",
             "resume is disabled on this server (enable_continue is false in its configuration)",
         )
+    if (unavailable := persistence_problem(catalog.store, "resume tokens")) is not None:
+        raise ResumeRefused("not-resumable", PERSISTENCE_UNAVAILABLE, unavailable)
     run = await catalog.find(session_id, run_id)
     chosen = _default_index(run) if index is None else index
     if not 0 <= chosen < len(run.children):

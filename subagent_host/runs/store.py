@@ -10,6 +10,14 @@ Every statement runs on the store's own thread through one connection: the
 event loop hands work over (`call`, `submit`) and never waits on the disk
 itself. Work submitted runs in order, so awaiting the newest piece means
 everything before it is committed too.
+
+A state directory or database that cannot be used does not stop the server
+(`open_store`): the same schema is then kept in an in-memory SQLite database,
+so the recorder, the catalog and pruning work unchanged, and nothing survives
+the process. Such a store is not `durable`; whatever needs an approval to
+outlive the moment (preflight ids, resume tokens) asks that first. A database
+this server cannot use is never written: not migrated, not repaired, not
+deleted.
 """
 
 from __future__ import annotations
@@ -133,6 +141,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 )
 
 
+PERSISTENCE_SQLITE: Final = "sqlite"
+PERSISTENCE_MEMORY: Final = "memory"
+
+
 class StoreError(Exception):
     """The state directory or its database cannot be used."""
 
@@ -140,8 +152,9 @@ class StoreError(Exception):
 class Store:
     """The database and the one thread that talks to it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None) -> None:
         self.path = path
+        """The database file; None for a store kept in memory."""
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="store"
         )
@@ -158,32 +171,60 @@ class Store:
             raise
         return store
 
+    @classmethod
+    async def in_memory(cls) -> Store:
+        """A store with the same schema that lives and dies with this process."""
+        store = cls(None)
+        await store.call(store._connect_memory)
+        return store
+
+    @property
+    def durable(self) -> bool:
+        """True when what is written here outlives this process (a database file)."""
+        return self.path is not None
+
+    @property
+    def persistence(self) -> str:
+        """`sqlite` or `memory`, as `ping` reports it."""
+        return PERSISTENCE_SQLITE if self.durable else PERSISTENCE_MEMORY
+
     # --- the thread's side -----------------------------------------------------------
 
     def _connect(self, state_dir: Path) -> None:
         try:
-            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _restrict(state_dir, 0o700)
-            old_umask = os.umask(0o077)  # the -wal and -shm files are created 0600 too
-            try:
-                db = sqlite3.connect(
-                    self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
-                )
-            finally:
-                os.umask(old_umask)
+            self._db = self._open_file(state_dir)
+        except (OSError, sqlite3.Error, StoreError) as exc:
+            raise StoreError(f"cannot use the state directory {state_dir}: {exc}") from exc
+
+    def _open_file(self, state_dir: Path) -> sqlite3.Connection:
+        assert self.path is not None
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _restrict(state_dir, 0o700)
+        old_umask = os.umask(0o077)  # the -wal and -shm files are created 0600 too
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        finally:
+            os.umask(old_umask)
+        try:
+            # Read before anything writes: a database that is not one, or of a newer
+            # schema, is left exactly as it is (journal mode and permissions included).
+            _check_version(db)
             _restrict(self.path, 0o600)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
-            try:
-                _migrate(db)
-            except BaseException:
-                db.close()
-                raise
-            self._db = db
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot use the state directory {state_dir}: {exc}") from exc
+            _migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _connect_memory(self) -> None:
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        db.execute("PRAGMA foreign_keys = ON")
+        _migrate(db)
+        self._db = db
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -262,15 +303,34 @@ def _restrict(path: Path, mode: int) -> None:
         path.chmod(mode)
 
 
+async def open_store(state_dir: Path) -> Store:
+    """The store on `state_dir`; if that cannot be used, one in memory, said in one warning."""
+    try:
+        return await Store.open(state_dir)
+    except StoreError as exc:
+        logger.warning(
+            "%s; keeping the run history in memory only: nothing of it survives this "
+            "server, and preflight ids and resume are refused (persistence-unavailable)",
+            exc,
+        )
+        return await Store.in_memory()
+
+
+def _check_version(db: sqlite3.Connection) -> int:
+    """The database's schema version; StoreError if it is newer than this server's."""
+    version: int = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the database has schema version {version}, newer than this server "
+            f"understands ({SCHEMA_VERSION}); use a newer subagent-host"
+        )
+    return version
+
+
 def _migrate(db: sqlite3.Connection) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"the database has schema version {version}, newer than this server "
-                f"understands ({SCHEMA_VERSION}); use a newer subagent-host"
-            )
+        version = _check_version(db)  # again: another server may have migrated meanwhile
         for target in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS[target].split(";"):
                 if statement.strip():

@@ -206,9 +206,16 @@ async def test_a_database_from_a_newer_schema_is_refused_and_left_alone(tmp_path
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.commit()
     db.close()
+    (state / DB_NAME).chmod(0o644)
+    before = (state / DB_NAME).read_bytes()
 
     with pytest.raises(StoreError, match="newer"):
         await Store.open(state)
+
+    # Not a byte written: not its journal mode, not its permissions, no files beside it.
+    assert (state / DB_NAME).read_bytes() == before
+    assert mode(state / DB_NAME) == 0o644
+    assert sorted(path.name for path in state.iterdir()) == [DB_NAME]
 
     db = sqlite3.connect(state / DB_NAME)
     try:
