@@ -19,6 +19,8 @@ from typing import Any, Final, Literal
 
 import psutil
 
+from subagent_host.backends import cgroups
+
 # Generous bounds: tests assert behaviour, never speed.
 REPLY_TIMEOUT_S: Final = 20.0
 EXIT_TIMEOUT_S: Final = 20.0
@@ -199,6 +201,7 @@ async def running_server(
         **kwargs,
     )
     server = ServerProcess(proc, framing)
+    started_at = cgroups.start_ticks(proc.pid)  # with the pid, names its instance cgroup
     try:
         yield server
     finally:
@@ -213,6 +216,9 @@ async def running_server(
         await asyncio.wait_for(server._stderr_task, EXIT_TIMEOUT_S)
         assert_nothing_left(proc.pid)
         assert_no_run_survives(server.run_ids)
+        if not program and proc.returncode != -signal.SIGKILL:
+            # A server that was not SIGKILLed removes its cgroups as it exits.
+            assert_no_instance_cgroup(proc.pid, started_at)
     assert "Traceback" not in server.stderr_text, server.stderr_text
 
 
@@ -282,6 +288,15 @@ def assert_no_run_survives(run_ids: set[str]) -> None:
     for process in left:
         process.kill()  # by pid: processes of runs this test started
     assert left == [], f"processes of runs left behind: {[p.pid for p in left]}"
+
+
+def assert_no_instance_cgroup(pid: int, started_at: int | None) -> None:
+    """The server's own cgroup directory (process tracking, protocol.md §8.3) is gone."""
+    hierarchy = cgroups.find_hierarchy()
+    if hierarchy is None or started_at is None:
+        return
+    instance = hierarchy.root / f"i{pid}-{started_at}"
+    assert not instance.exists(), f"server {pid} left its cgroups: {instance}"
 
 
 def assert_nothing_left(pid: int) -> None:
