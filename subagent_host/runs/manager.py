@@ -27,7 +27,13 @@ from subagent_host.runs import heap, templates
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
-from subagent_host.runs.plans import ChildPlan, RunPlan, plan_fingerprint
+from subagent_host.runs.plans import (
+    EMPTY_PROMPT,
+    ChildPlan,
+    RunPlan,
+    is_empty_prompt,
+    plan_fingerprint,
+)
 from subagent_host.runs.projection import project
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
@@ -396,6 +402,15 @@ class RunManager:
             prompt = prompt.replace(
                 PREVIOUS_PLACEHOLDER, templates.cap(previous, self._caps.previous_bytes)
             )
+        if is_empty_prompt(plan.backend, prompt):  # a template filled with nothing
+            message = (
+                "the prompt is empty once its placeholders are filled: "
+                f"the {plan.backend} CLI was not started"
+            )
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=ErrorInfo(EMPTY_PROMPT, message)
+            )
+            return None
         launch = backend.prepare(plan.item(prompt))
         env = child_environment(
             self._server_env,
