@@ -50,6 +50,7 @@ SERVER_OPTIONS = {
     "output_cap_bytes": 2048,
     "output_cap_lines": 10,
     "previous_cap_bytes": 4096,
+    "require_preflight": True,
     "trusted_projects": ["/"],
     "backends": {"pi": {"executable": "/bin/evil"}},
 }
@@ -248,6 +249,8 @@ INVALID = [
     ("history_limit", 1_000_001),
     ("enable_continue", "false"),
     ("enable_continue", 0),
+    ("require_preflight", "yes"),
+    ("require_preflight", 1),
     ("default_backend", "gemini"),
     ("state_dir", ""),
     ("state_dir", "/etc/hostname"),

@@ -62,6 +62,7 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         fingerprint=run.fingerprint,
         last_seq=run.last_seq,
         children=tuple(child_snapshot(child) for child in run.children),
+        admitted_by=run.admitted_by,
         label=run.label,
         started_at=timestamp(run.started_at),
         ended_at=timestamp(run.ended_at),

@@ -84,6 +84,12 @@ class Limits:
 
 
 @attrs.frozen
+class Admission:
+    require_preflight: bool
+    """No default, so `false` is sent too: a spawn needs a valid `preflightId`."""
+
+
+@attrs.frozen
 class PingResult:
     pong: bool
     server: ServerInfo
@@ -94,6 +100,8 @@ class PingResult:
     limits: Limits
     process_tracking: str
     """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.3)."""
+    admission: Admission
+    """The admission policy spawns are held to."""
 
 
 # --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------
@@ -327,6 +335,8 @@ class RunSnapshot:
     fingerprint: str
     last_seq: int
     children: tuple[ChildSnapshot, ...]
+    admitted_by: str
+    """`preflight` or `direct`: how the spawn was admitted (always sent)."""
     label: str | None = None
     started_at: str | None = None
     ended_at: str | None = None

@@ -38,7 +38,15 @@ from subagent_host.runs.projection import project
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.settling import Ending, Settler
-from subagent_host.runs.state import ChildRun, ErrorInfo, Run, RunBook, RunKind, RunStatus
+from subagent_host.runs.state import (
+    ADMITTED_DIRECT,
+    ChildRun,
+    ErrorInfo,
+    Run,
+    RunBook,
+    RunKind,
+    RunStatus,
+)
 from subagent_host.runs.workflow_host import WorkflowRecords, Workflows
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
 
@@ -124,9 +132,10 @@ class RunManager:
 
     # --- commands --------------------------------------------------------------------
 
-    def launch(self, plan: RunPlan, session_id: str) -> Run:
+    def launch(self, plan: RunPlan, session_id: str, admitted_by: str = ADMITTED_DIRECT) -> Run:
         """Create the run (queued) and start carrying it out in the background."""
         run = Run(
+            admitted_by=admitted_by,
             run_id=self._new_run_id(),
             session_id=session_id,
             kind=plan.kind,

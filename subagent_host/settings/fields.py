@@ -172,6 +172,8 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "log_level": FieldRule(check_log_level, in_project=False),
     "log_file": FieldRule(check_log_file, in_project=False),
     "session": FieldRule(check_session, in_project=False),
+    # A project must not relax the admission policy its user chose.
+    "require_preflight": FieldRule(check_bool, in_project=False),
     # CONTRACT §6 limits that have no option of their own.
     "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),

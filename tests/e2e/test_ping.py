@@ -55,6 +55,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                     "stop",
                 ],
                 "limits": LIMITS,
+                "admission": {"requirePreflight": False},
             },
         }
         assert await server.finish() == (0, [])
