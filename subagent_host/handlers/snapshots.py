@@ -30,7 +30,6 @@ from subagent_host.runs.state import (
     WorkflowState,
 )
 
-
 MILLISECOND: Final = timedelta(milliseconds=1)
 
 
