@@ -151,3 +151,20 @@ async def test_an_empty_pi_prompt_is_refused_and_one_filled_with_nothing_never_s
         assert "pid" not in child and "startedAt" not in child
         await server.finish()
     assert mock.requests == []  # pi never ran: no model was asked anything
+
+
+async def test_an_empty_follow_up_to_a_pi_child_is_refused_by_preflight(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**SPAWN, "prompt": "look around", "mode": "task"})
+        assert run["status"] == "completed", run
+        refused = await result_of(
+            server, "preflight", {"resume": {"runId": run["runId"], "message": " \t"}}
+        )
+        assert refused["accepted"] is False and "token" not in refused
+        assert [(d["code"], d["path"]) for d in refused["diagnostics"]] == [
+            ("empty-prompt", "resume.message")
+        ]
+        await server.finish()
