@@ -86,7 +86,7 @@ class Limits:
 @attrs.frozen
 class Admission:
     require_preflight: bool
-    """No default, so `false` is sent too: a spawn needs a valid `preflightId`."""
+    """True: a spawn runs only with a valid `preflightId`. No default: `false` is sent too."""
 
 
 @attrs.frozen

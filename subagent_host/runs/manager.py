@@ -135,13 +135,13 @@ class RunManager:
     def launch(self, plan: RunPlan, session_id: str, admitted_by: str = ADMITTED_DIRECT) -> Run:
         """Create the run (queued) and start carrying it out in the background."""
         run = Run(
-            admitted_by=admitted_by,
             run_id=self._new_run_id(),
             session_id=session_id,
             kind=plan.kind,
             fingerprint=plan_fingerprint(plan, self._backends, plan.access),
             created_at=self._book.now(),
             label=plan.label,
+            admitted_by=admitted_by,
             children=[
                 ChildRun(index=i, backend=child.backend, label=child.label)
                 for i, child in enumerate(plan.children)
