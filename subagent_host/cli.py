@@ -68,7 +68,7 @@ CONFIG_HELP: Final = (
     "and, in the global and --config files only, state_dir, framing, process_tracking, "
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
-    "previous_cap_bytes, "
+    "previous_cap_bytes, require_preflight, "
     "trusted_projects and backends ({pi|claude|codex: {executable}}). A bad field is "
     "logged as a warning and ignored"
 )
@@ -215,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: {DEFAULT_HISTORY_LIMIT})",
     )
     parser.add_argument(
+        "--require-preflight",
+        action=argparse.BooleanOptionalAction,
+        help="admit only a spawn that carries a valid preflightId from preflight; "
+        "any other spawn is refused (-32003, preflight-required) (default: off)",
+    )
+    parser.add_argument(
         "--config",
         type=existing_file,
         metavar="FILE",
@@ -297,6 +303,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
             args.resume_token_ttl_ms, settings.resume_token_ttl_ms, DEFAULT_RESUME_TOKEN_TTL_MS
         ),
         history_limit=first(args.history_limit, settings.history_limit, DEFAULT_HISTORY_LIMIT),
+        require_preflight=first(args.require_preflight, settings.require_preflight, False),
         max_parallel=settings.max_parallel or DEFAULT_MAX_PARALLEL,
         workflow_parallelism=settings.workflow_parallelism or DEFAULT_WORKFLOW_PARALLELISM,
         output_cap_bytes=settings.output_cap_bytes or OUTPUT_CAP_BYTES,

@@ -81,6 +81,8 @@ class ServerConfig:
     """The `--config` file, if one was named."""
     trusted_projects: tuple[Path, ...] = ()
     """`--trust-project` directories, then the files' `trusted_projects`."""
+    require_preflight: bool = False
+    """Admission policy: a `spawn` without a valid `preflightId` is refused."""
     log_level: str = DEFAULT_LOG_LEVEL
     log_file: Path | None = None
     # Read from the environment, not the command line: how deep in a delegation

@@ -50,6 +50,7 @@ SERVER_OPTIONS = {
     "output_cap_bytes": 2048,
     "output_cap_lines": 10,
     "previous_cap_bytes": 4096,
+    "require_preflight": True,
     "trusted_projects": ["/"],
     "backends": {"pi": {"executable": "/bin/evil"}},
 }
@@ -230,6 +231,13 @@ INVALID = [
     ("default_model", ""),
     ("default_model", "two words"),
     ("default_model", 3),
+    ("default_model", {}),
+    ("default_model", {"provider": "anthropic"}),
+    ("default_model", {"provider": "anthropic", "id": "x", "name": "y"}),
+    ("default_model", {"provider": "a/b", "id": "x"}),
+    ("default_model", {"provider": "", "id": "x"}),
+    ("default_model", {"provider": "anthropic", "id": "two words"}),
+    ("default_model", {"provider": "anthropic", "id": 4}),
     ("default_effort", "extreme"),
     ("default_effort", "HIGH"),
     ("timeout_ms", 0),
@@ -248,6 +256,8 @@ INVALID = [
     ("history_limit", 1_000_001),
     ("enable_continue", "false"),
     ("enable_continue", 0),
+    ("require_preflight", "yes"),
+    ("require_preflight", 1),
     ("default_backend", "gemini"),
     ("state_dir", ""),
     ("state_dir", "/etc/hostname"),
@@ -522,3 +532,24 @@ def test_a_session_id_in_a_file_must_be_valid(dirs: Dirs) -> None:
     settings, _ = dirs.load()
     assert settings.session is None
     assert codes(settings) == [("invalid-field", "session")]
+
+
+def test_a_model_may_be_an_object_of_provider_and_id(dirs: Dirs) -> None:
+    model = {"provider": "anthropic", "id": "claude-sonnet-4-5"}
+    write(dirs.global_file, {"default_model": model, "model_profiles": {"scout": {"model": model}}})
+    settings, _ = dirs.load()
+    assert settings.diagnostics == ()
+    assert settings.default_model == "anthropic/claude-sonnet-4-5"
+    assert settings.user_profiles["scout"].model == "anthropic/claude-sonnet-4-5"
+
+
+def test_a_bad_model_object_names_the_file_the_field_and_the_member(dirs: Dirs) -> None:
+    write(dirs.global_file, {"default_model": {"provider": "anthropic", "model": "x"}})
+    settings, _ = dirs.load()
+    [note] = settings.diagnostics
+    assert (note.code, note.field, note.file) == (
+        "invalid-field",
+        "default_model",
+        str(dirs.global_file),
+    )
+    assert note.message.startswith(f"{dirs.global_file}: default_model: unknown member 'model'")

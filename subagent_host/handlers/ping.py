@@ -10,7 +10,14 @@ from subagent_host.config import (
     ServerConfig,
 )
 from subagent_host.handlers.context import Context
-from subagent_host.rpc.wire import BackendInfo, Limits, PingParams, PingResult, ServerInfo
+from subagent_host.rpc.wire import (
+    Admission,
+    BackendInfo,
+    Limits,
+    PingParams,
+    PingResult,
+    ServerInfo,
+)
 
 
 def handle(params: PingParams, ctx: Context) -> PingResult:
@@ -31,6 +38,7 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         limits=limits_of(ctx.config),
         process_tracking=ctx.process_tracking,
         persistence=ctx.catalog.store.persistence,
+        admission=Admission(require_preflight=ctx.config.require_preflight),
     )
 
 

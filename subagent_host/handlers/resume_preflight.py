@@ -14,8 +14,8 @@ from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.snapshots import timestamp
 from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import digest
-from subagent_host.runs.resumes import ResumeRefused, resolve_target
+from subagent_host.runs.plans import EMPTY_PROMPT, digest, is_empty_prompt
+from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import utc_now
 
 
@@ -33,6 +33,16 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
         )
     except ResumeRefused as refused:
         diagnostic = DiagnosticWire("error", refused.code, refused.message, refused.path)
+        return PreflightResult(accepted=False, diagnostics=(diagnostic,))
+    resumed = resumed_child(target, request.message, None)
+    if is_empty_prompt(resumed.backend, resumed.prompt):  # as a spawn's prompt would be
+        diagnostic = DiagnosticWire(
+            "error",
+            EMPTY_PROMPT,
+            f"the {resumed.backend} backend needs a follow-up with text in it, not an empty "
+            "or whitespace-only one",
+            "resume.message",
+        )
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
     now = utc_now()
     expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import signal
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Final
 
 from subagent_host.rpc.wire import (
     ChildSnapshot,
@@ -30,6 +30,8 @@ from subagent_host.runs.state import (
     WorkflowState,
 )
 
+MILLISECOND: Final = timedelta(milliseconds=1)
+
 
 def timestamp(moment: datetime | None) -> str | None:
     """ISO 8601 UTC with milliseconds: `2026-11-30T02:40:00.123Z`."""
@@ -47,9 +49,18 @@ def _iso_ms(moment: datetime) -> str:
 
 
 def duration_ms(start: datetime | None, end: datetime | None) -> int | None:
+    """`endedAt - startedAt` exactly as the two timestamps read (whole milliseconds each).
+
+    From the moments cut to the millisecond, as `timestamp` writes them: rounding the
+    true difference instead could be 1 ms off what a client computes from the two.
+    """
     if start is None or end is None:
         return None
-    return round((end - start).total_seconds() * 1000)
+    return (_to_ms(end) - _to_ms(start)) // MILLISECOND
+
+
+def _to_ms(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
 def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
@@ -62,6 +73,7 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         fingerprint=run.fingerprint,
         last_seq=run.last_seq,
         children=tuple(child_snapshot(child) for child in run.children),
+        admitted_by=run.admitted_by,
         label=run.label,
         started_at=timestamp(run.started_at),
         ended_at=timestamp(run.ended_at),

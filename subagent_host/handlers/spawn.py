@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Final, NoReturn
+
+import attrs
 
 from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import Context
@@ -11,7 +13,16 @@ from subagent_host.handlers.spawn_plan import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs import approvals
 from subagent_host.runs.plans import plan_fingerprint
-from subagent_host.runs.state import utc_now
+from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic, utc_now
+
+# The admission policy (`--require-preflight`): only what a preflight approved runs.
+PREFLIGHT_REQUIRED: Final = Diagnostic(
+    "error",
+    "preflight-required",
+    "this server admits only a spawn approved by preflight: run preflight with the same "
+    "params and pass its preflightId",
+    "preflightId",
+)
 
 
 async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
@@ -19,10 +30,15 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
 
     A cancelled task-mode spawn stops its run and answers -32800 with the final snapshot.
     """
-    resolved = accept(await ctx.check_launch(params))
+    checked = await ctx.check_launch(params)
+    if params.preflight_id is None and ctx.config.require_preflight:
+        checked = attrs.evolve(checked, diagnostics=(*checked.diagnostics, PREFLIGHT_REQUIRED))
+    resolved = accept(checked)
+    admitted_by = ADMITTED_DIRECT
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
-    run = ctx.runs.launch(resolved.plan, ctx.session_id)
+        admitted_by = ADMITTED_PREFLIGHT
+    run = ctx.runs.launch(resolved.plan, ctx.session_id, admitted_by)
     if params.work_done_token is not None:
         ctx.progress.track(run, params.work_done_token)
     return await reply_with_run(ctx, run, resolved.mode)

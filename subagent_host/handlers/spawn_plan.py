@@ -26,6 +26,7 @@ from subagent_host.errors import BackendUnavailable, LaunchRejected
 from subagent_host.handlers.workflow_plan import plan_workflow
 from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams
 from subagent_host.runs.plans import (
+    EMPTY_PROMPT,
     FILESYSTEM_LEVELS,
     HOST_HARD,
     Access,
@@ -34,6 +35,7 @@ from subagent_host.runs.plans import (
     RunPlan,
     ServerLimits,
     WorkflowPlan,
+    is_empty_prompt,
     negotiate,
     receipts,
 )
@@ -474,6 +476,19 @@ def _check_agent_item(
         )
     if prompt is None and item.agent is None:  # an unknown agent was reported already
         problems.error("missing-prompt", f"the {backend.id} backend needs a prompt", at("prompt"))
+    elif item.prompt is not None and is_empty_prompt(backend.id, item.prompt):
+        problems.error(
+            EMPTY_PROMPT,
+            f"the {backend.id} backend needs a prompt with text in it, not an empty "
+            "or whitespace-only one",
+            at("prompt"),
+        )
+    elif is_empty_prompt(backend.id, prompt):  # no prompt, and the agent's body is empty
+        problems.error(
+            "missing-prompt",
+            f"agent {item.agent!r} has no instructions to take as its task: give a prompt",
+            at("prompt"),
+        )
     program = backend.executable
     if find_executable(program, cwd, env.get("PATH")) is None:
         problems.error(

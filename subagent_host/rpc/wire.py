@@ -84,6 +84,12 @@ class Limits:
 
 
 @attrs.frozen
+class Admission:
+    require_preflight: bool
+    """True: a spawn runs only with a valid `preflightId`. No default: `false` is sent too."""
+
+
+@attrs.frozen
 class PingResult:
     pong: bool
     server: ServerInfo
@@ -96,6 +102,8 @@ class PingResult:
     """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.3)."""
     persistence: str
     """sqlite, or memory when the state directory cannot be used (protocol.md §13)."""
+    admission: Admission
+    """The admission policy spawns are held to."""
 
 
 # --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------
@@ -329,6 +337,8 @@ class RunSnapshot:
     fingerprint: str
     last_seq: int
     children: tuple[ChildSnapshot, ...]
+    admitted_by: str
+    """`preflight` or `direct`: how the spawn was admitted (always sent)."""
     label: str | None = None
     started_at: str | None = None
     ended_at: str | None = None

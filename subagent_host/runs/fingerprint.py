@@ -1,7 +1,11 @@
 """Fingerprints: `sha256:v1:` + SHA-256 of the canonical JSON of a plan.
 
 Canonical JSON: object keys sorted, absent/None members omitted, array order
-kept, non-finite numbers rejected, -0 written as 0, UTF-8, no spaces.
+kept, non-finite numbers rejected, a number with an integral value written as
+an integer (`-0.0`, `0.0` and `-0` as `0`, `2.0` as `2`, as RFC 8785 writes
+them), UTF-8, no spaces. A plan holds integers only (the wire refuses a float
+where an integer is due, and JSON has no NaN or Infinity), so only the rule's
+consistency is at stake: equal numbers always give the same text.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import math
 from typing import Any, Final
 
 PREFIX: Final = "sha256:v1:"
+# Beyond 2**53 a float no longer holds every integer: written as it is.
+MAX_SAFE_INTEGER: Final = 2**53
 
 
 def canonical_json(value: Any) -> bytes:
@@ -36,5 +42,7 @@ def _normalize(value: Any) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("non-finite numbers have no canonical JSON form")
-        return 0.0 if value == 0 else value  # -0.0 -> 0.0
+        if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
+            return int(value)  # -0.0 -> 0, 2.0 -> 2: equal numbers, one text
+        return value
     return value

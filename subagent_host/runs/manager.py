@@ -27,12 +27,26 @@ from subagent_host.runs import heap, templates
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
-from subagent_host.runs.plans import ChildPlan, RunPlan, plan_fingerprint
+from subagent_host.runs.plans import (
+    EMPTY_PROMPT,
+    ChildPlan,
+    RunPlan,
+    is_empty_prompt,
+    plan_fingerprint,
+)
 from subagent_host.runs.projection import project
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.settling import Ending, Settler
-from subagent_host.runs.state import ChildRun, ErrorInfo, Run, RunBook, RunKind, RunStatus
+from subagent_host.runs.state import (
+    ADMITTED_DIRECT,
+    ChildRun,
+    ErrorInfo,
+    Run,
+    RunBook,
+    RunKind,
+    RunStatus,
+)
 from subagent_host.runs.workflow_host import WorkflowRecords, Workflows
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
 
@@ -118,7 +132,7 @@ class RunManager:
 
     # --- commands --------------------------------------------------------------------
 
-    def launch(self, plan: RunPlan, session_id: str) -> Run:
+    def launch(self, plan: RunPlan, session_id: str, admitted_by: str = ADMITTED_DIRECT) -> Run:
         """Create the run (queued) and start carrying it out in the background."""
         run = Run(
             run_id=self._new_run_id(),
@@ -127,6 +141,7 @@ class RunManager:
             fingerprint=plan_fingerprint(plan, self._backends, plan.access),
             created_at=self._book.now(),
             label=plan.label,
+            admitted_by=admitted_by,
             children=[
                 ChildRun(index=i, backend=child.backend, label=child.label)
                 for i, child in enumerate(plan.children)
@@ -396,6 +411,15 @@ class RunManager:
             prompt = prompt.replace(
                 PREVIOUS_PLACEHOLDER, templates.cap(previous, self._caps.previous_bytes)
             )
+        if is_empty_prompt(plan.backend, prompt):  # a template filled with nothing
+            message = (
+                "the prompt is empty once its placeholders are filled: "
+                f"the {plan.backend} CLI was not started"
+            )
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=ErrorInfo(EMPTY_PROMPT, message)
+            )
+            return None
         launch = backend.prepare(plan.item(prompt))
         env = child_environment(
             self._server_env,

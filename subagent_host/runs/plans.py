@@ -116,6 +116,16 @@ class ChildPlan:
         )
 
 
+# An agent CLI given no text to work on would only spend a model call on nothing;
+# a `command` child's prompt is just its stdin, and may be empty.
+EMPTY_PROMPT: Final = "empty-prompt"
+
+
+def is_empty_prompt(backend: str, prompt: str | None) -> bool:
+    """An agent backend's prompt that is empty or only whitespace (never `command`'s)."""
+    return backend != "command" and prompt is not None and not prompt.strip()
+
+
 STEP_PROMPT: Final = "prompt"
 STEP_PARALLEL: Final = "parallel"
 STEP_FOR_EACH: Final = "forEach"

@@ -229,6 +229,11 @@ class WorkflowState:
     steps: list[StepState]
 
 
+# How a run's spawn was admitted (the admission policy, `--require-preflight`).
+ADMITTED_PREFLIGHT: Final = "preflight"
+ADMITTED_DIRECT: Final = "direct"
+
+
 @attrs.define
 class Run:
     run_id: str
@@ -249,6 +254,9 @@ class Run:
     workflow: WorkflowState | None = None
     diagnostics: tuple[Diagnostic, ...] = ()
     """Warnings about the run, each once, in the order they arose (kept in its record)."""
+    admitted_by: str = ADMITTED_DIRECT
+    """How its spawn was admitted: `preflight` (a valid preflightId) or `direct`. A
+    record without it (a direct run, or one recorded before it existed) reads as direct."""
     last_seq: int = 0
     """The seq of the newest event (kept when old events are dropped or not loaded)."""
     first_retained_seq: int = 1

@@ -87,9 +87,31 @@ def check_effort(value: object, base: Path) -> str:
 
 
 def check_model(value: object, base: Path) -> str:
+    """A model name, or `{provider, id}` (pi's own spelling), which is `provider/id`."""
+    if isinstance(value, dict):
+        return model_of(value)
     if not isinstance(value, str) or not value or any(char.isspace() for char in value):
-        raise ValueError(f"{show(value)} is not a model name (a non-empty word, no spaces)")
+        raise ValueError(
+            f"{show(value)} is not a model name (a non-empty word, no spaces, "
+            "or an object {provider, id})"
+        )
     return value
+
+
+def model_of(value: Mapping[str, object]) -> str:
+    """`{"provider": "anthropic", "id": "claude-sonnet-4-5"}` as `anthropic/claude-sonnet-4-5`."""
+    unknown = sorted(set(value) - {"provider", "id"})
+    if unknown:
+        raise ValueError(f"unknown member {unknown[0]!r} (a model object is {{provider, id}})")
+    parts = []
+    for key in ("provider", "id"):
+        part = value.get(key)
+        if not isinstance(part, str) or not part or any(char.isspace() for char in part):
+            raise ValueError(f"{key} {show(part)} is not a non-empty word without spaces")
+        parts.append(part)
+    if "/" in parts[0]:
+        raise ValueError(f"provider {show(parts[0])} must not contain '/'")
+    return "/".join(parts)
 
 
 def check_bool(value: object, base: Path) -> bool:
@@ -172,6 +194,8 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "log_level": FieldRule(check_log_level, in_project=False),
     "log_file": FieldRule(check_log_file, in_project=False),
     "session": FieldRule(check_session, in_project=False),
+    # A project must not relax the admission policy its user chose.
+    "require_preflight": FieldRule(check_bool, in_project=False),
     # CONTRACT §6 limits that have no option of their own.
     "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),

@@ -106,6 +106,8 @@ class Settings:
     output_cap_bytes: int | None = None
     output_cap_lines: int | None = None
     previous_cap_bytes: int | None = None
+    require_preflight: bool | None = None
+    """True: a `spawn` must carry a valid `preflightId` (`--require-preflight`)."""
     trusted_projects: tuple[Path, ...] = ()
     """Resolved, from the global and `--config` files together."""
     files: tuple[str, ...] = ()

@@ -18,7 +18,7 @@ from tests.e2e.agents import (
     server_args,
     stop_in_the_middle_of_a_tool,
 )
-from tests.e2e.harness import result_of, running_server
+from tests.e2e.harness import error_of, result_of, running_server
 from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 pytestmark = needs_cli("pi")
@@ -115,4 +115,56 @@ async def test_the_pi_version_is_probed_reported_in_receipts_and_listed_by_ping(
         assert version == "0.73.1"  # agents/package.json pins it
         pong = await result_of(server, "ping", {})
         assert {"id": "pi", "available": True, "version": version} in pong["backends"]
+        await server.finish()
+
+
+async def test_an_empty_pi_prompt_is_refused_and_one_filled_with_nothing_never_starts_pi(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        refused = await error_of(server, "spawn", {**SPAWN, "prompt": " \n"})
+        assert refused["code"] == -32003
+        assert [(d["code"], d["path"]) for d in refused["data"]["diagnostics"]] == [
+            ("empty-prompt", "prompt")
+        ]
+        checked = await result_of(
+            server, "preflight", {**SPAWN, "tasks": [{"prompt": "hi"}, {"prompt": ""}]}
+        )
+        assert checked["accepted"] is False and "preflightId" not in checked
+        assert [(d["code"], d["path"]) for d in checked["diagnostics"]] == [
+            ("empty-prompt", "tasks[1].prompt")
+        ]
+        # The first step prints only whitespace: pi's prompt fills to nothing.
+        workflow = {
+            "name": "hollow",
+            "task": "t",
+            "chain": [
+                {"command": ["printf", "  \\n"], "backend": "command"},
+                {**SPAWN, "prompt": "{previous}"},
+            ],
+        }
+        run = await result_of(server, "spawn", {"workflow": workflow, "mode": "task"})
+        assert run["status"] == "failed", run
+        child = run["children"][1]
+        assert (child["status"], child["error"]["code"]) == ("failed", "empty-prompt")
+        assert "pid" not in child and "startedAt" not in child
+        await server.finish()
+    assert mock.requests == []  # pi never ran: no model was asked anything
+
+
+async def test_an_empty_follow_up_to_a_pi_child_is_refused_by_preflight(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**SPAWN, "prompt": "look around", "mode": "task"})
+        assert run["status"] == "completed", run
+        refused = await result_of(
+            server, "preflight", {"resume": {"runId": run["runId"], "message": " \t"}}
+        )
+        assert refused["accepted"] is False and "token" not in refused
+        assert [(d["code"], d["path"]) for d in refused["diagnostics"]] == [
+            ("empty-prompt", "resume.message")
+        ]
         await server.finish()

@@ -56,6 +56,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                 ],
                 "limits": LIMITS,
                 "persistence": "sqlite",
+                "admission": {"requirePreflight": False},
             },
         }
         assert await server.finish() == (0, [])

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import attrs
 import pytest
 
-from subagent_host.backends.base import Outcome, Usage
+from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usage
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.supervisor import ExitStatus, Supervisor
 from subagent_host.runs.manager import OutputCaps, RunManager
@@ -35,13 +35,18 @@ CAPS = OutputCaps(bytes=48 * 1024, lines=600, parallel_bytes=12 * 1024, parallel
 
 
 class Harness:
-    def __init__(self, limit: int = 4, backend: CommandBackend | None = None) -> None:
+    def __init__(
+        self,
+        limit: int = 4,
+        backend: CommandBackend | None = None,
+        more: Mapping[str, Backend] | None = None,
+    ) -> None:
         self.events: list[tuple[str, RunEvent]] = []
         self.changed = asyncio.Event()
         self.book = RunBook(listener=self.record)
         self.manager = RunManager(
             supervisor=Supervisor(),
-            backends={"command": backend or CommandBackend()},
+            backends={"command": backend or CommandBackend(), **(more or {})},
             slots=Slots(limit),
             book=self.book,
             caps=CAPS,
@@ -354,3 +359,41 @@ async def test_a_bug_of_ours_still_ends_the_run_once_as_failed_internal() -> Non
     assert [(c.status, c.error) for c in run.children] == [(RunStatus.FAILED, run.error)]
     statuses = [e.fields["status"] for _, e in harness.events if e.type == "status"]
     assert statuses == ["queued", "failed"]  # no child ever started
+
+
+class _SpyAgent(CommandBackend):
+    """An agent backend that records every item it prepares (it would run `cat`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.id = "pi"
+        self.prepared: list[ItemSpec] = []
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        self.prepared.append(item)
+        return Launch(argv=("cat",), stdin=(item.prompt or "").encode(), env={}, cwd=item.cwd)
+
+
+async def test_an_agent_whose_prompt_fills_to_nothing_fails_without_starting() -> None:
+    spy = _SpyAgent()
+    harness = Harness(more={"pi": spy})
+    agent = ChildPlan(backend="pi", cwd=str(FAKES), timeout_ms=60_000,
+                      stall_timeout_ms=60_000, prompt=" {previous}\n")  # fmt: skip
+    run = await harness.finish(harness.launch(command("printf", "  \n"), agent, kind=RunKind.CHAIN))
+    child = run.children[1]
+    assert child.status is RunStatus.FAILED and child.error is not None
+    assert child.error.code == "empty-prompt"
+    assert (child.pid, child.started_at) == (None, None)
+    # Only the plan's template was prepared (for its fingerprint), never a launch.
+    assert [item.prompt for item in spy.prepared] == [" {previous}\n"]
+    started = [e for e in harness.events_of(run) if e.fields.get("index") == 1]
+    assert [e.fields["status"] for e in started if e.type == "child"] == ["failed"]
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.code == "empty-prompt"
+
+
+async def test_a_command_whose_prompt_fills_to_nothing_still_runs(runs: Harness) -> None:
+    run = await runs.finish(
+        runs.launch(command("true"), command("cat", prompt="{previous}"), kind=RunKind.CHAIN)
+    )
+    assert run.status is RunStatus.COMPLETED and run.children[1].pid is not None
