@@ -119,6 +119,9 @@ class Backend(Protocol):
     restrictable: bool
     """Whether removing tools actually narrows what a child can do (false for a
     plain command, which is one program with the user's permissions)."""
+    tools_required: bool
+    """Whether a child always has tools, whatever it is given (codex: its sandboxed
+    shell): an empty tool list cannot be honoured and is refused."""
     env_allowed: frozenset[str]
     """Variables of the server's environment this backend's children also get."""
     executable: str

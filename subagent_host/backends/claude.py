@@ -34,10 +34,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from subagent_host.backends.base import (
+    EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
     NETWORK,
-    PROCESS,
     ItemSpec,
     Launch,
     Outcome,
@@ -48,11 +48,15 @@ from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_m
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "claude"
+# `Bash` runs any command with the user's permissions (Claude Code's own sandbox is
+# off unless the user's settings turn it on, which the server cannot see): it can
+# write files and reach the network as well as start processes, so it carries
+# every effect.
 TOOLS: Final[Mapping[str, frozenset[str]]] = {
     "Read": frozenset({FILESYSTEM_READ}),
     "Grep": frozenset({FILESYSTEM_READ}),
     "Glob": frozenset({FILESYSTEM_READ}),
-    "Bash": frozenset({PROCESS}),
+    "Bash": frozenset(EFFECTS),
     "Edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
     "Write": frozenset({FILESYSTEM_WRITE}),
     "WebFetch": frozenset({NETWORK}),
@@ -96,6 +100,7 @@ MAX_TURNS_LIMIT: Final = "max-turns"
 class ClaudeBackend:
     id = "claude"
     tools: Mapping[str, frozenset[str]] = TOOLS
+    tools_required = False
     restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS

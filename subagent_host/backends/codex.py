@@ -134,6 +134,8 @@ STDERR_ERROR_PREFIX: Final = "error"
 class CodexBackend:
     id = "codex"
     tools: Mapping[str, frozenset[str]] = TOOLS
+    # Its shell exists whatever `tools` says: `tools: []` would claim less than it can do.
+    tools_required = True
     restrictable = True
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from subagent_host.backends.base import (
+    EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
-    PROCESS,
     ItemSpec,
     Launch,
     Outcome,
@@ -32,12 +32,18 @@ from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_m
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "pi"
+# `bash` runs any command with the user's permissions (pi does not sandbox it): it
+# can write files and reach the network as well as start processes, so it carries
+# every effect. `grep` and `find` run ripgrep and fd; when those are not installed
+# and PI_OFFLINE is not set, pi first downloads them from GitHub into its own
+# directory: a network request, a file written and a program started that the
+# server cannot rule out beforehand, so they carry every effect too.
 TOOLS: Final[Mapping[str, frozenset[str]]] = {
     "read": frozenset({FILESYSTEM_READ}),
-    "grep": frozenset({FILESYSTEM_READ}),
-    "find": frozenset({FILESYSTEM_READ}),
+    "grep": frozenset(EFFECTS),
+    "find": frozenset(EFFECTS),
     "ls": frozenset({FILESYSTEM_READ}),
-    "bash": frozenset({PROCESS}),
+    "bash": frozenset(EFFECTS),
     "edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
     "write": frozenset({FILESYSTEM_WRITE}),
 }
@@ -68,6 +74,7 @@ FAILED_STOP_REASONS: Final = ("error", "aborted")
 class PiBackend:
     id = "pi"
     tools: Mapping[str, frozenset[str]] = TOOLS
+    tools_required = False
     restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS

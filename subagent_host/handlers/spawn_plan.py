@@ -225,8 +225,10 @@ def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access)
     backend = backends[child.backend]
     if not backend.restrictable:
         return child
-    kept = negotiate(backend, child.tools, access).kept
-    return attrs.evolve(child, tools=tuple(kept), access=access)
+    tools = negotiate(backend, child.tools, access)
+    return attrs.evolve(
+        child, tools=tuple(tools.kept), removed_tools=tuple(tools.removed), access=access
+    )
 
 
 def _access(problems: Problems, requested: AccessWire | None) -> Access:
@@ -270,11 +272,9 @@ def _check_access(
                 "no-tools-left", "the requested access removes every tool of this child", path
             )
         elif tools.removed:
-            problems.info(
-                "tools-removed",
-                f"removed for the requested access: {', '.join(sorted(tools.removed))}",
-                path,
-            )
+            beyond = access.beyond(tools.removed)
+            removed = ", ".join(f"{name} ({', '.join(beyond[name])})" for name in sorted(beyond))
+            problems.info("tools-removed", f"removed for the requested access: {removed}", path)
 
 
 def _check_required_limits(
@@ -481,6 +481,14 @@ def _check_agent_item(
             f"the {backend.id} backend needs {program!r}, which is not on the child's PATH "
             "(install the pinned agent CLIs with scripts/install-agents, or set PATH in env)",
             at("backend"),
+        )
+    if tools == () and backend.tools_required:
+        problems.error(
+            "tools-required",
+            f"{backend.id} always has tools (its shell, confined by its sandbox), so it "
+            f"cannot run with none; name the narrowest it may have instead "
+            f"(it has: {', '.join(backend.tools)})",
+            at("tools"),
         )
     for index, tool in enumerate(tools or ()):
         if tool not in backend.tools:

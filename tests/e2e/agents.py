@@ -71,3 +71,29 @@ async def stop_in_the_middle_of_a_tool(
     assert stopped["status"] == "cancelled"
     run_id: str = run["runId"]
     return run_id
+
+
+WRITE_ATTEMPT: Final = "touch written-by-the-agent; echo touch-exit=$?"
+"""What the mock LLM (built with `tool_command=WRITE_ATTEMPT`) asks the shell tool to run."""
+WRITTEN: Final = "written-by-the-agent"
+
+
+async def read_only_cannot_write(
+    server: ServerProcess, spawn: dict[str, Any], work: Path
+) -> dict[str, Any]:
+    """Run `spawn` in `work` twice with the mock asking its shell to create a file:
+    with full access the file appears (so the attempt is real), with
+    `access: {filesystem: read}` it does not. Returns the read-only run's receipt."""
+    spawn = {**spawn, "prompt": "try to write", "cwd": str(work), "mode": "task"}
+    run = await result_of(server, "spawn", spawn)
+    assert run["status"] == "completed", run
+    assert (work / WRITTEN).exists(), "with full access the shell tool wrote the file"
+    (work / WRITTEN).unlink()
+    narrowed = {**spawn, "access": {"filesystem": "read"}}
+    plan = await result_of(server, "preflight", narrowed)
+    assert plan["accepted"], plan
+    run = await result_of(server, "spawn", narrowed)
+    assert run["status"] == "completed", run
+    assert not (work / WRITTEN).exists()
+    receipt: dict[str, Any] = plan["receipts"]["access"]["children"][0]
+    return receipt

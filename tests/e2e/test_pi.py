@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psutil
 
 from tests.backends.fixtures.record_pi import NO_RETRIES, models
 from tests.e2e.agents import (
     AGENT_BIN,
+    WRITE_ATTEMPT,
     needs_cli,
+    read_only_cannot_write,
     server_args,
     stop_in_the_middle_of_a_tool,
 )
@@ -116,3 +118,20 @@ async def test_the_pi_version_is_probed_reported_in_receipts_and_listed_by_ping(
         pong = await result_of(server, "ping", {})
         assert {"id": "pi", "available": True, "version": version} in pong["backends"]
         await server.finish()
+
+
+async def test_a_read_only_pi_launch_cannot_write_a_file(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockLLM(tool_command=WRITE_ATTEMPT) as mock:
+        env = pi_environment(tmp_path, mock.openai_base_url)
+        async with running_server(*server_args(tmp_path), env=env) as server:
+            receipt = await read_only_cannot_write(server, SPAWN, work)
+            await server.finish()
+        offered: Any = mock.requests[-1].body_object()["tools"]
+    # bash was taken away (it can write), and the receipt says so and why.
+    assert [tool["function"]["name"] for tool in offered] == ["read"]
+    assert [tool["name"] for tool in receipt["tools"]] == ["read"]
+    assert receipt["removedTools"][0]["name"] == "bash"
+    assert "filesystem-write" in receipt["removedTools"][0]["exceeds"]
+    assert receipt["effects"] == ["filesystem-read"]
