@@ -2,6 +2,7 @@
 
     pi --mode json --session-dir DIR [--session ID] [--provider P --model M]
        [--thinking LEVEL] [--tools a,b]          (the prompt on stdin, then EOF)
+       [--no-extensions --no-skills --no-prompt-templates --no-context-files]   (lean)
 
 pi prints one JSON event per line (`session`, `agent_start`, `message_end`,
 `tool_execution_start`, `agent_end`, `auto_retry_*`, ...). What the run
@@ -22,6 +23,7 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    LEAN,
     ItemSpec,
     Launch,
     Outcome,
@@ -50,6 +52,14 @@ TOOLS: Final[Mapping[str, frozenset[str]]] = {
 # What pi offers when `--tools` is not given.
 DEFAULT_TOOLS: Final = ("read", "bash", "edit", "write")
 THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+# A lean child loads none of the user's or the project's extensions, skills, prompt
+# templates or context files (AGENTS.md, CLAUDE.md): only what the request gives it.
+LEAN_FLAGS: Final = (
+    "--no-extensions",
+    "--no-skills",
+    "--no-prompt-templates",
+    "--no-context-files",
+)
 # The server's variables a pi child also gets: its own settings, and the API keys
 # of the providers it can talk to.
 ENV_ALLOWED: Final = frozenset(
@@ -95,6 +105,8 @@ class PiBackend:
             argv += ["--thinking", item.thinking]
         if item.tools is not None:
             argv += ["--tools", ",".join(item.tools)]
+        if item.session_resources == LEAN:
+            argv += LEAN_FLAGS
         if item.instructions is not None:
             # pi takes the next argument verbatim, even one that starts with "-"; but a
             # value naming an existing file is replaced by that file's contents. With a

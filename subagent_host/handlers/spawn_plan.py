@@ -19,12 +19,12 @@ import attrs
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
-from subagent_host.backends.base import Backend
+from subagent_host.backends.base import SESSION_RESOURCES, Backend
 from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
 from subagent_host.handlers.workflow_plan import plan_workflow
-from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams
+from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams, camel_case
 from subagent_host.runs.plans import (
     FILESYSTEM_LEVELS,
     HOST_HARD,
@@ -45,7 +45,7 @@ MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
 MODES: Final = ("background", "task")
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Fields only agent backends take; `command` cannot honour them.
-AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools")
+AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools", "session_resources")
 
 
 @attrs.frozen
@@ -349,6 +349,7 @@ def _resolve_item(
         model=pick("model"),
         effort=pick("thinking"),
         tools=pick("tools"),
+        session_resources=pick("session_resources"),
     )
     if wanted.removed_tools:
         problems.info(
@@ -380,13 +381,21 @@ def _resolve_item(
             )
         for field in AGENT_ONLY_FIELDS:
             if pick(field) is not None:
+                wire = camel_case(field)
                 problems.error(
-                    "not-honoured", f"the command backend cannot honour {field}", at(field)
+                    "not-honoured", f"the command backend cannot honour {wire}", at(wire)
                 )
     else:
         _check_agent_item(
             problems, at, item, backend, prompt, wanted.tools, wanted.effort, cwd, env
         )
+        if wanted.session_resources not in SESSION_RESOURCES:
+            problems.error(
+                "invalid-session-resources",
+                f"sessionResources must be one of {', '.join(SESSION_RESOURCES)}, "
+                f"not {wanted.session_resources!r}",
+                at("sessionResources"),
+            )
 
     timeout_ms = _duration(
         problems,
@@ -414,6 +423,7 @@ def _resolve_item(
         thinking=wanted.effort if is_agent else None,
         tools=wanted.tools if is_agent else None,
         instructions=instructions if is_agent else None,
+        session_resources=wanted.session_resources if is_agent else None,
         agent=_agent_ref(definition),
         output_name=item.as_,
     )

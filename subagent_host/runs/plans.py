@@ -23,6 +23,7 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    FULL,
     NETWORK,
     PROCESS,
     Backend,
@@ -105,6 +106,9 @@ class ChildPlan:
     agent: AgentRef | None = None
     output_name: str | None = None
     """A workflow item's `as`: the name its final text is known by in later steps."""
+    session_resources: str | None = None
+    """An agent child's `lean` or `full`; None for a command child, and for a child
+    resumed from a projection recorded before the field existed (it ran `full`)."""
 
     def item(self, prompt: str | None = None) -> ItemSpec:
         """What the backend is given to launch this child (`prompt` replaces the plan's)."""
@@ -120,6 +124,7 @@ class ChildPlan:
             filesystem_access=self.access.filesystem if self.access else "write",
             network_access=self.access.network if self.access else True,
             instructions=self.instructions,
+            session_resources=self.session_resources or FULL,
         )
 
 
@@ -234,6 +239,7 @@ def normalized_plan(
             "cwd": child.cwd,
             "model": child.model,
             "thinking": child.thinking,
+            "sessionResources": child.session_resources,
             "tools": sorted(tools.kept),
             "envKeys": sorted(child.env),
             "promptDigest": digest(child.prompt) if child.prompt is not None else None,
@@ -303,6 +309,11 @@ def receipts(
                 ],
                 "effects": effects,
                 "restrictable": backend.restrictable,
+                **(
+                    {"sessionResources": child.session_resources}
+                    if child.session_resources is not None
+                    else {}
+                ),
             }
         )
     timeouts = [child.timeout_ms for child in plan.children]

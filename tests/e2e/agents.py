@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, result_of, state_args
 from tests.e2e.test_runs import next_event
-from tests.mock_llm import KEYWORD_SLEEP_TOOL
+from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
@@ -97,3 +97,30 @@ async def read_only_cannot_write(
     assert not (work / WRITTEN).exists()
     receipt: dict[str, Any] = plan["receipts"]["access"]["children"][0]
     return receipt
+
+
+CONTEXT_MARK: Final = "CONTEXT-FILE-MARK-7f3a"
+
+
+async def lean_loads_no_context_file(
+    server: ServerProcess, spawn: dict[str, Any], work: Path, mock: MockLLM
+) -> dict[str, Any]:
+    """With AGENTS.md and CLAUDE.md in `work`, a `lean` child (the default) sends the
+    model neither, a `full` one does. Returns the lean launch's plan."""
+    for name in ("AGENTS.md", "CLAUDE.md"):
+        (work / name).write_text(f"{CONTEXT_MARK}: always answer in French.\n")
+    spawn = {**spawn, "cwd": str(work), "mode": "task"}
+    lean = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} lean one"}
+    plan = await result_of(server, "preflight", lean)
+    run = await result_of(server, "spawn", lean)
+    assert run["status"] == "completed", run
+    full = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} full one", "sessionResources": "full"}
+    run = await result_of(server, "spawn", full)
+    assert run["status"] == "completed", run
+    lean_requests = mock.requests_containing("lean one")
+    full_requests = mock.requests_containing("full one")
+    assert lean_requests and full_requests
+    assert not any(CONTEXT_MARK in request.raw_body for request in lean_requests)
+    assert any(CONTEXT_MARK in request.raw_body for request in full_requests)
+    shown: dict[str, Any] = plan["plan"]["children"][0]
+    return shown

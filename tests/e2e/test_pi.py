@@ -15,6 +15,7 @@ from tests.backends.fixtures.record_pi import NO_RETRIES, models
 from tests.e2e.agents import (
     AGENT_BIN,
     WRITE_ATTEMPT,
+    lean_loads_no_context_file,
     needs_cli,
     read_only_cannot_write,
     server_args,
@@ -135,3 +136,15 @@ async def test_a_read_only_pi_launch_cannot_write_a_file(tmp_path: Path) -> None
     assert receipt["removedTools"][0]["name"] == "bash"
     assert "filesystem-write" in receipt["removedTools"][0]["exceeds"]
     assert receipt["effects"] == ["filesystem-read"]
+
+
+async def test_a_lean_pi_child_loads_no_context_file_and_a_full_one_does(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        shown = await lean_loads_no_context_file(server, SPAWN, work, mock)
+        await server.finish()
+    assert shown["sessionResources"] == "lean" and "--no-context-files" in shown["argv"]
