@@ -8,6 +8,7 @@ tools: read, grep, find
 model: anthropic/claude-sonnet-4-5
 effort: high
 subagent_mode: task
+session_resources: lean
 ---
 You review code. Be terse.
 ```
@@ -42,6 +43,7 @@ INFO: Final = "info"
 
 EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 MODES: Final = ("task", "background")
+SESSION_RESOURCES: Final = ("lean", "full")
 
 # Same scheme as plan fingerprints (runs/fingerprint.py); spelled out here so this
 # package stays a leaf that imports nothing of ours.
@@ -50,7 +52,15 @@ DIGEST_PREFIX: Final = "sha256:v1:"
 # A subagent must not delegate again: these tools are always taken away.
 DELEGATION_TOOL_PREFIX: Final = "subagent_"
 
-FIELDS: Final = ("name", "description", "tools", "model", "effort", "subagent_mode")
+FIELDS: Final = (
+    "name",
+    "description",
+    "tools",
+    "model",
+    "effort",
+    "subagent_mode",
+    "session_resources",
+)
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TOOL: Final = re.compile(r"[A-Za-z0-9_.:-]+")
@@ -74,6 +84,8 @@ class AgentDefinition:
     effort: str | None = None
     tools: tuple[str, ...] | None = None  # None: not listed; subagent_* already removed
     mode: str | None = None
+    session_resources: str | None = None
+    """`lean` or `full`; None when the definition does not say."""
 
     @property
     def key(self) -> str:
@@ -167,6 +179,14 @@ def parse_definition(
     mode = _choice(
         fields, "subagent_mode", report, "invalid-mode", MODES.__contains__, _one_of(MODES)
     )
+    resources = _choice(
+        fields,
+        "session_resources",
+        report,
+        "invalid-session-resources",
+        SESSION_RESOURCES.__contains__,
+        _one_of(SESSION_RESOURCES),
+    )
     for key, field in fields.items():
         if key not in FIELDS:
             report.add(
@@ -187,6 +207,7 @@ def parse_definition(
         effort=effort,
         tools=tools,
         mode=mode,
+        session_resources=resources,
     )
     return definition, diagnostics
 

@@ -3,7 +3,8 @@
 Model and effort resolve in that order: what the request says, then the
 matching `model_profiles` entry (a project's profiles apply to the project's
 agents, the user's to the user's), then the definition, then the
-configuration's `default_model` / `default_effort`. Tools: the request's, else
+configuration's `default_model` / `default_effort`. `session_resources`: the
+request's, the definition's, the configuration's, else `lean`. Tools: the request's, else
 the definition's, else `default_tools`, else the backend's own default. Tools
 named `subagent_*` are removed from every source: a subagent never delegates.
 """
@@ -19,6 +20,7 @@ from subagent_host.agents.definitions import PROJECT, AgentDefinition
 from subagent_host.settings import ModelProfile, Settings
 
 DELEGATION_PREFIX: Final = "subagent_"
+DEFAULT_SESSION_RESOURCES: Final = "lean"
 T = TypeVar("T")
 
 
@@ -28,6 +30,7 @@ class Effective:
     effort: str | None = None
     tools: tuple[str, ...] | None = None
     mode: str | None = None
+    session_resources: str = DEFAULT_SESSION_RESOURCES
     removed_tools: tuple[str, ...] = ()
     """`subagent_*` tools taken out of the request or the defaults."""
 
@@ -40,6 +43,7 @@ def effective(
     effort: str | None = None,
     tools: Sequence[str] | None = None,
     mode: str | None = None,
+    session_resources: str | None = None,
 ) -> Effective:
     """The settings an item runs with; `definition` is None for an item without `agent`."""
     profile = _profile(definition, settings)
@@ -56,6 +60,12 @@ def effective(
         or settings.default_effort,
         tools=kept,
         mode=_first(mode, definition.mode if definition else None, settings.default_mode),
+        session_resources=_first(
+            session_resources,
+            definition.session_resources if definition else None,
+            settings.session_resources,
+        )
+        or DEFAULT_SESSION_RESOURCES,
         removed_tools=removed,
     )
 

@@ -15,6 +15,13 @@ import attrs
 
 from subagent_host.backends.supervisor import ExitStatus
 
+# What an agent child loads of the user's and the project's own resources.
+LEAN: Final = "lean"
+"""As little as the CLI allows: no extensions, skills, prompt templates, context files."""
+FULL: Final = "full"
+"""Whatever the CLI loads by itself."""
+SESSION_RESOURCES: Final = (LEAN, FULL)
+
 
 @attrs.frozen
 class ItemSpec:
@@ -36,6 +43,8 @@ class ItemSpec:
     network_access: bool = True
     instructions: str | None = None
     """An agent definition's body: appended to the CLI's own system prompt."""
+    session_resources: str = FULL
+    """`lean` starts the CLI with its own switches for loading less; `full` without."""
 
 
 @attrs.frozen
@@ -119,6 +128,9 @@ class Backend(Protocol):
     restrictable: bool
     """Whether removing tools actually narrows what a child can do (false for a
     plain command, which is one program with the user's permissions)."""
+    tools_required: bool
+    """Whether a child always has tools, whatever it is given (codex: its sandboxed
+    shell): an empty tool list cannot be honoured and is refused."""
     env_allowed: frozenset[str]
     """Variables of the server's environment this backend's children also get."""
     executable: str

@@ -2,7 +2,7 @@
 
     claude -p --output-format stream-json --verbose --permission-mode dontAsk
            --strict-mcp-config [--model M] [--effort LEVEL] [--resume ID]
-           --tools A,B --allowedTools A,B          (the prompt on stdin, then EOF)
+           [--safe-mode] --tools A,B --allowedTools A,B   (the prompt on stdin, then EOF)
 
 Tools: `--tools` sets which built-in tools exist at all (without it Claude Code
 offers two dozen, far beyond this catalog), so the child always gets it: the
@@ -17,6 +17,9 @@ classification (extra requests), and `bypassPermissions` (like
 `--dangerously-skip-permissions`) is refused as root unless `IS_SANDBOX=1`.
 Each list is one argv element (comma-joined): a list-taking flag can swallow a
 positional prompt, but the prompt goes on stdin. `thinking` is `--effort`.
+A lean child gets `--safe-mode`: no CLAUDE.md, skills, plugins, hooks, MCP
+servers, custom commands or agents, output styles (managed policy settings
+still apply; built-in tools, permissions, auth and model work as usual).
 
 Claude Code prints one JSON event per line: `system`/`init` (the session id),
 `assistant` (text and `tool_use` content), `user` (tool results),
@@ -34,10 +37,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from subagent_host.backends.base import (
+    EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    LEAN,
     NETWORK,
-    PROCESS,
     ItemSpec,
     Launch,
     Outcome,
@@ -48,11 +52,15 @@ from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_m
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "claude"
+# `Bash` runs any command with the user's permissions (Claude Code's own sandbox is
+# off unless the user's settings turn it on, which the server cannot see): it can
+# write files and reach the network as well as start processes, so it carries
+# every effect.
 TOOLS: Final[Mapping[str, frozenset[str]]] = {
     "Read": frozenset({FILESYSTEM_READ}),
     "Grep": frozenset({FILESYSTEM_READ}),
     "Glob": frozenset({FILESYSTEM_READ}),
-    "Bash": frozenset({PROCESS}),
+    "Bash": frozenset(EFFECTS),
     "Edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
     "Write": frozenset({FILESYSTEM_WRITE}),
     "WebFetch": frozenset({NETWORK}),
@@ -61,6 +69,7 @@ TOOLS: Final[Mapping[str, frozenset[str]]] = {
 # `--effort`: how hard the model thinks (sent as `output_config.effort`).
 THINKING_LEVELS: Final = ("low", "medium", "high", "xhigh", "max")
 PERMISSION_MODE: Final = "dontAsk"
+LEAN_FLAGS: Final = ("--safe-mode",)
 # The server's variables a claude child also gets: where the API is and its key,
 # Claude Code's own directory, the switches that keep it from connecting anywhere
 # else, and its retry, timeout and model settings.
@@ -96,6 +105,7 @@ MAX_TURNS_LIMIT: Final = "max-turns"
 class ClaudeBackend:
     id = "claude"
     tools: Mapping[str, frozenset[str]] = TOOLS
+    tools_required = False
     restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
@@ -115,6 +125,8 @@ class ClaudeBackend:
             argv += ["--effort", item.thinking]
         if item.resume_session is not None:
             argv += ["--resume", item.resume_session]
+        if item.session_resources == LEAN:
+            argv += LEAN_FLAGS
         tools = item.tools if item.tools is not None else self.default_tools
         argv += ["--tools", ",".join(tools)]  # "" offers no tool at all
         if tools:

@@ -3,6 +3,8 @@
     codex exec --json --skip-git-repo-check -c approval_policy="never"
           --sandbox MODE [-c sandbox_workspace_write.network_access=BOOL]
           [-c web_search="disabled"] [-m MODEL] [-c model_reasoning_effort="LEVEL"]
+          [-c project_doc_max_bytes=0 -c skills.include_instructions=false
+           --disable hooks --disable plugins --disable apps]                  (lean)
           [resume -- THREAD_ID] -                   (the prompt on stdin, then EOF)
 
 codex prints one JSON event per line: `thread.started` (`thread_id`, the session a
@@ -76,6 +78,7 @@ from typing import Any, Final
 from subagent_host.backends.base import (
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    LEAN,
     NETWORK,
     PROCESS,
     ItemSpec,
@@ -115,6 +118,21 @@ SANDBOX_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
         "sandbox_workspace_write.network_access=true",
     ),
 }
+# A lean child reads no AGENTS.md (project docs), lists no skills, and runs no hooks,
+# plugins or apps (connectors). MCP servers of `config.toml` stay: a `-c` override
+# merges into that table and cannot empty it.
+LEAN_FLAGS: Final = (
+    "-c",
+    "project_doc_max_bytes=0",
+    "-c",
+    "skills.include_instructions=false",
+    "--disable",
+    "hooks",
+    "--disable",
+    "plugins",
+    "--disable",
+    "apps",
+)
 # codex's `model_reasoning_effort` values (the model decides which it accepts).
 THINKING_LEVELS: Final = ("none", "minimal", "low", "medium", "high", "xhigh")
 ENV_ALLOWED: Final = frozenset({"CODEX_HOME", "CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"})
@@ -134,6 +152,8 @@ STDERR_ERROR_PREFIX: Final = "error"
 class CodexBackend:
     id = "codex"
     tools: Mapping[str, frozenset[str]] = TOOLS
+    # Its shell exists whatever `tools` says: `tools: []` would claim less than it can do.
+    tools_required = True
     restrictable = True
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
 
@@ -151,6 +171,8 @@ class CodexBackend:
             argv += ["-c", f'model_reasoning_effort="{item.thinking}"']
         if item.instructions is not None:
             argv += ["-c", f"developer_instructions={toml_string(item.instructions)}"]
+        if item.session_resources == LEAN:
+            argv += LEAN_FLAGS
         if item.resume_session is not None:
             # After `--`: an id can never be taken for an option.
             argv += ["resume", "--", item.resume_session]

@@ -60,6 +60,7 @@ class CommandBackend:
     id = "command"
     # An arbitrary program runs with the user's own permissions: it may do anything.
     tools: Mapping[str, frozenset[str]] = {"command": frozenset(EFFECTS)}
+    tools_required = False
     restrictable = False
     env_allowed: frozenset[str] = frozenset()
     executable = ""  # the command's own argv[0]

@@ -2,6 +2,7 @@
 
     pi --mode json --session-dir DIR [--session ID] [--provider P --model M]
        [--thinking LEVEL] [--tools a,b]          (the prompt on stdin, then EOF)
+       [--no-extensions --no-skills --no-prompt-templates --no-context-files]   (lean)
 
 pi prints one JSON event per line (`session`, `agent_start`, `message_end`,
 `tool_execution_start`, `agent_end`, `auto_retry_*`, ...). What the run
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from subagent_host.backends.base import (
+    EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
-    PROCESS,
+    LEAN,
     ItemSpec,
     Launch,
     Outcome,
@@ -32,18 +34,32 @@ from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_m
 from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "pi"
+# `bash` runs any command with the user's permissions (pi does not sandbox it): it
+# can write files and reach the network as well as start processes, so it carries
+# every effect. `grep` and `find` run ripgrep and fd; when those are not installed
+# and PI_OFFLINE is not set, pi first downloads them from GitHub into its own
+# directory: a network request, a file written and a program started that the
+# server cannot rule out beforehand, so they carry every effect too.
 TOOLS: Final[Mapping[str, frozenset[str]]] = {
     "read": frozenset({FILESYSTEM_READ}),
-    "grep": frozenset({FILESYSTEM_READ}),
-    "find": frozenset({FILESYSTEM_READ}),
+    "grep": frozenset(EFFECTS),
+    "find": frozenset(EFFECTS),
     "ls": frozenset({FILESYSTEM_READ}),
-    "bash": frozenset({PROCESS}),
+    "bash": frozenset(EFFECTS),
     "edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
     "write": frozenset({FILESYSTEM_WRITE}),
 }
 # What pi offers when `--tools` is not given.
 DEFAULT_TOOLS: Final = ("read", "bash", "edit", "write")
 THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
+# A lean child loads none of the user's or the project's extensions, skills, prompt
+# templates or context files (AGENTS.md, CLAUDE.md): only what the request gives it.
+LEAN_FLAGS: Final = (
+    "--no-extensions",
+    "--no-skills",
+    "--no-prompt-templates",
+    "--no-context-files",
+)
 # The server's variables a pi child also gets: its own settings, and the API keys
 # of the providers it can talk to.
 ENV_ALLOWED: Final = frozenset(
@@ -68,6 +84,7 @@ FAILED_STOP_REASONS: Final = ("error", "aborted")
 class PiBackend:
     id = "pi"
     tools: Mapping[str, frozenset[str]] = TOOLS
+    tools_required = False
     restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
@@ -88,6 +105,8 @@ class PiBackend:
             argv += ["--thinking", item.thinking]
         if item.tools is not None:
             argv += ["--tools", ",".join(item.tools)]
+        if item.session_resources == LEAN:
+            argv += LEAN_FLAGS
         if item.instructions is not None:
             # pi takes the next argument verbatim, even one that starts with "-"; but a
             # value naming an existing file is replaced by that file's contents. With a

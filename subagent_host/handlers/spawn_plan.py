@@ -19,12 +19,12 @@ import attrs
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
-from subagent_host.backends.base import Backend
+from subagent_host.backends.base import SESSION_RESOURCES, Backend
 from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
 from subagent_host.handlers.workflow_plan import plan_workflow
-from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams
+from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams, camel_case
 from subagent_host.runs.plans import (
     EMPTY_PROMPT,
     FILESYSTEM_LEVELS,
@@ -47,7 +47,7 @@ MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
 MODES: Final = ("background", "task")
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Fields only agent backends take; `command` cannot honour them.
-AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools")
+AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools", "session_resources")
 
 
 @attrs.frozen
@@ -227,8 +227,10 @@ def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access)
     backend = backends[child.backend]
     if not backend.restrictable:
         return child
-    kept = negotiate(backend, child.tools, access).kept
-    return attrs.evolve(child, tools=tuple(kept), access=access)
+    tools = negotiate(backend, child.tools, access)
+    return attrs.evolve(
+        child, tools=tuple(tools.kept), removed_tools=tuple(tools.removed), access=access
+    )
 
 
 def _access(problems: Problems, requested: AccessWire | None) -> Access:
@@ -272,11 +274,9 @@ def _check_access(
                 "no-tools-left", "the requested access removes every tool of this child", path
             )
         elif tools.removed:
-            problems.info(
-                "tools-removed",
-                f"removed for the requested access: {', '.join(sorted(tools.removed))}",
-                path,
-            )
+            beyond = access.beyond(tools.removed)
+            removed = ", ".join(f"{name} ({', '.join(beyond[name])})" for name in sorted(beyond))
+            problems.info("tools-removed", f"removed for the requested access: {removed}", path)
 
 
 def _check_required_limits(
@@ -351,6 +351,7 @@ def _resolve_item(
         model=pick("model"),
         effort=pick("thinking"),
         tools=pick("tools"),
+        session_resources=pick("session_resources"),
     )
     if wanted.removed_tools:
         problems.info(
@@ -382,13 +383,21 @@ def _resolve_item(
             )
         for field in AGENT_ONLY_FIELDS:
             if pick(field) is not None:
+                wire = camel_case(field)
                 problems.error(
-                    "not-honoured", f"the command backend cannot honour {field}", at(field)
+                    "not-honoured", f"the command backend cannot honour {wire}", at(wire)
                 )
     else:
         _check_agent_item(
             problems, at, item, backend, prompt, wanted.tools, wanted.effort, cwd, env
         )
+        if wanted.session_resources not in SESSION_RESOURCES:
+            problems.error(
+                "invalid-session-resources",
+                f"sessionResources must be one of {', '.join(SESSION_RESOURCES)}, "
+                f"not {wanted.session_resources!r}",
+                at("sessionResources"),
+            )
 
     timeout_ms = _duration(
         problems,
@@ -416,6 +425,7 @@ def _resolve_item(
         thinking=wanted.effort if is_agent else None,
         tools=wanted.tools if is_agent else None,
         instructions=instructions if is_agent else None,
+        session_resources=wanted.session_resources if is_agent else None,
         agent=_agent_ref(definition),
         output_name=item.as_,
     )
@@ -496,6 +506,14 @@ def _check_agent_item(
             f"the {backend.id} backend needs {program!r}, which is not on the child's PATH "
             "(install the pinned agent CLIs with scripts/install-agents, or set PATH in env)",
             at("backend"),
+        )
+    if tools == () and backend.tools_required:
+        problems.error(
+            "tools-required",
+            f"{backend.id} always has tools (its shell, confined by its sandbox), so it "
+            f"cannot run with none; name the narrowest it may have instead "
+            f"(it has: {', '.join(backend.tools)})",
+            at("tools"),
         )
     for index, tool in enumerate(tools or ()):
         if tool not in backend.tools:

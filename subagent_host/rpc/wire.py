@@ -127,6 +127,8 @@ class ItemFields:
     env: dict[str, str] | None = None
     timeout_ms: int | None = None
     stall_timeout_ms: int | None = None
+    session_resources: str | None = None
+    """`lean` or `full`: what an agent child loads of the user's and project's resources."""
 
 
 @attrs.frozen

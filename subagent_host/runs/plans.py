@@ -23,6 +23,7 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    FULL,
     NETWORK,
     PROCESS,
     Backend,
@@ -56,6 +57,11 @@ class Access:
         if self.network:
             effects.add(NETWORK)
         return frozenset(effects)
+
+    def beyond(self, tools: Mapping[str, list[str]]) -> dict[str, list[str]]:
+        """Per tool, the effects it has that this access does not permit."""
+        allowed = self.permitted()
+        return {name: [e for e in effects if e not in allowed] for name, effects in tools.items()}
 
     @property
     def is_full(self) -> bool:
@@ -93,11 +99,16 @@ class ChildPlan:
     """The agent CLI's own session a resumed attempt continues."""
     access: Access | None = None
     """The request's access, when it narrowed the default."""
+    removed_tools: tuple[str, ...] = ()
+    """The tools the request's access took away (`tools` holds what is left)."""
     instructions: str | None = None
     """The agent definition's body, given to the CLI as system-prompt instructions."""
     agent: AgentRef | None = None
     output_name: str | None = None
     """A workflow item's `as`: the name its final text is known by in later steps."""
+    session_resources: str | None = None
+    """An agent child's `lean` or `full`; None for a command child, and for a child
+    resumed from a projection recorded before the field existed (it ran `full`)."""
 
     def item(self, prompt: str | None = None) -> ItemSpec:
         """What the backend is given to launch this child (`prompt` replaces the plan's)."""
@@ -113,6 +124,7 @@ class ChildPlan:
             filesystem_access=self.access.filesystem if self.access else "write",
             network_access=self.access.network if self.access else True,
             instructions=self.instructions,
+            session_resources=self.session_resources or FULL,
         )
 
 
@@ -187,12 +199,23 @@ class Negotiated:
     removed: dict[str, list[str]]
 
 
-def negotiate(backend: Backend, requested: tuple[str, ...] | None, access: Access) -> Negotiated:
-    """The child's tools (the requested ones, else the whole catalog) within `access`."""
+def negotiate(
+    backend: Backend,
+    requested: tuple[str, ...] | None,
+    access: Access,
+    already_removed: tuple[str, ...] = (),
+) -> Negotiated:
+    """The child's tools (the requested ones, else the whole catalog) within `access`.
+
+    `already_removed` are tools an earlier narrowing took out of `requested`: they
+    are reported as removed again, so a narrowed plan's receipt still says so.
+    """
     names = requested if requested is not None else default_tools(backend)
     allowed = access.permitted()
     kept: dict[str, list[str]] = {}
-    removed: dict[str, list[str]] = {}
+    removed: dict[str, list[str]] = {
+        name: sorted(backend.tools.get(name, frozenset())) for name in already_removed
+    }
     for name in names:
         effects = sorted(backend.tools.get(name, frozenset()))
         (kept if set(effects) <= allowed else removed)[name] = effects
@@ -218,7 +241,7 @@ def normalized_plan(
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
         launch = backend.prepare(child.item())
-        tools = negotiate(backend, child.tools, access)
+        tools = negotiate(backend, child.tools, access, child.removed_tools)
         entry: dict[str, Any] = {
             "index": index,
             "backend": child.backend,
@@ -226,6 +249,7 @@ def normalized_plan(
             "cwd": child.cwd,
             "model": child.model,
             "thinking": child.thinking,
+            "sessionResources": child.session_resources,
             "tools": sorted(tools.kept),
             "envKeys": sorted(child.env),
             "promptDigest": digest(child.prompt) if child.prompt is not None else None,
@@ -279,18 +303,27 @@ def receipts(
     children = []
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        tools = negotiate(backend, child.tools, access)
+        tools = negotiate(backend, child.tools, access, child.removed_tools)
         effects = sorted({effect for kept in tools.kept.values() for effect in kept})
+        beyond = access.beyond(tools.removed)
         children.append(
             {
                 "index": index,
                 "backend": child.backend,
                 "tools": [{"name": name, "effects": e} for name, e in sorted(tools.kept.items())],
+                # Each removed tool with the effects that took it out: what `access`
+                # did not permit.
                 "removedTools": [
-                    {"name": name, "effects": e} for name, e in sorted(tools.removed.items())
+                    {"name": name, "effects": e, "exceeds": beyond[name]}
+                    for name, e in sorted(tools.removed.items())
                 ],
                 "effects": effects,
                 "restrictable": backend.restrictable,
+                **(
+                    {"sessionResources": child.session_resources}
+                    if child.session_resources is not None
+                    else {}
+                ),
             }
         )
     timeouts = [child.timeout_ms for child in plan.children]

@@ -1,7 +1,8 @@
 """Launch projections: what each child was launched as, kept so a resume runs exactly that.
 
 Every child of every run gets one versioned projection when its run is launched:
-backend, argv template, model, thinking, tools with their effects, cwd, the
+backend, argv template, model, thinking, `sessionResources`, tools with their
+effects, cwd, the
 names of its environment variables (their values are never stored, not even
 hashed: they may be secrets), its limits, and the agent it came from when there
 was one. Its digest (`sha256:v1:`, canonical JSON) is stored beside it; a
@@ -51,6 +52,13 @@ def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
         # The request's access, when it narrowed the default: a resume keeps it.
         "access": attrs.asdict(child.access) if child.access is not None else None,
         **({"instructions": child.instructions} if child.instructions is not None else {}),
+        # Absent in projections recorded before it existed: those children ran `full`,
+        # and a resume of them still does (`resumes.resumed_child`).
+        **(
+            {"sessionResources": child.session_resources}
+            if child.session_resources is not None
+            else {}
+        ),
     }
 
 

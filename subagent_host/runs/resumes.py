@@ -237,5 +237,7 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
         thinking=projection["thinking"],
         tools=tuple(tool["name"] for tool in tools) if tools is not None else None,
         instructions=projection.get("instructions"),
+        # A projection from before `sessionResources` has none: that child ran `full`.
+        session_resources=projection.get("sessionResources"),
         agent=AgentRef(**projection["agent"]) if projection.get("agent") else None,
     )

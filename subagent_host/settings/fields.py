@@ -28,6 +28,7 @@ from subagent_host.settings.model import (
     MIN_RESUME_TOKEN_TTL_MS,
     MODES,
     PROCESS_TRACKING,
+    SESSION_RESOURCES,
 )
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
@@ -180,6 +181,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "history_limit": FieldRule(int_in_range(1, MAX_HISTORY_LIMIT)),
     "enable_continue": FieldRule(check_bool),
     "default_backend": FieldRule(one_of(BACKENDS)),
+    "session_resources": FieldRule(one_of(SESSION_RESOURCES)),
     # Server options: the global and --config files only.
     "state_dir": FieldRule(check_state_dir, in_project=False),
     "framing": FieldRule(one_of(FRAMINGS), in_project=False),

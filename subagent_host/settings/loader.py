@@ -94,6 +94,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         history_limit=pick(values, "history_limit", int),
         enable_continue=pick(values, "enable_continue", bool),
         default_backend=pick(values, "default_backend", str),
+        session_resources=pick(values, "session_resources", str),
         user_profiles=MappingProxyType(merge_profiles(user)),
         project_profiles=MappingProxyType(merge_profiles(project)),
         backend_executables=MappingProxyType(executables),

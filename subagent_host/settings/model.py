@@ -30,6 +30,9 @@ MAX_CAP_LINES: Final = 1_000_000
 
 EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 MODES: Final = ("task", "background")
+# What an agent child loads of the user's and the project's own resources (extensions,
+# skills, prompt templates, context files): `lean` as little as its CLI allows.
+SESSION_RESOURCES: Final = ("lean", "full")
 BACKENDS: Final = ("command", "pi", "claude", "codex")
 AGENT_BACKENDS: Final = ("pi", "claude", "codex")
 FRAMINGS: Final = ("auto", "lsp", "ndjson")
@@ -82,6 +85,8 @@ class Settings:
     enable_continue: bool | None = None
     """False disables resume."""
     default_backend: str | None = None
+    session_resources: str | None = None
+    """`lean` or `full`: what agent children load (unset: `lean`)."""
     user_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)
     """By lowercase agent name, from the global and `--config` files: for the user's agents."""
     project_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)

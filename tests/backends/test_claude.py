@@ -316,7 +316,7 @@ def test_the_catalog_and_its_effects() -> None:
     backend = ClaudeBackend()
     assert backend.id == "claude" and backend.restrictable and backend.executable == "claude"
     assert backend.tools["Edit"] == {"filesystem-read", "filesystem-write"}
-    assert backend.tools["Bash"] == {"process"} and backend.tools["WebSearch"] == {"network"}
+    assert backend.tools["WebSearch"] == {"network"}
     assert {"ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "IS_SANDBOX"} <= backend.env_allowed
     assert backend.thinking_levels == ("low", "medium", "high", "xhigh", "max")
     assert backend.default_tools == tuple(TOOLS)  # what a child without `tools` is given

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, result_of, state_args
 from tests.e2e.test_runs import next_event
-from tests.mock_llm import KEYWORD_SLEEP_TOOL
+from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 AGENT_BIN: Final = ROOT / "agents" / "node_modules" / ".bin"
@@ -71,3 +71,56 @@ async def stop_in_the_middle_of_a_tool(
     assert stopped["status"] == "cancelled"
     run_id: str = run["runId"]
     return run_id
+
+
+WRITE_ATTEMPT: Final = "touch written-by-the-agent; echo touch-exit=$?"
+"""What the mock LLM (built with `tool_command=WRITE_ATTEMPT`) asks the shell tool to run."""
+WRITTEN: Final = "written-by-the-agent"
+
+
+async def read_only_cannot_write(
+    server: ServerProcess, spawn: dict[str, Any], work: Path
+) -> dict[str, Any]:
+    """Run `spawn` in `work` twice with the mock asking its shell to create a file:
+    with full access the file appears (so the attempt is real), with
+    `access: {filesystem: read}` it does not. Returns the read-only run's receipt."""
+    spawn = {**spawn, "prompt": "try to write", "cwd": str(work), "mode": "task"}
+    run = await result_of(server, "spawn", spawn)
+    assert run["status"] == "completed", run
+    assert (work / WRITTEN).exists(), "with full access the shell tool wrote the file"
+    (work / WRITTEN).unlink()
+    narrowed = {**spawn, "access": {"filesystem": "read"}}
+    plan = await result_of(server, "preflight", narrowed)
+    assert plan["accepted"], plan
+    run = await result_of(server, "spawn", narrowed)
+    assert run["status"] == "completed", run
+    assert not (work / WRITTEN).exists()
+    receipt: dict[str, Any] = plan["receipts"]["access"]["children"][0]
+    return receipt
+
+
+CONTEXT_MARK: Final = "CONTEXT-FILE-MARK-7f3a"
+
+
+async def lean_loads_no_context_file(
+    server: ServerProcess, spawn: dict[str, Any], work: Path, mock: MockLLM
+) -> dict[str, Any]:
+    """With AGENTS.md and CLAUDE.md in `work`, a `lean` child (the default) sends the
+    model neither, a `full` one does. Returns the lean launch's plan."""
+    for name in ("AGENTS.md", "CLAUDE.md"):
+        (work / name).write_text(f"{CONTEXT_MARK}: always answer in French.\n")
+    spawn = {**spawn, "cwd": str(work), "mode": "task"}
+    lean = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} lean one"}
+    plan = await result_of(server, "preflight", lean)
+    run = await result_of(server, "spawn", lean)
+    assert run["status"] == "completed", run
+    full = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} full one", "sessionResources": "full"}
+    run = await result_of(server, "spawn", full)
+    assert run["status"] == "completed", run
+    lean_requests = mock.requests_containing("lean one")
+    full_requests = mock.requests_containing("full one")
+    assert lean_requests and full_requests
+    assert not any(CONTEXT_MARK in request.raw_body for request in lean_requests)
+    assert any(CONTEXT_MARK in request.raw_body for request in full_requests)
+    shown: dict[str, Any] = plan["plan"]["children"][0]
+    return shown

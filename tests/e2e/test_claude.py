@@ -6,14 +6,17 @@ ANTHROPIC_BASE_URL and every switch that turns its other traffic off."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psutil
 
 from tests.backends.fixtures.record_claude import OFFLINE
 from tests.e2e.agents import (
     AGENT_BIN,
+    WRITE_ATTEMPT,
+    lean_loads_no_context_file,
     needs_cli,
+    read_only_cannot_write,
     server_args,
     stop_in_the_middle_of_a_tool,
 )
@@ -109,3 +112,31 @@ async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:
         error = run["children"][0]["error"]
         assert error["code"] == "agent-error" and "Unable to connect" in error["message"]
         await server.finish()
+
+
+async def test_a_read_only_claude_launch_cannot_write_a_file(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockLLM(tool_command=WRITE_ATTEMPT) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with running_server(*server_args(tmp_path), env=env) as server:
+            receipt = await read_only_cannot_write(server, SPAWN, work)
+            await server.finish()
+        offered: Any = mock.requests_containing("try to write")[-1].body_object()["tools"]
+    # Bash was taken away (it can write), and the receipt says so and why.
+    assert [tool["name"] for tool in offered] == ["Read"]
+    assert [tool["name"] for tool in receipt["removedTools"]] == ["Bash"]
+    assert "filesystem-write" in receipt["removedTools"][0]["exceeds"]
+    assert receipt["effects"] == ["filesystem-read"]
+
+
+async def test_a_lean_claude_child_loads_no_context_file_and_a_full_one_does(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = claude_environment(tmp_path, mock.base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        shown = await lean_loads_no_context_file(server, SPAWN, work, mock)
+        await server.finish()
+    assert shown["sessionResources"] == "lean" and "--safe-mode" in shown["argv"]

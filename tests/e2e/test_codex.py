@@ -14,6 +14,7 @@ import psutil
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE, MODEL, codex_config
 from tests.e2e.agents import (
     AGENT_BIN,
+    lean_loads_no_context_file,
     needs_cli,
     server_args,
     stop_in_the_middle_of_a_tool,
@@ -154,3 +155,15 @@ async def test_an_unreachable_model_is_ended_by_the_runs_timeout(tmp_path: Path)
         assert run["status"] == "timed-out", run
         assert run["children"][0]["backendSessionId"]  # codex had started its thread
         await server.finish()
+
+
+async def test_a_lean_codex_child_loads_no_context_file_and_a_full_one_does(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = codex_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        shown = await lean_loads_no_context_file(server, SPAWN, work, mock)
+        await server.finish()
+    assert shown["sessionResources"] == "lean" and "project_doc_max_bytes=0" in shown["argv"]

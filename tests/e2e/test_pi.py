@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psutil
 
 from tests.backends.fixtures.record_pi import NO_RETRIES, models
 from tests.e2e.agents import (
     AGENT_BIN,
+    WRITE_ATTEMPT,
+    lean_loads_no_context_file,
     needs_cli,
+    read_only_cannot_write,
     server_args,
     stop_in_the_middle_of_a_tool,
 )
@@ -168,3 +171,32 @@ async def test_an_empty_follow_up_to_a_pi_child_is_refused_by_preflight(
             ("empty-prompt", "resume.message")
         ]
         await server.finish()
+
+
+async def test_a_read_only_pi_launch_cannot_write_a_file(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockLLM(tool_command=WRITE_ATTEMPT) as mock:
+        env = pi_environment(tmp_path, mock.openai_base_url)
+        async with running_server(*server_args(tmp_path), env=env) as server:
+            receipt = await read_only_cannot_write(server, SPAWN, work)
+            await server.finish()
+        offered: Any = mock.requests[-1].body_object()["tools"]
+    # bash was taken away (it can write), and the receipt says so and why.
+    assert [tool["function"]["name"] for tool in offered] == ["read"]
+    assert [tool["name"] for tool in receipt["tools"]] == ["read"]
+    assert receipt["removedTools"][0]["name"] == "bash"
+    assert "filesystem-write" in receipt["removedTools"][0]["exceeds"]
+    assert receipt["effects"] == ["filesystem-read"]
+
+
+async def test_a_lean_pi_child_loads_no_context_file_and_a_full_one_does(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        shown = await lean_loads_no_context_file(server, SPAWN, work, mock)
+        await server.finish()
+    assert shown["sessionResources"] == "lean" and "--no-context-files" in shown["argv"]
