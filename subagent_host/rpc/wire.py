@@ -117,6 +117,8 @@ class ItemFields:
     env: dict[str, str] | None = None
     timeout_ms: int | None = None
     stall_timeout_ms: int | None = None
+    max_turns: int | None = None
+    """Model responses an agent child may make (protocol.md §8.1); agent backends only."""
 
 
 @attrs.frozen
