@@ -82,3 +82,30 @@ async def test_a_child_that_would_go_on_calling_tools_ends_limit_reached_at_max_
     asked = [request for request in mock.requests if request.path.startswith(api)]
     fewest, most = REQUESTS[cli]
     assert fewest <= len(asked) <= most
+
+
+@pytest.mark.parametrize("cli", [p for p in each_cli() if p.values == ("pi",)])
+async def test_a_resume_may_lower_max_turns_never_raise_it_and_its_attempt_is_held_to_it(
+    tmp_path: Path, mock: MockLLM, cli: str
+) -> None:
+    spawn, environment, _ = CLIS[cli]
+    params = {**spawn, "prompt": f"{KEYWORD_LOOP_TOOL} please", "maxTurns": MAX_TURNS}
+    async with running_server(*server_args(tmp_path), env=environment(tmp_path, mock)) as server:
+        first = await result_of(server, "spawn", {**params, "mode": "task"})
+        assert first["status"] == "limit-reached", first
+        resume = {"runId": first["runId"], "message": f"{KEYWORD_LOOP_TOOL} again"}
+        raised = await result_of(
+            server, "preflight", {"resume": {**resume, "overrides": {"maxTurns": MAX_TURNS + 1}}}
+        )
+        assert not raised["accepted"]
+        assert [d["code"] for d in raised["diagnostics"]] == ["override-not-allowed"]
+        approved = await result_of(
+            server, "preflight", {"resume": {**resume, "overrides": {"maxTurns": 1}}}
+        )
+        assert approved["accepted"], approved
+        assert approved["contract"]["projection"]["limits"]["maxTurns"] == 1
+        resumed = await result_of(server, "resume", {"token": approved["token"], "mode": "task"})
+        child = resumed["children"][0]
+        assert (resumed["status"], resumed.get("reachedLimit")) == ("limit-reached", "max-turns")
+        assert (child["attempt"], child["status"]) == (2, "limit-reached"), resumed
+        await server.finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import attrs
@@ -9,7 +10,7 @@ import pytest
 
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.runs.plans import Access, ChildPlan
+from subagent_host.runs.plans import Access, ChildPlan, RunPlan, StepPlan, WorkflowPlan
 from subagent_host.runs.projection import (
     ProjectionProblem,
     check_overrides,
@@ -18,6 +19,7 @@ from subagent_host.runs.projection import (
     seal,
     unseal,
 )
+from subagent_host.runs.records import workflow_from_record, workflow_record
 from subagent_host.runs.resumes import Target, resumed_child
 from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
 
@@ -118,3 +120,14 @@ def test_a_resumed_agent_runs_with_the_lowered_max_turns() -> None:
     assert resumed_child(target, "go on", None).max_turns == 2
     kept = contract(run.run_id, 0, 2, projection, {}, "sess")
     assert resumed_child(attrs.evolve(target, contract=kept), "go on", None).max_turns == 5
+
+
+def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:
+    plan = RunPlan(
+        kind=RunKind.WORKFLOW,
+        children=(AGENT, attrs.evolve(AGENT, max_turns=None)),
+        workflow=WorkflowPlan(name="w", task="t", steps=(StepPlan(kind="parallel", items=(0, 1)),)),
+    )
+    stored = workflow_from_record(json.loads(json.dumps(workflow_record(plan))))
+    assert stored is not None
+    assert [child.max_turns for child in stored.children] == [5, None]
