@@ -519,6 +519,22 @@ def test_sleep_tool_runs_the_sleep_command_with_a_long_enough_tool_timeout(mock:
     }
 
 
+def test_loop_tool_calls_the_shell_again_after_every_tool_result(mock: MockLLM) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    body = chat_body(
+        user("LOOP-TOOL for ever"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "mock-tool-ran\n"},
+    )
+    chunks = payloads(stream_events(mock, "/v1/chat/completions", body))
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    calls = [call for delta in deltas for call in delta.get("tool_calls", [])]
+    assert calls and calls[0]["function"]["name"] == "bash"
+    assert json.loads("".join(c["function"]["arguments"] for c in calls)) == {
+        "command": DEFAULT_TOOL_COMMAND
+    }
+
+
 def test_tool_commands_are_configurable() -> None:
     with MockLLM(tool_command="true", sleep_command="sleep 7") as mock:
         assert chat_tool_call(mock, "go")[1] == {"command": "true"}

@@ -45,6 +45,9 @@ class ItemSpec:
     """An agent definition's body: appended to the CLI's own system prompt."""
     session_resources: str = FULL
     """`lean` starts the CLI with its own switches for loading less; `full` without."""
+    max_turns: int | None = None
+    """Model responses the child may make: a CLI with a limit of its own is told (claude);
+    the server counts them for every agent CLI (`OutputParser.turns`)."""
 
 
 @attrs.frozen
@@ -110,6 +113,19 @@ class OutputParser(Protocol):
         """True once the CLI printed its final event (it should exit now)."""
         ...
 
+    @property
+    def turns(self) -> int:
+        """Model responses begun so far (0 for a plain command).
+
+        A response counts from its first sign in the output, so `turns` exceeds a
+        limit N as soon as the CLI starts response N + 1 (protocol.md §16).
+        """
+        ...
+
+
+# The `reachedLimit` of a child that began more model responses than its `maxTurns`
+# allows, whoever stopped it (claude's own `error_max_turns`, or the server's count).
+MAX_TURNS_LIMIT: Final = "max-turns"
 
 # What a tool can do. A request's `access` removes tools with effects beyond it.
 FILESYSTEM_READ: Final = "filesystem-read"

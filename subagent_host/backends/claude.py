@@ -29,6 +29,13 @@ result's text, usage and cost, the session id, and an `activity` event per tool
 call (the tool's name only, never its arguments). A `result` with `is_error`
 (an unreachable model says `subtype: "success"` and `is_error: true`) is
 `failed`; `error_max_turns` is the CLI's own limit (`limit-reached`).
+
+Turns: `maxTurns` is passed as `--max-turns N`: Claude Code makes N model
+responses and, instead of sending request N + 1, ends with `error_max_turns`.
+The server counts too, as a backstop: a turn begins with the first `assistant`
+event of a new top-level message id (one response may come as several events
+sharing an id; a subagent's messages, with a `parent_tool_use_id`, are not the
+child's own turns).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from subagent_host.backends.base import (
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
     LEAN,
+    MAX_TURNS_LIMIT,
     NETWORK,
     ItemSpec,
     Launch,
@@ -99,7 +107,6 @@ ENV_ALLOWED: Final = frozenset(
 )
 ERROR_MESSAGE_CHARS: Final = 1000
 MAX_TURNS_SUBTYPE: Final = "error_max_turns"
-MAX_TURNS_LIMIT: Final = "max-turns"
 
 
 class ClaudeBackend:
@@ -131,6 +138,8 @@ class ClaudeBackend:
         argv += ["--tools", ",".join(tools)]  # "" offers no tool at all
         if tools:
             argv += ["--allowedTools", ",".join(tools)]
+        if item.max_turns is not None:
+            argv += ["--max-turns", str(item.max_turns)]
         if item.instructions is not None:
             # One argument with "=": instructions starting with "-" stay a value.
             argv.append(f"--append-system-prompt={item.instructions}")
@@ -184,6 +193,7 @@ class ClaudeParser(JsonEventParser):
         if top_level and message.get("id") != self._last_message_id:
             self._last_message_id = message.get("id")
             self._last_texts = []
+            self._turns += 1
         for part in message["content"]:
             if not isinstance(part, dict):
                 continue

@@ -33,6 +33,15 @@ turn goes on. Resuming an id codex does not know exits 1 ("no rollout found");
 an unknown *name* would silently start a new thread, which is why only the
 thread id (a UUID) from `thread.started` is ever passed to `resume`.
 
+Turns: codex prints one `turn.started` per `exec`, however many model
+responses it makes, and no event when it sends a request. So a turn (one model
+response) is counted from the items: the first item of the exec begins turn 1,
+and after that the first item that follows a completed tool item, with no tool
+item still running, begins the next (codex sends the tools' results back and
+the answer is a new response). `error` items are warnings, not responses. A
+response whose several tool calls codex runs one after another is counted as
+more than one turn: the count may run ahead of the responses, never behind.
+
 Tools, access and codex's sandbox. codex always has its shell (`exec_command`,
 `write_stdin`) and file edits (`apply_patch`); what they may do is set by its
 sandbox (bubblewrap + seccomp on Linux), which also confines every command the
@@ -221,6 +230,8 @@ class CodexParser(JsonEventParser):
         self._retry_notice: str | None = None
         self._completed = False
         self._finished = False
+        self._awaiting_response = True  # the next item begins a model response
+        self._seen_items: set[str] = set()
         self.thread_id: str | None = None
 
     @property
@@ -234,6 +245,7 @@ class CodexParser(JsonEventParser):
         elif kind == "turn.started":
             self._finished = self._completed = False
             self._turn_failed = None
+            self._awaiting_response = True
         elif kind in ("item.started", "item.updated", "item.completed"):
             item = event.get("item")
             if isinstance(item, dict):
@@ -258,6 +270,7 @@ class CodexParser(JsonEventParser):
 
     def _on_item(self, item: dict[str, Any], *, completed: bool) -> None:
         kind = item.get("type")
+        self._count_turn(item)
         if kind == "agent_message":
             if completed and isinstance(item.get("text"), str):
                 self._final_text = item["text"]
@@ -268,6 +281,9 @@ class CodexParser(JsonEventParser):
         if name is None:
             return
         item_id = item.get("id")
+        if completed and not (self._tools_running - {item_id}):
+            # The tools' results go back to the model: what comes next is a new response.
+            self._awaiting_response = True
         if isinstance(item_id, str):
             if completed:
                 self._tools_running.discard(item_id)
@@ -279,6 +295,16 @@ class CodexParser(JsonEventParser):
         elif not completed:
             return  # without an id it is told once, when it completes
         self._pending_activity.append(f"tool {name}")
+
+    def _count_turn(self, item: dict[str, Any]) -> None:
+        """A new item (not a warning) after the tools' results begins a model response."""
+        item_id = item.get("id")
+        is_new = not isinstance(item_id, str) or item_id not in self._seen_items
+        if isinstance(item_id, str):
+            self._seen_items.add(item_id)
+        if is_new and self._awaiting_response and item.get("type") != "error":
+            self._turns += 1
+            self._awaiting_response = False
 
     @property
     def tool_running(self) -> bool:

@@ -38,6 +38,10 @@ class CommandParser:
     def finished(self) -> bool:
         return False  # a plain command is done when it exits
 
+    @property
+    def turns(self) -> int:
+        return 0  # a plain command makes no model responses the server could count
+
     def outcome(self, exit_status: ExitStatus) -> Outcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines

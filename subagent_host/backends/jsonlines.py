@@ -85,7 +85,8 @@ class JsonLines:
 
 class JsonEventParser:
     """What every agent CLI's parser shares: JSON events read from stdout, a tail of
-    stderr, activity lines waiting to be reported, and the tools running now.
+    stderr, activity lines waiting to be reported, the tools running now, and the
+    model responses begun (each CLI says in its own way where one begins).
 
     A subclass handles each event in `_on_event`.
     """
@@ -96,6 +97,12 @@ class JsonEventParser:
         self._pending_activity: list[str] = []
         self._tools_running: set[str] = set()
         """Ids of tool calls started and not yet ended."""
+        self._turns = 0
+
+    @property
+    def turns(self) -> int:
+        """Model responses begun so far (see each subclass for what marks one)."""
+        return self._turns
 
     def on_stdout(self, data: bytes) -> None:
         for event in self._lines.feed(data):

@@ -11,6 +11,11 @@ message, the session id (from the `session` event), and an `activity` event per
 tool call (the tool's name only, never its arguments). pi exits 0 even when the
 model could not be reached: its last assistant message then has
 `stopReason: "error"`, which is reported as `failed`.
+
+Turns: pi prints `turn_start` before each request to the model. A turn begins
+there, numbered one more than the responses completed so far (assistant
+`message_end`s without an error), so a request pi retries after an error
+(`auto_retry_*`, which starts with a new `turn_start`) is the same turn again.
 """
 
 from __future__ import annotations
@@ -131,6 +136,7 @@ class PiParser(JsonEventParser):
         self._saw_cost = False
         self._retry_error: str | None = None
         self._finished = False
+        self._responses = 0  # assistant messages that completed without an error
         self.session_id: str | None = None
 
     @property
@@ -148,6 +154,8 @@ class PiParser(JsonEventParser):
             self.session_id = event["id"]
         elif kind == "agent_start":
             self._finished = False  # a retry starts the agent again
+        elif kind == "turn_start":
+            self._turns = max(self._turns, self._responses + 1)
         elif kind == "agent_end":
             self._finished = True
         elif kind == "tool_execution_start":
@@ -167,6 +175,8 @@ class PiParser(JsonEventParser):
             if isinstance(message, dict) and message.get("role") == "assistant":
                 self._last_assistant = message
                 self._add_usage(message.get("usage"))
+                if message.get("stopReason") not in FAILED_STOP_REASONS:
+                    self._responses += 1
 
     def _add_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):

@@ -24,7 +24,7 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
 from subagent_host.handlers.workflow_plan import plan_workflow
-from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams, camel_case
+from subagent_host.rpc.wire import AccessWire, ParallelStep, SpawnItem, SpawnParams
 from subagent_host.runs.plans import (
     EMPTY_PROMPT,
     FILESYSTEM_LEVELS,
@@ -46,8 +46,16 @@ MAX_CHAIN_ITEMS: Final = 32
 MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
 MODES: Final = ("background", "task")
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Fields only agent backends take; `command` cannot honour them.
-AGENT_ONLY_FIELDS: Final = ("model", "thinking", "tools", "session_resources")
+# Most model responses `maxTurns` may allow (a day of one-second responses).
+MAX_TURNS: Final = 100_000
+# Fields only agent backends take; `command` cannot honour them (wire names).
+AGENT_ONLY_FIELDS: Final = {
+    "model": "model",
+    "thinking": "thinking",
+    "tools": "tools",
+    "session_resources": "sessionResources",
+    "max_turns": "maxTurns",
+}
 
 
 @attrs.frozen
@@ -293,9 +301,17 @@ def _check_required_limits(
         limit["name"]: limit["enforcement"]
         for limit in receipts(plan, backends, access, limits)["limits"]
     }
+    unlimited = [i for i, child in enumerate(plan.children) if child.max_turns is None]
     for index, name in enumerate(required):
         enforcement = offered.get(name)
-        if enforcement is None:
+        if name == "maxTurns" and enforcement is not None and unlimited:
+            problems.error(
+                "limit-not-offered",
+                f"maxTurns is not set for every child (none for children "
+                f"{', '.join(map(str, unlimited))}): it cannot be required of the launch",
+                f"requiredLimits[{index}]",
+            )
+        elif enforcement is None:
             problems.error(
                 "limit-not-offered",
                 f"no limit named {name!r} applies to this launch "
@@ -381,11 +397,10 @@ def _resolve_item(
             problems.error(
                 "not-honoured", "the command backend cannot run an agent definition", at("backend")
             )
-        for field in AGENT_ONLY_FIELDS:
+        for field, wire_name in AGENT_ONLY_FIELDS.items():
             if pick(field) is not None:
-                wire = camel_case(field)
                 problems.error(
-                    "not-honoured", f"the command backend cannot honour {wire}", at(wire)
+                    "not-honoured", f"the command backend cannot honour {wire_name}", at(wire_name)
                 )
     else:
         _check_agent_item(
@@ -411,6 +426,7 @@ def _resolve_item(
         pick("stall_timeout_ms"),
         settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS,
     )
+    max_turns = _turns(problems, at("maxTurns"), pick("max_turns"))
     is_agent = name != "command"
     return ChildPlan(
         backend=name,
@@ -428,6 +444,7 @@ def _resolve_item(
         session_resources=wanted.session_resources if is_agent else None,
         agent=_agent_ref(definition),
         output_name=item.as_,
+        max_turns=max_turns if is_agent else None,
     )
 
 
@@ -553,6 +570,12 @@ def _duration(problems: Problems, path: str, value: int | None, default: int) ->
         return default
     if not 1 <= value <= MAX_DURATION_MS:
         problems.error("invalid-duration", f"must be 1..{MAX_DURATION_MS} ms", path)
+    return value
+
+
+def _turns(problems: Problems, path: str, value: int | None) -> int | None:
+    if value is not None and not 1 <= value <= MAX_TURNS:
+        problems.error("invalid-max-turns", f"must be 1..{MAX_TURNS} model responses", path)
     return value
 
 

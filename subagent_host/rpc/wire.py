@@ -129,6 +129,8 @@ class ItemFields:
     stall_timeout_ms: int | None = None
     session_resources: str | None = None
     """`lean` or `full`: what an agent child loads of the user's and project's resources."""
+    max_turns: int | None = None
+    """Model responses an agent child may make (protocol.md §8.1); agent backends only."""
 
 
 @attrs.frozen

@@ -37,6 +37,7 @@ class ChildSink:
         self._held: list[Callable[[], None]] | None = []
         self.on_finished: Callable[[], None] | None = None
         """Called once, when the parser has seen the CLI's final event."""
+        self._turn_limit: tuple[int, Callable[[], None]] | None = None
         self.held = False
         """Its output is not being read: the client is behind (see StreamGate)."""
         self._pause: Callable[[], None] = _nothing
@@ -79,6 +80,7 @@ class ChildSink:
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
+        self._check_turns()
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
@@ -87,6 +89,20 @@ class ChildSink:
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
         self.last_active = self._loop.time()
+
+    def watch_turns(self, max_turns: int, on_exceeded: Callable[[], None]) -> None:
+        """Call `on_exceeded` once the parser has seen response `max_turns` + 1 begin."""
+        self._turn_limit = (max_turns, on_exceeded)
+        self._check_turns()  # output read before the watch began counts too
+
+    def unwatch_turns(self) -> None:
+        self._turn_limit = None
+
+    def _check_turns(self) -> None:
+        if self._turn_limit is not None and self.parser.turns > self._turn_limit[0]:
+            on_exceeded = self._turn_limit[1]
+            self._turn_limit = None
+            on_exceeded()
 
     def watch_stall(self, stall_s: float, on_stall: Callable[[], None]) -> StallWatch:
         """Call `on_stall` once no output arrived for `stall_s` seconds."""

@@ -5,8 +5,9 @@ A run is a plan of children (`single`, `parallel` tasks, a `chain` passing
 out). Each child waits its turn for a slot (`queued`), is started through its
 backend and the supervisor (`running`), and ends in exactly one terminal status.
 What ends it is decided in one place, `_supervise`: the child's own exit, a
-stop request, its timeout, or a stall — the first of them wins, and the state
-machine refuses any later status.
+stop request, its timeout, a stall, or its turn limit (`maxTurns`, counted from
+the CLI's events) — the first of them wins, and the state machine refuses any
+later status.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from subagent_host.backends.base import Backend
+from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend
 from subagent_host.backends.environment import child_environment
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
 from subagent_host.runs import heap, templates
@@ -68,6 +69,8 @@ PROGRAM_SHOWN_CHARS: Final = 200
 
 # An agent CLI that printed its final event and then did not exit.
 LINGERED: Final = Ending(RunStatus.COMPLETED, "lingered after its final event")
+# An agent CLI that began one model response more than its `maxTurns`.
+MAX_TURNS: Final = Ending(RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT)
 
 
 class RunManager:
@@ -480,7 +483,8 @@ class RunManager:
     async def _supervise(
         self, process: Child, plan: ChildPlan, sink: ChildSink, control: RunControl
     ) -> Ending | None:
-        """Wait for whichever comes first: exit, stop, stall, timeout. End the tree unless exit.
+        """Wait for whichever comes first: exit, stop, stall, timeout, turn limit. End the
+        tree unless exit.
 
         Each is a callback settling one future (first wins): no task per watch.
         """
@@ -516,6 +520,8 @@ class RunManager:
             settle,
             Ending(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms),
         )
+        if plan.max_turns is not None:
+            sink.watch_turns(plan.max_turns, lambda: settle(MAX_TURNS))
         try:
             ending = await first
         finally:
@@ -523,6 +529,7 @@ class RunManager:
             control.stopping.remove_done_callback(on_stop)
             stall.cancel()
             timeout.cancel()
+            sink.unwatch_turns()
             sink.on_finished = None
             for timer in lingering:
                 timer.cancel()

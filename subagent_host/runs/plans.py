@@ -8,7 +8,9 @@ wire's camelCase: the plan is sent as it is.
 Receipts are honest statements, not promises: `access` says children run with
 the user's own OS permissions (`shared-user`) and which tools, with which
 effects, they get; `limits` says which limits the server enforces by ending the
-process tree (`host-hard`) and which it only asks for (`best-effort`).
+process tree (`host-hard`) and which it only asks for (`best-effort`). A limit
+the server counts itself from a CLI's events (`maxTurns`) is `host-hard` for
+every CLI, even where the CLI is also told (claude's `--max-turns`).
 """
 
 from __future__ import annotations
@@ -109,6 +111,16 @@ class ChildPlan:
     session_resources: str | None = None
     """An agent child's `lean` or `full`; None for a command child, and for a child
     resumed from a projection recorded before the field existed (it ran `full`)."""
+    max_turns: int | None = None
+    """Model responses an agent child may make; the server counts them (None: no limit)."""
+
+    @property
+    def limits(self) -> dict[str, int]:
+        """The child's own limits, as the plan, the projection and a resume spell them."""
+        limits = {"timeoutMs": self.timeout_ms, "stallTimeoutMs": self.stall_timeout_ms}
+        if self.max_turns is not None:
+            limits["maxTurns"] = self.max_turns
+        return limits
 
     def item(self, prompt: str | None = None) -> ItemSpec:
         """What the backend is given to launch this child (`prompt` replaces the plan's)."""
@@ -125,6 +137,7 @@ class ChildPlan:
             network_access=self.access.network if self.access else True,
             instructions=self.instructions,
             session_resources=self.session_resources or FULL,
+            max_turns=self.max_turns,
         )
 
 
@@ -253,7 +266,7 @@ def normalized_plan(
             "tools": sorted(tools.kept),
             "envKeys": sorted(child.env),
             "promptDigest": digest(child.prompt) if child.prompt is not None else None,
-            "limits": {"timeoutMs": child.timeout_ms, "stallTimeoutMs": child.stall_timeout_ms},
+            "limits": child.limits,
         }
         if tools.removed:
             entry["removedTools"] = sorted(tools.removed)
@@ -343,6 +356,17 @@ def receipts(
         ),
         _limit("maxDepth", server.max_depth, HOST_HARD, "a child's own spawns are refused"),
     ]
+    turns = [child.max_turns for child in plan.children if child.max_turns is not None]
+    if turns:
+        limits.append(
+            _limit(
+                "maxTurns",
+                max(turns),
+                HOST_HARD,
+                "the server counts each model response from the CLI's events and ends the "
+                "tree when response N + 1 begins (claude also gets --max-turns)",
+            )
+        )
     if plan.workflow is not None:
         limits.append(
             _limit(

@@ -24,8 +24,9 @@ from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.plans import ChildPlan, default_tools
 
 VERSION: Final = 1
-# What a resume may change. Everything else would be a different launch.
-ALLOWED_OVERRIDES: Final = ("timeoutMs", "stallTimeoutMs")
+# What a resume may change (only lower: a child launched without `maxTurns` had no
+# turn limit, so any one is lower). Everything else would be a different launch.
+ALLOWED_OVERRIDES: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns")
 GUIDANCE: Final = (
     "launch a new run instead, and give it the prior result (status {runId}) in its task"
 )
@@ -44,7 +45,8 @@ def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
         "tools": [{"name": t, "effects": sorted(backend.tools.get(t, ()))} for t in tools],
         "cwd": child.cwd,
         "envKeys": sorted(child.env),
-        "limits": {"timeoutMs": child.timeout_ms, "stallTimeoutMs": child.stall_timeout_ms},
+        # `maxTurns` only when it was set: projections stored before it existed stay valid.
+        "limits": child.limits,
         "label": child.label,
         # The agent definition it came from: a resume refuses unless the definition
         # it would use now is the same file with the same digest.
@@ -140,9 +142,11 @@ def check_overrides(projection: Mapping[str, Any], overrides: Mapping[str, Any])
                 f"{name} cannot be changed on resume (only {', '.join(ALLOWED_OVERRIDES)} may "
                 f"be lowered); to change it, launch anew"
             )
+        elif name == "maxTurns" and projection["backend"] == "command":
+            problems.append("maxTurns cannot be honoured by the command backend")
         elif type(value) is not int or value < 1:
             problems.append(f"{name} must be a positive integer")
-        elif value > projection["limits"][name]:
+        elif name in projection["limits"] and value > projection["limits"][name]:
             problems.append(
                 f"{name} may only be lowered on resume ({value} > {projection['limits'][name]})"
             )

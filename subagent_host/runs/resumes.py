@@ -3,7 +3,7 @@
 Both `preflight {resume}` and `resume` call `resolve_target`: the run (this
 session's), the child (`index`, by default the first that did not complete),
 its stored launch projection (checked against its digest), the overrides (only
-lowering `timeoutMs`/`stallTimeoutMs`), and the contract that results, whose
+lowering `timeoutMs`/`stallTimeoutMs`/`maxTurns`), and the contract that results, whose
 digest a token is bound to. Nothing here starts a process.
 """
 
@@ -225,6 +225,7 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
         cwd=projection["cwd"],
         timeout_ms=projection["limits"]["timeoutMs"],
         stall_timeout_ms=projection["limits"]["stallTimeoutMs"],
+        max_turns=projection["limits"].get("maxTurns"),
         command=tuple(projection["argvTemplate"]) if is_command else None,
         # An agent continues its own session, which holds the earlier turns; a
         # command is given the prior answer on stdin before the follow-up.

@@ -1,7 +1,7 @@
 """Settle statuses: a child's from how it ended, a run's from its children's.
 
 A child's terminal status follows from its own exit and outcome, or from what
-ended it first (a stop, its timeout, a stall). A run's follows from its
+ended it first (a stop, its timeout, a stall, its turn limit). A run's follows from its
 children's: completed when all completed, else the first one that did not.
 """
 
@@ -32,6 +32,8 @@ class Ending:
     status: RunStatus
     reason: str
     enforced_timeout_ms: int | None = None
+    reached_limit: str | None = None
+    """The limit a `limit-reached` ending enforced (e.g. `max-turns`)."""
 
 
 class Settler:
@@ -41,7 +43,7 @@ class Settler:
         self._book = book
         self._caps = caps
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
-        self._limits: dict[str, str] = {}  # run id -> the CLI's limit that stopped it
+        self._limits: dict[str, str] = {}  # run id -> the limit that stopped it
 
     def settle_child(
         self,
@@ -69,9 +71,13 @@ class Settler:
             child_timeout = ending.enforced_timeout_ms
             if child_timeout is not None:
                 self._timeouts[run.run_id] = child_timeout
+            if ending.reached_limit is not None:
+                self._limits.setdefault(run.run_id, ending.reached_limit)
         elif outcome.reached_limit is not None:  # the CLI stopped at a limit of its own
-            self._book.transition_child(run, child, RunStatus.LIMIT_REACHED, **facts)
-            self._limits[run.run_id] = outcome.reached_limit
+            self._book.transition_child(
+                run, child, RunStatus.LIMIT_REACHED, reason=outcome.reached_limit, **facts
+            )
+            self._limits.setdefault(run.run_id, outcome.reached_limit)
         else:
             error = ErrorInfo(
                 outcome.error_code or "failed",

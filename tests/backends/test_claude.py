@@ -382,3 +382,44 @@ def test_lone_surrogate_escapes_in_events_become_replacement_characters() -> Non
     assert "API \ufffdError: Unable to connect" in message
     for text in (outcome.final_text, outcome.backend_session_id, message, *activity):
         text.encode("utf-8")  # storable: no lone surrogate is left
+
+
+# --- turns (maxTurns): claude is told, and the server counts each response ----------
+
+
+def turns_of(lines: list[dict[str, object]]) -> int:
+    return parse(b"".join(json.dumps(line).encode() + b"\n" for line in lines))[0].turns
+
+
+def test_max_turns_is_passed_as_the_clis_own_flag() -> None:
+    argv = (
+        ClaudeBackend()
+        .prepare(ItemSpec(command=None, prompt="hi", cwd="/", env={}, max_turns=3))
+        .argv
+    )
+    assert argv[argv.index("--max-turns") + 1] == "3"
+    plain = ClaudeBackend().prepare(ItemSpec(command=None, prompt="hi", cwd="/", env={})).argv
+    assert "--max-turns" not in plain
+
+
+def test_each_new_assistant_message_begins_one_turn_on_the_recorded_streams() -> None:
+    recorded = events("tool_then_answer.jsonl")
+    second = [i for i, e in enumerate(recorded) if e["type"] == "assistant"][1]
+    assert turns_of(recorded[:second]) == 1
+    assert turns_of(recorded) == 2
+    assert turns_of(events("answer_now.jsonl")) == 1
+    # --max-turns 1: one response, then claude itself stopped before the next request.
+    assert turns_of(events("max_turns.jsonl")) == 1
+
+
+def test_one_response_in_several_events_and_a_subagents_messages_count_once() -> None:
+    recorded = events("tool_then_answer.jsonl")
+    first = next(e for e in recorded if e["type"] == "assistant")
+    message = first["message"]
+    assert isinstance(message, dict)
+    subagent = {
+        **first,
+        "parent_tool_use_id": "toolu_x",
+        "message": {**message, "id": "msg_of_a_subagent"},
+    }
+    assert turns_of([recorded[0], first, first, subagent]) == 1

@@ -418,3 +418,63 @@ def test_an_openai_provider_prefix_is_dropped_from_the_model() -> None:
     launch = CodexBackend().prepare(ItemSpec(command=None, prompt="p", cwd="/", env={},
                                              model="local/my-model"))  # fmt: skip
     assert launch.argv[launch.argv.index("-m") + 1] == "local/my-model"
+
+
+# --- turns (maxTurns): one per model response, inferred from codex's items ----------
+
+
+def codex_lines(*events: dict[str, object]) -> bytes:
+    return b"".join(json.dumps(event).encode() + b"\n" for event in events)
+
+
+def tool(item_id: str, *, done: bool) -> dict[str, object]:
+    kind = "item.completed" if done else "item.started"
+    return {"type": kind, "item": {"id": item_id, "type": "command_execution"}}
+
+
+def message(item_id: str, kind: str = "agent_message") -> dict[str, object]:
+    return {"type": "item.completed", "item": {"id": item_id, "type": kind, "text": "t"}}
+
+
+START: tuple[dict[str, object], ...] = (
+    {"type": "thread.started", "thread_id": "t-1"},
+    {"type": "turn.started"},
+)
+
+
+def test_each_response_after_the_tools_results_is_one_turn_on_the_recorded_streams() -> None:
+    lines = fixture("tool_then_answer.jsonl").splitlines(keepends=True)
+    kinds = [json.loads(line)["type"] for line in lines]
+    assert parse(b"".join(lines[: kinds.index("item.started")]))[0].turns == 0
+    assert parse(b"".join(lines[: kinds.index("item.started") + 1]))[0].turns == 1
+    assert parse(b"".join(lines))[0].turns == 2  # the tool call, then the answer
+    assert parse(fixture("answer_now.jsonl"))[0].turns == 1
+
+
+def test_a_model_that_keeps_calling_tools_makes_one_turn_per_call() -> None:
+    calls = [tool(f"item_{i}", done=done) for i in range(4) for done in (False, True)]
+    assert parse(codex_lines(*START, *calls))[0].turns == 4
+
+
+def test_tools_running_side_by_side_and_a_preamble_belong_to_one_response() -> None:
+    data = codex_lines(
+        *START,
+        message("item_0"),  # "I will look around" before the calls: the same response
+        tool("item_1", done=False),
+        tool("item_2", done=False),
+        tool("item_1", done=True),
+        tool("item_2", done=True),
+        message("item_3"),
+    )
+    assert parse(data)[0].turns == 2
+
+
+def test_a_warning_item_begins_no_turn() -> None:
+    data = codex_lines(
+        *START,
+        message("item_0", "error"),
+        tool("item_1", done=False),
+        tool("item_1", done=True),
+        message("item_2", "error"),
+    )
+    assert parse(data)[0].turns == 1

@@ -175,3 +175,48 @@ def test_without_instructions_there_is_no_append_system_prompt(tmp_path: Path) -
     )
     assert launch.argv == ("pi", "--mode", "json", "--session-dir", str(tmp_path))
     assert not any("append-system-prompt" in arg for arg in launch.argv)
+
+
+# --- turns (maxTurns): a turn is one model response, begun at pi's `turn_start` -----
+
+
+def lines_of(name: str) -> list[bytes]:
+    return fixture(name).splitlines(keepends=True)
+
+
+def turns_after(lines: list[bytes]) -> int:
+    return parse(b"".join(lines))[0].turns
+
+
+def test_each_turn_start_begins_one_turn_on_the_recorded_streams() -> None:
+    lines = lines_of("tool_then_answer.jsonl")
+    starts = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "turn_start"]
+    assert len(starts) == 2
+    assert turns_after(lines[: starts[0]]) == 0
+    assert turns_after(lines[: starts[0] + 1]) == 1
+    assert turns_after(lines[: starts[1]]) == 1  # the tool ran inside turn 1
+    assert turns_after(lines[: starts[1] + 1]) == 2
+    assert turns_after(lines) == 2
+    assert turns_after(lines_of("answer_now.jsonl")) == 1
+
+
+def test_a_model_that_keeps_calling_tools_makes_one_turn_per_response() -> None:
+    lines = lines_of("tool_then_answer.jsonl")
+    kinds = [json.loads(line)["type"] for line in lines]
+    tool_turn = lines[kinds.index("turn_start") : kinds.index("turn_end") + 1]
+    assert turns_after(lines[:3] + tool_turn * 4) == 4
+
+
+def test_a_request_pi_retries_after_an_error_is_the_same_turn() -> None:
+    lines = lines_of("server_down.jsonl")
+    assert json.loads(lines[-1])["type"] == "agent_end"
+    retry = [
+        json.dumps(event).encode() + b"\n"
+        for event in (
+            {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3},
+            {"type": "agent_start"},
+            {"type": "turn_start"},
+        )
+    ]
+    assert turns_after(lines) == 1
+    assert turns_after(lines + retry) == 1

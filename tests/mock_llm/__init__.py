@@ -4,7 +4,8 @@ It speaks the three APIs the real agent CLIs use (OpenAI chat completions, OpenA
 responses, Anthropic messages) and decides each answer statelessly from the request:
 a tool result last -> final text `MOCK-FINAL: ...`; else keywords in the latest user
 text: `ANSWER-NOW` (final text), `SLEEP-TOOL` (a long shell tool call), `STALL`
-(stream starts, then hangs until close); else one shell tool call. See
+(stream starts, then hangs until close); else one shell tool call. `LOOP-TOOL` in the
+latest user text makes a shell tool call every time, even after a tool result. See
 `tests/mock_llm/scenario.py` for the rules and `tests/mock_llm/server.py` for the API.
 """
 
@@ -14,6 +15,7 @@ from tests.mock_llm.scenario import (
     DEFAULT_TOOL_COMMAND,
     FINAL_TEXT_PREFIX,
     KEYWORD_ANSWER_NOW,
+    KEYWORD_LOOP_TOOL,
     KEYWORD_SLEEP_TOOL,
     KEYWORD_STALL,
     OUTPUT_TOKENS,
@@ -30,6 +32,7 @@ __all__ = [
     "DEFAULT_TOOL_COMMAND",
     "FINAL_TEXT_PREFIX",
     "KEYWORD_ANSWER_NOW",
+    "KEYWORD_LOOP_TOOL",
     "KEYWORD_SLEEP_TOOL",
     "KEYWORD_STALL",
     "LOOPBACK_HOST",

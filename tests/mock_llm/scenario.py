@@ -5,6 +5,9 @@ normalise it across the three wire APIs, then `decide_reply` to pick a scenario.
 wire encoders (`tests/mock_llm/wire.py`) turn the resulting `Reply` into bytes.
 
 Rules, in order:
+0. the latest user text holds `LOOP-TOOL` -> one shell tool call running the configured
+   default command, every time, tool result or not (`Scenario.LOOP_TOOL`): a model that
+   never stops calling tools, for turn limits;
 1. the last input item is a tool result -> final text (`Scenario.AFTER_TOOL`), except
    when it is codex reporting a command still running ("Process running with session
    ID N"): then a `write_stdin` poll of that session (`Scenario.POLL_TOOL`);
@@ -36,6 +39,7 @@ STALL_TEXT = "MOCK-STALL: thinking"
 KEYWORD_ANSWER_NOW = "ANSWER-NOW"
 KEYWORD_SLEEP_TOOL = "SLEEP-TOOL"
 KEYWORD_STALL = "STALL"
+KEYWORD_LOOP_TOOL = "LOOP-TOOL"
 DEFAULT_TOOL_COMMAND = "echo mock-tool-ran"
 DEFAULT_SLEEP_COMMAND = "sleep 300"
 
@@ -83,6 +87,7 @@ class Scenario(enum.StrEnum):
     ANSWER_NOW = "answer-now"
     SLEEP_TOOL = "sleep-tool"
     STALL = "stall"
+    LOOP_TOOL = "loop-tool"
     DEFAULT = "default"
     NO_SHELL_TOOL = "no-shell-tool"
 
@@ -216,7 +221,7 @@ def decide_reply(
     if scenario is Scenario.AFTER_TOOL:
         tool_call = _poll_running_session(conversation, ids)
         scenario = Scenario.AFTER_TOOL if tool_call is None else Scenario.POLL_TOOL
-    if scenario in (Scenario.SLEEP_TOOL, Scenario.DEFAULT):
+    if scenario in (Scenario.SLEEP_TOOL, Scenario.DEFAULT, Scenario.LOOP_TOOL):
         is_long = scenario is Scenario.SLEEP_TOOL
         command = sleep_command if is_long else tool_command
         tool = find_shell_tool(conversation.tools)
@@ -284,18 +289,24 @@ def build_shell_arguments(parameters: JSONObject, command: str, *, is_long: bool
 
 
 def _pick_scenario(conversation: Conversation) -> Scenario:
+    text = conversation.latest_user_text
+    if _has_keyword(text, KEYWORD_LOOP_TOOL):
+        return Scenario.LOOP_TOOL
     if conversation.last_is_tool_result:
         return Scenario.AFTER_TOOL
-    text = conversation.latest_user_text
     for keyword, scenario in (
         (KEYWORD_STALL, Scenario.STALL),
         (KEYWORD_SLEEP_TOOL, Scenario.SLEEP_TOOL),
         (KEYWORD_ANSWER_NOW, Scenario.ANSWER_NOW),
     ):
-        # Whole words only: "INSTALL" must not stall.
-        if re.search(rf"(?<![\w-]){re.escape(keyword)}(?![\w-])", text):
+        if _has_keyword(text, keyword):
             return scenario
     return Scenario.DEFAULT
+
+
+def _has_keyword(text: str, keyword: str) -> bool:
+    # Whole words only: "INSTALL" must not stall.
+    return re.search(rf"(?<![\w-]){re.escape(keyword)}(?![\w-])", text) is not None
 
 
 def _poll_running_session(conversation: Conversation, ids: IdSource) -> ToolCall | None:

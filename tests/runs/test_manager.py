@@ -397,3 +397,66 @@ async def test_a_command_whose_prompt_fills_to_nothing_still_runs(runs: Harness)
         runs.launch(command("true"), command("cat", prompt="{previous}"), kind=RunKind.CHAIN)
     )
     assert run.status is RunStatus.COMPLETED and run.children[1].pid is not None
+
+
+class _TurnCountingParser(CommandParser):
+    """Counts each `TURN` line on stdout as a model response begun (as agent parsers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted = 0
+
+    def on_stdout(self, data: bytes) -> None:
+        super().on_stdout(data)
+        self.counted += data.split().count(b"TURN")
+
+    @property
+    def turns(self) -> int:
+        return self.counted
+
+
+class _TurnCountingBackend(CommandBackend):
+    def parser(self) -> _TurnCountingParser:
+        return _TurnCountingParser()
+
+
+def turning(script: str, max_turns: int | None) -> ChildPlan:
+    return attrs.evolve(command("sh", "-c", script), max_turns=max_turns)
+
+
+# Three responses, each begun with a line, then a tool that would run for a long time.
+THREE_TURNS = "for i in 1 2 3; do echo TURN; sleep 0.1; done; sleep 30"
+
+
+async def test_a_child_that_begins_one_turn_more_than_max_turns_is_ended_limit_reached() -> None:
+    harness = Harness(backend=_TurnCountingBackend())
+    try:
+        run = await harness.finish(harness.launch(turning(THREE_TURNS, max_turns=2)))
+        child = run.children[0]
+        assert run.status is RunStatus.LIMIT_REACHED and run.reached_limit == "max-turns"
+        assert child.status is RunStatus.LIMIT_REACHED and child.reason == "max-turns"
+        assert child.output is not None and child.output.partial
+        assert child.output.text == "TURN\nTURN\nTURN\n"  # ended as turn 3 began
+        assert processes_with_marker(run.run_id) == []
+    finally:
+        await harness.manager.shutdown("test over")
+
+
+async def test_a_child_within_its_max_turns_completes() -> None:
+    harness = Harness(backend=_TurnCountingBackend())
+    run = await harness.finish(harness.launch(turning("echo TURN; echo TURN", max_turns=2)))
+    assert run.status is RunStatus.COMPLETED and run.reached_limit is None
+
+
+async def test_without_max_turns_turns_are_not_limited() -> None:
+    harness = Harness(backend=_TurnCountingBackend())
+    run = await harness.finish(harness.launch(turning("echo TURN; echo TURN; echo TURN", None)))
+    assert run.status is RunStatus.COMPLETED
+
+
+async def test_the_first_of_timeout_and_turn_limit_wins() -> None:
+    harness = Harness(backend=_TurnCountingBackend())
+    slow = attrs.evolve(turning(THREE_TURNS, max_turns=2), timeout_ms=50)
+    run = await harness.finish(harness.launch(slow))
+    assert run.status is RunStatus.TIMED_OUT and run.reason == "timeout"
+    assert run.reached_limit is None and run.children[0].status is RunStatus.TIMED_OUT

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 
+from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.runs.plans import Access, ChildPlan
+from subagent_host.runs.plans import Access, ChildPlan, RunPlan, StepPlan, WorkflowPlan
 from subagent_host.runs.projection import (
     ProjectionProblem,
     check_overrides,
@@ -16,6 +19,7 @@ from subagent_host.runs.projection import (
     seal,
     unseal,
 )
+from subagent_host.runs.records import workflow_from_record, workflow_record
 from subagent_host.runs.resumes import Target, resumed_child
 from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
 
@@ -79,3 +83,51 @@ def test_a_resumed_command_reads_the_prior_text_then_the_follow_up_and_keeps_acc
     assert plan.command == ("sh", "-c", "cat") and plan.prompt == "earlier answer\ngo on"
     assert plan.timeout_ms == 1000 and plan.stall_timeout_ms == 30_000
     assert plan.access == CHILD.access and plan.env == {"TOKEN": "secret-value"}
+
+
+AGENT = ChildPlan(
+    backend="claude", cwd="/tmp", timeout_ms=60_000, stall_timeout_ms=30_000,
+    prompt="look around", max_turns=5,
+)  # fmt: skip
+
+
+def test_max_turns_is_projected_and_a_resume_may_lower_it_never_raise_it() -> None:
+    projection = project(AGENT, ClaudeBackend())
+    assert projection["limits"]["maxTurns"] == 5
+    assert projection["argvTemplate"][projection["argvTemplate"].index("--max-turns") + 1] == "5"
+    assert check_overrides(projection, {"maxTurns": 2}) == []
+    assert check_overrides(projection, {"maxTurns": 6})  # raised
+    assert check_overrides(projection, {"maxTurns": 0})
+
+
+def test_a_child_launched_without_max_turns_keeps_its_projection_and_may_get_one() -> None:
+    unlimited = project(attrs.evolve(AGENT, max_turns=None), ClaudeBackend())
+    assert "maxTurns" not in unlimited["limits"]  # as projections stored before it existed
+    assert check_overrides(unlimited, {"maxTurns": 3}) == []  # any limit is lower than none
+    assert check_overrides(project(CHILD, CommandBackend()), {"maxTurns": 3})  # not honoured
+
+
+def test_a_resumed_agent_runs_with_the_lowered_max_turns() -> None:
+    projection = project(AGENT, ClaudeBackend())
+    run = Run(
+        run_id="r" * 32, session_id="s", kind=RunKind.SINGLE, fingerprint="f",
+        created_at=datetime.now(UTC), status=RunStatus.LIMIT_REACHED,
+        children=[ChildRun(index=0, backend="claude", status=RunStatus.LIMIT_REACHED,
+                           backend_session_id="sess")],
+    )  # fmt: skip
+    sealed = contract(run.run_id, 0, 2, projection, {"maxTurns": 2}, "sess")
+    target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
+    assert resumed_child(target, "go on", None).max_turns == 2
+    kept = contract(run.run_id, 0, 2, projection, {}, "sess")
+    assert resumed_child(attrs.evolve(target, contract=kept), "go on", None).max_turns == 5
+
+
+def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:
+    plan = RunPlan(
+        kind=RunKind.WORKFLOW,
+        children=(AGENT, attrs.evolve(AGENT, max_turns=None)),
+        workflow=WorkflowPlan(name="w", task="t", steps=(StepPlan(kind="parallel", items=(0, 1)),)),
+    )
+    stored = workflow_from_record(json.loads(json.dumps(workflow_record(plan))))
+    assert stored is not None
+    assert [child.max_turns for child in stored.children] == [5, None]
