@@ -234,6 +234,7 @@ class RunManager:
             self._book.transition(run, RunStatus.FAILED, error=error)
         finally:
             control.done.set()
+            control.reply_due.set()
             self._forget_old(run)
 
     async def wait(self, run: Run) -> None:
@@ -241,6 +242,23 @@ class RunManager:
         control = self._controls.get(run.run_id)
         if control is not None:
             await control.done.wait()
+
+    async def wait_for_reply(self, run: Run) -> None:
+        """Return once the run is terminal, or once it was detached (`detach`)."""
+        control = self._controls.get(run.run_id)
+        if control is not None:
+            await control.reply_due.wait()
+
+    def detach(self, run: Run) -> bool:
+        """Answer every `task`-mode request waiting on the run now; the run goes on.
+
+        False when there is nothing to detach (the run is terminal, or not this server's).
+        """
+        control = self._controls.get(run.run_id)
+        if run.is_terminal or control is None or control.done.is_set():
+            return False
+        control.reply_due.set()
+        return True
 
     async def stop(self, run: Run, *, grace_ms: int | None, reason: str) -> bool:
         """Stop the run's children (SIGTERM, grace, SIGKILL); True if it was already terminal."""
