@@ -24,6 +24,7 @@ from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import allowed_environment
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
+from subagent_host.backends.sessions import SessionFiles
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.backends.tracking import Tracking
 from subagent_host.backends.tracking import choose as choose_tracking
@@ -77,7 +78,7 @@ def probe_environment(backends: Mapping[str, Backend]) -> dict[str, str]:
 
 def build_backends(config: ServerConfig) -> dict[str, Backend]:
     """Every adapter this server knows; whether each can run is checked per launch."""
-    pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
+    pi_sessions = session_files(config).pi_dir  # pi's own session files, for resume
     pi_sessions.mkdir(mode=0o700, exist_ok=True)
     executables = config.settings.backend_executables
     return {
@@ -86,6 +87,11 @@ def build_backends(config: ServerConfig) -> dict[str, Backend]:
         "claude": ClaudeBackend(executable=executables.get("claude", "claude")),
         "codex": CodexBackend(executable=executables.get("codex", "codex")),
     }
+
+
+def session_files(config: ServerConfig) -> SessionFiles:
+    """Where the agent CLIs keep the sessions a resume continues (pi's: in the state dir)."""
+    return SessionFiles(pi_dir=config.state_dir / "pi-sessions")
 
 
 def new_session_id() -> str:
@@ -119,6 +125,7 @@ def build_run_manager(
         on_launch=on_launch,
         workflow_records=workflow_records,
         workflow_parallelism=config.workflow_parallelism,
+        sessions=session_files(config),
     )
 
 
@@ -159,7 +166,9 @@ async def _serve_with_store(
 ) -> int:
     loop = asyncio.get_running_loop()
     supervisor.reap_on_sigchld()
-    instance, recovering = await start_instance(store, supervisor, config.grace_ms)
+    instance, recovering = await start_instance(
+        store, supervisor, config.grace_ms, session_files(config)
+    )
     for problem in config.settings.diagnostics:  # a bad setting never stops the server
         level = logging.INFO if problem.severity == "info" else logging.WARNING
         logger.log(level, "%s", problem.message)

@@ -101,6 +101,11 @@ class OutputParser(Protocol):
         """True once the CLI printed its final event (it should exit now)."""
         ...
 
+    @property
+    def session_id(self) -> str | None:
+        """The CLI's own session, once it said which (a resume continues it)."""
+        ...
+
 
 # What a tool can do. A request's `access` removes tools with effects beyond it.
 FILESYSTEM_READ: Final = "filesystem-read"

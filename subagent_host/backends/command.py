@@ -38,6 +38,10 @@ class CommandParser:
     def finished(self) -> bool:
         return False  # a plain command is done when it exits
 
+    @property
+    def session_id(self) -> str | None:
+        return None  # a plain command has no session of its own
+
     def outcome(self, exit_status: ExitStatus) -> Outcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines

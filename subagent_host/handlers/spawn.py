@@ -20,7 +20,7 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
     resolved = accept(await ctx.check_launch(params))
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
-    run = ctx.runs.launch(resolved.plan, ctx.session_id)
+    run = ctx.runs.launch(resolved.plan, ctx.session_id, resolved.mode)
     if params.work_done_token is not None:
         ctx.progress.track(run, params.work_done_token)
     return await reply_with_run(ctx, run, resolved.mode)

@@ -20,8 +20,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from subagent_host.backends.base import Backend
-from subagent_host.backends.environment import child_environment
+from subagent_host.backends.base import Backend, OutputParser
+from subagent_host.backends.environment import allowed_environment, child_environment
+from subagent_host.backends.sessions import SEALED_AT_END, SessionFiles
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
 from subagent_host.runs import heap, templates
 from subagent_host.runs.child_sink import ChildSink, StreamGate
@@ -74,6 +75,7 @@ class RunManager:
         on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
         workflow_records: WorkflowRecords | None = None,
         workflow_parallelism: int = WORKFLOW_PARALLELISM,
+        sessions: SessionFiles | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._backends = backends
@@ -85,6 +87,8 @@ class RunManager:
         self._depth = depth
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
+        self.sessions = sessions
+        """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
         self._on_launch = on_launch
         self._workflows = Workflows(
             book=book,
@@ -118,8 +122,11 @@ class RunManager:
 
     # --- commands --------------------------------------------------------------------
 
-    def launch(self, plan: RunPlan, session_id: str) -> Run:
-        """Create the run (queued) and start carrying it out in the background."""
+    def launch(self, plan: RunPlan, session_id: str, mode: str | None = None) -> Run:
+        """Create the run (queued) and start carrying it out in the background.
+
+        `mode` is how its request is answered, kept with the run for its resumes.
+        """
         run = Run(
             run_id=self._new_run_id(),
             session_id=session_id,
@@ -127,6 +134,7 @@ class RunManager:
             fingerprint=plan_fingerprint(plan, self._backends, plan.access),
             created_at=self._book.now(),
             label=plan.label,
+            mode=mode,
             children=[
                 ChildRun(index=i, backend=child.backend, label=child.label)
                 for i, child in enumerate(plan.children)
@@ -172,6 +180,13 @@ class RunManager:
     def env_of(self, run_id: str, index: int) -> Mapping[str, str] | None:
         """The environment values a child was launched with, if this server still has them."""
         return self._envs.get(run_id, {}).get(index)
+
+    def cli_environment(self, backend: str, run_id: str, index: int) -> dict[str, str]:
+        """What a new attempt of the child would see of where its CLI keeps its files
+        (without the run markers): the server's allowed variables, then its `env`."""
+        env = allowed_environment(self._server_env, self._backends[backend].env_allowed)
+        env.update(self.env_of(run_id, index) or {})
+        return env
 
     def resume(
         self,
@@ -426,7 +441,7 @@ class RunManager:
         sink = ChildSink(
             parser,
             self._streamer(run, child, "output") if control.stream else None,
-            self._streamer(run, child, "activity"),
+            self._activity_streamer(run, child, parser),
         )
         try:
             process = await self._supervisor.start(
@@ -468,6 +483,13 @@ class RunManager:
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
         outcome = parser.outcome(exit_status)
+        if self.sessions is not None and outcome.backend_session_id is not None:
+            # The file a resume of this attempt would continue, as the attempt left it.
+            seal = await asyncio.to_thread(
+                self.sessions.seal, plan.backend, outcome.backend_session_id, SEALED_AT_END
+            )
+            child.session_digest = seal.digest if seal else None
+            child.session_digest_source = seal.source if seal else None
         self._settler.settle_child(run, child, outcome, exit_status, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
@@ -536,6 +558,20 @@ class RunManager:
 
         def stream(text: str) -> None:
             self._book.emit(run, event_type, index=child.index, text=text)
+
+        return stream
+
+    def _activity_streamer(
+        self, run: Run, child: ChildRun, parser: OutputParser
+    ) -> Callable[[str], None]:
+        """Emit `activity` events; the CLI's session id goes with the first one's write, so
+        a server that dies mid-attempt leaves a run a later one can still resume."""
+        emit = self._streamer(run, child, "activity")
+
+        def stream(text: str) -> None:
+            if child.backend_session_id is None:
+                child.backend_session_id = parser.session_id
+            emit(text)
 
         return stream
 

@@ -335,7 +335,7 @@ async def test_a_token_outlives_its_server_and_resumes_in_the_background(tmp_pat
         token = (await approve(server, {"runId": run_id, "message": "after restart"}))["token"]
         await server.finish()
     async with running_server(*state_args(state)) as server:
-        started = await result_of(server, "resume", {"token": token})  # background by default
+        started = await result_of(server, "resume", {"token": token, "mode": "background"})
         assert started["runId"] == run_id and started["children"][0]["attempt"] == 2, started
         snapshot = started
         async with asyncio.timeout(EXIT_TIMEOUT_S):
@@ -346,6 +346,33 @@ async def test_a_token_outlives_its_server_and_resumes_in_the_background(tmp_pat
         assert child["output"]["text"] == "hi\nafter restart", child  # the prior text, from disk
         await server.finish()
     assert await asyncio.to_thread(attempts_stored, state, run_id) == [(0, 1), (0, 2)]
+
+
+async def test_a_resume_without_mode_answers_in_the_mode_its_spawn_used(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        waited = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
+        spawned = await result_of(
+            server, "spawn", {"command": SLOW_ON_REQUEST, "prompt": "quick", "mode": "background"}
+        )
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while spawned["status"] not in TERMINAL:
+                spawned = await result_of(server, "status", {"runId": spawned["runId"]})
+        tokens = [
+            (await approve(server, {"runId": waited, "message": "task again"}))["token"],
+            (await approve(server, {"runId": spawned["runId"], "message": "slow"}))["token"],
+        ]
+        await server.finish()
+    async with running_server(*state_args(state)) as server:  # the mode is kept on disk
+        resumed = await result_of(server, "resume", {"token": tokens[0]})
+        assert resumed["status"] == "failed", resumed  # answered at its end, as its spawn was
+        assert resumed["children"][0]["output"]["text"] == "hi\ntask again", resumed
+        started = await result_of(server, "resume", {"token": tokens[1]})
+        assert started["status"] in ("queued", "running"), started  # answered at once
+        assert started["children"][0]["attempt"] == 2, started
+        stopped = await result_of(server, "stop", {"runId": spawned["runId"], "graceMs": 1000})
+        assert stopped["status"] == "cancelled", stopped
+        await server.finish()
 
 
 # --- tokens: single use, in time, in their session -------------------------------------
