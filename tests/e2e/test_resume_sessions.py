@@ -30,7 +30,7 @@ from tests.e2e.test_codex import codex_environment
 from tests.e2e.test_durability import crash, wait_until_no_run_survives
 from tests.e2e.test_pi import SPAWN as PI_SPAWN
 from tests.e2e.test_pi import pi_environment
-from tests.e2e.test_resume import assert_nothing_started, observe, refused
+from tests.e2e.test_resume import assert_nothing_started, execute, observe, refused
 from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
@@ -172,8 +172,33 @@ async def test_a_pi_attempt_cut_short_by_a_server_crash_resumes_from_the_recover
         assert contract["backendSessionId"] == session
         resumed = await result_of(server, "resume", {"token": result["token"], "mode": "task"})
         child = resumed["children"][0]
-        assert (resumed["status"], child["attempt"]) == ("completed", 2), resumed
+        assert (resumed["status"], child["attempt"]) == ("completed", 2), child
         assert child["backendSessionId"] == session
+        await server.finish()
+
+
+@needs("pi")
+async def test_a_pi_attempt_recorded_before_digests_were_kept_resumes_while_its_file_is_there(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await first_attempt(server, PI_SPAWN)
+        await server.finish()
+    stripped = execute(
+        tmp_path / "state",
+        "UPDATE attempts SET record = json_remove(record, '$.session_digest',"
+        " '$.session_digest_source') WHERE run_id = ?",
+        run["runId"],
+    )
+    assert stripped == 1
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        result = await approved(server, run["runId"])
+        assert "sessionDigest" not in result["contract"], result  # nothing to compare with
+        resumed = await result_of(server, "resume", {"token": result["token"], "mode": "task"})
+        assert (resumed["status"], resumed["children"][0]["attempt"]) == ("completed", 2)
+        sealed = (await approved(server, run["runId"]))["contract"]  # its new attempt is
+        assert sealed["sessionDigestSource"] == "attempt-end", sealed
         await server.finish()
 
 
