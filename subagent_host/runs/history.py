@@ -583,6 +583,12 @@ def pending_cleanups(store: Store) -> tuple[list[str], list[Leftover]]:
     return run_ids, leftovers
 
 
+def cleanup_pending(store: Store, run_id: str) -> bool:
+    """True while a server is still ending what this interrupted run left."""
+    found = store.db.execute("SELECT 1 FROM cleanups WHERE run_id = ? LIMIT 1", (run_id,))
+    return found.fetchone() is not None
+
+
 def finish_cleanups(store: Store, run_ids: Sequence[str]) -> None:
     with store.immediate() as db:
         db.executemany("DELETE FROM cleanups WHERE run_id = ?", [(r,) for r in run_ids])

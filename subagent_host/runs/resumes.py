@@ -94,6 +94,14 @@ async def resolve_target(
             "still-running",
             f"child {chosen} of run {run.run_id} is {child.status}: wait for it to end, or stop it",
         )
+    if await catalog.store.call(history.cleanup_pending, catalog.store, run.run_id):
+        # Its leftovers are found by the run's marker, which a new attempt carries too.
+        raise ResumeRefused(
+            "not-resumable",
+            "still-running",
+            f"the processes run {run.run_id} left when its server died are still being "
+            "ended: try again in a moment",
+        )
     stored, digest = await catalog.store.call(
         history.load_projection, catalog.store, run.run_id, chosen
     )

@@ -11,13 +11,15 @@ needs the file where the CLI will look. Otherwise the resume is refused at
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import AGENT_BIN, server_args, wait_for_sleep
+from tests.e2e.agents import AGENT_BIN, POLL_INTERVAL_S, server_args, wait_for_sleep
 from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
     ServerProcess,
     error_of,
     result_of,
@@ -64,6 +66,19 @@ async def approved(server: ServerProcess, run_id: str) -> dict[str, Any]:
     )
     assert result["accepted"] is True, result
     return result
+
+
+async def approved_once_cleaned_up(server: ServerProcess, run_id: str) -> dict[str, Any]:
+    """Approved once the new server has ended what the crashed one left (until then a
+    resume is refused: the leftovers are found by the run's marker, which it would carry)."""
+    resume = {"runId": run_id, "message": FOLLOW_UP}
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        while True:  # the clean-up tells no client when it is done: ask, bounded
+            result = await result_of(server, "preflight", {"resume": resume})
+            if result["accepted"]:
+                return result
+            assert [d["code"] for d in result["diagnostics"]] == ["still-running"], result
+            await asyncio.sleep(POLL_INTERVAL_S)
 
 
 async def assert_refused_both_ways(
@@ -166,7 +181,7 @@ async def test_a_pi_attempt_cut_short_by_a_server_crash_resumes_from_the_recover
         assert found["status"] == "interrupted", found
         session = found["children"][0]["backendSessionId"]
         assert session, found  # recorded while the attempt ran
-        result = await approved(server, run_id)
+        result = await approved_once_cleaned_up(server, run_id)
         contract = result["contract"]
         assert contract["sessionDigestSource"] == "recovered", contract
         assert contract["backendSessionId"] == session
