@@ -27,6 +27,7 @@ from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import allowed_environment
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
+from subagent_host.backends.sessions import SessionFiles
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.backends.tracking import Tracking
 from subagent_host.backends.tracking import choose as choose_tracking
@@ -84,7 +85,7 @@ def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dic
     `pi_sessions` is where pi keeps its session files (default: in the state directory).
     """
     if pi_sessions is None:
-        pi_sessions = config.state_dir / "pi-sessions"  # pi's own session files, for resume
+        pi_sessions = session_files(config).pi_dir  # pi's own session files, for resume
         pi_sessions.mkdir(mode=0o700, exist_ok=True)
     executables = config.settings.backend_executables
     return {
@@ -93,6 +94,11 @@ def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dic
         "claude": ClaudeBackend(executable=executables.get("claude", "claude")),
         "codex": CodexBackend(executable=executables.get("codex", "codex")),
     }
+
+
+def session_files(config: ServerConfig) -> SessionFiles:
+    """Where the agent CLIs keep the sessions a resume continues (pi's: in the state dir)."""
+    return SessionFiles(pi_dir=config.state_dir / "pi-sessions")
 
 
 def new_session_id() -> str:
@@ -106,6 +112,7 @@ def build_run_manager(
     on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
     backends: Mapping[str, Backend] | None = None,
     workflow_records: WorkflowRecords | None = None,
+    sessions: SessionFiles | None = None,
 ) -> RunManager:
     return RunManager(
         supervisor=supervisor,
@@ -126,6 +133,7 @@ def build_run_manager(
         on_launch=on_launch,
         workflow_records=workflow_records,
         workflow_parallelism=config.workflow_parallelism,
+        sessions=sessions if sessions is not None else session_files(config),
     )
 
 
@@ -184,7 +192,8 @@ async def _serve_with_store(
 ) -> int:
     loop = asyncio.get_running_loop()
     supervisor.reap_on_sigchld()
-    instance, recovering = await start_instance(store, supervisor, config.grace_ms)
+    sessions = SessionFiles(pi_dir=pi_sessions)  # the one place pi's session files are
+    instance, recovering = await start_instance(store, supervisor, config.grace_ms, sessions)
     for problem in config.settings.diagnostics:  # a bad setting never stops the server
         level = logging.INFO if problem.severity == "info" else logging.WARNING
         logger.log(level, "%s", problem.message)
@@ -205,7 +214,13 @@ async def _serve_with_store(
         touched=recorder.touch,
     )
     runs = build_run_manager(
-        config, supervisor, record_and_publish, recorder.projections, backends, workflow_records
+        config,
+        supervisor,
+        record_and_publish,
+        recorder.projections,
+        backends,
+        workflow_records,
+        sessions,
     )
     recorder.on_pruned = runs.forget  # a pruned run is gone from memory too
     probes = VersionProbes(supervisor, probe_environment(backends))

@@ -122,6 +122,11 @@ class OutputParser(Protocol):
         """
         ...
 
+    @property
+    def session_id(self) -> str | None:
+        """The CLI's own session, once it said which (a resume continues it)."""
+        ...
+
 
 # The `reachedLimit` of a child that began more model responses than its `maxTurns`
 # allows, whoever stopped it (claude's own `error_max_turns`, or the server's count).

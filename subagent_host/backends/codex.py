@@ -238,6 +238,10 @@ class CodexParser(JsonEventParser):
     def finished(self) -> bool:
         return self._finished
 
+    @property
+    def session_id(self) -> str | None:
+        return self.thread_id
+
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "thread.started" and isinstance(event.get("thread_id"), str):

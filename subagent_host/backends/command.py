@@ -42,6 +42,10 @@ class CommandParser:
     def turns(self) -> int:
         return 0  # a plain command makes no model responses the server could count
 
+    @property
+    def session_id(self) -> str | None:
+        return None  # a plain command has no session of its own
+
     def outcome(self, exit_status: ExitStatus) -> Outcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines

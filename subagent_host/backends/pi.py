@@ -1,6 +1,6 @@
 """The `pi` backend: the pi coding agent (`@mariozechner/pi-coding-agent`), headless.
 
-    pi --mode json --session-dir DIR [--session ID] [--provider P --model M]
+    pi --mode json --session-dir DIR [--session FILE] [--provider P --model M]
        [--thinking LEVEL] [--tools a,b]          (the prompt on stdin, then EOF)
        [--no-extensions --no-skills --no-prompt-templates --no-context-files]   (lean)
 

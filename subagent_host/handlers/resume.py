@@ -22,7 +22,7 @@ from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs import approvals
 from subagent_host.runs.plans import digest
 from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
-from subagent_host.runs.state import restore_events, utc_now
+from subagent_host.runs.state import Run, restore_events, utc_now
 
 MODES = ("background", "task")
 
@@ -32,8 +32,7 @@ def deny(reason: str, message: str, **detail: object) -> NoReturn:
 
 
 async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
-    mode = params.mode or "background"
-    if mode not in MODES:
+    if params.mode is not None and params.mode not in MODES:
         raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(MODES)}")])
     store = ctx.catalog.store
     if (unavailable := approvals.persistence_problem(store, "resume tokens")) is not None:
@@ -87,4 +86,9 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     env = ctx.runs.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env)
     ctx.runs.resume(run, target.index, child, workflow=target.workflow)
-    return await reply_with_run(ctx, run, mode)
+    return await reply_with_run(ctx, run, resume_mode(params.mode, run, ctx))
+
+
+def resume_mode(asked: str | None, run: Run, ctx: Context) -> str:
+    """The request's mode, else the mode the run's spawn used, else `default_mode`."""
+    return asked or run.mode or ctx.config.settings.default_mode or "background"

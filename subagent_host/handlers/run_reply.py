@@ -2,10 +2,11 @@
 
 `background` answers at once, once the run is on disk (a reply that names a run
 is sent only after the run is committed); `task` answers when the run is
-terminal. A cancelled `task`-mode request stops its run and answers -32800 with
-the final snapshot (CONTRACT §1). A run whose write failed is answered -32603
-instead, once its children are ended and the run forgotten: nothing is left
-running that no store knows of.
+terminal, or earlier with the run still going when the client sends
+`run/detach` for it (handlers/detach.py). A cancelled `task`-mode request
+stops its run and answers -32800 with the final snapshot (CONTRACT §1). A
+run whose write failed is answered -32603 instead, once its children are
+ended and the run forgotten: nothing is left running that no store knows of.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
     if mode == "task":
         try:
-            await ctx.runs.wait(run)
+            await ctx.runs.wait_for_reply(run)
         except asyncio.CancelledError:
             await asyncio.shield(ctx.runs.stop(run, grace_ms=None, reason="request cancelled"))
             raise RequestCancelled(

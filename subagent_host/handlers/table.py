@@ -9,11 +9,21 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import agents_list, ping, preflight, resume, spawn, status, stop
+from subagent_host.handlers import (
+    agents_list,
+    detach,
+    ping,
+    preflight,
+    resume,
+    spawn,
+    status,
+    stop,
+)
 from subagent_host.handlers.context import Context
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
     AgentsListParams,
+    DetachParams,
     PingParams,
     PreflightParams,
     ResumeParams,
@@ -34,15 +44,22 @@ ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "status": (StatusParams, status.handle),
     "stop": (StopParams, stop.handle),
 }
+# Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
+NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
+    "run/detach": (DetachParams, detach.handle),
+}
 
 
 def build_method_table(ctx: Context) -> dict[str, Method]:
     """Bind every handler to this connection's context; record the list `ping` reports."""
     ctx.methods = tuple(sorted(ENTRIES))
-    return {
+    table = {
         name: Method(params_type, _bind(handler, ctx))
         for name, (params_type, handler) in ENTRIES.items()
     }
+    for name, (params_type, handler) in NOTIFICATIONS.items():
+        table[name] = Method(params_type, _bind(handler, ctx), notification=True)
+    return table
 
 
 def _bind(handler: AsyncHandler | SyncHandler, ctx: Context) -> Callable[[Any], Any]:

@@ -71,6 +71,8 @@ class Method:
 
     params_type: type[Any]
     handler: Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
+    notification: bool = False
+    """Only ever sent as a notification (`run/detach`): a request for it is -32601."""
 
 
 class _Batch:
@@ -95,6 +97,7 @@ class HostProtocol(JsonRPCProtocol):
     def __init__(self, server: JsonRPCServer, converter: Any) -> None:
         super().__init__(server, converter)
         self._invokers: dict[str, Callable[[Any], Any]] = {}
+        self._notifications: frozenset[str] = frozenset()  # methods never answered
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
         self._emit: Callable[[bytes], None] = _drop
@@ -109,6 +112,7 @@ class HostProtocol(JsonRPCProtocol):
     def attach(self, methods: Mapping[str, Method], emit: Callable[[bytes], None]) -> None:
         """Install the method table and the function that writes one JSON text to the client."""
         self._invokers = {name: self._invoker(method) for name, method in methods.items()}
+        self._notifications = frozenset(n for n, method in methods.items() if method.notification)
         self._emit = emit
 
     # --- input -----------------------------------------------------------------------
@@ -164,6 +168,10 @@ class HostProtocol(JsonRPCProtocol):
         invoker = self._invokers.get(feature_name)
         if invoker is None:
             raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}")
+        if feature_name in self._notifications:  # a request would wait for an answer never sent
+            raise JsonRpcMethodNotFound(
+                message=f"method not found: {feature_name} is a notification (send no id)"
+            )
         return invoker
 
     def _execute_handler(
@@ -295,13 +303,14 @@ class HostProtocol(JsonRPCProtocol):
         if method_name.startswith("$/"):
             logger.debug("ignoring notification %s", method_name)
             return
-        if method_name not in self._invokers:
+        invoker = self._invokers.get(method_name)
+        if invoker is None:
             logger.warning("ignoring notification for unknown method %r", method_name)
             return
         key = f"notification-{uuid.uuid4()}"
         self._execute_handler(
             msg_id=key,
-            handler=self._get_handler(method_name),
+            handler=invoker,
             args=(params,),
             callback=partial(self._notification_done, key=key, method_name=method_name),
         )

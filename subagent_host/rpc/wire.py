@@ -417,6 +417,11 @@ class StopParams:
     reason: str | None = None
 
 
+@attrs.frozen
+class DetachParams:
+    run_id: str
+
+
 # --- the converter ---------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Hold a run's stop request (the first one wins) and say when the run is done."""
+"""Hold a run's stop request (the first one wins) and say when the run is done, or detached."""
 
 from __future__ import annotations
 
@@ -19,4 +19,7 @@ class RunControl:
     )
     """Done once a stop was requested (never cancelled)."""
     done: asyncio.Event = attrs.Factory(asyncio.Event)
+    reply_due: asyncio.Event = attrs.Factory(asyncio.Event)
+    """Set when a `task`-mode request waiting on the run is to be answered: the run is
+    done, or the client handed it to the background (`run/detach`)."""
     task: asyncio.Task[None] | None = None

@@ -18,6 +18,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.mending import mend
+from subagent_host.backends.sessions import Seal
 from subagent_host.runs.records import (
     child_from_record,
     child_record,
@@ -470,8 +471,11 @@ def recover(
     instance_id: str,
     is_alive: Callable[[int, float], bool],
     book: RunBook,
+    seal: Callable[[ChildRun], Seal | None] | None = None,
 ) -> tuple[list[str], list[Leftover]]:
     """Mark runs of server instances that are gone `interrupted`, once; say what they left.
+
+    `seal` takes the digest of an interrupted child's session file as it is found now.
 
     One immediate transaction: a second server starting at the same moment
     waits for it, then finds nothing left to mark. An instance counts as gone
@@ -519,7 +523,7 @@ def recover(
                 or [(run_id, None, None)],  # no pid on record: the marker scan still runs
             )
             first_new_seq = run.last_seq + 1
-            _interrupt(book, run, reason)
+            _interrupt(book, run, reason, seal)
             _write_run(db, owner, run_row(run, [e for e in run.events if e.seq >= first_new_seq]))
             interrupted.append(run_id)
         for other in gone:
@@ -579,14 +583,49 @@ def pending_cleanups(store: Store) -> tuple[list[str], list[Leftover]]:
     return run_ids, leftovers
 
 
+def cleanup_pending(store: Store, run_id: str) -> bool:
+    """True while a server is still ending what this interrupted run left."""
+    found = store.db.execute("SELECT 1 FROM cleanups WHERE run_id = ? LIMIT 1", (run_id,))
+    return found.fetchone() is not None
+
+
 def finish_cleanups(store: Store, run_ids: Sequence[str]) -> None:
     with store.immediate() as db:
         db.executemany("DELETE FROM cleanups WHERE run_id = ?", [(r,) for r in run_ids])
 
 
-def _interrupt(book: RunBook, run: Run, reason: str) -> None:
+def seal_interrupted(
+    store: Store, run_ids: Sequence[str], seal: Callable[[ChildRun], Seal | None]
+) -> None:
+    """Seal the session files of these runs' interrupted newest attempts as they are now."""
+    with store.immediate() as db:
+        for run_id in run_ids:
+            rows = db.execute(
+                "SELECT idx, attempt, record FROM attempts AS a WHERE run_id = ? AND status = ?"
+                " AND attempt = (SELECT max(attempt) FROM attempts WHERE run_id = a.run_id"
+                " AND idx = a.idx)",
+                (run_id, str(RunStatus.INTERRUPTED)),
+            ).fetchall()
+            for index, attempt, record in rows:
+                child = child_from_record(json.loads(record))
+                found = seal(child)
+                if found is None or found.digest == child.session_digest:
+                    continue
+                child.session_digest, child.session_digest_source = found.digest, found.source
+                db.execute(
+                    "UPDATE attempts SET record = ? WHERE run_id = ? AND idx = ? AND attempt = ?",
+                    (_dumps(child_record(child)), run_id, index, attempt),
+                )
+
+
+def _interrupt(
+    book: RunBook, run: Run, reason: str, seal: Callable[[ChildRun], Seal | None] | None
+) -> None:
     for child in run.children:
         if child.status not in TERMINAL:
+            found = seal(child) if seal is not None else None
+            if found is not None:
+                child.session_digest, child.session_digest_source = found.digest, found.source
             book.transition_child(run, child, RunStatus.INTERRUPTED, reason=reason)
     for step in run.workflow.steps if run.workflow is not None else ():
         if step.status == STEP_RUNNING:  # the step a dead server was carrying out

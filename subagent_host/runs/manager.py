@@ -21,8 +21,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend
-from subagent_host.backends.environment import child_environment
+from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend, OutputParser
+from subagent_host.backends.environment import allowed_environment, child_environment
+from subagent_host.backends.sessions import SEALED_AT_END, SessionFiles
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
 from subagent_host.runs import heap, templates
 from subagent_host.runs.child_sink import ChildSink, StreamGate
@@ -91,6 +92,7 @@ class RunManager:
         on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
         workflow_records: WorkflowRecords | None = None,
         workflow_parallelism: int = WORKFLOW_PARALLELISM,
+        sessions: SessionFiles | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._backends = backends
@@ -102,6 +104,8 @@ class RunManager:
         self._depth = depth
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
+        self.sessions = sessions
+        """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
         self._on_launch = on_launch
         self._workflows = Workflows(
             book=book,
@@ -135,8 +139,17 @@ class RunManager:
 
     # --- commands --------------------------------------------------------------------
 
-    def launch(self, plan: RunPlan, session_id: str, admitted_by: str = ADMITTED_DIRECT) -> Run:
-        """Create the run (queued) and start carrying it out in the background."""
+    def launch(
+        self,
+        plan: RunPlan,
+        session_id: str,
+        admitted_by: str = ADMITTED_DIRECT,
+        mode: str | None = None,
+    ) -> Run:
+        """Create the run (queued) and start carrying it out in the background.
+
+        `mode` is how its request is answered, kept with the run for its resumes.
+        """
         run = Run(
             run_id=self._new_run_id(),
             session_id=session_id,
@@ -145,6 +158,7 @@ class RunManager:
             created_at=self._book.now(),
             label=plan.label,
             admitted_by=admitted_by,
+            mode=mode,
             children=[
                 ChildRun(index=i, backend=child.backend, label=child.label)
                 for i, child in enumerate(plan.children)
@@ -190,6 +204,13 @@ class RunManager:
     def env_of(self, run_id: str, index: int) -> Mapping[str, str] | None:
         """The environment values a child was launched with, if this server still has them."""
         return self._envs.get(run_id, {}).get(index)
+
+    def cli_environment(self, backend: str, run_id: str, index: int) -> dict[str, str]:
+        """What a new attempt of the child would see of where its CLI keeps its files
+        (without the run markers): the server's allowed variables, then its `env`."""
+        env = allowed_environment(self._server_env, self._backends[backend].env_allowed)
+        env.update(self.env_of(run_id, index) or {})
+        return env
 
     def resume(
         self,
@@ -252,6 +273,7 @@ class RunManager:
             self._book.transition(run, RunStatus.FAILED, error=error)
         finally:
             control.done.set()
+            control.reply_due.set()
             self._forget_old(run)
 
     async def wait(self, run: Run) -> None:
@@ -259,6 +281,23 @@ class RunManager:
         control = self._controls.get(run.run_id)
         if control is not None:
             await control.done.wait()
+
+    async def wait_for_reply(self, run: Run) -> None:
+        """Return once the run is terminal, or once it was detached (`detach`)."""
+        control = self._controls.get(run.run_id)
+        if control is not None:
+            await control.reply_due.wait()
+
+    def detach(self, run: Run) -> bool:
+        """Answer every `task`-mode request waiting on the run now; the run goes on.
+
+        False when there is nothing to detach (the run is terminal, or not this server's).
+        """
+        control = self._controls.get(run.run_id)
+        if run.is_terminal or control is None or control.done.is_set():
+            return False
+        control.reply_due.set()
+        return True
 
     async def stop(self, run: Run, *, grace_ms: int | None, reason: str) -> bool:
         """Stop the run's children (SIGTERM, grace, SIGKILL); True if it was already terminal."""
@@ -435,7 +474,7 @@ class RunManager:
         sink = ChildSink(
             parser,
             self._streamer(run, child, "output") if control.stream else None,
-            self._streamer(run, child, "activity"),
+            self._activity_streamer(run, child, parser),
         )
         try:
             process = await self._supervisor.start(
@@ -477,6 +516,13 @@ class RunManager:
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
         outcome = parser.outcome(exit_status)
+        if self.sessions is not None and outcome.backend_session_id is not None:
+            # The file a resume of this attempt would continue, as the attempt left it.
+            seal = await asyncio.to_thread(
+                self.sessions.seal, plan.backend, outcome.backend_session_id, SEALED_AT_END
+            )
+            child.session_digest = seal.digest if seal else None
+            child.session_digest_source = seal.source if seal else None
         self._settler.settle_child(run, child, outcome, exit_status, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
@@ -549,6 +595,20 @@ class RunManager:
 
         def stream(text: str) -> None:
             self._book.emit(run, event_type, index=child.index, text=text)
+
+        return stream
+
+    def _activity_streamer(
+        self, run: Run, child: ChildRun, parser: OutputParser
+    ) -> Callable[[str], None]:
+        """Emit `activity` events; the CLI's session id goes with the first one's write, so
+        a server that dies mid-attempt leaves a run a later one can still resume."""
+        emit = self._streamer(run, child, "activity")
+
+        def stream(text: str) -> None:
+            if child.backend_session_id is None:
+                child.backend_session_id = parser.session_id
+            emit(text)
 
         return stream
 

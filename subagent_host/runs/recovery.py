@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Final
 
 import psutil
 
+from subagent_host.backends.sessions import SEALED_AT_RECOVERY, Seal, SessionFiles
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs import history
-from subagent_host.runs.state import RunBook, utc_now
+from subagent_host.runs.state import ChildRun, RunBook, utc_now
 from subagent_host.runs.store import Store
 
 logger = logging.getLogger(__name__)
@@ -30,10 +32,12 @@ START_TOLERANCE_S: Final = 0.01
 
 
 async def start_instance(
-    store: Store, supervisor: Supervisor, grace_ms: int
+    store: Store, supervisor: Supervisor, grace_ms: int, sessions: SessionFiles | None = None
 ) -> tuple[str, asyncio.Task[int]]:
     """Register this process; mark dead servers' runs interrupted; end their leftovers.
 
+    An interrupted attempt's session file is sealed as this server finds it
+    (`recovered`): the attempt's own end never came to seal it.
     Returns this instance's id and the task ending leftover processes; the
     server awaits it before it exits.
     """
@@ -42,7 +46,11 @@ async def start_instance(
     await store.call(
         history.register_instance, store, instance, me.pid, me.create_time(), utc_now()
     )
-    interrupted, _ = await store.call(history.recover, store, instance, process_is_alive, RunBook())
+    seal = _sealer(sessions)
+
+    interrupted, _ = await store.call(
+        history.recover, store, instance, process_is_alive, RunBook(), seal
+    )
     if interrupted:
         logger.warning(
             "%d runs of an ended server process were marked interrupted", len(interrupted)
@@ -58,8 +66,18 @@ async def start_instance(
     # Also what an earlier server was still ending when it died: the job is on disk
     # until it is done.
     pending, leftovers = await store.call(history.pending_cleanups, store)
-    task = asyncio.create_task(_clean_up(store, supervisor, pending, leftovers, grace_ms))
+    task = asyncio.create_task(_clean_up(store, supervisor, pending, leftovers, grace_ms, seal))
     return instance, task
+
+
+def _sealer(sessions: SessionFiles | None) -> Callable[[ChildRun], Seal | None] | None:
+    if sessions is None:
+        return None
+
+    def seal(child: ChildRun) -> Seal | None:
+        return sessions.seal(child.backend, child.backend_session_id, SEALED_AT_RECOVERY)
+
+    return seal
 
 
 async def _clean_up(
@@ -68,11 +86,18 @@ async def _clean_up(
     run_ids: list[str],
     leftovers: list[history.Leftover],
     grace_ms: int,
+    seal: Callable[[ChildRun], Seal | None] | None = None,
 ) -> int:
-    """End what gone servers left: in their cgroups (any state directory), then by marker."""
+    """End what gone servers left: in their cgroups (any state directory), then by marker.
+
+    Then seal the interrupted attempts' session files again: a CLI the dead
+    server left running may have written to its file until it was ended here.
+    """
     ended = await supervisor.sweep_gone_instances(grace_ms / 1000)
     if run_ids:
         ended += await _end_leftovers(store, supervisor, run_ids, leftovers, grace_ms)
+        if seal is not None:
+            await store.call(history.seal_interrupted, store, run_ids, seal)
     return ended
 
 

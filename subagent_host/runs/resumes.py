@@ -9,12 +9,14 @@ digest a token is bound to. Nothing here starts a process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
+from subagent_host.backends.sessions import UNSAFE, SessionProblem
 from subagent_host.runs import history
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
 from subagent_host.runs.catalog import RunCatalog
@@ -28,7 +30,7 @@ from subagent_host.runs.projection import (
     unseal,
 )
 from subagent_host.runs.records import workflow_env_keys, workflow_from_record, workflow_record
-from subagent_host.runs.state import TERMINAL, Run, RunKind, RunStatus
+from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunKind, RunStatus
 
 AgentCheck = Callable[[Mapping[str, Any]], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
@@ -56,6 +58,8 @@ class Target:
     workflow: tuple[RunPlan, dict[int, str]] | None = None
     """A workflow's plan and its children's texts, read from the store (None when
     this server still has them, or the run is no workflow)."""
+    session_file: str | None = None
+    """The checked session file the new attempt continues, when its CLI takes a path."""
 
 
 async def resolve_target(
@@ -93,6 +97,14 @@ async def resolve_target(
             "still-running",
             f"child {chosen} of run {run.run_id} is {child.status}: wait for it to end, or stop it",
         )
+    if await catalog.store.call(history.cleanup_pending, catalog.store, run.run_id):
+        # Its leftovers are found by the run's marker, which a new attempt carries too.
+        raise ResumeRefused(
+            "not-resumable",
+            "still-running",
+            f"the processes run {run.run_id} left when its server died are still being "
+            "ended: try again in a moment",
+        )
     stored, digest = await catalog.store.call(
         history.load_projection, catalog.store, run.run_id, chosen
     )
@@ -112,10 +124,14 @@ async def resolve_target(
             "this child was launched with `env` values, which are never stored and this "
             f"server process no longer has; {GUIDANCE}",
         )
+    session_file = await _check_session(catalog, run, child, projection)
     agents = [projection["agent"]] if projection.get("agent") else []
     sealed = contract(
         run.run_id, chosen, child.attempt + 1, projection, overrides, child.backend_session_id
     )
+    if child.session_digest is not None:
+        sealed["sessionDigest"] = child.session_digest
+        sealed["sessionDigestSource"] = child.session_digest_source
     workflow: tuple[RunPlan, dict[int, str]] | None = None
     if run.kind is RunKind.WORKFLOW:
         step = child.step or 0
@@ -135,7 +151,40 @@ async def resolve_target(
         contract=sealed,
         contract_digest=fingerprint(sealed),
         workflow=workflow,
+        session_file=session_file,
     )
+
+
+async def _check_session(
+    catalog: RunCatalog, run: Run, child: ChildRun, projection: Mapping[str, Any]
+) -> str | None:
+    """Refuse unless the CLI session the attempt continues is still what it left.
+
+    Returns the checked file when the CLI is given it by path (pi), else None.
+    """
+    sessions = catalog.manager.sessions
+    backend = projection["backend"]
+    if child.backend_session_id is None or sessions is None or backend == "command":
+        return None
+    env = catalog.manager.cli_environment(backend, run.run_id, child.index)
+    try:
+        path = await asyncio.to_thread(
+            sessions.check,
+            backend,
+            child.backend_session_id,
+            child.session_digest,
+            env=env,
+            cwd=projection["cwd"],
+        )
+    except SessionProblem as problem:
+        raise ResumeRefused("not-resumable", problem.code, problem.message) from None
+    except OSError as exc:
+        raise ResumeRefused(
+            "not-resumable",
+            UNSAFE,
+            f"the session file of this child cannot be read ({exc.strerror or exc}); {GUIDANCE}",
+        ) from None
+    return str(path) if path is not None and backend == "pi" else None
 
 
 def _check_later_steps(run: Run, step: int) -> None:
@@ -219,6 +268,8 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
     prior = target.run.children[target.index].output
     tools = projection["tools"]
     session = target.contract.get("backendSessionId")
+    # pi is given the file that was checked, not the id: by id it would look further.
+    resume_session = target.session_file or session
     is_command = projection["backend"] == "command"
     return ChildPlan(
         backend=projection["backend"],
@@ -230,7 +281,7 @@ def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -
         # An agent continues its own session, which holds the earlier turns; a
         # command is given the prior answer on stdin before the follow-up.
         prompt=message if session else follow_up_input(prior.text if prior else "", message),
-        resume_session=session,
+        resume_session=resume_session,
         access=Access(**projection["access"]) if projection.get("access") else None,
         env=dict(env or {}),
         label=projection["label"],

@@ -195,6 +195,11 @@ class ChildRun:
     resources: Resources | None = None
     usage: Usage | None = None
     backend_session_id: str | None = None
+    session_digest: str | None = None
+    """The SHA-256 of the CLI's session file as this attempt left it (pi's only:
+    backends/sessions.py); None in records from before it was taken."""
+    session_digest_source: str | None = None
+    """When it was taken: `attempt-end`, or `recovered` by the next server."""
     pgid: int | None = None
     create_time: float | None = None
     """The process's start time as psutil reports it: with the pid and the run
@@ -252,6 +257,9 @@ class Run:
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
     workflow: WorkflowState | None = None
+    mode: str | None = None
+    """The mode its spawn answered in (`background` or `task`): what a resume of it
+    uses unless told otherwise. None in records from before it was kept."""
     diagnostics: tuple[Diagnostic, ...] = ()
     """Warnings about the run, each once, in the order they arose (kept in its record)."""
     admitted_by: str = ADMITTED_DIRECT

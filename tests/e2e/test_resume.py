@@ -34,6 +34,14 @@ from tests.e2e.harness import (
     running_server,
     state_args,
 )
+from tests.e2e.test_durability import (
+    POLL_INTERVAL_S,
+    STUBBORN_TREE,
+    crash,
+    spawn_running,
+    wait_for_processes,
+    wait_until_no_run_survives,
+)
 from tests.e2e.test_preflight import (
     FINGERPRINT,
     SHORTEST_TTL_MS,
@@ -335,7 +343,7 @@ async def test_a_token_outlives_its_server_and_resumes_in_the_background(tmp_pat
         token = (await approve(server, {"runId": run_id, "message": "after restart"}))["token"]
         await server.finish()
     async with running_server(*state_args(state)) as server:
-        started = await result_of(server, "resume", {"token": token})  # background by default
+        started = await result_of(server, "resume", {"token": token, "mode": "background"})
         assert started["runId"] == run_id and started["children"][0]["attempt"] == 2, started
         snapshot = started
         async with asyncio.timeout(EXIT_TIMEOUT_S):
@@ -346,6 +354,33 @@ async def test_a_token_outlives_its_server_and_resumes_in_the_background(tmp_pat
         assert child["output"]["text"] == "hi\nafter restart", child  # the prior text, from disk
         await server.finish()
     assert await asyncio.to_thread(attempts_stored, state, run_id) == [(0, 1), (0, 2)]
+
+
+async def test_a_resume_without_mode_answers_in_the_mode_its_spawn_used(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        waited = (await failed_run(server, {"command": ECHO_AND_FAIL, "prompt": "hi"}))["runId"]
+        spawned = await result_of(
+            server, "spawn", {"command": SLOW_ON_REQUEST, "prompt": "quick", "mode": "background"}
+        )
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while spawned["status"] not in TERMINAL:
+                spawned = await result_of(server, "status", {"runId": spawned["runId"]})
+        tokens = [
+            (await approve(server, {"runId": waited, "message": "task again"}))["token"],
+            (await approve(server, {"runId": spawned["runId"], "message": "slow"}))["token"],
+        ]
+        await server.finish()
+    async with running_server(*state_args(state)) as server:  # the mode is kept on disk
+        resumed = await result_of(server, "resume", {"token": tokens[0]})
+        assert resumed["status"] == "failed", resumed  # answered at its end, as its spawn was
+        assert resumed["children"][0]["output"]["text"] == "hi\ntask again", resumed
+        started = await result_of(server, "resume", {"token": tokens[1]})
+        assert started["status"] in ("queued", "running"), started  # answered at once
+        assert started["children"][0]["attempt"] == 2, started
+        stopped = await result_of(server, "stop", {"runId": spawned["runId"], "graceMs": 1000})
+        assert stopped["status"] == "cancelled", stopped
+        await server.finish()
 
 
 # --- tokens: single use, in time, in their session -------------------------------------
@@ -501,6 +536,32 @@ async def test_a_running_child_is_not_resumable(tmp_path: Path) -> None:
         stopped = await result_of(server, "stop", {"runId": run_id, "graceMs": 1000})
         assert stopped["status"] == "cancelled", stopped
         await approve(server, {"runId": run_id, "message": "x"})  # once it ended, it may be
+        await server.finish()
+
+
+async def test_an_interrupted_run_resumes_only_once_what_its_dead_server_left_has_ended(
+    tmp_path: Path,
+) -> None:
+    # What a dead server's run left is found by the run's marker, which a new attempt
+    # carries too: a resume before that clean-up ends would have its own child ended.
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        run_id = await spawn_running(server, STUBBORN_TREE)
+        await wait_for_processes(run_id, 3)  # the shell and both sleeps ignore SIGTERM
+        taken = await crash(server)
+    async with running_server(*state_args(state, "s1", "--grace-ms", "3000")) as server:
+        # The clean-up waits out the grace before its SIGKILL: meanwhile, refused.
+        await refused(server, {"runId": run_id, "message": "x"}, "still-running")
+        await wait_until_no_run_survives(taken)
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while True:  # the clean-up tells no client when it is done: ask, bounded
+                reply = await result_of(
+                    server, "preflight", {"resume": resume_of(run_id)["resume"]}
+                )
+                if reply["accepted"]:
+                    break
+                assert error_codes(reply) == ["still-running"], reply
+                await asyncio.sleep(POLL_INTERVAL_S)
         await server.finish()
 
 
