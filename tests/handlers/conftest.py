@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -11,12 +11,33 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.pi import PiBackend
+from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn, check_spawn
+from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.plans import ServerLimits
 
 LIMITS: Final = ServerLimits(
     output_cap_bytes=49152, output_cap_lines=600, previous_cap_bytes=65536,
     max_concurrency=4, max_depth=1,
 )  # fmt: skip
+CONVERTER: Final = make_converter()
+
+
+def check_request(
+    backends: dict[str, Backend],
+    tmp_path: Path,
+    sources: AgentSources | None = None,
+    **request: Any,
+) -> CheckedSpawn:
+    """Check a spawn request as the server would, with `bin/` as the children's PATH."""
+    params = CONVERTER.structure({"env": {"PATH": str(tmp_path / "bin")}, **request}, SpawnParams)
+    return check_spawn(
+        params,
+        backends=backends,
+        limits=LIMITS,
+        depth=0,
+        server_cwd=str(tmp_path),
+        sources=sources,
+    )
 
 
 @pytest.fixture

@@ -11,11 +11,8 @@ import pytest
 
 from subagent_host.agents.discovery import discover
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import SpawnParams, make_converter
-from tests.handlers.conftest import LIMITS
-
-CONVERTER = make_converter()
+from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
+from tests.handlers.conftest import check_request
 
 
 def check(
@@ -24,15 +21,7 @@ def check(
     sources: AgentSources | None = None,
     **request: Any,
 ) -> CheckedSpawn:
-    params = CONVERTER.structure({"env": {"PATH": str(tmp_path / "bin")}, **request}, SpawnParams)
-    return check_spawn(
-        params,
-        backends=backends,
-        limits=LIMITS,
-        depth=0,
-        server_cwd=str(tmp_path),
-        sources=sources,
-    )
+    return check_request(backends, tmp_path, sources, **request)
 
 
 def errors(checked: CheckedSpawn) -> list[tuple[str, str | None]]:

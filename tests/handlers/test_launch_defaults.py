@@ -18,12 +18,9 @@ import pytest
 
 from subagent_host.agents.discovery import AgentCatalog, discover
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import SpawnParams, make_converter
+from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
 from subagent_host.settings import ModelProfile, Settings
-from tests.handlers.conftest import LIMITS
-
-CONVERTER = make_converter()
+from tests.handlers.conftest import check_request
 
 
 def definition(directory: Path, name: str, **fields: str) -> None:
@@ -57,14 +54,8 @@ def check(
     catalog: AgentCatalog | None = None,
     **request: Any,
 ) -> CheckedSpawn:
-    params = CONVERTER.structure({"env": {"PATH": str(tmp_path / "bin")}, **request}, SpawnParams)
-    return check_spawn(
-        params,
-        backends=backends,
-        limits=LIMITS,
-        depth=0,
-        server_cwd=str(tmp_path),
-        sources=AgentSources(settings=settings, catalog=catalog),
+    return check_request(
+        backends, tmp_path, AgentSources(settings=settings, catalog=catalog), **request
     )
 
 

@@ -7,17 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import SpawnParams, make_converter
+from subagent_host.handlers.spawn_plan import CheckedSpawn
 from subagent_host.runs.plans import Access, normalized_plan, plan_fingerprint, receipts
-from tests.handlers.conftest import LIMITS
-
-CONVERTER = make_converter()
+from tests.handlers.conftest import LIMITS, check_request
 
 
 def check(backends: dict[str, Backend], tmp_path: Path, **request: Any) -> CheckedSpawn:
-    params = CONVERTER.structure({"env": {"PATH": str(tmp_path / "bin")}, **request}, SpawnParams)
-    return check_spawn(params, backends=backends, limits=LIMITS, depth=0, server_cwd=str(tmp_path))
+    return check_request(backends, tmp_path, **request)
 
 
 def errors(checked: CheckedSpawn) -> list[tuple[str, str | None]]:

@@ -20,17 +20,15 @@ from subagent_host.backends.base import Backend, ItemSpec
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.pi import PiBackend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import SpawnParams, make_converter
+from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
 from subagent_host.runs.plans import Access, ChildPlan, normalized_plan, plan_fingerprint, receipts
 from subagent_host.runs.projection import contract, project, seal, unseal
 from subagent_host.runs.resumes import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
 from subagent_host.settings import Settings, load_settings
-from tests.handlers.conftest import LIMITS
+from tests.handlers.conftest import LIMITS, check_request
 from tests.handlers.test_launch_defaults import definition
 
-CONVERTER = make_converter()
 PI_LEAN = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files"]
 CLAUDE_LEAN = ["--safe-mode"]
 CODEX_LEAN = [
@@ -87,14 +85,11 @@ def check(
     catalog: AgentCatalog | None = None,
     **request: Any,
 ) -> CheckedSpawn:
-    params = CONVERTER.structure({"env": {"PATH": str(tmp_path / "bin")}, **request}, SpawnParams)
-    return check_spawn(
-        params,
-        backends=backends,
-        limits=LIMITS,
-        depth=0,
-        server_cwd=str(tmp_path),
-        sources=AgentSources(settings=settings or Settings(), catalog=catalog),
+    return check_request(
+        backends,
+        tmp_path,
+        AgentSources(settings=settings or Settings(), catalog=catalog),
+        **request,
     )
 
 
