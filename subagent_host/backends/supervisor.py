@@ -104,6 +104,20 @@ class ExitStatus:
         return cls(exit_code=returncode, signal=None)
 
 
+class StoppedBy(enum.StrEnum):
+    """How the direct child ended: on its own, or by which signal of the stop sequence.
+
+    Only the direct child counts: a child that exited on its own is `exit` even
+    when what it left behind needed SIGKILL (that shows in `leftovers_ended`).
+    A signal from elsewhere (the OOM killer, a user's `kill`) is `exit` too: the
+    exit status names it.
+    """
+
+    EXIT = "exit"
+    SIGTERM = "sigterm"  # it was running when the stop sequence sent SIGTERM
+    SIGKILL = "sigkill"  # it was still running when the grace was over
+
+
 class StopStep(enum.Enum):
     """Which step of the stop sequence left nothing alive."""
 
@@ -155,6 +169,8 @@ class Child:
         """The child's own cgroup (cgroup tracking): its whole tree, escapers included."""
         self.leftovers_ended = 0
         """Processes of its tree other than itself that the stop sequence ended."""
+        self.stopped_by = StoppedBy.EXIT
+        """The last signal of a stop sequence that found it still running, if any."""
         self._create_time: float | None = None
         self._reaping = False
         self.returncode: int | None = None
@@ -246,6 +262,20 @@ class Child:
                 os.kill(self.pid, signum)
                 return True
         return False
+
+    def end_with(self, signum: int) -> bool:
+        """Send the stop sequence's SIGTERM or SIGKILL; remember it if the child still ran.
+
+        An exit not yet noticed is reaped first, so a child that exited on its
+        own just before the stop sequence reached it stays `exit`.
+        """
+        self.reap()
+        if self.has_exited():
+            return False
+        sent = self.send_signal(signum)
+        if sent:
+            self.stopped_by = StoppedBy.SIGKILL if signum == signal.SIGKILL else StoppedBy.SIGTERM
+        return sent
 
     def hold_output(self) -> None:
         """Stop reading the child's stdout for now (its reader is slow): it blocks on write."""
@@ -696,7 +726,7 @@ def _signal_tree(child: Child, members: list[Member], signum: int) -> int:
     The group is signalled only while it verifiably exists (a pinned member still
     carries its id), so a recycled group id is never hit.
     """
-    count = int(child.send_signal(signum))
+    count = int(child.end_with(signum))
     if any(member.pgid == child.pgid for member in members):
         # Group first: killpg also reaches members forked since the snapshot.
         with contextlib.suppress(ProcessLookupError, PermissionError):

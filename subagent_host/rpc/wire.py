@@ -287,6 +287,8 @@ class ChildSnapshot:
     pid: int | None = None
     exit_code: int | None = None
     signal: str | None = None
+    stopped_by: str | None = None
+    """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
     started_at: str | None = None
     ended_at: str | None = None
     duration_ms: int | None = None
