@@ -41,6 +41,7 @@ import psutil
 
 from subagent_host.backends import pipes, programs
 from subagent_host.backends.cgroups import Group, entering
+from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
 logger = logging.getLogger(__name__)
@@ -88,34 +89,6 @@ class OutputSink(Protocol):
     def on_stdout(self, data: bytes) -> None: ...
 
     def on_stderr(self, data: bytes) -> None: ...
-
-
-@attrs.frozen
-class ExitStatus:
-    """How the direct child ended: an exit code, or the signal that killed it."""
-
-    exit_code: int | None
-    signal: int | None
-
-    @classmethod
-    def from_returncode(cls, returncode: int) -> ExitStatus:
-        if returncode < 0:
-            return cls(exit_code=None, signal=-returncode)
-        return cls(exit_code=returncode, signal=None)
-
-
-class StoppedBy(enum.StrEnum):
-    """How the direct child ended: on its own, or by which signal of the stop sequence.
-
-    Only the direct child counts: a child that exited on its own is `exit` even
-    when what it left behind needed SIGKILL (that shows in `leftovers_ended`).
-    A signal from elsewhere (the OOM killer, a user's `kill`) is `exit` too: the
-    exit status names it.
-    """
-
-    EXIT = "exit"
-    SIGTERM = "sigterm"  # it was running when the stop sequence sent SIGTERM
-    SIGKILL = "sigkill"  # it was still running when the grace was over
 
 
 class StopStep(enum.Enum):

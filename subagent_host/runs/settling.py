@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import attrs
 
 from subagent_host.backends.base import Outcome
-from subagent_host.backends.supervisor import ExitStatus, StoppedBy
+from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
 from subagent_host.runs.state import (
     ChildRun,

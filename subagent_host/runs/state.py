@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.base import Usage
-from subagent_host.backends.supervisor import StoppedBy
+from subagent_host.backends.exits import StoppedBy
 
 
 class RunStatus(enum.StrEnum):

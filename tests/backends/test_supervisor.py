@@ -17,12 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.supervisor import (
     LEFTOVER_GRACE_S,
     RUN_MARKER,
-    ExitStatus,
     LaunchSpec,
-    StoppedBy,
     StopStep,
     Supervisor,
 )

@@ -13,7 +13,8 @@ import pytest
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usage
 from subagent_host.backends.command import CommandBackend, CommandParser
-from subagent_host.backends.supervisor import ExitStatus, StoppedBy, Supervisor
+from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs import manager
 from subagent_host.runs.manager import OutputCaps, RunManager
 from subagent_host.runs.plans import ChildPlan, RunPlan

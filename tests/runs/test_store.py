@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import Usage
-from subagent_host.backends.supervisor import StoppedBy
+from subagent_host.backends.exits import StoppedBy
 from subagent_host.errors import RecordFailed
 from subagent_host.runs import history
 from subagent_host.runs.recorder import STORE_BACKLOG_BYTES, Recorder
