@@ -41,8 +41,6 @@ from subagent_host.config import (
     working_project,
 )
 from subagent_host.logs import configure_logging
-from subagent_host.rpc.framing import Framing
-from subagent_host.rpc.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
 from subagent_host.settings import (
     FILE_NAME,
     LOG_LEVELS,
@@ -56,6 +54,7 @@ from subagent_host.settings import (
     PROJECT_FILE,
     load_settings,
 )
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, Framing
 
 DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
 CONFIG_HELP: Final = (

@@ -16,8 +16,8 @@ import attrs
 import platformdirs
 
 from subagent_host import SERVER_NAME
-from subagent_host.rpc.framing import Framing
 from subagent_host.settings import Settings
+from subagent_host.values import Framing
 
 KIB: Final = 1024
 MIB: Final = 1024 * KIB

@@ -13,7 +13,7 @@ from typing import Final, Protocol
 
 import attrs
 
-from subagent_host.backends.supervisor import ExitStatus
+from subagent_host.backends.exits import ExitStatus
 
 # What an agent child loads of the user's and the project's own resources.
 LEAN: Final = "lean"

@@ -55,9 +55,9 @@ from subagent_host.backends.base import (
     Outcome,
     Usage,
 )
+from subagent_host.backends.exits import ExitStatus
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
-from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "claude"
 # `Bash` runs any command with the user's permissions (Claude Code's own sandbox is

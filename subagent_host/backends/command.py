@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Final
 
 from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, Outcome
+from subagent_host.backends.exits import ExitStatus
 from subagent_host.backends.output import CappedText, RollingTail
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
-from subagent_host.backends.supervisor import ExitStatus
 
 # Stdout kept for the final text: what a snapshot shows is capped lower, but a
 # chain passes up to 64 KiB of it on as {previous}.

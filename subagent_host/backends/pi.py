@@ -34,9 +34,9 @@ from subagent_host.backends.base import (
     Outcome,
     Usage,
 )
+from subagent_host.backends.exits import ExitStatus
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
-from subagent_host.backends.supervisor import ExitStatus
 
 EXECUTABLE: Final = "pi"
 # `bash` runs any command with the user's permissions (pi does not sandbox it): it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Final
 
-from subagent_host.backends.supervisor import ExitStatus
+from subagent_host.backends.exits import ExitStatus
 
 # How much of stderr an error carries: enough to see why, small enough to send.
 STDERR_TAIL_BYTES: Final = 4 * 1024

@@ -41,6 +41,7 @@ import psutil
 
 from subagent_host.backends import pipes, programs
 from subagent_host.backends.cgroups import Group, entering
+from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
 logger = logging.getLogger(__name__)
@@ -88,20 +89,6 @@ class OutputSink(Protocol):
     def on_stdout(self, data: bytes) -> None: ...
 
     def on_stderr(self, data: bytes) -> None: ...
-
-
-@attrs.frozen
-class ExitStatus:
-    """How the direct child ended: an exit code, or the signal that killed it."""
-
-    exit_code: int | None
-    signal: int | None
-
-    @classmethod
-    def from_returncode(cls, returncode: int) -> ExitStatus:
-        if returncode < 0:
-            return cls(exit_code=None, signal=-returncode)
-        return cls(exit_code=returncode, signal=None)
 
 
 class StopStep(enum.Enum):
@@ -155,6 +142,8 @@ class Child:
         """The child's own cgroup (cgroup tracking): its whole tree, escapers included."""
         self.leftovers_ended = 0
         """Processes of its tree other than itself that the stop sequence ended."""
+        self.stopped_by = StoppedBy.EXIT
+        """The last signal of a stop sequence that found it still running, if any."""
         self._create_time: float | None = None
         self._reaping = False
         self.returncode: int | None = None
@@ -246,6 +235,20 @@ class Child:
                 os.kill(self.pid, signum)
                 return True
         return False
+
+    def end_with(self, signum: int) -> bool:
+        """Send the stop sequence's SIGTERM or SIGKILL; remember it if the child still ran.
+
+        An exit not yet noticed is reaped first, so a child that exited on its
+        own just before the stop sequence reached it stays `exit`.
+        """
+        self.reap()
+        if self.has_exited():
+            return False
+        sent = self.send_signal(signum)
+        if sent:
+            self.stopped_by = StoppedBy.SIGKILL if signum == signal.SIGKILL else StoppedBy.SIGTERM
+        return sent
 
     def hold_output(self) -> None:
         """Stop reading the child's stdout for now (its reader is slow): it blocks on write."""
@@ -696,7 +699,7 @@ def _signal_tree(child: Child, members: list[Member], signum: int) -> int:
     The group is signalled only while it verifiably exists (a pinned member still
     carries its id), so a recycled group id is never hit.
     """
-    count = int(child.send_signal(signum))
+    count = int(child.end_with(signum))
     if any(member.pgid == child.pgid for member in members):
         # Group first: killpg also reaches members forked since the snapshot.
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -122,6 +122,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
         pid=child.pid,
         exit_code=child.exit_code,
         signal=signal.Signals(child.signal).name if child.signal else None,
+        stopped_by=str(child.stopped_by) if child.stopped_by else None,
         started_at=timestamp(child.started_at),
         ended_at=timestamp(child.ended_at),
         duration_ms=duration_ms(child.started_at, child.ended_at),

@@ -11,8 +11,9 @@ import logging
 from typing import Final
 
 from subagent_host.rpc.dispatch import HostProtocol
-from subagent_host.rpc.framing import AutoDecoder, Framing, encode_frame
+from subagent_host.rpc.framing import AutoDecoder, encode_frame
 from subagent_host.rpc.stdio import InputStream, OutputStream
+from subagent_host.values import Framing
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from subagent_host.rpc.json_codec import JsonDecodeError, decode_json
+from subagent_host.values import Framing
 
 NEWLINE: Final = b"\n"
 WHITESPACE: Final = b" \t\r\n"
@@ -32,13 +33,6 @@ RESYNC_PREFIX_BYTES: Final = max(map(len, RESYNC_PREFIXES))
 CANONICAL_HEADER: Final = re.compile(rb"Content-Length: ?(\d{1,20})\r\n\r\n")
 # `name: value` with an RFC 9110 token as the name.
 HEADER_LINE: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*")
-
-
-class Framing(enum.StrEnum):
-    """A concrete framing; `auto` is resolved to one of these by `AutoDecoder`."""
-
-    LSP = "lsp"
-    NDJSON = "ndjson"
 
 
 @attrs.frozen

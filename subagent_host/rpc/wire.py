@@ -8,20 +8,17 @@ coerced: cattrs on its own would turn `"false"` into `True` and `3.7` into `3`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import Any, Final, NewType, TypeVar
+from typing import Any, NewType, TypeVar
 
 import attrs
 import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-T = TypeVar("T")
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
 
-# Session ids are chosen by clients, stored, and shown in logs: keep them plain.
-SESSION_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-SESSION_ID_RULE: Final = "1-128 characters of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+T = TypeVar("T")
 
 
 class WireValueError(ValueError):
@@ -287,6 +284,8 @@ class ChildSnapshot:
     pid: int | None = None
     exit_code: int | None = None
     signal: str | None = None
+    stopped_by: str | None = None
+    """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
     started_at: str | None = None
     ended_at: str | None = None
     duration_ms: int | None = None

@@ -523,7 +523,7 @@ class RunManager:
             )
             child.session_digest = seal.digest if seal else None
             child.session_digest_source = seal.source if seal else None
-        self._settler.settle_child(run, child, outcome, exit_status, ending)
+        self._settler.settle_child(run, child, outcome, exit_status, process.stopped_by, ending)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
     async def _supervise(

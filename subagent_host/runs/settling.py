@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import attrs
 
 from subagent_host.backends.base import Outcome
-from subagent_host.backends.supervisor import ExitStatus
+from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
 from subagent_host.runs.state import (
     ChildRun,
@@ -51,6 +51,7 @@ class Settler:
         child: ChildRun,
         outcome: Outcome,
         exit_status: ExitStatus,
+        stopped_by: StoppedBy,
         ending: Ending | None,
     ) -> None:
         completed = ending is None and outcome.completed
@@ -60,6 +61,7 @@ class Settler:
         facts: dict[str, object] = {
             "exit_code": exit_status.exit_code,
             "signal": exit_status.signal,
+            "stopped_by": stopped_by,
             "output": output,
             "usage": outcome.usage,
             "backend_session_id": outcome.backend_session_id,

@@ -19,6 +19,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.base import Usage
+from subagent_host.backends.exits import StoppedBy
 
 
 class RunStatus(enum.StrEnum):
@@ -187,6 +188,9 @@ class ChildRun:
     pid: int | None = None
     exit_code: int | None = None
     signal: int | None = None
+    stopped_by: StoppedBy | None = None
+    """How the process ended (`exit`, or the stop sequence's `sigterm` or `sigkill`);
+    None for an attempt that never started, was interrupted, or was recorded before."""
     started_at: datetime | None = None
     ended_at: datetime | None = None
     output: OutputInfo | None = None

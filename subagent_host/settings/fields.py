@@ -10,7 +10,6 @@ from typing import Final
 
 import attrs
 
-from subagent_host.rpc.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
 from subagent_host.settings.model import (
     BACKENDS,
     EFFORTS,
@@ -30,6 +29,7 @@ from subagent_host.settings.model import (
     PROCESS_TRACKING,
     SESSION_RESOURCES,
 )
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
 EFFORT_KEYS: Final = ("default_effort", "default_thinking_level", "thinkingLevel")

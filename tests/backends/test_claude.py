@@ -12,7 +12,7 @@ import pytest
 
 from subagent_host.backends.base import ItemSpec
 from subagent_host.backends.claude import TOOLS, ClaudeBackend, ClaudeParser
-from subagent_host.backends.supervisor import ExitStatus
+from subagent_host.backends.exits import ExitStatus
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude"
 EXITED_0 = ExitStatus(exit_code=0, signal=None)

@@ -20,7 +20,7 @@ from subagent_host.backends.codex import (
     CodexParser,
     toml_string,
 )
-from subagent_host.backends.supervisor import ExitStatus
+from subagent_host.backends.exits import ExitStatus
 from subagent_host.runs.plans import Access, negotiate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"

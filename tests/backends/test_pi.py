@@ -10,8 +10,8 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import ItemSpec
+from subagent_host.backends.exits import ExitStatus
 from subagent_host.backends.pi import PiBackend, PiParser
-from subagent_host.backends.supervisor import ExitStatus
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi"
 EXITED_0 = ExitStatus(exit_code=0, signal=None)

@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.supervisor import (
     LEFTOVER_GRACE_S,
     RUN_MARKER,
-    ExitStatus,
     LaunchSpec,
     StopStep,
     Supervisor,
@@ -197,6 +197,52 @@ async def test_a_tree_ignoring_sigterm_is_killed_after_the_grace_not_before(
     assert outcome.step is StopStep.SIGKILL
     assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 9)
     assert processes_with_marker(marker) == []
+
+
+async def test_a_child_that_goes_on_sigterm_was_stopped_by_sigterm(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("tree.py", "1")), sink)
+    await sink.line_starting(b"ready")
+    await asyncio.wait_for(supervisor.stop(child, grace_s=10.0), WAIT_S)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 15)
+    assert child.stopped_by is StoppedBy.SIGTERM
+
+
+async def test_a_child_ignoring_sigterm_was_stopped_by_sigkill_once_a_short_grace_was_over(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, *fake("tree.py", "1", "--ignore-term")), sink)
+    await sink.line_starting(b"ready")
+    await asyncio.wait_for(supervisor.stop(child, grace_s=0.2), WAIT_S)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 9)
+    assert child.stopped_by is StoppedBy.SIGKILL
+
+
+async def test_a_child_that_exits_on_its_own_was_stopped_by_its_exit(
+    supervisor: Supervisor, marker: str
+) -> None:
+    child = await supervisor.start(spec(marker, "sh", "-c", "exit 3"), Collect())
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(3, None)
+    await supervisor.stop(child, grace_s=1.0)  # a stop that comes too late changes nothing
+    assert child.stopped_by is StoppedBy.EXIT
+
+
+async def test_a_child_that_exited_is_exit_even_when_its_leftover_needed_sigkill(
+    supervisor: Supervisor, marker: str
+) -> None:
+    """Only the child's own ending counts: its leftover is ended by the sweep, with SIGKILL."""
+    sink = Collect()
+    # The background sleep inherits the ignored SIGTERM.
+    script = "trap '' TERM; sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"
+    started = time.monotonic()
+    child = await supervisor.start(spec(marker, "sh", "-c", script), sink)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert time.monotonic() - started >= LEFTOVER_GRACE_S  # SIGTERM was not enough for it
+    await assert_gone([int(sink.stdout)])
+    assert (child.leftovers_ended, child.stopped_by) == (1, StoppedBy.EXIT)
 
 
 async def test_a_grandchild_that_called_setsid_is_ended_too(

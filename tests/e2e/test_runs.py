@@ -18,6 +18,7 @@ from tests.e2e.harness import (
     ServerProcess,
     result_of,
     running_server,
+    state_args,
 )
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
@@ -126,6 +127,39 @@ async def test_stop_ends_a_tree_and_a_second_stop_says_already_terminal() -> Non
         assert again["result"]["alreadyTerminal"] is True
         assert again["result"]["reason"] == "enough"
         await server.finish()
+
+
+async def spawn_until_ready(server: ServerProcess, command: list[str]) -> dict[str, Any]:
+    """Spawn a streaming background run and return it once it printed its first line."""
+    reply, notes = await call(server, "spawn", {"command": command, "stream": True})
+    run = reply["result"]
+    printed = [n for n in notes if n.get("method") == "run/event"]
+    if not any(e["params"]["type"] == "output" for e in printed):  # not before the reply
+        assert (await next_event(server, "output"))["runId"] == run["runId"]
+    return run  # type: ignore[no-any-return]
+
+
+async def test_stop_says_which_signal_ended_each_child_and_a_later_server_still_does(
+    tmp_path: Path,
+) -> None:
+    tree = [sys.executable, str(FAKES / "tree.py"), "1"]
+    async with running_server(*state_args(tmp_path)) as server:
+        ended = await result_of(server, "spawn", {"command": ["true"], "mode": "task"})
+        # "ready" once its SIGTERM disposition is set: the default, then ignored.
+        honours = await spawn_until_ready(server, tree)
+        ignores = await spawn_until_ready(server, [*tree, "--ignore-term"])
+        first = await result_of(server, "stop", {"runId": honours["runId"], "graceMs": 5000})
+        second = await result_of(server, "stop", {"runId": ignores["runId"], "graceMs": 100})
+        children = [run["children"][0] for run in (ended, first, second)]
+        assert [(c.get("signal"), c["stoppedBy"]) for c in children] == [
+            (None, "exit"), ("SIGTERM", "sigterm"), ("SIGKILL", "sigkill")
+        ]  # fmt: skip
+        assert (await server.finish())[0] == 0
+    async with running_server(*state_args(tmp_path)) as later:
+        for run, child in zip((ended, first, second), children, strict=True):
+            again = await result_of(later, "status", {"runId": run["runId"]})
+            assert again["children"][0]["stoppedBy"] == child["stoppedBy"]
+        assert (await later.finish())[0] == 0
 
 
 async def test_exit_code_timeout_and_bad_launches_are_reported() -> None:

@@ -14,12 +14,12 @@ from subagent_host.rpc.framing import (
     AutoDecoder,
     BadFrame,
     Frame,
-    Framing,
     LspDecoder,
     NdjsonDecoder,
     Parsed,
     encode_frame,
 )
+from subagent_host.values import Framing
 
 LIMIT = 1024
 BIG = 1 << 20

@@ -13,7 +13,9 @@ import pytest
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usage
 from subagent_host.backends.command import CommandBackend, CommandParser
-from subagent_host.backends.supervisor import ExitStatus, Supervisor
+from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.supervisor import Supervisor
+from subagent_host.runs import manager
 from subagent_host.runs.manager import OutputCaps, RunManager
 from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.scheduler import Slots
@@ -307,6 +309,68 @@ async def test_two_stops_at_once_agree(runs: Harness) -> None:
     assert run.status is RunStatus.CANCELLED and run.reason == "one"
     events = runs.events_of(run)
     assert sum(e.type == "status" and e.fields["status"] in TERMINAL for e in events) == 1
+
+
+def ready(harness: Harness, run: Run) -> bool:
+    return any(e.type == "output" and "ready" in e.fields["text"] for e in harness.events_of(run))
+
+
+async def test_each_child_records_whether_it_exited_or_sigterm_or_sigkill_ended_it(
+    runs: Harness,
+) -> None:
+    tree = (sys.executable, str(FAKES / "tree.py"), "1")
+    exited = await runs.finish(runs.launch(command("true")))
+    honours = runs.launch(command(*tree), stream=True)
+    ignores = runs.launch(command(*tree, "--ignore-term"), stream=True)
+    await runs.until(lambda: ready(runs, honours) and ready(runs, ignores))
+    await asyncio.gather(
+        runs.manager.stop(honours, grace_ms=5000, reason="asked"),
+        runs.manager.stop(ignores, grace_ms=100, reason="asked"),
+    )
+    ended = [run.children[0].stopped_by for run in (exited, honours, ignores)]
+    assert ended == [StoppedBy.EXIT, StoppedBy.SIGTERM, StoppedBy.SIGKILL]
+    assert [run.children[0].signal for run in (exited, honours, ignores)] == [None, 15, 9]
+
+
+async def test_a_child_that_never_started_records_no_ending() -> None:
+    harness = Harness(limit=1)
+    try:
+        first = harness.launch(command("sleep", "30"))
+        queued = harness.launch(command("true"))
+        await harness.until(lambda: first.children[0].status is RunStatus.RUNNING)
+        await harness.manager.stop(queued, grace_ms=1000, reason="never mind")
+        assert (queued.children[0].status, queued.children[0].stopped_by) == (
+            RunStatus.CANCELLED,
+            None,
+        )
+    finally:
+        await harness.manager.shutdown("test over")
+
+
+class _FinishingParser(CommandParser):
+    """Reports the final event once `FINAL` was printed, as an agent CLI's parser does."""
+
+    @property
+    def finished(self) -> bool:
+        return "FINAL" in self.stdout.result().text
+
+
+class _FinishingBackend(CommandBackend):
+    def parser(self) -> _FinishingParser:
+        return _FinishingParser()
+
+
+async def test_a_child_lingering_after_its_final_event_records_the_signal_that_ended_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(manager, "FINISHED_GRACE_S", 0.05)
+    harness = Harness(backend=_FinishingBackend())
+    try:
+        run = await harness.finish(harness.launch(command("sh", "-c", "echo FINAL; exec sleep 30")))
+        assert (run.children[0].signal, run.children[0].stopped_by) == (15, StoppedBy.SIGTERM)
+        assert processes_with_marker(run.run_id) == []
+    finally:
+        await harness.manager.shutdown("test over")
 
 
 class _TalkativeParser(CommandParser):

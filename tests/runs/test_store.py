@@ -18,6 +18,7 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import Usage
+from subagent_host.backends.exits import StoppedBy
 from subagent_host.errors import RecordFailed
 from subagent_host.runs import history
 from subagent_host.runs.recorder import STORE_BACKLOG_BYTES, Recorder
@@ -329,6 +330,18 @@ def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
     assert back.last_seq == run.last_seq == 5
     assert back.diagnostics == (warning,)
     assert "diagnostics" not in run_record(make_run("r2"))  # none: not stored at all
+
+
+def test_how_a_child_ended_is_kept_in_its_record_and_absent_from_older_records() -> None:
+    run = make_run("r1", children=2)
+    ended, never_started = run.children
+    ended.stopped_by = StoppedBy.SIGKILL
+    record = json.loads(json.dumps(child_record(ended)))
+    assert record["stopped_by"] == "sigkill"
+    assert child_from_record(record).stopped_by is StoppedBy.SIGKILL
+    assert "stopped_by" not in child_record(never_started)
+    older = {k: v for k, v in record.items() if k != "stopped_by"}  # before it was kept
+    assert child_from_record(older).stopped_by is None
 
 
 # --- saving and loading --------------------------------------------------------------------

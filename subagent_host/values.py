@@ -1,0 +1,24 @@
+"""Plain values that configuration and the wire both name: the session-id rule, the framings.
+
+Imports nothing of ours (an import-linter contract keeps it so), so
+`settings/` and `config.py` can check a session id or name a framing without
+importing the wire layer (`rpc/`), and `rpc/` uses the very same values.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Final
+
+# Session ids are chosen by clients, stored, and shown in logs: keep them plain.
+SESSION_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+SESSION_ID_RULE: Final = "1-128 characters of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+
+
+class Framing(enum.StrEnum):
+    """A concrete framing of messages on stdio (protocol.md §2); `auto` is not one:
+    the server resolves it from the first byte a client sends (rpc/framing.py)."""
+
+    LSP = "lsp"
+    NDJSON = "ndjson"
