@@ -41,6 +41,7 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.runs.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from tests.waits import loop_turns
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ME = "instance-me"
@@ -260,13 +261,6 @@ class HeldWrite:
     async def running(self) -> None:
         """Return once the store's thread is inside the write (bounded)."""
         assert await asyncio.to_thread(self.started.wait, 10), "the write never started"
-
-
-async def loop_turns(count: int = 10) -> None:
-    """Let the loop run every ready callback, `count` times over (no clock involved):
-    a task that is still not done after this is waiting on something that has not happened."""
-    for _ in range(count):
-        await asyncio.sleep(0)
 
 
 async def test_settled_waits_for_everything_submitted(store: Store) -> None:
