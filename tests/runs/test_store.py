@@ -262,19 +262,23 @@ class HeldWrite:
         """Return once the store's thread is inside the write (bounded)."""
         assert await asyncio.to_thread(self.started.wait, 10), "the write never started"
 
+    async def assert_settled_waits(self, store: Store) -> None:
+        """`store.settled()` is not done while the write is held, and is done once it ends."""
+        settling = asyncio.create_task(store.settled())
+        try:
+            await loop_turns()
+            assert not settling.done(), "settled() returned before the submitted write ran"
+        finally:
+            self.gate.set()
+        await asyncio.wait_for(settling, 10)
+        assert self.done == [1]
+
 
 async def test_settled_waits_for_everything_submitted(store: Store) -> None:
     write = HeldWrite()
     store.submit(write)
     await write.running()
-    settling = asyncio.create_task(store.settled())
-    try:
-        await loop_turns()
-        assert not settling.done(), "settled() returned while the submitted write was held"
-    finally:
-        write.gate.set()
-    await asyncio.wait_for(settling, 10)
-    assert write.done == [1]
+    await write.assert_settled_waits(store)
 
 
 async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
@@ -288,14 +292,7 @@ async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancel
     caller.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await caller
-    settling = asyncio.create_task(store.settled())
-    try:
-        await loop_turns()
-        assert not settling.done(), "settled() returned before the submitted write ran"
-    finally:
-        write.gate.set()
-    await asyncio.wait_for(settling, 10)
-    assert write.done == [1]
+    await write.assert_settled_waits(store)
 
 
 async def test_an_immediate_transaction_rolls_back_on_an_error(store: Store) -> None:
