@@ -1,16 +1,20 @@
 """What the end-to-end tests of the real agent CLIs share: where the pinned CLIs are,
-a skip when one is missing, and waits on the process table (the `mock` LLM fixture
-is in conftest.py)."""
+a skip when one is missing, each CLI's environment pointing it at the mock LLM, and
+waits on the process table (the `mock` LLM fixture is in conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any, Final
 
 import psutil
 import pytest
 
+from tests.backends.fixtures.record_claude import OFFLINE
+from tests.backends.fixtures.record_codex import API_KEY_VARIABLE, MODEL, codex_config
+from tests.backends.fixtures.record_pi import NO_RETRIES, models
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, result_of, state_args
 from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
@@ -31,8 +35,64 @@ def needs_cli(name: str) -> list[pytest.MarkDecorator]:
     ]
 
 
+PI_SPAWN: Final = {"backend": "pi", "model": "mock/mock-model", "tools": ["bash", "read"]}
+CLAUDE_SPAWN: Final = {"backend": "claude", "model": "mock-model", "tools": ["Bash", "Read"]}
+# The provider's key is not on the codex backend's allowlist: the spawn's env carries it.
+CODEX_SPAWN: Final = {"backend": "codex", "model": MODEL, "env": {API_KEY_VARIABLE: "dummy"}}
+
+
 def server_args(tmp_path: Path) -> tuple[str, ...]:
     return state_args(tmp_path / "state", "agent-tests")
+
+
+def agent_path() -> str:
+    """PATH for the server: the pinned CLIs first."""
+    return f"{AGENT_BIN}:{psutil.Process().environ().get('PATH', '/usr/bin:/bin')}"
+
+
+def pi_environment(tmp_path: Path, base_url: str, *, retries: bool = True) -> dict[str, str]:
+    """The server's environment: pi on PATH, its agent directory pointing at the mock."""
+    agent_dir = tmp_path / "pi-agent"
+    agent_dir.mkdir()
+    (agent_dir / "models.json").write_text(json.dumps(models(base_url)))
+    if not retries:
+        (agent_dir / "settings.json").write_text(json.dumps(NO_RETRIES))
+    home = tmp_path / "home"
+    home.mkdir()
+    return {
+        "PATH": agent_path(),
+        "HOME": str(home),
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+        "PI_TELEMETRY": "0",
+    }
+
+
+def claude_environment(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """The server's environment: claude on PATH, pointed at the mock, its own directories."""
+    home, config = tmp_path / "home", tmp_path / "claude-config"
+    home.mkdir()
+    config.mkdir()
+    return {
+        "PATH": agent_path(),
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(config),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        **OFFLINE,
+        **extra,
+    }
+
+
+def codex_environment(tmp_path: Path, base_url: str) -> dict[str, str]:
+    """The server's environment: codex on PATH, its CODEX_HOME pointing at the mock."""
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(codex_config(base_url))
+    home = tmp_path / "home"
+    home.mkdir()
+    return {"PATH": agent_path(), "HOME": str(home), "CODEX_HOME": str(codex_home)}
 
 
 async def wait_for_sleep(run_id: str) -> None:

@@ -15,9 +15,8 @@ from typing import Any, Final, TypeVar
 
 import pytest
 
-from tests.e2e.agents import needs_cli, server_args
+from tests.e2e.agents import needs_cli, pi_environment, server_args
 from tests.e2e.harness import ServerProcess, result_of, running_server
-from tests.e2e.test_pi import pi_environment
 from tests.e2e.test_resume import (
     RESUME_DENIED,
     approve,

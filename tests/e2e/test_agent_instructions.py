@@ -14,11 +14,9 @@ from typing import Any, Final, TypeVar
 
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE
 from tests.backends.fixtures.record_codex import MODEL as CODEX_MODEL
-from tests.e2e.agents import needs_cli
+from tests.e2e.agents import claude_environment, codex_environment, needs_cli
 from tests.e2e.harness import ServerProcess, result_of
 from tests.e2e.test_agent_definitions import agent_server, define, user_dir
-from tests.e2e.test_claude import claude_environment
-from tests.e2e.test_codex import codex_environment
 from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -30,6 +30,7 @@ from tests.e2e.harness import (
     running_server,
     state_args,
 )
+from tests.waits import still_running
 
 DB_NAME: Final = "subagent-host.sqlite3"
 RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
@@ -83,13 +84,14 @@ async def wait_for_processes(run_id: str, count: int) -> None:
 async def wait_until_no_run_survives(
     run_ids: set[str], timeout_s: float = LEFTOVER_TIMEOUT_S
 ) -> None:
-    """Poll (bounded) until no process of these runs is alive; kill and fail otherwise."""
+    """Wait (bounded) until no process of these runs is alive; kill and fail otherwise.
+
+    Another server ends them: each process found is waited for on its pidfd, then the
+    table is read again for any that started meanwhile."""
     try:
         async with asyncio.timeout(timeout_s):
-            while True:  # another server ends them: nothing here can await that
-                if not await asyncio.to_thread(marked_processes, run_ids):
-                    break
-                await asyncio.sleep(POLL_INTERVAL_S)
+            while processes := await asyncio.to_thread(marked_processes, run_ids):
+                await still_running(processes, timeout_s)
     except TimeoutError:
         pass
     assert_no_run_survives(run_ids)  # kills (by pid) and fails if any is still there

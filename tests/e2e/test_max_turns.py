@@ -12,14 +12,17 @@ from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import AGENT_BIN, server_args
+from tests.e2e.agents import (
+    AGENT_BIN,
+    claude_environment,
+    codex_environment,
+    pi_environment,
+    server_args,
+)
 from tests.e2e.harness import result_of, running_server
 from tests.e2e.test_claude import SPAWN as CLAUDE_SPAWN
-from tests.e2e.test_claude import claude_environment
 from tests.e2e.test_codex import SPAWN as CODEX_SPAWN
-from tests.e2e.test_codex import codex_environment
 from tests.e2e.test_pi import SPAWN as PI_SPAWN
-from tests.e2e.test_pi import pi_environment
 from tests.mock_llm import KEYWORD_LOOP_TOOL, MockLLM
 
 MAX_TURNS: Final = 2

@@ -1,111 +1,29 @@
 """The real pi CLI (pinned, scripts/install-agents) run through the server, against the
-loopback mock LLM: completion, protected resume, stop in the middle of a tool, and an
-unreachable model. Nothing leaves 127.0.0.1 (pi runs with PI_OFFLINE, no version check
-and no telemetry)."""
+loopback mock LLM, in what only pi is tested for: its probed version, empty prompts and
+follow-ups, and a read-only launch (the shapes all three CLIs share are in
+test_agent_clis.py). Nothing leaves 127.0.0.1 (pi runs with PI_OFFLINE, no version
+check and no telemetry)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Final
 
-import psutil
-
-from tests.backends.fixtures.record_pi import NO_RETRIES, models
 from tests.e2e.agents import (
-    AGENT_BIN,
+    PI_SPAWN,
     WRITE_ATTEMPT,
-    lean_loads_no_context_file,
     needs_cli,
+    pi_environment,
     read_only_cannot_write,
     server_args,
-    stop_in_the_middle_of_a_tool,
 )
 from tests.e2e.harness import error_of, result_of, running_server
-from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
+from tests.mock_llm import MockLLM
 
 pytestmark = needs_cli("pi")
 
 
-def pi_environment(tmp_path: Path, base_url: str, *, retries: bool = True) -> dict[str, str]:
-    """The server's environment: pi on PATH, its agent directory pointing at the mock."""
-    agent_dir = tmp_path / "pi-agent"
-    agent_dir.mkdir()
-    (agent_dir / "models.json").write_text(json.dumps(models(base_url)))
-    if not retries:
-        (agent_dir / "settings.json").write_text(json.dumps(NO_RETRIES))
-    home = tmp_path / "home"
-    home.mkdir()
-    return {
-        "PATH": f"{AGENT_BIN}:{psutil.Process().environ().get('PATH', '/usr/bin:/bin')}",
-        "HOME": str(home),
-        "PI_CODING_AGENT_DIR": str(agent_dir),
-        "PI_OFFLINE": "1",
-        "PI_SKIP_VERSION_CHECK": "1",
-        "PI_TELEMETRY": "0",
-    }
-
-
-SPAWN: Final = {"backend": "pi", "model": "mock/mock-model", "tools": ["bash", "read"]}
-
-
-async def test_a_pi_run_completes_with_the_mocks_answer_usage_and_a_session(
-    tmp_path: Path, mock: MockLLM
-) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await result_of(server, "spawn", {**SPAWN, "prompt": "look around", "mode": "task"})
-        child = run["children"][0]
-        assert run["status"] == "completed", run
-        assert child["output"]["text"].startswith("MOCK-FINAL: scenario=after-tool")
-        assert child["usage"]["inputTokens"] > 0 and child["usage"]["outputTokens"] > 0
-        assert child["backendSessionId"]
-        await server.finish()
-    assert all(request.path.startswith("/v1/") for request in mock.requests)
-
-
-async def test_a_resumed_pi_child_continues_its_session(tmp_path: Path, mock: MockLLM) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        first = await result_of(
-            server, "spawn", {**SPAWN, "prompt": "remember PINEAPPLE42", "mode": "task"}
-        )
-        approved = await result_of(
-            server,
-            "preflight",
-            {"resume": {"runId": first["runId"], "message": f"{KEYWORD_ANSWER_NOW} and now?"}},
-        )
-        assert approved["accepted"], approved
-        assert approved["contract"]["backendSessionId"] == first["children"][0]["backendSessionId"]
-        resumed = await result_of(server, "resume", {"token": approved["token"], "mode": "task"})
-        child = resumed["children"][0]
-        assert resumed["status"] == "completed" and child["attempt"] == 2, resumed
-        assert child["backendSessionId"] == first["children"][0]["backendSessionId"]
-        await server.finish()
-    # The resumed turn sent the earlier conversation again.
-    last = mock.requests[-1].raw_body
-    assert "PINEAPPLE42" in last and "and now?" in last
-
-
-async def test_stop_in_the_middle_of_a_pi_tool_leaves_nothing(
-    tmp_path: Path, mock: MockLLM
-) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        await stop_in_the_middle_of_a_tool(server, SPAWN, "bash")
-        await server.finish()
-    # running_server proved that no process carrying the run's marker survived.
-
-
-async def test_an_unreachable_model_ends_failed(tmp_path: Path) -> None:
-    with MockLLM() as gone:
-        base_url = gone.openai_base_url
-    env = pi_environment(tmp_path, base_url, retries=False)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await result_of(server, "spawn", {**SPAWN, "prompt": "hello", "mode": "task"})
-        assert run["status"] == "failed", run
-        assert run["children"][0]["error"]["code"] == "agent-error"
-        await server.finish()
+SPAWN: Final = PI_SPAWN
 
 
 async def test_the_pi_version_is_probed_reported_in_receipts_and_listed_by_ping(
@@ -188,15 +106,3 @@ async def test_a_read_only_pi_launch_cannot_write_a_file(tmp_path: Path) -> None
     assert receipt["removedTools"][0]["name"] == "bash"
     assert "filesystem-write" in receipt["removedTools"][0]["exceeds"]
     assert receipt["effects"] == ["filesystem-read"]
-
-
-async def test_a_lean_pi_child_loads_no_context_file_and_a_full_one_does(
-    tmp_path: Path, mock: MockLLM
-) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        shown = await lean_loads_no_context_file(server, SPAWN, work, mock)
-        await server.finish()
-    assert shown["sessionResources"] == "lean" and "--no-context-files" in shown["argv"]

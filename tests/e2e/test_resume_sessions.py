@@ -17,7 +17,15 @@ from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import AGENT_BIN, POLL_INTERVAL_S, server_args, wait_for_sleep
+from tests.e2e.agents import (
+    AGENT_BIN,
+    POLL_INTERVAL_S,
+    claude_environment,
+    codex_environment,
+    pi_environment,
+    server_args,
+    wait_for_sleep,
+)
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     ServerProcess,
@@ -26,12 +34,9 @@ from tests.e2e.harness import (
     running_server,
 )
 from tests.e2e.test_claude import SPAWN as CLAUDE_SPAWN
-from tests.e2e.test_claude import claude_environment
 from tests.e2e.test_codex import SPAWN as CODEX_SPAWN
-from tests.e2e.test_codex import codex_environment
 from tests.e2e.test_durability import crash, wait_until_no_run_survives
 from tests.e2e.test_pi import SPAWN as PI_SPAWN
-from tests.e2e.test_pi import pi_environment
 from tests.e2e.test_resume import assert_nothing_started, execute, observe, refused
 from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from subagent_host.backends.base import Backend
@@ -64,6 +65,316 @@ def cmd(*argv: str, **fields: Any) -> dict[str, Any]:
 def ask(prompt: str, **fields: Any) -> dict[str, Any]:
     """An agent item (pi, found on the children's PATH)."""
     return {"prompt": prompt, **fields}
+
+
+# --- refusals: each case's error diagnostics (code, path), and their messages where given ---
+
+
+@attrs.frozen
+class Refusal:
+    workflow: dict[str, Any]
+    errors: list[tuple[str, str | None]]
+    messages: list[str] | None = None
+    """All error messages, in order (None: not checked)."""
+    first_message: str | None = None
+    """The first error message only."""
+    message_ends: tuple[str, ...] | None = None
+    """How the first error message ends (one of these)."""
+    fields: dict[str, Any] = attrs.Factory(dict)
+    """Params of the call beside `workflow`."""
+
+
+def unknown(name: str) -> str:
+    return f"unknown placeholder {{{name}}} (use {{task}}, {{previous}}, {{outputs.NAME}}, {{item}} or {{index}})"  # noqa: E501
+
+
+def outside_for_each(name: str) -> Refusal:
+    return Refusal(
+        flow(
+            ask(f"{{{name}}}"),
+            {"parallel": [cmd("true"), cmd("echo", f"{{{name}}}")]},
+            {"forEach": f"[{{{name}}}]", "item": cmd("echo", f"{{{name}}}")},
+        ),
+        [
+            ("invalid-template", "workflow.chain[0].prompt"),
+            ("invalid-template", "workflow.chain[1].parallel[1].command[1]"),
+            ("invalid-template", "workflow.chain[2].forEach"),
+        ],
+        messages=[f"{{{name}}} is only known inside a forEach item"] * 3,
+    )
+
+
+def invalid_output_name(name: str) -> Refusal:
+    return Refusal(
+        flow(
+            ask("a", **{"as": name}),
+            {"parallel": [cmd("true"), cmd("true", **{"as": name})]},
+            {"forEach": "[1]", "item": cmd("true"), "as": name},
+        ),
+        [
+            ("invalid-output-name", "workflow.chain[0].as"),
+            ("invalid-output-name", "workflow.chain[1].parallel[1].as"),
+            ("invalid-output-name", "workflow.chain[2].as"),
+        ],
+        first_message="use 1-64 characters of A-Z a-z 0-9 _ -",
+    )
+
+
+def snapshot_path(value: str, **expected: Any) -> Refusal:
+    return Refusal(
+        flow(cmd("true"), snapshotPath=value),
+        [("invalid-snapshot-path", "workflow.snapshotPath")],
+        **expected,
+    )
+
+
+REFUSALS = [
+    pytest.param(
+        Refusal(flow(cmd("true")), [("invalid-shape", None)], fields={"prompt": "also"}),
+        id="a workflow is one shape among the others",
+    ),
+    # placeholders
+    pytest.param(
+        Refusal(
+            flow(ask("go on from {previous}"), ask("{previous}")),
+            [("invalid-template", "workflow.chain[0].prompt")],
+            messages=["{previous} has no earlier step to take its output from"],
+        ),
+        id="previous in the first step",
+    ),
+    pytest.param(
+        Refusal(
+            flow({"forEach": "{previous}", "item": cmd("echo", "{item}")}),
+            [("invalid-template", "workflow.chain[0].forEach")],
+        ),
+        id="previous in a first forEach template",
+    ),
+    pytest.param(
+        Refusal(
+            flow(ask("{task}"), ask("use {foo} and {outputs}")),
+            [
+                ("invalid-template", "workflow.chain[1].prompt"),
+                ("invalid-template", "workflow.chain[1].prompt"),
+            ],
+            messages=[unknown("foo"), unknown("outputs")],
+        ),
+        id="an unknown placeholder, at its field",
+    ),
+    pytest.param(
+        Refusal(
+            flow(
+                ask("{outputs.x}"),  # before: an error
+                ask("make x", **{"as": "x"}),
+                ask("{outputs.x}"),  # after: fine
+            ),
+            [("invalid-template", "workflow.chain[0].prompt")],
+            messages=["{outputs.x}: no earlier step names its output 'x' (known: none yet)"],
+        ),
+        id="an output is known only after the step that names it",
+    ),
+    pytest.param(
+        Refusal(
+            flow(ask("a", **{"as": "zeta"}), ask("b", **{"as": "alpha"}), ask("{outputs.gamma}")),
+            [("invalid-template", "workflow.chain[2].prompt")],
+            messages=[
+                "{outputs.gamma}: no earlier step names its output 'gamma' (known: alpha, zeta)"
+            ],
+        ),
+        id="an unknown output's message lists the known names",
+    ),
+    pytest.param(
+        Refusal(
+            flow(
+                {"parallel": [ask("a", **{"as": "a"}), ask("{outputs.a}")], "as": "group"},
+                ask("{outputs.a} {outputs.group}"),
+            ),
+            [("invalid-template", "workflow.chain[0].parallel[1].prompt")],
+        ),
+        id="a parallel item cannot use a sibling's output",
+    ),
+    pytest.param(
+        Refusal(
+            flow(ask("list"), {"forEach": "{outputs.each}", "item": ask("{item}"), "as": "each"}),
+            [("invalid-template", "workflow.chain[1].forEach")],
+        ),
+        id="a forEach cannot fan out over its own output",
+    ),
+    pytest.param(outside_for_each("item"), id="item outside a forEach item"),
+    pytest.param(outside_for_each("index"), id="index outside a forEach item"),
+    pytest.param(
+        Refusal(
+            flow(
+                cmd("echo", "{task}", "--from={previous}", label="{nope}"),
+                {"forEach": "{previous}", "item": cmd("echo", "{item}", "{outputs.none}")},
+            ),
+            [
+                ("invalid-template", "workflow.chain[0].label"),
+                ("invalid-template", "workflow.chain[0].command[2]"),
+                ("invalid-template", "workflow.chain[1].item.command[2]"),
+            ],
+        ),
+        id="templates in command arguments and labels are checked",
+    ),
+    pytest.param(
+        Refusal(
+            flow(cmd("true"), cmd("cat", prompt="{tsak}")),
+            [("invalid-template", "workflow.chain[1].prompt")],
+        ),
+        id="a command item's prompt is checked too",
+    ),
+    # output names
+    pytest.param(
+        Refusal(
+            flow(ask("a", **{"as": "x"}), ask("b"), ask("c", **{"as": "x"})),
+            [("duplicate-output", "workflow.chain[2].as")],
+            messages=["another step or item already names its output 'x'"],
+        ),
+        id="a duplicate output name",
+    ),
+    pytest.param(
+        Refusal(
+            flow({"parallel": [cmd("true", **{"as": "x"}), cmd("true", **{"as": "x"})], "as": "x"}),
+            [
+                ("duplicate-output", "workflow.chain[0].parallel[1].as"),
+                ("duplicate-output", "workflow.chain[0].as"),
+            ],
+        ),
+        id="duplicate output names within a parallel step",
+    ),
+    pytest.param(
+        Refusal(
+            flow(
+                {"parallel": [cmd("true", **{"as": "a"}), cmd("true")]},
+                {"forEach": "[1]", "item": cmd("true"), "as": "a"},
+            ),
+            [("duplicate-output", "workflow.chain[1].as")],
+        ),
+        id="a step's output may not reuse an earlier item's name",
+    ),
+    *(
+        pytest.param(
+            invalid_output_name(name),
+            id=f"invalid output name {name!r}" if len(name) < 9 else f"{len(name)} characters",
+        )
+        for name in ["", "a b", "a.b", "x" * 65, "é", "{x}"]
+    ),
+    pytest.param(
+        Refusal(
+            flow(
+                ask("list"),
+                {"forEach": "{previous}", "item": ask("{item}", **{"as": "one"})},
+                ask("{outputs.one}"),
+            ),
+            [
+                ("invalid-output-name", "workflow.chain[1].item.as"),
+                # The item's name is not defined for later steps either.
+                ("invalid-template", "workflow.chain[2].prompt"),
+            ],
+            first_message="a forEach item runs many times: "
+            "name the fan-out's output with the step's own `as`",
+        ),
+        id="a forEach item may not name its output",
+    ),
+    # counts and the name
+    *(
+        pytest.param(
+            Refusal(
+                flow(cmd("true"), {"parallel": [cmd("true")] * count}),
+                [("item-count", "workflow.chain[1].parallel")],
+                messages=[f"parallel takes 1 to 8 items, not {count}"],
+            ),
+            id=f"a parallel step of {count} items",
+        )
+        for count in [0, 9]
+    ),
+    *(
+        pytest.param(
+            Refusal(
+                flow(*[cmd("true")] * count),
+                [("item-count", "workflow.chain")],
+                messages=[f"workflow.chain takes 1 to 32 steps, not {count}"],
+            ),
+            id=f"a workflow of {count} steps",
+        )
+        for count in [0, 33]
+    ),
+    *(
+        pytest.param(
+            Refusal(
+                flow(cmd("true"), name=name),
+                [("invalid-workflow", "workflow.name")],
+                messages=["name must be 1..128 characters"],
+            ),
+            id=f"a workflow name of {len(name)} characters{' (blank)' if name.isspace() else ''}",
+        )
+        for name in ["", "   ", "x" * 129]
+    ),
+    pytest.param(
+        Refusal(
+            flow(
+                ask("{previous}", **{"as": "bad name"}),
+                {"parallel": []},
+                {"forEach": "{item}", "item": cmd("true", **{"as": "y"})},
+                name="",
+                snapshotPath="missing/snap.json",
+            ),
+            [
+                ("invalid-workflow", "workflow.name"),
+                ("invalid-template", "workflow.chain[0].prompt"),
+                ("invalid-output-name", "workflow.chain[0].as"),
+                ("item-count", "workflow.chain[1].parallel"),
+                ("invalid-template", "workflow.chain[2].forEach"),
+                ("invalid-output-name", "workflow.chain[2].item.as"),
+                ("invalid-snapshot-path", "workflow.snapshotPath"),
+            ],
+        ),
+        id="every problem is found at once",
+    ),
+    pytest.param(
+        Refusal(
+            flow(
+                cmd("true"),
+                {"parallel": [cmd("true"), {"prompt": "x", "backend": "nope"}]},
+                {"forEach": "[1]", "item": {"command": ["true"], "timeoutMs": 0}},
+            ),
+            [
+                ("backend-unavailable", "workflow.chain[1].parallel[1].backend"),
+                ("invalid-duration", "workflow.chain[2].item.timeoutMs"),
+            ],
+        ),
+        id="item problems carry the item's workflow path",
+    ),
+    # snapshot paths that need no files of the test's
+    *(
+        pytest.param(
+            snapshot_path(value, message_ends=(" is under /proc", " is under /sys")),
+            id=f"a snapshot path under {value.split('/')[1]}",
+        )
+        for value in ["/proc/self/snap.json", "/sys/snap.json"]
+    ),
+    pytest.param(
+        snapshot_path("", messages=["must be a non-empty path"]), id="an empty snapshot path"
+    ),
+    pytest.param(
+        snapshot_path("snap\0.json", messages=["must be a non-empty path"]),
+        id="a snapshot path with NUL",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_a_workflow_is_refused_with_each_problem_at_its_path(
+    backends: dict[str, Backend], tmp_path: Path, case: Refusal
+) -> None:
+    checked = check(backends, tmp_path, case.workflow, **case.fields)
+    assert errors(checked) == case.errors
+    if case.messages is not None:
+        assert messages(checked) == case.messages
+    if case.first_message is not None:
+        assert messages(checked)[0] == case.first_message
+    if case.message_ends is not None:
+        assert messages(checked)[0].endswith(case.message_ends)
+    assert not checked.accepted and checked.plan is None
 
 
 # --- an accepted plan ---------------------------------------------------------------------
@@ -132,131 +443,13 @@ def test_a_one_step_workflow_of_a_command_is_accepted(
     assert [c.command for c in plan.children] == [("echo", "{task}")]
 
 
-def test_a_workflow_is_one_shape_among_the_others(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(backends, tmp_path, flow(cmd("true")), prompt="also")
-    assert errors(checked) == [("invalid-shape", None)]
-    assert checked.plan is None
-
-
 # --- placeholders ---------------------------------------------------------------------------
-
-
-def test_previous_in_the_first_step_is_an_error(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(backends, tmp_path, flow(ask("go on from {previous}"), ask("{previous}")))
-    assert errors(checked) == [("invalid-template", "workflow.chain[0].prompt")]
-    assert messages(checked) == ["{previous} has no earlier step to take its output from"]
-    assert checked.plan is None
-
-
-def test_previous_in_a_first_for_each_template_is_an_error(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends, tmp_path, flow({"forEach": "{previous}", "item": cmd("echo", "{item}")})
-    )
-    assert errors(checked) == [("invalid-template", "workflow.chain[0].forEach")]
-
-
-def test_an_unknown_placeholder_is_an_error_at_its_field(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(backends, tmp_path, flow(ask("{task}"), ask("use {foo} and {outputs}")))
-    assert errors(checked) == [
-        ("invalid-template", "workflow.chain[1].prompt"),
-        ("invalid-template", "workflow.chain[1].prompt"),
-    ]
-    assert messages(checked) == [
-        "unknown placeholder {foo} (use {task}, {previous}, {outputs.NAME}, {item} or {index})",
-        "unknown placeholder {outputs} (use {task}, {previous}, {outputs.NAME}, {item} or {index})",
-    ]
 
 
 def test_json_in_a_prompt_is_not_a_placeholder(
     backends: dict[str, Backend], tmp_path: Path
 ) -> None:
     accepted_plan(check(backends, tmp_path, flow(ask('answer as {"files": []} or { x } or {}'))))
-
-
-def test_an_output_is_known_only_after_the_step_that_names_it(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            ask("{outputs.x}"),  # before: an error
-            ask("make x", **{"as": "x"}),
-            ask("{outputs.x}"),  # after: fine
-        ),
-    )
-    assert errors(checked) == [("invalid-template", "workflow.chain[0].prompt")]
-    assert messages(checked) == [
-        "{outputs.x}: no earlier step names its output 'x' (known: none yet)"
-    ]
-
-
-def test_an_unknown_output_message_lists_the_known_names(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(ask("a", **{"as": "zeta"}), ask("b", **{"as": "alpha"}), ask("{outputs.gamma}")),
-    )
-    assert errors(checked) == [("invalid-template", "workflow.chain[2].prompt")]
-    assert messages(checked) == [
-        "{outputs.gamma}: no earlier step names its output 'gamma' (known: alpha, zeta)"
-    ]
-
-
-def test_a_parallel_item_cannot_use_a_siblings_output(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            {"parallel": [ask("a", **{"as": "a"}), ask("{outputs.a}")], "as": "group"},
-            ask("{outputs.a} {outputs.group}"),
-        ),
-    )
-    assert errors(checked) == [("invalid-template", "workflow.chain[0].parallel[1].prompt")]
-
-
-def test_a_for_each_cannot_fan_out_over_its_own_output(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(ask("list"), {"forEach": "{outputs.each}", "item": ask("{item}"), "as": "each"}),
-    )
-    assert errors(checked) == [("invalid-template", "workflow.chain[1].forEach")]
-
-
-@pytest.mark.parametrize("name", ["item", "index"])
-def test_item_and_index_outside_a_for_each_item_are_errors(
-    backends: dict[str, Backend], tmp_path: Path, name: str
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            ask(f"{{{name}}}"),
-            {"parallel": [cmd("true"), cmd("echo", f"{{{name}}}")]},
-            {"forEach": f"[{{{name}}}]", "item": cmd("echo", f"{{{name}}}")},
-        ),
-    )
-    assert errors(checked) == [
-        ("invalid-template", "workflow.chain[0].prompt"),
-        ("invalid-template", "workflow.chain[1].parallel[1].command[1]"),
-        ("invalid-template", "workflow.chain[2].forEach"),
-    ]
-    assert messages(checked) == [f"{{{name}}} is only known inside a forEach item"] * 3
 
 
 def test_item_and_index_are_known_in_a_for_each_items_fields(
@@ -276,89 +469,7 @@ def test_item_and_index_are_known_in_a_for_each_items_fields(
     accepted_plan(checked)
 
 
-def test_templates_in_command_arguments_and_labels_are_checked(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            cmd("echo", "{task}", "--from={previous}", label="{nope}"),
-            {"forEach": "{previous}", "item": cmd("echo", "{item}", "{outputs.none}")},
-        ),
-    )
-    assert errors(checked) == [
-        ("invalid-template", "workflow.chain[0].label"),
-        ("invalid-template", "workflow.chain[0].command[2]"),
-        ("invalid-template", "workflow.chain[1].item.command[2]"),
-    ]
-
-
-def test_a_command_items_prompt_is_checked_too(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(backends, tmp_path, flow(cmd("true"), cmd("cat", prompt="{tsak}")))
-    assert errors(checked) == [("invalid-template", "workflow.chain[1].prompt")]
-
-
 # --- output names ---------------------------------------------------------------------------
-
-
-def test_a_duplicate_output_name_is_an_error(backends: dict[str, Backend], tmp_path: Path) -> None:
-    checked = check(
-        backends, tmp_path, flow(ask("a", **{"as": "x"}), ask("b"), ask("c", **{"as": "x"}))
-    )
-    assert errors(checked) == [("duplicate-output", "workflow.chain[2].as")]
-    assert messages(checked) == ["another step or item already names its output 'x'"]
-
-
-def test_duplicate_output_names_within_a_parallel_step_are_errors(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow({"parallel": [cmd("true", **{"as": "x"}), cmd("true", **{"as": "x"})], "as": "x"}),
-    )
-    assert errors(checked) == [
-        ("duplicate-output", "workflow.chain[0].parallel[1].as"),
-        ("duplicate-output", "workflow.chain[0].as"),
-    ]
-
-
-def test_a_step_output_may_not_reuse_an_earlier_items_name(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            {"parallel": [cmd("true", **{"as": "a"}), cmd("true")]},
-            {"forEach": "[1]", "item": cmd("true"), "as": "a"},
-        ),
-    )
-    assert errors(checked) == [("duplicate-output", "workflow.chain[1].as")]
-
-
-@pytest.mark.parametrize("name", ["", "a b", "a.b", "x" * 65, "é", "{x}"])
-def test_an_invalid_output_name_is_an_error(
-    backends: dict[str, Backend], tmp_path: Path, name: str
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            ask("a", **{"as": name}),
-            {"parallel": [cmd("true"), cmd("true", **{"as": name})]},
-            {"forEach": "[1]", "item": cmd("true"), "as": name},
-        ),
-    )
-    assert errors(checked) == [
-        ("invalid-output-name", "workflow.chain[0].as"),
-        ("invalid-output-name", "workflow.chain[1].parallel[1].as"),
-        ("invalid-output-name", "workflow.chain[2].as"),
-    ]
-    assert messages(checked)[0] == "use 1-64 characters of A-Z a-z 0-9 _ -"
 
 
 @pytest.mark.parametrize("name", ["x", "A-b_9", "-", "x" * 64])
@@ -372,39 +483,7 @@ def test_a_valid_output_name_is_accepted(
     assert plan.workflow.steps[0].output_name == name
 
 
-def test_a_for_each_item_may_not_name_its_output(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            ask("list"),
-            {"forEach": "{previous}", "item": ask("{item}", **{"as": "one"})},
-            ask("{outputs.one}"),
-        ),
-    )
-    assert errors(checked) == [
-        ("invalid-output-name", "workflow.chain[1].item.as"),
-        # The item's name is not defined for later steps either.
-        ("invalid-template", "workflow.chain[2].prompt"),
-    ]
-    assert messages(checked)[0] == (
-        "a forEach item runs many times: name the fan-out's output with the step's own `as`"
-    )
-
-
 # --- counts and the name ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("count", [0, 9])
-def test_a_parallel_step_takes_1_to_8_items(
-    backends: dict[str, Backend], tmp_path: Path, count: int
-) -> None:
-    checked = check(backends, tmp_path, flow(cmd("true"), {"parallel": [cmd("true")] * count}))
-    assert errors(checked) == [("item-count", "workflow.chain[1].parallel")]
-    assert messages(checked) == [f"parallel takes 1 to 8 items, not {count}"]
-    assert checked.plan is None
 
 
 def test_a_parallel_step_of_8_items_is_accepted(
@@ -416,16 +495,6 @@ def test_a_parallel_step_of_8_items_is_accepted(
     assert len(plan.children) == 8
 
 
-@pytest.mark.parametrize("count", [0, 33])
-def test_a_workflow_takes_1_to_32_steps(
-    backends: dict[str, Backend], tmp_path: Path, count: int
-) -> None:
-    checked = check(backends, tmp_path, flow(*[cmd("true")] * count))
-    assert errors(checked) == [("item-count", "workflow.chain")]
-    assert messages(checked) == [f"workflow.chain takes 1 to 32 steps, not {count}"]
-    assert checked.plan is None
-
-
 def test_a_workflow_of_32_steps_is_accepted(backends: dict[str, Backend], tmp_path: Path) -> None:
     plan = accepted_plan(check(backends, tmp_path, flow(*[cmd("true")] * 32)))
     assert plan.workflow is not None
@@ -433,61 +502,10 @@ def test_a_workflow_of_32_steps_is_accepted(backends: dict[str, Backend], tmp_pa
     assert [s.items for s in plan.workflow.steps] == [(i,) for i in range(32)]
 
 
-@pytest.mark.parametrize("name", ["", "   ", "x" * 129])
-def test_a_workflow_needs_a_name_of_1_to_128_characters(
-    backends: dict[str, Backend], tmp_path: Path, name: str
-) -> None:
-    checked = check(backends, tmp_path, flow(cmd("true"), name=name))
-    assert errors(checked) == [("invalid-workflow", "workflow.name")]
-    assert messages(checked) == ["name must be 1..128 characters"]
-    assert checked.plan is None
-
-
 def test_a_name_of_128_characters_is_accepted(backends: dict[str, Backend], tmp_path: Path) -> None:
     plan = accepted_plan(check(backends, tmp_path, flow(cmd("true"), name="n" * 128)))
     assert plan.workflow is not None
     assert plan.workflow.name == "n" * 128
-
-
-def test_every_problem_is_found_at_once(backends: dict[str, Backend], tmp_path: Path) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            ask("{previous}", **{"as": "bad name"}),
-            {"parallel": []},
-            {"forEach": "{item}", "item": cmd("true", **{"as": "y"})},
-            name="",
-            snapshotPath="missing/snap.json",
-        ),
-    )
-    assert errors(checked) == [
-        ("invalid-workflow", "workflow.name"),
-        ("invalid-template", "workflow.chain[0].prompt"),
-        ("invalid-output-name", "workflow.chain[0].as"),
-        ("item-count", "workflow.chain[1].parallel"),
-        ("invalid-template", "workflow.chain[2].forEach"),
-        ("invalid-output-name", "workflow.chain[2].item.as"),
-        ("invalid-snapshot-path", "workflow.snapshotPath"),
-    ]
-
-
-def test_item_problems_carry_the_items_workflow_path(
-    backends: dict[str, Backend], tmp_path: Path
-) -> None:
-    checked = check(
-        backends,
-        tmp_path,
-        flow(
-            cmd("true"),
-            {"parallel": [cmd("true"), {"prompt": "x", "backend": "nope"}]},
-            {"forEach": "[1]", "item": {"command": ["true"], "timeoutMs": 0}},
-        ),
-    )
-    assert errors(checked) == [
-        ("backend-unavailable", "workflow.chain[1].parallel[1].backend"),
-        ("invalid-duration", "workflow.chain[2].item.timeoutMs"),
-    ]
 
 
 # --- the snapshot path ------------------------------------------------------------------------
@@ -624,24 +642,6 @@ def test_a_symlink_that_leads_under_dev_is_an_error(
         checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath="snap.json"))
         assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
         assert messages(checked)[0].endswith(" is under /dev")
-
-
-@pytest.mark.parametrize("value", ["/proc/self/snap.json", "/sys/snap.json"])
-def test_a_snapshot_path_under_proc_or_sys_is_an_error(
-    backends: dict[str, Backend], tmp_path: Path, value: str
-) -> None:
-    checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath=value))
-    assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
-    assert messages(checked)[0].endswith((" is under /proc", " is under /sys"))
-
-
-@pytest.mark.parametrize("value", ["", "snap\0.json"])
-def test_an_empty_snapshot_path_or_one_with_nul_is_an_error(
-    backends: dict[str, Backend], tmp_path: Path, value: str
-) -> None:
-    checked = check(backends, tmp_path, flow(cmd("true"), snapshotPath=value))
-    assert errors(checked) == [("invalid-snapshot-path", "workflow.snapshotPath")]
-    assert messages(checked) == ["must be a non-empty path"]
 
 
 def test_a_relative_snapshot_path_is_resolved_against_the_calls_cwd_not_the_servers(

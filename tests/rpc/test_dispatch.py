@@ -13,6 +13,7 @@ import pytest
 from subagent_host.errors import RunNotFound
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import BadFrame, Parsed
+from tests.waits import loop_turns
 
 
 @attrs.frozen
@@ -44,7 +45,9 @@ class Harness:
     def __init__(self) -> None:
         self.sent: list[Any] = []
         self.release = asyncio.Event()
+        self.slow_started = asyncio.Event()
         self.cancelled: list[str] = []
+        self.echoed: list[EchoParams] = []
         self.protocol: HostProtocol = make_protocol()
         self.protocol.attach(
             {
@@ -59,9 +62,11 @@ class Harness:
         )
 
     async def echo(self, params: EchoParams) -> EchoResult:
+        self.echoed.append(params)
         return EchoResult(text=params.text * (params.repeat_count or 1))
 
     async def slow(self, _params: Empty) -> dict[str, bool]:
+        self.slow_started.set()
         try:
             await self.release.wait()
         except asyncio.CancelledError:
@@ -211,7 +216,7 @@ async def test_a_result_that_is_not_json_becomes_an_internal_error(rpc: Harness)
 
 async def test_cancel_request_answers_the_request_cancelled(rpc: Harness) -> None:
     rpc.send(request(9, "slow"))
-    await asyncio.sleep(0)  # let the handler start waiting
+    await asyncio.wait_for(rpc.slow_started.wait(), 5)
     rpc.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 9}})
     assert await rpc.settle() == [
         {"jsonrpc": "2.0", "id": 9, "error": {"code": -32800, "message": "request cancelled"}}
@@ -229,7 +234,7 @@ async def test_cancel_of_an_unknown_or_finished_request_is_ignored(rpc: Harness)
 async def test_cancel_in_flight_answers_every_running_request(rpc: Harness) -> None:
     rpc.send(request(11, "slow"))
     rpc.send(request(12, "slow"))
-    await asyncio.sleep(0)
+    await asyncio.wait_for(rpc.slow_started.wait(), 5)
     rpc.protocol.cancel_in_flight()
     replies = await rpc.settle()
     assert sorted(r["id"] for r in replies) == [11, 12]
@@ -260,9 +265,11 @@ async def test_notifications_run_but_are_never_answered(rpc: Harness) -> None:
     rpc.send({"jsonrpc": "2.0", "method": "echo", "params": {"bad": 1}})
     rpc.send({"jsonrpc": "2.0", "method": "no-such-method"})
     rpc.send({"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}})
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert await rpc.settle() == []
+    # Handlers run as tasks in the order read, and echo never awaits: once this
+    # request is answered, every notification above has run to its end.
+    rpc.send(request(1, "echo", {"text": "after"}))
+    assert await rpc.settle() == [{"jsonrpc": "2.0", "id": 1, "result": {"text": "after"}}]
+    assert rpc.echoed == [EchoParams(text="x"), EchoParams(text="after")]
 
 
 async def test_batch_answers_come_back_as_one_array_in_request_order(rpc: Harness) -> None:
@@ -275,7 +282,7 @@ async def test_batch_answers_come_back_as_one_array_in_request_order(rpc: Harnes
             request(3, "nope"),
         ]
     )
-    await asyncio.sleep(0)
+    await loop_turns()
     assert rpc.sent == []  # nothing until the slowest member is done
     rpc.release.set()
     assert await rpc.settle() == [
@@ -301,8 +308,9 @@ async def test_batch_answers_come_back_as_one_array_in_request_order(rpc: Harnes
 
 async def test_batch_of_notifications_gets_no_reply(rpc: Harness) -> None:
     rpc.send([{"jsonrpc": "2.0", "method": "echo", "params": {"text": "n"}}])
-    await asyncio.sleep(0)
-    assert await rpc.settle() == []
+    rpc.send(request(1, "echo", {"text": "after"}))  # answered after the batch's handler ran
+    assert await rpc.settle() == [{"jsonrpc": "2.0", "id": 1, "result": {"text": "after"}}]
+    assert rpc.echoed == [EchoParams(text="n"), EchoParams(text="after")]
 
 
 async def test_empty_batch_is_one_invalid_request(rpc: Harness) -> None:

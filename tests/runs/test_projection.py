@@ -59,9 +59,16 @@ def test_unseal_fails_closed_on_tampering_unknown_versions_and_absence() -> None
 def test_only_lower_timeouts_may_be_overridden() -> None:
     projection = project(CHILD, CommandBackend())
     assert check_overrides(projection, {"timeoutMs": 1000, "stallTimeoutMs": 5}) == []
-    assert check_overrides(projection, {"timeoutMs": 60_001})
-    assert check_overrides(projection, {"cwd": "/"})
-    assert check_overrides(projection, {"timeoutMs": True})
+    assert check_overrides(projection, {"timeoutMs": 60_001}) == [
+        "timeoutMs may only be lowered on resume (60001 > 60000)"
+    ]
+    assert check_overrides(projection, {"cwd": "/"}) == [
+        "cwd cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns may be "
+        "lowered); to change it, launch anew"
+    ]
+    assert check_overrides(projection, {"timeoutMs": True}) == [
+        "timeoutMs must be a positive integer"
+    ]
 
 
 def test_a_resumed_command_reads_the_prior_text_then_the_follow_up_and_keeps_access() -> None:
@@ -96,15 +103,19 @@ def test_max_turns_is_projected_and_a_resume_may_lower_it_never_raise_it() -> No
     assert projection["limits"]["maxTurns"] == 5
     assert projection["argvTemplate"][projection["argvTemplate"].index("--max-turns") + 1] == "5"
     assert check_overrides(projection, {"maxTurns": 2}) == []
-    assert check_overrides(projection, {"maxTurns": 6})  # raised
-    assert check_overrides(projection, {"maxTurns": 0})
+    assert check_overrides(projection, {"maxTurns": 6}) == [
+        "maxTurns may only be lowered on resume (6 > 5)"
+    ]
+    assert check_overrides(projection, {"maxTurns": 0}) == ["maxTurns must be a positive integer"]
 
 
 def test_a_child_launched_without_max_turns_keeps_its_projection_and_may_get_one() -> None:
     unlimited = project(attrs.evolve(AGENT, max_turns=None), ClaudeBackend())
     assert "maxTurns" not in unlimited["limits"]  # as projections stored before it existed
     assert check_overrides(unlimited, {"maxTurns": 3}) == []  # any limit is lower than none
-    assert check_overrides(project(CHILD, CommandBackend()), {"maxTurns": 3})  # not honoured
+    assert check_overrides(project(CHILD, CommandBackend()), {"maxTurns": 3}) == [
+        "maxTurns cannot be honoured by the command backend"
+    ]
 
 
 def test_a_resumed_agent_runs_with_the_lowered_max_turns() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from subagent_host.runs.scheduler import Slots
+from tests.waits import loop_turns
 
 
 async def test_the_limit_holds_and_waiters_start_in_arrival_order() -> None:
@@ -22,8 +23,7 @@ async def test_the_limit_holds_and_waiters_start_in_arrival_order() -> None:
             slots.release()
 
     tasks = [asyncio.create_task(job(n)) for n in range(6)]
-    for _ in range(3):
-        await asyncio.sleep(0)
+    await loop_turns()  # every job has run as far as it can: two hold slots, four wait
     assert order == [0, 1] and slots.waiting == 4
     for n in (1, 0, 2, 3, 4, 5):
         gates[n].set()

@@ -42,6 +42,7 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.runs.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from tests.waits import loop_turns
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ME = "instance-me"
@@ -245,41 +246,54 @@ async def test_work_runs_in_order_on_the_stores_own_thread(store: Store) -> None
     assert all(name.startswith("store") for _, name in seen)
 
 
-def slow_write(gate: threading.Event, done: list[int]) -> None:
-    gate.wait(10)
-    done.append(1)
+@attrs.define
+class HeldWrite:
+    """Work for the store's thread that holds it until the test lets go."""
+
+    started: threading.Event = attrs.field(factory=threading.Event)
+    gate: threading.Event = attrs.field(factory=threading.Event)
+    done: list[int] = attrs.field(factory=list)
+
+    def __call__(self) -> None:
+        self.started.set()
+        self.gate.wait(10)
+        self.done.append(1)
+
+    async def running(self) -> None:
+        """Return once the store's thread is inside the write (bounded)."""
+        assert await asyncio.to_thread(self.started.wait, 10), "the write never started"
+
+    async def assert_settled_waits(self, store: Store) -> None:
+        """`store.settled()` is not done while the write is held, and is done once it ends."""
+        settling = asyncio.create_task(store.settled())
+        try:
+            await loop_turns()
+            assert not settling.done(), "settled() returned before the submitted write ran"
+        finally:
+            self.gate.set()
+        await asyncio.wait_for(settling, 10)
+        assert self.done == [1]
 
 
 async def test_settled_waits_for_everything_submitted(store: Store) -> None:
-    gate = threading.Event()
-    done: list[int] = []
-    store.submit(slow_write, gate, done)
-    settling = asyncio.create_task(store.settled())
-    await asyncio.sleep(0.05)
-    assert not settling.done()
-    gate.set()
-    await asyncio.wait_for(settling, 10)
-    assert done == [1]
+    write = HeldWrite()
+    store.submit(write)
+    await write.running()
+    await write.assert_settled_waits(store)
 
 
 async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
     store: Store,
 ) -> None:
-    gate = threading.Event()
-    done: list[int] = []
-    store.submit(slow_write, gate, done)
+    write = HeldWrite()
+    store.submit(write)
+    await write.running()
     caller = asyncio.create_task(store.call(lambda: None))
-    await asyncio.sleep(0)
+    await loop_turns(1)  # the call is queued behind the write
     caller.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await caller
-    settling = asyncio.create_task(store.settled())
-    await asyncio.sleep(0.05)
-    try:
-        assert not settling.done(), "settled() returned before the submitted write ran"
-    finally:
-        gate.set()
-        await asyncio.wait_for(settling, 10)
+    await write.assert_settled_waits(store)
 
 
 async def test_an_immediate_transaction_rolls_back_on_an_error(store: Store) -> None:

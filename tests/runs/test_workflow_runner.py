@@ -40,6 +40,7 @@ from subagent_host.runs.state import ChildRun, Run, RunBook, RunEvent, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
 from tests.backends.conftest import processes_with_marker
 from tests.runs.test_manager import assert_terminal_table
+from tests.waits import loop_turns, still_running
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 PY = sys.executable
@@ -480,26 +481,6 @@ def tree_of(child: ChildRun) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
-async def gone(processes: list[psutil.Process]) -> list[int]:
-    """The pids still alive (zombies count as gone) once all are gone or WAIT_S passed."""
-
-    def alive() -> list[int]:
-        left = []
-        for process in processes:
-            try:
-                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                    left.append(process.pid)
-            except psutil.NoSuchProcess:
-                continue
-        return left
-
-    async with asyncio.timeout(WAIT_S):
-        # Nothing signals the end of a process that is not our child: poll the table.
-        while alive():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-    return alive()
-
-
 async def test_stop_during_a_parallel_step_cancels_it_and_ends_every_tree(make: Make) -> None:
     runs = make()
     plan = runs.plan(
@@ -538,7 +519,7 @@ async def test_stop_during_a_parallel_step_cancels_it_and_ends_every_tree(make: 
     assert run.children[5].pid is None  # never started
     assert statuses(run) == ["completed", "cancelled", "pending"]
     assert step_children(run) == [[0], [1, 2, 3, 4, 5], []]
-    assert await gone(processes) == []
+    assert await still_running(processes, WAIT_S) == []
 
 
 async def test_stop_during_a_prompt_step_leaves_the_rest_pending(
@@ -573,7 +554,7 @@ async def test_stop_between_steps_starts_no_further_step(make: Make) -> None:
         await runs.records.at_gate.wait()
     assert statuses(run) == ["completed", "pending"]
     stopping = asyncio.create_task(runs.manager.stop(run, grace_ms=2000, reason="test"))
-    await asyncio.sleep(0)  # one turn: the stop is requested (it waits only after that)
+    await loop_turns()  # the stop is requested, and waits for the step held at the gate
     assert not stopping.done() and not run.is_terminal
     gate.set()
     assert await asyncio.wait_for(stopping, WAIT_S) is False
