@@ -15,6 +15,12 @@ What is measured
 3. What importing pygls alone costs: `python -c "import <the pygls modules the
    server imports>"` minus `python -c pass`, both from exec to exit.
 
+Every process runs without PYTHONDONTWRITEBYTECODE, so the untimed warm-up
+start leaves compiled bytecode behind as an installed package has it; else
+each start would compile every module of the package again (about 0.1 s).
+`--compare CMD` measures a second server command (another checkout, say) in
+the same interleaving, for a before/after in one run.
+
 Every measurement is repeated (7 times by default) and the medians are
 reported; the repeats are interleaved, so slow drift on the machine (other
 work on two shared cores) hits every row alike. Targets: first reply <= 0.3 s,
@@ -22,7 +28,7 @@ work on two shared cores) hits every row alike. Targets: first reply <= 0.3 s,
 
 How to run
 ----------
-    .venv/bin/python bench/startup.py [--repeat N] [--server CMD]
+    .venv/bin/python bench/startup.py [--repeat N] [--server CMD] [--compare CMD]
 
 Exits 0 whether or not the targets are met; 1 on any protocol error, timeout
 or misbehaving process.
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import shlex
 import statistics
@@ -52,6 +59,9 @@ PING: Final = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}\n'
 # The pygls modules the server imports (rpc/pygls_hooks.py); they bring lsprotocol.types.
 PYGLS_IMPORT: Final = "import pygls.protocol, pygls.server"
 
+# Bytecode is written on the warm-up start and read by the timed ones (see above).
+ENV: Final = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
 TARGET_FIRST_REPLY_S: Final = 0.3
 TARGET_CLI_S: Final = 0.1
 
@@ -59,7 +69,7 @@ TARGET_CLI_S: Final = 0.1
 async def first_reply(argv: Sequence[str]) -> tuple[float, Any]:
     """Seconds from exec to the reply of a `ping` written at once; and its result."""
     started = time.perf_counter()
-    proc = await start_piped(argv, "the server", STREAM_LIMIT)
+    proc = await start_piped(argv, "the server", STREAM_LIMIT, ENV)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     tail = bytearray()
     draining = asyncio.create_task(drain_stderr(proc.stderr, tail))
@@ -89,7 +99,7 @@ async def first_reply(argv: Sequence[str]) -> tuple[float, Any]:
 async def run_to_exit(argv: Sequence[str]) -> float:
     """Seconds from exec to a clean exit of `argv` (stdin closed, stdout read)."""
     started = time.perf_counter()
-    proc = await start_piped(argv, argv[0], STREAM_LIMIT)
+    proc = await start_piped(argv, argv[0], STREAM_LIMIT, ENV)
     assert proc.stdin is not None
     proc.stdin.close()
     out, err = await bounded(proc.communicate(), f"{shlex.join(argv)} to exit", EXIT_TIMEOUT_S)
@@ -108,19 +118,49 @@ def timings(name: str, values: Sequence[float]) -> None:
     detail(f"{name}: {shown} ms (median {statistics.median(values) * 1000:.1f})")
 
 
-async def run(server: tuple[str, ...], repeat: int) -> int:
+def server_cases(server: tuple[str, ...], state_dir: str, tag: str) -> dict[str, Callable[[], Any]]:
+    served = (*server, "--state-dir", state_dir)
+    return {
+        f"server{tag}": lambda: first_reply(served),
+        f"version{tag}": lambda: run_to_exit((*server, "--version")),
+        f"help{tag}": lambda: run_to_exit((*server, "--help")),
+    }
+
+
+def server_rows(med: dict[str, float], tag: str, label: str) -> list[Row]:
+    first, version, help_ = med[f"server{tag}"], med[f"version{tag}"], med[f"help{tag}"]
+    return [
+        Row(
+            f"first reply after exec{label}",
+            "s",
+            first,
+            f"<= {TARGET_FIRST_REPLY_S:g} s",
+            first <= TARGET_FIRST_REPLY_S,
+            med["bare"],
+        ),
+        Row(f"--version{label}", "s", version, f"<= {TARGET_CLI_S:g} s", version <= TARGET_CLI_S),
+        Row(f"--help{label}", "s", help_, f"<= {TARGET_CLI_S:g} s", help_ <= TARGET_CLI_S),
+    ]
+
+
+async def run(server: tuple[str, ...], compare: tuple[str, ...] | None, repeat: int) -> int:
     python = sys.executable
     print(f"machine: python={platform.python_version()} {platform.system()} {platform.machine()}")
     print(f"server: {shlex.join(server)}; {repeat} interleaved runs, medians", flush=True)
+    if compare:
+        print(f"compared with: {shlex.join(compare)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="startup-bench-") as state_dir:
-        served = (*server, "--state-dir", state_dir)
-        _, result = await first_reply(served)  # warm-up: the page cache, the state dir
+        # Warm-up: bytecode, the page cache, the state directory.
+        _, result = await first_reply((*server, "--state-dir", state_dir))
+        await run_to_exit((*server, "--help"))
+        cases = server_cases(server, state_dir, "")
+        if compare:
+            await first_reply((*compare, "--state-dir", state_dir))
+            await run_to_exit((*compare, "--help"))
+            cases |= server_cases(compare, state_dir, "-compare")
         bare = (python, "-c", BASELINE_SERVER, json.dumps(result))
-        cases: dict[str, Callable[[], Any]] = {
-            "server": lambda: first_reply(served),
+        cases |= {
             "bare": lambda: first_reply(bare),
-            "version": lambda: run_to_exit((*server, "--version")),
-            "help": lambda: run_to_exit((*server, "--help")),
             "pass": lambda: run_to_exit((python, "-c", "pass")),
             "pygls": lambda: run_to_exit((python, "-c", PYGLS_IMPORT)),
         }
@@ -133,23 +173,10 @@ async def run(server: tuple[str, ...], repeat: int) -> int:
         timings(name, values)
     med = {name: statistics.median(values) for name, values in times.items()}
     pygls = med["pygls"] - med["pass"]
-    rows = [
-        Row(
-            "first ping reply after exec",
-            "s",
-            med["server"],
-            f"<= {TARGET_FIRST_REPLY_S:g} s",
-            med["server"] <= TARGET_FIRST_REPLY_S,
-            med["bare"],
-        ),
-        Row(
-            "--version",
-            "s",
-            med["version"],
-            f"<= {TARGET_CLI_S:g} s",
-            med["version"] <= TARGET_CLI_S,
-        ),
-        Row("--help", "s", med["help"], f"<= {TARGET_CLI_S:g} s", med["help"] <= TARGET_CLI_S),
+    rows = server_rows(med, "", "")
+    if compare:
+        rows += server_rows(med, "-compare", " (compare)")
+    rows += [
         Row("python -c pass", "s", med["pass"], "-", None),
         Row("import pygls (minus pass)", "s", pygls, "-", None),
         Row("first reply minus pygls import", "s", med["server"] - pygls, "-", None, med["bare"]),
@@ -163,12 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--repeat", type=positive_int, default=7, metavar="N")
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
+    parser.add_argument("--compare", metavar="CMD", help="a second server command line")
     try:
         args = parser.parse_args(argv)
         server = tuple(shlex.split(args.server)) if args.server else (default_server(),)
         if not server:
             raise BenchError("--server is empty")
-        return asyncio.run(run(server, args.repeat))
+        compare = tuple(shlex.split(args.compare)) if args.compare else None
+        return asyncio.run(run(server, compare, args.repeat))
     except BenchError as exc:
         print(f"startup bench: FAILED: {exc}", file=sys.stderr)
         return 1
