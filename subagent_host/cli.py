@@ -9,7 +9,6 @@ configuration files (`settings/`), which beat the contract's defaults.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -20,9 +19,6 @@ from typing import Final, TypeVar
 import platformdirs
 
 from subagent_host import SERVER_NAME, __version__
-from subagent_host.app import serve
-from subagent_host.backends.tracking import TrackingUnavailable
-from subagent_host.backends.tracking import choose as choose_tracking
 from subagent_host.config import (
     DEFAULT_GRACE_MS,
     DEFAULT_HISTORY_LIMIT,
@@ -40,7 +36,6 @@ from subagent_host.config import (
     user_config_dir,
     working_project,
 )
-from subagent_host.logs import configure_logging
 from subagent_host.settings import (
     FILE_NAME,
     LOG_LEVELS,
@@ -329,7 +324,12 @@ def first(option: T | None, from_files: T | None, default: T) -> T:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `subagent-host` and `python -m subagent_host`."""
+    """Entry point of `subagent-host` and `python -m subagent_host`.
+
+    The server itself (pygls, the app, psutil, sqlite3) is imported only once
+    the command line says to serve: `--version`, `--help` and a bad option
+    answer without it.
+    """
     # Before anything opens a file: a closed fd 0 or 1 would be handed to the
     # next file opened, and the server would take that file for its client.
     closed = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not _is_open(fd)]
@@ -337,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if closed:
         print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)
         return 2
+    from subagent_host.logs import configure_logging
+
     try:
         configure_logging(config.log_level, config.log_file)
     except OSError as exc:
@@ -344,6 +346,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if warning:
         logger.warning(warning)
+    return _serve(config)
+
+
+def _serve(config: ServerConfig) -> int:
+    """Choose the process tracking and serve: the imports that take most of a start."""
+    import asyncio
+
+    from subagent_host.app import serve
+    from subagent_host.backends.tracking import TrackingUnavailable
+    from subagent_host.backends.tracking import choose as choose_tracking
+
     try:
         tracking = choose_tracking(config.process_tracking)
     except TrackingUnavailable as exc:

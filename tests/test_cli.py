@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -373,3 +374,26 @@ def test_a_forced_process_tracking_this_host_lacks_stops_the_start_with_one_line
     assert main(["--process-tracking", "cgroup"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "process tracking 'cgroup' is unavailable" in err, err
+
+
+# What a start that only answers `--version` or `--help` must not load: the server.
+SERVER_ONLY_MODULES = ("pygls", "lsprotocol", "psutil", "sqlite3", "subagent_host.app")
+LOADED_AFTER = """
+import sys
+from subagent_host.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(" ".join(sorted({m.split(".")[0] for m in sys.modules} | set(sys.modules))))
+"""
+
+
+@pytest.mark.parametrize("option", ["--version", "--help"])
+def test_version_and_help_load_none_of_the_server(option: str) -> None:
+    done = subprocess.run(  # noqa: TID251 - a one-shot interpreter, no event loop here
+        [sys.executable, "-c", LOADED_AFTER, option], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split()[-1000:])
+    assert loaded & set(SERVER_ONLY_MODULES) == set()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-from lsprotocol.types import WorkDoneProgressBegin, WorkDoneProgressEnd, WorkDoneProgressReport
+from typing import TYPE_CHECKING, Any
 
 from subagent_host.handlers.snapshots import event_wire
 from subagent_host.rpc.wire import MsgToken
 from subagent_host.runs.state import TERMINAL, Run, RunEvent, RunStatus
+
+if TYPE_CHECKING:
+    from lsprotocol.types import WorkDoneProgressBegin, WorkDoneProgressEnd, WorkDoneProgressReport
 
 Notify = Callable[[str, Any], None]
 
@@ -27,6 +28,9 @@ class EventPublisher:
         The run is running from its launch on, before a token can be tracked: the
         `begin` is sent here, and everything after it from the run's events.
         """
+        # lsprotocol.types is a large module, needed only by clients that ask for progress.
+        from lsprotocol.types import WorkDoneProgressBegin
+
         self._tokens[run.run_id] = token
         begin = WorkDoneProgressBegin(
             title=run.label or f"{run.kind} run", message=f"run {run.run_id} started"
@@ -40,6 +44,8 @@ class EventPublisher:
             self._progress(run, event, token)
 
     def _progress(self, run: Run, event: RunEvent, token: MsgToken) -> None:
+        from lsprotocol.types import WorkDoneProgressEnd, WorkDoneProgressReport
+
         status = RunStatus(event.fields["status"])
         value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd
         if event.type == "status" and status in TERMINAL:

@@ -7,7 +7,8 @@ the request bookkeeping, runs each handler as an asyncio task, honours
 out (checked with pygls 2.1.1): answers to malformed JSON and invalid requests,
 batches, -32602 for params that do not structure or hold a string no store or
 `exec` can take (rpc/unsafe_text.py), and errors without tracebacks. Every
-request with a usable id is answered exactly once.
+request with a usable id is answered exactly once. It names no pygls internal:
+those are all behind rpc/pygls_hooks.py.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import Future
 from functools import partial
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import attrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from lsprotocol.types import CANCEL_REQUEST
 from pygls.exceptions import JsonRpcMethodNotFound
-from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
@@ -51,6 +50,7 @@ from subagent_host.rpc.messages import (
     classify,
     is_valid_id,
 )
+from subagent_host.rpc.pygls_hooks import Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
 from subagent_host.rpc.wire import WireValueError, make_converter
 
@@ -91,7 +91,7 @@ class _Batch:
         return b"[" + b",".join(parts) + b"]" if parts else None
 
 
-class HostProtocol(JsonRPCProtocol):
+class HostProtocol(PyglsHooks):
     """The server side of one connection: frames in, encoded JSON texts out."""
 
     def __init__(self, server: JsonRPCServer, converter: Any) -> None:
@@ -152,7 +152,7 @@ class HostProtocol(JsonRPCProtocol):
             else:
                 batch.replies[slot] = reply
         elif isinstance(incoming, Notification):
-            self._handle_notification(incoming.method, incoming.params)
+            self.on_notification(incoming.method, incoming.params)
         else:
             self._in_flight[incoming.id] = batch
             self._answered.clear()
@@ -160,11 +160,11 @@ class HostProtocol(JsonRPCProtocol):
                 batch.slot_of[incoming.id] = slot
             # Straight to pygls's request path: `handle_message` would re-check the
             # shape we just validated, through slow runtime Protocol isinstance checks.
-            self._context.run(self._handle_request, incoming.id, incoming.method, incoming.params)
+            self._context.run(self.start_request, incoming.id, incoming.method, incoming.params)
 
-    # --- pygls hooks -----------------------------------------------------------------
+    # --- what pygls calls (through rpc/pygls_hooks.py) ---------------------------------
 
-    def _get_handler(self, feature_name: str) -> Callable[[Any], Any]:
+    def handler_for(self, feature_name: str) -> Callable[[Any], Any]:
         invoker = self._invokers.get(feature_name)
         if invoker is None:
             raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}")
@@ -174,7 +174,7 @@ class HostProtocol(JsonRPCProtocol):
             )
         return invoker
 
-    def _execute_handler(
+    def execute(
         self,
         msg_id: PyglsMsgId,
         handler: Callable[..., Any],
@@ -186,7 +186,7 @@ class HostProtocol(JsonRPCProtocol):
             self._execute_async(msg_id, handler(*(args or ()), **(kwargs or {})), callback)
             return
         if handler not in self._inline:
-            super()._execute_handler(msg_id, handler, callback, args, kwargs)
+            self.execute_by_pygls(msg_id, handler, callback, args, kwargs)
             return
         # pygls wraps a synchronous result in a thread-safe concurrent Future (a lock
         # and a condition per request); a loop future carries it as well, for less.
@@ -216,8 +216,7 @@ class HostProtocol(JsonRPCProtocol):
                 callback(outcome)
 
         task = asyncio.ensure_future(_answering(work, answer))
-        # pygls types this table as concurrent futures; it only ever cancels them.
-        self._request_futures[msg_id] = cast("Future[Any]", task)
+        self.track(msg_id, task)
         task.add_done_callback(answer)
 
     def _invoker(self, method: Method) -> Callable[[Any], Any]:
@@ -247,7 +246,7 @@ class HostProtocol(JsonRPCProtocol):
         if unsafe := unsafe_text_problems(raw):
             raise InvalidParams(unsafe)
         try:
-            return self._converter.structure(raw, params_type)
+            return self.converter.structure(raw, params_type)
         except STRUCTURE_ERRORS as exc:
             raise InvalidParams(param_problems(exc)) from None
 
@@ -255,36 +254,32 @@ class HostProtocol(JsonRPCProtocol):
         empty = self._empty.get(params_type, _UNSET)
         if empty is _UNSET:
             try:
-                empty = self._converter.structure({}, params_type)
+                empty = self.converter.structure({}, params_type)
             except STRUCTURE_ERRORS as exc:
                 raise InvalidParams(param_problems(exc)) from None
             self._empty[params_type] = empty  # attrs frozen: safe to share
         return empty
 
-    def _send_handler_result(
-        self, future: Future[Any] | asyncio.Future[Any], *, msg_id: PyglsMsgId
-    ) -> None:
-        self._request_futures.pop(msg_id, None)
+    def send_outcome(self, future: Outcome, msg_id: PyglsMsgId) -> None:
+        self.untrack(msg_id)
         if future.cancelled():
             error = error_object(REQUEST_CANCELLED, "request cancelled")
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
         exc = future.exception()
         if exc is not None:
-            error = self._converter.unstructure(error_for_exception(exc))  # data may be attrs
+            error = self.converter.unstructure(error_for_exception(exc))  # data may be attrs
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
         try:
-            result = self._converter.unstructure(future.result())
+            result = self.converter.unstructure(future.result())
         except Exception as unstructure_error:  # a bug of ours: answer, log, keep serving
             error = error_for_exception(unstructure_error)
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
         self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
 
-    def _send_response(
-        self, msg_id: PyglsMsgId, result: Any | None = None, error: Any | None = None
-    ) -> None:
+    def send_pygls_answer(self, msg_id: PyglsMsgId, result: Any, error: Any) -> None:
         # pygls calls this for errors it raises itself (method not found).
         if error is not None:
             member = error_object(error.code, error.message, error.data)
@@ -292,11 +287,11 @@ class HostProtocol(JsonRPCProtocol):
         else:
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
 
-    def _handle_notification(self, method_name: str, params: Any) -> None:
+    def on_notification(self, method_name: str, params: Any) -> None:
         if method_name == CANCEL_REQUEST:
             target = params.get("id") if isinstance(params, dict) else None
             if is_valid_id(target):
-                self._handle_cancel_notification(target)
+                self.cancel_request(target)
             else:
                 logger.warning("ignoring $/cancelRequest without a usable id")
             return
@@ -308,15 +303,15 @@ class HostProtocol(JsonRPCProtocol):
             logger.warning("ignoring notification for unknown method %r", method_name)
             return
         key = f"notification-{uuid.uuid4()}"
-        self._execute_handler(
+        self.execute(
             msg_id=key,
             handler=invoker,
             args=(params,),
             callback=partial(self._notification_done, key=key, method_name=method_name),
         )
 
-    def _notification_done(self, future: Future[Any], *, key: str, method_name: str) -> None:
-        self._request_futures.pop(key, None)
+    def _notification_done(self, future: Outcome, *, key: str, method_name: str) -> None:
+        self.untrack(key)
         if not future.cancelled() and (exc := future.exception()) is not None:
             # Nobody to answer: the log is the only place this can go.
             error = error_for_exception(exc)
@@ -326,7 +321,7 @@ class HostProtocol(JsonRPCProtocol):
         """Send a notification to the client (`run/event`, `$/progress`)."""
         message = {"jsonrpc": JSONRPC, "method": method}
         if params is not None:
-            message["params"] = self._converter.unstructure(params)
+            message["params"] = self.converter.unstructure(params)
         try:
             self._emit(encode_json(message))
         except JsonEncodeError:
@@ -372,7 +367,7 @@ class HostProtocol(JsonRPCProtocol):
 
     def cancel_in_flight(self) -> None:
         """Cancel every running handler; each request is then answered -32800 (or as it says)."""
-        for future in list(self._request_futures.values()):
+        for future in self.running():
             future.cancel()
 
 
