@@ -56,6 +56,8 @@ class Recorder:
         self._in_flight_bytes = 0
         self.full = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The write whose commit will wake the loop to look at the backlog again.
+        self._awaited: concurrent.futures.Future[object] | None = None
         self._watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
         # Ids of runs whose newest write failed. Changed on the store's thread
         # only; the loop reads it once the write it waited for is done.
@@ -159,10 +161,13 @@ class Recorder:
             self.full = False
             for _, drained in self._watchers:
                 drained()
-        if self.full:
-            # Nothing else wakes the loop when a write is committed: the oldest one does.
+        oldest = self._in_flight[0][0] if self._in_flight else None
+        if self.full and oldest is not None and oldest is not self._awaited:
+            # Nothing else wakes the loop when a write is committed: the oldest one
+            # does, once (every write made while full calls this again).
             self._loop = asyncio.get_running_loop()
-            self._in_flight[0][0].add_done_callback(self._committed)
+            self._awaited = oldest
+            oldest.add_done_callback(self._committed)
 
     def _committed(self, _: object) -> None:
         """On the store's thread: look at the backlog again, on the loop."""

@@ -793,6 +793,40 @@ async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: S
     assert told == ["full", "drained"] and not recorder.full
 
 
+async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = Recorder(store, ME, history_limit=10)
+    recorder.watch_backlog(lambda: None, lambda: None)
+    looks = 0
+    check_backlog = recorder._check_backlog
+
+    def counting_check() -> None:
+        nonlocal looks
+        looks += 1
+        check_backlog()
+
+    monkeypatch.setattr(recorder, "_check_backlog", counting_check)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = make_run("r1")
+    book.transition(run, RunStatus.RUNNING)
+    gate = threading.Event()
+    store.submit(gate.wait, 10)  # the disk is busy: every write below waits
+    chunk = "x" * (256 * 1024)
+    writes = STORE_BACKLOG_BYTES // len(chunk) + 20
+    for _ in range(writes):
+        book.emit(run, "output", index=0, text=chunk)
+        await asyncio.sleep(0)  # one write per turn
+    assert recorder.full
+    looks = 0
+    gate.set()
+    await recorder.durable()
+    await loop_turns(10)
+    # One look per write the disk committed while full, not one per write made while
+    # full for every one committed.
+    assert looks <= writes + 1, looks
+
+
 async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Store) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
