@@ -55,10 +55,14 @@ KILL_PASSES: Final = 8
 def start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (field 22 of its stat), None if gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rpartition(b")")[2].split()
+        stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)  # one read, no buffered file object
+        try:
+            fields = os.read(stat, 4096).rpartition(b")")[2].split()
+        finally:
+            os.close(stat)
     except OSError:
         return None
+    # Field 22 is the 20th after the command (which may hold spaces: split after its ")").
     return int(fields[19])
 
 

@@ -40,7 +40,7 @@ import attrs
 import psutil
 
 from subagent_host.backends import pipes, programs
-from subagent_host.backends.cgroups import Group, entering
+from subagent_host.backends.cgroups import Group, entering, start_ticks
 from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
@@ -681,16 +681,8 @@ def _create_time(pid: int) -> float:
         with contextlib.suppress(psutil.Error):
             return psutil.Process(pid).create_time()
         return 0.0
-    try:
-        stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            fields = os.read(stat, 4096).rpartition(b")")[2].split()
-        finally:
-            os.close(stat)
-    except OSError:
-        return 0.0
-    # Field 22, start time in clock ticks since boot (the 20th after the command).
-    return _BOOT_TIME + int(fields[19]) / _CLOCK_TICKS
+    ticks = start_ticks(pid)
+    return 0.0 if ticks is None else _BOOT_TIME + ticks / _CLOCK_TICKS
 
 
 def _signal_tree(child: Child, members: list[Member], signum: int) -> int:
