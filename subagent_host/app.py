@@ -43,6 +43,7 @@ from subagent_host.handlers.table import build_method_table
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
+from subagent_host.rpc.notifier import Notifier
 from subagent_host.rpc.stdio import (
     InputStream,
     OutputStream,
@@ -198,7 +199,8 @@ async def _serve_with_store(
         level = logging.INFO if problem.severity == "info" else logging.WARNING
         logger.log(level, "%s", problem.message)
     protocol = make_protocol()
-    publisher = EventPublisher(protocol.notify)
+    notifier = Notifier(protocol.converter)
+    publisher = EventPublisher(notifier)
     recorder = Recorder(store, instance, config.history_limit)
 
     def record_and_publish(run: Run, event: RunEvent) -> None:
@@ -225,7 +227,7 @@ async def _serve_with_store(
     recorder.on_pruned = runs.forget  # a pruned run is gone from memory too
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
-    probes.start(backend.executable for backend in backends.values() if backend.executable)
+    probes.start([backend.executable for backend in backends.values() if backend.executable])
     ctx = Context(
         probes=probes,
         config=config,
@@ -242,6 +244,7 @@ async def _serve_with_store(
     sink.watch_backlog(lambda: runs.streams.close("client"), lambda: runs.streams.open("client"))
     recorder.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
     protocol.attach(build_method_table(ctx), connection.emit)
+    notifier.attach(connection.emit)
 
     stopping = asyncio.Event()
     for signum in STOP_SIGNALS:

@@ -317,16 +317,6 @@ class HostProtocol(PyglsHooks):
             error = error_for_exception(exc)
             logger.warning("notification %s failed: %s", method_name, error["message"])
 
-    def notify(self, method: str, params: Any | None = None) -> None:
-        """Send a notification to the client (`run/event`, `$/progress`)."""
-        message = {"jsonrpc": JSONRPC, "method": method}
-        if params is not None:
-            message["params"] = self.converter.unstructure(params)
-        try:
-            self._emit(encode_json(message))
-        except JsonEncodeError:
-            logger.exception("dropped notification %s that is not valid JSON", method)
-
     # --- output ----------------------------------------------------------------------
 
     def _answer(self, msg_id: MsgId, response: dict[str, Any]) -> None:

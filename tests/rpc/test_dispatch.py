@@ -13,6 +13,7 @@ import pytest
 from subagent_host.errors import RunNotFound
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import BadFrame, Parsed
+from subagent_host.rpc.notifier import Notifier
 from tests.waits import loop_turns
 
 
@@ -383,8 +384,10 @@ async def test_invalid_requests_are_answered_with_the_id_when_it_can_be_read(
 
 
 async def test_server_notifications_are_camel_case_json_texts(rpc: Harness) -> None:
-    rpc.protocol.notify("run/event", EchoResult(text="hi", note=None))
-    rpc.protocol.notify("$/progress", {"token": 1, "value": {"kind": "end"}})
+    notify = Notifier(rpc.protocol.converter)
+    notify.attach(lambda body: rpc.sent.append(json.loads(body)))
+    notify("run/event", EchoResult(text="hi", note=None))
+    notify("$/progress", {"token": 1, "value": {"kind": "end"}})
     assert rpc.sent == [
         {"jsonrpc": "2.0", "method": "run/event", "params": {"text": "hi"}},
         {
