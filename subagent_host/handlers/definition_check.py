@@ -14,7 +14,7 @@ from typing import Any
 
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
-from subagent_host.runs.resumes import AgentCheck
+from subagent_host.planning.resume import AgentCheck
 
 
 def definition_check(catalog: AgentCatalog) -> AgentCheck:

@@ -19,10 +19,10 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.handlers.snapshots import timestamp
+from subagent_host.planning.fingerprint import fingerprint
+from subagent_host.planning.plan import Access, RunPlan, normalized_plan, receipts
 from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
 from subagent_host.runs import approvals
-from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import Access, RunPlan, normalized_plan, receipts
 from subagent_host.runs.state import Diagnostic, utc_now
 
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")

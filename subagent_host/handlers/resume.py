@@ -17,11 +17,11 @@ from subagent_host.errors import AmbiguousRunId, ResumeDenied, RunNotFound
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.run_reply import reply_with_run
+from subagent_host.planning.plan import digest
+from subagent_host.planning.resume import ResumeRefused, resolve_target, resumed_child
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import digest
-from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import Run, restore_events, utc_now
 
 MODES = ("background", "task")

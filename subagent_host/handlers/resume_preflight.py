@@ -12,10 +12,10 @@ from datetime import timedelta
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.snapshots import timestamp
+from subagent_host.planning.plan import EMPTY_PROMPT, digest, is_empty_prompt
+from subagent_host.planning.resume import ResumeRefused, resolve_target, resumed_child
 from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import EMPTY_PROMPT, digest, is_empty_prompt
-from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import utc_now
 
 

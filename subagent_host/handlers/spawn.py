@@ -9,10 +9,10 @@ import attrs
 from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.run_reply import reply_with_run
-from subagent_host.handlers.spawn_plan import ResolvedSpawn, accept
+from subagent_host.planning.check import ResolvedSpawn, accept
+from subagent_host.planning.plan import plan_fingerprint
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import plan_fingerprint
 from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic, utc_now
 
 # The admission policy (`--require-preflight`): only what a preflight approved runs.

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from subagent_host.errors import RecordFailed
+from subagent_host.planning.projection import seal
 from subagent_host.runs import history
-from subagent_host.runs.projection import seal
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.runs.store import Store
 

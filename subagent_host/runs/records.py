@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from subagent_host.runs.plans import RunPlan
+from subagent_host.planning.plan import RunPlan
 from subagent_host.runs.state import ChildRun, EventLog, Run
 
 _converter = cattrs.Converter(omit_if_default=True)

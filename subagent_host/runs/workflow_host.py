@@ -14,9 +14,9 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.base import Backend
+from subagent_host.planning.plan import ChildPlan, RunPlan
+from subagent_host.planning.projection import project
 from subagent_host.runs.control import RunControl
-from subagent_host.runs.plans import ChildPlan, RunPlan
-from subagent_host.runs.projection import project
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import ChildRun, Diagnostic, ErrorInfo, Run, RunBook, RunStatus
 from subagent_host.runs.workflow_runner import WorkflowRunner

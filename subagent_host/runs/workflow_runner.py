@@ -20,8 +20,7 @@ from typing import Final, Protocol
 
 import attrs
 
-from subagent_host.runs import templates
-from subagent_host.runs.plans import (
+from subagent_host.planning.plan import (
     STEP_FOR_EACH,
     STEP_PARALLEL,
     STEP_PROMPT,
@@ -30,6 +29,7 @@ from subagent_host.runs.plans import (
     StepPlan,
     WorkflowPlan,
 )
+from subagent_host.runs import templates
 from subagent_host.runs.state import (
     STEP_PENDING,
     STEP_RUNNING,

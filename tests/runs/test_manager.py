@@ -15,9 +15,9 @@ from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usag
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.supervisor import Supervisor
+from subagent_host.planning.plan import ChildPlan, RunPlan
 from subagent_host.runs import manager
 from subagent_host.runs.manager import OutputCaps, RunManager
-from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import (
     TERMINAL,

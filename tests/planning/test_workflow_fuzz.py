@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.handlers.spawn_plan import check_spawn
+from subagent_host.planning.check import check_spawn
+from subagent_host.planning.plan import normalized_plan
 from subagent_host.rpc.dispatch import make_protocol
 from subagent_host.rpc.errors import INVALID_PARAMS, InvalidParams, error_for_exception
 from subagent_host.rpc.wire import SpawnParams
-from subagent_host.runs.plans import normalized_plan
-from tests.handlers.conftest import LIMITS
+from tests.planning.conftest import LIMITS
 
 PROTOCOL = make_protocol()
 BACKENDS: dict[str, Backend] = {"command": CommandBackend()}

@@ -20,14 +20,21 @@ from subagent_host.backends.base import Backend, ItemSpec
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.pi import PiBackend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
-from subagent_host.runs.plans import Access, ChildPlan, normalized_plan, plan_fingerprint, receipts
-from subagent_host.runs.projection import contract, project, seal, unseal
-from subagent_host.runs.resumes import Target, resumed_child
+from subagent_host.planning.check import CheckedSpawn
+from subagent_host.planning.items import AgentSources
+from subagent_host.planning.plan import (
+    Access,
+    ChildPlan,
+    normalized_plan,
+    plan_fingerprint,
+    receipts,
+)
+from subagent_host.planning.projection import contract, project, seal, unseal
+from subagent_host.planning.resume import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
 from subagent_host.settings import Settings, load_settings
-from tests.handlers.conftest import LIMITS, check_request
-from tests.handlers.test_launch_defaults import definition
+from tests.planning.conftest import LIMITS, check_request
+from tests.planning.test_launch_defaults import definition
 
 PI_LEAN = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files"]
 CLAUDE_LEAN = ["--safe-mode"]

@@ -10,8 +10,8 @@ import pytest
 
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.runs.plans import Access, ChildPlan, RunPlan, StepPlan, WorkflowPlan
-from subagent_host.runs.projection import (
+from subagent_host.planning.plan import Access, ChildPlan, RunPlan, StepPlan, WorkflowPlan
+from subagent_host.planning.projection import (
     ProjectionProblem,
     check_overrides,
     contract,
@@ -19,8 +19,8 @@ from subagent_host.runs.projection import (
     seal,
     unseal,
 )
+from subagent_host.planning.resume import Target, resumed_child
 from subagent_host.runs.records import workflow_from_record, workflow_record
-from subagent_host.runs.resumes import Target, resumed_child
 from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
 
 CHILD = ChildPlan(

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import CheckedSpawn
-from subagent_host.runs.plans import Access, normalized_plan, plan_fingerprint, receipts
-from tests.handlers.conftest import LIMITS, check_request
+from subagent_host.planning.check import CheckedSpawn
+from subagent_host.planning.plan import Access, normalized_plan, plan_fingerprint, receipts
+from tests.planning.conftest import LIMITS, check_request
 
 
 def check(backends: dict[str, Backend], tmp_path: Path, **request: Any) -> CheckedSpawn:

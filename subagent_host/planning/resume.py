@@ -17,18 +17,18 @@ from typing import Any
 import attrs
 
 from subagent_host.backends.sessions import UNSAFE, SessionProblem
-from subagent_host.runs import history
-from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
-from subagent_host.runs.catalog import RunCatalog
-from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import Access, AgentRef, ChildPlan, RunPlan
-from subagent_host.runs.projection import (
+from subagent_host.planning.fingerprint import fingerprint
+from subagent_host.planning.plan import Access, AgentRef, ChildPlan, RunPlan
+from subagent_host.planning.projection import (
     GUIDANCE,
     ProjectionProblem,
     check_overrides,
     contract,
     unseal,
 )
+from subagent_host.runs import history
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
+from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.records import workflow_env_keys, workflow_from_record, workflow_record
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunKind, RunStatus
 

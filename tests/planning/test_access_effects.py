@@ -15,10 +15,10 @@ from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import TOOLS as CODEX_TIERS
 from subagent_host.backends.codex import CodexBackend, sandbox_tier
 from subagent_host.backends.pi import PiBackend
-from subagent_host.handlers.spawn_plan import CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import AccessWire, SpawnParams
-from subagent_host.runs.plans import Access, normalized_plan, receipts
-from tests.handlers.conftest import LIMITS
+from subagent_host.planning.check import CheckedSpawn, check_spawn
+from subagent_host.planning.plan import Access, normalized_plan, receipts
+from subagent_host.rpc.wire import AccessRequest, SpawnParams
+from tests.planning.conftest import LIMITS
 
 EVERYTHING = set(EFFECTS)
 READ = {"filesystem-read"}
@@ -77,9 +77,9 @@ def test_codex_tiers_are_its_sandboxes_and_each_runs_a_process_that_reads() -> N
 @pytest.mark.parametrize(
     "access",
     [
-        AccessWire(filesystem="read"),
-        AccessWire(network=False),
-        AccessWire(process=False),
+        AccessRequest(filesystem="read"),
+        AccessRequest(network=False),
+        AccessRequest(process=False),
     ],
 )
 def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
@@ -88,7 +88,7 @@ def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
     backend: str,
     shell: str,
     left: list[str],
-    access: AccessWire,
+    access: AccessRequest,
 ) -> None:
     checked = check(all_backends, tmp_path, backend=backend, tools=(shell, left[0]), access=access)
     assert checked.plan is not None and list(checked.plan.children[0].tools or ()) == left
@@ -118,7 +118,7 @@ def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
 def test_a_pi_child_left_without_tools_by_read_access_keeps_only_readers(
     all_backends: dict[str, Backend], tmp_path: Path
 ) -> None:
-    checked = check(all_backends, tmp_path, backend="pi", access=AccessWire(filesystem="read"))
+    checked = check(all_backends, tmp_path, backend="pi", access=AccessRequest(filesystem="read"))
     child = receipt(all_backends, checked)
     # pi's default set is read, bash, edit, write: only read is within read access.
     assert [tool["name"] for tool in child["tools"]] == ["read"]
@@ -141,7 +141,7 @@ def test_codex_with_an_empty_tool_list_is_refused_rather_than_claimed_toolless(
 
 
 ACCESSES = [
-    AccessWire(filesystem=filesystem, process=process, network=network)
+    AccessRequest(filesystem=filesystem, process=process, network=network)
     for filesystem, process, network in itertools.product(
         ("none", "read", "write"), (True, False), (True, False)
     )
@@ -155,7 +155,7 @@ ACCESSES = [
 def test_every_codex_access_is_refused_or_receipted_as_exactly_the_sandbox_it_runs(
     all_backends: dict[str, Backend],
     tmp_path: Path,
-    access: AccessWire,
+    access: AccessRequest,
     tools: tuple[str, ...] | None,
 ) -> None:
     checked = check(all_backends, tmp_path, backend="codex", tools=tools, access=access)

@@ -11,9 +11,8 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import SpawnParams, make_converter
-from subagent_host.runs.plans import (
+from subagent_host.planning.check import CheckedSpawn, check_spawn
+from subagent_host.planning.plan import (
     STEP_FOR_EACH,
     STEP_PARALLEL,
     STEP_PROMPT,
@@ -23,8 +22,9 @@ from subagent_host.runs.plans import (
     normalized_plan,
     plan_fingerprint,
 )
+from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.state import RunKind
-from tests.handlers.conftest import LIMITS
+from tests.planning.conftest import LIMITS
 from tests.special_files import NOT_REGULAR, shm_path
 
 CONVERTER = make_converter()

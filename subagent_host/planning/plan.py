@@ -31,7 +31,7 @@ from subagent_host.backends.base import (
     Backend,
     ItemSpec,
 )
-from subagent_host.runs.fingerprint import PREFIX, fingerprint
+from subagent_host.planning.fingerprint import PREFIX, fingerprint
 from subagent_host.runs.state import RunKind
 
 EXECUTION_BOUNDARY: Final = "shared-user"

@@ -20,8 +20,8 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.base import Backend
-from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import ChildPlan, default_tools
+from subagent_host.planning.fingerprint import fingerprint
+from subagent_host.planning.plan import ChildPlan, default_tools
 
 VERSION: Final = 1
 # What a resume may change (only lower: a child launched without `maxTurns` had no
