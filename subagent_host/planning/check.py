@@ -15,30 +15,24 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.base import Backend
+from subagent_host.planning.access import FILESYSTEM_LEVELS, beyond, is_full, negotiate
 from subagent_host.planning.items import (
     AgentSources,
     ItemResolver,
     definition_named,
     directory,
 )
-from subagent_host.planning.plan import (
-    FILESYSTEM_LEVELS,
-    HOST_HARD,
-    Access,
-    ChildPlan,
-    RunPlan,
-    ServerLimits,
-    WorkflowPlan,
-    negotiate,
-    receipts,
-)
+from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits, WorkflowPlan
+from subagent_host.planning.prepare import launch_plan
 from subagent_host.planning.problems import Problems, raise_if_rejected
+from subagent_host.planning.receipts import HOST_HARD, receipts
 from subagent_host.planning.request import (
     AccessRequest,
     LaunchRequest,
     ParallelStep,
     SpawnItem,
 )
+from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.runs.state import Diagnostic, RunKind
 
@@ -48,7 +42,7 @@ MODES: Final = ("background", "task")
 
 @attrs.frozen
 class ResolvedSpawn:
-    plan: RunPlan
+    plan: LaunchPlan
     mode: str
 
 
@@ -56,7 +50,7 @@ class ResolvedSpawn:
 class CheckedSpawn:
     """A request checked: the plan when one could be made, and every problem found."""
 
-    plan: RunPlan | None
+    plan: LaunchPlan | None
     mode: str
     diagnostics: tuple[Diagnostic, ...]
 
@@ -145,17 +139,18 @@ def check_spawn(
         children=children,
         label=params.label,
         stream=bool(params.stream),
-        access=None if access.is_full else access,
+        access=None if is_full(access) else access,
         workflow=workflow,
     )
     _check_access(problems, plan, backends, access)
     _check_required_limits(problems, plan, backends, access, limits, params.required_limits)
-    if not access.is_full:  # the children are launched with the tools access leaves them
+    if not is_full(access):  # the children are launched with the tools access leaves them
         plan = attrs.evolve(
             plan,
             children=tuple(_narrowed(child, backends, access) for child in plan.children),
         )
-    return CheckedSpawn(plan=plan, mode=mode, diagnostics=tuple(problems.items))
+    prepared = launch_plan(plan, backends)
+    return CheckedSpawn(plan=prepared, mode=mode, diagnostics=tuple(problems.items))
 
 
 def _mode(
@@ -207,7 +202,7 @@ def _check_access(
     problems: Problems, plan: RunPlan, backends: Mapping[str, Backend], access: Access
 ) -> None:
     """A child left with no tool, or whose backend cannot be narrowed, cannot honour access."""
-    if access.is_full:
+    if is_full(access):
         return
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
@@ -226,8 +221,8 @@ def _check_access(
                 "no-tools-left", "the requested access removes every tool of this child", path
             )
         elif tools.removed:
-            beyond = access.beyond(tools.removed)
-            removed = ", ".join(f"{name} ({', '.join(beyond[name])})" for name in sorted(beyond))
+            exceeding = beyond(access, tools.removed)
+            removed = ", ".join(f"{n} ({', '.join(exceeding[n])})" for n in sorted(exceeding))
             problems.info("tools-removed", f"removed for the requested access: {removed}", path)
 
 
@@ -242,8 +237,7 @@ def _check_required_limits(
     if not required:
         return
     offered = {
-        limit["name"]: limit["enforcement"]
-        for limit in receipts(plan, backends, access, limits)["limits"]
+        limit.name: limit.enforcement for limit in receipts(plan, backends, access, limits).limits
     }
     unlimited = [i for i, child in enumerate(plan.children) if child.max_turns is None]
     for index, name in enumerate(required):

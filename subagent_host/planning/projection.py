@@ -18,55 +18,58 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
+from cattrs.errors import BaseValidationError
 
 from subagent_host.backends.base import Backend
+from subagent_host.planning.access import default_tools
 from subagent_host.planning.fingerprint import fingerprint
-from subagent_host.planning.plan import ChildPlan, default_tools
+from subagent_host.planning.plan import ChildPlan, prepared
+from subagent_host.planning.views import (
+    PROJECTION_VERSION,
+    Contract,
+    ContractWorkflow,
+    Projection,
+    ToolEffects,
+    from_json,
+    to_json,
+)
 
-VERSION: Final = 1
+VERSION: Final = PROJECTION_VERSION
 # What a resume may change (only lower: a child launched without `maxTurns` had no
 # turn limit, so any one is lower). Everything else would be a different launch.
 ALLOWED_OVERRIDES: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns")
 GUIDANCE: Final = (
     "launch a new run instead, and give it the prior result (status {runId}) in its task"
 )
+# Keys a projection stored before they existed lacks; read back as null, which the
+# digest (it leaves nulls out) does not tell from absent.
+ADDED_SINCE_V1: Final = ("agent", "access")
 
 
-def project(child: ChildPlan, backend: Backend) -> dict[str, Any]:
-    """The projection of one planned child (JSON-able, camelCase like the wire)."""
-    launch = backend.prepare(child.item())
+def project(child: ChildPlan, backend: Backend) -> Projection:
+    """The projection of one planned child: its prepared launch's argv, and what it ran with."""
     tools = child.tools if child.tools is not None else default_tools(backend)
-    return {
-        "v": VERSION,
-        "backend": child.backend,
-        "argvTemplate": list(launch.argv),
-        "model": child.model,
-        "thinking": child.thinking,
-        "tools": [{"name": t, "effects": sorted(backend.tools.get(t, ()))} for t in tools],
-        "cwd": child.cwd,
-        "envKeys": sorted(child.env),
-        # `maxTurns` only when it was set: projections stored before it existed stay valid.
-        "limits": child.limits,
-        "label": child.label,
-        # The agent definition it came from: a resume refuses unless the definition
-        # it would use now is the same file with the same digest.
-        "agent": attrs.asdict(child.agent) if child.agent is not None else None,
-        # The request's access, when it narrowed the default: a resume keeps it.
-        "access": attrs.asdict(child.access) if child.access is not None else None,
-        **({"instructions": child.instructions} if child.instructions is not None else {}),
-        # Absent in projections recorded before it existed: those children ran `full`,
-        # and a resume of them still does (`resumes.resumed_child`).
-        **(
-            {"sessionResources": child.session_resources}
-            if child.session_resources is not None
-            else {}
-        ),
-    }
+    return Projection(
+        backend=child.backend,
+        argv_template=prepared(child, backend).argv,
+        model=child.model,
+        thinking=child.thinking,
+        tools=tuple(ToolEffects(t, tuple(sorted(backend.tools.get(t, ())))) for t in tools),
+        cwd=child.cwd,
+        env_keys=tuple(sorted(child.env)),
+        limits=child.limits,
+        label=child.label,
+        agent=child.agent,
+        access=child.access,
+        instructions=child.instructions,
+        session_resources=child.session_resources,
+    )
 
 
-def seal(projection: Mapping[str, Any]) -> tuple[str, str]:
-    """The projection as stored, and its digest."""
-    return json.dumps(projection, sort_keys=True, separators=(",", ":")), fingerprint(projection)
+def seal(projection: Projection) -> tuple[str, str]:
+    """The projection as stored (its JSON, keys sorted), and its digest."""
+    data = to_json(projection)
+    return json.dumps(data, sort_keys=True, separators=(",", ":")), fingerprint(data)
 
 
 class ProjectionProblem(Exception):
@@ -78,63 +81,77 @@ class ProjectionProblem(Exception):
         self.message = message
 
 
-def unseal(stored: str | None, digest: str | None) -> dict[str, Any]:
+def unseal(stored: str | None, digest: str | None) -> Projection:
     """The stored projection, checked; ProjectionProblem if it cannot be used."""
     if stored is None or digest is None:
         raise ProjectionProblem(
             "projection-missing", f"this child has no recorded launch projection; {GUIDANCE}"
         )
     try:
-        projection = json.loads(stored)
+        data = json.loads(stored)
     except ValueError:
         raise ProjectionProblem(
             "projection-corrupt", f"the recorded launch projection is unreadable; {GUIDANCE}"
         ) from None
-    if not isinstance(projection, dict) or projection.get("v") != VERSION:
-        version = projection.get("v") if isinstance(projection, dict) else None
+    if not isinstance(data, dict) or data.get("v") != VERSION:
+        version = data.get("v") if isinstance(data, dict) else None
         raise ProjectionProblem(
             "projection-unsupported",
             f"the recorded launch projection has version {version!r}, this server "
             f"understands {VERSION}; {GUIDANCE}",
         )
-    if fingerprint(projection) != digest:
+    if fingerprint(data) != digest:  # the stored JSON itself, before anything reads it
         raise ProjectionProblem(
             "projection-mismatch",
             f"the recorded launch projection does not match its digest; {GUIDANCE}",
         )
-    return projection
+    try:
+        return from_json({**dict.fromkeys(ADDED_SINCE_V1), **data}, Projection)
+    except (BaseValidationError, ValueError, TypeError):
+        raise ProjectionProblem(
+            "projection-unsupported",
+            f"the recorded launch projection has fields this server does not know; {GUIDANCE}",
+        ) from None
 
 
 def contract(
     run_id: str,
     index: int,
     attempt: int,
-    projection: Mapping[str, Any],
+    projection: Projection,
     overrides: Mapping[str, Any],
+    *,
     backend_session_id: str | None = None,
-) -> dict[str, Any]:
+    session_digest: str | None = None,
+    session_digest_source: str | None = None,
+    workflow: ContractWorkflow | None = None,
+) -> Contract:
     """What a resume would run: the projection with the allowed overrides applied.
 
     `backendSessionId` is the agent CLI's own session the new attempt continues
     (known only once a child has run, so it is not part of the projection).
     """
-    limits = dict(projection["limits"])
-    limits.update({name: overrides[name] for name in ALLOWED_OVERRIDES if name in overrides})
-    sealed = {
-        "v": VERSION,
-        "runId": run_id,
-        "index": index,
-        "attempt": attempt,
-        "projection": {**projection, "limits": limits},
-        "projectionDigest": fingerprint(projection),
+    lowered = {
+        "timeout_ms": overrides.get("timeoutMs", projection.limits.timeout_ms),
+        "stall_timeout_ms": overrides.get("stallTimeoutMs", projection.limits.stall_timeout_ms),
+        "max_turns": overrides.get("maxTurns", projection.limits.max_turns),
     }
-    if backend_session_id is not None:
-        sealed["backendSessionId"] = backend_session_id
-    return sealed
+    return Contract(
+        run_id=run_id,
+        index=index,
+        attempt=attempt,
+        projection=attrs.evolve(projection, limits=attrs.evolve(projection.limits, **lowered)),
+        projection_digest=fingerprint(to_json(projection)),
+        backend_session_id=backend_session_id,
+        session_digest=session_digest,
+        session_digest_source=session_digest_source if session_digest is not None else None,
+        workflow=workflow,
+    )
 
 
-def check_overrides(projection: Mapping[str, Any], overrides: Mapping[str, Any]) -> list[str]:
+def check_overrides(projection: Projection, overrides: Mapping[str, Any]) -> list[str]:
     """Why these overrides are refused (empty when they are allowed)."""
+    limits = to_json(projection.limits)
     problems = []
     for name, value in overrides.items():
         if name not in ALLOWED_OVERRIDES:
@@ -142,12 +159,10 @@ def check_overrides(projection: Mapping[str, Any], overrides: Mapping[str, Any])
                 f"{name} cannot be changed on resume (only {', '.join(ALLOWED_OVERRIDES)} may "
                 f"be lowered); to change it, launch anew"
             )
-        elif name == "maxTurns" and projection["backend"] == "command":
+        elif name == "maxTurns" and projection.backend == "command":
             problems.append("maxTurns cannot be honoured by the command backend")
         elif type(value) is not int or value < 1:
             problems.append(f"{name} must be a positive integer")
-        elif name in projection["limits"] and value > projection["limits"][name]:
-            problems.append(
-                f"{name} may only be lowered on resume ({value} > {projection['limits'][name]})"
-            )
+        elif name in limits and value > limits[name]:
+            problems.append(f"{name} may only be lowered on resume ({value} > {limits[name]})")
     return problems

@@ -26,11 +26,13 @@ from subagent_host.planning.request import (
     WorkflowRequest,
     WorkflowStep,
 )
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
+from subagent_host.planning.views import VIEWS, Contract, NormalizedPlan, Receipts, to_json
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
 
 # The launch request's types are planning's (they import nothing of ours): listed
 # here so that every type on the wire can still be found through this module.
 __all__ = [
+    "camel_case",
     "AccessRequest",
     "ForEachStep",
     "ItemFields",
@@ -46,12 +48,6 @@ T = TypeVar("T")
 
 class WireValueError(ValueError):
     """A value has the wrong type or form; its message is shown to the client as is."""
-
-
-def camel_case(name: str) -> str:
-    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
-    head, *rest = name.removesuffix("_").split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 # Formats are checked by structure hooks of these types, not by attrs validators:
@@ -168,11 +164,11 @@ class PreflightResult:
     diagnostics: tuple[DiagnosticWire, ...]
     # A launch:
     fingerprint: str | None = None
-    plan: dict[str, Any] | None = None
-    receipts: dict[str, Any] | None = None
+    plan: NormalizedPlan | None = None
+    receipts: Receipts | None = None
     preflight_id: str | None = None
     # A resume:
-    contract: dict[str, Any] | None = None
+    contract: Contract | None = None
     contract_digest: str | None = None
     follow_up_digest: str | None = None
     token: str | None = None
@@ -442,6 +438,9 @@ def make_converter() -> cattrs.Converter:
 
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
+    # The plan, receipts and contract are written as planning writes them: what a
+    # client sees is exactly what was fingerprinted (planning/views.py).
+    converter.register_unstructure_hook_func(lambda t: t in VIEWS, to_json)
     return converter
 
 

@@ -15,8 +15,11 @@ from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import TOOLS as CODEX_TIERS
 from subagent_host.backends.codex import CodexBackend, sandbox_tier
 from subagent_host.backends.pi import PiBackend
+from subagent_host.planning.access import permitted
 from subagent_host.planning.check import CheckedSpawn, check_spawn
-from subagent_host.planning.plan import Access, normalized_plan, receipts
+from subagent_host.planning.normalized import normalized_plan
+from subagent_host.planning.receipts import receipts
+from subagent_host.planning.views import Access, to_json
 from subagent_host.rpc.wire import AccessRequest, SpawnParams
 from tests.planning.conftest import LIMITS
 
@@ -39,9 +42,9 @@ def check(backends: dict[str, Backend], tmp_path: Path, **fields: object) -> Che
 def receipt(backends: dict[str, Backend], checked: CheckedSpawn) -> dict[str, Any]:
     assert checked.accepted and checked.plan is not None, checked.diagnostics
     access = checked.plan.access or Access()
-    child: dict[str, Any] = receipts(checked.plan, backends, access, LIMITS)["access"]["children"][
-        0
-    ]
+    child: dict[str, Any] = to_json(receipts(checked.plan, backends, access, LIMITS))["access"][
+        "children"
+    ][0]
     return child
 
 
@@ -105,13 +108,13 @@ def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
         {
             "name": shell,
             "effects": sorted(EVERYTHING),
-            "exceeds": sorted(EVERYTHING - narrowed.permitted()),
+            "exceeds": sorted(EVERYTHING - permitted(narrowed)),
         }
     ]
-    plan = normalized_plan(checked.plan, all_backends, narrowed)
+    plan = to_json(normalized_plan(checked.plan, all_backends, narrowed))
     assert plan["children"][0]["removedTools"] == [shell]
     note = next(d for d in checked.diagnostics if d.code == "tools-removed")
-    exceeded = ", ".join(sorted(EVERYTHING - narrowed.permitted()))
+    exceeded = ", ".join(sorted(EVERYTHING - permitted(narrowed)))
     assert f"{shell} ({exceeded})" in note.message
 
 
@@ -162,11 +165,15 @@ def test_every_codex_access_is_refused_or_receipted_as_exactly_the_sandbox_it_ru
     if not checked.accepted:
         assert {d.code for d in checked.diagnostics if d.severity == "error"} == {"no-tools-left"}
         # Refused only when no requested tier fits: codex always reads and runs its shell.
-        permitted = Access(
-            access.filesystem or "write", access.process is not False, access.network is not False
+        allowed = permitted(
+            Access(
+                access.filesystem or "write",
+                access.process is not False,
+                access.network is not False,
+            )
         )
         requested = tools if tools is not None else tuple(CODEX_TIERS)
-        assert all(not CODEX_TIERS[tier] <= permitted.permitted() for tier in requested)
+        assert all(not CODEX_TIERS[tier] <= allowed for tier in requested)
         return
     assert checked.plan is not None
     child = receipt(all_backends, checked)

@@ -24,7 +24,8 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.planning.check import accept, check_spawn
-from subagent_host.planning.plan import ChildPlan, RunPlan, ServerLimits
+from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits
+from subagent_host.planning.views import Projection, to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
 from subagent_host.runs.records import (
@@ -92,8 +93,8 @@ class Records:
     at_gate: asyncio.Event = attrs.Factory(asyncio.Event)
 
     def hooks(self) -> WorkflowRecords:
-        def child_added(run: Run, index: int, projection: dict[str, Any]) -> None:
-            self.added.append((index, projection, run.children[index].status))
+        def child_added(run: Run, index: int, projection: Projection) -> None:
+            self.added.append((index, to_json(projection), run.children[index].status))
 
         async def snapshot(run: Run, path: str) -> None:
             await asyncio.sleep(0)  # a real await, as the file writer's
@@ -152,7 +153,7 @@ class Harness:
                 self.changed.clear()
                 await self.changed.wait()
 
-    def plan(self, chain: list[Any], **fields: Any) -> RunPlan:
+    def plan(self, chain: list[Any], **fields: Any) -> LaunchPlan:
         """The plan the server would make of `spawn {workflow: ...}`."""
         workflow = {"name": "w", "task": "a b c", "chain": chain}
         snapshot_path = fields.pop("snapshotPath", None)
@@ -166,7 +167,7 @@ class Harness:
         resolved = accept(checked)
         return resolved.plan
 
-    def launch(self, plan: RunPlan) -> Run:
+    def launch(self, plan: LaunchPlan) -> Run:
         run = self.manager.launch(plan, "s1")
         self.runs.append(run)
         return run
