@@ -13,6 +13,7 @@ import os
 from typing import Final
 
 from subagent_host.config import DEFAULT_MAX_PARALLEL
+from subagent_host.planning import templates
 from subagent_host.planning.items import ItemResolver
 from subagent_host.planning.plan import (
     STEP_FOR_EACH,
@@ -25,7 +26,6 @@ from subagent_host.planning.plan import (
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
 from subagent_host.planning.snapshot_path import refusal
-from subagent_host.runs import templates
 
 MAX_WORKFLOW_STEPS: Final = 32
 MAX_NAME_LENGTH: Final = 128

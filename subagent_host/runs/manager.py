@@ -25,6 +25,7 @@ from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend, OutputParser
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.sessions import SEALED_AT_END, SessionFiles
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
+from subagent_host.planning import templates
 from subagent_host.planning.plan import (
     EMPTY_PROMPT,
     ChildPlan,
@@ -34,7 +35,7 @@ from subagent_host.planning.plan import (
 )
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
-from subagent_host.runs import heap, templates
+from subagent_host.runs import heap
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps

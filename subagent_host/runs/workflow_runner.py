@@ -20,6 +20,7 @@ from typing import Final, Protocol
 
 import attrs
 
+from subagent_host.planning import templates
 from subagent_host.planning.plan import (
     STEP_FOR_EACH,
     STEP_PARALLEL,
@@ -29,7 +30,6 @@ from subagent_host.planning.plan import (
     StepPlan,
     WorkflowPlan,
 )
-from subagent_host.runs import templates
 from subagent_host.runs.state import (
     STEP_PENDING,
     STEP_RUNNING,

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.command import CommandBackend
 from subagent_host.planning.check import accept, check_spawn
-from subagent_host.planning.plan import LaunchPlan
+from subagent_host.planning.plan import LaunchPlan, prepared
 from subagent_host.planning.projection import project
 from subagent_host.planning.receipts import receipts
 from subagent_host.planning.views import Access
@@ -21,14 +23,17 @@ from tests.runs.test_manager import Harness
 
 
 class CountingBackend(CommandBackend):
-    """The command backend, noting the prompt of every launch it prepares."""
+    """The command backend, noting every launch it prepares."""
 
     def __init__(self) -> None:
         self.prompts: list[str | None] = []
+        self.argvs: list[tuple[str, ...]] = []
 
     def prepare(self, item: ItemSpec) -> Launch:
+        launch = super().prepare(item)
         self.prompts.append(item.prompt)
-        return super().prepare(item)
+        self.argvs.append(launch.argv)
+        return launch
 
 
 def planned(harness: Harness, tmp_path: Path, **request: Any) -> LaunchPlan:
@@ -79,3 +84,31 @@ async def test_a_chain_child_is_prepared_again_only_when_previous_filled_its_pro
     run = await launched(harness, planned(harness, tmp_path, chain=chain))
     assert run.status is RunStatus.COMPLETED
     assert backend.prompts == [None, "got {previous}", "plain", "got a"]
+
+
+def test_a_copy_of_a_prepared_child_is_unprepared_so_its_launch_is_never_stale(
+    tmp_path: Path,
+) -> None:
+    harness = Harness()
+    child = planned(harness, tmp_path, command=["echo", "{previous}"]).children[0]
+    assert child.launch is not None and child.launch.argv == ("echo", "{previous}")
+    filled = attrs.evolve(child, command=("echo", "done"))
+    assert filled.launch is None
+    assert prepared(filled, harness.backends["command"]).argv == ("echo", "done")
+
+
+async def test_a_workflow_item_is_prepared_again_only_when_its_step_filled_a_placeholder(
+    tmp_path: Path,
+) -> None:
+    backend = CountingBackend()
+    harness = Harness(backend=backend)
+    workflow = {
+        "name": "w",
+        "task": "t",
+        "chain": [{"command": ["printf", "x"]}, {"command": ["echo", "{previous}"]}],
+    }
+    run = await launched(harness, planned(harness, tmp_path, workflow=workflow))
+    assert run.status is RunStatus.COMPLETED
+    assert run.output is not None and run.output.text == "x"
+    # Both templates when planned; at their steps, only the filled one again.
+    assert backend.argvs == [("printf", "x"), ("echo", "{previous}"), ("echo", "x")]
