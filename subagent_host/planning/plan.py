@@ -156,7 +156,9 @@ class LaunchPlan(RunPlan):
     carry their prepared launch. Made once per request (`prepare.launch_plan`); the
     normalized plan and the fingerprint are computed from it then, and what preflight
     shows, what a preflight id and the run are bound to, each child's projection and
-    what is started are views of this one object."""
+    what is started are views of this one object. Only `launch_plan` makes one: a
+    changed plan is planned anew, never copied with `attrs.evolve` (its fingerprint
+    would no longer be its own)."""
 
     normalized: NormalizedPlan
     fingerprint: str
