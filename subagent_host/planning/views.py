@@ -8,10 +8,11 @@ through `to_json`: one converter, so what preflight shows, what a fingerprint
 covers and what is stored are the same JSON. Its rules are the wire's: fields
 are camelCase (`values.camel_case`); a field whose default is None is left out
 while it is None; a field without a default is always written, null included.
-Fields are declared in the order their keys have always been written, so the
-JSON is byte for byte what earlier versions produced and the fingerprints
-(`sha256:v1:`) of earlier plans and the digests of stored projections stay
-valid.
+Fields are declared in the order their keys have always been written (a
+projection, stored with its keys sorted and shown in a contract as it was read
+back, is written with sorted keys), so the JSON is byte for byte what earlier
+versions produced, and the fingerprints (`sha256:v1:`) of earlier plans and the
+digests of stored projections stay valid.
 
 Imports nothing of ours but `values` (an import-linter contract keeps it so):
 the wire imports this module without the rest of planning.
@@ -266,6 +267,8 @@ def _converter() -> cattrs.Converter:
                     data[key] = converter.unstructure(value)
             return data
 
+        if cls is Projection:  # written as it is stored: keys sorted, at every level
+            return lambda view: _sorted_keys(unstructure(view))
         return unstructure
 
     def structure_factory(cls: type[Any]) -> Any:
@@ -277,6 +280,14 @@ def _converter() -> cattrs.Converter:
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     return converter
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
 
 
 def to_json(view: Any) -> dict[str, Any]:
