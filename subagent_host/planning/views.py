@@ -290,7 +290,7 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
-def to_json(view: Any) -> dict[str, Any]:
+def to_json(view: object) -> dict[str, Any]:
     """The view as JSON values (camelCase), as the wire shows it and a fingerprint seals it."""
     unstructured: dict[str, Any] = _converter().unstructure(view)
     return unstructured
