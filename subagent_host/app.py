@@ -18,7 +18,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
@@ -40,6 +40,7 @@ from subagent_host.handlers.context import Context
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.snapshot_file import snapshot_writer
 from subagent_host.handlers.table import build_method_table
+from subagent_host.planning.views import Projection
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
@@ -110,7 +111,7 @@ def build_run_manager(
     config: ServerConfig,
     supervisor: Supervisor,
     listener: EventListener,
-    on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
+    on_launch: Callable[[Run, list[Projection]], None] | None = None,
     backends: Mapping[str, Backend] | None = None,
     workflow_records: WorkflowRecords | None = None,
     sessions: SessionFiles | None = None,

@@ -1,4 +1,5 @@
-"""Plain values that configuration and the wire both name: the session-id rule, the framings.
+"""Plain values that configuration, planning and the wire all name: the session-id rule, the
+framings, how a field is spelled on the wire.
 
 Imports nothing of ours (an import-linter contract keeps it so), so
 `settings/` and `config.py` can check a session id or name a framing without
@@ -22,3 +23,9 @@ class Framing(enum.StrEnum):
 
     LSP = "lsp"
     NDJSON = "ndjson"
+
+
+def camel_case(name: str) -> str:
+    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
+    head, *rest = name.removesuffix("_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

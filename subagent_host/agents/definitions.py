@@ -45,7 +45,7 @@ EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 MODES: Final = ("task", "background")
 SESSION_RESOURCES: Final = ("lean", "full")
 
-# Same scheme as plan fingerprints (runs/fingerprint.py); spelled out here so this
+# Same scheme as plan fingerprints (planning/fingerprint.py); spelled out here so this
 # package stays a leaf that imports nothing of ours.
 DIGEST_PREFIX: Final = "sha256:v1:"
 

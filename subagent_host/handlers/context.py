@@ -13,16 +13,12 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
-from subagent_host.handlers.spawn_plan import (
-    AgentSources,
-    CheckedSpawn,
-    check_spawn,
-    uses_agents,
-)
+from subagent_host.planning.check import CheckedSpawn, check_spawn, uses_agents
+from subagent_host.planning.items import AgentSources
+from subagent_host.planning.plan import ServerLimits
 from subagent_host.rpc.wire import SpawnParams
 from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
-from subagent_host.runs.plans import ServerLimits
 
 
 @attrs.define

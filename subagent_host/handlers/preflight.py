@@ -10,19 +10,17 @@ carrying it must run exactly that plan. A rejected one is a result with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 import attrs
 
-from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.handlers.snapshots import timestamp
+from subagent_host.planning.preview import probe, versioned_receipts
 from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
 from subagent_host.runs import approvals
-from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import Access, RunPlan, normalized_plan, receipts
 from subagent_host.runs.state import Diagnostic, utc_now
 
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
@@ -41,25 +39,21 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
             )
         return await preflight_resume(params.resume, ctx)
     checked = await ctx.check_launch(params)
-    diagnostics = list(checked.diagnostics)
     plan = checked.plan
     if plan is None:
-        return PreflightResult(accepted=False, diagnostics=_wire(diagnostics))
-    diagnostics += _probe(plan, ctx)
-    normalized = normalized_plan(plan, ctx.adapters, plan.access)
-    sealed = fingerprint(normalized)
+        return PreflightResult(accepted=False, diagnostics=_wire(checked.diagnostics))
+    diagnostics = [*checked.diagnostics, *probe(plan, ctx.adapters)]
     accepted = not any(d.severity == "error" for d in diagnostics)
-    described = receipts(plan, ctx.adapters, plan.access or Access(), ctx.limits)
-    await _add_versions(described, plan, ctx)
     result = PreflightResult(
         accepted=accepted,
         diagnostics=_wire(diagnostics),
-        fingerprint=sealed,
-        plan=normalized,
-        receipts=described,
+        fingerprint=plan.fingerprint,
+        plan=plan.normalized,
+        receipts=await versioned_receipts(plan, ctx.adapters, ctx.limits, ctx.probes),
     )
     if not accepted:
         return result
+    sealed = plan.fingerprint
     store = ctx.catalog.store
     if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
         # The plan stands; only the id a spawn would carry is not issued.
@@ -76,32 +70,5 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     return attrs.evolve(result, preflight_id=preflight_id, expires_at=timestamp(expires))
 
 
-def _probe(plan: RunPlan, ctx: Context) -> list[Diagnostic]:
-    """Each child's program must exist and be executable where the child would look."""
-    found: list[Diagnostic] = []
-    for index, child in enumerate(plan.children):
-        launch = ctx.adapters[child.backend].prepare(child.item())
-        program = launch.argv[0]
-        if find_executable(program, child.cwd, child.env.get("PATH")) is None:
-            where = "in its working directory" if "/" in program else "on the child's PATH"
-            found.append(
-                Diagnostic(
-                    "error",
-                    "executable-not-found",
-                    f"{program!r} is not an executable file {where}",
-                    f"children[{index}]" if len(plan.children) > 1 else "command",
-                )
-            )
-    return found
-
-
-async def _add_versions(described: dict[str, Any], plan: RunPlan, ctx: Context) -> None:
-    """Each agent child's CLI version (probed once per program, then cached)."""
-    for entry, child in zip(described["access"]["children"], plan.children, strict=True):
-        program = ctx.adapters[child.backend].executable
-        if program and ctx.probes is not None:
-            entry["version"] = await ctx.probes.version(program)
-
-
-def _wire(diagnostics: list[Diagnostic]) -> tuple[DiagnosticWire, ...]:
+def _wire(diagnostics: Sequence[Diagnostic]) -> tuple[DiagnosticWire, ...]:
     return tuple(DiagnosticWire(d.severity, d.code, d.message, d.path) for d in diagnostics)

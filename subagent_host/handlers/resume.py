@@ -15,13 +15,13 @@ import attrs
 
 from subagent_host.errors import AmbiguousRunId, ResumeDenied, RunNotFound
 from subagent_host.handlers.context import Context
-from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.run_reply import reply_with_run
+from subagent_host.planning.definition_check import definition_check
+from subagent_host.planning.fingerprint import digest
+from subagent_host.planning.resume import ResumeRefused, resolve_target, resumed_child
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import digest
-from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import Run, restore_events, utc_now
 
 MODES = ("background", "task")
@@ -78,13 +78,13 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     run = ctx.runs.adopt(target.run)
     if not run.is_terminal:  # resumed by another token while this one was being checked
         deny("not-resumable", f"run {run.run_id} is running again", code="still-running")
-    if run.children[target.index].attempt + 1 != target.contract["attempt"]:
+    if run.children[target.index].attempt + 1 != target.contract.attempt:
         deny("mismatch", f"child {target.index} of run {run.run_id} was resumed meanwhile")
     if not run.events:  # released when it ended: counted again against the bounds
         restore_events(run, retained)
     target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
-    child = resumed_child(target, grant.message, env)
+    child = resumed_child(target, grant.message, env, ctx.adapters)
     ctx.runs.resume(run, target.index, child, workflow=target.workflow)
     return await reply_with_run(ctx, run, resume_mode(params.mode, run, ctx))
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from subagent_host.handlers.context import Context
-from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.snapshots import timestamp
+from subagent_host.planning.definition_check import definition_check
+from subagent_host.planning.fingerprint import digest
+from subagent_host.planning.plan import EMPTY_PROMPT, is_empty_prompt
+from subagent_host.planning.resume import ResumeRefused, resolve_target, resumed_child
 from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import EMPTY_PROMPT, digest, is_empty_prompt
-from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import utc_now
 
 
@@ -34,7 +35,7 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
     except ResumeRefused as refused:
         diagnostic = DiagnosticWire("error", refused.code, refused.message, refused.path)
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
-    resumed = resumed_child(target, request.message, None)
+    resumed = resumed_child(target, request.message, None, ctx.adapters)
     if is_empty_prompt(resumed.backend, resumed.prompt):  # as a spawn's prompt would be
         diagnostic = DiagnosticWire(
             "error",

@@ -9,10 +9,9 @@ import attrs
 from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.run_reply import reply_with_run
-from subagent_host.handlers.spawn_plan import ResolvedSpawn, accept
+from subagent_host.planning.check import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs import approvals
-from subagent_host.runs.plans import plan_fingerprint
 from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic, utc_now
 
 # The admission policy (`--require-preflight`): only what a preflight approved runs.
@@ -46,7 +45,7 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
 
 async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpawn) -> None:
     """The launch must be the one that preflight approved: same plan, same session, in time."""
-    fingerprint = plan_fingerprint(resolved.plan, ctx.adapters, resolved.plan.access)
+    fingerprint = resolved.plan.fingerprint
     store = ctx.catalog.store
     if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
         _reject(approvals.PERSISTENCE_UNAVAILABLE, unavailable, fingerprint)

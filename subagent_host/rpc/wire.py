@@ -16,19 +16,38 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
+from subagent_host.planning.request import (
+    AccessRequest,
+    ForEachStep,
+    ItemFields,
+    LaunchRequest,
+    ParallelStep,
+    SpawnItem,
+    WorkflowRequest,
+    WorkflowStep,
+)
+from subagent_host.planning.views import VIEWS, Contract, NormalizedPlan, Receipts, to_json
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
+
+# The launch request's types are planning's (they import nothing of ours): listed
+# here so that every type on the wire can still be found through this module.
+__all__ = [
+    "camel_case",
+    "AccessRequest",
+    "ForEachStep",
+    "ItemFields",
+    "LaunchRequest",
+    "ParallelStep",
+    "SpawnItem",
+    "WorkflowRequest",
+    "WorkflowStep",
+]
 
 T = TypeVar("T")
 
 
 class WireValueError(ValueError):
     """A value has the wrong type or form; its message is shown to the client as is."""
-
-
-def camel_case(name: str) -> str:
-    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
-    head, *rest = name.removesuffix("_").split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 # Formats are checked by structure hooks of these types, not by attrs validators:
@@ -109,89 +128,11 @@ MsgToken = int | str
 
 
 @attrs.frozen
-class ItemFields:
-    """What an item and the call both take; an item's own value overrides the call's."""
+class SpawnParams(LaunchRequest):
+    """A launch request (checked by `planning`), and what only `spawn` itself reads."""
 
-    prompt: str | None = None
-    agent: str | None = None
-    command: tuple[str, ...] | None = None
-    label: str | None = None
-    backend: str | None = None
-    model: str | None = None
-    thinking: str | None = None
-    tools: tuple[str, ...] | None = None
-    cwd: str | None = None
-    env: dict[str, str] | None = None
-    timeout_ms: int | None = None
-    stall_timeout_ms: int | None = None
-    session_resources: str | None = None
-    """`lean` or `full`: what an agent child loads of the user's and project's resources."""
-    max_turns: int | None = None
-    """Model responses an agent child may make (protocol.md §8.1); agent backends only."""
-
-
-@attrs.frozen
-class SpawnItem(ItemFields):
-    """One child of a `tasks` or `chain` spawn."""
-
-    as_: str | None = None
-
-
-@attrs.frozen
-class ParallelStep:
-    """A workflow step running its items side by side (at most 4 at once)."""
-
-    parallel: tuple[SpawnItem, ...]
-    as_: str | None = None
-    """Names the step's output: a JSON array of its items' final texts."""
-    label: str | None = None
-
-
-@attrs.frozen
-class ForEachStep:
-    """A workflow step running `item` once per element of the JSON array `for_each` yields."""
-
-    for_each: str
-    item: SpawnItem
-    as_: str | None = None
-    """Names the step's output: a JSON array of the items' final texts."""
-    label: str | None = None
-
-
-WorkflowStep = SpawnItem | ParallelStep | ForEachStep
-
-
-@attrs.frozen
-class WorkflowWire:
-    name: str
-    task: str
-    chain: tuple[WorkflowStep, ...]
-    snapshot_path: str | None = None
-    """A file rewritten (atomically, mode 0600) with the run's snapshot after each step."""
-
-
-@attrs.frozen
-class AccessWire:
-    """What the children may do: tools with larger effects are removed (preflight)."""
-
-    filesystem: str | None = None
-    """`none`, `read` or `write` (the default)."""
-    process: bool | None = None
-    network: bool | None = None
-
-
-@attrs.frozen
-class SpawnParams(ItemFields):
-    tasks: tuple[SpawnItem, ...] | None = None
-    chain: tuple[SpawnItem, ...] | None = None
-    workflow: WorkflowWire | None = None
-    mode: str | None = None
-    stream: bool | None = None
     preflight_id: str | None = None
     work_done_token: MsgToken | None = None
-    access: AccessWire | None = None
-    required_limits: tuple[str, ...] | None = None
-    """Limits that must be enforced by the server itself (`host-hard`)."""
 
 
 @attrs.frozen
@@ -223,11 +164,11 @@ class PreflightResult:
     diagnostics: tuple[DiagnosticWire, ...]
     # A launch:
     fingerprint: str | None = None
-    plan: dict[str, Any] | None = None
-    receipts: dict[str, Any] | None = None
+    plan: NormalizedPlan | None = None
+    receipts: Receipts | None = None
     preflight_id: str | None = None
     # A resume:
-    contract: dict[str, Any] | None = None
+    contract: Contract | None = None
     contract_digest: str | None = None
     follow_up_digest: str | None = None
     token: str | None = None
@@ -497,6 +438,9 @@ def make_converter() -> cattrs.Converter:
 
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
+    # The plan, receipts and contract are written as planning writes them: what a
+    # client sees is exactly what was fingerprinted (planning/views.py).
+    converter.register_unstructure_hook_func(lambda t: t in VIEWS, to_json)
     return converter
 
 

@@ -19,24 +19,26 @@ import errno
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend, OutputParser
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.sessions import SEALED_AT_END, SessionFiles
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
-from subagent_host.runs import heap, templates
+from subagent_host.planning import templates
+from subagent_host.planning.plan import (
+    EMPTY_PROMPT,
+    ChildPlan,
+    LaunchPlan,
+    RunPlan,
+    is_empty_prompt,
+)
+from subagent_host.planning.projection import project
+from subagent_host.planning.views import Projection
+from subagent_host.runs import heap
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
-from subagent_host.runs.plans import (
-    EMPTY_PROMPT,
-    ChildPlan,
-    RunPlan,
-    is_empty_prompt,
-    plan_fingerprint,
-)
-from subagent_host.runs.projection import project
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.settling import Ending, Settler
@@ -89,7 +91,7 @@ class RunManager:
         depth: int,
         grace_ms: int,
         new_run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
-        on_launch: Callable[[Run, list[dict[str, Any]]], None] | None = None,
+        on_launch: Callable[[Run, list[Projection]], None] | None = None,
         workflow_records: WorkflowRecords | None = None,
         workflow_parallelism: int = WORKFLOW_PARALLELISM,
         sessions: SessionFiles | None = None,
@@ -141,7 +143,7 @@ class RunManager:
 
     def launch(
         self,
-        plan: RunPlan,
+        plan: LaunchPlan,
         session_id: str,
         admitted_by: str = ADMITTED_DIRECT,
         mode: str | None = None,
@@ -154,7 +156,7 @@ class RunManager:
             run_id=self._new_run_id(),
             session_id=session_id,
             kind=plan.kind,
-            fingerprint=plan_fingerprint(plan, self._backends, plan.access),
+            fingerprint=plan.fingerprint,
             created_at=self._book.now(),
             label=plan.label,
             admitted_by=admitted_by,
@@ -462,7 +464,12 @@ class RunManager:
                 run, child, RunStatus.FAILED, error=ErrorInfo(EMPTY_PROMPT, message)
             )
             return None
-        launch = backend.prepare(plan.item(prompt))
+        # Prepared when planned; rendered again only when `{previous}` changed the prompt.
+        launch = (
+            plan.launch
+            if prompt == plan.prompt and plan.launch
+            else backend.prepare(plan.item(prompt))
+        )
         env = child_environment(
             self._server_env,
             backend_allowed=backend.env_allowed,

@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from subagent_host.errors import RecordFailed
+from subagent_host.planning.projection import seal
+from subagent_host.planning.views import Projection
 from subagent_host.runs import history
-from subagent_host.runs.projection import seal
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.runs.store import Store
 
@@ -82,14 +83,14 @@ class Recorder:
             pending[1].append(event)
         self._schedule()
 
-    def projections(self, run: Run, projections: list[dict[str, Any]]) -> None:
+    def projections(self, run: Run, projections: list[Projection]) -> None:
         """Record each child's launch projection (with the run, in the same write)."""
         for index, projection in enumerate(projections):
             stored, digest = seal(projection)
             self._projections.append((run.run_id, index, stored, digest))
         self.touch(run)
 
-    def projection(self, run: Run, index: int, projection: dict[str, Any]) -> None:
+    def projection(self, run: Run, index: int, projection: Projection) -> None:
         """Record one child's launch projection (a workflow's children come step by step)."""
         stored, digest = seal(projection)
         self._projections.append((run.run_id, index, stored, digest))

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from subagent_host.runs.plans import RunPlan
+from subagent_host.planning.plan import RunPlan
 from subagent_host.runs.state import ChildRun, EventLog, Run
 
 _converter = cattrs.Converter(omit_if_default=True)
@@ -69,8 +69,10 @@ WORKFLOW_RECORD_VERSION = 1
 
 
 def workflow_record(plan: RunPlan) -> dict[str, Any]:
-    record: dict[str, Any] = _converter.unstructure(plan)
+    # As a RunPlan: a LaunchPlan's normalized view and fingerprint are no part of it.
+    record: dict[str, Any] = _converter.unstructure(plan, RunPlan)
     for child, stored in zip(plan.children, record["children"], strict=True):
+        stored.pop("launch", None)  # derived from the rest, and holds env values
         stored.pop("env", None)
         stored["env_keys"] = sorted(child.env)
     return {"v": WORKFLOW_RECORD_VERSION, "plan": record}

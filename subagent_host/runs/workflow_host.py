@@ -14,9 +14,10 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.base import Backend
+from subagent_host.planning.plan import ChildPlan, RunPlan, prepare_child
+from subagent_host.planning.projection import project
+from subagent_host.planning.views import Projection
 from subagent_host.runs.control import RunControl
-from subagent_host.runs.plans import ChildPlan, RunPlan
-from subagent_host.runs.projection import project
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import ChildRun, Diagnostic, ErrorInfo, Run, RunBook, RunStatus
 from subagent_host.runs.workflow_runner import WorkflowRunner
@@ -37,7 +38,7 @@ class WorkflowRecords:
     """Where a workflow's definition, its children's texts and its snapshot file go."""
 
     definition: Callable[[Run, RunPlan], None] = lambda _run, _plan: None
-    child_added: Callable[[Run, int, dict[str, Any]], None] = lambda _run, _i, _p: None
+    child_added: Callable[[Run, int, Projection], None] = lambda _run, _i, _p: None
     text: Callable[[Run, int, str], None] = lambda _run, _i, _t: None
     snapshot: Callable[[Run, str], Awaitable[str | None]] = _no_snapshot
     """Rewrite the workflow's `snapshotPath` with the run as it is now; the result is
@@ -108,6 +109,11 @@ class Workflows:
             self._records.touched(run)
 
     # --- WorkflowHost ----------------------------------------------------------------
+
+    def prepare(self, plan: ChildPlan) -> ChildPlan:
+        """A step's child ready to start: an item template without placeholders keeps the
+        launch it was planned with; a filled one is prepared now, once."""
+        return prepare_child(plan, self._backends[plan.backend])
 
     def new_child(self, run: Run, plan: ChildPlan, step: int) -> ChildRun:
         """A workflow step's new child: queued, its projection recorded, its env remembered."""

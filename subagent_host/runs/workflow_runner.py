@@ -20,8 +20,8 @@ from typing import Final, Protocol
 
 import attrs
 
-from subagent_host.runs import templates
-from subagent_host.runs.plans import (
+from subagent_host.planning import templates
+from subagent_host.planning.plan import (
     STEP_FOR_EACH,
     STEP_PARALLEL,
     STEP_PROMPT,
@@ -54,6 +54,10 @@ class Control(Protocol):
 
 class WorkflowHost(Protocol):
     """What the run manager does for a workflow: add, run and settle children."""
+
+    def prepare(self, plan: ChildPlan) -> ChildPlan:
+        """The child with its launch rendered (its templates filled, or kept as planned)."""
+        ...
 
     def new_child(self, run: Run, plan: ChildPlan, step: int) -> ChildRun: ...
 
@@ -166,6 +170,7 @@ class WorkflowRunner:
         if plans is None:
             state.status = str(RunStatus.FAILED)
             return False
+        plans = [self.host.prepare(plan) for plan in plans]
         children = [self.host.new_child(self.run, plan, index) for plan in plans]
         state.children = [child.index for child in children]
         bound = asyncio.Semaphore(self.parallelism)
@@ -263,4 +268,8 @@ def _filled(child: ChildPlan, values: Mapping[str, str]) -> ChildPlan:
         return templates.render(text, values) if text is not None else None
 
     command = tuple(templates.render(a, values) for a in child.command) if child.command else None
-    return attrs.evolve(child, prompt=fill(child.prompt), label=fill(child.label), command=command)
+    filled = attrs.evolve(
+        child, prompt=fill(child.prompt), label=fill(child.label), command=command
+    )
+    # A template that held no placeholder keeps its planned launch (a copy has none).
+    return child if filled == child else filled

@@ -21,7 +21,8 @@ from subagent_host.backends.codex import (
     toml_string,
 )
 from subagent_host.backends.exits import ExitStatus
-from subagent_host.runs.plans import Access, negotiate
+from subagent_host.planning.access import negotiate
+from subagent_host.planning.views import Access
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
 EXITED_0 = ExitStatus(exit_code=0, signal=None)

@@ -23,7 +23,7 @@ from typing import Any, Final
 import psutil
 import pytest
 
-from subagent_host.runs.fingerprint import fingerprint
+from subagent_host.planning.fingerprint import fingerprint
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     TERMINAL,

@@ -15,9 +15,10 @@ from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usag
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.supervisor import Supervisor
+from subagent_host.planning.plan import ChildPlan, RunPlan
+from subagent_host.planning.prepare import launch_plan
 from subagent_host.runs import manager
 from subagent_host.runs.manager import OutputCaps, RunManager
-from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import (
     TERMINAL,
@@ -46,9 +47,10 @@ class Harness:
         self.events: list[tuple[str, RunEvent]] = []
         self.changed = asyncio.Event()
         self.book = RunBook(listener=self.record)
+        self.backends: dict[str, Backend] = {"command": backend or CommandBackend(), **(more or {})}
         self.manager = RunManager(
             supervisor=Supervisor(),
-            backends={"command": backend or CommandBackend(), **(more or {})},
+            backends=self.backends,
             slots=Slots(limit),
             book=self.book,
             caps=CAPS,
@@ -72,7 +74,8 @@ class Harness:
     def launch(
         self, *children: ChildPlan, kind: RunKind = RunKind.SINGLE, stream: bool = False
     ) -> Run:
-        run = self.manager.launch(RunPlan(kind=kind, children=children, stream=stream), "s1")
+        plan = launch_plan(RunPlan(kind=kind, children=children, stream=stream), self.backends)
+        run = self.manager.launch(plan, "s1")
         self.runs.append(run)
         return run
 

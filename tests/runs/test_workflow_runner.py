@@ -1,7 +1,7 @@
 """Workflows carried out by the run manager with real processes (only `command` items).
 
 Plans are made the way the server makes them: the request's `workflow` structured
-with the wire converter, then `resolve_spawn`. Each test's processes are checked
+with the wire converter, then `check_spawn` and `accept`. Each test's processes are checked
 to be gone when it ends; nothing here waits a fixed time to decide an outcome:
 children signal through files and events, waited for with generous bounds.
 """
@@ -23,10 +23,11 @@ import pytest
 from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.supervisor import Supervisor
-from subagent_host.handlers.spawn_plan import resolve_spawn
+from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits
+from subagent_host.planning.views import Projection, to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
-from subagent_host.runs.plans import ChildPlan, RunPlan, ServerLimits
 from subagent_host.runs.records import (
     child_from_record,
     child_record,
@@ -92,8 +93,8 @@ class Records:
     at_gate: asyncio.Event = attrs.Factory(asyncio.Event)
 
     def hooks(self) -> WorkflowRecords:
-        def child_added(run: Run, index: int, projection: dict[str, Any]) -> None:
-            self.added.append((index, projection, run.children[index].status))
+        def child_added(run: Run, index: int, projection: Projection) -> None:
+            self.added.append((index, to_json(projection), run.children[index].status))
 
         async def snapshot(run: Run, path: str) -> None:
             await asyncio.sleep(0)  # a real await, as the file writer's
@@ -152,7 +153,7 @@ class Harness:
                 self.changed.clear()
                 await self.changed.wait()
 
-    def plan(self, chain: list[Any], **fields: Any) -> RunPlan:
+    def plan(self, chain: list[Any], **fields: Any) -> LaunchPlan:
         """The plan the server would make of `spawn {workflow: ...}`."""
         workflow = {"name": "w", "task": "a b c", "chain": chain}
         snapshot_path = fields.pop("snapshotPath", None)
@@ -160,12 +161,13 @@ class Harness:
             workflow["snapshotPath"] = snapshot_path
         raw = {"workflow": workflow, "timeoutMs": 60_000, **fields}
         params = make_converter().structure(raw, SpawnParams)
-        resolved = resolve_spawn(
+        checked = check_spawn(
             params, backends=self.backends, limits=LIMITS, depth=0, server_cwd=str(self.cwd)
         )
+        resolved = accept(checked)
         return resolved.plan
 
-    def launch(self, plan: RunPlan) -> Run:
+    def launch(self, plan: LaunchPlan) -> Run:
         run = self.manager.launch(plan, "s1")
         self.runs.append(run)
         return run

@@ -11,8 +11,9 @@ import pytest
 
 from subagent_host.agents.discovery import discover
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
-from tests.handlers.conftest import check_request
+from subagent_host.planning.check import CheckedSpawn
+from subagent_host.planning.items import AgentSources
+from tests.planning.conftest import check_request
 
 
 def check(

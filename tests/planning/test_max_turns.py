@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import CheckedSpawn
-from subagent_host.runs.plans import Access, normalized_plan, plan_fingerprint, receipts
-from tests.handlers.conftest import LIMITS, check_request
+from subagent_host.planning.check import CheckedSpawn
+from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
+from subagent_host.planning.receipts import receipts
+from subagent_host.planning.views import Access, to_json
+from tests.planning.conftest import LIMITS, check_request
 
 
 def check(backends: dict[str, Backend], tmp_path: Path, **request: Any) -> CheckedSpawn:
@@ -56,11 +58,13 @@ def test_max_turns_is_in_the_plan_its_fingerprint_and_claudes_argv(
     limited = check(backends, tmp_path, prompt="hi", backend="claude", maxTurns=4).plan
     plain = check(backends, tmp_path, prompt="hi", backend="claude").plan
     assert limited is not None and plain is not None
-    child = normalized_plan(limited, backends)["children"][0]
+    child = to_json(normalized_plan(limited, backends))["children"][0]
     assert child["limits"]["maxTurns"] == 4
     assert child["argv"][child["argv"].index("--max-turns") + 1] == "4"
-    assert "maxTurns" not in normalized_plan(plain, backends)["children"][0]["limits"]
-    assert plan_fingerprint(limited, backends, None) != plan_fingerprint(plain, backends, None)
+    assert "maxTurns" not in to_json(normalized_plan(plain, backends))["children"][0]["limits"]
+    assert plan_fingerprint(normalized_plan(limited, backends, None)) != plan_fingerprint(
+        normalized_plan(plain, backends, None)
+    )
 
 
 def test_receipts_list_max_turns_as_host_hard_for_every_cli(
@@ -70,13 +74,14 @@ def test_receipts_list_max_turns_as_host_hard_for_every_cli(
         plan = check(backends, tmp_path, prompt="hi", backend=backend, maxTurns=4).plan
         assert plan is not None
         limits = {
-            limit["name"]: limit for limit in receipts(plan, backends, Access(), LIMITS)["limits"]
+            limit["name"]: limit
+            for limit in to_json(receipts(plan, backends, Access(), LIMITS))["limits"]
         }
         assert (limits["maxTurns"]["value"], limits["maxTurns"]["enforcement"]) == (4, "host-hard")
     plain = check(backends, tmp_path, prompt="hi").plan
     assert plain is not None
     assert "maxTurns" not in {
-        limit["name"] for limit in receipts(plain, backends, Access(), LIMITS)["limits"]
+        limit["name"] for limit in to_json(receipts(plain, backends, Access(), LIMITS))["limits"]
     }
 
 

@@ -15,10 +15,13 @@ from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import TOOLS as CODEX_TIERS
 from subagent_host.backends.codex import CodexBackend, sandbox_tier
 from subagent_host.backends.pi import PiBackend
-from subagent_host.handlers.spawn_plan import CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import AccessWire, SpawnParams
-from subagent_host.runs.plans import Access, normalized_plan, receipts
-from tests.handlers.conftest import LIMITS
+from subagent_host.planning.access import permitted
+from subagent_host.planning.check import CheckedSpawn, check_spawn
+from subagent_host.planning.normalized import normalized_plan
+from subagent_host.planning.receipts import receipts
+from subagent_host.planning.views import Access, to_json
+from subagent_host.rpc.wire import AccessRequest, SpawnParams
+from tests.planning.conftest import LIMITS
 
 EVERYTHING = set(EFFECTS)
 READ = {"filesystem-read"}
@@ -39,9 +42,9 @@ def check(backends: dict[str, Backend], tmp_path: Path, **fields: object) -> Che
 def receipt(backends: dict[str, Backend], checked: CheckedSpawn) -> dict[str, Any]:
     assert checked.accepted and checked.plan is not None, checked.diagnostics
     access = checked.plan.access or Access()
-    child: dict[str, Any] = receipts(checked.plan, backends, access, LIMITS)["access"]["children"][
-        0
-    ]
+    child: dict[str, Any] = to_json(receipts(checked.plan, backends, access, LIMITS))["access"][
+        "children"
+    ][0]
     return child
 
 
@@ -77,9 +80,9 @@ def test_codex_tiers_are_its_sandboxes_and_each_runs_a_process_that_reads() -> N
 @pytest.mark.parametrize(
     "access",
     [
-        AccessWire(filesystem="read"),
-        AccessWire(network=False),
-        AccessWire(process=False),
+        AccessRequest(filesystem="read"),
+        AccessRequest(network=False),
+        AccessRequest(process=False),
     ],
 )
 def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
@@ -88,7 +91,7 @@ def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
     backend: str,
     shell: str,
     left: list[str],
-    access: AccessWire,
+    access: AccessRequest,
 ) -> None:
     checked = check(all_backends, tmp_path, backend=backend, tools=(shell, left[0]), access=access)
     assert checked.plan is not None and list(checked.plan.children[0].tools or ()) == left
@@ -105,20 +108,20 @@ def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
         {
             "name": shell,
             "effects": sorted(EVERYTHING),
-            "exceeds": sorted(EVERYTHING - narrowed.permitted()),
+            "exceeds": sorted(EVERYTHING - permitted(narrowed)),
         }
     ]
-    plan = normalized_plan(checked.plan, all_backends, narrowed)
+    plan = to_json(normalized_plan(checked.plan, all_backends, narrowed))
     assert plan["children"][0]["removedTools"] == [shell]
     note = next(d for d in checked.diagnostics if d.code == "tools-removed")
-    exceeded = ", ".join(sorted(EVERYTHING - narrowed.permitted()))
+    exceeded = ", ".join(sorted(EVERYTHING - permitted(narrowed)))
     assert f"{shell} ({exceeded})" in note.message
 
 
 def test_a_pi_child_left_without_tools_by_read_access_keeps_only_readers(
     all_backends: dict[str, Backend], tmp_path: Path
 ) -> None:
-    checked = check(all_backends, tmp_path, backend="pi", access=AccessWire(filesystem="read"))
+    checked = check(all_backends, tmp_path, backend="pi", access=AccessRequest(filesystem="read"))
     child = receipt(all_backends, checked)
     # pi's default set is read, bash, edit, write: only read is within read access.
     assert [tool["name"] for tool in child["tools"]] == ["read"]
@@ -141,7 +144,7 @@ def test_codex_with_an_empty_tool_list_is_refused_rather_than_claimed_toolless(
 
 
 ACCESSES = [
-    AccessWire(filesystem=filesystem, process=process, network=network)
+    AccessRequest(filesystem=filesystem, process=process, network=network)
     for filesystem, process, network in itertools.product(
         ("none", "read", "write"), (True, False), (True, False)
     )
@@ -155,18 +158,22 @@ ACCESSES = [
 def test_every_codex_access_is_refused_or_receipted_as_exactly_the_sandbox_it_runs(
     all_backends: dict[str, Backend],
     tmp_path: Path,
-    access: AccessWire,
+    access: AccessRequest,
     tools: tuple[str, ...] | None,
 ) -> None:
     checked = check(all_backends, tmp_path, backend="codex", tools=tools, access=access)
     if not checked.accepted:
         assert {d.code for d in checked.diagnostics if d.severity == "error"} == {"no-tools-left"}
         # Refused only when no requested tier fits: codex always reads and runs its shell.
-        permitted = Access(
-            access.filesystem or "write", access.process is not False, access.network is not False
+        allowed = permitted(
+            Access(
+                access.filesystem or "write",
+                access.process is not False,
+                access.network is not False,
+            )
         )
         requested = tools if tools is not None else tuple(CODEX_TIERS)
-        assert all(not CODEX_TIERS[tier] <= permitted.permitted() for tier in requested)
+        assert all(not CODEX_TIERS[tier] <= allowed for tier in requested)
         return
     assert checked.plan is not None
     child = receipt(all_backends, checked)

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from subagent_host.planning.fingerprint import canonical_json, fingerprint
 from subagent_host.rpc.json_codec import JsonDecodeError, decode_json
-from subagent_host.runs.fingerprint import canonical_json, fingerprint
 
 
 def test_minus_zero_and_zero_have_one_canonical_text_and_one_fingerprint() -> None:

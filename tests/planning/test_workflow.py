@@ -11,20 +11,20 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import SpawnParams, make_converter
-from subagent_host.runs.plans import (
+from subagent_host.planning.check import CheckedSpawn, check_spawn
+from subagent_host.planning.fingerprint import digest
+from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
+from subagent_host.planning.plan import (
     STEP_FOR_EACH,
     STEP_PARALLEL,
     STEP_PROMPT,
     RunPlan,
     StepPlan,
-    digest,
-    normalized_plan,
-    plan_fingerprint,
 )
+from subagent_host.planning.views import to_json
+from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.state import RunKind
-from tests.handlers.conftest import LIMITS
+from tests.planning.conftest import LIMITS
 from tests.special_files import NOT_REGULAR, shm_path
 
 CONVERTER = make_converter()
@@ -676,7 +676,7 @@ def test_the_normalized_plan_shows_the_workflow(
             ),
         )
     )
-    normalized = normalized_plan(plan, backends)
+    normalized = to_json(normalized_plan(plan, backends))
     assert normalized["kind"] == "workflow"
     assert [c["index"] for c in normalized["children"]] == [0, 1, 2, 3]
     assert [c["argv"] for c in normalized["children"]] == [
@@ -713,7 +713,7 @@ def test_workflows_differing_only_in_task_have_different_fingerprints(
         plan = accepted_plan(
             check(backends, tmp_path, flow(cmd("echo", "{task}"), task=task, name=name))
         )
-        return plan_fingerprint(plan, backends, None)
+        return plan_fingerprint(normalized_plan(plan, backends, None))
 
     first = fingerprint_of("fix the bug")
     assert first.startswith("sha256:v1:")
@@ -727,7 +727,7 @@ def test_workflows_differing_only_in_step_shape_have_different_fingerprints(
 ) -> None:
     def fingerprint_of(*chain: dict[str, Any]) -> str:
         plan = accepted_plan(check(backends, tmp_path, flow(*chain)))
-        return plan_fingerprint(plan, backends, None)
+        return plan_fingerprint(normalized_plan(plan, backends, None))
 
     as_steps = fingerprint_of(cmd("true"), cmd("true"))
     as_group = fingerprint_of({"parallel": [cmd("true"), cmd("true")]})

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from subagent_host.runs.templates import (
+from subagent_host.planning.templates import (
     OUTPUT_NAME,
     TRUNCATED_MARKER,
     NotAnArray,

@@ -18,9 +18,10 @@ import pytest
 
 from subagent_host.agents.discovery import AgentCatalog, discover
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
+from subagent_host.planning.check import CheckedSpawn
+from subagent_host.planning.items import AgentSources
 from subagent_host.settings import ModelProfile, Settings
-from tests.handlers.conftest import check_request
+from tests.planning.conftest import check_request
 
 
 def definition(directory: Path, name: str, **fields: str) -> None:

@@ -11,9 +11,10 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.pi import PiBackend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn, check_spawn
+from subagent_host.planning.check import CheckedSpawn, check_spawn
+from subagent_host.planning.items import AgentSources
+from subagent_host.planning.plan import ServerLimits
 from subagent_host.rpc.wire import SpawnParams, make_converter
-from subagent_host.runs.plans import ServerLimits
 
 LIMITS: Final = ServerLimits(
     output_cap_bytes=49152, output_cap_lines=600, previous_cap_bytes=65536,

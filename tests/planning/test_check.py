@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from subagent_host.backends.base import Backend
-from subagent_host.handlers.spawn_plan import CheckedSpawn, check_spawn
-from subagent_host.rpc.wire import AccessWire, SpawnParams
-from tests.handlers.conftest import LIMITS
+from subagent_host.planning.check import CheckedSpawn, check_spawn
+from subagent_host.rpc.wire import AccessRequest, SpawnParams
+from tests.planning.conftest import LIMITS
 
 
 def check(backends: dict[str, Backend], tmp_path: Path, **fields: object) -> CheckedSpawn:
@@ -70,7 +70,7 @@ def test_access_narrows_the_tools_a_child_is_started_with(
 ) -> None:
     checked = check(
         backends, tmp_path, prompt="hi", tools=("read", "bash", "write"),
-        access=AccessWire(filesystem="read", process=False),
+        access=AccessRequest(filesystem="read", process=False),
     )  # fmt: skip
     assert checked.accepted and checked.plan is not None
     assert checked.plan.children[0].tools == ("read",)

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.handlers.spawn_plan import check_spawn
+from subagent_host.planning.check import check_spawn
+from subagent_host.planning.normalized import normalized_plan
+from subagent_host.planning.views import to_json
 from subagent_host.rpc.dispatch import make_protocol
 from subagent_host.rpc.errors import INVALID_PARAMS, InvalidParams, error_for_exception
 from subagent_host.rpc.wire import SpawnParams
-from subagent_host.runs.plans import normalized_plan
-from tests.handlers.conftest import LIMITS
+from tests.planning.conftest import LIMITS
 
 PROTOCOL = make_protocol()
 BACKENDS: dict[str, Backend] = {"command": CommandBackend()}
@@ -133,7 +134,7 @@ def test_a_workflow_is_refused_with_diagnostics_or_planned(
     if checked.accepted:
         assert checked.plan is not None and checked.plan.workflow is not None
         assert len(checked.plan.workflow.steps) == len(workflow["chain"])
-        normalized_plan(checked.plan, BACKENDS)  # the plan can be shown and fingerprinted
+        to_json(normalized_plan(checked.plan, BACKENDS))  # the plan can be shown and fingerprinted
     else:
         assert any(d.severity == "error" for d in checked.diagnostics), raw
         assert all(d.code and d.message for d in checked.diagnostics)

@@ -46,3 +46,8 @@ def _normalize(value: Any) -> Any:
             return int(value)  # -0.0 -> 0, 2.0 -> 2: equal numbers, one text
         return value
     return value
+
+
+def digest(text: str) -> str:
+    """A text's digest (a prompt's, a task's, a follow-up's): `sha256:v1:` + its SHA-256."""
+    return PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()

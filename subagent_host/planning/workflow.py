@@ -10,14 +10,12 @@ an earlier step, `{outputs.NAME}` an earlier step or item whose `as` is NAME,
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from subagent_host.config import DEFAULT_MAX_PARALLEL
-from subagent_host.handlers.snapshot_file import refusal
-from subagent_host.rpc.wire import ForEachStep, ParallelStep, SpawnItem, WorkflowWire
-from subagent_host.runs import templates
-from subagent_host.runs.plans import (
+from subagent_host.planning import templates
+from subagent_host.planning.items import ItemResolver
+from subagent_host.planning.plan import (
     STEP_FOR_EACH,
     STEP_PARALLEL,
     STEP_PROMPT,
@@ -25,9 +23,9 @@ from subagent_host.runs.plans import (
     StepPlan,
     WorkflowPlan,
 )
-
-if TYPE_CHECKING:
-    from subagent_host.handlers.spawn_plan import Problems
+from subagent_host.planning.problems import Problems
+from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
+from subagent_host.planning.snapshot_path import refusal
 
 MAX_WORKFLOW_STEPS: Final = 32
 MAX_NAME_LENGTH: Final = 128
@@ -35,8 +33,8 @@ MAX_NAME_LENGTH: Final = 128
 
 def plan_workflow(
     problems: Problems,
-    workflow: WorkflowWire,
-    resolve: Callable[[str, SpawnItem], ChildPlan],
+    workflow: WorkflowRequest,
+    items: ItemResolver,
     cwd: str,
     max_parallel: int = DEFAULT_MAX_PARALLEL,
 ) -> tuple[tuple[ChildPlan, ...], WorkflowPlan | None]:
@@ -59,7 +57,7 @@ def plan_workflow(
         planner = _StepPlanner(
             problems, path, previous=index > 0, outputs=frozenset(outputs), most=max_parallel
         )
-        planned = planner.plan(step, resolve, children)
+        planned = planner.plan(step, items, children)
         steps.append(planned)
         for name, where in planner.names:
             _add_output(problems, outputs, name, where)
@@ -98,7 +96,7 @@ class _StepPlanner:
     def plan(
         self,
         step: SpawnItem | ParallelStep | ForEachStep,
-        resolve: Callable[[str, SpawnItem], ChildPlan],
+        items: ItemResolver,
         children: list[ChildPlan],
     ) -> StepPlan:
         path = self._path
@@ -110,8 +108,8 @@ class _StepPlanner:
                     f"parallel takes 1 to {self._most} items, not {count}",
                     f"{path}.parallel",
                 )
-            items = [(f"{path}.parallel[{i}]", item) for i, item in enumerate(step.parallel)]
-            indices = self._items(items, resolve, children, loop=False, own_names=True)
+            entries = [(f"{path}.parallel[{i}]", item) for i, item in enumerate(step.parallel)]
+            indices = self._items(entries, items, children, loop=False, own_names=True)
             self._name(step.as_, f"{path}.as")
             return StepPlan(STEP_PARALLEL, indices, step.as_, label=step.label)
         if isinstance(step, ForEachStep):
@@ -124,24 +122,24 @@ class _StepPlanner:
                     f"{path}.item.as",
                 )
             indices = self._items(
-                [(f"{path}.item", step.item)], resolve, children, loop=True, own_names=False
+                [(f"{path}.item", step.item)], items, children, loop=True, own_names=False
             )
             self._name(step.as_, f"{path}.as")
             return StepPlan(STEP_FOR_EACH, indices, step.as_, over=step.for_each, label=step.label)
-        indices = self._items([(path, step)], resolve, children, loop=False, own_names=True)
+        indices = self._items([(path, step)], items, children, loop=False, own_names=True)
         return StepPlan(STEP_PROMPT, indices, step.as_)  # its label is its child's
 
     def _items(
         self,
-        items: list[tuple[str, SpawnItem]],
-        resolve: Callable[[str, SpawnItem], ChildPlan],
+        entries: list[tuple[str, SpawnItem]],
+        items: ItemResolver,
         children: list[ChildPlan],
         *,
         loop: bool,
         own_names: bool,
     ) -> tuple[int, ...]:
         indices = []
-        for path, item in items:
+        for path, item in entries:
             if item.agent is not None and item.prompt is None:
                 # A definition's text is no template: in a workflow, say what the agent does.
                 self._problems.error(
@@ -155,7 +153,7 @@ class _StepPlanner:
                     self._check(template, f"{path}.{field}", loop=loop)
             for position, argument in enumerate(item.command or ()):
                 self._check(argument, f"{path}.command[{position}]", loop=loop)
-            children.append(resolve(path, item))
+            children.append(items.resolve(path, item))
             indices.append(len(children) - 1)
             if own_names:
                 self._name(item.as_, f"{path}.as")

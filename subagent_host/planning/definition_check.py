@@ -9,17 +9,15 @@ definition of the same name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
-from subagent_host.runs.resumes import AgentCheck
+from subagent_host.planning.resume import AgentCheck
+from subagent_host.planning.views import AgentRef
 
 
 def definition_check(catalog: AgentCatalog) -> AgentCheck:
-    def check(launched: Mapping[str, Any]) -> tuple[str, str] | None:
-        name, path = launched["name"], launched["path"]
+    def check(launched: AgentRef) -> tuple[str, str] | None:
+        name, path = launched.name, launched.path
         found = catalog.lookup(name)
         if found is None:
             return "agent-definition-gone", f"the agent definition {name!r} ({path}) is gone"
@@ -32,9 +30,9 @@ def definition_check(catalog: AgentCatalog) -> AgentCheck:
             return (
                 "agent-definition-shadowed",
                 f"the agent {name!r} would now come from {found.path} ({found.source}), "
-                f"not from {path} ({launched['source']}), which it was launched from",
+                f"not from {path} ({launched.source}), which it was launched from",
             )
-        if found.digest != launched["digest"]:
+        if found.digest != launched.digest:
             return (
                 "agent-definition-changed",
                 f"the agent definition {name!r} ({path}) has changed since its launch",

@@ -16,23 +16,25 @@ from typing import Any
 
 import attrs
 
+from subagent_host.backends.base import Backend
 from subagent_host.backends.sessions import UNSAFE, SessionProblem
-from subagent_host.runs import history
-from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
-from subagent_host.runs.catalog import RunCatalog
-from subagent_host.runs.fingerprint import fingerprint
-from subagent_host.runs.plans import Access, AgentRef, ChildPlan, RunPlan
-from subagent_host.runs.projection import (
+from subagent_host.planning.fingerprint import fingerprint
+from subagent_host.planning.plan import ChildPlan, RunPlan, prepare_child
+from subagent_host.planning.projection import (
     GUIDANCE,
     ProjectionProblem,
     check_overrides,
     contract,
     unseal,
 )
+from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
+from subagent_host.runs import history
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
+from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.records import workflow_env_keys, workflow_from_record, workflow_record
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunKind, RunStatus
 
-AgentCheck = Callable[[Mapping[str, Any]], tuple[str, str] | None]
+AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
 resume would use now is not that one, as (code, message); None when it is."""
 
@@ -52,8 +54,8 @@ class ResumeRefused(Exception):
 class Target:
     run: Run
     index: int
-    projection: dict[str, Any]
-    contract: dict[str, Any]
+    projection: Projection
+    contract: Contract
     contract_digest: str
     workflow: tuple[RunPlan, dict[int, str]] | None = None
     """A workflow's plan and its children's texts, read from the store (None when
@@ -117,7 +119,7 @@ async def resolve_target(
         raise ResumeRefused(
             "override-not-allowed", "override-not-allowed", "; ".join(refused), "resume.overrides"
         )
-    if projection["envKeys"] and catalog.manager.env_of(run.run_id, chosen) is None:
+    if projection.env_keys and catalog.manager.env_of(run.run_id, chosen) is None:
         raise ResumeRefused(
             "not-resumable",
             "environment-gone",
@@ -125,14 +127,9 @@ async def resolve_target(
             f"server process no longer has; {GUIDANCE}",
         )
     session_file = await _check_session(catalog, run, child, projection)
-    agents = [projection["agent"]] if projection.get("agent") else []
-    sealed = contract(
-        run.run_id, chosen, child.attempt + 1, projection, overrides, child.backend_session_id
-    )
-    if child.session_digest is not None:
-        sealed["sessionDigest"] = child.session_digest
-        sealed["sessionDigestSource"] = child.session_digest_source
+    agents = [projection.agent] if projection.agent is not None else []
     workflow: tuple[RunPlan, dict[int, str]] | None = None
+    sealed_workflow: ContractWorkflow | None = None
     if run.kind is RunKind.WORKFLOW:
         step = child.step or 0
         _check_later_steps(run, step)
@@ -140,30 +137,41 @@ async def resolve_target(
         if stored_texts is not None:  # this server no longer has the runner: from the store
             workflow = (plan, stored_texts)
         later = _later_templates(plan, step)
-        agents += [attrs.asdict(ref) for i in later if (ref := plan.children[i].agent) is not None]
-        sealed["workflow"] = {"definitionDigest": fingerprint(record), "step": step}
+        agents += [ref for i in later if (ref := plan.children[i].agent) is not None]
+        sealed_workflow = ContractWorkflow(definition_digest=fingerprint(record), step=step)
     for agent in agents:
         _check_agent(check_agent, agent)
+    sealed = contract(
+        run.run_id,
+        chosen,
+        child.attempt + 1,
+        projection,
+        overrides,
+        backend_session_id=child.backend_session_id,
+        session_digest=child.session_digest,
+        session_digest_source=child.session_digest_source,
+        workflow=sealed_workflow,
+    )
     return Target(
         run=run,
         index=chosen,
         projection=projection,
         contract=sealed,
-        contract_digest=fingerprint(sealed),
+        contract_digest=fingerprint(to_json(sealed)),
         workflow=workflow,
         session_file=session_file,
     )
 
 
 async def _check_session(
-    catalog: RunCatalog, run: Run, child: ChildRun, projection: Mapping[str, Any]
+    catalog: RunCatalog, run: Run, child: ChildRun, projection: Projection
 ) -> str | None:
     """Refuse unless the CLI session the attempt continues is still what it left.
 
     Returns the checked file when the CLI is given it by path (pi), else None.
     """
     sessions = catalog.manager.sessions
-    backend = projection["backend"]
+    backend = projection.backend
     if child.backend_session_id is None or sessions is None or backend == "command":
         return None
     env = catalog.manager.cli_environment(backend, run.run_id, child.index)
@@ -174,7 +182,7 @@ async def _check_session(
             child.backend_session_id,
             child.session_digest,
             env=env,
-            cwd=projection["cwd"],
+            cwd=projection.cwd,
         )
     except SessionProblem as problem:
         raise ResumeRefused("not-resumable", problem.code, problem.message) from None
@@ -201,7 +209,7 @@ def _check_later_steps(run: Run, step: int) -> None:
         )
 
 
-def _check_agent(check_agent: AgentCheck | None, agent: Mapping[str, Any]) -> None:
+def _check_agent(check_agent: AgentCheck | None, agent: AgentRef) -> None:
     """Fail closed unless the definition a resume would use now is the one launched."""
     problem = check_agent(agent) if check_agent is not None else None
     if problem is not None:
@@ -262,34 +270,40 @@ def follow_up_input(prior: str, message: str) -> str:
     return prior + ("" if prior.endswith("\n") else "\n") + message
 
 
-def resumed_child(target: Target, message: str, env: Mapping[str, str] | None) -> ChildPlan:
-    """The child plan of the new attempt, from the contract (never from the request)."""
-    projection = target.contract["projection"]
+def resumed_child(
+    target: Target,
+    message: str,
+    env: Mapping[str, str] | None,
+    backends: Mapping[str, Backend],
+) -> ChildPlan:
+    """The child plan of the new attempt, from the contract (never from the request),
+    with its launch prepared."""
+    projection = target.contract.projection
     prior = target.run.children[target.index].output
-    tools = projection["tools"]
-    session = target.contract.get("backendSessionId")
+    session = target.contract.backend_session_id
     # pi is given the file that was checked, not the id: by id it would look further.
     resume_session = target.session_file or session
-    is_command = projection["backend"] == "command"
-    return ChildPlan(
-        backend=projection["backend"],
-        cwd=projection["cwd"],
-        timeout_ms=projection["limits"]["timeoutMs"],
-        stall_timeout_ms=projection["limits"]["stallTimeoutMs"],
-        max_turns=projection["limits"].get("maxTurns"),
-        command=tuple(projection["argvTemplate"]) if is_command else None,
+    is_command = projection.backend == "command"
+    child = ChildPlan(
+        backend=projection.backend,
+        cwd=projection.cwd,
+        timeout_ms=projection.limits.timeout_ms,
+        stall_timeout_ms=projection.limits.stall_timeout_ms,
+        max_turns=projection.limits.max_turns,
+        command=projection.argv_template if is_command else None,
         # An agent continues its own session, which holds the earlier turns; a
         # command is given the prior answer on stdin before the follow-up.
         prompt=message if session else follow_up_input(prior.text if prior else "", message),
         resume_session=resume_session,
-        access=Access(**projection["access"]) if projection.get("access") else None,
+        access=projection.access,
         env=dict(env or {}),
-        label=projection["label"],
-        model=projection["model"],
-        thinking=projection["thinking"],
-        tools=tuple(tool["name"] for tool in tools) if tools is not None else None,
-        instructions=projection.get("instructions"),
+        label=projection.label,
+        model=projection.model,
+        thinking=projection.thinking,
+        tools=tuple(tool.name for tool in projection.tools),
+        instructions=projection.instructions,
         # A projection from before `sessionResources` has none: that child ran `full`.
-        session_resources=projection.get("sessionResources"),
-        agent=AgentRef(**projection["agent"]) if projection.get("agent") else None,
+        session_resources=projection.session_resources,
+        agent=projection.agent,
     )
+    return prepare_child(child, backends[child.backend])

@@ -20,14 +20,18 @@ from subagent_host.backends.base import Backend, ItemSpec
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.pi import PiBackend
-from subagent_host.handlers.spawn_plan import AgentSources, CheckedSpawn
-from subagent_host.runs.plans import Access, ChildPlan, normalized_plan, plan_fingerprint, receipts
-from subagent_host.runs.projection import contract, project, seal, unseal
-from subagent_host.runs.resumes import Target, resumed_child
+from subagent_host.planning.check import CheckedSpawn
+from subagent_host.planning.items import AgentSources
+from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
+from subagent_host.planning.plan import ChildPlan
+from subagent_host.planning.projection import contract, project, seal, unseal
+from subagent_host.planning.receipts import receipts
+from subagent_host.planning.resume import Target, resumed_child
+from subagent_host.planning.views import Access, Projection, to_json
 from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
 from subagent_host.settings import Settings, load_settings
-from tests.handlers.conftest import LIMITS, check_request
-from tests.handlers.test_launch_defaults import definition
+from tests.planning.conftest import LIMITS, check_request
+from tests.planning.test_launch_defaults import definition
 
 PI_LEAN = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files"]
 CLAUDE_LEAN = ["--safe-mode"]
@@ -159,13 +163,15 @@ def test_the_plan_fingerprint_and_receipts_carry_it(
     lean = check(backends, tmp_path, prompt="hi", backend="claude")
     full = check(backends, tmp_path, prompt="hi", backend="claude", sessionResources="full")
     assert lean.plan is not None and full.plan is not None
-    shown = normalized_plan(lean.plan, backends)["children"][0]
+    shown = to_json(normalized_plan(lean.plan, backends))["children"][0]
     assert shown["sessionResources"] == "lean" and "--safe-mode" in shown["argv"]
-    assert normalized_plan(full.plan, backends)["children"][0]["sessionResources"] == "full"
-    assert plan_fingerprint(lean.plan, backends, None) != plan_fingerprint(
-        full.plan, backends, None
+    assert (
+        to_json(normalized_plan(full.plan, backends))["children"][0]["sessionResources"] == "full"
     )
-    child = receipts(lean.plan, backends, Access(), LIMITS)["access"]
+    assert plan_fingerprint(normalized_plan(lean.plan, backends, None)) != plan_fingerprint(
+        normalized_plan(full.plan, backends, None)
+    )
+    child = to_json(receipts(lean.plan, backends, Access(), LIMITS))["access"]
     assert child["children"][0]["sessionResources"] == "lean"
 
 
@@ -174,7 +180,7 @@ CHILD = ChildPlan(
 )
 
 
-def target(projection: dict[str, Any]) -> Target:
+def target(projection: Projection) -> Target:
     child = ChildRun(index=0, backend="pi", status=RunStatus.COMPLETED)
     run = Run(
         run_id="r" * 32,
@@ -194,17 +200,17 @@ def test_a_resume_runs_with_the_launchs_value_and_an_old_projection_without_it_r
 ) -> None:
     backend = PiBackend(session_dir=tmp_path)
     lean = project(attrs.evolve(CHILD, session_resources="lean"), backend)
-    assert lean["sessionResources"] == "lean"
-    assert unseal(*seal(lean))["sessionResources"] == "lean"
-    again = resumed_child(target(lean), "more", None)
+    assert to_json(lean)["sessionResources"] == "lean"
+    assert to_json(unseal(*seal(lean)))["sessionResources"] == "lean"
+    again = resumed_child(target(lean), "more", None, {"pi": backend})
     assert again.session_resources == "lean"
     assert "--no-context-files" in backend.prepare(again.item()).argv
     # A projection sealed before the field existed has none: its child ran full.
     old = project(CHILD, backend)
-    assert "sessionResources" not in old
+    assert "sessionResources" not in to_json(old)
     stored, digest = seal(old)
     assert unseal(stored, digest) == old
-    before = resumed_child(target(old), "more", None)
+    before = resumed_child(target(old), "more", None, {"pi": backend})
     assert before.session_resources is None
     assert "--no-context-files" not in backend.prepare(before.item()).argv
 

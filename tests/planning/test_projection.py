@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Final
 
 import attrs
 import pytest
 
+from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
-from subagent_host.runs.plans import Access, ChildPlan, RunPlan, StepPlan, WorkflowPlan
-from subagent_host.runs.projection import (
+from subagent_host.planning.plan import ChildPlan, RunPlan, StepPlan, WorkflowPlan
+from subagent_host.planning.projection import (
     ProjectionProblem,
     check_overrides,
     contract,
@@ -19,10 +21,12 @@ from subagent_host.runs.projection import (
     seal,
     unseal,
 )
+from subagent_host.planning.resume import Target, resumed_child
+from subagent_host.planning.views import Access, to_json
 from subagent_host.runs.records import workflow_from_record, workflow_record
-from subagent_host.runs.resumes import Target, resumed_child
 from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
 
+BACKENDS: Final[dict[str, Backend]] = {"command": CommandBackend(), "claude": ClaudeBackend()}
 CHILD = ChildPlan(
     backend="command",
     cwd="/tmp",
@@ -36,15 +40,15 @@ CHILD = ChildPlan(
 
 
 def test_a_projection_names_env_keys_never_values_and_keeps_access() -> None:
-    projection = project(CHILD, CommandBackend())
-    stored, _ = seal(projection)
+    stored, _ = seal(project(CHILD, CommandBackend()))
+    projection = to_json(project(CHILD, CommandBackend()))
     assert projection["envKeys"] == ["TOKEN"] and "secret-value" not in stored
     assert projection["access"] == {"filesystem": "read", "process": True, "network": False}
 
 
 def test_unseal_fails_closed_on_tampering_unknown_versions_and_absence() -> None:
     stored, digest = seal(project(CHILD, CommandBackend()))
-    assert unseal(stored, digest)["argvTemplate"] == ["sh", "-c", "cat"]
+    assert to_json(unseal(stored, digest))["argvTemplate"] == ["sh", "-c", "cat"]
     for bad_stored, bad_digest, code in (
         (stored.replace("cat", "rm"), digest, "projection-mismatch"),
         (stored.replace('"v":1', '"v":0'), digest, "projection-unsupported"),
@@ -86,7 +90,7 @@ def test_a_resumed_command_reads_the_prior_text_then_the_follow_up_and_keeps_acc
     )
     sealed = contract(run.run_id, 0, 2, projection, {"timeoutMs": 1000})
     target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
-    plan = resumed_child(target, "go on", {"TOKEN": "secret-value"})
+    plan = resumed_child(target, "go on", {"TOKEN": "secret-value"}, BACKENDS)
     assert plan.command == ("sh", "-c", "cat") and plan.prompt == "earlier answer\ngo on"
     assert plan.timeout_ms == 1000 and plan.stall_timeout_ms == 30_000
     assert plan.access == CHILD.access and plan.env == {"TOKEN": "secret-value"}
@@ -100,8 +104,9 @@ AGENT = ChildPlan(
 
 def test_max_turns_is_projected_and_a_resume_may_lower_it_never_raise_it() -> None:
     projection = project(AGENT, ClaudeBackend())
-    assert projection["limits"]["maxTurns"] == 5
-    assert projection["argvTemplate"][projection["argvTemplate"].index("--max-turns") + 1] == "5"
+    shown = to_json(projection)
+    assert shown["limits"]["maxTurns"] == 5
+    assert shown["argvTemplate"][shown["argvTemplate"].index("--max-turns") + 1] == "5"
     assert check_overrides(projection, {"maxTurns": 2}) == []
     assert check_overrides(projection, {"maxTurns": 6}) == [
         "maxTurns may only be lowered on resume (6 > 5)"
@@ -111,7 +116,7 @@ def test_max_turns_is_projected_and_a_resume_may_lower_it_never_raise_it() -> No
 
 def test_a_child_launched_without_max_turns_keeps_its_projection_and_may_get_one() -> None:
     unlimited = project(attrs.evolve(AGENT, max_turns=None), ClaudeBackend())
-    assert "maxTurns" not in unlimited["limits"]  # as projections stored before it existed
+    assert "maxTurns" not in to_json(unlimited)["limits"]  # as projections stored before it existed
     assert check_overrides(unlimited, {"maxTurns": 3}) == []  # any limit is lower than none
     assert check_overrides(project(CHILD, CommandBackend()), {"maxTurns": 3}) == [
         "maxTurns cannot be honoured by the command backend"
@@ -126,11 +131,13 @@ def test_a_resumed_agent_runs_with_the_lowered_max_turns() -> None:
         children=[ChildRun(index=0, backend="claude", status=RunStatus.LIMIT_REACHED,
                            backend_session_id="sess")],
     )  # fmt: skip
-    sealed = contract(run.run_id, 0, 2, projection, {"maxTurns": 2}, "sess")
+    sealed = contract(run.run_id, 0, 2, projection, {"maxTurns": 2}, backend_session_id="sess")
     target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
-    assert resumed_child(target, "go on", None).max_turns == 2
-    kept = contract(run.run_id, 0, 2, projection, {}, "sess")
-    assert resumed_child(attrs.evolve(target, contract=kept), "go on", None).max_turns == 5
+    assert resumed_child(target, "go on", None, BACKENDS).max_turns == 2
+    kept = contract(run.run_id, 0, 2, projection, {}, backend_session_id="sess")
+    assert (
+        resumed_child(attrs.evolve(target, contract=kept), "go on", None, BACKENDS).max_turns == 5
+    )
 
 
 def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:

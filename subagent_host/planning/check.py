@@ -1,0 +1,269 @@
+"""Check a launch request and plan it: defaults applied, every problem found at once.
+
+`spawn` and `preflight` both call `check_spawn`. What the wire types cannot
+say is checked here: which of the request's shapes was used, item counts, the
+mode, the requested access and required limits; each item is resolved by
+`items.py`, a workflow's steps by `workflow.py`. Problems become diagnostics
+(`problems.py`); any error among them rejects the launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+
+from subagent_host.backends.base import Backend
+from subagent_host.planning.access import FILESYSTEM_LEVELS, beyond, is_full, negotiate
+from subagent_host.planning.items import (
+    AgentSources,
+    ItemResolver,
+    definition_named,
+    directory,
+)
+from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits, WorkflowPlan
+from subagent_host.planning.prepare import launch_plan
+from subagent_host.planning.problems import Problems, raise_if_rejected
+from subagent_host.planning.receipts import HOST_HARD, receipts
+from subagent_host.planning.request import (
+    AccessRequest,
+    LaunchRequest,
+    ParallelStep,
+    SpawnItem,
+)
+from subagent_host.planning.views import Access
+from subagent_host.planning.workflow import plan_workflow
+from subagent_host.runs.state import Diagnostic, RunKind
+
+MAX_CHAIN_ITEMS: Final = 32
+MODES: Final = ("background", "task")
+
+
+@attrs.frozen
+class ResolvedSpawn:
+    plan: LaunchPlan
+    mode: str
+
+
+@attrs.frozen
+class CheckedSpawn:
+    """A request checked: the plan when one could be made, and every problem found."""
+
+    plan: LaunchPlan | None
+    mode: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def accepted(self) -> bool:
+        return self.plan is not None and not any(d.severity == "error" for d in self.diagnostics)
+
+
+def uses_agents(params: LaunchRequest) -> bool:
+    """Whether any item names an agent definition (only then are definitions looked up)."""
+    items: list[SpawnItem] = [*(params.tasks or ()), *(params.chain or ())]
+    for step in params.workflow.chain if params.workflow is not None else ():
+        if isinstance(step, SpawnItem):
+            items.append(step)
+        elif isinstance(step, ParallelStep):
+            items.extend(step.parallel)
+        else:
+            items.append(step.item)
+    return params.agent is not None or any(item.agent is not None for item in items)
+
+
+def accept(checked: CheckedSpawn) -> ResolvedSpawn:
+    """The launch to run; LaunchRejected / BackendUnavailable when it has an error."""
+    raise_if_rejected(checked.diagnostics)
+    assert checked.plan is not None
+    return ResolvedSpawn(plan=checked.plan, mode=checked.mode)
+
+
+def check_spawn(
+    params: LaunchRequest,
+    *,
+    backends: Mapping[str, Backend],
+    limits: ServerLimits,
+    depth: int,
+    server_cwd: str,
+    sources: AgentSources | None = None,
+) -> CheckedSpawn:
+    """Every problem of a launch request as diagnostics, and its plan when one can be made."""
+    sources = sources or AgentSources()
+    max_depth = limits.max_depth
+    problems = Problems()
+    if depth >= max_depth:
+        problems.error(
+            "max-depth",
+            f"this server runs at delegation depth {depth} (the maximum is {max_depth}): "
+            "a subagent may not start subagents",
+        )
+    shapes = [name for name in ("tasks", "chain", "workflow") if getattr(params, name) is not None]
+    single = params.prompt is not None or params.agent is not None or params.command is not None
+    if len(shapes) + single != 1:
+        problems.error(
+            "invalid-shape",
+            "give exactly one of prompt/agent/command, tasks, chain or workflow",
+        )
+
+    items = ItemResolver(problems, params, backends, server_cwd, sources)
+    resolve = items.resolve
+
+    kind = RunKind.SINGLE
+    children: tuple[ChildPlan, ...] = ()
+    workflow: WorkflowPlan | None = None
+    if params.tasks is not None:
+        kind = RunKind.PARALLEL
+        _check_count(problems, "tasks", len(params.tasks), limits.max_parallel)
+        children = tuple(resolve(f"tasks[{i}]", item) for i, item in enumerate(params.tasks))
+    elif params.chain is not None:
+        kind = RunKind.CHAIN
+        _check_count(problems, "chain", len(params.chain), MAX_CHAIN_ITEMS)
+        children = tuple(resolve(f"chain[{i}]", item) for i, item in enumerate(params.chain))
+    elif params.workflow is not None:
+        kind = RunKind.WORKFLOW
+        cwd = directory(Problems(), "cwd", params.cwd, server_cwd)  # reported by the items
+        children, workflow = plan_workflow(
+            problems, params.workflow, items, cwd, limits.max_parallel
+        )
+    elif single:
+        top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)
+        children = (resolve("", top),)
+
+    mode = _mode(problems, params, children, sources)
+    access = _access(problems, params.access)
+    if problems.failed or not children:
+        return CheckedSpawn(plan=None, mode=mode, diagnostics=tuple(problems.items))
+    plan = RunPlan(
+        kind=kind,
+        children=children,
+        label=params.label,
+        stream=bool(params.stream),
+        access=None if is_full(access) else access,
+        workflow=workflow,
+    )
+    _check_access(problems, plan, backends, access)
+    _check_required_limits(problems, plan, backends, access, limits, params.required_limits)
+    if not is_full(access):  # the children are launched with the tools access leaves them
+        plan = attrs.evolve(
+            plan,
+            children=tuple(_narrowed(child, backends, access) for child in plan.children),
+        )
+    prepared = launch_plan(plan, backends)
+    return CheckedSpawn(plan=prepared, mode=mode, diagnostics=tuple(problems.items))
+
+
+def _mode(
+    problems: Problems,
+    params: LaunchRequest,
+    children: tuple[ChildPlan, ...],
+    sources: AgentSources,
+) -> str:
+    """The request's mode, else a single agent's `subagent_mode`, else `default_mode`."""
+    mode = params.mode
+    if mode is None and params.agent is not None and len(children) == 1:
+        definition = definition_named(sources, params.agent)
+        mode = definition.mode if definition is not None else None
+    mode = mode or sources.settings.default_mode or "background"
+    if mode not in MODES:
+        problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
+    return mode
+
+
+def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access) -> ChildPlan:
+    backend = backends[child.backend]
+    if not backend.restrictable:
+        return child
+    tools = negotiate(backend, child.tools, access)
+    return attrs.evolve(
+        child, tools=tuple(tools.kept), removed_tools=tuple(tools.removed), access=access
+    )
+
+
+def _access(problems: Problems, requested: AccessRequest | None) -> Access:
+    if requested is None:
+        return Access()
+    filesystem = requested.filesystem or "write"
+    if filesystem not in FILESYSTEM_LEVELS:
+        problems.error(
+            "invalid-access",
+            f"filesystem must be one of {', '.join(FILESYSTEM_LEVELS)}",
+            "access.filesystem",
+        )
+        filesystem = "write"
+    return Access(
+        filesystem=filesystem,
+        process=requested.process if requested.process is not None else True,
+        network=requested.network if requested.network is not None else True,
+    )
+
+
+def _check_access(
+    problems: Problems, plan: RunPlan, backends: Mapping[str, Backend], access: Access
+) -> None:
+    """A child left with no tool, or whose backend cannot be narrowed, cannot honour access."""
+    if is_full(access):
+        return
+    for index, child in enumerate(plan.children):
+        backend = backends[child.backend]
+        tools = negotiate(backend, child.tools, access)
+        path = f"children[{index}]" if len(plan.children) > 1 else None
+        if not backend.restrictable and tools.removed:
+            problems.error(
+                "access-not-enforceable",
+                f"the {child.backend} backend runs a program with your own permissions; "
+                "it cannot be limited to the requested access (drop `access`, or use an "
+                "agent backend whose tools can be narrowed)",
+                path,
+            )
+        elif not tools.kept:
+            problems.error(
+                "no-tools-left", "the requested access removes every tool of this child", path
+            )
+        elif tools.removed:
+            exceeding = beyond(access, tools.removed)
+            removed = ", ".join(f"{n} ({', '.join(exceeding[n])})" for n in sorted(exceeding))
+            problems.info("tools-removed", f"removed for the requested access: {removed}", path)
+
+
+def _check_required_limits(
+    problems: Problems,
+    plan: RunPlan,
+    backends: Mapping[str, Backend],
+    access: Access,
+    limits: ServerLimits,
+    required: tuple[str, ...] | None,
+) -> None:
+    if not required:
+        return
+    offered = {
+        limit.name: limit.enforcement for limit in receipts(plan, backends, access, limits).limits
+    }
+    unlimited = [i for i, child in enumerate(plan.children) if child.max_turns is None]
+    for index, name in enumerate(required):
+        enforcement = offered.get(name)
+        if name == "maxTurns" and enforcement is not None and unlimited:
+            problems.error(
+                "limit-not-offered",
+                f"maxTurns is not set for every child (none for children "
+                f"{', '.join(map(str, unlimited))}): it cannot be required of the launch",
+                f"requiredLimits[{index}]",
+            )
+        elif enforcement is None:
+            problems.error(
+                "limit-not-offered",
+                f"no limit named {name!r} applies to this launch "
+                f"(offered: {', '.join(sorted(offered))})",
+                f"requiredLimits[{index}]",
+            )
+        elif enforcement != HOST_HARD:
+            problems.error(
+                "limit-not-enforceable",
+                f"{name} is only {enforcement} here, and it was required to be {HOST_HARD}",
+                f"requiredLimits[{index}]",
+            )
+
+
+def _check_count(problems: Problems, name: str, count: int, most: int) -> None:
+    if not 1 <= count <= most:
+        problems.error("item-count", f"{name} takes 1 to {most} items, not {count}", name)

@@ -1,0 +1,335 @@
+"""Resolve one item of a launch request into a child plan, every problem found at once.
+
+An item's own fields override the call's, then an agent definition's and the
+configured defaults apply (`agents/effective.py`). What the wire types cannot
+say is checked here: durations, working directories, environment names, the
+backend and fields it cannot honour, an agent child's prompt, program, tools
+and thinking level.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from subagent_host.agents.definitions import AgentDefinition
+from subagent_host.agents.discovery import AgentCatalog
+from subagent_host.agents.effective import effective
+from subagent_host.backends.base import SESSION_RESOURCES, Backend
+from subagent_host.backends.probe import find_executable
+from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
+from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
+from subagent_host.planning.problems import Problems
+from subagent_host.planning.request import LaunchRequest, SpawnItem
+from subagent_host.planning.views import AgentRef
+from subagent_host.settings import MAX_DURATION_MS, Settings
+
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Most model responses `maxTurns` may allow (a day of one-second responses).
+MAX_TURNS: Final = 100_000
+# Fields only agent backends take; `command` cannot honour them (wire names).
+AGENT_ONLY_FIELDS: Final = {
+    "model": "model",
+    "thinking": "thinking",
+    "tools": "tools",
+    "session_resources": "sessionResources",
+    "max_turns": "maxTurns",
+}
+
+
+@attrs.frozen
+class AgentSources:
+    """What an `agent` item is looked up in, and the configured defaults every item gets."""
+
+    settings: Settings = attrs.Factory(Settings)
+    catalog: AgentCatalog | None = None
+    """The agent definitions found for this request (None: none were looked for)."""
+
+
+@attrs.frozen
+class ItemResolver:
+    """Resolves the items of one request (its call's fields apply to each), into one
+    list of problems."""
+
+    problems: Problems
+    call: LaunchRequest
+    backends: Mapping[str, Backend]
+    server_cwd: str
+    sources: AgentSources
+
+    def resolve(self, path: str, item: SpawnItem) -> ChildPlan:
+        """The child plan of the item at `path` (`""` for the call's own item)."""
+        return _resolve_item(
+            self.problems, path, item, self.call, self.backends, self.server_cwd, self.sources
+        )
+
+
+def definition_named(sources: AgentSources, name: str) -> AgentDefinition | None:
+    """The usable definition named `name`, if there is one (no diagnostic otherwise)."""
+    found = sources.catalog.lookup(name) if sources.catalog is not None else None
+    return found if isinstance(found, AgentDefinition) else None
+
+
+def _resolve_item(
+    problems: Problems,
+    path: str,
+    item: SpawnItem,
+    call: LaunchRequest,
+    backends: Mapping[str, Backend],
+    server_cwd: str,
+    sources: AgentSources,
+) -> ChildPlan:
+    def at(name: str) -> str:
+        return f"{path}.{name}" if path else name
+
+    def pick(name: str) -> Any:
+        value = getattr(item, name)
+        return value if value is not None else getattr(call, name)
+
+    definition = _agent(problems, at("agent"), item.agent, sources)
+    if item.agent is not None and item.command is not None:
+        problems.error("invalid-shape", "an item takes an agent or a command, not both", path)
+    if item.command is None and item.prompt is None and item.agent is None:
+        problems.error("empty-item", "an item needs a prompt, an agent or a command", path or None)
+    if item.command is not None and (not item.command or not item.command[0]):
+        problems.error("empty-command", "command must be a non-empty argv array", at("command"))
+
+    settings = sources.settings
+    wanted = effective(
+        definition,
+        settings,
+        model=pick("model"),
+        effort=pick("thinking"),
+        tools=pick("tools"),
+        session_resources=pick("session_resources"),
+    )
+    if wanted.removed_tools:
+        problems.info(
+            "tools-removed",
+            f"a subagent may not delegate: removed {', '.join(wanted.removed_tools)}",
+            at("tools"),
+        )
+    name = _choose_backend(item, call, settings.default_backend, wanted.model)
+    backend = backends.get(name)
+    cwd = directory(problems, at("cwd"), pick("cwd"), server_cwd)
+    env = _environment(problems, at("env"), {**(call.env or {}), **(item.env or {})})
+    # Without a prompt, an agent's instructions are its task.
+    prompt = item.prompt
+    instructions = definition.instructions if definition is not None else None
+    if prompt is None and instructions is not None:
+        prompt, instructions = instructions, None
+    if backend is None:
+        problems.error(
+            "backend-unavailable",
+            f"backend {name!r} is not known to this server (known: {', '.join(sorted(backends))})",
+            at("backend"),
+        )
+    elif name == "command":
+        if item.command is None:
+            problems.error("missing-command", "the command backend needs a command", at("command"))
+        if item.agent is not None:
+            problems.error(
+                "not-honoured", "the command backend cannot run an agent definition", at("backend")
+            )
+        for field, wire_name in AGENT_ONLY_FIELDS.items():
+            if pick(field) is not None:
+                problems.error(
+                    "not-honoured", f"the command backend cannot honour {wire_name}", at(wire_name)
+                )
+    else:
+        _check_agent_item(
+            problems, at, item, backend, prompt, wanted.tools, wanted.effort, cwd, env
+        )
+        if wanted.session_resources not in SESSION_RESOURCES:
+            problems.error(
+                "invalid-session-resources",
+                f"sessionResources must be one of {', '.join(SESSION_RESOURCES)}, "
+                f"not {wanted.session_resources!r}",
+                at("sessionResources"),
+            )
+
+    timeout_ms = _duration(
+        problems,
+        at("timeoutMs"),
+        pick("timeout_ms"),
+        settings.timeout_ms or DEFAULT_TIMEOUT_MS,
+    )
+    stall_ms = _duration(
+        problems,
+        at("stallTimeoutMs"),
+        pick("stall_timeout_ms"),
+        settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS,
+    )
+    max_turns = _turns(problems, at("maxTurns"), pick("max_turns"))
+    is_agent = name != "command"
+    return ChildPlan(
+        backend=name,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        stall_timeout_ms=stall_ms,
+        command=item.command,
+        prompt=prompt,
+        env=env,
+        label=item.label,
+        model=wanted.model if is_agent else None,
+        thinking=wanted.effort if is_agent else None,
+        tools=wanted.tools if is_agent else None,
+        instructions=instructions if is_agent else None,
+        session_resources=wanted.session_resources if is_agent else None,
+        agent=_agent_ref(definition),
+        output_name=item.as_,
+        max_turns=max_turns if is_agent else None,
+    )
+
+
+def _agent(
+    problems: Problems, path: str, name: str | None, sources: AgentSources
+) -> AgentDefinition | None:
+    """The definition an `agent` item names; a diagnostic when there is none to use."""
+    if name is None:
+        return None
+    found = sources.catalog.lookup(name) if sources.catalog is not None else None
+    if isinstance(found, AgentDefinition):
+        return found
+    if found is None:
+        known = sorted(sources.catalog.agents) if sources.catalog is not None else []
+        problems.error(
+            "unknown-agent",
+            f"no agent definition named {name!r} (known: {', '.join(known) or 'none'}; "
+            "see agents/list)",
+            path,
+        )
+    else:  # a malformed definition of that name blocks it, rather than fall back
+        problems.error(
+            "agent-blocked",
+            f"the agent definition {name!r} cannot be used: {found.message}",
+            path,
+        )
+    return None
+
+
+def _agent_ref(definition: AgentDefinition | None) -> AgentRef | None:
+    if definition is None:
+        return None
+    return AgentRef(
+        name=definition.name,
+        source=definition.source,
+        path=definition.path,
+        digest=definition.digest,
+    )
+
+
+def _check_agent_item(
+    problems: Problems,
+    at: Callable[[str], str],
+    item: SpawnItem,
+    backend: Backend,
+    prompt: str | None,
+    tools: tuple[str, ...] | None,
+    thinking: str | None,
+    cwd: str,
+    env: Mapping[str, str],
+) -> None:
+    """An agent child: a prompt, its program on the child's PATH, tools and thinking it knows."""
+    if item.command is not None:
+        problems.error(
+            "not-honoured", f"the {backend.id} backend takes a prompt, not a command", at("command")
+        )
+    if prompt is None and item.agent is None:  # an unknown agent was reported already
+        problems.error("missing-prompt", f"the {backend.id} backend needs a prompt", at("prompt"))
+    elif item.prompt is not None and is_empty_prompt(backend.id, item.prompt):
+        problems.error(
+            EMPTY_PROMPT,
+            f"the {backend.id} backend needs a prompt with text in it, not an empty "
+            "or whitespace-only one",
+            at("prompt"),
+        )
+    elif is_empty_prompt(backend.id, prompt):  # no prompt, and the agent's body is empty
+        problems.error(
+            "missing-prompt",
+            f"agent {item.agent!r} has no instructions to take as its task: give a prompt",
+            at("prompt"),
+        )
+    program = backend.executable
+    if find_executable(program, cwd, env.get("PATH")) is None:
+        problems.error(
+            "backend-unavailable",
+            f"the {backend.id} backend needs {program!r}, which is not on the child's PATH "
+            "(install the pinned agent CLIs with scripts/install-agents, or set PATH in env)",
+            at("backend"),
+        )
+    if tools == () and backend.tools_required:
+        problems.error(
+            "tools-required",
+            f"{backend.id} always has tools (its shell, confined by its sandbox), so it "
+            f"cannot run with none; name the narrowest it may have instead "
+            f"(it has: {', '.join(backend.tools)})",
+            at("tools"),
+        )
+    for index, tool in enumerate(tools or ()):
+        if tool not in backend.tools:
+            problems.error(
+                "unknown-tool",
+                f"{backend.id} has no tool {tool!r} (it has: {', '.join(sorted(backend.tools))})",
+                f"{at('tools')}[{index}]",
+            )
+    levels = backend.thinking_levels
+    if thinking is not None and thinking not in levels:
+        problems.error(
+            "invalid-thinking",
+            f"{backend.id} takes thinking {', '.join(levels) or '(none)'}, not {thinking!r}",
+            at("thinking"),
+        )
+
+
+def _choose_backend(
+    item: SpawnItem, call: LaunchRequest, default_backend: str | None, model: str | None
+) -> str:
+    """Explicit backend wins; a command means `command`; then the configured default;
+    then a bare claude-* model means claude; else pi."""
+    explicit = item.backend or call.backend
+    if explicit:
+        return explicit
+    if item.command is not None:
+        return "command"
+    if default_backend is not None:
+        return default_backend
+    if model and model.startswith("claude-"):
+        return "claude"
+    return "pi"
+
+
+def _duration(problems: Problems, path: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if not 1 <= value <= MAX_DURATION_MS:
+        problems.error("invalid-duration", f"must be 1..{MAX_DURATION_MS} ms", path)
+    return value
+
+
+def _turns(problems: Problems, path: str, value: int | None) -> int | None:
+    if value is not None and not 1 <= value <= MAX_TURNS:
+        problems.error("invalid-max-turns", f"must be 1..{MAX_TURNS} model responses", path)
+    return value
+
+
+def directory(problems: Problems, path: str, value: str | None, default: str) -> str:
+    real = os.path.realpath(os.path.expanduser(value) if value is not None else default)
+    if not os.path.isdir(real):
+        problems.error("invalid-cwd", f"{value!r} is not an existing directory", path)
+    return real
+
+
+def _environment(problems: Problems, path: str, env: Mapping[str, str]) -> dict[str, str]:
+    for name, value in env.items():
+        if ENV_NAME.fullmatch(name) is None:
+            problems.error(
+                "invalid-env", f"{name!r} is not a valid variable name", f"{path}.{name}"
+            )
+        elif "\0" in value:
+            problems.error("invalid-env", "values cannot contain NUL", f"{path}.{name}")
+    return dict(env)

@@ -1,0 +1,85 @@
+"""The normalized plan: what a launch would run, as `preflight` shows it and a fingerprint seals it.
+
+Both `preflight` and `spawn` fingerprint it (`sha256:v1:` + SHA-256 of its
+canonical JSON), so a spawn matches its preflight exactly when it would run the
+same thing. Each child's argv is its prepared launch's (`prepare.py`): the plan
+shows what would be executed, not a second rendering of it. Environment values
+are left out (only their names): they may be secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from subagent_host.backends.base import Backend
+from subagent_host.planning.access import is_full, negotiate
+from subagent_host.planning.fingerprint import digest, fingerprint
+from subagent_host.planning.plan import RunPlan, WorkflowPlan, prepared
+from subagent_host.planning.views import (
+    Access,
+    NormalizedPlan,
+    PlanChild,
+    PlanStep,
+    PlanWorkflow,
+    to_json,
+)
+
+
+def normalized_plan(
+    plan: RunPlan, backends: Mapping[str, Backend], access: Access | None = None
+) -> NormalizedPlan:
+    """The plan as preflight shows it."""
+    access = access or Access()
+    children = []
+    for index, child in enumerate(plan.children):
+        backend = backends[child.backend]
+        tools = negotiate(backend, child.tools, access, child.removed_tools)
+        children.append(
+            PlanChild(
+                index=index,
+                backend=child.backend,
+                argv=prepared(child, backend).argv,
+                cwd=child.cwd,
+                model=child.model,
+                thinking=child.thinking,
+                session_resources=child.session_resources,
+                tools=tuple(sorted(tools.kept)),
+                env_keys=tuple(sorted(child.env)),
+                prompt_digest=digest(child.prompt) if child.prompt is not None else None,
+                limits=child.limits,
+                removed_tools=tuple(sorted(tools.removed)) if tools.removed else None,
+                agent=child.agent,
+                as_=child.output_name,
+            )
+        )
+    return NormalizedPlan(
+        kind=str(plan.kind),
+        children=tuple(children),
+        access=None if is_full(access) else access,
+        workflow=_workflow(plan.workflow) if plan.workflow is not None else None,
+    )
+
+
+def _workflow(workflow: WorkflowPlan) -> PlanWorkflow:
+    """The workflow's shape: steps refer to `children` (item templates) by index."""
+    return PlanWorkflow(
+        name=workflow.name,
+        task_digest=digest(workflow.task),
+        steps=tuple(
+            PlanStep(
+                index=index,
+                kind=step.kind,
+                items=step.items,
+                as_=step.output_name,
+                for_each=step.over,
+                label=step.label,
+            )
+            for index, step in enumerate(workflow.steps)
+        ),
+        snapshot_path=workflow.snapshot_path,
+    )
+
+
+def plan_fingerprint(plan: NormalizedPlan) -> str:
+    """The plan's fingerprint: what a preflight id and a run are bound to."""
+    return fingerprint(to_json(plan))

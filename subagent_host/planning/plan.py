@@ -1,0 +1,180 @@
+"""The plan types: what a checked request resolved to, child by child.
+
+`check.py` makes them from a request, `resume.py` from a stored projection;
+`runs/` carries them out. The views of a plan (what preflight shows, its
+fingerprint, its receipts, each child's launch projection) are made from these
+in `normalized.py`, `receipts.py` and `projection.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+
+from subagent_host.backends.base import FULL, Backend, ItemSpec, Launch
+from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
+from subagent_host.runs.state import RunKind
+
+
+@attrs.frozen
+class ChildPlan:
+    """One child, resolved: the wire's item after defaults and validation."""
+
+    backend: str
+    cwd: str
+    timeout_ms: int
+    stall_timeout_ms: int
+    command: tuple[str, ...] | None = None
+    prompt: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    label: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    tools: tuple[str, ...] | None = None
+    resume_session: str | None = None
+    """The agent CLI's own session a resumed attempt continues."""
+    access: Access | None = None
+    """The request's access, when it narrowed the default."""
+    removed_tools: tuple[str, ...] = ()
+    """The tools the request's access took away (`tools` holds what is left)."""
+    instructions: str | None = None
+    """The agent definition's body, given to the CLI as system-prompt instructions."""
+    agent: AgentRef | None = None
+    output_name: str | None = None
+    """A workflow item's `as`: the name its final text is known by in later steps."""
+    session_resources: str | None = None
+    """An agent child's `lean` or `full`; None for a command child, and for a child
+    resumed from a projection recorded before the field existed (it ran `full`)."""
+    max_turns: int | None = None
+    """Model responses an agent child may make; the server counts them (None: no limit)."""
+    launch: Launch | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    """What the backend executes for it (argv, stdin, extra env, cwd), prepared once
+    from the fields above by `prepare_child`. Not an init argument: any copy
+    (`attrs.evolve`: a template filled, a field changed) starts unprepared, so a
+    launch never outlives what it was rendered from. Never recorded: it is derived,
+    and holds environment values."""
+
+    @property
+    def limits(self) -> ChildLimits:
+        """The child's own limits, as the plan, the projection and a resume spell them."""
+        return ChildLimits(
+            timeout_ms=self.timeout_ms,
+            stall_timeout_ms=self.stall_timeout_ms,
+            max_turns=self.max_turns,
+        )
+
+    def item(self, prompt: str | None = None) -> ItemSpec:
+        """What the backend is given to launch this child (`prompt` replaces the plan's)."""
+        return ItemSpec(
+            command=self.command,
+            prompt=prompt if prompt is not None else self.prompt,
+            cwd=self.cwd,
+            env=self.env,
+            model=self.model,
+            thinking=self.thinking,
+            tools=self.tools,
+            resume_session=self.resume_session,
+            filesystem_access=self.access.filesystem if self.access else "write",
+            network_access=self.access.network if self.access else True,
+            instructions=self.instructions,
+            session_resources=self.session_resources or FULL,
+            max_turns=self.max_turns,
+        )
+
+
+# An agent CLI given no text to work on would only spend a model call on nothing;
+# a `command` child's prompt is just its stdin, and may be empty.
+EMPTY_PROMPT: Final = "empty-prompt"
+
+
+def is_empty_prompt(backend: str, prompt: str | None) -> bool:
+    """An agent backend's prompt that is empty or only whitespace (never `command`'s)."""
+    return backend != "command" and prompt is not None and not prompt.strip()
+
+
+STEP_PROMPT: Final = "prompt"
+STEP_PARALLEL: Final = "parallel"
+STEP_FOR_EACH: Final = "forEach"
+
+
+@attrs.frozen
+class StepPlan:
+    """One workflow step: which of the plan's children are its items, and how they run.
+
+    A `prompt` step has one item, a `parallel` step several; a `forEach` step
+    has one item, run once per element of the array its `over` template yields.
+    Item prompts (and labels) are templates, filled when the step starts.
+    """
+
+    kind: str
+    items: tuple[int, ...]
+    output_name: str | None = None
+    over: str | None = None
+    label: str | None = None
+
+
+@attrs.frozen
+class WorkflowPlan:
+    name: str
+    task: str
+    steps: tuple[StepPlan, ...]
+    snapshot_path: str | None = None
+
+
+@attrs.frozen
+class RunPlan:
+    """What a launch request resolved to: its kind and its children (a workflow's record
+    in the store is this, without environment values)."""
+
+    kind: RunKind
+    children: tuple[ChildPlan, ...]
+    """The children to run; for a workflow, its item templates (children are made per step)."""
+    label: str | None = None
+    stream: bool = False
+    access: Access | None = None
+    workflow: WorkflowPlan | None = None
+
+
+@attrs.frozen
+class ServerLimits:
+    """The server-wide limits a receipt reports beside each child's own."""
+
+    output_cap_bytes: int
+    output_cap_lines: int
+    previous_cap_bytes: int
+    max_concurrency: int
+    max_depth: int
+    max_parallel: int = 8
+    workflow_parallelism: int = 4
+
+
+@attrs.frozen(kw_only=True)
+class LaunchPlan(RunPlan):
+    """A launch, planned: a single item, tasks, a chain or a workflow, whose children
+    carry their prepared launch. Made once per request (`prepare.launch_plan`); the
+    normalized plan and the fingerprint are computed from it then, and what preflight
+    shows, what a preflight id and the run are bound to, each child's projection and
+    what is started are views of this one object. Only `launch_plan` makes one: a
+    changed plan is planned anew, never copied with `attrs.evolve` (its fingerprint
+    would no longer be its own)."""
+
+    normalized: NormalizedPlan
+    fingerprint: str
+
+
+def prepare_child(child: ChildPlan, backend: Backend) -> ChildPlan:
+    """The child with its launch prepared (the one place a planned child is prepared)."""
+    if child.launch is not None:
+        return child
+    ready = attrs.evolve(child)
+    # Set once, on a copy no one else holds yet: `launch` is derived, never an input.
+    object.__setattr__(ready, "launch", backend.prepare(child.item()))
+    return ready
+
+
+def prepared(child: ChildPlan, backend: Backend) -> Launch:
+    """The child's launch: the one prepared when it was planned, else prepared now (a
+    workflow child whose templates were just filled)."""
+    return child.launch if child.launch is not None else backend.prepare(child.item())

@@ -1,0 +1,57 @@
+"""What `preflight` adds to a checked launch: each child's program probed, and receipts
+naming each agent CLI's version.
+
+Nothing starts here but the CLIs' `--version` probes (once per program, cached by
+`VersionProbes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from subagent_host.backends.base import Backend
+from subagent_host.backends.probe import VersionProbes, find_executable
+from subagent_host.planning.plan import LaunchPlan, ServerLimits, prepared
+from subagent_host.planning.receipts import receipts
+from subagent_host.planning.views import Access, Receipts
+from subagent_host.runs.state import Diagnostic
+
+
+def probe(plan: LaunchPlan, backends: Mapping[str, Backend]) -> list[Diagnostic]:
+    """Each child's program must exist and be executable where the child would look."""
+    found: list[Diagnostic] = []
+    for index, child in enumerate(plan.children):
+        program = prepared(child, backends[child.backend]).argv[0]
+        if find_executable(program, child.cwd, child.env.get("PATH")) is None:
+            where = "in its working directory" if "/" in program else "on the child's PATH"
+            found.append(
+                Diagnostic(
+                    "error",
+                    "executable-not-found",
+                    f"{program!r} is not an executable file {where}",
+                    f"children[{index}]" if len(plan.children) > 1 else "command",
+                )
+            )
+    return found
+
+
+async def versioned_receipts(
+    plan: LaunchPlan,
+    backends: Mapping[str, Backend],
+    limits: ServerLimits,
+    probes: VersionProbes | None,
+) -> Receipts:
+    """The plan's receipts, each agent child's with its CLI's version (None: it gave none)."""
+    described = receipts(plan, backends, plan.access or Access(), limits)
+    if probes is None:
+        return described
+    children = []
+    for entry, child in zip(described.access.children, plan.children, strict=True):
+        program = backends[child.backend].executable
+        if program:
+            entry = attrs.evolve(entry, version=await probes.version(program))
+        children.append(entry)
+    access = attrs.evolve(described.access, children=tuple(children))
+    return attrs.evolve(described, access=access)

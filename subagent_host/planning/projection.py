@@ -1,0 +1,168 @@
+"""Launch projections: what each child was launched as, kept so a resume runs exactly that.
+
+Every child of every run gets one versioned projection when its run is launched:
+backend, argv template, model, thinking, `sessionResources`, tools with their
+effects, cwd, the
+names of its environment variables (their values are never stored, not even
+hashed: they may be secrets), its limits, and the agent it came from when there
+was one. Its digest (`sha256:v1:`, canonical JSON) is stored beside it; a
+resume rebuilds its contract from the stored projection and refuses (fails
+closed) when the projection is missing, of a version it does not know, or no
+longer matches its digest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+from cattrs.errors import BaseValidationError
+
+from subagent_host.backends.base import Backend
+from subagent_host.planning.access import default_tools
+from subagent_host.planning.fingerprint import fingerprint
+from subagent_host.planning.plan import ChildPlan, prepared
+from subagent_host.planning.views import (
+    PROJECTION_VERSION,
+    Contract,
+    ContractWorkflow,
+    Projection,
+    ToolEffects,
+    from_json,
+    to_json,
+)
+
+VERSION: Final = PROJECTION_VERSION
+# What a resume may change (only lower: a child launched without `maxTurns` had no
+# turn limit, so any one is lower). Everything else would be a different launch.
+ALLOWED_OVERRIDES: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns")
+GUIDANCE: Final = (
+    "launch a new run instead, and give it the prior result (status {runId}) in its task"
+)
+# Keys a projection stored before they existed lacks; read back as null, which the
+# digest (it leaves nulls out) does not tell from absent.
+ADDED_SINCE_V1: Final = ("agent", "access")
+
+
+def project(child: ChildPlan, backend: Backend) -> Projection:
+    """The projection of one planned child: its prepared launch's argv, and what it ran with."""
+    tools = child.tools if child.tools is not None else default_tools(backend)
+    return Projection(
+        backend=child.backend,
+        argv_template=prepared(child, backend).argv,
+        model=child.model,
+        thinking=child.thinking,
+        tools=tuple(ToolEffects(t, tuple(sorted(backend.tools.get(t, ())))) for t in tools),
+        cwd=child.cwd,
+        env_keys=tuple(sorted(child.env)),
+        limits=child.limits,
+        label=child.label,
+        agent=child.agent,
+        access=child.access,
+        instructions=child.instructions,
+        session_resources=child.session_resources,
+    )
+
+
+def seal(projection: Projection) -> tuple[str, str]:
+    """The projection as stored (its JSON, keys sorted), and its digest."""
+    data = to_json(projection)
+    return json.dumps(data, sort_keys=True, separators=(",", ":")), fingerprint(data)
+
+
+class ProjectionProblem(Exception):
+    """A stored projection that cannot be trusted; `code` names why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def unseal(stored: str | None, digest: str | None) -> Projection:
+    """The stored projection, checked; ProjectionProblem if it cannot be used."""
+    if stored is None or digest is None:
+        raise ProjectionProblem(
+            "projection-missing", f"this child has no recorded launch projection; {GUIDANCE}"
+        )
+    try:
+        data = json.loads(stored)
+    except ValueError:
+        raise ProjectionProblem(
+            "projection-corrupt", f"the recorded launch projection is unreadable; {GUIDANCE}"
+        ) from None
+    if not isinstance(data, dict) or data.get("v") != VERSION:
+        version = data.get("v") if isinstance(data, dict) else None
+        raise ProjectionProblem(
+            "projection-unsupported",
+            f"the recorded launch projection has version {version!r}, this server "
+            f"understands {VERSION}; {GUIDANCE}",
+        )
+    if fingerprint(data) != digest:  # the stored JSON itself, before anything reads it
+        raise ProjectionProblem(
+            "projection-mismatch",
+            f"the recorded launch projection does not match its digest; {GUIDANCE}",
+        )
+    try:
+        return from_json({**dict.fromkeys(ADDED_SINCE_V1), **data}, Projection)
+    except (BaseValidationError, ValueError, TypeError):
+        raise ProjectionProblem(
+            "projection-unsupported",
+            f"the recorded launch projection has fields this server does not know; {GUIDANCE}",
+        ) from None
+
+
+def contract(
+    run_id: str,
+    index: int,
+    attempt: int,
+    projection: Projection,
+    overrides: Mapping[str, Any],
+    *,
+    backend_session_id: str | None = None,
+    session_digest: str | None = None,
+    session_digest_source: str | None = None,
+    workflow: ContractWorkflow | None = None,
+) -> Contract:
+    """What a resume would run: the projection with the allowed overrides applied.
+
+    `backendSessionId` is the agent CLI's own session the new attempt continues
+    (known only once a child has run, so it is not part of the projection).
+    """
+    lowered = {
+        "timeout_ms": overrides.get("timeoutMs", projection.limits.timeout_ms),
+        "stall_timeout_ms": overrides.get("stallTimeoutMs", projection.limits.stall_timeout_ms),
+        "max_turns": overrides.get("maxTurns", projection.limits.max_turns),
+    }
+    return Contract(
+        run_id=run_id,
+        index=index,
+        attempt=attempt,
+        projection=attrs.evolve(projection, limits=attrs.evolve(projection.limits, **lowered)),
+        projection_digest=fingerprint(to_json(projection)),
+        backend_session_id=backend_session_id,
+        session_digest=session_digest,
+        session_digest_source=session_digest_source if session_digest is not None else None,
+        workflow=workflow,
+    )
+
+
+def check_overrides(projection: Projection, overrides: Mapping[str, Any]) -> list[str]:
+    """Why these overrides are refused (empty when they are allowed)."""
+    limits = to_json(projection.limits)
+    problems = []
+    for name, value in overrides.items():
+        if name not in ALLOWED_OVERRIDES:
+            problems.append(
+                f"{name} cannot be changed on resume (only {', '.join(ALLOWED_OVERRIDES)} may "
+                f"be lowered); to change it, launch anew"
+            )
+        elif name == "maxTurns" and projection.backend == "command":
+            problems.append("maxTurns cannot be honoured by the command backend")
+        elif type(value) is not int or value < 1:
+            problems.append(f"{name} must be a positive integer")
+        elif name in limits and value > limits[name]:
+            problems.append(f"{name} may only be lowered on resume ({value} > {limits[name]})")
+    return problems
