@@ -39,7 +39,7 @@ from subagent_host.runs.plans import (
 from subagent_host.runs.projection import project
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
-from subagent_host.runs.settling import Ending, Settler
+from subagent_host.runs.settling import Settler, StopCause
 from subagent_host.runs.state import (
     ADMITTED_DIRECT,
     ChildRun,
@@ -58,7 +58,7 @@ __all__ = ["OutputCaps", "RunManager", "WorkflowRecords"]
 logger = logging.getLogger(__name__)
 
 # How long an agent CLI may take to exit after printing its final event; it then
-# gets the supervisor's LEFTOVER_GRACE_MS to go on SIGTERM.
+# gets the supervisor's LEFTOVER_GRACE_S to go on SIGTERM.
 FINISHED_GRACE_S: Final = 5.0
 # Finished runs stay in memory for quick reads; older ones are read from the store.
 FINISHED_KEPT_IN_MEMORY: Final = 1_000
@@ -69,9 +69,11 @@ STOP_SETTLE_MARGIN_S: Final = 30.0
 PROGRAM_SHOWN_CHARS: Final = 200
 
 # An agent CLI that printed its final event and then did not exit.
-LINGERED: Final = Ending(RunStatus.COMPLETED, "lingered after its final event")
+LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event")
 # An agent CLI that began one model response more than its `maxTurns`.
-MAX_TURNS: Final = Ending(RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT)
+MAX_TURNS: Final = StopCause(
+    RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT
+)
 
 
 class RunManager:
@@ -528,16 +530,16 @@ class RunManager:
 
     async def _supervise(
         self, process: Child, plan: ChildPlan, sink: ChildSink, control: RunControl
-    ) -> Ending | None:
+    ) -> StopCause | None:
         """Wait for whichever comes first: exit, stop, stall, timeout, turn limit. End the
         tree unless exit.
 
         Each is a callback settling one future (first wins): no task per watch.
         """
         loop = asyncio.get_running_loop()
-        first: asyncio.Future[Ending | None] = loop.create_future()
+        first: asyncio.Future[StopCause | None] = loop.create_future()
 
-        def settle(ending: Ending | None) -> None:
+        def settle(ending: StopCause | None) -> None:
             if not first.done():
                 first.set_result(ending)
 
@@ -545,7 +547,7 @@ class RunManager:
             settle(None)
 
         def on_stop(_: object) -> None:
-            settle(Ending(RunStatus.CANCELLED, control.stop_reason or "stopped"))
+            settle(StopCause(RunStatus.CANCELLED, control.stop_reason or "stopped"))
 
         process.exited.add_done_callback(on_exit)
         control.stopping.add_done_callback(on_stop)
@@ -559,12 +561,12 @@ class RunManager:
         sink.on_finished = on_finished
         stall = sink.watch_stall(
             plan.stall_timeout_ms / 1000,
-            lambda: settle(Ending(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
+            lambda: settle(StopCause(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
         )
         timeout = loop.call_later(
             plan.timeout_ms / 1000,
             settle,
-            Ending(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms),
+            StopCause(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms),
         )
         if plan.max_turns is not None:
             sink.watch_turns(plan.max_turns, lambda: settle(MAX_TURNS))

@@ -11,9 +11,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usage
+from subagent_host.backends.base import Backend, ItemSpec, Launch, ParsedOutcome, Usage
 from subagent_host.backends.command import CommandBackend, CommandParser
-from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs import manager
 from subagent_host.runs.manager import OutputCaps, RunManager
@@ -388,7 +388,7 @@ class _TalkativeParser(CommandParser):
         pending, self._pending = self._pending, []
         return pending
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome:
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         base = super().outcome(exit_status)
         return attrs.evolve(base, usage=Usage(3, 4, 0, 0, 0.01), backend_session_id="sess-1")
 
