@@ -3,7 +3,8 @@
 Given a resolved item, an adapter says what to execute (`Launch`); while the
 child runs it turns output into normalized events (`OutputParser`); when the
 child exits it turns the exit into a terminal outcome (`ParsedOutcome`). The
-supervisor runs the process; the run manager decides what happens next.
+supervisor runs the process; the child runner (`runs/child_runner.py`) decides
+what happens next.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ SESSION_RESOURCES: Final = (LEAN, FULL)
 
 @attrs.frozen
 class ItemSpec:
-    """One child's resolved request, as the run manager hands it to an adapter."""
+    """One child's resolved request, as the child runner hands it to an adapter."""
 
     command: tuple[str, ...] | None
     prompt: str | None
