@@ -2,8 +2,9 @@
 
 Given a resolved item, an adapter says what to execute (`Launch`); while the
 child runs it turns output into normalized events (`OutputParser`); when the
-child exits it turns the exit into a terminal outcome (`Outcome`). The
-supervisor runs the process; the run manager decides what happens next.
+child exits it turns the exit into a terminal outcome (`ParsedOutcome`). The
+supervisor runs the process; the child runner (`runs/child_runner.py`) decides
+what happens next.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Final, Protocol
 
 import attrs
 
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 
 # What an agent child loads of the user's and the project's own resources.
 LEAN: Final = "lean"
@@ -25,7 +26,7 @@ SESSION_RESOURCES: Final = (LEAN, FULL)
 
 @attrs.frozen
 class ItemSpec:
-    """One child's resolved request, as the run manager hands it to an adapter."""
+    """One child's resolved request, as the child runner hands it to an adapter."""
 
     command: tuple[str, ...] | None
     prompt: str | None
@@ -73,8 +74,9 @@ class Usage:
 
 
 @attrs.frozen
-class Outcome:
-    """How a child ended, from the adapter's point of view."""
+class ParsedOutcome:
+    """What the output parser made of a finished child: its output and its exit, read
+    the way its CLI means them (completed or not, the final text, usage, errors)."""
 
     completed: bool
     final_text: str
@@ -106,7 +108,7 @@ class OutputParser(Protocol):
         """
         ...
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome: ...
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome: ...
 
     @property
     def finished(self) -> bool:

@@ -52,10 +52,10 @@ from subagent_host.backends.base import (
     NETWORK,
     ItemSpec,
     Launch,
-    Outcome,
+    ParsedOutcome,
     Usage,
 )
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
 
@@ -215,7 +215,7 @@ class ClaudeParser(JsonEventParser):
         """A tool was called and its result has not come back: silence is not a stall."""
         return bool(self._tools_running) and self._result is None
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome:
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         for event in self._lines.finish():
             self._on_event(event)
         result = self._result
@@ -236,23 +236,23 @@ class ClaudeParser(JsonEventParser):
             subtype = result.get("subtype")
             if subtype == MAX_TURNS_SUBTYPE:
                 turns = result.get("num_turns")
-                return Outcome(
+                return ParsedOutcome(
                     completed=False,
                     reached_limit=MAX_TURNS_LIMIT,
                     error_message=f"claude stopped at its turn limit ({short(turns)} turns)",
                     **common,
                 )
             if result.get("is_error") is True or subtype != "success":
-                return Outcome(
+                return ParsedOutcome(
                     completed=False,
                     error_code="agent-error",
                     error_message=f"claude: {_error_of(result)}",
                     error_data=self._error_data(exit_status),
                     **common,
                 )
-            return Outcome(completed=True, **common)
+            return ParsedOutcome(completed=True, **common)
         message = exit_message("claude", exit_status, "printing its result")
-        return Outcome(
+        return ParsedOutcome(
             completed=False,
             error_code="exit-status",
             error_message=message,
@@ -260,7 +260,7 @@ class ClaudeParser(JsonEventParser):
             **common,
         )
 
-    def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
+    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
         tail = self._stderr.text(STDERR_TAIL_BYTES)
         return error_data(exit_status, tail, self._lines.dropped_lines)
 

@@ -92,10 +92,10 @@ from subagent_host.backends.base import (
     PROCESS,
     ItemSpec,
     Launch,
-    Outcome,
+    ParsedOutcome,
     Usage,
 )
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
 
@@ -325,7 +325,7 @@ class CodexParser(JsonEventParser):
                 self._usage[i] += value
                 self._saw_usage = True
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome:
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         for event in self._lines.finish():
             self._on_event(event)
         text = self._final_text or ""
@@ -338,7 +338,7 @@ class CodexParser(JsonEventParser):
             "backend_session_id": self.thread_id,
         }
         if self._turn_failed is not None:
-            return Outcome(
+            return ParsedOutcome(
                 completed=False,
                 error_code="agent-error",
                 error_message=f"codex: {self._turn_failed}",
@@ -348,10 +348,10 @@ class CodexParser(JsonEventParser):
         if self._completed:
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
-            return Outcome(completed=True, **common)
+            return ParsedOutcome(completed=True, **common)
         message = exit_message("codex", exit_status, "finishing its turn")
         if self._fatal_error is not None:
-            return Outcome(
+            return ParsedOutcome(
                 completed=False,
                 error_code="agent-error",
                 error_message=f"codex: {self._fatal_error} ({message})",
@@ -359,7 +359,7 @@ class CodexParser(JsonEventParser):
                 **common,
             )
         said = self._retry_notice or self._stderr_error()
-        return Outcome(
+        return ParsedOutcome(
             completed=False,
             error_code="exit-status",
             error_message=f"{message}: {said}" if said else message,
@@ -385,7 +385,7 @@ class CodexParser(JsonEventParser):
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
         return _message(said[-1]) if said else None
 
-    def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
+    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
         tail = self._stderr.text(STDERR_TAIL_BYTES)
         return error_data(exit_status, tail, self._lines.dropped_lines)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, Outcome
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, ParsedOutcome
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import CappedText, RollingTail
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
 
@@ -46,14 +46,16 @@ class CommandParser:
     def session_id(self) -> str | None:
         return None  # a plain command has no session of its own
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome:
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines
         if exit_status.exit_code == 0:
-            return Outcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
+            return ParsedOutcome(
+                completed=True, final_text=text, final_bytes=size, final_lines=lines
+            )
         data = error_data(exit_status, self.stderr.text(STDERR_TAIL_BYTES), dropped_lines=0)
         message = exit_message("command", exit_status)
-        return Outcome(
+        return ParsedOutcome(
             completed=False,
             final_text=text,
             final_bytes=size,

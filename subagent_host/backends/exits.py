@@ -13,14 +13,14 @@ import attrs
 
 
 @attrs.frozen
-class ExitStatus:
+class ProcessExit:
     """How the direct child ended: an exit code, or the signal that killed it."""
 
     exit_code: int | None
     signal: int | None
 
     @classmethod
-    def from_returncode(cls, returncode: int) -> ExitStatus:
+    def from_returncode(cls, returncode: int) -> ProcessExit:
         if returncode < 0:
             return cls(exit_code=None, signal=-returncode)
         return cls(exit_code=returncode, signal=None)

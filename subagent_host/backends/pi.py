@@ -31,10 +31,10 @@ from subagent_host.backends.base import (
     LEAN,
     ItemSpec,
     Launch,
-    Outcome,
+    ParsedOutcome,
     Usage,
 )
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
 
@@ -190,7 +190,7 @@ class PiParser(JsonEventParser):
             self._cost += float(cost["total"])
             self._saw_cost = True
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome:
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         for event in self._lines.finish():
             self._on_event(event)
         text = _text_of(self._last_assistant)
@@ -205,7 +205,7 @@ class PiParser(JsonEventParser):
         stop_reason = (self._last_assistant or {}).get("stopReason")
         if self._retry_error is not None or stop_reason in FAILED_STOP_REASONS:
             message = (self._last_assistant or {}).get("errorMessage") or self._retry_error
-            return Outcome(
+            return ParsedOutcome(
                 completed=False,
                 error_code="agent-error",
                 error_message=f"pi: {message or stop_reason}",
@@ -215,9 +215,9 @@ class PiParser(JsonEventParser):
         if self._finished and self._last_assistant is not None:
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
-            return Outcome(completed=True, **common)
+            return ParsedOutcome(completed=True, **common)
         message = exit_message("pi", exit_status, "finishing its answer")
-        return Outcome(
+        return ParsedOutcome(
             completed=False,
             error_code="exit-status",
             error_message=message,
@@ -236,7 +236,7 @@ class PiParser(JsonEventParser):
             cost_usd=round(self._cost, 6) if self._saw_cost else None,
         )
 
-    def _error_data(self, exit_status: ExitStatus) -> dict[str, object]:
+    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
         tail = self._stderr.text(STDERR_TAIL_BYTES)
         return error_data(exit_status, tail, self._lines.dropped_lines)
 

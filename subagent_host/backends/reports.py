@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Final
 
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 
 # How much of stderr an error carries: enough to see why, small enough to send.
 STDERR_TAIL_BYTES: Final = 4 * 1024
@@ -19,7 +19,7 @@ def short(value: object, limit: int = 64) -> str:
     return "".join(c for c in text if c.isprintable())[:limit]
 
 
-def error_data(exit_status: ExitStatus, stderr_tail: str, dropped_lines: int) -> dict[str, object]:
+def error_data(exit_status: ProcessExit, stderr_tail: str, dropped_lines: int) -> dict[str, object]:
     """A failed agent child's `error.data`: how it exited, its stderr tail, lines dropped."""
     data: dict[str, object] = {"stderrTail": stderr_tail}
     if exit_status.exit_code is not None:
@@ -31,7 +31,7 @@ def error_data(exit_status: ExitStatus, stderr_tail: str, dropped_lines: int) ->
     return data
 
 
-def exit_message(program: str, exit_status: ExitStatus, unfinished: str = "finishing") -> str:
+def exit_message(program: str, exit_status: ProcessExit, unfinished: str = "finishing") -> str:
     """Why a run of `program` ended without its answer (`unfinished`: what it left undone
     when it still exited with status 0)."""
     if exit_status.exit_code == 0:

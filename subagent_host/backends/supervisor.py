@@ -12,7 +12,7 @@ whole tree with the stop sequence of RELIABILITY.md ("Killing a process tree"):
 What "the tree" is depends on the tracking mode chosen at start (tracking.py):
 the child's cgroup, or its descendants plus the orphans carrying its run
 marker (`SUBAGENT_HOST_RUN_ID`). When the direct child exits, whatever is left
-of its tree is ended the same way, with `LEFTOVER_GRACE_MS`, before `wait`
+of its tree is ended the same way, with `LEFTOVER_GRACE_S`, before `wait`
 returns: no run is reported ended while a process it started lives on.
 
 Direct children are watched and signalled through a pidfd, so a reused pid is
@@ -41,7 +41,7 @@ import psutil
 
 from subagent_host.backends import pipes, programs
 from subagent_host.backends.cgroups import Group, entering, start_ticks
-from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
 logger = logging.getLogger(__name__)
@@ -54,8 +54,7 @@ DRAIN_AFTER_EXIT_S: Final = 2.0
 # Processes still alive once the direct child has exited (or its final event
 # was printed) get this long to go on SIGTERM before SIGKILL: the child's own
 # work is over, so this is short, and a child that left nothing waits for none.
-LEFTOVER_GRACE_MS: Final = 500
-LEFTOVER_GRACE_S: Final = LEFTOVER_GRACE_MS / 1000
+LEFTOVER_GRACE_S: Final = 0.5
 # A cgroup whose processes were all SIGKILLed is empty moments later; this is
 # how often it is checked until then (bounded by KILL_WAIT_S).
 EMPTY_CHECK_S: Final = 0.01
@@ -100,7 +99,9 @@ class StopStep(enum.Enum):
 
 
 @attrs.frozen
-class StopOutcome:
+class TreeStopReport:
+    """What one run of the stop sequence did to a child's tree."""
+
     step: StopStep
     signalled: int
     """How many processes the sequence signalled."""
@@ -409,7 +410,7 @@ class Supervisor:
             logger.error("cannot create a cgroup for %s (%s); tracking it by its marker", name, exc)
             return None
 
-    async def wait(self, child: Child) -> ExitStatus:
+    async def wait(self, child: Child) -> ProcessExit:
         """Wait for the child to exit, end what its tree left, drain its output (bounded), reap.
 
         Returns only once no process of the child's tree is left (as far as the
@@ -443,10 +444,10 @@ class Supervisor:
             await self._finish_group(child, child.group)
         del self._started[child.pid]
         child.close()
-        return ExitStatus.from_returncode(returncode)
+        return ProcessExit.from_returncode(returncode)
 
     async def _end_leftovers(self, child: Child) -> None:
-        """End what is left of the child's tree after it exited, with `LEFTOVER_GRACE_MS`."""
+        """End what is left of the child's tree after it exited, with `LEFTOVER_GRACE_S`."""
         if child.group is not None and not child.group.pids():
             return  # the usual case, told by one small read: no grace, no scan
         await self.stop(child, grace_s=LEFTOVER_GRACE_S)
@@ -462,23 +463,23 @@ class Supervisor:
         if not await _remove_when_empty(group):
             logger.error("%r: its cgroup %s still has processes", child, group.path)
 
-    async def stop(self, child: Child, grace_s: float) -> StopOutcome:
+    async def stop(self, child: Child, grace_s: float) -> TreeStopReport:
         """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
         members = await asyncio.to_thread(self._snapshot, child)
         stragglers: list[Member] = []
         try:
             if not members and child.has_exited():
-                return StopOutcome(StopStep.NOTHING_LEFT, 0)
+                return TreeStopReport(StopStep.NOTHING_LEFT, 0)
             signalled = _signal_tree(child, members, signal.SIGTERM)
             if await _wait_exited(child, members, grace_s) and not _has_members(child):
-                return StopOutcome(StopStep.SIGTERM, signalled)
+                return TreeStopReport(StopStep.SIGTERM, signalled)
             stragglers = await asyncio.to_thread(self._snapshot, child)
             _signal_tree(child, stragglers, signal.SIGKILL)
             if child.group is not None:
                 child.group.kill()  # also whatever forked since the snapshot
             if not await _wait_exited(child, stragglers, KILL_WAIT_S):
                 logger.error("%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S)
-            return StopOutcome(StopStep.SIGKILL, signalled)
+            return TreeStopReport(StopStep.SIGKILL, signalled)
         finally:
             child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
             for member in (*members, *stragglers):

@@ -27,7 +27,6 @@ from subagent_host.runs.records import (
 )
 from subagent_host.runs.state import (
     MAX_EVENTS_KEPT,
-    STEP_RUNNING,
     TERMINAL,
     ChildRun,
     Run,
@@ -628,8 +627,8 @@ def _interrupt(
                 child.session_digest, child.session_digest_source = found.digest, found.source
             book.transition_child(run, child, RunStatus.INTERRUPTED, reason=reason)
     for step in run.workflow.steps if run.workflow is not None else ():
-        if step.status == STEP_RUNNING:  # the step a dead server was carrying out
-            step.status = str(RunStatus.INTERRUPTED)
+        # The step a dead server was carrying out (the book refuses any other).
+        book.transition_step(run, step, str(RunStatus.INTERRUPTED))
     book.transition(run, RunStatus.INTERRUPTED, reason=reason)
 
 

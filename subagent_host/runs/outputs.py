@@ -10,7 +10,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.base import Outcome
+from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.output import TRUNCATION_MARKER, cap_text
 from subagent_host.runs.state import OutputInfo, Run
 
@@ -29,7 +29,7 @@ class OutputCaps:
 
 
 def child_output(
-    caps: OutputCaps, outcome: Outcome, *, parallel: bool, partial: bool
+    caps: OutputCaps, outcome: ParsedOutcome, *, parallel: bool, partial: bool
 ) -> OutputInfo:
     """One child's output, capped as a whole output or as its share of a parallel summary."""
     cap_bytes = caps.parallel_bytes if parallel else caps.bytes

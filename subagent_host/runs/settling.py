@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from subagent_host.backends.base import Outcome
-from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.base import ParsedOutcome
+from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
 from subagent_host.runs.state import (
     ChildRun,
@@ -26,8 +26,9 @@ from subagent_host.runs.state import (
 
 
 @attrs.frozen
-class Ending:
-    """Why a running child ended, when it was not its own exit."""
+class StopCause:
+    """Why the server ended a running child (a stop, its timeout, a stall, its turn
+    limit, lingering after its final event): what its status follows instead of its exit."""
 
     status: RunStatus
     reason: str
@@ -49,10 +50,10 @@ class Settler:
         self,
         run: Run,
         child: ChildRun,
-        outcome: Outcome,
-        exit_status: ExitStatus,
+        outcome: ParsedOutcome,
+        exit_status: ProcessExit,
         stopped_by: StoppedBy,
-        ending: Ending | None,
+        ending: StopCause | None,
     ) -> None:
         completed = ending is None and outcome.completed
         output = child_output(

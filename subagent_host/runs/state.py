@@ -1,11 +1,14 @@
-"""The run state machine: one place where a run or a child changes status (CONTRACT §3).
+"""The run state machine: one place where a run, a child or a workflow step changes status.
 
-`RunBook.transition` and `RunBook.transition_child` are the only code that
-assigns a status. They check `NEXT`, stamp the time, check that a terminal
-status carries the facts the contract requires, and append a `run/event` with
-the run's next `seq`. A transition out of a terminal status is refused (returns
-False), so every race — exit, stop, timeout, stall, disconnect — resolves as
-first-wins and a terminal status is never changed.
+`RunBook.transition`, `RunBook.transition_child` and `RunBook.transition_step`
+are the only code that assigns a status. They check `NEXT` (`STEP_NEXT` for
+steps), stamp the time, check that a terminal status carries the facts the
+contract requires (CONTRACT §3), and append a `run/event` with the run's next
+`seq` (a step's status shows in snapshots only: it has no event of its own). A
+transition out of a terminal status is refused (returns False), so every race
+— exit, stop, timeout, stall, disconnect, a dead server's recovery — resolves
+as first-wins and a terminal status is never changed. Only a resume leaves one
+(`reopen`, `reopen_step`), for a new attempt that ends once more.
 """
 
 from __future__ import annotations
@@ -218,6 +221,14 @@ class ChildRun:
 
 STEP_PENDING: Final = "pending"
 STEP_RUNNING: Final = "running"
+STEP_TERMINAL: Final = frozenset(str(status) for status in TERMINAL)
+# A step is pending until it starts, then running until its children's outcome (or a
+# fan-out that cannot start its children, or a dead server) ends it, once.
+STEP_NEXT: Final[Mapping[str, frozenset[str]]] = {
+    STEP_PENDING: frozenset({STEP_RUNNING}),
+    STEP_RUNNING: STEP_TERMINAL,
+    **{status: frozenset() for status in STEP_TERMINAL},
+}
 
 
 @attrs.define
@@ -359,6 +370,28 @@ class RunBook:
         if to in TERMINAL:
             target.ended_at = now
         return True
+
+    def transition_step(self, run: Run, step: StepState, to: str) -> bool:
+        """Move a workflow step of `run` to `to`; False (and no change) if not allowed.
+
+        No event: a step's status is seen in the run's snapshots (§17), as before.
+        """
+        assert run.workflow is not None and run.workflow.steps[step.index] is step
+        if to not in STEP_NEXT[step.status]:
+            return False
+        step.status = to
+        return True
+
+    def reopen_step(self, run: Run, step: StepState, to: str) -> None:
+        """A resume: a step that ended runs again — the resumed child's step (`running`),
+        or a later one that started no child (a failed fan-out) made `pending` again.
+
+        The only way out of a terminal step status; the step then ends once more.
+        """
+        assert run.workflow is not None and run.workflow.steps[step.index] is step
+        if step.status not in STEP_TERMINAL or to not in (STEP_RUNNING, STEP_PENDING):
+            raise ValueError(f"a {step.status} step cannot be reopened as {to}")
+        step.status = to
 
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""

@@ -9,17 +9,22 @@ the first one's status, and then the workflow ends too. A resumed child that
 completes its step lets the remaining steps run, reusing every completed
 output: the texts are kept per child (capped like `{previous}`), in memory and
 in the store.
+
+Each child goes the one way every child goes (`ChildRunner.run`); each step's
+status moves through the run book's step transitions (`RunBook.transition_step`),
+one terminal status per step, as a run's and a child's do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import Final, Protocol
+from collections.abc import Mapping
+from typing import Final
 
 import attrs
 
+from subagent_host.backends.base import Backend
 from subagent_host.planning import templates
 from subagent_host.planning.plan import (
     STEP_FOR_EACH,
@@ -29,51 +34,28 @@ from subagent_host.planning.plan import (
     RunPlan,
     StepPlan,
     WorkflowPlan,
+    prepare_child,
 )
+from subagent_host.planning.projection import project
+from subagent_host.runs.child_runner import ChildRunner
+from subagent_host.runs.control import RunControl
+from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
     STEP_PENDING,
     STEP_RUNNING,
+    STEP_TERMINAL,
     ChildRun,
     ErrorInfo,
     Run,
+    RunBook,
     RunStatus,
     StepState,
     WorkflowState,
 )
+from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
 
 WORKFLOW_PARALLELISM: Final = 4
 MAX_FOR_EACH_ITEMS: Final = 32
-
-
-class Control(Protocol):
-    """What the runner needs of a run's stop control."""
-
-    @property
-    def stopping(self) -> asyncio.Future[None]: ...
-
-
-class WorkflowHost(Protocol):
-    """What the run manager does for a workflow: add, run and settle children."""
-
-    def prepare(self, plan: ChildPlan) -> ChildPlan:
-        """The child with its launch rendered (its templates filled, or kept as planned)."""
-        ...
-
-    def new_child(self, run: Run, plan: ChildPlan, step: int) -> ChildRun: ...
-
-    def run_child(
-        self, run: Run, index: int, plan: ChildPlan, control: Control
-    ) -> Awaitable[str | None]: ...
-
-    def keep_text(self, run: Run, index: int, text: str) -> None: ...
-
-    def step_ended(self, run: Run) -> Awaitable[None]: ...
-
-    def settle(
-        self, run: Run, control: Control, children: Sequence[ChildRun], last_text: str | None
-    ) -> None: ...
-
-    def fail(self, run: Run, error: ErrorInfo) -> None: ...
 
 
 def initial_state(workflow: WorkflowPlan) -> WorkflowState:
@@ -86,12 +68,18 @@ def initial_state(workflow: WorkflowPlan) -> WorkflowState:
     )
 
 
-@attrs.define
+@attrs.define(kw_only=True)
 class WorkflowRunner:
+    """Carries one workflow run out, and its remaining steps after a resume."""
+
     run: Run
     plan: RunPlan
     """The workflow plan and its item templates (with their environment values)."""
-    host: WorkflowHost
+    children: ChildRunner
+    book: RunBook
+    settler: Settler
+    records: WorkflowRecords
+    backends: Mapping[str, Backend]
     previous_cap: int
     texts: dict[int, str] = attrs.Factory(dict)
     """Each completed child's final text, by child index (capped at `previous_cap`)."""
@@ -108,47 +96,68 @@ class WorkflowRunner:
         assert self.run.workflow is not None
         return self.run.workflow
 
-    async def run_from(self, start: int, control: Control) -> None:
+    async def carry_out(self, control: RunControl) -> None:
+        """Run every step, settle the run, write the snapshot file once more."""
+        await self.run_from(0, control)
+        await self.write_snapshot()
+
+    async def resume(self, index: int, text: str | None, control: RunControl) -> None:
+        """After child `index`'s new attempt (its text if it completed): go on from its step."""
+        if text is not None:
+            self.keep(index, text)
+        await self.resumed(index, control)
+        await self.write_snapshot()
+
+    async def run_from(self, start: int, control: RunControl) -> None:
         """Run the steps from `start` until one does not complete; then settle the run."""
         self._failure = None  # a fan-out that failed before may work on a resumed output
         for index in range(start, len(self.workflow.steps)):
             if control.stopping.done():
                 break
             completed = await self._run_step(index, control)
-            await self.host.step_ended(self.run)
+            await self.write_snapshot()
             if not completed:
                 break
         self.settle(control)
 
-    async def resumed(self, index: int, control: Control) -> None:
+    async def resumed(self, index: int, control: RunControl) -> None:
         """A child's new attempt ended: carry on after its step if the step is now complete."""
         step = self.run.children[index].step
         assert step is not None
         self._failure = None
+        if self.state.steps[step].status in STEP_TERMINAL:  # it ended with the run
+            self.book.reopen_step(self.run, self.state.steps[step], STEP_RUNNING)
         if self._end_step(step):
-            await self.host.step_ended(self.run)
+            await self.write_snapshot()
+            for later in self.state.steps[step + 1 :]:  # a fan-out that failed runs again
+                if later.status != STEP_PENDING:
+                    self.book.reopen_step(self.run, later, STEP_PENDING)
             await self.run_from(step + 1, control)
             return
-        await self.host.step_ended(self.run)
+        await self.write_snapshot()
         self.settle(control)
 
-    def settle(self, control: Control) -> None:
+    def settle(self, control: RunControl) -> None:
         """The run's one terminal status, from the first step that did not complete."""
         if self._failure is not None:
-            self.host.fail(self.run, self._failure)
+            self.book.transition(self.run, RunStatus.FAILED, error=self._failure)
             return
         for state in self.state.steps:
             if state.status != RunStatus.COMPLETED:
                 children = [self.run.children[i] for i in state.children]
-                self.host.settle(self.run, control, children, None)
+                self.settler.settle_workflow(self.run, control.stop_reason, children, None)
                 return
         last = self.state.steps[-1]
-        self.host.settle(
+        self.settler.settle_workflow(
             self.run,
-            control,
+            control.stop_reason,
             [self.run.children[i] for i in last.children],
             self._step_text(last),
         )
+
+    async def write_snapshot(self) -> None:
+        """Rewrite the workflow's `snapshotPath` file (if it has one) with the run as it is."""
+        await write_snapshot(self.records, self.run, self.workflow.snapshot_path)
 
     def keep(self, index: int, text: str) -> None:
         """A completed child's final text, for later templates (and in the store).
@@ -157,42 +166,55 @@ class WorkflowRunner:
         the value a template or a JSON array of texts carries on.
         """
         self.texts[index] = templates.cap(text.rstrip("\n"), self.previous_cap)
-        self.host.keep_text(self.run, index, self.texts[index])
+        self.records.text(self.run, index, self.texts[index])
 
     # --- one step --------------------------------------------------------------------
 
-    async def _run_step(self, index: int, control: Control) -> bool:
+    async def _run_step(self, index: int, control: RunControl) -> bool:
         step = self.workflow.steps[index]
         state = self.state.steps[index]
-        state.status = STEP_RUNNING
+        self.book.transition_step(self.run, state, STEP_RUNNING)
         values = self._values(index)
         plans = self._expand(index, step, values)
         if plans is None:
-            state.status = str(RunStatus.FAILED)
+            self.book.transition_step(self.run, state, str(RunStatus.FAILED))
             return False
-        plans = [self.host.prepare(plan) for plan in plans]
-        children = [self.host.new_child(self.run, plan, index) for plan in plans]
+        # A template without placeholders keeps its planned launch; a filled one is
+        # prepared now, once.
+        plans = [prepare_child(plan, self.backends[plan.backend]) for plan in plans]
+        children = [self._new_child(plan, index) for plan in plans]
         state.children = [child.index for child in children]
         bound = asyncio.Semaphore(self.parallelism)
 
         async def run_one(child: ChildRun, plan: ChildPlan) -> None:
             async with bound:
-                text = await self.host.run_child(self.run, child.index, plan, control)
+                text = await self.children.run(self.run, child.index, plan, control)
             if text is not None:
                 self.keep(child.index, text)
 
         await asyncio.gather(*(run_one(c, p) for c, p in zip(children, plans, strict=True)))
         return self._end_step(index)
 
+    def _new_child(self, plan: ChildPlan, step: int) -> ChildRun:
+        """A step's new child: queued, its projection recorded, its env remembered."""
+        run = self.run
+        child = ChildRun(index=len(run.children), backend=plan.backend, label=plan.label, step=step)
+        run.children.append(child)
+        self.children.remember_env(run, child.index, plan.env)
+        self.records.child_added(run, child.index, project(plan, self.backends[plan.backend]))
+        self.book.emit(run, "child", index=child.index, status=str(child.status))
+        return child
+
     def _end_step(self, index: int) -> bool:
-        """Set the step's status from its children's; True when it completed."""
+        """End the step with its children's outcome; True when it completed."""
         state = self.state.steps[index]
         unfinished = [
             self.run.children[i]
             for i in state.children
             if self.run.children[i].status is not RunStatus.COMPLETED
         ]
-        state.status = str(unfinished[0].status if unfinished else RunStatus.COMPLETED)
+        ended = unfinished[0].status if unfinished else RunStatus.COMPLETED
+        self.book.transition_step(self.run, state, str(ended))
         return not unfinished
 
     def _expand(

@@ -12,13 +12,13 @@ import pytest
 
 from subagent_host.backends.base import ItemSpec
 from subagent_host.backends.claude import TOOLS, ClaudeBackend, ClaudeParser
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude"
-EXITED_0 = ExitStatus(exit_code=0, signal=None)
+EXITED_0 = ProcessExit(exit_code=0, signal=None)
 # What the recorded runs exited with (record_claude.py prints it).
-EXITED_1 = ExitStatus(exit_code=1, signal=None)
-KILLED = ExitStatus(exit_code=None, signal=15)
+EXITED_1 = ProcessExit(exit_code=1, signal=None)
+KILLED = ProcessExit(exit_code=None, signal=15)
 
 
 def fixture(name: str) -> bytes:
@@ -36,7 +36,7 @@ def session_of(name: str) -> str:
 
 
 def parse(
-    data: bytes, exit_status: ExitStatus = EXITED_0, seed: int = 3
+    data: bytes, exit_status: ProcessExit = EXITED_0, seed: int = 3
 ) -> tuple[ClaudeParser, list[str]]:
     """Feed `data` in random pieces (lines split anywhere), collecting activity."""
     parser, activity, rng, start = ClaudeParser(), [], random.Random(seed), 0
@@ -203,7 +203,7 @@ def test_output_cut_before_the_result_is_an_exit_status_failure_with_stderr() ->
     parser, _ = parse(cut)
     parser.on_stderr(b"Error: something broke\n")
     assert not parser.finished
-    outcome = parser.outcome(ExitStatus(exit_code=2, signal=None))
+    outcome = parser.outcome(ProcessExit(exit_code=2, signal=None))
     assert not outcome.completed and outcome.error_code == "exit-status"
     assert outcome.error_message == "claude exited with status 2"
     assert outcome.error_data is not None

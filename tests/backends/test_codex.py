@@ -20,14 +20,14 @@ from subagent_host.backends.codex import (
     CodexParser,
     toml_string,
 )
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.planning.access import negotiate
 from subagent_host.planning.views import Access
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
-EXITED_0 = ExitStatus(exit_code=0, signal=None)
-EXITED_1 = ExitStatus(exit_code=1, signal=None)
-TERMINATED = ExitStatus(exit_code=None, signal=15)
+EXITED_0 = ProcessExit(exit_code=0, signal=None)
+EXITED_1 = ProcessExit(exit_code=1, signal=None)
+TERMINATED = ProcessExit(exit_code=None, signal=15)
 HEAD = ("codex", "exec", "--json", "--skip-git-repo-check", "-c", 'approval_policy="never"')
 NO_WEB_SEARCH = ("-c", 'web_search="disabled"')
 

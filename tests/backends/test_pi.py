@@ -10,11 +10,11 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import ItemSpec
-from subagent_host.backends.exits import ExitStatus
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.pi import PiBackend, PiParser
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi"
-EXITED_0 = ExitStatus(exit_code=0, signal=None)
+EXITED_0 = ProcessExit(exit_code=0, signal=None)
 
 
 def fixture(name: str) -> bytes:
@@ -22,7 +22,7 @@ def fixture(name: str) -> bytes:
 
 
 def parse(
-    data: bytes, exit_status: ExitStatus = EXITED_0, seed: int = 3
+    data: bytes, exit_status: ProcessExit = EXITED_0, seed: int = 3
 ) -> tuple[PiParser, list[str]]:
     """Feed `data` in random pieces (lines split anywhere), collecting activity."""
     parser, activity, rng, start = PiParser(), [], random.Random(seed), 0
@@ -87,7 +87,7 @@ def test_output_cut_before_the_final_event_is_failed() -> None:
 def test_a_final_event_stands_even_if_pi_is_killed_afterwards() -> None:
     parser = parse(fixture("answer_now.jsonl"))[0]
     assert parser.finished
-    outcome = parser.outcome(ExitStatus(exit_code=None, signal=15))
+    outcome = parser.outcome(ProcessExit(exit_code=None, signal=15))
     assert outcome.completed and outcome.final_text.startswith("MOCK-FINAL")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import (
     LEFTOVER_GRACE_S,
     RUN_MARKER,
@@ -85,14 +85,14 @@ def needs_subreaper(supervisor: Supervisor) -> None:
 async def test_echo_output_and_exit_status(supervisor: Supervisor, marker: str) -> None:
     sink = Collect()
     child = await supervisor.start(spec(marker, "echo", "hello"), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
     assert sink.stdout == b"hello\n"
 
 
 async def test_non_zero_exit_and_stderr_are_reported(supervisor: Supervisor, marker: str) -> None:
     sink = Collect()
     child = await supervisor.start(spec(marker, "sh", "-c", "echo oops >&2; exit 3"), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(3, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(3, None)
     assert sink.stderr == b"oops\n"
 
 
@@ -108,7 +108,7 @@ async def test_stdin_larger_than_the_pipe_is_fed_whole(supervisor: Supervisor, m
     prompt = bytes(range(256)) * (16 * 1024)
     sink = Collect()
     child = await supervisor.start(spec(marker, "cat", stdin=prompt), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
     assert sink.stdout == prompt
 
 
@@ -117,7 +117,7 @@ async def test_a_child_that_never_reads_stdin_still_ends(
 ) -> None:
     sink = Collect()
     child = await supervisor.start(spec(marker, "true", stdin=b"x" * (4 * 1024 * 1024)), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
 
 
 async def test_the_exit_carries_the_childs_own_usage(supervisor: Supervisor, marker: str) -> None:
@@ -133,7 +133,7 @@ async def test_the_exit_carries_the_childs_own_usage(supervisor: Supervisor, mar
 async def test_stdin_is_closed_even_without_input(supervisor: Supervisor, marker: str) -> None:
     sink = Collect()
     child = await supervisor.start(spec(marker, "cat"), sink)  # would wait forever on open stdin
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
 
 
 async def test_only_the_given_environment_reaches_the_child(
@@ -181,7 +181,7 @@ async def test_stop_ends_a_20_process_tree_with_sigterm(
     outcome = await asyncio.wait_for(supervisor.stop(child, grace_s=10.0), WAIT_S)
     assert outcome.step is StopStep.SIGTERM
     status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
-    assert status == ExitStatus(None, 15)
+    assert status == ProcessExit(None, 15)
     assert processes_with_marker(marker) == []
 
 
@@ -195,7 +195,7 @@ async def test_a_tree_ignoring_sigterm_is_killed_after_the_grace_not_before(
     outcome = await asyncio.wait_for(supervisor.stop(child, grace_s=1.0), WAIT_S)
     assert time.monotonic() - started >= 1.0  # SIGKILL only once the grace is over
     assert outcome.step is StopStep.SIGKILL
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 9)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(None, 9)
     assert processes_with_marker(marker) == []
 
 
@@ -206,7 +206,7 @@ async def test_a_child_that_goes_on_sigterm_was_stopped_by_sigterm(
     child = await supervisor.start(spec(marker, *fake("tree.py", "1")), sink)
     await sink.line_starting(b"ready")
     await asyncio.wait_for(supervisor.stop(child, grace_s=10.0), WAIT_S)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 15)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(None, 15)
     assert child.stopped_by is StoppedBy.SIGTERM
 
 
@@ -217,7 +217,7 @@ async def test_a_child_ignoring_sigterm_was_stopped_by_sigkill_once_a_short_grac
     child = await supervisor.start(spec(marker, *fake("tree.py", "1", "--ignore-term")), sink)
     await sink.line_starting(b"ready")
     await asyncio.wait_for(supervisor.stop(child, grace_s=0.2), WAIT_S)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 9)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(None, 9)
     assert child.stopped_by is StoppedBy.SIGKILL
 
 
@@ -225,7 +225,7 @@ async def test_a_child_that_exits_on_its_own_was_stopped_by_its_exit(
     supervisor: Supervisor, marker: str
 ) -> None:
     child = await supervisor.start(spec(marker, "sh", "-c", "exit 3"), Collect())
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(3, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(3, None)
     await supervisor.stop(child, grace_s=1.0)  # a stop that comes too late changes nothing
     assert child.stopped_by is StoppedBy.EXIT
 
@@ -239,7 +239,7 @@ async def test_a_child_that_exited_is_exit_even_when_its_leftover_needed_sigkill
     script = "trap '' TERM; sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"
     started = time.monotonic()
     child = await supervisor.start(spec(marker, "sh", "-c", script), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
     assert time.monotonic() - started >= LEFTOVER_GRACE_S  # SIGTERM was not enough for it
     await assert_gone([int(sink.stdout)])
     assert (child.leftovers_ended, child.stopped_by) == (1, StoppedBy.EXIT)
@@ -277,7 +277,7 @@ async def test_a_grandchild_holding_stdout_does_not_hang_the_run(
     sink = Collect()
     child = await supervisor.start(spec(marker, "sh", "-c", "sleep 300 & echo done"), sink)
     status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
-    assert status == ExitStatus(0, None)
+    assert status == ProcessExit(0, None)
     assert sink.stdout == b"done\n"
     assert processes_with_marker(marker) == []
 
@@ -320,7 +320,7 @@ async def test_orphan_sweeps_never_steal_the_exit_status_of_a_fresh_child(
     supervisor.reap_on_sigchld()
     for _ in range(300):
         child = await supervisor.start(spec(marker, "true"), Collect())
-        assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+        assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
 
 
 # --- nothing left behind, however the child ends ----------------------------------------
@@ -332,7 +332,7 @@ async def test_a_setsid_child_left_by_a_child_that_exited_is_ended_before_wait_r
     sink = Collect()
     script = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"
     child = await supervisor.start(spec(marker, "sh", "-c", script), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
     await assert_gone([int(sink.stdout)])
     assert child.leftovers_ended == 1
 
@@ -342,7 +342,7 @@ async def test_a_double_forked_daemon_left_by_a_child_that_exited_is_ended_befor
 ) -> None:
     sink = Collect()
     child = await supervisor.start(spec(marker, *fake("escapes.py", "detach")), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
     daemon = int(sink.stdout.split()[1])
     await assert_gone([daemon])
     assert child.leftovers_ended == 1
@@ -360,7 +360,7 @@ async def test_an_escaper_that_cleared_its_environment_is_ended_by_stop(
     assert await poll_until(lambda: psutil.Process(escaped).name() == "sleep")  # exec'd: env -i
     assert RUN_MARKER not in psutil.Process(escaped).environ()
     await asyncio.wait_for(supervisor.stop(child, grace_s=5.0), WAIT_S)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(None, 15)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(None, 15)
     await assert_gone([escaped])
     assert child.leftovers_ended >= 2  # the inner sleep and the escaper
 
@@ -371,7 +371,7 @@ async def test_a_setsid_grandchild_holding_stdout_is_ended_once_the_child_exits(
     sink = Collect()
     script = "setsid sleep 1000 & echo $!"  # the grandchild keeps the stdout pipe
     child = await supervisor.start(spec(marker, "sh", "-c", script), sink)
-    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ExitStatus(0, None)
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
     await assert_gone([int(sink.stdout)])
 
 

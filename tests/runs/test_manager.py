@@ -11,13 +11,13 @@ from pathlib import Path
 import attrs
 import pytest
 
-from subagent_host.backends.base import Backend, ItemSpec, Launch, Outcome, Usage
+from subagent_host.backends.base import Backend, ItemSpec, Launch, ParsedOutcome, Usage
 from subagent_host.backends.command import CommandBackend, CommandParser
-from subagent_host.backends.exits import ExitStatus, StoppedBy
+from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.planning.plan import ChildPlan, RunPlan
 from subagent_host.planning.prepare import launch_plan
-from subagent_host.runs import manager
+from subagent_host.runs import child_runner
 from subagent_host.runs.manager import OutputCaps, RunManager
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import (
@@ -366,7 +366,7 @@ class _FinishingBackend(CommandBackend):
 async def test_a_child_lingering_after_its_final_event_records_the_signal_that_ended_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(manager, "FINISHED_GRACE_S", 0.05)
+    monkeypatch.setattr(child_runner, "FINISHED_GRACE_S", 0.05)
     harness = Harness(backend=_FinishingBackend())
     try:
         run = await harness.finish(harness.launch(command("sh", "-c", "echo FINAL; exec sleep 30")))
@@ -391,7 +391,7 @@ class _TalkativeParser(CommandParser):
         pending, self._pending = self._pending, []
         return pending
 
-    def outcome(self, exit_status: ExitStatus) -> Outcome:
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         base = super().outcome(exit_status)
         return attrs.evolve(base, usage=Usage(3, 4, 0, 0, 0.01), backend_session_id="sess-1")
 
@@ -426,6 +426,59 @@ async def test_a_bug_of_ours_still_ends_the_run_once_as_failed_internal() -> Non
     assert [(c.status, c.error) for c in run.children] == [(RunStatus.FAILED, run.error)]
     statuses = [e.fields["status"] for _, e in harness.events if e.type == "status"]
     assert statuses == ["queued", "failed"]  # no child ever started
+
+
+class _MiscountingParser(CommandParser):
+    """A parser with a bug the supervision trips over while the child runs."""
+
+    @property
+    def turns(self) -> int:
+        raise RuntimeError("a bug")
+
+
+class _MiscountingBackend(CommandBackend):
+    def parser(self) -> _MiscountingParser:
+        return _MiscountingParser()
+
+
+async def test_a_bug_of_ours_while_a_child_runs_ends_its_tree_and_records_the_signal() -> None:
+    harness = Harness(backend=_MiscountingBackend())
+    try:
+        run = harness.launch(attrs.evolve(command("sleep", "30"), max_turns=1))
+        run = await harness.finish(run)
+        assert run.status is RunStatus.FAILED and run.error is not None
+        assert run.error.code == "internal"
+        child = run.children[0]
+        assert (child.status, child.error) == (RunStatus.FAILED, run.error)
+        assert (child.signal, child.stopped_by) == (15, StoppedBy.SIGTERM)
+        assert processes_with_marker(run.run_id) == []
+    finally:
+        await harness.manager.shutdown("test over")
+
+
+class _UnreadableExitParser(CommandParser):
+    """A parser with a bug that shows only once the child has exited."""
+
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        raise RuntimeError("a bug")
+
+
+class _UnreadableExitBackend(CommandBackend):
+    def parser(self) -> _UnreadableExitParser:
+        return _UnreadableExitParser()
+
+
+async def test_a_bug_of_ours_after_a_child_exited_still_records_how_it_ended() -> None:
+    harness = Harness(backend=_UnreadableExitBackend())
+    run = await harness.finish(harness.launch(command("sh", "-c", "exit 3")))
+    assert run.status is RunStatus.FAILED and run.error is not None
+    child = run.children[0]
+    assert (child.status, child.error) == (RunStatus.FAILED, run.error)
+    assert (child.exit_code, child.signal, child.stopped_by) == (3, None, StoppedBy.EXIT)
+    assert [e.fields["status"] for e in harness.events_of(run) if e.type == "child"] == [
+        "running",
+        "failed",
+    ]  # one terminal status: the run's own failure did not add a second
 
 
 class _SpyAgent(CommandBackend):

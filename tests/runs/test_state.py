@@ -17,7 +17,9 @@ from subagent_host.runs.state import (
     RunEvent,
     RunKind,
     RunStatus,
+    StepState,
     TerminalFactsMissing,
+    WorkflowState,
     event_bytes,
     restore_events,
 )
@@ -139,3 +141,46 @@ def test_a_released_log_is_empty_and_restored_events_count_again() -> None:
     restore_events(run, events)  # as a resume does, from disk
     book.emit(run, "output", index=0, text=chunk)
     assert [e.seq for e in run.events] == [2, 3] and run.first_retained_seq == 2
+
+
+def make_workflow_run() -> Run:
+    run = make_run()
+    run.kind = RunKind.WORKFLOW
+    run.workflow = WorkflowState(
+        name="w", steps=[StepState(index=0, kind="prompt"), StepState(index=1, kind="prompt")]
+    )
+    return run
+
+
+def test_a_step_runs_then_ends_once_and_refuses_any_later_status() -> None:
+    seen: list[RunEvent] = []
+    book = RunBook(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
+    run = make_workflow_run()
+    assert run.workflow is not None
+    step, later = run.workflow.steps
+    assert not book.transition_step(run, step, "completed")  # a step that never ran
+    assert not book.transition_step(run, later, "interrupted")  # nor a dead server's
+    assert book.transition_step(run, step, "running")
+    assert book.transition_step(run, step, "failed")
+    assert not book.transition_step(run, step, "completed")
+    assert not book.transition_step(run, step, "interrupted")
+    assert not book.transition_step(run, step, "running")
+    assert [s.status for s in run.workflow.steps] == ["failed", "pending"]
+    assert seen == []  # a step's status is seen in snapshots: it has no event of its own
+
+
+def test_only_a_step_that_ended_is_reopened_and_then_it_ends_once_more() -> None:
+    book = RunBook(clock=lambda: T0)
+    run = make_workflow_run()
+    assert run.workflow is not None
+    step, later = run.workflow.steps
+    with pytest.raises(ValueError, match="pending"):
+        book.reopen_step(run, later, "running")
+    book.transition_step(run, step, "running")
+    with pytest.raises(ValueError, match="running"):
+        book.reopen_step(run, step, "running")
+    book.transition_step(run, step, "cancelled")
+    book.reopen_step(run, step, "running")
+    assert book.transition_step(run, step, "completed")
+    assert not book.transition_step(run, step, "failed")
+    assert step.status == "completed"

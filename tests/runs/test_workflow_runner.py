@@ -20,8 +20,9 @@ import attrs
 import psutil
 import pytest
 
-from subagent_host.backends.base import Backend
-from subagent_host.backends.command import CommandBackend
+from subagent_host.backends.base import Backend, ParsedOutcome
+from subagent_host.backends.command import CommandBackend, CommandParser
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.planning.check import accept, check_spawn
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits
@@ -891,3 +892,26 @@ async def test_a_fan_out_that_failed_runs_once_the_child_feeding_it_is_resumed(
     assert run.status is RunStatus.COMPLETED, (run.status, run.error)
     assert statuses(run) == ["completed", "completed"]
     assert step_children(run) == [[0], [1, 2]]
+
+
+class _UnreadableExitParser(CommandParser):
+    """A parser with a bug that shows once a child has exited."""
+
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        raise RuntimeError("a bug")
+
+
+class _UnreadableExitBackend(CommandBackend):
+    def parser(self) -> _UnreadableExitParser:
+        return _UnreadableExitParser()
+
+
+async def test_a_bug_of_ours_in_a_step_ends_that_step_once_as_the_run_fails(make: Make) -> None:
+    runs = make()
+    plan = runs.plan([py(ECHO_ARGS, "first"), py(ECHO_ARGS, "second")])
+    runs.backends["command"] = _UnreadableExitBackend()  # planned as usual, then run broken
+    run = await runs.finish(runs.launch(plan))
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.code == "internal"
+    assert statuses(run) == ["failed", "pending"]  # no step is left running
+    assert [child.status for child in run.children] == [RunStatus.FAILED]

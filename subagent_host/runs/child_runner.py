@@ -1,0 +1,390 @@
+"""Carry one child from queued to terminal: slot -> start -> supervise -> settle.
+
+Every child of every run kind (`single`, `parallel` tasks, a `chain`, a
+workflow's steps) and every resumed attempt goes this one way. The child waits
+for a server-wide slot (`queued`), is prepared by its backend and started by
+the supervisor (`running`), and ends in exactly one terminal status. What ends
+it is decided in one place, `_supervise`: its own exit, a stop request, its
+timeout, a stall, or its turn limit (`maxTurns`, counted from the CLI's
+events) — the first of them wins, and the run book refuses any later status.
+Nothing the child started outlives it: the supervisor's `wait` returns only
+once its tree is gone, and a bug of ours while it runs ends the tree too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend, OutputParser
+from subagent_host.backends.environment import allowed_environment, child_environment
+from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.sessions import SEALED_AT_END, SessionFiles
+from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
+from subagent_host.planning import templates
+from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
+from subagent_host.runs.child_sink import ChildSink, StreamGate
+from subagent_host.runs.control import RunControl
+from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
+from subagent_host.runs.sampling import ResourceSampler, record_usage
+from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.settling import Settler, StopCause
+from subagent_host.runs.state import ChildRun, ErrorInfo, Run, RunBook, RunStatus
+
+logger = logging.getLogger(__name__)
+
+# How long an agent CLI may take to exit after printing its final event; it then
+# gets the supervisor's LEFTOVER_GRACE_S to go on SIGTERM.
+FINISHED_GRACE_S: Final = 5.0
+# How much of a program name a spawn-failed message quotes.
+PROGRAM_SHOWN_CHARS: Final = 200
+
+# An agent CLI that printed its final event and then did not exit.
+LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event")
+# An agent CLI that began one model response more than its `maxTurns`.
+MAX_TURNS: Final = StopCause(
+    RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT
+)
+
+
+def internal_error(exc: BaseException) -> ErrorInfo:
+    """A bug of ours, as the `failed` child or run it ended reports it (no traceback)."""
+    return ErrorInfo("internal", f"internal error ({type(exc).__name__})")
+
+
+class ChildRunner:
+    """Runs children for every run of this server; keeps what a later attempt needs."""
+
+    def __init__(
+        self,
+        *,
+        supervisor: Supervisor,
+        backends: Mapping[str, Backend],
+        slots: Slots,
+        book: RunBook,
+        settler: Settler,
+        caps: OutputCaps,
+        server_env: Mapping[str, str],
+        depth: int,
+        sessions: SessionFiles | None = None,
+    ) -> None:
+        self._supervisor = supervisor
+        self._backends = backends
+        self._slots = slots
+        self._book = book
+        self._settler = settler
+        self._caps = caps
+        self._server_env = dict(server_env)
+        self._depth = depth
+        self.sessions = sessions
+        """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
+        # Each child's environment values, by run: never stored, so a resume of a
+        # child launched with `env` works only while this server remembers them.
+        self._envs: dict[str, dict[int, Mapping[str, str]]] = {}  # by run id, then child index
+        self._sampler = ResourceSampler(supervisor)
+        self.streams = StreamGate()
+        """Closed while the client's outgoing queue is full (app.py): streamed
+        children are then held back; others are not (their output is not queued)."""
+
+    # --- the environment values a later attempt needs ------------------------------
+
+    def remember_env(self, run: Run, index: int, env: Mapping[str, str]) -> None:
+        """A child's `env` values, for a resume of it (see `_envs`)."""
+        self._envs.setdefault(run.run_id, {})[index] = env
+
+    def env_of(self, run_id: str, index: int) -> Mapping[str, str] | None:
+        """The environment values a child was launched with, if this server still has them."""
+        return self._envs.get(run_id, {}).get(index)
+
+    def cli_environment(self, backend: str, run_id: str, index: int) -> dict[str, str]:
+        """What a new attempt of the child would see of where its CLI keeps its files
+        (without the run markers): the server's allowed variables, then its `env`."""
+        env = allowed_environment(self._server_env, self._backends[backend].env_allowed)
+        env.update(self.env_of(run_id, index) or {})
+        return env
+
+    def forget(self, run_id: str) -> None:
+        self._envs.pop(run_id, None)
+
+    # --- one child -------------------------------------------------------------------
+
+    async def run(
+        self,
+        run: Run,
+        index: int,
+        plan: ChildPlan,
+        control: RunControl,
+        previous: str | None = None,
+    ) -> str | None:
+        """Carry one child from queued to terminal; return its final text if it completed.
+
+        `previous` fills the prompt's `{previous}` (a chain's earlier child's text).
+        """
+        child = run.children[index]
+        if not await self._take_slot(control):
+            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            return None
+        try:
+            return await self._start(run, child, plan, previous, control)
+        finally:
+            self._slots.release()
+
+    async def _take_slot(self, control: RunControl) -> bool:
+        """Wait for a slot; False (holding none) if the run is stopped first."""
+        if control.stopping.done():
+            return False
+        if self._slots.try_acquire():  # a free slot: no waiting, no extra turn of the loop
+            return True
+        acquiring = asyncio.ensure_future(self._slots.acquire())
+        await asyncio.wait({acquiring, control.stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if acquiring.done() and not acquiring.cancelled() and acquiring.exception() is None:
+            if not control.stopping.done():
+                return True
+            self._slots.release()
+            return False
+        acquiring.cancel()
+        try:
+            await acquiring
+        except asyncio.CancelledError:
+            return False
+        self._slots.release()  # the slot came just as we gave up: hand it on
+        return False
+
+    async def _start(
+        self, run: Run, child: ChildRun, plan: ChildPlan, previous: str | None, control: RunControl
+    ) -> str | None:
+        """Prepare and start the child (it holds a slot), then see it to its end."""
+        if control.stopping.done():
+            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            return None
+        backend = self._backends[plan.backend]
+        prompt = plan.prompt
+        if prompt is not None and previous is not None:
+            prompt = prompt.replace(
+                PREVIOUS_PLACEHOLDER, templates.cap(previous, self._caps.previous_bytes)
+            )
+        if is_empty_prompt(plan.backend, prompt):  # a template filled with nothing
+            message = (
+                "the prompt is empty once its placeholders are filled: "
+                f"the {plan.backend} CLI was not started"
+            )
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=ErrorInfo(EMPTY_PROMPT, message)
+            )
+            return None
+        # Prepared when planned; rendered again only when `{previous}` changed the prompt.
+        launch = (
+            plan.launch
+            if prompt == plan.prompt and plan.launch
+            else backend.prepare(plan.item(prompt))
+        )
+        env = child_environment(
+            self._server_env,
+            backend_allowed=backend.env_allowed,
+            extra=launch.env,
+            run_id=run.run_id,
+            depth=self._depth,
+        )
+        parser = backend.parser()
+        sink = ChildSink(
+            parser,
+            self._streamer(run, child, "output") if control.stream else None,
+            self._activity_streamer(run, child, parser),
+        )
+        try:
+            process = await self._supervisor.start(
+                LaunchSpec(
+                    argv=launch.argv,
+                    cwd=launch.cwd,
+                    env=env,
+                    stdin=launch.stdin,
+                    name=f"{run.run_id}-{child.index}-{child.attempt}",
+                ),
+                sink,
+            )
+        except OSError as exc:
+            message = _start_failure(launch.argv[0], exc)
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
+            )
+            return None
+        try:
+            return await self._see_through(run, child, plan, control, process, parser, sink)
+        except Exception as exc:  # a bug of ours: the child still ends once, and says how
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=internal_error(exc), **_exit_facts(process)
+            )
+            raise
+
+    async def _see_through(
+        self,
+        run: Run,
+        child: ChildRun,
+        plan: ChildPlan,
+        control: RunControl,
+        process: Child,
+        parser: OutputParser,
+        sink: ChildSink,
+    ) -> str | None:
+        """The started child: running, supervised until it ends, then settled."""
+        self._book.transition_child(
+            run,
+            child,
+            RunStatus.RUNNING,
+            pid=process.pid,
+            pgid=process.pgid,
+            start_time_probe=process.create_time,
+        )
+        sink.open()
+        self._sampler.watch(process, child)
+        if control.stream:
+            sink.throttle(process.hold_output, process.release_output)
+            self.streams.join(sink)
+        cause, exit_status = await self._run_to_exit(process, plan, sink, control)
+        # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
+        # stop sequence ended; every child gets resources.
+        record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
+        outcome = parser.outcome(exit_status)
+        if self.sessions is not None and outcome.backend_session_id is not None:
+            # The file a resume of this attempt would continue, as the attempt left it.
+            seal = await asyncio.to_thread(
+                self.sessions.seal, plan.backend, outcome.backend_session_id, SEALED_AT_END
+            )
+            child.session_digest = seal.digest if seal else None
+            child.session_digest_source = seal.source if seal else None
+        self._settler.settle_child(run, child, outcome, exit_status, process.stopped_by, cause)
+        return outcome.final_text if child.status is RunStatus.COMPLETED else None
+
+    async def _run_to_exit(
+        self, process: Child, plan: ChildPlan, sink: ChildSink, control: RunControl
+    ) -> tuple[StopCause | None, ProcessExit]:
+        """Supervise the child until its tree is gone: what ended it, and its exit."""
+        try:
+            cause = await self._supervise(process, plan, sink, control)
+            return cause, await self._supervisor.wait(process)
+        except Exception:  # a bug of ours: nothing of the child may outlive it
+            await self._end_after_bug(process)
+            raise
+        finally:
+            self.streams.leave(sink)
+            self._sampler.unwatch(process)
+
+    async def _supervise(
+        self, process: Child, plan: ChildPlan, sink: ChildSink, control: RunControl
+    ) -> StopCause | None:
+        """Wait for whichever comes first: exit, stop, stall, timeout, turn limit. End the
+        tree unless exit.
+
+        Each is a callback settling one future (first wins): no task per watch.
+        """
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[StopCause | None] = loop.create_future()
+
+        def settle(cause: StopCause | None) -> None:
+            if not first.done():
+                first.set_result(cause)
+
+        def on_exit(_: object) -> None:
+            settle(None)
+
+        def on_stop(_: object) -> None:
+            settle(StopCause(RunStatus.CANCELLED, control.stop_reason or "stopped"))
+
+        process.exited.add_done_callback(on_exit)
+        control.stopping.add_done_callback(on_stop)
+        lingering: list[asyncio.TimerHandle] = []
+
+        def on_finished() -> None:
+            # The CLI printed its final event; one that does not exit soon is ended,
+            # and its run is still reported by that event.
+            lingering.append(loop.call_later(FINISHED_GRACE_S, settle, LINGERED))
+
+        sink.on_finished = on_finished
+        stall = sink.watch_stall(
+            plan.stall_timeout_ms / 1000,
+            lambda: settle(StopCause(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
+        )
+        timeout = loop.call_later(
+            plan.timeout_ms / 1000,
+            settle,
+            StopCause(RunStatus.TIMED_OUT, "timeout", plan.timeout_ms),
+        )
+        if plan.max_turns is not None:
+            sink.watch_turns(plan.max_turns, lambda: settle(MAX_TURNS))
+        try:
+            cause = await first
+        finally:
+            process.exited.remove_done_callback(on_exit)
+            control.stopping.remove_done_callback(on_stop)
+            stall.cancel()
+            timeout.cancel()
+            sink.unwatch_turns()
+            sink.on_finished = None
+            for timer in lingering:
+                timer.cancel()
+        if cause is None or process.exited.done():
+            return None  # its own exit came first: whatever else happened lost the race
+        if cause is LINGERED:
+            logger.info("%r printed its final event but did not exit: ending it", process)
+            await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
+            return None  # as if it had exited: its final event decides
+        await self._supervisor.stop(process, grace_s=control.grace_s)
+        return cause
+
+    async def _end_after_bug(self, process: Child) -> None:
+        """End and reap the tree of a child whose supervision failed (best effort, logged)."""
+        try:
+            await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
+            await self._supervisor.wait(process)
+        except Exception:
+            logger.exception("cannot end %r after an internal error", process)
+
+    # --- output ----------------------------------------------------------------------
+
+    def _streamer(self, run: Run, child: ChildRun, event_type: str) -> Callable[[str], None]:
+        """Emit `output` or `activity` events of one child."""
+
+        def stream(text: str) -> None:
+            self._book.emit(run, event_type, index=child.index, text=text)
+
+        return stream
+
+    def _activity_streamer(
+        self, run: Run, child: ChildRun, parser: OutputParser
+    ) -> Callable[[str], None]:
+        """Emit `activity` events; the CLI's session id goes with the first one's write, so
+        a server that dies mid-attempt leaves a run a later one can still resume."""
+        emit = self._streamer(run, child, "activity")
+
+        def stream(text: str) -> None:
+            if child.backend_session_id is None:
+                child.backend_session_id = parser.session_id
+            emit(text)
+
+        return stream
+
+
+def _exit_facts(process: Child) -> dict[str, object]:
+    """How a child's process ended, for a child that could not be settled from its output."""
+    facts: dict[str, object] = {"stopped_by": process.stopped_by}
+    if process.returncode is not None:
+        exit_ = ProcessExit.from_returncode(process.returncode)
+        facts.update(exit_code=exit_.exit_code, signal=exit_.signal)
+    return facts
+
+
+def _start_failure(program: str, exc: OSError) -> str:
+    """The `spawn-failed` message: which program, and why `exec` refused it."""
+    shown = repr(program[:PROGRAM_SHOWN_CHARS]) + (
+        "..." if len(program) > PROGRAM_SHOWN_CHARS else ""
+    )
+    message = f"cannot start {shown}: {exc.strerror or exc}"
+    if exc.errno == errno.E2BIG:
+        message += (
+            " (one argument may hold at most 128 KiB, and all of them with the"
+            " environment no more than the system's ARG_MAX)"
+        )
+    return message
