@@ -20,9 +20,9 @@ from subagent_host.handlers.spawn_plan import (
     uses_agents,
 )
 from subagent_host.rpc.wire import SpawnParams
-from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
 from subagent_host.runs.plans import ServerLimits
+from subagent_host.store.face import RunStore
 
 
 @attrs.define
@@ -33,8 +33,8 @@ class Context:
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
     runs: RunManager
-    catalog: RunCatalog
-    """Runs wherever they are: live in memory or recorded on disk."""
+    store: RunStore
+    """Runs wherever they are (live in memory or recorded on disk), and approvals."""
     progress: EventPublisher
     methods: tuple[str, ...] = ()
     """The methods this server answers, as `ping` lists them."""

@@ -13,7 +13,7 @@ from subagent_host.handlers.context import Context
 from subagent_host.handlers.definition_check import definition_check
 from subagent_host.handlers.snapshots import timestamp
 from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
-from subagent_host.runs import approvals
+from subagent_host.runs.approvals import ResumeGrant
 from subagent_host.runs.plans import EMPTY_PROMPT, digest, is_empty_prompt
 from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import utc_now
@@ -23,7 +23,8 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
     overrides = request.overrides or {}
     try:
         target = await resolve_target(
-            ctx.catalog,
+            ctx.store,
+            ctx.runs,
             ctx.session_id,
             request.run_id,
             request.index,
@@ -46,8 +47,7 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
     now = utc_now()
     expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
-    token = approvals.new_secret("rt-")
-    grant = approvals.ResumeGrant(
+    grant = ResumeGrant(
         session_id=ctx.session_id,
         run_id=target.run.run_id,
         index=target.index,
@@ -58,8 +58,7 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
         expires_at=expires,
         consumed=False,
     )
-    store = ctx.catalog.store
-    await store.call(approvals.save_token, store, token, grant, now)
+    token = await ctx.store.save_token(grant)
     return PreflightResult(
         accepted=True,
         diagnostics=(),

@@ -19,9 +19,9 @@ from subagent_host.runs.projection import (
     seal,
     unseal,
 )
-from subagent_host.runs.records import workflow_from_record, workflow_record
 from subagent_host.runs.resumes import Target, resumed_child
 from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
+from subagent_host.runs.workflow_records import workflow_from_record, workflow_record
 
 CHILD = ChildPlan(
     backend="command",

@@ -30,23 +30,23 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from subagent_host.errors import RecordFailed
-from subagent_host.runs import history
-from subagent_host.runs.projection import seal
 from subagent_host.runs.state import Run, RunEvent
-from subagent_host.runs.store import Store
+from subagent_host.store import writes
+from subagent_host.store.database import Database
+from subagent_host.store.rows import RunRow, run_row
 
 STORE_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 STORE_BACKLOG_LOW_BYTES: Final = 1024 * 1024
 
 
 class Recorder:
-    def __init__(self, store: Store, instance_id: str, history_limit: int) -> None:
+    def __init__(self, store: Database, instance_id: str, history_limit: int) -> None:
         self._store = store
         self._instance_id = instance_id
         self._history_limit = history_limit
         self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
         self._projections: list[tuple[str, int, str, str]] = []
-        self._extras = history.Extras()
+        self._extras = writes.Extras()
         self._scheduled = False
         self._last_write: concurrent.futures.Future[object] | None = None
         # Writes not committed yet, with the bytes of events each carries.
@@ -82,16 +82,8 @@ class Recorder:
             pending[1].append(event)
         self._schedule()
 
-    def projections(self, run: Run, projections: list[dict[str, Any]]) -> None:
-        """Record each child's launch projection (with the run, in the same write)."""
-        for index, projection in enumerate(projections):
-            stored, digest = seal(projection)
-            self._projections.append((run.run_id, index, stored, digest))
-        self.touch(run)
-
-    def projection(self, run: Run, index: int, projection: dict[str, Any]) -> None:
-        """Record one child's launch projection (a workflow's children come step by step)."""
-        stored, digest = seal(projection)
+    def projection(self, run: Run, index: int, stored: str, digest: str) -> None:
+        """Record one child's sealed launch projection and its digest (with the run)."""
         self._projections.append((run.run_id, index, stored, digest))
         self.touch(run)
 
@@ -121,11 +113,11 @@ class Recorder:
         self._scheduled = False
         if not self._pending:
             return
-        rows = [history.run_row(run, events) for run, events in self._pending.values()]
+        rows = [run_row(run, events) for run, events in self._pending.values()]
         projections, extras = self._projections, self._extras
         self._pending.clear()
         self._projections = []
-        self._extras = history.Extras()
+        self._extras = writes.Extras()
         self._last_write = write = self._store.submit(self._save, rows, projections, extras)
         loop = asyncio.get_running_loop()
 
@@ -177,15 +169,15 @@ class Recorder:
 
     def _save(
         self,
-        rows: list[history.RunRow],
+        rows: list[RunRow],
         projections: list[tuple[str, int, str, str]],
-        extras: history.Extras,
+        extras: writes.Extras,
     ) -> list[str]:
         """On the store's thread: write, and note which runs' newest write failed.
 
         Returns the ids of the runs the write pruned (see `_write`).
         """
-        saved = history.save(
+        saved = writes.save(
             self._store, self._instance_id, rows, self._history_limit, projections, extras
         )
         written = {row.run_id for row in rows} - set(saved.failed)
