@@ -110,8 +110,10 @@ def build_run_manager(
     backends: Mapping[str, Backend] | None = None,
     workflow_records: WorkflowRecords | None = None,
     sessions: SessionFiles | None = None,
+    new_run_id: Callable[[], str] | None = None,
 ) -> RunManager:
     return RunManager(
+        new_run_id=new_run_id or (lambda: uuid.uuid4().hex),
         supervisor=supervisor,
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
@@ -224,6 +226,7 @@ async def _serve_with_store(
         backends,
         workflow_records,
         sessions,
+        new_run_id=store.new_run_id,  # reserved on disk: a run may be written late
     )
     store.on_pruned(runs.forget)  # a pruned run is gone from memory too
     store.live = runs.get  # a run this server holds is answered from memory

@@ -47,6 +47,7 @@ from subagent_host.store.database import Database, open_database
 from subagent_host.store.reads import Summary
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.recovery import start_instance
+from subagent_host.store.run_ids import RunIds
 
 MIN_PREFIX: Final = 8
 
@@ -61,6 +62,7 @@ class RunStore:
         self.history_limit = history_limit
         self._instance: str | None = None
         self._recorder: Recorder | None = None
+        self._run_ids = RunIds()
         self.live: Callable[[str], Run | None] = lambda _run_id: None
         """This server's run by id, if it holds it (set once the run manager exists)."""
 
@@ -97,9 +99,17 @@ class RunStore:
 
         Returns the task ending leftover processes: await it before exiting.
         """
-        self._instance, cleaning = await start_instance(self._db, supervisor, grace_ms, sessions)
-        self._recorder = Recorder(self._db, self._instance, self.history_limit)
+        generation, reserved = self._run_ids.reservation() or (0, None)
+        self._instance, cleaning = await start_instance(
+            self._db, supervisor, grace_ms, sessions, reserved
+        )
+        self._run_ids.confirm(generation)
+        self._recorder = Recorder(self._db, self._instance, self.history_limit, self._run_ids)
         return cleaning
+
+    def new_run_id(self) -> str:
+        """An id for a new run, reserved on disk when it can be (run_ids.py)."""
+        return self._run_ids.take()
 
     async def end(self) -> None:
         """Everything recorded is written; this server's record says it has ended."""

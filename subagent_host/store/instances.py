@@ -9,6 +9,7 @@ function here runs on the store's thread.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Final
@@ -21,6 +22,7 @@ from subagent_host.store.database import Database
 from subagent_host.store.reads import assemble
 from subagent_host.store.records import child_from_record, child_record, dumps
 from subagent_host.store.rows import run_row
+from subagent_host.store.run_ids import meta_key
 from subagent_host.store.writes import LIVE, write_run
 
 # A session none of whose runs was created or ended within this long (and none of
@@ -39,21 +41,34 @@ class Leftover:
 
 
 def register_instance(
-    store: Database, instance_id: str, pid: int, create_time: float, now: datetime
+    store: Database,
+    instance_id: str,
+    pid: int,
+    create_time: float,
+    now: datetime,
+    reserved: str | None = None,
 ) -> None:
+    """Record this server, with the run ids it reserves (JSON; run_ids.py) if any."""
     with store.immediate() as db:
         db.execute(
             "INSERT INTO instances (instance_id, pid, create_time, started_at) VALUES (?, ?, ?, ?)",
             (instance_id, pid, create_time, now.isoformat()),
         )
+        if reserved is not None:
+            db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (meta_key(instance_id), reserved),
+            )
 
 
 def end_instance(store: Database, instance_id: str, now: datetime) -> None:
+    """This server has ended, every run of it written: its reserved ids are free."""
     with store.immediate() as db:
         db.execute(
             "UPDATE instances SET ended_at = ? WHERE instance_id = ?",
             (now.isoformat(), instance_id),
         )
+        db.execute("DELETE FROM meta WHERE key = ?", (meta_key(instance_id),))
 
 
 def recover(
@@ -117,11 +132,41 @@ def recover(
             write_run(db, owner, run_row(run, [e for e in run.events if e.seq >= first_new_seq]))
             interrupted.append(run_id)
         for other in gone:
+            _clean_up_reserved(db, other)
             db.execute(
                 "UPDATE instances SET ended_at = coalesce(ended_at, ?) WHERE instance_id = ?",
                 (book.now().isoformat(), other),
             )
     return interrupted, leftovers
+
+
+def _clean_up_reserved(db: sqlite3.Connection, instance_id: str) -> None:
+    """Queue the marker scan for the ids a gone server reserved that no stored run has.
+
+    Such a run was still held off the disk when its server died (run_ids.py):
+    its children may run on, marked with its id. There is no run to mark
+    interrupted: no reply ever named it.
+    """
+    key = meta_key(instance_id)
+    found = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    if found is None:
+        return
+    reserved = json.loads(found[0])
+    if not reserved:
+        db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        return
+    stored = {
+        run_id
+        for (run_id,) in db.execute(
+            f"SELECT run_id FROM runs WHERE run_id IN ({','.join('?' * len(reserved))})",
+            reserved,
+        )
+    }
+    db.executemany(
+        "INSERT INTO cleanups (run_id, pid, create_time) VALUES (?, NULL, NULL)",
+        [(run_id,) for run_id in reserved if run_id not in stored],
+    )
+    db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
 @attrs.frozen

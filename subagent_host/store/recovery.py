@@ -28,18 +28,25 @@ logger = logging.getLogger(__name__)
 
 
 async def start_instance(
-    store: Database, supervisor: Supervisor, grace_ms: int, sessions: SessionFiles | None = None
+    store: Database,
+    supervisor: Supervisor,
+    grace_ms: int,
+    sessions: SessionFiles | None = None,
+    reserved: str | None = None,
 ) -> tuple[str, asyncio.Task[int]]:
     """Register this process; mark dead servers' runs interrupted; end their leftovers.
 
-    An interrupted attempt's session file is sealed as this server finds it
+    `reserved` is the run ids this server reserves (run_ids.py), written with
+    its record. An interrupted attempt's session file is sealed as this server finds it
     (`recovered`): the attempt's own end never came to seal it.
     Returns this instance's id and the task ending leftover processes; the
     server awaits it before it exits.
     """
     instance = uuid.uuid4().hex
     pid, create_time = this_process()
-    await store.call(instances.register_instance, store, instance, pid, create_time, utc_now())
+    await store.call(
+        instances.register_instance, store, instance, pid, create_time, utc_now(), reserved
+    )
     seal = _sealer(sessions)
 
     interrupted, _ = await store.call(

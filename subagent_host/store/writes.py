@@ -28,6 +28,8 @@ class Extras:
 
     workflows: list[tuple[str, str]] = attrs.Factory(list)
     texts: list[tuple[str, int, str]] = attrs.Factory(list)
+    reservation: tuple[str, str] | None = None
+    """The run ids this server reserves (a `meta` key and its JSON value; run_ids.py)."""
 
 
 @attrs.define
@@ -36,6 +38,8 @@ class Saved:
 
     failed: list[str] = attrs.Factory(list)
     pruned: list[str] = attrs.Factory(list)
+    reserved: bool = False
+    """The reservation of run ids went with a write that was committed."""
 
 
 def save(
@@ -58,7 +62,8 @@ def save(
     extras = extras or Extras()
     try:
         return Saved(
-            pruned=_save_batch(store, instance_id, rows, history_limit, projections, extras)
+            pruned=_save_batch(store, instance_id, rows, history_limit, projections, extras),
+            reserved=extras.reservation is not None,
         )
     except Exception as exc:  # noqa: BLE001 - retried run by run below
         logger.warning("a write of %d runs failed (%s); writing them one by one", len(rows), exc)
@@ -68,6 +73,7 @@ def save(
         own = Extras(
             workflows=[w for w in extras.workflows if w[0] == row.run_id],
             texts=[t for t in extras.texts if t[0] == row.run_id],
+            reservation=extras.reservation,
         )
         try:
             try:
@@ -79,6 +85,7 @@ def save(
                 saved.pruned += _save_batch(
                     store, instance_id, [_mended(row)], history_limit, *_mended_extras(mine, own)
                 )
+            saved.reserved |= own.reservation is not None
         except Exception as exc:  # noqa: BLE001 - reported per run
             logger.error("run %s could not be written to the run history: %s", row.run_id, exc)
             saved.failed.append(row.run_id)
@@ -110,6 +117,8 @@ def _save_batch(
             "INSERT OR REPLACE INTO workflow_texts (run_id, idx, text) VALUES (?, ?, ?)",
             extras.texts,
         )
+        if extras.reservation is not None:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", extras.reservation)
         # A session grows only when a run is new (its first event is in this write).
         deleted: list[str] = []
         for session_id in {row.session_id for row in rows if row.events and row.events[0][0] == 1}:
@@ -136,6 +145,7 @@ def _mended_extras(
         Extras(
             workflows=[(run_id, mend(definition)) for run_id, definition in extras.workflows],
             texts=[(run_id, index, mend(text)) for run_id, index, text in extras.texts],
+            reservation=extras.reservation,
         ),
     )
 
