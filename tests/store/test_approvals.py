@@ -18,7 +18,7 @@ from subagent_host.runs.approvals import (
 )
 from subagent_host.runs.state import RunBook, utc_now
 from subagent_host.store.face import RunStore
-from tests.runs.test_store import make_run, ticking
+from tests.store.test_store import make_run, ticking
 
 TTL = timedelta(minutes=10)
 FINGERPRINT = "sha256:v1:" + "1" * 64

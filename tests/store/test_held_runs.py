@@ -21,7 +21,7 @@ from subagent_host.store import instances
 from subagent_host.store.database import Database
 from subagent_host.store.recorder import HOLD_S, Recorder
 from subagent_host.store.run_ids import RunIds, meta_key
-from tests.runs.test_store import ME, make_run, query, ticking
+from tests.store.test_store import ME, make_run, query, ticking
 from tests.waits import loop_turns
 
 

@@ -15,7 +15,7 @@ from subagent_host.store.database import Database, open_database
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.rows import run_row
 from subagent_host.store.schema import DB_NAME, SCHEMA_VERSION
-from tests.runs.test_store import ME, completed_run, make_run, query, ticking
+from tests.store.test_store import ME, completed_run, make_run, query, ticking
 
 GARBAGE = b"this is not an SQLite database\n" * 64
 
