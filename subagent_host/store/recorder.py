@@ -17,6 +17,14 @@ the disk takes its events would otherwise queue them in memory without end.
 Above STORE_BACKLOG_BYTES of events waiting, the recorder says it is full
 (app.py then holds streamed children back, as for a slow client) and says so
 again once the backlog is below STORE_BACKLOG_LOW_BYTES.
+
+A new task-mode run is held off the disk until it ends, for HOLD_S at most:
+one that ends within its first turns of the loop (`true`) is then one
+transaction, not one at its creation, one when its child started and one at
+its end. Only a run whose id is reserved on disk is held (run_ids.py), so a
+server killed meanwhile leaves the next one the marker of its processes; and
+whoever waits for the disk (`durable`) ends every hold first, so a reply or a
+lookup never misses a held run.
 """
 
 from __future__ import annotations
