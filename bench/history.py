@@ -54,7 +54,6 @@ from runs import (
     wait_ready,
 )
 
-from subagent_host.runs import history
 from subagent_host.runs.state import (
     ChildRun,
     OutputInfo,
@@ -63,7 +62,9 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
 )
-from subagent_host.runs.store import Store
+from subagent_host.store import rows as stored_rows
+from subagent_host.store import writes
+from subagent_host.store.database import Database
 
 SESSION: Final = "bench-session"
 LISTS: Final = 50
@@ -93,15 +94,15 @@ def finished_run(run_id: str, session_id: str, created: datetime) -> Run:
 
 async def fill(state_dir: Path, runs: int, sessions: int) -> None:
     """Write `runs` finished runs spread over `sessions` sessions (the bench's is the first)."""
-    store = await Store.open(state_dir)
+    store = await Database.open(state_dir)
     try:
         start = datetime.now(UTC) - timedelta(days=1)
         rows = []
         for i in range(runs):
             session = SESSION if i % sessions == 0 else f"other-{i % sessions}"
             run = finished_run(f"{i:032x}", session, start + timedelta(milliseconds=i))
-            rows.append(history.run_row(run, list(run.events)))
-        await store.call(history.save, store, "bench-filler", rows, runs)
+            rows.append(stored_rows.run_row(run, list(run.events)))
+        await store.call(writes.save, store, "bench-filler", rows, runs)
     finally:
         await store.close()
 

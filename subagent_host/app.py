@@ -40,6 +40,8 @@ from subagent_host.handlers.context import Context
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.snapshot_file import snapshot_writer
 from subagent_host.handlers.table import build_method_table
+from subagent_host.planning.projection import seal
+from subagent_host.planning.stored_workflow import workflow_record
 from subagent_host.planning.views import Projection
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
@@ -52,15 +54,10 @@ from subagent_host.rpc.stdio import (
     open_input,
     open_output,
 )
-from subagent_host.runs import history
-from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
-from subagent_host.runs.recorder import Recorder
-from subagent_host.runs.records import workflow_record
-from subagent_host.runs.recovery import start_instance
 from subagent_host.runs.scheduler import Slots
-from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent, utc_now
-from subagent_host.runs.store import Store, open_store
+from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent
+from subagent_host.store.face import RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +112,10 @@ def build_run_manager(
     backends: Mapping[str, Backend] | None = None,
     workflow_records: WorkflowRecords | None = None,
     sessions: SessionFiles | None = None,
+    new_run_id: Callable[[], str] | None = None,
 ) -> RunManager:
     return RunManager(
+        new_run_id=new_run_id or (lambda: uuid.uuid4().hex),
         supervisor=supervisor,
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
@@ -155,7 +154,7 @@ async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
                 logger.error("cannot serve on this stdin/stdout: %s", exc)
                 return 1
             # A state directory that cannot be used leaves the history in memory.
-            store = await open_store(config.state_dir)
+            store = await RunStore.open(config.state_dir, config.history_limit)
             try:
                 with _pi_sessions(config, store) as pi_sessions:
                     return await _serve_with_store(
@@ -168,7 +167,7 @@ async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _pi_sessions(config: ServerConfig, store: Store) -> Iterator[Path]:
+def _pi_sessions(config: ServerConfig, store: RunStore) -> Iterator[Path]:
     """Where pi keeps its session files: in the state directory, for a later resume;
     with the history in memory (no resume), in a private temporary directory removed
     when the server exits."""
@@ -186,7 +185,7 @@ def _pi_sessions(config: ServerConfig, store: Store) -> Iterator[Path]:
 
 async def _serve_with_store(
     config: ServerConfig,
-    store: Store,
+    store: RunStore,
     source: InputStream,
     sink: OutputStream,
     supervisor: Supervisor,
@@ -195,37 +194,45 @@ async def _serve_with_store(
     loop = asyncio.get_running_loop()
     supervisor.reap_on_sigchld()
     sessions = SessionFiles(pi_dir=pi_sessions)  # the one place pi's session files are
-    instance, recovering = await start_instance(store, supervisor, config.grace_ms, sessions)
+    recovering = await store.start(supervisor, config.grace_ms, sessions)
     for problem in config.settings.diagnostics:  # a bad setting never stops the server
         level = logging.INFO if problem.severity == "info" else logging.WARNING
         logger.log(level, "%s", problem.message)
     protocol = make_protocol()
     notifier = Notifier(protocol.converter)
     publisher = EventPublisher(notifier)
-    recorder = Recorder(store, instance, config.history_limit)
 
     def record_and_publish(run: Run, event: RunEvent) -> None:
-        recorder(run, event)
+        store.record(run, event)
         publisher(run, event)
+
+    def record_projection(run: Run, index: int, projection: Projection) -> None:
+        store.record_projection(run, index, *seal(projection))
+
+    def record_projections(run: Run, projections: list[Projection]) -> None:
+        for index, projection in enumerate(projections):
+            record_projection(run, index, projection)
 
     backends = build_backends(config, pi_sessions)
     workflow_records = WorkflowRecords(
-        definition=lambda run, plan: recorder.workflow(run, workflow_record(plan)),
-        child_added=recorder.projection,
-        text=recorder.text,
+        definition=lambda run, plan: store.record_workflow(run, workflow_record(plan)),
+        child_added=record_projection,
+        text=store.record_text,
         snapshot=snapshot_writer(),
-        touched=recorder.touch,
+        touched=store.touch,
     )
     runs = build_run_manager(
         config,
         supervisor,
         record_and_publish,
-        recorder.projections,
+        record_projections,
         backends,
         workflow_records,
         sessions,
+        new_run_id=store.new_run_id,  # reserved on disk: a run may be written late
     )
-    recorder.on_pruned = runs.forget  # a pruned run is gone from memory too
+    store.on_pruned(runs.forget)  # a pruned run is gone from memory too
+    store.live = runs.get  # a run this server holds is answered from memory
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
     probes.start([backend.executable for backend in backends.values() if backend.executable])
@@ -234,7 +241,7 @@ async def _serve_with_store(
         config=config,
         session_id=config.session_id or new_session_id(),
         runs=runs,
-        catalog=RunCatalog(runs, store, recorder, config.history_limit),
+        store=store,
         progress=publisher,
         adapters=backends,
         process_tracking=supervisor.mode.value,
@@ -243,7 +250,7 @@ async def _serve_with_store(
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.
     sink.watch_backlog(lambda: runs.streams.close("client"), lambda: runs.streams.open("client"))
-    recorder.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
+    store.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
     protocol.attach(build_method_table(ctx), connection.emit)
     notifier.attach(connection.emit)
 
@@ -265,8 +272,7 @@ async def _serve_with_store(
         await runs.shutdown(DISCONNECTED)
         if recovering is not None:  # leftovers of a dead server are ended before we go
             await asyncio.gather(recovering, return_exceptions=True)
-        await recorder.durable()
-        await store.call(history.end_instance, store, instance, utc_now())
+        await store.end()
         connection.flush()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)

@@ -42,6 +42,7 @@ import psutil
 from subagent_host.backends import pipes, programs
 from subagent_host.backends.cgroups import Group, entering, start_ticks
 from subagent_host.backends.exits import ProcessExit, StoppedBy
+from subagent_host.backends.liveness import START_TOLERANCE_S
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 
 logger = logging.getLogger(__name__)
@@ -58,8 +59,6 @@ LEFTOVER_GRACE_S: Final = 0.5
 # A cgroup whose processes were all SIGKILLed is empty moments later; this is
 # how often it is checked until then (bounded by KILL_WAIT_S).
 EMPTY_CHECK_S: Final = 0.01
-# psutil's start times have clock-tick resolution (10 ms).
-START_TOLERANCE_S: Final = 0.01
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0

@@ -13,7 +13,7 @@ Three modes, best first (protocol.md §8.3):
 - `marker`: only the run marker (`SUBAGENT_HOST_RUN_ID`) in the environment,
   searched for in the whole process table.
 
-The marker scan of recovery (runs/recovery.py) runs in every mode as a last resort.
+The marker scan of recovery (store/recovery.py) runs in every mode as a last resort.
 """
 
 from __future__ import annotations

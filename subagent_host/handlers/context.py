@@ -17,8 +17,8 @@ from subagent_host.planning.check import CheckedSpawn, check_spawn, uses_agents
 from subagent_host.planning.items import AgentSources
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.rpc.wire import SpawnParams
-from subagent_host.runs.catalog import RunCatalog
 from subagent_host.runs.manager import RunManager
+from subagent_host.store.face import RunStore
 
 
 @attrs.define
@@ -29,8 +29,8 @@ class Context:
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
     runs: RunManager
-    catalog: RunCatalog
-    """Runs wherever they are: live in memory or recorded on disk."""
+    store: RunStore
+    """Runs wherever they are (live in memory or recorded on disk), and approvals."""
     progress: EventPublisher
     methods: tuple[str, ...] = ()
     """The methods this server answers, as `ping` lists them."""

@@ -37,7 +37,7 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         backends=tuple(_backend_info(ctx, name) for name in sorted(ctx.adapters)),
         limits=limits_of(ctx.config),
         process_tracking=ctx.process_tracking,
-        persistence=ctx.catalog.store.persistence,
+        persistence=ctx.store.persistence,
         admission=Admission(require_preflight=ctx.config.require_preflight),
     )
 

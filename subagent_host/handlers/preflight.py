@@ -20,8 +20,8 @@ from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.handlers.snapshots import timestamp
 from subagent_host.planning.preview import probe, versioned_receipts
 from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
-from subagent_host.runs import approvals
-from subagent_host.runs.state import Diagnostic, utc_now
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
+from subagent_host.runs.state import Diagnostic
 
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
 
@@ -54,19 +54,14 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     if not accepted:
         return result
     sealed = plan.fingerprint
-    store = ctx.catalog.store
-    if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
+    if (unavailable := ctx.store.needs_durable("preflight ids")) is not None:
         # The plan stands; only the id a spawn would carry is not issued.
         withheld = DiagnosticWire(
-            "warning", approvals.PERSISTENCE_UNAVAILABLE, f"no preflightId: {unavailable}"
+            "warning", PERSISTENCE_UNAVAILABLE, f"no preflightId: {unavailable}"
         )
         return attrs.evolve(result, diagnostics=(*result.diagnostics, withheld))
-    now = utc_now()
-    expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
-    preflight_id = approvals.new_secret("pf-")
-    await store.call(
-        approvals.save_preflight, store, preflight_id, ctx.session_id, sealed, now, expires
-    )
+    ttl = timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
+    preflight_id, expires = await ctx.store.save_preflight(ctx.session_id, sealed, ttl)
     return attrs.evolve(result, preflight_id=preflight_id, expires_at=timestamp(expires))
 
 

@@ -16,13 +16,13 @@ import attrs
 from subagent_host.errors import AmbiguousRunId, ResumeDenied, RunNotFound
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.run_reply import reply_with_run
-from subagent_host.planning.definition_check import definition_check
 from subagent_host.planning.fingerprint import digest
-from subagent_host.planning.resume import ResumeRefused, resolve_target, resumed_child
+from subagent_host.resuming.definition_check import definition_check
+from subagent_host.resuming.target import ResumeRefused, resolve_target, resumed_child
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
-from subagent_host.runs import approvals
-from subagent_host.runs.state import Run, restore_events, utc_now
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, Refusal
+from subagent_host.runs.state import Run, restore_events
 
 MODES = ("background", "task")
 
@@ -34,21 +34,15 @@ def deny(reason: str, message: str, **detail: object) -> NoReturn:
 async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     if params.mode is not None and params.mode not in MODES:
         raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(MODES)}")])
-    store = ctx.catalog.store
-    if (unavailable := approvals.persistence_problem(store, "resume tokens")) is not None:
-        deny("not-resumable", unavailable, code=approvals.PERSISTENCE_UNAVAILABLE)
-    grant = await store.call(approvals.find_token, store, params.token)
-    if grant is None:
-        deny("unknown-token", "no such token")
-    if grant.session_id != ctx.session_id:
-        deny("wrong-session", "the token was issued to another session")
-    if grant.consumed:
-        deny("consumed", "the token was already used")
-    if grant.expires_at <= utc_now():
-        deny("expired", "the token has expired: run preflight {resume} again")
+    if (unavailable := ctx.store.needs_durable("resume tokens")) is not None:
+        deny("not-resumable", unavailable, code=PERSISTENCE_UNAVAILABLE)
+    grant = await ctx.store.check_token(params.token, ctx.session_id)
+    if isinstance(grant, Refusal):
+        deny(grant.code, grant.message)
     try:
         target = await resolve_target(
-            ctx.catalog,
+            ctx.store,
+            ctx.runs,
             grant.session_id,
             grant.run_id,
             grant.index,
@@ -69,9 +63,9 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         )
     if digest(grant.message) != grant.follow_up_digest:
         deny("mismatch", "the follow-up message no longer matches what was approved")
-    if not await store.call(approvals.consume_token, store, params.token, utc_now()):
-        deny("consumed", "the token was already used")
-    retained = await ctx.catalog.events_after(target.run, target.run.first_retained_seq - 1)
+    if (refusal := await ctx.store.redeem_token(params.token, ctx.session_id)) is not None:
+        deny(refusal.code, refusal.message)
+    retained = await ctx.store.events_after(target.run, target.run.first_retained_seq - 1)
     # From here on nothing awaits until the attempt has started: checked and started
     # as one step, on the one object this server keeps for the run (another request
     # may have read its own copy of it from the store meanwhile).

@@ -11,12 +11,12 @@ from datetime import timedelta
 
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import timestamp
-from subagent_host.planning.definition_check import definition_check
 from subagent_host.planning.fingerprint import digest
 from subagent_host.planning.plan import EMPTY_PROMPT, is_empty_prompt
-from subagent_host.planning.resume import ResumeRefused, resolve_target, resumed_child
+from subagent_host.resuming.definition_check import definition_check
+from subagent_host.resuming.target import ResumeRefused, resolve_target, resumed_child
 from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
-from subagent_host.runs import approvals
+from subagent_host.runs.approvals import ResumeGrant
 from subagent_host.runs.state import utc_now
 
 
@@ -24,7 +24,8 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
     overrides = request.overrides or {}
     try:
         target = await resolve_target(
-            ctx.catalog,
+            ctx.store,
+            ctx.runs,
             ctx.session_id,
             request.run_id,
             request.index,
@@ -47,8 +48,7 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
     now = utc_now()
     expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
-    token = approvals.new_secret("rt-")
-    grant = approvals.ResumeGrant(
+    grant = ResumeGrant(
         session_id=ctx.session_id,
         run_id=target.run.run_id,
         index=target.index,
@@ -59,8 +59,7 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
         expires_at=expires,
         consumed=False,
     )
-    store = ctx.catalog.store
-    await store.call(approvals.save_token, store, token, grant, now)
+    token = await ctx.store.save_token(grant)
     return PreflightResult(
         accepted=True,
         diagnostics=(),

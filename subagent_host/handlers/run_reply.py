@@ -33,7 +33,7 @@ async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
                 "request cancelled; its run was stopped", data=run_snapshot(run)
             ) from None
     try:
-        await ctx.catalog.recorder.durable(run)
+        await ctx.store.written(run)
     except RecordFailed:
         logger.error("run %s could not be recorded: ending its children", run.run_id)
         await asyncio.shield(_abandon(ctx, run))
@@ -42,5 +42,5 @@ async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
 
 
 async def _abandon(ctx: Context, run: Run) -> None:
-    with ctx.catalog.recorder.unrecorded(run):
+    with ctx.store.unrecorded(run):
         await ctx.runs.abandon(run, reason="the run could not be recorded")

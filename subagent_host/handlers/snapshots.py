@@ -20,7 +20,6 @@ from subagent_host.rpc.wire import (
     UsageWire,
     WorkflowSnapshot,
 )
-from subagent_host.runs.history import Summary
 from subagent_host.runs.state import (
     ChildRun,
     ErrorInfo,
@@ -29,6 +28,7 @@ from subagent_host.runs.state import (
     RunEvent,
     WorkflowState,
 )
+from subagent_host.store.face import Summary
 
 MILLISECOND: Final = timedelta(milliseconds=1)
 

@@ -11,8 +11,8 @@ from subagent_host.handlers.context import Context
 from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.check import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
-from subagent_host.runs import approvals
-from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic, utc_now
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
+from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic
 
 # The admission policy (`--require-preflight`): only what a preflight approved runs.
 PREFLIGHT_REQUIRED: Final = Diagnostic(
@@ -46,21 +46,11 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
 async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpawn) -> None:
     """The launch must be the one that preflight approved: same plan, same session, in time."""
     fingerprint = resolved.plan.fingerprint
-    store = ctx.catalog.store
-    if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
-        _reject(approvals.PERSISTENCE_UNAVAILABLE, unavailable, fingerprint)
-    problem = await store.call(
-        approvals.take_preflight, store, preflight_id, ctx.session_id, fingerprint, utc_now()
-    )
-    if problem is None:
-        return
-    messages = {
-        "unknown-preflight": "no preflight of this session has that id",
-        "preflight-consumed": "that preflight was already used by a spawn",
-        "preflight-expired": "that preflight has expired: run preflight again",
-        "preflight-mismatch": "this spawn would run something else than the preflight approved",
-    }
-    _reject(problem, messages[problem], fingerprint)
+    if (unavailable := ctx.store.needs_durable("preflight ids")) is not None:
+        _reject(PERSISTENCE_UNAVAILABLE, unavailable, fingerprint)
+    refusal = await ctx.store.take_preflight(preflight_id, ctx.session_id, fingerprint)
+    if refusal is not None:
+        _reject(refusal.code, refusal.message, fingerprint)
 
 
 def _reject(code: str, message: str, fingerprint: str) -> NoReturn:

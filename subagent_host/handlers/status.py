@@ -15,12 +15,12 @@ async def handle(params: StatusParams, ctx: Context) -> RunSnapshot | RunList:
     if params.run_id is None:
         if params.since is not None:
             raise InvalidParams([ParamProblem("since", "since needs a runId")])
-        summaries = await ctx.catalog.summaries(ctx.session_id)
+        summaries = await ctx.store.summaries(ctx.session_id)
         return RunList(runs=tuple(summary_wire(summary) for summary in summaries))
-    run = await ctx.catalog.find(ctx.session_id, params.run_id)
+    run = await ctx.store.find(ctx.session_id, params.run_id)
     if params.since is None:
         return run_snapshot(run)
-    events = await ctx.catalog.events_after(run, params.since)
+    events = await ctx.store.events_after(run, params.since)
     # The oldest seq held, when events the client asked for were dropped (a gap).
     first = events[0].seq if events else run.last_seq + 1
     return attrs.evolve(

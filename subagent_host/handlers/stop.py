@@ -18,7 +18,7 @@ async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
     """Answer the terminal snapshot; a run that had already ended comes back unchanged."""
     if params.grace_ms is not None and not 0 <= params.grace_ms <= MAX_GRACE_MS:
         raise InvalidParams([ParamProblem("graceMs", f"must be 0..{MAX_GRACE_MS}")])
-    run = await ctx.catalog.find(ctx.session_id, params.run_id)
+    run = await ctx.store.find(ctx.session_id, params.run_id)
     if not run.is_terminal and ctx.runs.get(run.run_id) is None:
         raise RunNotFound(
             f"run {run.run_id} is running in another server process on this state directory; "
@@ -28,5 +28,5 @@ async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
     already = await ctx.runs.stop(
         run, grace_ms=params.grace_ms, reason=params.reason or DEFAULT_REASON
     )
-    await ctx.catalog.recorder.durable(run)  # a stop the store did not take is no success
+    await ctx.store.written(run)  # a stop the store did not take is no success
     return run_snapshot(run, already_terminal=already)

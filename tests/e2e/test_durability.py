@@ -30,9 +30,11 @@ from tests.e2e.harness import (
     running_server,
     state_args,
 )
+from tests.e2e.wal import committed_transactions
 from tests.waits import still_running
 
 DB_NAME: Final = "subagent-host.sqlite3"
+WAL_NAME: Final = "subagent-host.sqlite3-wal"
 RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
 LEFTOVER_TIMEOUT_S: Final = 20.0
 POLL_INTERVAL_S: Final = 0.05  # between two scans of the process table, never a fixed wait
@@ -481,3 +483,55 @@ async def test_a_run_the_store_cannot_write_is_an_error_reply_and_its_child_is_e
         assert [(run["label"], run["status"]) for run in listed] == [("kept", "cancelled")]
         error = await error_of(later, "status", {"runId": doomed_id})
         assert error["code"] == NOT_FOUND
+
+
+async def test_a_task_run_that_ends_at_once_costs_one_committed_transaction(
+    tmp_path: Path,
+) -> None:
+    # Its creation, its child's start and its end are one write: the run is held
+    # off the disk until it ends (within its first moments), its id reserved on
+    # disk beforehand so that a crash meanwhile still leaves its children found.
+    wal = tmp_path / WAL_NAME
+    async with running_server(*state_args(tmp_path)) as server:
+        await result_of(server, "ping", {})
+        for _ in range(3):
+            before = committed_transactions(wal)
+            run = await result_of(server, "spawn", {"command": ["true"], "mode": "task"})
+            assert run["status"] == "completed", run
+            assert committed_transactions(wal) - before == 1
+        listing = await result_of(server, "status", {})
+        assert len(listing["runs"]) == 3, listing
+        assert (await server.finish())[0] == 0
+
+
+async def test_a_task_runs_tree_is_ended_by_the_next_server_when_its_server_dies_at_once(
+    tmp_path: Path,
+) -> None:
+    # Killed while the run may still be held off the disk: the next server finds
+    # the tree by the run's marker, whose id the dead server had reserved on disk.
+    # Marker tracking, so that no cgroup sweep ends the tree in its place.
+    args = state_args(tmp_path, "s1", "--process-tracking", "marker")
+    async with running_server(*args) as first:
+        await first.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "spawn",
+                "params": {"command": TREE, "mode": "task"},
+            }
+        )
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while True:
+                message = await first.receive()
+                params = message.get("params", {})
+                if params.get("type") == "child" and params.get("status") == "running":
+                    break
+        run_id = params["runId"]
+        crashed = await crash(first)
+        assert run_id in crashed
+    await wait_for_processes(run_id, 1)  # the tree outlived its server
+
+    async with running_server(*args) as second:
+        assert (await result_of(second, "ping", {}))["pong"] is True
+        await wait_until_no_run_survives({run_id})
+        assert (await second.finish())[0] == 0

@@ -23,7 +23,7 @@ from tests.e2e.harness import error_of, result_of, running_server, state_args
 from tests.e2e.test_durability import TREE, crash, spawn_running, wait_until_no_run_survives
 
 DB_NAME: Final = "subagent-host.sqlite3"
-SCHEMA_VERSION: Final = 3  # the server's (runs/store.py); a test of ours must not import it
+SCHEMA_VERSION: Final = 3  # the server's (store/schema.py); a test of ours must not import it
 LAUNCH_REJECTED: Final = -32003
 RESUME_DENIED: Final = -32004
 NOT_FOUND: Final = -32001

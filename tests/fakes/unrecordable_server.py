@@ -14,15 +14,16 @@ import time
 from typing import Final
 
 from subagent_host import cli
-from subagent_host.runs import history
+from subagent_host.store import writes
+from subagent_host.store.rows import RunRow
 
 LABEL: Final = "unrecordable"
 PAUSE_S: Final = 1.0
 
-_write_run = history._write_run
+_write_run = writes.write_run
 
 
-def failing_write_run(db: sqlite3.Connection, instance_id: str, row: history.RunRow) -> None:
+def failing_write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
     if row.label == LABEL:
         time.sleep(PAUSE_S)  # noqa: TID251 - the store's own thread: a slow disk, not the loop
         raise sqlite3.OperationalError("disk I/O error (injected by the test)")
@@ -30,5 +31,5 @@ def failing_write_run(db: sqlite3.Connection, instance_id: str, row: history.Run
 
 
 if __name__ == "__main__":
-    history._write_run = failing_write_run
+    writes.write_run = failing_write_run
     sys.exit(cli.main(sys.argv[1:]))

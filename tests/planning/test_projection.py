@@ -21,9 +21,9 @@ from subagent_host.planning.projection import (
     seal,
     unseal,
 )
-from subagent_host.planning.resume import Target, resumed_child
+from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Access, to_json
-from subagent_host.runs.records import workflow_from_record, workflow_record
+from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
 
 BACKENDS: Final[dict[str, Backend]] = {"command": CommandBackend(), "claude": ClaudeBackend()}

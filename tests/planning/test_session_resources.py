@@ -26,8 +26,8 @@ from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
 from subagent_host.planning.plan import ChildPlan
 from subagent_host.planning.projection import contract, project, seal, unseal
 from subagent_host.planning.receipts import receipts
-from subagent_host.planning.resume import Target, resumed_child
 from subagent_host.planning.views import Access, Projection, to_json
+from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
 from subagent_host.settings import Settings, load_settings
 from tests.planning.conftest import LIMITS, check_request

@@ -14,9 +14,9 @@ from subagent_host.backends.command import CommandBackend
 from subagent_host.planning.check import accept, check_spawn
 from subagent_host.planning.plan import LaunchPlan
 from subagent_host.planning.projection import project, seal
+from subagent_host.planning.stored_workflow import workflow_record
 from subagent_host.planning.views import to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
-from subagent_host.runs.records import workflow_record
 from tests.planning.conftest import LIMITS
 
 FIXTURE: Final = Path(__file__).resolve().parents[1] / "fixtures" / "state_v1"

@@ -26,20 +26,14 @@ from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.planning.check import accept, check_spawn
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits
+from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Projection, to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
-from subagent_host.runs.records import (
-    child_from_record,
-    child_record,
-    run_from_record,
-    run_record,
-    workflow_from_record,
-    workflow_record,
-)
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import ChildRun, Run, RunBook, RunEvent, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
+from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
 from tests.backends.conftest import processes_with_marker
 from tests.runs.test_manager import assert_terminal_table
 from tests.waits import loop_turns, still_running

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
-from subagent_host.planning.resume import AgentCheck
 from subagent_host.planning.views import AgentRef
+from subagent_host.resuming.target import AgentCheck
 
 
 def definition_check(catalog: AgentCatalog) -> AgentCheck:

@@ -27,12 +27,16 @@ from subagent_host.planning.projection import (
     contract,
     unseal,
 )
+from subagent_host.planning.stored_workflow import (
+    workflow_env_keys,
+    workflow_from_record,
+    workflow_record,
+)
 from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
-from subagent_host.runs import history
-from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, persistence_problem
-from subagent_host.runs.catalog import RunCatalog
-from subagent_host.runs.records import workflow_env_keys, workflow_from_record, workflow_record
+from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
+from subagent_host.runs.manager import RunManager
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunKind, RunStatus
+from subagent_host.store.face import RunStore
 
 AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
@@ -65,7 +69,8 @@ class Target:
 
 
 async def resolve_target(
-    catalog: RunCatalog,
+    store: RunStore,
+    manager: RunManager,
     session_id: str,
     run_id: str,
     index: int | None,
@@ -81,9 +86,9 @@ async def resolve_target(
             "resume-disabled",
             "resume is disabled on this server (enable_continue is false in its configuration)",
         )
-    if (unavailable := persistence_problem(catalog.store, "resume tokens")) is not None:
+    if (unavailable := store.needs_durable("resume tokens")) is not None:
         raise ResumeRefused("not-resumable", PERSISTENCE_UNAVAILABLE, unavailable)
-    run = await catalog.find(session_id, run_id)
+    run = await store.find(session_id, run_id)
     chosen = _default_index(run) if index is None else index
     if not 0 <= chosen < len(run.children):
         raise ResumeRefused(
@@ -99,7 +104,7 @@ async def resolve_target(
             "still-running",
             f"child {chosen} of run {run.run_id} is {child.status}: wait for it to end, or stop it",
         )
-    if await catalog.store.call(history.cleanup_pending, catalog.store, run.run_id):
+    if await store.cleanup_pending(run.run_id):
         # Its leftovers are found by the run's marker, which a new attempt carries too.
         raise ResumeRefused(
             "not-resumable",
@@ -107,9 +112,7 @@ async def resolve_target(
             f"the processes run {run.run_id} left when its server died are still being "
             "ended: try again in a moment",
         )
-    stored, digest = await catalog.store.call(
-        history.load_projection, catalog.store, run.run_id, chosen
-    )
+    stored, digest = await store.stored_projection(run.run_id, chosen)
     try:
         projection = unseal(stored, digest)
     except ProjectionProblem as problem:
@@ -119,21 +122,21 @@ async def resolve_target(
         raise ResumeRefused(
             "override-not-allowed", "override-not-allowed", "; ".join(refused), "resume.overrides"
         )
-    if projection.env_keys and catalog.manager.env_of(run.run_id, chosen) is None:
+    if projection.env_keys and manager.env_of(run.run_id, chosen) is None:
         raise ResumeRefused(
             "not-resumable",
             "environment-gone",
             "this child was launched with `env` values, which are never stored and this "
             f"server process no longer has; {GUIDANCE}",
         )
-    session_file = await _check_session(catalog, run, child, projection)
+    session_file = await _check_session(manager, run, child, projection)
     agents = [projection.agent] if projection.agent is not None else []
     workflow: tuple[RunPlan, dict[int, str]] | None = None
     sealed_workflow: ContractWorkflow | None = None
     if run.kind is RunKind.WORKFLOW:
         step = child.step or 0
         _check_later_steps(run, step)
-        record, plan, stored_texts = await _workflow(catalog, run, step)
+        record, plan, stored_texts = await _workflow(store, manager, run, step)
         if stored_texts is not None:  # this server no longer has the runner: from the store
             workflow = (plan, stored_texts)
         later = _later_templates(plan, step)
@@ -164,17 +167,17 @@ async def resolve_target(
 
 
 async def _check_session(
-    catalog: RunCatalog, run: Run, child: ChildRun, projection: Projection
+    manager: RunManager, run: Run, child: ChildRun, projection: Projection
 ) -> str | None:
     """Refuse unless the CLI session the attempt continues is still what it left.
 
     Returns the checked file when the CLI is given it by path (pi), else None.
     """
-    sessions = catalog.manager.sessions
+    sessions = manager.sessions
     backend = projection.backend
     if child.backend_session_id is None or sessions is None or backend == "command":
         return None
-    env = catalog.manager.cli_environment(backend, run.run_id, child.index)
+    env = manager.cli_environment(backend, run.run_id, child.index)
     try:
         path = await asyncio.to_thread(
             sessions.check,
@@ -218,14 +221,14 @@ def _check_agent(check_agent: AgentCheck | None, agent: AgentRef) -> None:
 
 
 async def _workflow(
-    catalog: RunCatalog, run: Run, step: int
+    store: RunStore, manager: RunManager, run: Run, step: int
 ) -> tuple[dict[str, Any], RunPlan, dict[int, str] | None]:
     """The workflow's definition record and plan; its children's texts when they are read
     from the store (None: this server's runner has them)."""
-    runner = catalog.manager.workflow_of(run.run_id)
+    runner = manager.workflow_of(run.run_id)
     if runner is not None:
         return workflow_record(runner.plan), runner.plan, None
-    stored, texts = await catalog.store.call(history.load_workflow, catalog.store, run.run_id)
+    stored, texts = await store.stored_workflow(run.run_id)
     try:
         record = json.loads(stored) if stored is not None else None
         plan = workflow_from_record(record) if isinstance(record, dict) else None

@@ -9,18 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from subagent_host.runs import history
-from subagent_host.runs.recorder import Recorder
 from subagent_host.runs.state import Run, RunBook, RunStatus
-from subagent_host.runs.store import DB_NAME, SCHEMA_VERSION, Store, open_store
-from tests.runs.test_store import ME, completed_run, make_run, query, ticking
+from subagent_host.store import reads, writes
+from subagent_host.store.database import Database, open_database
+from subagent_host.store.recorder import Recorder
+from subagent_host.store.rows import run_row
+from subagent_host.store.schema import DB_NAME, SCHEMA_VERSION
+from tests.store.test_store import ME, completed_run, make_run, query, ticking
 
 GARBAGE = b"this is not an SQLite database\n" * 64
 
 
 @pytest.fixture
-async def memory() -> AsyncIterator[Store]:
-    store = await Store.in_memory()
+async def memory() -> AsyncIterator[Database]:
+    store = await Database.in_memory()
     yield store
     await store.close()
 
@@ -82,13 +84,13 @@ async def test_an_unusable_state_dir_gives_a_memory_store_one_warning_and_is_lef
     before = snapshot_tree(tmp_path)
     caplog.set_level(logging.DEBUG)
 
-    store = await open_store(state)
+    store = await open_database(state)
     try:
         assert (store.durable, store.persistence) == (False, "memory")
         await store.call(
-            history.save, store, ME, [history.run_row(make_run("r1"), [])], 100
+            writes.save, store, ME, [run_row(make_run("r1"), [])], 100
         )  # usable all the same
-        assert await store.call(history.load_run, store, "r1") is not None
+        assert await store.call(reads.load_run, store, "r1") is not None
     finally:
         await store.close()
 
@@ -103,7 +105,7 @@ async def test_a_usable_state_dir_gives_a_durable_store_without_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    store = await open_store(tmp_path / "state")
+    store = await open_database(tmp_path / "state")
     try:
         assert (store.durable, store.persistence) == (True, "sqlite")
     finally:
@@ -111,7 +113,7 @@ async def test_a_usable_state_dir_gives_a_durable_store_without_a_warning(
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Store) -> None:
+async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Database) -> None:
     recorder = Recorder(memory, ME, history_limit=3)
     pruned: list[str] = []
     recorder.on_pruned = pruned.extend
@@ -123,7 +125,7 @@ async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Store) -
         runs.append(completed_run(book, f"r{minute:02}", minute=minute))
         await recorder.durable()
 
-    listed = await memory.call(history.list_runs, memory, "s1", 100)
+    listed = await memory.call(reads.list_runs, memory, "s1", 100)
     assert [s.run_id for s in listed] == ["r39", "r38", "r37", "r-live"]
     assert sorted(pruned) == [run.run_id for run in runs[:37]]
     # Nothing of a pruned run is held: not its attempts, not its events.
@@ -133,9 +135,9 @@ async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Store) -
 
 
 async def test_a_memory_store_bounds_each_runs_events_as_the_disk_does(
-    memory: Store, monkeypatch: pytest.MonkeyPatch
+    memory: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(history, "MAX_EVENTS_KEPT", 5)
+    monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
     recorder = Recorder(memory, ME, history_limit=100)
     book = RunBook(clock=ticking(), listener=recorder)
     run = make_run("r1")
@@ -146,5 +148,5 @@ async def test_a_memory_store_bounds_each_runs_events_as_the_disk_does(
 
     seqs = [seq for (seq,) in await query(memory, "SELECT seq FROM events ORDER BY seq")]
     assert seqs == list(range(47, 52))
-    after = await memory.call(history.events_after, memory, "r1", 0)
+    after = await memory.call(reads.events_after, memory, "r1", 0)
     assert after[-1].fields == {"index": 0, "text": "line 49"}

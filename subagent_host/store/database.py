@@ -12,8 +12,8 @@ itself. Work submitted runs in order, so awaiting the newest piece means
 everything before it is committed too.
 
 A state directory or database that cannot be used does not stop the server
-(`open_store`): the same schema is then kept in an in-memory SQLite database,
-so the recorder, the catalog and pruning work unchanged, and nothing survives
+(`open_database`): the same schema is then kept in an in-memory SQLite database,
+so the recorder, the lookups and pruning work unchanged, and nothing survives
 the process. Such a store is not `durable`; whatever needs an approval to
 outlive the moment (preflight ids, resume tokens) asks that first. A database
 this server cannot use is never written: not migrated, not repaired, not
@@ -33,123 +33,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from subagent_host.store.schema import DB_NAME, StoreError, check_version, migrate
+
 logger = logging.getLogger(__name__)
 
-DB_NAME: Final = "subagent-host.sqlite3"
-SCHEMA_VERSION: Final = 3
 BUSY_TIMEOUT_MS: Final = 10_000
 
 T = TypeVar("T")
-
-# Each entry moves the schema from version i to i + 1. Never edit one that has
-# shipped: add the next.
-MIGRATIONS: Final[tuple[str, ...]] = (
-    """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE instances (
-        instance_id TEXT PRIMARY KEY,
-        pid INTEGER NOT NULL,
-        create_time REAL NOT NULL,
-        started_at TEXT NOT NULL,
-        ended_at TEXT
-    );
-    CREATE TABLE runs (
-        run_id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        instance_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        status TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        ended_at TEXT,
-        label TEXT,
-        last_seq INTEGER NOT NULL,
-        record TEXT NOT NULL
-    );
-    CREATE INDEX runs_by_session ON runs (session_id, created_at DESC, run_id);
-    CREATE INDEX runs_by_status ON runs (status) WHERE status IN ('queued', 'running');
-    CREATE TABLE children (
-        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        projection TEXT,
-        projection_digest TEXT,
-        PRIMARY KEY (run_id, idx)
-    ) WITHOUT ROWID;
-    CREATE TABLE attempts (
-        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        attempt INTEGER NOT NULL,
-        status TEXT NOT NULL,
-        pid INTEGER,
-        pgid INTEGER,
-        create_time REAL,
-        record TEXT NOT NULL,
-        PRIMARY KEY (run_id, idx, attempt)
-    ) WITHOUT ROWID;
-    CREATE TABLE events (
-        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        record TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE resume_tokens (
-        token_hash TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        contract_digest TEXT NOT NULL,
-        follow_up_digest TEXT NOT NULL,
-        message TEXT NOT NULL,
-        overrides TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        consumed INTEGER NOT NULL DEFAULT 0,
-        consumed_at TEXT
-    );
-    CREATE TABLE preflights (
-        preflight_id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        consumed INTEGER NOT NULL DEFAULT 0
-    );
-    """,
-    # v2: processes that interrupted runs may have left, until a server has ended
-    # them (a server that dies while doing so leaves the job to the next one).
-    """
-    CREATE TABLE cleanups (
-        run_id TEXT NOT NULL,
-        pid INTEGER,
-        create_time REAL
-    );
-    CREATE INDEX cleanups_by_run ON cleanups (run_id);
-    """,
-    # v3: workflows. The definition (item templates, without environment values)
-    # and each completed child's text, so a resumed workflow can carry on.
-    """
-    CREATE TABLE workflows (
-        run_id TEXT PRIMARY KEY REFERENCES runs (run_id) ON DELETE CASCADE,
-        definition TEXT NOT NULL
-    ) WITHOUT ROWID;
-    CREATE TABLE workflow_texts (
-        run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        text TEXT NOT NULL,
-        PRIMARY KEY (run_id, idx)
-    ) WITHOUT ROWID;
-    """,
-)
-
 
 PERSISTENCE_SQLITE: Final = "sqlite"
 PERSISTENCE_MEMORY: Final = "memory"
 
 
-class StoreError(Exception):
-    """The state directory or its database cannot be used."""
-
-
-class Store:
+class Database:
     """The database and the one thread that talks to it."""
 
     def __init__(self, path: Path | None) -> None:
@@ -159,9 +55,11 @@ class Store:
             max_workers=1, thread_name_prefix="store"
         )
         self._db: sqlite3.Connection | None = None
+        self.commits = 0
+        """Write transactions committed so far (what a short run costs is counted in them)."""
 
     @classmethod
-    async def open(cls, state_dir: Path) -> Store:
+    async def open(cls, state_dir: Path) -> Database:
         """Create the state directory (0700) and database (0600) if needed; migrate it."""
         store = cls(state_dir / DB_NAME)
         try:
@@ -172,7 +70,7 @@ class Store:
         return store
 
     @classmethod
-    async def in_memory(cls) -> Store:
+    async def in_memory(cls) -> Database:
         """A store with the same schema that lives and dies with this process."""
         store = cls(None)
         await store.call(store._connect_memory)
@@ -208,13 +106,13 @@ class Store:
         try:
             # Read before anything writes: a database that is not one, or of a newer
             # schema, is left exactly as it is (journal mode and permissions included).
-            _check_version(db)
+            check_version(db)
             _restrict(self.path, 0o600)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
-            _migrate(db)
+            migrate(db)
         except BaseException:
             db.close()
             raise
@@ -223,7 +121,7 @@ class Store:
     def _connect_memory(self) -> None:
         db = sqlite3.connect(":memory:", isolation_level=None)
         db.execute("PRAGMA foreign_keys = ON")
-        _migrate(db)
+        migrate(db)
         self._db = db
 
     @property
@@ -243,6 +141,7 @@ class Store:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        self.commits += 1
 
     # --- the loop's side -------------------------------------------------------------
 
@@ -303,40 +202,14 @@ def _restrict(path: Path, mode: int) -> None:
         path.chmod(mode)
 
 
-async def open_store(state_dir: Path) -> Store:
+async def open_database(state_dir: Path) -> Database:
     """The store on `state_dir`; if that cannot be used, one in memory, said in one warning."""
     try:
-        return await Store.open(state_dir)
+        return await Database.open(state_dir)
     except StoreError as exc:
         logger.warning(
             "%s; keeping the run history in memory only: nothing of it survives this "
             "server, and preflight ids and resume are refused (persistence-unavailable)",
             exc,
         )
-        return await Store.in_memory()
-
-
-def _check_version(db: sqlite3.Connection) -> int:
-    """The database's schema version; StoreError if it is newer than this server's."""
-    version: int = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"the database has schema version {version}, newer than this server "
-            f"understands ({SCHEMA_VERSION}); use a newer subagent-host"
-        )
-    return version
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        version = _check_version(db)  # again: another server may have migrated meanwhile
-        for target in range(version, SCHEMA_VERSION):
-            for statement in MIGRATIONS[target].split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            db.execute(f"PRAGMA user_version = {target + 1}")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+        return await Database.in_memory()

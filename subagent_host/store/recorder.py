@@ -17,6 +17,14 @@ the disk takes its events would otherwise queue them in memory without end.
 Above STORE_BACKLOG_BYTES of events waiting, the recorder says it is full
 (app.py then holds streamed children back, as for a slow client) and says so
 again once the backlog is below STORE_BACKLOG_LOW_BYTES.
+
+A new task-mode run is held off the disk until it ends, for HOLD_S at most:
+one that ends within its first turns of the loop (`true`) is then one
+transaction, not one at its creation, one when its child started and one at
+its end. Only a run whose id is reserved on disk is held (run_ids.py), so a
+server killed meanwhile leaves the next one the marker of its processes; and
+whoever waits for the disk (`durable`) ends every hold first, so a reply or a
+lookup never misses a held run.
 """
 
 from __future__ import annotations
@@ -26,28 +34,39 @@ import collections
 import concurrent.futures
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from subagent_host.errors import RecordFailed
-from subagent_host.planning.projection import seal
-from subagent_host.planning.views import Projection
-from subagent_host.runs import history
 from subagent_host.runs.state import Run, RunEvent
-from subagent_host.runs.store import Store
+from subagent_host.store import writes
+from subagent_host.store.database import Database
+from subagent_host.store.rows import RunRow, run_row
+from subagent_host.store.run_ids import RunIds, meta_key
 
 STORE_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 STORE_BACKLOG_LOW_BYTES: Final = 1024 * 1024
+# How long a new task-mode run may go unwritten while it has not ended.
+HOLD_S: Final = 0.05
+TASK_MODE: Final = "task"
 
 
 class Recorder:
-    def __init__(self, store: Store, instance_id: str, history_limit: int) -> None:
+    def __init__(
+        self,
+        store: Database,
+        instance_id: str,
+        history_limit: int,
+        run_ids: RunIds | None = None,
+    ) -> None:
         self._store = store
+        self._run_ids = run_ids
+        """Which run ids are reserved on disk; without it, no run is held (run_ids.py)."""
         self._instance_id = instance_id
         self._history_limit = history_limit
         self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
         self._projections: list[tuple[str, int, str, str]] = []
-        self._extras = history.Extras()
+        self._extras = writes.Extras()
         self._scheduled = False
         self._last_write: concurrent.futures.Future[object] | None = None
         # Writes not committed yet, with the bytes of events each carries.
@@ -67,6 +86,8 @@ class Recorder:
         self._unrecorded: set[str] = set()
         self.on_pruned: Callable[[Sequence[str]], None] = lambda _run_ids: None
         """Told the ids of the runs each write deleted (set once the run manager exists)."""
+        # New task-mode runs not written yet, each with the timer that ends its hold.
+        self._held: dict[str, asyncio.TimerHandle] = {}
 
     def watch_backlog(self, full: Callable[[], None], drained: Callable[[], None]) -> None:
         """Call `full` when too many events wait for the disk, `drained` once few do."""
@@ -81,18 +102,33 @@ class Recorder:
             self._pending[run.run_id] = (run, [event])
         else:
             pending[1].append(event)
+        if event.seq == 1 and run.mode == TASK_MODE and self._may_hold(run.run_id):
+            self._hold(run.run_id)
         self._schedule()
 
-    def projections(self, run: Run, projections: list[Projection]) -> None:
-        """Record each child's launch projection (with the run, in the same write)."""
-        for index, projection in enumerate(projections):
-            stored, digest = seal(projection)
-            self._projections.append((run.run_id, index, stored, digest))
-        self.touch(run)
+    def _may_hold(self, run_id: str) -> bool:
+        """Only a run whose id is reserved on disk: the next server finds its children."""
+        return self._run_ids is not None and self._run_ids.covered(run_id)
 
-    def projection(self, run: Run, index: int, projection: Projection) -> None:
-        """Record one child's launch projection (a workflow's children come step by step)."""
-        stored, digest = seal(projection)
+    def _hold(self, run_id: str) -> None:
+        """Keep a new task-mode run off the disk until it ends, or for HOLD_S at most.
+
+        A run that ends within a few turns of the loop (`true`) then costs one
+        write, its end, instead of one at its creation, one when its child
+        started and one at its end. Whoever waits for the disk (`durable`: a
+        reply or a lookup) ends every hold first.
+        """
+        loop = asyncio.get_running_loop()
+        self._held[run_id] = loop.call_later(HOLD_S, self._release, run_id)
+
+    def _release(self, run_id: str) -> None:
+        handle = self._held.pop(run_id, None)
+        if handle is not None:
+            handle.cancel()
+            self._schedule()
+
+    def projection(self, run: Run, index: int, stored: str, digest: str) -> None:
+        """Record one child's sealed launch projection and its digest (with the run)."""
         self._projections.append((run.run_id, index, stored, digest))
         self.touch(run)
 
@@ -120,14 +156,26 @@ class Recorder:
 
     def _write(self) -> None:
         self._scheduled = False
-        if not self._pending:
+        held = self._held
+        for run_id in [run_id for run_id in held if self._pending[run_id][0].is_terminal]:
+            held.pop(run_id).cancel()  # ended: written now, with its end
+        if len(self._pending) == len(held):
             return
-        rows = [history.run_row(run, events) for run, events in self._pending.values()]
-        projections, extras = self._projections, self._extras
-        self._pending.clear()
-        self._projections = []
-        self._extras = history.Extras()
-        self._last_write = write = self._store.submit(self._save, rows, projections, extras)
+        if held:
+            ready = {k: v for k, v in self._pending.items() if k not in held}
+            self._pending = {k: v for k, v in self._pending.items() if k in held}
+            projections, extras = self._split(held)
+        else:
+            ready, self._pending = self._pending, {}
+            projections, extras = self._projections, self._extras
+            self._projections, self._extras = [], writes.Extras()
+        rows = [run_row(run, events) for run, events in ready.values()]
+        reservation = self._reservation(ready)
+        if reservation is not None:
+            extras.reservation = reservation[1]
+        self._last_write = write = self._store.submit(
+            self._save, rows, projections, extras, reservation[0] if reservation else None
+        )
         loop = asyncio.get_running_loop()
 
         def pruned(done: concurrent.futures.Future[object]) -> None:
@@ -178,28 +226,61 @@ class Recorder:
 
     def _save(
         self,
-        rows: list[history.RunRow],
+        rows: list[RunRow],
         projections: list[tuple[str, int, str, str]],
-        extras: history.Extras,
+        extras: writes.Extras,
+        generation: int | None = None,
     ) -> list[str]:
         """On the store's thread: write, and note which runs' newest write failed.
 
         Returns the ids of the runs the write pruned (see `_write`).
         """
-        saved = history.save(
+        saved = writes.save(
             self._store, self._instance_id, rows, self._history_limit, projections, extras
         )
         written = {row.run_id for row in rows} - set(saved.failed)
         # One assignment: the loop never sees a run of this batch half-updated.
         self._unwritten = (self._unwritten - written) | set(saved.failed)
+        if saved.reserved and generation is not None and self._run_ids is not None:
+            self._run_ids.confirm(generation)
         return saved.pruned
+
+    def _reservation(self, written: Iterable[str]) -> tuple[int, tuple[str, str]] | None:
+        """The run ids to reserve with this write, if that changed (its batch number too)."""
+        if self._run_ids is None:
+            return None
+        for run_id in written:
+            self._run_ids.written(run_id)
+        found = self._run_ids.reservation()
+        if found is None:
+            return None
+        generation, ids = found
+        return generation, (meta_key(self._instance_id), ids)
+
+    def _split(self, held: Container[str]) -> tuple[list[tuple[str, int, str, str]], writes.Extras]:
+        """Take what goes with this write (all but the held runs'), keep the rest."""
+        extras = self._extras
+        taken = writes.Extras(
+            workflows=[w for w in extras.workflows if w[0] not in held],
+            texts=[t for t in extras.texts if t[0] not in held],
+        )
+        self._extras = writes.Extras(
+            workflows=[w for w in extras.workflows if w[0] in held],
+            texts=[t for t in extras.texts if t[0] in held],
+        )
+        projections = [p for p in self._projections if p[0] not in held]
+        self._projections = [p for p in self._projections if p[0] in held]
+        return projections, taken
 
     async def durable(self, run: Run | None = None) -> None:
         """Return once everything recorded so far is committed (or its write failed).
 
         With `run`: raise `RecordFailed` if the newest write that carried it failed.
         """
-        if self._scheduled:
+        for handle in self._held.values():
+            handle.cancel()
+        self._held.clear()
+        if self._scheduled or self._pending:
             self._write()
         if self._last_write is not None and not self._last_write.done():
             # asyncio.wait never cancels what it waits for: a cancelled waiter
@@ -216,6 +297,8 @@ class Recorder:
         """Write nothing of `run` while inside (its children are being ended after a
         failed write: the store keeps what it last held of it, or nothing)."""
         self._unrecorded.add(run.run_id)
+        if (handle := self._held.pop(run.run_id, None)) is not None:
+            handle.cancel()
         try:
             yield
         finally:

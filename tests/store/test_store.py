@@ -20,14 +20,6 @@ import pytest
 from subagent_host.backends.base import Usage
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.errors import RecordFailed
-from subagent_host.runs import history
-from subagent_host.runs.recorder import STORE_BACKLOG_BYTES, Recorder
-from subagent_host.runs.records import (
-    child_from_record,
-    child_record,
-    run_from_record,
-    run_record,
-)
 from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     ChildRun,
@@ -41,7 +33,12 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
 )
-from subagent_host.runs.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from subagent_host.store import instances, reads, writes
+from subagent_host.store.database import Database
+from subagent_host.store.recorder import STORE_BACKLOG_BYTES, Recorder
+from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
+from subagent_host.store.rows import RunRow, run_row
+from subagent_host.store.schema import DB_NAME, MIGRATIONS, SCHEMA_VERSION, StoreError
 from tests.waits import loop_turns
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -83,16 +80,16 @@ def without_events(run: Run) -> Run:
     return attrs.evolve(run, events=EventLog())
 
 
-async def save(store: Store, *runs: Run, instance: str = ME, limit: int = 100) -> None:
-    rows = [history.run_row(run, list(run.events)) for run in runs]
-    await store.call(history.save, store, instance, rows, limit)
+async def save(store: Database, *runs: Run, instance: str = ME, limit: int = 100) -> None:
+    rows = [run_row(run, list(run.events)) for run in runs]
+    await store.call(writes.save, store, instance, rows, limit)
 
 
-async def query(store: Store, sql: str, *params: object) -> list[tuple[Any, ...]]:
+async def query(store: Database, sql: str, *params: object) -> list[tuple[Any, ...]]:
     return await store.call(lambda: store.db.execute(sql, params).fetchall())
 
 
-async def pragma(store: Store, name: str) -> Any:
+async def pragma(store: Database, name: str) -> Any:
     return (await query(store, f"PRAGMA {name}"))[0][0]
 
 
@@ -101,8 +98,8 @@ def mode(path: Path) -> int:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "state")
+async def store(tmp_path: Path) -> AsyncIterator[Database]:
+    opened = await Database.open(tmp_path / "state")
     yield opened
     assert await query(opened, "PRAGMA integrity_check") == [("ok",)]
     assert await query(opened, "PRAGMA foreign_key_check") == []
@@ -116,7 +113,7 @@ async def test_the_state_dir_is_0700_and_the_database_and_its_wal_files_0600(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "deep" / "state"
-    store = await Store.open(state)
+    store = await Database.open(state)
     try:
         await save(store, completed_run(RunBook(clock=ticking()), "r1"))
         assert mode(state) == 0o700
@@ -135,13 +132,13 @@ async def test_an_existing_state_dir_and_database_are_tightened(tmp_path: Path) 
     state.chmod(0o755)
     sqlite3.connect(state / DB_NAME).close()
     (state / DB_NAME).chmod(0o644)
-    store = await Store.open(state)
+    store = await Database.open(state)
     await store.close()
     assert (mode(state), mode(state / DB_NAME)) == (0o700, 0o600)
 
 
 async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema_version(
-    store: Store,
+    store: Database,
 ) -> None:
     assert await pragma(store, "journal_mode") == "wal"
     assert await pragma(store, "synchronous") == 1  # NORMAL
@@ -170,7 +167,7 @@ def make_version_1_database(state_dir: Path) -> None:
 
 async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
     make_version_1_database(tmp_path)
-    store = await Store.open(tmp_path)
+    store = await Database.open(tmp_path)
     try:
         version = await store.call(lambda: store.db.execute("PRAGMA user_version").fetchone()[0])
         tables = await store.call(
@@ -185,17 +182,17 @@ async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_pat
 
 async def test_reopening_a_database_keeps_its_schema_and_rows(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    first = await Store.open(state)
+    first = await Database.open(state)
     run = completed_run(RunBook(clock=ticking()), "r1")
     await save(first, run)
     schema = await query(first, SCHEMA)
     await first.close()
 
-    again = await Store.open(state)
+    again = await Database.open(state)
     try:
         assert await pragma(again, "user_version") == SCHEMA_VERSION
         assert await query(again, SCHEMA) == (schema)
-        assert await again.call(history.load_run, again, "r1") == without_events(run)
+        assert await again.call(reads.load_run, again, "r1") == without_events(run)
     finally:
         await again.close()
 
@@ -212,7 +209,7 @@ async def test_a_database_from_a_newer_schema_is_refused_and_left_alone(tmp_path
     before = (state / DB_NAME).read_bytes()
 
     with pytest.raises(StoreError, match="newer"):
-        await Store.open(state)
+        await Database.open(state)
 
     # Not a byte written: not its journal mode, not its permissions, no files beside it.
     assert (state / DB_NAME).read_bytes() == before
@@ -232,11 +229,11 @@ async def test_a_state_dir_path_that_is_a_file_is_refused(tmp_path: Path) -> Non
     state = tmp_path / "state"
     state.write_text("not a directory")
     with pytest.raises(StoreError, match="cannot use the state directory"):
-        await Store.open(state)
+        await Database.open(state)
     assert state.read_text() == "not a directory"
 
 
-async def test_work_runs_in_order_on_the_stores_own_thread(store: Store) -> None:
+async def test_work_runs_in_order_on_the_stores_own_thread(store: Database) -> None:
     seen: list[tuple[int, str]] = []
     for i in range(5):
         store.submit(lambda i=i: seen.append((i, threading.current_thread().name)))
@@ -263,7 +260,7 @@ class HeldWrite:
         """Return once the store's thread is inside the write (bounded)."""
         assert await asyncio.to_thread(self.started.wait, 10), "the write never started"
 
-    async def assert_settled_waits(self, store: Store) -> None:
+    async def assert_settled_waits(self, store: Database) -> None:
         """`store.settled()` is not done while the write is held, and is done once it ends."""
         settling = asyncio.create_task(store.settled())
         try:
@@ -275,7 +272,7 @@ class HeldWrite:
         assert self.done == [1]
 
 
-async def test_settled_waits_for_everything_submitted(store: Store) -> None:
+async def test_settled_waits_for_everything_submitted(store: Database) -> None:
     write = HeldWrite()
     store.submit(write)
     await write.running()
@@ -283,7 +280,7 @@ async def test_settled_waits_for_everything_submitted(store: Store) -> None:
 
 
 async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
-    store: Store,
+    store: Database,
 ) -> None:
     write = HeldWrite()
     store.submit(write)
@@ -296,7 +293,7 @@ async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancel
     await write.assert_settled_waits(store)
 
 
-async def test_an_immediate_transaction_rolls_back_on_an_error(store: Store) -> None:
+async def test_an_immediate_transaction_rolls_back_on_an_error(store: Database) -> None:
     def failing() -> None:
         with store.immediate() as db:
             db.execute("INSERT INTO meta (key, value) VALUES ('k', 'v')")
@@ -361,7 +358,7 @@ def test_how_a_child_ended_is_kept_in_its_record_and_absent_from_older_records()
 # --- saving and loading --------------------------------------------------------------------
 
 
-async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Store) -> None:
+async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -> None:
     book = RunBook(clock=ticking())
     run = make_run("r1", children=4, label="four")
     done, failed, cancelled, running = run.children
@@ -383,7 +380,7 @@ async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Store) -> N
     book.emit(run, "output", index=3, text="partial…")
     await save(store, run)
 
-    loaded = await store.call(history.load_run, store, "r1")
+    loaded = await store.call(reads.load_run, store, "r1")
     assert loaded == without_events(run)
     assert loaded is not None and loaded.last_seq == run.last_seq == 8
     assert [c.status for c in loaded.children] == [
@@ -398,17 +395,17 @@ async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Store) -> N
     book.transition_child(run, running, RunStatus.FAILED, error=ErrorInfo("x", "y"))
     book.transition(run, RunStatus.FAILED, error=ErrorInfo("child", "child 1: exited with 3"))
     await save(store, run)
-    loaded = await store.call(history.load_run, store, "r1")
+    loaded = await store.call(reads.load_run, store, "r1")
     assert loaded == without_events(run)
     assert loaded is not None and loaded.status is RunStatus.FAILED and loaded.last_seq == 10
     assert await query(store, "SELECT status, last_seq FROM runs") == [("failed", 10)]
 
 
-async def test_load_run_of_an_unknown_id_is_none(store: Store) -> None:
-    assert await store.call(history.load_run, store, "nope") is None
+async def test_load_run_of_an_unknown_id_is_none(store: Database) -> None:
+    assert await store.call(reads.load_run, store, "nope") is None
 
 
-async def test_load_run_gives_each_child_its_newest_attempt(store: Store) -> None:
+async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> None:
     book = RunBook(clock=ticking())
     run = completed_run(book, "r1")
     await save(store, run)
@@ -417,46 +414,46 @@ async def test_load_run_gives_each_child_its_newest_attempt(store: Store) -> Non
     book.transition_child(run, retry, RunStatus.RUNNING)
     await save(store, run)
 
-    loaded = await store.call(history.load_run, store, "r1")
+    loaded = await store.call(reads.load_run, store, "r1")
     assert loaded is not None and loaded.children == [retry]
     rows = await query(store, "SELECT idx, attempt, status FROM attempts ORDER BY attempt")
     assert rows == [(0, 1, "completed"), (0, 2, "running")]
 
 
-async def test_events_after_gives_later_events_in_order(store: Store) -> None:
+async def test_events_after_gives_later_events_in_order(store: Database) -> None:
     book = RunBook(clock=ticking())
     run = completed_run(book, "r1")
     book.emit(run, "note", text="é", n=[1, 2])
     await save(store, run)
     assert run.last_seq == 5
 
-    after = await store.call(history.events_after, store, "r1", 2)
+    after = await store.call(reads.events_after, store, "r1", 2)
     assert after == list(run.events)[2:]
     assert [e.seq for e in after] == [3, 4, 5]
     assert after[-1].fields == {"text": "é", "n": [1, 2]}
-    assert await store.call(history.events_after, store, "r1", 5) == []
-    assert await store.call(history.events_after, store, "other", 0) == []
+    assert await store.call(reads.events_after, store, "r1", 5) == []
+    assert await store.call(reads.events_after, store, "other", 0) == []
 
 
-async def test_saving_only_new_events_appends_them(store: Store) -> None:
+async def test_saving_only_new_events_appends_them(store: Database) -> None:
     book = RunBook(clock=ticking())
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     await save(store, run)
     book.emit(run, "output", index=0, text="a")
-    await store.call(history.save, store, ME, [history.run_row(run, [run.events[-1]])], 100)
-    assert [e.seq for e in await store.call(history.events_after, store, "r1", 0)] == [1, 2]
+    await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
+    assert [e.seq for e in await store.call(reads.events_after, store, "r1", 0)] == [1, 2]
 
 
-async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Store) -> None:
+async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) -> None:
     book = RunBook(clock=ticking())
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     chunk = "x" * (1024 * 1024)
     for _ in range(3 * MAX_EVENT_BYTES_KEPT // len(chunk)):  # one write per turn, as the recorder
         book.emit(run, "output", index=0, text=chunk)
-        await store.call(history.save, store, ME, [history.run_row(run, [run.events[-1]])], 100)
-    stored = await store.call(history.events_after, store, "r1", 0)
+        await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
+    stored = await store.call(reads.events_after, store, "r1", 0)
     assert [e.seq for e in stored] == [e.seq for e in run.events]
     assert stored[0].seq == run.first_retained_seq > 1
     (text_bytes,) = (
@@ -467,11 +464,11 @@ async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Store) -> 
         )
     )[0]
     assert text_bytes <= MAX_EVENT_BYTES_KEPT
-    loaded = await store.call(history.load_run, store, "r1")
+    loaded = await store.call(reads.load_run, store, "r1")
     assert loaded is not None and loaded.first_retained_seq == run.first_retained_seq
 
 
-async def test_list_runs_gives_this_sessions_runs_newest_first(store: Store) -> None:
+async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) -> None:
     book = RunBook(clock=ticking())
     runs = [completed_run(book, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
     await save(store, *runs, completed_run(book, "x9", session_id="s2", minute=9))
@@ -479,9 +476,9 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Store) -> 
     book.transition(running, RunStatus.RUNNING)
     await save(store, running)
 
-    summaries = await store.call(history.list_runs, store, "s1", 10)
+    summaries = await store.call(reads.list_runs, store, "s1", 10)
     assert [s.run_id for s in summaries] == ["r4", "r3", "r2", "r1", "r0"]
-    assert summaries[0] == history.Summary(
+    assert summaries[0] == reads.Summary(
         run_id="r4",
         kind="single",
         status="running",
@@ -490,12 +487,12 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Store) -> 
         label="live",
     )
     assert summaries[1].status == "completed" and summaries[1].ended_at == runs[2].ended_at
-    assert [s.run_id for s in await store.call(history.list_runs, store, "s1", 2)] == ["r4", "r3"]
-    assert [s.run_id for s in await store.call(history.list_runs, store, "s2", 10)] == ["x9"]
-    assert await store.call(history.list_runs, store, "s3", 10) == []
+    assert [s.run_id for s in await store.call(reads.list_runs, store, "s1", 2)] == ["r4", "r3"]
+    assert [s.run_id for s in await store.call(reads.list_runs, store, "s2", 10)] == ["x9"]
+    assert await store.call(reads.list_runs, store, "s3", 10) == []
 
 
-async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Store) -> None:
+async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Database) -> None:
     book = RunBook(clock=ticking())
     old_running = make_run("r-old", minute=-10)
     book.transition(old_running, RunStatus.RUNNING)
@@ -506,9 +503,9 @@ async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Store) 
     for i in range(5):
         await save(store, completed_run(book, f"r{i}", minute=i), limit=3)
 
-    ids = [s.run_id for s in await store.call(history.list_runs, store, "s1", 100)]
+    ids = [s.run_id for s in await store.call(reads.list_runs, store, "s1", 100)]
     assert ids == ["r4", "r3", "r2", "r-old", "r-older"]
-    assert [s.run_id for s in await store.call(history.list_runs, store, "s2", 100)] == ["x-other"]
+    assert [s.run_id for s in await store.call(reads.list_runs, store, "s2", 100)] == ["x-other"]
     kept = {r for (r,) in await query(store, "SELECT DISTINCT run_id FROM attempts")}
     assert kept == {"r4", "r3", "r2", "r-old", "r-older", "x-other"}
     kept = {r for (r,) in await query(store, "SELECT DISTINCT run_id FROM events")}
@@ -516,15 +513,15 @@ async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Store) 
 
     book.transition(old_running, RunStatus.CANCELLED, reason="stopped")
     await save(store, old_running, limit=3)
-    ids = [s.run_id for s in await store.call(history.list_runs, store, "s1", 100)]
+    ids = [s.run_id for s in await store.call(reads.list_runs, store, "s1", 100)]
     assert ids == ["r4", "r3", "r2", "r-older"]
     assert await query(store, "SELECT count(*) FROM events WHERE run_id = 'r-old'") == [(0,)]
 
 
 async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(history, "MAX_EVENTS_KEPT", 5)
+    monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
     book = RunBook(clock=ticking())
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
@@ -537,21 +534,21 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
         await save(store, run)
 
     assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(8, 13)]
-    after = await store.call(history.events_after, store, "r1", 0)
+    after = await store.call(reads.events_after, store, "r1", 0)
     assert [e.seq for e in after] == [8, 9, 10, 11, 12]
     assert after[-1].fields == {"index": 0, "text": "more 3"}
-    loaded = await store.call(history.load_run, store, "r1")
+    loaded = await store.call(reads.load_run, store, "r1")
     assert loaded is not None and loaded.last_seq == 12
 
 
-async def test_run_ids_with_prefix_match_literally_within_the_session(store: Store) -> None:
+async def test_run_ids_with_prefix_match_literally_within_the_session(store: Database) -> None:
     book = RunBook(clock=ticking())
     ids = ["abc%def", "abcXdef", "abc_1", "abcd1", "abc\\z", "abz"]
     await save(store, *(completed_run(book, r, minute=i) for i, r in enumerate(ids)))
     await save(store, completed_run(book, "abc%other", session_id="s2"))
 
     def prefixed(session_id: str, prefix: str, limit: int = 10) -> list[str]:
-        return sorted(history.run_ids_with_prefix(store, session_id, prefix, limit))
+        return sorted(reads.run_ids_with_prefix(store, session_id, prefix, limit))
 
     assert await store.call(prefixed, "s1", "abc%") == ["abc%def"]
     assert await store.call(prefixed, "s1", "abc_") == ["abc_1"]
@@ -560,7 +557,7 @@ async def test_run_ids_with_prefix_match_literally_within_the_session(store: Sto
     assert await store.call(prefixed, "s2", "abc") == ["abc%other"]
     assert await store.call(prefixed, "s1", "abcd1") == ["abcd1"]
     assert await store.call(prefixed, "s3", "abc") == []
-    two = await store.call(history.run_ids_with_prefix, store, "s1", "abc")
+    two = await store.call(reads.run_ids_with_prefix, store, "s1", "abc")
     assert len(two) == 2 and set(two) <= set(ids[:5])
 
 
@@ -573,11 +570,11 @@ def alive_pids(*pids: int) -> Callable[[int, float], bool]:
     return lambda pid, _create_time: pid in pids
 
 
-async def register(store: Store, instance: str, pid: int) -> None:
-    await store.call(history.register_instance, store, instance, pid, float(pid), T0)
+async def register(store: Database, instance: str, pid: int) -> None:
+    await store.call(instances.register_instance, store, instance, pid, float(pid), T0)
 
 
-async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Store) -> None:
+async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Database) -> None:
     book = RunBook(clock=ticking())
     for instance, pid in (("dead", DEAD_PID), ("alive", ALIVE_PID), (ME, MY_PID)):
         await register(store, instance, pid)
@@ -607,15 +604,15 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Sto
     events_before = await query(store, "SELECT run_id, seq, record FROM events ORDER BY 1, 2")
 
     interrupted, leftovers = await store.call(
-        history.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
+        instances.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
     )
 
     assert sorted(interrupted) == ["r-mixed", "r-queued", "r-stray"]
     assert sorted(leftovers, key=lambda left: left.pid) == [
-        history.Leftover("r-mixed", 4242, 777.25),
-        history.Leftover("r-stray", 5151, None),
+        instances.Leftover("r-mixed", 4242, 777.25),
+        instances.Leftover("r-stray", 5151, None),
     ]
-    loaded = {r: await store.call(history.load_run, store, r) for r in interrupted}
+    loaded = {r: await store.call(reads.load_run, store, r) for r in interrupted}
     for run_id, run in loaded.items():
         assert run is not None and run.status is RunStatus.INTERRUPTED, run_id
         assert run.reason is not None and run.reason.startswith("server-died"), run_id
@@ -628,16 +625,16 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Sto
     assert all((c.reason or "").startswith("server-died") for c in got.children[1:])
     assert got.children[1].pid == 4242 and got.children[1].create_time == 777.25
     assert got.last_seq == mixed.last_seq + 3
-    new_events = await store.call(history.events_after, store, "r-mixed", mixed.last_seq)
+    new_events = await store.call(reads.events_after, store, "r-mixed", mixed.last_seq)
     assert [(e.seq, e.type, dict(e.fields)) for e in new_events] == [
         (mixed.last_seq + 1, "child", {"index": 1, "status": "interrupted"}),
         (mixed.last_seq + 2, "child", {"index": 2, "status": "interrupted"}),
         (mixed.last_seq + 3, "status", {"status": "interrupted"}),
     ]
-    assert [e.seq for e in await store.call(history.events_after, store, "r-queued", 0)] == [1, 2]
+    assert [e.seq for e in await store.call(reads.events_after, store, "r-queued", 0)] == [1, 2]
 
     for run in (finished, theirs, mine):
-        assert await store.call(history.load_run, store, run.run_id) == without_events(run)
+        assert await store.call(reads.load_run, store, run.run_id) == without_events(run)
     owners = await query(store, "SELECT run_id, instance_id FROM runs ORDER BY run_id")
     assert dict(owners)["r-mixed"] == "dead" and dict(owners)["r-stray"] == "never-registered"
     ended = dict(await query(store, "SELECT instance_id, ended_at FROM instances"))
@@ -646,7 +643,7 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Sto
     # A later server sees nothing left to mark: each run was interrupted once.
     await register(store, "later", LATER_PID)
     again = await store.call(
-        history.recover, store, "later", alive_pids(ALIVE_PID, MY_PID), RunBook(clock=ticking())
+        instances.recover, store, "later", alive_pids(ALIVE_PID, MY_PID), RunBook(clock=ticking())
     )
     assert again == ([], [])
     statuses = await query(
@@ -660,7 +657,7 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Sto
     assert len(events_after_all) - len(events_before) == 3 + 2 + 2
 
 
-async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Store) -> None:
+async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Database) -> None:
     book = RunBook(clock=ticking())
     await register(store, "alive", ALIVE_PID)
     await register(store, ME, MY_PID)
@@ -675,7 +672,7 @@ async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Sto
         checked.append((pid, create_time))
         return True
 
-    result = await store.call(history.recover, store, ME, is_alive, RunBook(clock=ticking()))
+    result = await store.call(instances.recover, store, ME, is_alive, RunBook(clock=ticking()))
     assert result == ([], [])
     assert checked == [(ALIVE_PID, float(ALIVE_PID))]
     rows = await query(store, "SELECT run_id, status, last_seq FROM runs ORDER BY run_id")
@@ -683,16 +680,16 @@ async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Sto
 
 
 async def test_recover_treats_an_ended_instance_as_gone_even_if_its_pid_is_alive(
-    store: Store,
+    store: Database,
 ) -> None:
     await register(store, "ended", ALIVE_PID)
-    await store.call(history.end_instance, store, "ended", T0 + timedelta(hours=1))
+    await store.call(instances.end_instance, store, "ended", T0 + timedelta(hours=1))
     left = make_run("r-left")
     RunBook(clock=ticking()).transition(left, RunStatus.RUNNING)
     await save(store, left, instance="ended")
 
     interrupted, _ = await store.call(
-        history.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
+        instances.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
     )
     assert interrupted == ["r-left"]
     ended = await query(store, "SELECT ended_at FROM instances WHERE instance_id = 'ended'")
@@ -701,7 +698,7 @@ async def test_recover_treats_an_ended_instance_as_gone_even_if_its_pid_is_alive
 
 async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    first, second = await Store.open(state), await Store.open(state)
+    first, second = await Database.open(state), await Database.open(state)
     try:
         book = RunBook(clock=ticking())
         await register(first, "dead", DEAD_PID)
@@ -714,8 +711,8 @@ async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: 
 
         is_alive = alive_pids(MY_PID, LATER_PID)
         (got_a, _), (got_b, _) = await asyncio.gather(
-            first.call(history.recover, first, "a", is_alive, RunBook(clock=ticking())),
-            second.call(history.recover, second, "b", is_alive, RunBook(clock=ticking())),
+            first.call(instances.recover, first, "a", is_alive, RunBook(clock=ticking())),
+            second.call(instances.recover, second, "b", is_alive, RunBook(clock=ticking())),
         )
         assert sorted(got_a + got_b) == sorted(r.run_id for r in runs)
         assert not (got_a and got_b)  # one transaction took them all
@@ -731,18 +728,18 @@ async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: 
 
 
 async def test_the_recorder_writes_one_save_per_loop_turn(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     saves: list[list[tuple[str, list[int]]]] = []
-    real_save = history.save
+    real_save = writes.save
 
     def counting_save(
-        store: Store, instance_id: str, rows: Sequence[history.RunRow], *rest: Any
-    ) -> history.Saved:
+        store: Database, instance_id: str, rows: Sequence[RunRow], *rest: Any
+    ) -> writes.Saved:
         saves.append([(row.run_id, [seq for seq, _ in row.events]) for row in rows])
         return real_save(store, instance_id, rows, *rest)
 
-    monkeypatch.setattr(history, "save", counting_save)
+    monkeypatch.setattr(writes, "save", counting_save)
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
     first, second = make_run("r1"), make_run("r2", minute=1)
@@ -768,7 +765,7 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
     assert await query(store, "SELECT count(*) FROM events") == [(6,)]
 
 
-async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: Store) -> None:
+async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     told: list[str] = []
     drained = asyncio.Event()
@@ -794,7 +791,7 @@ async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: S
 
 
 async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     recorder.watch_backlog(lambda: None, lambda: None)
@@ -827,19 +824,19 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
     assert looks <= writes + 1, looks
 
 
-async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Store) -> None:
+async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
     run = make_run("r-fresh", label="fresh")
     book.transition(run, RunStatus.RUNNING)
 
     await recorder.durable()  # no turn of the loop in between: durable writes it now
-    summaries = await store.call(history.list_runs, store, "s1", 10)
+    summaries = await store.call(reads.list_runs, store, "s1", 10)
     assert [(s.run_id, s.status, s.label) for s in summaries] == [("r-fresh", "running", "fresh")]
-    assert await store.call(history.load_run, store, "r-fresh") == without_events(run)
+    assert await store.call(reads.load_run, store, "r-fresh") == without_events(run)
 
 
-async def test_a_touch_without_an_event_is_written_too(store: Store) -> None:
+async def test_a_touch_without_an_event_is_written_too(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
     run = make_run("r1")
@@ -858,16 +855,16 @@ async def test_a_touch_without_an_event_is_written_too(store: Store) -> None:
 
 
 async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_written(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_write_run = history._write_run
+    real_write_run = writes.write_run
 
-    def failing_write_run(db: sqlite3.Connection, instance_id: str, row: history.RunRow) -> None:
+    def failing_write_run(db: sqlite3.Connection, instance_id: str, row: RunRow) -> None:
         if row.run_id == "r-bad":
             raise sqlite3.OperationalError("disk I/O error")
         real_write_run(db, instance_id, row)
 
-    monkeypatch.setattr(history, "_write_run", failing_write_run)
+    monkeypatch.setattr(writes, "write_run", failing_write_run)
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
     good, bad, other = make_run("r-good"), make_run("r-bad", minute=1), make_run("r-o", minute=2)
@@ -884,7 +881,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
         ("r-o",),
     ]
     # Once a write carrying it succeeds, the run is reported written again.
-    monkeypatch.setattr(history, "_write_run", real_write_run)
+    monkeypatch.setattr(writes, "write_run", real_write_run)
     book.emit(bad, "output", index=0, text="later")
     await recorder.durable(bad)
     assert await query(store, "SELECT run_id, last_seq FROM runs WHERE run_id = 'r-bad'") == [
@@ -892,7 +889,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
     ]
 
 
-async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Store) -> None:
+async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
     run = make_run("r1")
@@ -905,7 +902,7 @@ async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Store) 
 
 
 async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_batch(
-    store: Store,
+    store: Database,
 ) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     book = RunBook(clock=ticking(), listener=recorder)
@@ -919,12 +916,12 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
         ("r-bad", "a\ufffdb"),
         ("r-good", None),
     ]
-    [event] = await store.call(history.events_after, store, "r-bad", 1)
+    [event] = await store.call(reads.events_after, store, "r-bad", 1)
     assert event.fields["text"] == "x\ufffd"
 
 
 async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
-    store: Store,
+    store: Database,
 ) -> None:
     recorder = Recorder(store, ME, history_limit=2)
     pruned: list[list[str]] = []
@@ -942,60 +939,60 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
     completed_run(book, "r2", minute=2)
     await recorder.durable()
     assert pruned == [["r0"]]
-    assert await store.call(history.load_run, store, "r0") is None
+    assert await store.call(reads.load_run, store, "r0") is None
 
 
-async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Store) -> None:
+async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Database) -> None:
     now = T0 + timedelta(days=100)
     old = T0  # 100 days before `now`
     book = RunBook(clock=ticking())  # stamps near T0: every run here ended long ago...
     for n in range(30):  # thirty servers, each with its own default session, long gone
         instance = f"gone-{n}"
-        await store.call(history.register_instance, store, instance, 1000 + n, 1.0, old)
+        await store.call(instances.register_instance, store, instance, 1000 + n, 1.0, old)
         await save(store, completed_run(book, f"r{n}", session_id=f"s{n}"), instance=instance)
-        await store.call(history.end_instance, store, instance, old)
+        await store.call(instances.end_instance, store, instance, old)
     # ...but these sessions are kept: a run of the last 30 days, or a live one.
     recent = completed_run(RunBook(clock=lambda: now - timedelta(days=29)), "r-recent", "s-recent")
     await save(store, recent)
     live = make_run("r-live", "s-live")  # created long ago, still running
     book.transition(live, RunStatus.RUNNING)
     await save(store, live, instance="gone-live-owner")
-    await store.call(history.register_instance, store, "gone-live-owner", 99, 1.0, old)
-    await store.call(history.end_instance, store, "gone-live-owner", old)
-    await store.call(history.register_instance, store, "other-live", 98, 1.0, old)  # not ended
-    await store.call(history.register_instance, store, ME, 97, 1.0, now)
+    await store.call(instances.register_instance, store, "gone-live-owner", 99, 1.0, old)
+    await store.call(instances.end_instance, store, "gone-live-owner", old)
+    await store.call(instances.register_instance, store, "other-live", 98, 1.0, old)  # not ended
+    await store.call(instances.register_instance, store, ME, 97, 1.0, now)
 
-    pruned = await store.call(history.prune_stale, store, ME, now)
+    pruned = await store.call(instances.prune_stale, store, ME, now)
 
-    assert pruned == history.Pruned(sessions=30, runs=30, instances=30)
+    assert pruned == instances.Pruned(sessions=30, runs=30, instances=30)
     sessions = await query(store, "SELECT DISTINCT session_id FROM runs ORDER BY 1")
     assert sessions == [("s-live",), ("s-recent",)]
-    instances = await query(store, "SELECT instance_id FROM instances ORDER BY 1")
-    assert instances == [("gone-live-owner",), (ME,), ("other-live",)]
+    kept = await query(store, "SELECT instance_id FROM instances ORDER BY 1")
+    assert kept == [("gone-live-owner",), (ME,), ("other-live",)]
     for table in ("attempts", "events"):
         left = await query(store, f"SELECT DISTINCT run_id FROM {table} ORDER BY 1")
         assert left == [("r-live",), ("r-recent",)], table
     # A second start finds nothing more to delete.
-    assert await store.call(history.prune_stale, store, ME, now) == history.Pruned(0, 0, 0)
+    assert await store.call(instances.prune_stale, store, ME, now) == instances.Pruned(0, 0, 0)
 
 
-async def test_a_session_whose_old_run_ended_recently_is_kept(store: Store) -> None:
+async def test_a_session_whose_old_run_ended_recently_is_kept(store: Database) -> None:
     now = T0 + timedelta(days=100)
     run = make_run("r-long", "s-long")  # created 100 days ago...
     book = RunBook(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
     book.transition(run, RunStatus.RUNNING)
     book.transition(run, RunStatus.CANCELLED, reason="stopped")
     await save(store, run)
-    assert await store.call(history.prune_stale, store, ME, now) == history.Pruned(0, 0, 0)
+    assert await store.call(instances.prune_stale, store, ME, now) == instances.Pruned(0, 0, 0)
 
 
 # --- everything at once ------------------------------------------------------------------------
 
 
 async def test_the_database_is_intact_after_a_full_history(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(history, "MAX_EVENTS_KEPT", 4)
+    monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 4)
     recorder = Recorder(store, "dead", history_limit=3)
     await register(store, "dead", DEAD_PID)
     book = RunBook(clock=ticking(), listener=recorder)
@@ -1010,11 +1007,11 @@ async def test_the_database_is_intact_after_a_full_history(
     await recorder.durable()
     await register(store, ME, MY_PID)
     interrupted, _ = await store.call(
-        history.recover, store, ME, alive_pids(), RunBook(clock=ticking())
+        instances.recover, store, ME, alive_pids(), RunBook(clock=ticking())
     )
 
     assert interrupted == ["r5"]
-    ids = [s.run_id for s in await store.call(history.list_runs, store, "s1", 10)]
+    ids = [s.run_id for s in await store.call(reads.list_runs, store, "s1", 10)]
     assert ids == ["r5", "r4", "r3"]
     assert await query(
         store, "SELECT run_id, count(*) FROM events GROUP BY run_id ORDER BY run_id"

@@ -3,7 +3,8 @@
 RELIABILITY.md ("SQLite for run history"): each server process has an id and
 its pid and start time on record. At start, in one immediate transaction, runs
 of server processes that are gone become `interrupted` exactly once; then the
-processes those runs left are ended with the stop sequence: first everything in
+processes those runs left are ended with the stop sequence (the process work
+is the supervisor's, backends/): first everything in
 the cgroups of server instances that are gone (cgroup tracking; whatever state
 directory they used), then what still carries one of those runs' marker — a
 recorded pid only together with its start time.
@@ -15,47 +16,47 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Final
 
-import psutil
-
+from subagent_host.backends.liveness import process_is_alive, this_process
 from subagent_host.backends.sessions import SEALED_AT_RECOVERY, Seal, SessionFiles
 from subagent_host.backends.supervisor import Supervisor
-from subagent_host.runs import history
 from subagent_host.runs.state import ChildRun, RunBook, utc_now
-from subagent_host.runs.store import Store
+from subagent_host.store import instances
+from subagent_host.store.database import Database
 
 logger = logging.getLogger(__name__)
 
-# psutil's start times have clock-tick resolution (10 ms).
-START_TOLERANCE_S: Final = 0.01
-
 
 async def start_instance(
-    store: Store, supervisor: Supervisor, grace_ms: int, sessions: SessionFiles | None = None
+    store: Database,
+    supervisor: Supervisor,
+    grace_ms: int,
+    sessions: SessionFiles | None = None,
+    reserved: str | None = None,
 ) -> tuple[str, asyncio.Task[int]]:
     """Register this process; mark dead servers' runs interrupted; end their leftovers.
 
-    An interrupted attempt's session file is sealed as this server finds it
+    `reserved` is the run ids this server reserves (run_ids.py), written with
+    its record. An interrupted attempt's session file is sealed as this server finds it
     (`recovered`): the attempt's own end never came to seal it.
     Returns this instance's id and the task ending leftover processes; the
     server awaits it before it exits.
     """
     instance = uuid.uuid4().hex
-    me = psutil.Process()
+    pid, create_time = this_process()
     await store.call(
-        history.register_instance, store, instance, me.pid, me.create_time(), utc_now()
+        instances.register_instance, store, instance, pid, create_time, utc_now(), reserved
     )
     seal = _sealer(sessions)
 
     interrupted, _ = await store.call(
-        history.recover, store, instance, process_is_alive, RunBook(), seal
+        instances.recover, store, instance, process_is_alive, RunBook(), seal
     )
     if interrupted:
         logger.warning(
             "%d runs of an ended server process were marked interrupted", len(interrupted)
         )
-    pruned = await store.call(history.prune_stale, store, instance, utc_now())
+    pruned = await store.call(instances.prune_stale, store, instance, utc_now())
     if pruned.sessions or pruned.instances:
         logger.info(
             "deleted %d idle sessions (%d runs) and %d ended server records",
@@ -65,7 +66,7 @@ async def start_instance(
         )
     # Also what an earlier server was still ending when it died: the job is on disk
     # until it is done.
-    pending, leftovers = await store.call(history.pending_cleanups, store)
+    pending, leftovers = await store.call(instances.pending_cleanups, store)
     task = asyncio.create_task(_clean_up(store, supervisor, pending, leftovers, grace_ms, seal))
     return instance, task
 
@@ -81,10 +82,10 @@ def _sealer(sessions: SessionFiles | None) -> Callable[[ChildRun], Seal | None] 
 
 
 async def _clean_up(
-    store: Store,
+    store: Database,
     supervisor: Supervisor,
     run_ids: list[str],
-    leftovers: list[history.Leftover],
+    leftovers: list[instances.Leftover],
     grace_ms: int,
     seal: Callable[[ChildRun], Seal | None] | None = None,
 ) -> int:
@@ -97,28 +98,20 @@ async def _clean_up(
     if run_ids:
         ended += await _end_leftovers(store, supervisor, run_ids, leftovers, grace_ms)
         if seal is not None:
-            await store.call(history.seal_interrupted, store, run_ids, seal)
+            await store.call(instances.seal_interrupted, store, run_ids, seal)
     return ended
 
 
 async def _end_leftovers(
-    store: Store,
+    store: Database,
     supervisor: Supervisor,
     run_ids: list[str],
-    leftovers: list[history.Leftover],
+    leftovers: list[instances.Leftover],
     grace_ms: int,
 ) -> int:
     recorded = [(left.pid, left.create_time) for left in leftovers]
     ended = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
-    await store.call(history.finish_cleanups, store, run_ids)
+    await store.call(instances.finish_cleanups, store, run_ids)
     if ended:
         logger.warning("ended %d processes left by interrupted runs", ended)
     return ended
-
-
-def process_is_alive(pid: int, create_time: float) -> bool:
-    """True if `pid` still names the process that started at `create_time`."""
-    try:
-        return abs(psutil.Process(pid).create_time() - create_time) < START_TOLERANCE_S
-    except psutil.Error:
-        return False

@@ -1,0 +1,1 @@
+"""The store: run history, approvals and crash recovery in SQLite, behind one face (`RunStore`)."""

@@ -1,0 +1,111 @@
+"""Reading runs back: a session's list, one run, its events, its stored launch.
+
+Every function here runs on the store's thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+import attrs
+
+from subagent_host.runs.state import Run, RunEvent
+from subagent_host.store.database import Database
+from subagent_host.store.records import child_from_record, run_from_record
+from subagent_host.store.rows import event_from_record
+
+
+@attrs.frozen
+class Summary:
+    run_id: str
+    kind: str
+    status: str
+    created_at: datetime
+    ended_at: datetime | None
+    label: str | None
+
+
+def list_runs(store: Database, session_id: str, limit: int) -> list[Summary]:
+    """This session's runs, newest first."""
+    rows = store.db.execute(
+        "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
+        " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
+        (session_id, limit),
+    ).fetchall()
+    return [
+        Summary(
+            run_id=run_id,
+            kind=kind,
+            status=status,
+            created_at=datetime.fromisoformat(created_at),
+            ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
+            label=label,
+        )
+        for run_id, kind, status, created_at, ended_at, label in rows
+    ]
+
+
+def load_run(store: Database, run_id: str) -> Run | None:
+    """A run as it was last written, with its children's newest attempts (no events)."""
+    db = store.db
+    found = db.execute("SELECT record FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    if found is None:
+        return None
+    return assemble(db, run_id, found[0])
+
+
+def assemble(db: sqlite3.Connection, run_id: str, record: str) -> Run:
+    children = [
+        child_from_record(json.loads(child))
+        for (child,) in db.execute(
+            "SELECT record FROM attempts AS a WHERE run_id = ? AND attempt ="
+            " (SELECT max(attempt) FROM attempts WHERE run_id = a.run_id AND idx = a.idx)"
+            " ORDER BY idx",
+            (run_id,),
+        )
+    ]
+    return run_from_record(json.loads(record), children)
+
+
+def events_after(store: Database, run_id: str, seq: int) -> list[RunEvent]:
+    rows = store.db.execute(
+        "SELECT seq, record FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+        (run_id, seq),
+    ).fetchall()
+    return [event_from_record(s, json.loads(record)) for s, record in rows]
+
+
+def run_ids_with_prefix(store: Database, session_id: str, prefix: str, limit: int = 2) -> list[str]:
+    """Run ids of this session starting with `prefix` (at most `limit`)."""
+    # substr, not LIKE: LIKE ignores case and treats % and _ as wildcards.
+    rows = store.db.execute(
+        "SELECT run_id FROM runs WHERE session_id = ? AND substr(run_id, 1, ?) = ? LIMIT ?",
+        (session_id, len(prefix), prefix, limit),
+    ).fetchall()
+    return [run_id for (run_id,) in rows]
+
+
+def load_workflow(store: Database, run_id: str) -> tuple[str | None, dict[int, str]]:
+    """A workflow's stored definition (None if there is none) and its children's texts."""
+    db = store.db
+    found = db.execute("SELECT definition FROM workflows WHERE run_id = ?", (run_id,)).fetchone()
+    texts = dict(
+        db.execute("SELECT idx, text FROM workflow_texts WHERE run_id = ?", (run_id,)).fetchall()
+    )
+    return (found[0] if found else None), texts
+
+
+def load_projection(store: Database, run_id: str, index: int) -> tuple[str | None, str | None]:
+    """A child's stored launch projection and its digest (None, None if there is none)."""
+    found = store.db.execute(
+        "SELECT projection, projection_digest FROM children WHERE run_id = ? AND idx = ?",
+        (run_id, index),
+    ).fetchone()
+    return (found[0], found[1]) if found else (None, None)
+
+
+def run_owner(store: Database, run_id: str) -> str | None:
+    found = store.db.execute("SELECT instance_id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return found[0] if found else None

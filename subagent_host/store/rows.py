@@ -1,0 +1,112 @@
+"""Runs as the rows one write carries: serialised on the loop, written on the store's thread.
+
+A run is a `runs` row (its own fields as JSON, plus the columns queries need),
+one `attempts` row per attempt of each child (the newest is the child as a
+snapshot shows it), and its newest events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from subagent_host.runs.state import ChildRun, Run, RunEvent
+from subagent_host.store.records import child_record, dumps, run_record
+
+
+@attrs.frozen
+class ChildRow:
+    """One child attempt as it is written: its record and the columns recovery reads."""
+
+    index: int
+    attempt: int
+    status: str
+    pid: int | None
+    pgid: int | None
+    create_time: float | None
+    record: str
+    start_time_probe: Callable[[], float | None] | None = None
+    """Reads the process's start time (off the loop) when it is not known yet."""
+    child: ChildRun | None = None
+
+
+@attrs.frozen
+class RunRow:
+    """One run as it is written, with the events appended since the last write."""
+
+    run_id: str
+    session_id: str
+    kind: str
+    status: str
+    created_at: str
+    ended_at: str | None
+    label: str | None
+    last_seq: int
+    record: str
+    children: tuple[ChildRow, ...]
+    events: tuple[tuple[int, str], ...]
+    first_retained_seq: int = 1
+    """Older events are deleted: the run's events stay bounded on disk as in memory."""
+
+
+def run_row(run: Run, events: Iterable[RunEvent]) -> RunRow:
+    """Serialise a run as it is now (on the loop: the objects keep changing)."""
+    return RunRow(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        kind=str(run.kind),
+        status=str(run.status),
+        created_at=run.created_at.isoformat(),
+        ended_at=run.ended_at.isoformat() if run.ended_at else None,
+        label=run.label,
+        last_seq=run.last_seq,
+        record=dumps(run_record(run)),
+        children=tuple(_child_row(child) for child in run.children),
+        events=tuple(
+            (event.seq, dumps(event_record(event)))
+            for event in events
+            if event.seq >= run.first_retained_seq  # dropped within this turn already
+        ),
+        first_retained_seq=run.first_retained_seq,
+    )
+
+
+def _child_row(child: ChildRun) -> ChildRow:
+    probe = child.start_time_probe if child.create_time is None and child.pid else None
+    return ChildRow(
+        index=child.index,
+        attempt=child.attempt,
+        status=str(child.status),
+        pid=child.pid,
+        pgid=child.pgid,
+        create_time=child.create_time,
+        record=dumps(child_record(child)),
+        start_time_probe=probe,
+        child=child if probe else None,
+    )
+
+
+def create_time(row: ChildRow) -> float | None:
+    """The row's process start time, read now if it was not known (store thread)."""
+    if row.create_time is not None or row.start_time_probe is None:
+        return row.create_time
+    created = row.start_time_probe()
+    if created is not None and row.child is not None:
+        row.child.create_time = created  # remembered: read once per child, not per write
+    return created
+
+
+def event_record(event: RunEvent) -> dict[str, Any]:
+    return {"type": event.type, "at": event.at.isoformat(), "fields": dict(event.fields)}
+
+
+def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
+    return RunEvent(
+        seq=seq,
+        type=record["type"],
+        at=datetime.fromisoformat(record["at"]),
+        fields=record["fields"],
+    )

@@ -1,0 +1,182 @@
+"""A new task-mode run is written once, with its end; a crash meanwhile still leaves it found.
+
+The recorder holds a new task-mode run off the disk while it has not ended
+(HOLD_S at most), but only when its id is reserved on disk (run_ids.py): the
+next server ends the processes marked with a dead server's reserved ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagent_host.runs.state import Run, RunBook, RunStatus
+from subagent_host.store import instances
+from subagent_host.store.database import Database
+from subagent_host.store.recorder import HOLD_S, Recorder
+from subagent_host.store.run_ids import RunIds, meta_key
+from tests.store.test_store import ME, make_run, query, ticking
+from tests.waits import loop_turns
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Database]:
+    opened = await Database.open(tmp_path / "state")
+    yield opened
+    assert await query(opened, "PRAGMA integrity_check") == [("ok",)]
+    await opened.close()
+
+
+async def started(store: Database, run_ids: RunIds) -> None:
+    """Register ME with its first reservation, as RunStore.start does."""
+    generation, reserved = run_ids.reservation() or (0, None)
+    await store.call(instances.register_instance, store, ME, 1, 1.0, ticking()(), reserved)
+    run_ids.confirm(generation)
+
+
+def task_run(run_ids: RunIds) -> Run:
+    return make_run(run_ids.take(), mode="task")
+
+
+async def stored_ids(store: Database) -> list[str]:
+    return [run_id for (run_id,) in await query(store, "SELECT run_id FROM runs")]
+
+
+async def test_a_task_run_that_ends_in_a_few_turns_is_one_write(store: Database) -> None:
+    run_ids = RunIds()
+    await started(store, run_ids)
+    recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = task_run(run_ids)
+    commits = store.commits
+
+    book.created(run)
+    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=4242)
+    await loop_turns()
+    await store.settled()
+    assert await stored_ids(store) == []  # held: not ended yet
+    book.transition_child(run, run.children[0], RunStatus.COMPLETED, exit_code=0)
+    book.transition(run, RunStatus.COMPLETED)
+    await recorder.durable(run)
+
+    assert store.commits - commits == 1
+    assert await query(store, "SELECT status, last_seq FROM runs") == [("completed", run.last_seq)]
+    assert await query(store, "SELECT count(*) FROM events") == [(run.last_seq,)]
+
+
+async def test_a_held_run_still_running_is_written_once_its_hold_is_over(
+    store: Database,
+) -> None:
+    run_ids = RunIds()
+    await started(store, run_ids)
+    recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = task_run(run_ids)
+    loop = asyncio.get_running_loop()
+    submitted = asyncio.Event()
+    submit = store.submit
+
+    def noting_submit(*args: Any) -> concurrent.futures.Future[object]:
+        submitted.set()
+        return submit(*args)
+
+    store.submit = noting_submit  # type: ignore[method-assign,assignment]
+    held_at = loop.time()
+    book.created(run)
+    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=4242)
+    async with asyncio.timeout(HOLD_S + 5):
+        await submitted.wait()
+    written_at = loop.time()
+    await store.settled()
+
+    assert written_at - held_at >= HOLD_S
+    assert await query(store, "SELECT status FROM runs") == [("running",)]
+    assert await query(store, "SELECT pid FROM attempts") == [(4242,)]
+
+
+async def test_whoever_waits_for_the_disk_ends_every_hold(store: Database) -> None:
+    run_ids = RunIds()
+    await started(store, run_ids)
+    recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
+    book = RunBook(clock=ticking(), listener=recorder)
+    run = task_run(run_ids)
+
+    book.created(run)
+    await recorder.durable()  # a lookup, or a reply naming another run
+
+    assert await stored_ids(store) == [run.run_id]
+
+
+async def test_a_run_whose_id_is_not_reserved_on_disk_is_written_at_once(
+    store: Database,
+) -> None:
+    run_ids = RunIds()  # its reservation never written: no id is covered
+    recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
+    book = RunBook(clock=ticking(), listener=recorder)
+    unreserved, background = task_run(run_ids), make_run("r-background", mode="background")
+
+    book.created(unreserved)
+    book.created(background)
+    await loop_turns()
+    await store.settled()
+
+    assert sorted(await stored_ids(store)) == sorted([unreserved.run_id, "r-background"])
+
+
+async def test_new_ids_are_reserved_with_a_later_write_before_the_first_batch_runs_out(
+    store: Database,
+) -> None:
+    run_ids = RunIds(batch=4)
+    await started(store, run_ids)
+    recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
+    book = RunBook(clock=ticking(), listener=recorder)
+    taken = [run_ids.take() for _ in range(3)]  # the fourth batch id is left: time to refill
+
+    book.created(make_run("r-carrier", mode="background"))  # a write to carry the reservation
+    await recorder.durable()
+    (stored,) = await query(store, "SELECT value FROM meta WHERE key = ?", meta_key(ME))
+    reserved = json.loads(stored[0])
+    following = [run_ids.take() for _ in range(5)]
+
+    assert set(taken + following) <= set(reserved)
+    assert all(run_ids.covered(run_id) for run_id in taken + following)
+
+
+async def test_recovery_queues_the_marker_scan_for_a_dead_servers_unwritten_reserved_ids(
+    store: Database,
+) -> None:
+    run_ids = RunIds(batch=4)
+    await started(store, run_ids)
+    written, unwritten = run_ids.take(), run_ids.take()
+    book = RunBook(clock=ticking(), listener=Recorder(store, ME, 10, run_ids))
+    book.created(make_run(written))
+    await asyncio.sleep(0)
+    await store.settled()
+
+    interrupted, _ = await store.call(
+        instances.recover, store, "later", lambda _pid, _ct: False, RunBook(clock=ticking())
+    )
+
+    assert interrupted == [written]  # stored: marked interrupted as ever
+    pending, _ = await store.call(instances.pending_cleanups, store)
+    assert unwritten in pending and written in pending
+    assert len(pending) == 4  # the written run, and the three reserved ids no run has
+    assert await query(store, "SELECT count(*) FROM meta WHERE key = ?", meta_key(ME)) == [(0,)]
+
+
+async def test_a_server_that_ends_gives_its_reserved_ids_back(store: Database) -> None:
+    run_ids = RunIds()
+    await started(store, run_ids)
+
+    await store.call(instances.end_instance, store, ME, ticking()())
+    await store.call(
+        instances.recover, store, "later", lambda _pid, _ct: False, RunBook(clock=ticking())
+    )
+
+    assert await store.call(instances.pending_cleanups, store) == ([], [])
