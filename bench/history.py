@@ -55,15 +55,9 @@ from runs import (
 )
 
 from subagent_host.runs import history
-from subagent_host.runs.state import (
-    ChildRun,
-    OutputInfo,
-    Run,
-    RunBook,
-    RunKind,
-    RunStatus,
-)
+from subagent_host.runs.state import ChildRun, Run, RunBook, RunKind, RunStatus
 from subagent_host.runs.store import Store
+from subagent_host.values.facts import OutputInfo
 
 SESSION: Final = "bench-session"
 LISTS: Final = 50

@@ -18,12 +18,12 @@ import attrs
 from subagent_host.backends.probe import find_executable
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
-from subagent_host.handlers.snapshots import timestamp
-from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
+from subagent_host.rpc.wire import PreflightParams, PreflightResult
 from subagent_host.runs import approvals
 from subagent_host.runs.fingerprint import fingerprint
 from subagent_host.runs.plans import Access, RunPlan, normalized_plan, receipts
-from subagent_host.runs.state import Diagnostic, utc_now
+from subagent_host.runs.state import utc_now
+from subagent_host.values.facts import Diagnostic
 
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
 
@@ -34,7 +34,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
             return PreflightResult(
                 accepted=False,
                 diagnostics=(
-                    DiagnosticWire(
+                    Diagnostic(
                         "error", "invalid-shape", "give either a launch or `resume`, not both"
                     ),
                 ),
@@ -63,7 +63,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     store = ctx.catalog.store
     if (unavailable := approvals.persistence_problem(store, "preflight ids")) is not None:
         # The plan stands; only the id a spawn would carry is not issued.
-        withheld = DiagnosticWire(
+        withheld = Diagnostic(
             "warning", approvals.PERSISTENCE_UNAVAILABLE, f"no preflightId: {unavailable}"
         )
         return attrs.evolve(result, diagnostics=(*result.diagnostics, withheld))
@@ -73,7 +73,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     await store.call(
         approvals.save_preflight, store, preflight_id, ctx.session_id, sealed, now, expires
     )
-    return attrs.evolve(result, preflight_id=preflight_id, expires_at=timestamp(expires))
+    return attrs.evolve(result, preflight_id=preflight_id, expires_at=expires)
 
 
 def _probe(plan: RunPlan, ctx: Context) -> list[Diagnostic]:
@@ -103,5 +103,5 @@ async def _add_versions(described: dict[str, Any], plan: RunPlan, ctx: Context) 
             entry["version"] = await ctx.probes.version(program)
 
 
-def _wire(diagnostics: list[Diagnostic]) -> tuple[DiagnosticWire, ...]:
-    return tuple(DiagnosticWire(d.severity, d.code, d.message, d.path) for d in diagnostics)
+def _wire(diagnostics: list[Diagnostic]) -> tuple[Diagnostic, ...]:
+    return tuple(Diagnostic(d.severity, d.code, d.message, d.path) for d in diagnostics)

@@ -23,8 +23,7 @@ from subagent_host.runs import approvals
 from subagent_host.runs.plans import digest
 from subagent_host.runs.resumes import ResumeRefused, resolve_target, resumed_child
 from subagent_host.runs.state import Run, restore_events, utc_now
-
-MODES = ("background", "task")
+from subagent_host.values import MODES
 
 
 def deny(reason: str, message: str, **detail: object) -> NoReturn:
@@ -33,7 +32,7 @@ def deny(reason: str, message: str, **detail: object) -> NoReturn:
 
 async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     if params.mode is not None and params.mode not in MODES:
-        raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(MODES)}")])
+        raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(sorted(MODES))}")])
     store = ctx.catalog.store
     if (unavailable := approvals.persistence_problem(store, "resume tokens")) is not None:
         deny("not-resumable", unavailable, code=approvals.PERSISTENCE_UNAVAILABLE)

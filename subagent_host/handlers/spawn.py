@@ -13,7 +13,8 @@ from subagent_host.handlers.spawn_plan import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs import approvals
 from subagent_host.runs.plans import plan_fingerprint
-from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic, utc_now
+from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, utc_now
+from subagent_host.values.facts import Diagnostic
 
 # The admission policy (`--require-preflight`): only what a preflight approved runs.
 PREFLIGHT_REQUIRED: Final = Diagnostic(

@@ -19,7 +19,7 @@ import attrs
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
-from subagent_host.backends.base import SESSION_RESOURCES, Backend
+from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.errors import BackendUnavailable, LaunchRejected
@@ -39,12 +39,12 @@ from subagent_host.runs.plans import (
     negotiate,
     receipts,
 )
-from subagent_host.runs.state import Diagnostic, RunKind
+from subagent_host.runs.state import RunKind
 from subagent_host.settings import Settings
+from subagent_host.values import MAX_DURATION_MS, MODES, SESSION_RESOURCES
+from subagent_host.values.facts import Diagnostic
 
 MAX_CHAIN_ITEMS: Final = 32
-MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
-MODES: Final = ("background", "task")
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Most model responses `maxTurns` may allow (a day of one-second responses).
 MAX_TURNS: Final = 100_000
@@ -227,7 +227,7 @@ def _mode(
         mode = definition.mode if definition is not None else None
     mode = mode or sources.settings.default_mode or "background"
     if mode not in MODES:
-        problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
+        problems.error("invalid-mode", f"mode must be one of {', '.join(sorted(MODES))}", "mode")
     return mode
 
 

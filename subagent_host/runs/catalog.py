@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Final
 
+import attrs
+
 from subagent_host.errors import AmbiguousRunId, RunNotFound
 from subagent_host.runs import history
 from subagent_host.runs.manager import RunManager
 from subagent_host.runs.recorder import Recorder
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.runs.store import Store
+from subagent_host.values.facts import RunSummary
 
 MIN_PREFIX: Final = 8
 
@@ -53,7 +56,7 @@ class RunCatalog:
             history.load_run, self.store, ids[0]
         )
 
-    async def summaries(self, session_id: str) -> list[history.Summary]:
+    async def summaries(self, session_id: str) -> list[RunSummary]:
         """This session's runs, newest first, across server restarts."""
         await self.recorder.durable()
         summaries = await self.store.call(
@@ -61,18 +64,11 @@ class RunCatalog:
         )
         return [self._fresh(summary) for summary in summaries]
 
-    def _fresh(self, summary: history.Summary) -> history.Summary:
+    def _fresh(self, summary: RunSummary) -> RunSummary:
         live = self.manager.get(summary.run_id)
         if live is None or str(live.status) == summary.status:
             return summary
-        return history.Summary(
-            run_id=summary.run_id,
-            kind=summary.kind,
-            status=str(live.status),
-            created_at=summary.created_at,
-            ended_at=live.ended_at,
-            label=summary.label,
-        )
+        return attrs.evolve(summary, status=str(live.status), ended_at=live.ended_at)
 
     async def events_after(self, run: Run, seq: int) -> list[RunEvent]:
         """Every retained event of the run after `seq`: from memory while it holds

@@ -36,6 +36,7 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.runs.store import Store
+from subagent_host.values.facts import RunSummary
 
 logger = logging.getLogger(__name__)
 
@@ -342,25 +343,15 @@ def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> list[str]:
 # --- reading ---------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Summary:
-    run_id: str
-    kind: str
-    status: str
-    created_at: datetime
-    ended_at: datetime | None
-    label: str | None
-
-
-def list_runs(store: Store, session_id: str, limit: int) -> list[Summary]:
-    """This session's runs, newest first."""
+def list_runs(store: Store, session_id: str, limit: int) -> list[RunSummary]:
+    """This session's runs, newest first (as last written: see `RunCatalog.summaries`)."""
     rows = store.db.execute(
         "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
         " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
         (session_id, limit),
     ).fetchall()
     return [
-        Summary(
+        RunSummary(
             run_id=run_id,
             kind=kind,
             status=status,

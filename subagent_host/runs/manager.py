@@ -40,17 +40,10 @@ from subagent_host.runs.projection import project
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.settling import Ending, Settler
-from subagent_host.runs.state import (
-    ADMITTED_DIRECT,
-    ChildRun,
-    ErrorInfo,
-    Run,
-    RunBook,
-    RunKind,
-    RunStatus,
-)
+from subagent_host.runs.state import ADMITTED_DIRECT, ChildRun, Run, RunBook, RunKind, RunStatus
 from subagent_host.runs.workflow_host import WorkflowRecords, Workflows
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
+from subagent_host.values.facts import ErrorInfo
 
 # Other modules import these from here.
 __all__ = ["OutputCaps", "RunManager", "WorkflowRecords"]

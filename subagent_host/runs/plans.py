@@ -25,7 +25,6 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
-    FULL,
     NETWORK,
     PROCESS,
     Backend,
@@ -33,6 +32,7 @@ from subagent_host.backends.base import (
 )
 from subagent_host.runs.fingerprint import PREFIX, fingerprint
 from subagent_host.runs.state import RunKind
+from subagent_host.values import FULL
 
 EXECUTION_BOUNDARY: Final = "shared-user"
 HOST_HARD: Final = "host-hard"

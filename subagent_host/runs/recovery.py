@@ -15,20 +15,16 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Final
 
 import psutil
 
 from subagent_host.backends.sessions import SEALED_AT_RECOVERY, Seal, SessionFiles
-from subagent_host.backends.supervisor import Supervisor
+from subagent_host.backends.supervisor import START_TOLERANCE_S, Supervisor
 from subagent_host.runs import history
 from subagent_host.runs.state import ChildRun, RunBook, utc_now
 from subagent_host.runs.store import Store
 
 logger = logging.getLogger(__name__)
-
-# psutil's start times have clock-tick resolution (10 ms).
-START_TOLERANCE_S: Final = 0.01
 
 
 async def start_instance(

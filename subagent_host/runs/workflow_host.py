@@ -18,8 +18,9 @@ from subagent_host.runs.control import RunControl
 from subagent_host.runs.plans import ChildPlan, RunPlan
 from subagent_host.runs.projection import project
 from subagent_host.runs.settling import Settler
-from subagent_host.runs.state import ChildRun, Diagnostic, ErrorInfo, Run, RunBook, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunBook, RunStatus
 from subagent_host.runs.workflow_runner import WorkflowRunner
+from subagent_host.values.facts import Diagnostic, ErrorInfo
 
 logger = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ from subagent_host.runs.state import (
     STEP_PENDING,
     STEP_RUNNING,
     ChildRun,
-    ErrorInfo,
     Run,
     RunStatus,
     StepState,
     WorkflowState,
 )
+from subagent_host.values.facts import ErrorInfo
 
 WORKFLOW_PARALLELISM: Final = 4
 MAX_FOR_EACH_ITEMS: Final = 32

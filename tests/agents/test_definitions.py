@@ -8,13 +8,13 @@ import pytest
 
 from subagent_host.agents.definitions import (
     DIGEST_PREFIX,
-    EFFORTS,
     PROJECT,
     USER,
     AgentDefinition,
     DefinitionDiagnostic,
     parse_definition,
 )
+from subagent_host.values import EFFORTS
 
 PATH = "/defs/reviewer.md"
 

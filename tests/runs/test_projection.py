@@ -21,7 +21,8 @@ from subagent_host.runs.projection import (
 )
 from subagent_host.runs.records import workflow_from_record, workflow_record
 from subagent_host.runs.resumes import Target, resumed_child
-from subagent_host.runs.state import ChildRun, OutputInfo, Run, RunKind, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
+from subagent_host.values.facts import OutputInfo
 
 CHILD = ChildPlan(
     backend="command",

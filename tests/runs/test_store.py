@@ -17,7 +17,6 @@ from typing import Any
 import attrs
 import pytest
 
-from subagent_host.backends.base import Usage
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.errors import RecordFailed
 from subagent_host.runs import history
@@ -31,17 +30,21 @@ from subagent_host.runs.records import (
 from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     ChildRun,
-    Diagnostic,
-    ErrorInfo,
     EventLog,
-    OutputInfo,
-    Resources,
     Run,
     RunBook,
     RunKind,
     RunStatus,
 )
 from subagent_host.runs.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from subagent_host.values.facts import (
+    Diagnostic,
+    ErrorInfo,
+    OutputInfo,
+    Resources,
+    RunSummary,
+    Usage,
+)
 from tests.waits import loop_turns
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -481,7 +484,7 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Store) -> 
 
     summaries = await store.call(history.list_runs, store, "s1", 10)
     assert [s.run_id for s in summaries] == ["r4", "r3", "r2", "r1", "r0"]
-    assert summaries[0] == history.Summary(
+    assert summaries[0] == RunSummary(
         run_id="r4",
         kind="single",
         status="running",
