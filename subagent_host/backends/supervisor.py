@@ -34,15 +34,31 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
-import psutil
 
 from subagent_host.backends import pipes, programs
-from subagent_host.backends.cgroups import Group, entering, start_ticks
+from subagent_host.backends.cgroups import Group, boot_time, entering, start_ticks
 from subagent_host.backends.exits import ExitStatus, StoppedBy
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
+
+
+class _OnFirstUse:
+    """psutil, imported when a process is first looked at, not with this module: its
+    import costs 15-20 ms of every server's start, before the first reply. The import
+    lock makes two threads' first uses safe."""
+
+    def __getattr__(self, name: str) -> Any:
+        import psutil
+
+        return getattr(psutil, name)
+
+
+if TYPE_CHECKING:
+    import psutil
+else:
+    psutil = _OnFirstUse()
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +81,7 @@ START_TOLERANCE_S: Final = 0.01
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0
 _PROC_STAT: Final = sys.platform.startswith("linux")
-_BOOT_TIME: Final = psutil.boot_time()
+_BOOT_TIME: Final = boot_time() if _PROC_STAT else 0.0
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if _PROC_STAT else 100
 
 
@@ -180,7 +196,7 @@ class Child:
         off the loop.
         """
         if self._create_time is None and self.pid_is_ours():
-            created = _create_time(self.pid)
+            created = process_create_time(self.pid)
             if self.pid_is_ours():  # not reaped meanwhile: the reading was of our child
                 self._create_time = created
         return self._create_time
@@ -675,8 +691,9 @@ async def _remove_when_empty(group: Group) -> bool:
     return True
 
 
-def _create_time(pid: int) -> float:
-    """The process's start time, exactly as psutil computes it (Linux: one /proc read)."""
+def process_create_time(pid: int) -> float:
+    """The process's start time, exactly as psutil computes it (Linux: one /proc read);
+    0.0 once it is gone."""
     if not _PROC_STAT:
         with contextlib.suppress(psutil.Error):
             return psutil.Process(pid).create_time()

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections.abc import Callable
 
-import psutil
-
 from subagent_host.backends.sessions import SEALED_AT_RECOVERY, Seal, SessionFiles
-from subagent_host.backends.supervisor import START_TOLERANCE_S, Supervisor
+from subagent_host.backends.supervisor import (
+    START_TOLERANCE_S,
+    Supervisor,
+    process_create_time,
+)
 from subagent_host.runs import history
 from subagent_host.runs.state import ChildRun, RunBook, utc_now
 from subagent_host.runs.store import Store
@@ -38,9 +41,9 @@ async def start_instance(
     server awaits it before it exits.
     """
     instance = uuid.uuid4().hex
-    me = psutil.Process()
+    pid = os.getpid()
     await store.call(
-        history.register_instance, store, instance, me.pid, me.create_time(), utc_now()
+        history.register_instance, store, instance, pid, process_create_time(pid), utc_now()
     )
     seal = _sealer(sessions)
 
@@ -114,7 +117,4 @@ async def _end_leftovers(
 
 def process_is_alive(pid: int, create_time: float) -> bool:
     """True if `pid` still names the process that started at `create_time`."""
-    try:
-        return abs(psutil.Process(pid).create_time() - create_time) < START_TOLERANCE_S
-    except psutil.Error:
-        return False
+    return abs(process_create_time(pid) - create_time) < START_TOLERANCE_S
