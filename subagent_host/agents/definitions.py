@@ -33,7 +33,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.values import EFFORTS, MODES, SESSION_RESOURCES
+from subagent_host.values import DIGEST_PREFIX, EFFORTS, MODES, SESSION_RESOURCES
 
 USER: Final = "user"
 PROJECT: Final = "project"
@@ -42,10 +42,6 @@ SOURCES: Final = (USER, PROJECT)
 ERROR: Final = "error"
 WARNING: Final = "warning"
 INFO: Final = "info"
-
-# Same scheme as plan fingerprints (runs/fingerprint.py); spelled out here so this
-# package stays a leaf that imports nothing of ours.
-DIGEST_PREFIX: Final = "sha256:v1:"
 
 # A subagent must not delegate again: these tools are always taken away.
 DELEGATION_TOOL_PREFIX: Final = "subagent_"

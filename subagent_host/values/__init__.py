@@ -43,6 +43,10 @@ FULL: Final = "full"
 """Whatever the CLI loads by itself."""
 SESSION_RESOURCES: Final = (LEAN, FULL)
 
+# Digests of what a client may compare across servers (plan fingerprints, agent
+# definition files): this prefix, then the SHA-256 in hex; `v1` names the scheme.
+DIGEST_PREFIX: Final = "sha256:v1:"
+
 # The longest duration any option, setting or param may name: a day.
 MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
 
