@@ -83,6 +83,8 @@ class RunSummary:
     run_id: str
     kind: str
     status: str
+    """A live run's status as it is in memory: the store's record may lag behind it."""
     created_at: datetime
     label: str | None = None
     ended_at: datetime | None = None
+    """None while the run goes on (and for a run reopened by a resume)."""
