@@ -44,7 +44,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     diagnostics = list(checked.diagnostics)
     plan = checked.plan
     if plan is None:
-        return PreflightResult(accepted=False, diagnostics=_wire(diagnostics))
+        return PreflightResult(accepted=False, diagnostics=tuple(diagnostics))
     diagnostics += _probe(plan, ctx)
     normalized = normalized_plan(plan, ctx.adapters, plan.access)
     sealed = fingerprint(normalized)
@@ -53,7 +53,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     await _add_versions(described, plan, ctx)
     result = PreflightResult(
         accepted=accepted,
-        diagnostics=_wire(diagnostics),
+        diagnostics=tuple(diagnostics),
         fingerprint=sealed,
         plan=normalized,
         receipts=described,
@@ -101,7 +101,3 @@ async def _add_versions(described: dict[str, Any], plan: RunPlan, ctx: Context) 
         program = ctx.adapters[child.backend].executable
         if program and ctx.probes is not None:
             entry["version"] = await ctx.probes.version(program)
-
-
-def _wire(diagnostics: list[Diagnostic]) -> tuple[Diagnostic, ...]:
-    return tuple(Diagnostic(d.severity, d.code, d.message, d.path) for d in diagnostics)
