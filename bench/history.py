@@ -54,17 +54,11 @@ from runs import (
     wait_ready,
 )
 
-from subagent_host.runs.state import (
-    ChildRun,
-    OutputInfo,
-    Run,
-    RunBook,
-    RunKind,
-    RunStatus,
-)
+from subagent_host.runs.state import ChildRun, Run, RunBook, RunKind, RunStatus
 from subagent_host.store import rows as stored_rows
 from subagent_host.store import writes
 from subagent_host.store.database import Database
+from subagent_host.values.facts import OutputInfo
 
 SESSION: Final = "bench-session"
 LISTS: Final = 50

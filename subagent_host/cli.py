@@ -40,7 +40,6 @@ from subagent_host.settings import (
     FILE_NAME,
     LOG_LEVELS,
     MAX_CONCURRENCY,
-    MAX_DURATION_MS,
     MAX_HISTORY_LIMIT,
     MAX_MESSAGE_BYTES,
     MIN_MESSAGE_BYTES,
@@ -49,9 +48,15 @@ from subagent_host.settings import (
     PROJECT_FILE,
     load_settings,
 )
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, Framing
+from subagent_host.values import (
+    DEPTH_VARIABLE,
+    FRAMINGS,
+    MAX_DURATION_MS,
+    SESSION_ID_PATTERN,
+    SESSION_ID_RULE,
+    Framing,
+)
 
-DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
 CONFIG_HELP: Final = (
     "a JSON settings file (an object), read after the global file ({global_file}) and "
     f"a trusted project's {PROJECT_FILE}: it wins over them field by field, and "
@@ -165,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--framing",
-        choices=("auto", "lsp", "ndjson"),
+        choices=FRAMINGS,
         help="message framing on stdin/stdout (default: auto, detected from the first byte)",
     )
     parser.add_argument(

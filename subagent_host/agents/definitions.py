@@ -33,6 +33,8 @@ from typing import Final
 
 import attrs
 
+from subagent_host.values import DIGEST_PREFIX, EFFORTS, MODES, SESSION_RESOURCES
+
 USER: Final = "user"
 PROJECT: Final = "project"
 SOURCES: Final = (USER, PROJECT)
@@ -40,14 +42,6 @@ SOURCES: Final = (USER, PROJECT)
 ERROR: Final = "error"
 WARNING: Final = "warning"
 INFO: Final = "info"
-
-EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
-MODES: Final = ("task", "background")
-SESSION_RESOURCES: Final = ("lean", "full")
-
-# Same scheme as plan fingerprints (planning/fingerprint.py); spelled out here so this
-# package stays a leaf that imports nothing of ours.
-DIGEST_PREFIX: Final = "sha256:v1:"
 
 # A subagent must not delegate again: these tools are always taken away.
 DELEGATION_TOOL_PREFIX: Final = "subagent_"

@@ -18,9 +18,11 @@ import attrs
 
 from subagent_host.agents.definitions import PROJECT, AgentDefinition
 from subagent_host.settings import ModelProfile, Settings
+from subagent_host.values import LEAN
 
 DELEGATION_PREFIX: Final = "subagent_"
-DEFAULT_SESSION_RESOURCES: Final = "lean"
+# An agent child loads as little as its CLI allows unless a definition or setting says `full`.
+DEFAULT_SESSION_RESOURCES: Final = LEAN
 T = TypeVar("T")
 
 

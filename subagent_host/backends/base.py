@@ -15,13 +15,8 @@ from typing import Final, Protocol
 import attrs
 
 from subagent_host.backends.exits import ProcessExit
-
-# What an agent child loads of the user's and the project's own resources.
-LEAN: Final = "lean"
-"""As little as the CLI allows: no extensions, skills, prompt templates, context files."""
-FULL: Final = "full"
-"""Whatever the CLI loads by itself."""
-SESSION_RESOURCES: Final = (LEAN, FULL)
+from subagent_host.values import FULL
+from subagent_host.values.facts import Usage
 
 
 @attrs.frozen
@@ -60,17 +55,6 @@ class Launch:
     env: Mapping[str, str]
     """Variables this adapter adds on top of the allowlisted environment."""
     cwd: str
-
-
-@attrs.frozen
-class Usage:
-    """Tokens summed over a child's run, and its cost where the CLI reports one."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    cost_usd: float | None = None
 
 
 @attrs.frozen

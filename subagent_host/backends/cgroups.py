@@ -66,6 +66,16 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def boot_time() -> float:
+    """When the system booted, in seconds since the epoch: `btime` of /proc/stat, as psutil
+    reads it (start ticks count from it). 0.0 where there is no such line."""
+    with contextlib.suppress(OSError), open("/proc/stat", "rb") as stat:
+        for line in stat:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    return 0.0
+
+
 def cgroup2_mounts() -> list[Path]:
     """Every cgroup2 mount point, the usual places first."""
     found: list[Path] = []

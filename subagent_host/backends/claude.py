@@ -47,17 +47,17 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
-    LEAN,
     MAX_TURNS_LIMIT,
     NETWORK,
     ItemSpec,
     Launch,
     ParsedOutcome,
-    Usage,
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.values import LEAN
+from subagent_host.values.facts import Usage
 
 EXECUTABLE: Final = "claude"
 # `Bash` runs any command with the user's permissions (Claude Code's own sandbox is

@@ -87,17 +87,17 @@ from typing import Any, Final
 from subagent_host.backends.base import (
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
-    LEAN,
     NETWORK,
     PROCESS,
     ItemSpec,
     Launch,
     ParsedOutcome,
-    Usage,
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.values import LEAN
+from subagent_host.values.facts import Usage
 
 EXECUTABLE: Final = "codex"
 READ_ONLY: Final = "read-only"

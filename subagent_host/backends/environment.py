@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from subagent_host.backends.supervisor import RUN_MARKER
+from subagent_host.values import DEPTH_VARIABLE
 
 # POSIX's categories and LC_ALL, then glibc's own.
 LOCALE_CATEGORIES: Final = frozenset(
@@ -37,7 +38,6 @@ LOCALE_CATEGORIES: Final = frozenset(
 ALLOWED: Final = (
     frozenset({"PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "SHELL"}) | LOCALE_CATEGORIES
 )
-DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
 LEAF_VARIABLE: Final = "PI_AGENT_LEAF"
 
 

@@ -1,29 +1,48 @@
 """Whether a recorded process is still the one that was recorded: its pid and start time.
 
 A pid alone names whatever process has it now; together with the start time it
-names one process for good. Server records (the store's `instances`) are
-checked this way before their runs are called the runs of a dead server.
+names one process for good. Server records (the store's `instances`) and the
+supervisor's own children are checked this way. On Linux the start time is read
+from /proc the way psutil computes it (boot time + start ticks), so that no
+server imports psutil before its first reply.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from typing import Final
 
-import psutil
+from subagent_host.backends.cgroups import boot_time, start_ticks
 
 # psutil's start times have clock-tick resolution (10 ms).
 START_TOLERANCE_S: Final = 0.01
 
+_PROC_STAT: Final = sys.platform.startswith("linux")
+_BOOT_TIME: Final = boot_time() if _PROC_STAT else 0.0
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if _PROC_STAT else 100
+
+
+def process_create_time(pid: int) -> float:
+    """The process's start time, exactly as psutil computes it (Linux: one /proc read);
+    0.0 once it is gone."""
+    if not _PROC_STAT:
+        import psutil  # only where /proc cannot tell
+
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(pid).create_time()
+        return 0.0
+    ticks = start_ticks(pid)
+    return 0.0 if ticks is None else _BOOT_TIME + ticks / _CLOCK_TICKS
+
 
 def this_process() -> tuple[int, float]:
     """This process's pid and start time, as a server registers itself."""
-    me = psutil.Process()
-    return me.pid, me.create_time()
+    pid = os.getpid()
+    return pid, process_create_time(pid)
 
 
 def process_is_alive(pid: int, create_time: float) -> bool:
     """True if `pid` still names the process that started at `create_time`."""
-    try:
-        return abs(psutil.Process(pid).create_time() - create_time) < START_TOLERANCE_S
-    except psutil.Error:
-        return False
+    return abs(process_create_time(pid) - create_time) < START_TOLERANCE_S

@@ -28,15 +28,15 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
-    LEAN,
     ItemSpec,
     Launch,
     ParsedOutcome,
-    Usage,
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.values import LEAN
+from subagent_host.values.facts import Usage
 
 EXECUTABLE: Final = "pi"
 # `bash` runs any command with the user's permissions (pi does not sandbox it): it

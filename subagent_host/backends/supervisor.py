@@ -31,19 +31,34 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
-import psutil
 
 from subagent_host.backends import pipes, programs
-from subagent_host.backends.cgroups import Group, entering, start_ticks
+from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.exits import ProcessExit, StoppedBy
-from subagent_host.backends.liveness import START_TOLERANCE_S
+from subagent_host.backends.liveness import START_TOLERANCE_S, process_create_time
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
+
+
+class _OnFirstUse:
+    """psutil, imported when a process is first looked at, not with this module: its
+    import costs 15-20 ms of every server's start, before the first reply. The import
+    lock makes two threads' first uses safe."""
+
+    def __getattr__(self, name: str) -> Any:
+        import psutil
+
+        return getattr(psutil, name)
+
+
+if TYPE_CHECKING:
+    import psutil
+else:
+    psutil = _OnFirstUse()
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +77,6 @@ EMPTY_CHECK_S: Final = 0.01
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0
-_PROC_STAT: Final = sys.platform.startswith("linux")
-_BOOT_TIME: Final = psutil.boot_time()
-_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if _PROC_STAT else 100
 
 
 @attrs.frozen
@@ -180,7 +192,7 @@ class Child:
         off the loop.
         """
         if self._create_time is None and self.pid_is_ours():
-            created = _create_time(self.pid)
+            created = process_create_time(self.pid)
             if self.pid_is_ours():  # not reaped meanwhile: the reading was of our child
                 self._create_time = created
         return self._create_time
@@ -673,16 +685,6 @@ async def _remove_when_empty(group: Group) -> bool:
             return False
         await asyncio.sleep(EMPTY_CHECK_S)  # no event says a cgroup became empty
     return True
-
-
-def _create_time(pid: int) -> float:
-    """The process's start time, exactly as psutil computes it (Linux: one /proc read)."""
-    if not _PROC_STAT:
-        with contextlib.suppress(psutil.Error):
-            return psutil.Process(pid).create_time()
-        return 0.0
-    ticks = start_ticks(pid)
-    return 0.0 if ticks is None else _BOOT_TIME + ticks / _CLOCK_TICKS
 
 
 def _signal_tree(child: Child, members: list[Member], signum: int) -> int:

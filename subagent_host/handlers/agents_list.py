@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from subagent_host.agents.effective import effective
 from subagent_host.handlers.context import Context
-from subagent_host.rpc.wire import AgentInfo, AgentsListParams, AgentsListResult, DiagnosticWire
+from subagent_host.rpc.wire import AgentInfo, AgentsListParams, AgentsListResult
+from subagent_host.values.facts import Diagnostic
 
 
 async def handle(_params: AgentsListParams, ctx: Context) -> AgentsListResult:
@@ -33,10 +34,6 @@ async def handle(_params: AgentsListParams, ctx: Context) -> AgentsListResult:
                 mode=wanted.mode,
             )
         )
-    diagnostics = [
-        DiagnosticWire(d.severity, d.code, d.message, d.path) for d in catalog.diagnostics
-    ]
-    diagnostics += [
-        DiagnosticWire(d.severity, d.code, d.message, d.file) for d in settings.diagnostics
-    ]
+    diagnostics = [Diagnostic(d.severity, d.code, d.message, d.path) for d in catalog.diagnostics]
+    diagnostics += [Diagnostic(d.severity, d.code, d.message, d.file) for d in settings.diagnostics]
     return AgentsListResult(agents=tuple(agents), diagnostics=tuple(diagnostics))

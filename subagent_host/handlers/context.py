@@ -5,20 +5,24 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
-from subagent_host.agents.discovery import AgentCatalog, discover
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
-from subagent_host.planning.check import CheckedSpawn, check_spawn, uses_agents
-from subagent_host.planning.items import AgentSources
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.rpc.wire import SpawnParams
 from subagent_host.runs.manager import RunManager
 from subagent_host.store.face import RunStore
+
+if TYPE_CHECKING:
+    # Imported where first used: a server's first reply (`ping`) needs neither.
+    from subagent_host.agents.discovery import AgentCatalog
+    from subagent_host.planning.check import CheckedSpawn
+    from subagent_host.planning.items import AgentSources
 
 
 @attrs.define
@@ -43,12 +47,16 @@ class Context:
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""
+        from subagent_host.agents.discovery import discover
+
         config = self.config
         project = config.project_dir if config.project_trusted else None
         return await asyncio.to_thread(discover, config.config_dir, project)
 
     async def check_launch(self, params: SpawnParams) -> CheckedSpawn:
         """Every problem of a launch request, and its plan (`spawn` and `preflight`)."""
+        from subagent_host.planning.check import check_spawn, uses_agents
+
         return check_spawn(
             params,
             backends=self.adapters,
@@ -60,6 +68,8 @@ class Context:
 
     async def agent_sources(self, with_definitions: bool = True) -> AgentSources:
         """The configured defaults, and the definitions when a request names an agent."""
+        from subagent_host.planning.items import AgentSources
+
         catalog = await self.agent_catalog() if with_definitions else None
         return AgentSources(settings=self.config.settings, catalog=catalog)
 

@@ -10,18 +10,16 @@ carrying it must run exactly that plan. A rejected one is a result with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
 import attrs
 
 from subagent_host.handlers.context import Context
 from subagent_host.handlers.resume_preflight import preflight_resume
-from subagent_host.handlers.snapshots import timestamp
 from subagent_host.planning.preview import probe, versioned_receipts
-from subagent_host.rpc.wire import DiagnosticWire, PreflightParams, PreflightResult
+from subagent_host.rpc.wire import PreflightParams, PreflightResult
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
-from subagent_host.runs.state import Diagnostic
+from subagent_host.values.facts import Diagnostic
 
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
 
@@ -32,7 +30,7 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
             return PreflightResult(
                 accepted=False,
                 diagnostics=(
-                    DiagnosticWire(
+                    Diagnostic(
                         "error", "invalid-shape", "give either a launch or `resume`, not both"
                     ),
                 ),
@@ -41,12 +39,12 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     checked = await ctx.check_launch(params)
     plan = checked.plan
     if plan is None:
-        return PreflightResult(accepted=False, diagnostics=_wire(checked.diagnostics))
+        return PreflightResult(accepted=False, diagnostics=checked.diagnostics)
     diagnostics = [*checked.diagnostics, *probe(plan, ctx.adapters)]
     accepted = not any(d.severity == "error" for d in diagnostics)
     result = PreflightResult(
         accepted=accepted,
-        diagnostics=_wire(diagnostics),
+        diagnostics=tuple(diagnostics),
         fingerprint=plan.fingerprint,
         plan=plan.normalized,
         receipts=await versioned_receipts(plan, ctx.adapters, ctx.limits, ctx.probes),
@@ -56,14 +54,8 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     sealed = plan.fingerprint
     if (unavailable := ctx.store.needs_durable("preflight ids")) is not None:
         # The plan stands; only the id a spawn would carry is not issued.
-        withheld = DiagnosticWire(
-            "warning", PERSISTENCE_UNAVAILABLE, f"no preflightId: {unavailable}"
-        )
+        withheld = Diagnostic("warning", PERSISTENCE_UNAVAILABLE, f"no preflightId: {unavailable}")
         return attrs.evolve(result, diagnostics=(*result.diagnostics, withheld))
     ttl = timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
     preflight_id, expires = await ctx.store.save_preflight(ctx.session_id, sealed, ttl)
-    return attrs.evolve(result, preflight_id=preflight_id, expires_at=timestamp(expires))
-
-
-def _wire(diagnostics: Sequence[Diagnostic]) -> tuple[DiagnosticWire, ...]:
-    return tuple(DiagnosticWire(d.severity, d.code, d.message, d.path) for d in diagnostics)
+    return attrs.evolve(result, preflight_id=preflight_id, expires_at=expires)

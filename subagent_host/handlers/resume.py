@@ -23,8 +23,7 @@ from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, Refusal
 from subagent_host.runs.state import Run, restore_events
-
-MODES = ("background", "task")
+from subagent_host.values import MODES
 
 
 def deny(reason: str, message: str, **detail: object) -> NoReturn:
@@ -33,7 +32,7 @@ def deny(reason: str, message: str, **detail: object) -> NoReturn:
 
 async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
     if params.mode is not None and params.mode not in MODES:
-        raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(MODES)}")])
+        raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(sorted(MODES))}")])
     if (unavailable := ctx.store.needs_durable("resume tokens")) is not None:
         deny("not-resumable", unavailable, code=PERSISTENCE_UNAVAILABLE)
     grant = await ctx.store.check_token(params.token, ctx.session_id)

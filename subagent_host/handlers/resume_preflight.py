@@ -10,14 +10,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from subagent_host.handlers.context import Context
-from subagent_host.handlers.snapshots import timestamp
 from subagent_host.planning.fingerprint import digest
 from subagent_host.planning.plan import EMPTY_PROMPT, is_empty_prompt
 from subagent_host.resuming.definition_check import definition_check
 from subagent_host.resuming.target import ResumeRefused, resolve_target, resumed_child
-from subagent_host.rpc.wire import DiagnosticWire, PreflightResult, ResumeRequest
+from subagent_host.rpc.wire import PreflightResult, ResumeRequest
 from subagent_host.runs.approvals import ResumeGrant
 from subagent_host.runs.state import utc_now
+from subagent_host.values.facts import Diagnostic
 
 
 async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightResult:
@@ -34,11 +34,11 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
             enabled=ctx.resume_enabled,
         )
     except ResumeRefused as refused:
-        diagnostic = DiagnosticWire("error", refused.code, refused.message, refused.path)
+        diagnostic = Diagnostic("error", refused.code, refused.message, refused.path)
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
     resumed = resumed_child(target, request.message, None, ctx.adapters)
     if is_empty_prompt(resumed.backend, resumed.prompt):  # as a spawn's prompt would be
-        diagnostic = DiagnosticWire(
+        diagnostic = Diagnostic(
             "error",
             EMPTY_PROMPT,
             f"the {resumed.backend} backend needs a follow-up with text in it, not an empty "
@@ -67,5 +67,5 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
         contract_digest=target.contract_digest,
         follow_up_digest=grant.follow_up_digest,
         token=token,
-        expires_at=timestamp(expires),
+        expires_at=expires,
     )

@@ -12,7 +12,8 @@ from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.check import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
-from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT, Diagnostic
+from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT
+from subagent_host.values.facts import Diagnostic
 
 # The admission policy (`--require-preflight`): only what a preflight approved runs.
 PREFLIGHT_REQUIRED: Final = Diagnostic(

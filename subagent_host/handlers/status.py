@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from subagent_host.handlers.context import Context
-from subagent_host.handlers.snapshots import event_wire, run_snapshot, summary_wire
+from subagent_host.handlers.snapshots import event_wire, run_snapshot
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import RunList, RunSnapshot, StatusParams
 
@@ -16,7 +16,7 @@ async def handle(params: StatusParams, ctx: Context) -> RunSnapshot | RunList:
         if params.since is not None:
             raise InvalidParams([ParamProblem("since", "since needs a runId")])
         summaries = await ctx.store.summaries(ctx.session_id)
-        return RunList(runs=tuple(summary_wire(summary) for summary in summaries))
+        return RunList(runs=tuple(summaries))
     run = await ctx.store.find(ctx.session_id, params.run_id)
     if params.since is None:
         return run_snapshot(run)

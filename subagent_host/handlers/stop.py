@@ -9,15 +9,15 @@ from subagent_host.handlers.context import Context
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import RunSnapshot, StopParams
+from subagent_host.values import MAX_DURATION_MS
 
 DEFAULT_REASON: Final = "stopped by the client"
-MAX_GRACE_MS: Final = 24 * 60 * 60 * 1000
 
 
 async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
     """Answer the terminal snapshot; a run that had already ended comes back unchanged."""
-    if params.grace_ms is not None and not 0 <= params.grace_ms <= MAX_GRACE_MS:
-        raise InvalidParams([ParamProblem("graceMs", f"must be 0..{MAX_GRACE_MS}")])
+    if params.grace_ms is not None and not 0 <= params.grace_ms <= MAX_DURATION_MS:
+        raise InvalidParams([ParamProblem("graceMs", f"must be 0..{MAX_DURATION_MS}")])
     run = await ctx.store.find(ctx.session_id, params.run_id)
     if not run.is_terminal and ctx.runs.get(run.run_id) is None:
         raise RunNotFound(

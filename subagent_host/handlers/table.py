@@ -1,24 +1,20 @@
 """The method table: every JSON-RPC method this server answers, spelled out.
 
 A contract method missing here is answered -32601 until its handler lands.
+Only `ping` and `run/detach` are imported with the table: every other handler
+module is imported on its method's first call, so the first reply (to `ping`,
+as a rule) waits for none of what launching, checking or resuming runs needs.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import (
-    agents_list,
-    detach,
-    ping,
-    preflight,
-    resume,
-    spawn,
-    status,
-    stop,
-)
+from subagent_host.handlers import detach, ping
 from subagent_host.handlers.context import Context
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
@@ -35,14 +31,30 @@ from subagent_host.rpc.wire import (
 AsyncHandler = Callable[[Any, Context], Awaitable[Any]]
 SyncHandler = Callable[[Any, Context], Any]
 
+
+def later(module: str) -> AsyncHandler:
+    """The async `handle` of `handlers/<module>.py`, imported when first called."""
+
+    async def handle(params: Any, ctx: Context) -> Any:
+        return await _handler(module)(params, ctx)
+
+    return handle
+
+
+@functools.cache
+def _handler(module: str) -> AsyncHandler:
+    handler: AsyncHandler = importlib.import_module(f"subagent_host.handlers.{module}").handle
+    return handler
+
+
 ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
-    "agents/list": (AgentsListParams, agents_list.handle),
+    "agents/list": (AgentsListParams, later("agents_list")),
     "ping": (PingParams, ping.handle),
-    "preflight": (PreflightParams, preflight.handle),
-    "resume": (ResumeParams, resume.handle),
-    "spawn": (SpawnParams, spawn.handle),
-    "status": (StatusParams, status.handle),
-    "stop": (StopParams, stop.handle),
+    "preflight": (PreflightParams, later("preflight")),
+    "resume": (ResumeParams, later("resume")),
+    "spawn": (SpawnParams, later("spawn")),
+    "status": (StatusParams, later("status")),
+    "stop": (StopParams, later("stop")),
 }
 # Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
 NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {

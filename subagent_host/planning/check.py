@@ -34,10 +34,11 @@ from subagent_host.planning.request import (
 )
 from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
-from subagent_host.runs.state import Diagnostic, RunKind
+from subagent_host.runs.state import RunKind
+from subagent_host.values import MODES
+from subagent_host.values.facts import Diagnostic
 
 MAX_CHAIN_ITEMS: Final = 32
-MODES: Final = ("background", "task")
 
 
 @attrs.frozen
@@ -166,7 +167,7 @@ def _mode(
         mode = definition.mode if definition is not None else None
     mode = mode or sources.settings.default_mode or "background"
     if mode not in MODES:
-        problems.error("invalid-mode", f"mode must be one of {', '.join(MODES)}", "mode")
+        problems.error("invalid-mode", f"mode must be one of {', '.join(sorted(MODES))}", "mode")
     return mode
 
 

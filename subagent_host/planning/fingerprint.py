@@ -15,7 +15,9 @@ import json
 import math
 from typing import Any, Final
 
-PREFIX: Final = "sha256:v1:"
+from subagent_host.values import DIGEST_PREFIX
+
+PREFIX: Final = DIGEST_PREFIX
 # Beyond 2**53 a float no longer holds every integer: written as it is.
 MAX_SAFE_INTEGER: Final = 2**53
 

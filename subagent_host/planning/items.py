@@ -19,14 +19,15 @@ import attrs
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
-from subagent_host.backends.base import SESSION_RESOURCES, Backend
+from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import LaunchRequest, SpawnItem
 from subagent_host.planning.views import AgentRef
-from subagent_host.settings import MAX_DURATION_MS, Settings
+from subagent_host.settings import Settings
+from subagent_host.values import MAX_DURATION_MS, SESSION_RESOURCES
 
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Most model responses `maxTurns` may allow (a day of one-second responses).

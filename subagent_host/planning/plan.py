@@ -13,9 +13,10 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.base import FULL, Backend, ItemSpec, Launch
+from subagent_host.backends.base import Backend, ItemSpec, Launch
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
 from subagent_host.runs.state import RunKind
+from subagent_host.values import FULL
 
 
 @attrs.frozen

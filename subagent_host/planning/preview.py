@@ -16,7 +16,7 @@ from subagent_host.backends.probe import VersionProbes, find_executable
 from subagent_host.planning.plan import LaunchPlan, ServerLimits, prepared
 from subagent_host.planning.receipts import receipts
 from subagent_host.planning.views import Access, Receipts
-from subagent_host.runs.state import Diagnostic
+from subagent_host.values.facts import Diagnostic
 
 
 def probe(plan: LaunchPlan, backends: Mapping[str, Backend]) -> list[Diagnostic]:

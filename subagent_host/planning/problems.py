@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import attrs
 
 from subagent_host.errors import BackendUnavailable, LaunchRejected
-from subagent_host.runs.state import Diagnostic
+from subagent_host.values.facts import Diagnostic
 
 
 class Problems:

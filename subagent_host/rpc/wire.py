@@ -2,13 +2,18 @@
 
 Fields are snake_case in Python and camelCase on the wire. A field whose value is
 `None` is omitted from what we send; a field that must always be sent has no
-default. Unknown keys in params are rejected, and primitives are checked, not
-coerced: cattrs on its own would turn `"false"` into `True` and `3.7` into `3`.
+default. Moments are `datetime`s, written as `timestamp` spells them. What runs
+report (usage, output, error, resources, diagnostics, summaries) is not copied
+into twins here: those types (`values/facts.py`) are sent as they are. Unknown
+keys in params are rejected, and primitives are checked, not coerced: cattrs on
+its own would turn `"false"` into `True` and `3.7` into `3`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, NewType, TypeVar
 
 import attrs
@@ -28,6 +33,14 @@ from subagent_host.planning.request import (
 )
 from subagent_host.planning.views import VIEWS, Contract, NormalizedPlan, Receipts, to_json
 from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
+from subagent_host.values.facts import (
+    Diagnostic,
+    ErrorInfo,
+    OutputInfo,
+    Resources,
+    RunSummary,
+    Usage,
+)
 
 # The launch request's types are planning's (they import nothing of ours): listed
 # here so that every type on the wire can still be found through this module.
@@ -48,6 +61,15 @@ T = TypeVar("T")
 
 class WireValueError(ValueError):
     """A value has the wrong type or form; its message is shown to the client as is."""
+
+
+# A run's few moments are written again for every snapshot of it.
+@functools.lru_cache(maxsize=1024)
+def timestamp(moment: datetime) -> str:
+    """ISO 8601 UTC with milliseconds: `2026-11-30T02:40:00.123Z` (moments are UTC)."""
+    # isoformat, not strftime: the C library's strftime re-reads the time zone each
+    # call. Its first 23 characters are `YYYY-MM-DDTHH:MM:SS.mmm`.
+    return moment.isoformat(timespec="milliseconds")[:23] + "Z"
 
 
 # Formats are checked by structure hooks of these types, not by attrs validators:
@@ -151,17 +173,9 @@ class PreflightParams(SpawnParams):
 
 
 @attrs.frozen
-class DiagnosticWire:
-    severity: str
-    code: str
-    message: str
-    path: str | None = None
-
-
-@attrs.frozen
 class PreflightResult:
     accepted: bool
-    diagnostics: tuple[DiagnosticWire, ...]
+    diagnostics: tuple[Diagnostic, ...]
     # A launch:
     fingerprint: str | None = None
     plan: NormalizedPlan | None = None
@@ -173,46 +187,13 @@ class PreflightResult:
     follow_up_digest: str | None = None
     token: str | None = None
     # Either: when the preflight id or the token stops being accepted.
-    expires_at: str | None = None
+    expires_at: datetime | None = None
 
 
 @attrs.frozen
 class ResumeParams:
     token: str
     mode: str | None = None
-
-
-@attrs.frozen
-class OutputWire:
-    text: str
-    truncated: bool
-    bytes: int
-    lines: int
-    partial: bool
-
-
-@attrs.frozen
-class ErrorWire:
-    code: str
-    message: str
-    data: dict[str, Any] | None = None
-
-
-@attrs.frozen
-class UsageWire:
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    cost_usd: float | None = None
-
-
-@attrs.frozen
-class ResourcesWire:
-    cpu_seconds: float
-    peak_rss_bytes: int
-    processes: int
-    leftovers_ended: int
 
 
 @attrs.frozen
@@ -227,15 +208,15 @@ class ChildSnapshot:
     signal: str | None = None
     stopped_by: str | None = None
     """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
-    started_at: str | None = None
-    ended_at: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
     duration_ms: int | None = None
-    output: OutputWire | None = None
-    error: ErrorWire | None = None
+    output: OutputInfo | None = None
+    error: ErrorInfo | None = None
     reason: str | None = None
-    usage: UsageWire | None = None
+    usage: Usage | None = None
     backend_session_id: str | None = None
-    resources: ResourcesWire | None = None
+    resources: Resources | None = None
     step: int | None = None
     """A workflow child's step."""
 
@@ -265,7 +246,7 @@ class EventWire:
     run_id: str
     seq: int
     type: str
-    at: str
+    at: datetime
     status: str | None = None
     index: int | None = None
     text: str | None = None
@@ -277,23 +258,23 @@ class RunSnapshot:
     session_id: str
     kind: str
     status: str
-    created_at: str
+    created_at: datetime
     fingerprint: str
     last_seq: int
     children: tuple[ChildSnapshot, ...]
     admitted_by: str
     """`preflight` or `direct`: how the spawn was admitted (always sent)."""
     label: str | None = None
-    started_at: str | None = None
-    ended_at: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
     duration_ms: int | None = None
-    output: OutputWire | None = None
-    error: ErrorWire | None = None
+    output: OutputInfo | None = None
+    error: ErrorInfo | None = None
     reason: str | None = None
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
     workflow: WorkflowSnapshot | None = None
-    diagnostics: tuple[DiagnosticWire, ...] | None = None
+    diagnostics: tuple[Diagnostic, ...] | None = None
     """Warnings about the run (e.g. a skipped `snapshotPath` write); absent when none."""
     already_terminal: bool | None = None
     """`stop` only: true when the run had ended before the stop arrived."""
@@ -301,16 +282,6 @@ class RunSnapshot:
     """`status {since}` only: every retained event after `since`."""
     first_retained_seq: int | None = None
     """`status {since}` only, when events after `since` were dropped: the oldest seq held."""
-
-
-@attrs.frozen
-class RunSummary:
-    run_id: str
-    kind: str
-    status: str
-    created_at: str
-    label: str | None = None
-    ended_at: str | None = None
 
 
 @attrs.frozen
@@ -347,7 +318,7 @@ class AgentInfo:
 @attrs.frozen
 class AgentsListResult:
     agents: tuple[AgentInfo, ...]
-    diagnostics: tuple[DiagnosticWire, ...]
+    diagnostics: tuple[Diagnostic, ...]
 
 
 @attrs.frozen
@@ -410,6 +381,7 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(bool, _strict(bool, "a boolean"))
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(SessionId, _structure_session_id)
+    converter.register_unstructure_hook(datetime, timestamp)
     converter.register_structure_hook_func(
         lambda t: t in (MsgToken, MsgToken | None), _structure_token
     )

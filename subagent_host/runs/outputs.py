@@ -12,7 +12,8 @@ import attrs
 
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.output import TRUNCATION_MARKER, cap_text
-from subagent_host.runs.state import OutputInfo, Run
+from subagent_host.runs.state import Run
+from subagent_host.values.facts import OutputInfo
 
 PREVIOUS_PLACEHOLDER: Final = "{previous}"
 

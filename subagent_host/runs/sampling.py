@@ -6,7 +6,8 @@ import asyncio
 from typing import Final
 
 from subagent_host.backends.supervisor import Child, Supervisor, TreeUsage
-from subagent_host.runs.state import ChildRun, Resources
+from subagent_host.runs.state import ChildRun
+from subagent_host.values.facts import Resources
 
 # Resource sampling walks the child's tree with psutil: often enough to see a
 # peak that lasts a second, rarely enough to cost nothing noticeable.

@@ -14,15 +14,8 @@ import attrs
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
-from subagent_host.runs.state import (
-    ChildRun,
-    ErrorInfo,
-    OutputInfo,
-    Run,
-    RunBook,
-    RunKind,
-    RunStatus,
-)
+from subagent_host.runs.state import ChildRun, Run, RunBook, RunKind, RunStatus
+from subagent_host.values.facts import ErrorInfo, OutputInfo
 
 
 @attrs.frozen

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import attrs
 
-from subagent_host.backends.base import Usage
 from subagent_host.backends.exits import StoppedBy
+from subagent_host.values.facts import Diagnostic, ErrorInfo, OutputInfo, Resources, Usage
 
 
 class RunStatus(enum.StrEnum):
@@ -68,45 +68,6 @@ class RunKind(enum.StrEnum):
     PARALLEL = "parallel"
     CHAIN = "chain"
     WORKFLOW = "workflow"
-
-
-@attrs.frozen
-class ErrorInfo:
-    """A terminal `failed` status's error: a stable code, a sentence, optional data."""
-
-    code: str
-    message: str
-    data: Mapping[str, Any] | None = None
-
-
-@attrs.frozen
-class Diagnostic:
-    """Something a run's client should know that changed no status (e.g. a skipped write)."""
-
-    severity: str
-    code: str
-    message: str
-    path: str | None = None
-
-
-@attrs.frozen
-class OutputInfo:
-    text: str
-    truncated: bool
-    bytes: int
-    lines: int
-    partial: bool
-
-
-@attrs.frozen
-class Resources:
-    cpu_seconds: float
-    peak_rss_bytes: int
-    """The peak of the child's tree: its cgroup's memory.peak, else the largest sampled
-    sum of its processes' RSS after exec; 0 if no sample saw it."""
-    processes: int
-    leftovers_ended: int = 0
-    """Processes of its tree (not the child itself) ended by the stop sequence."""
 
 
 @attrs.frozen

@@ -16,7 +16,8 @@ import attrs
 
 from subagent_host.planning.plan import RunPlan
 from subagent_host.planning.views import Projection
-from subagent_host.runs.state import Diagnostic, Run
+from subagent_host.runs.state import Run
+from subagent_host.values.facts import Diagnostic
 
 logger = logging.getLogger(__name__)
 

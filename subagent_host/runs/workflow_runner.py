@@ -45,7 +45,6 @@ from subagent_host.runs.state import (
     STEP_RUNNING,
     STEP_TERMINAL,
     ChildRun,
-    ErrorInfo,
     Run,
     RunBook,
     RunStatus,
@@ -53,6 +52,7 @@ from subagent_host.runs.state import (
     WorkflowState,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
+from subagent_host.values.facts import ErrorInfo
 
 WORKFLOW_PARALLELISM: Final = 4
 MAX_FOR_EACH_ITEMS: Final = 32

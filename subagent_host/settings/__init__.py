@@ -37,7 +37,6 @@ from subagent_host.settings.loader import load_settings as load_settings
 from subagent_host.settings.model import FILE_NAME as FILE_NAME
 from subagent_host.settings.model import LOG_LEVELS as LOG_LEVELS
 from subagent_host.settings.model import MAX_CONCURRENCY as MAX_CONCURRENCY
-from subagent_host.settings.model import MAX_DURATION_MS as MAX_DURATION_MS
 from subagent_host.settings.model import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
 from subagent_host.settings.model import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
 from subagent_host.settings.model import MIN_MESSAGE_BYTES as MIN_MESSAGE_BYTES

@@ -12,24 +12,27 @@ import attrs
 
 from subagent_host.settings.model import (
     BACKENDS,
-    EFFORTS,
-    FRAMINGS,
     LOG_LEVELS,
     MAX_CAP_BYTES,
     MAX_CAP_LINES,
     MAX_CONCURRENCY,
-    MAX_DURATION_MS,
     MAX_HISTORY_LIMIT,
     MAX_MESSAGE_BYTES,
     MAX_PARALLEL,
     MIN_CAP_BYTES,
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
-    MODES,
     PROCESS_TRACKING,
+)
+from subagent_host.values import (
+    EFFORTS,
+    FRAMINGS,
+    MAX_DURATION_MS,
+    MODES,
+    SESSION_ID_PATTERN,
+    SESSION_ID_RULE,
     SESSION_RESOURCES,
 )
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
 EFFORT_KEYS: Final = ("default_effort", "default_thinking_level", "thinkingLevel")

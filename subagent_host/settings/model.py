@@ -19,7 +19,6 @@ PROJECT_FILE: Final = Path(".pi") / FILE_NAME
 MIN_MESSAGE_BYTES: Final = 1024
 MAX_MESSAGE_BYTES: Final = 1024 * 1024 * 1024
 MAX_CONCURRENCY: Final = 256
-MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
 MAX_HISTORY_LIMIT: Final = 1_000_000
 # A token that expires within a second could never be used.
 MIN_RESUME_TOKEN_TTL_MS: Final = 1000
@@ -28,14 +27,8 @@ MIN_CAP_BYTES: Final = 1024
 MAX_CAP_BYTES: Final = 16 * 1024 * 1024
 MAX_CAP_LINES: Final = 1_000_000
 
-EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
-MODES: Final = ("task", "background")
-# What an agent child loads of the user's and the project's own resources (extensions,
-# skills, prompt templates, context files): `lean` as little as its CLI allows.
-SESSION_RESOURCES: Final = ("lean", "full")
 BACKENDS: Final = ("command", "pi", "claude", "codex")
 AGENT_BACKENDS: Final = ("pi", "claude", "codex")
-FRAMINGS: Final = ("auto", "lsp", "ndjson")
 # How the server finds every process a child started (backends/tracking.py).
 PROCESS_TRACKING: Final = ("auto", "cgroup", "subreaper", "marker")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")

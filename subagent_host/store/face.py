@@ -31,6 +31,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from subagent_host.backends.sessions import SessionFiles
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.errors import AmbiguousRunId, RunNotFound
@@ -44,14 +46,14 @@ from subagent_host.runs.approvals import (
 from subagent_host.runs.state import Run, RunEvent, utc_now
 from subagent_host.store import approvals, instances, reads
 from subagent_host.store.database import Database, open_database
-from subagent_host.store.reads import Summary
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.recovery import start_instance
 from subagent_host.store.run_ids import RunIds
+from subagent_host.values.facts import RunSummary
 
 MIN_PREFIX: Final = 8
 
-__all__ = ["MIN_PREFIX", "PERSISTENCE_UNAVAILABLE", "Refusal", "RunStore", "Summary"]
+__all__ = ["MIN_PREFIX", "PERSISTENCE_UNAVAILABLE", "Refusal", "RunStore"]
 
 
 class RunStore:
@@ -196,24 +198,17 @@ class RunStore:
             return None
         return self.live(ids[0]) or await self.load_run(ids[0])
 
-    async def summaries(self, session_id: str) -> list[Summary]:
+    async def summaries(self, session_id: str) -> list[RunSummary]:
         """This session's runs, newest first, across server restarts."""
         await self.written()
         summaries = await self._db.call(reads.list_runs, self._db, session_id, self.history_limit)
         return [self._fresh(summary) for summary in summaries]
 
-    def _fresh(self, summary: Summary) -> Summary:
+    def _fresh(self, summary: RunSummary) -> RunSummary:
         live = self.live(summary.run_id)
         if live is None or str(live.status) == summary.status:
             return summary
-        return Summary(
-            run_id=summary.run_id,
-            kind=summary.kind,
-            status=str(live.status),
-            created_at=summary.created_at,
-            ended_at=live.ended_at,
-            label=summary.label,
-        )
+        return attrs.evolve(summary, status=str(live.status), ended_at=live.ended_at)
 
     async def events_after(self, run: Run, seq: int) -> list[RunEvent]:
         """Every retained event of the run after `seq`: from memory while it holds

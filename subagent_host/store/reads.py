@@ -9,33 +9,22 @@ import json
 import sqlite3
 from datetime import datetime
 
-import attrs
-
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store.database import Database
 from subagent_host.store.records import child_from_record, run_from_record
 from subagent_host.store.rows import event_from_record
+from subagent_host.values.facts import RunSummary
 
 
-@attrs.frozen
-class Summary:
-    run_id: str
-    kind: str
-    status: str
-    created_at: datetime
-    ended_at: datetime | None
-    label: str | None
-
-
-def list_runs(store: Database, session_id: str, limit: int) -> list[Summary]:
-    """This session's runs, newest first."""
+def list_runs(store: Database, session_id: str, limit: int) -> list[RunSummary]:
+    """This session's runs, newest first (as last written: see `RunStore.summaries`)."""
     rows = store.db.execute(
         "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
         " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
         (session_id, limit),
     ).fetchall()
     return [
-        Summary(
+        RunSummary(
             run_id=run_id,
             kind=kind,
             status=status,

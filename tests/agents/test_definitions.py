@@ -7,14 +7,13 @@ import hashlib
 import pytest
 
 from subagent_host.agents.definitions import (
-    DIGEST_PREFIX,
-    EFFORTS,
     PROJECT,
     USER,
     AgentDefinition,
     DefinitionDiagnostic,
     parse_definition,
 )
+from subagent_host.values import DIGEST_PREFIX, EFFORTS
 
 PATH = "/defs/reviewer.md"
 

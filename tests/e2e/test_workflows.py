@@ -765,9 +765,14 @@ async def test_a_workflow_interrupted_by_a_crash_resumes_on_the_next_server(
             ("prompt", "completed", [0]), ("prompt", "interrupted", [1]), ("prompt", "pending", [])
         ]  # fmt: skip
         await wait_until_no_run_survives(crashed)  # the recovery ends the `sleep` left
-        approval = await result_of(
-            second, "preflight", {"resume": {"runId": run_id, "index": 1, "message": "go"}}
-        )
+        resume = {"resume": {"runId": run_id, "index": 1, "message": "go"}}
+        # Gone is not yet recorded as ended: until it is, a resume is refused (protocol.md
+        # §13), as a client is told: "try again in a moment".
+        approval = await result_of(second, "preflight", resume)
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while error_codes(approval) == ["still-running"]:
+                await asyncio.sleep(POLL_INTERVAL_S)
+                approval = await result_of(second, "preflight", resume)
         assert approval["accepted"] is True, approval
         resumed = await result_of(second, "resume", {"token": approval["token"], "mode": "task"})
         assert resumed["status"] == "completed", resumed

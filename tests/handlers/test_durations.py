@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.rpc.wire import ChildSnapshot, RunSnapshot
+from subagent_host.rpc.wire import ChildSnapshot, RunSnapshot, timestamp
 from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
 
 START = datetime(2026, 12, 1, 12, 0, 0, 900, tzinfo=UTC)  # .000900: reads .000
@@ -27,7 +27,8 @@ def a_run(started: datetime | None, ended: datetime | None) -> Run:
 
 def wire_difference_ms(item: RunSnapshot | ChildSnapshot) -> int:
     assert item.started_at is not None and item.ended_at is not None
-    return (parse(item.ended_at) - parse(item.started_at)) // timedelta(milliseconds=1)
+    ended, started = timestamp(item.ended_at), timestamp(item.started_at)  # as sent
+    return (parse(ended) - parse(started)) // timedelta(milliseconds=1)
 
 
 def test_duration_is_the_difference_of_the_two_timestamps_as_they_read() -> None:

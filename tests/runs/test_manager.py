@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from subagent_host.backends.base import Backend, ItemSpec, Launch, ParsedOutcome, Usage
+from subagent_host.backends.base import Backend, ItemSpec, Launch, ParsedOutcome
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import Supervisor
@@ -29,6 +29,7 @@ from subagent_host.runs.state import (
     RunKind,
     RunStatus,
 )
+from subagent_host.values.facts import Usage
 from tests.backends.conftest import processes_with_marker
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"

@@ -10,8 +10,6 @@ from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     MAX_EVENTS_KEPT,
     ChildRun,
-    ErrorInfo,
-    OutputInfo,
     Run,
     RunBook,
     RunEvent,
@@ -23,6 +21,7 @@ from subagent_host.runs.state import (
     event_bytes,
     restore_events,
 )
+from subagent_host.values.facts import ErrorInfo, OutputInfo
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 

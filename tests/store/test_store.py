@@ -17,17 +17,12 @@ from typing import Any
 import attrs
 import pytest
 
-from subagent_host.backends.base import Usage
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.errors import RecordFailed
 from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     ChildRun,
-    Diagnostic,
-    ErrorInfo,
     EventLog,
-    OutputInfo,
-    Resources,
     Run,
     RunBook,
     RunKind,
@@ -39,6 +34,14 @@ from subagent_host.store.recorder import STORE_BACKLOG_BYTES, Recorder
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
 from subagent_host.store.rows import RunRow, run_row
 from subagent_host.store.schema import DB_NAME, MIGRATIONS, SCHEMA_VERSION, StoreError
+from subagent_host.values.facts import (
+    Diagnostic,
+    ErrorInfo,
+    OutputInfo,
+    Resources,
+    RunSummary,
+    Usage,
+)
 from tests.waits import loop_turns
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -478,7 +481,7 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) 
 
     summaries = await store.call(reads.list_runs, store, "s1", 10)
     assert [s.run_id for s in summaries] == ["r4", "r3", "r2", "r1", "r0"]
-    assert summaries[0] == reads.Summary(
+    assert summaries[0] == RunSummary(
         run_id="r4",
         kind="single",
         status="running",

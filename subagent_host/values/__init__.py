@@ -1,0 +1,61 @@
+"""Plain values that several layers name: the session-id rule, the framings, and
+(in `values.facts`) what runs report.
+
+Imports nothing of ours (an import-linter contract keeps it so), so
+`settings/` and `config.py` can check a session id or name a framing without
+importing the wire layer (`rpc/`), and `rpc/` uses the very same values. The
+package's own `__init__` stays free of attrs: `--version` and `--help` load it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Final
+
+# Session ids are chosen by clients, stored, and shown in logs: keep them plain.
+SESSION_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+SESSION_ID_RULE: Final = "1-128 characters of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+
+
+class Framing(enum.StrEnum):
+    """A concrete framing of messages on stdio (protocol.md §2); `auto` is not one:
+    the server resolves it from the first byte a client sends (rpc/framing.py)."""
+
+    LSP = "lsp"
+    NDJSON = "ndjson"
+
+
+# The framing option's values: either framing, or `auto` (resolved from the first byte).
+FRAMINGS: Final = ("auto", *Framing)
+
+# How a spawn answers (protocol.md §3): `task` replies when the run has ended,
+# `background` at once with its run id. Agent definitions and settings name a default.
+MODES: Final = ("task", "background")
+
+# The effort (thinking level) an agent definition or a setting may ask of a model.
+EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+# What an agent child loads of the user's and the project's own resources.
+LEAN: Final = "lean"
+"""As little as the CLI allows: no extensions, skills, prompt templates, context files."""
+FULL: Final = "full"
+"""Whatever the CLI loads by itself."""
+SESSION_RESOURCES: Final = (LEAN, FULL)
+
+# Digests of what a client may compare across servers (plan fingerprints, agent
+# definition files): this prefix, then the SHA-256 in hex; `v1` names the scheme.
+DIGEST_PREFIX: Final = "sha256:v1:"
+
+# The longest duration any option, setting or param may name: a day.
+MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
+
+# How deep a child is in a tree of servers: set for every child (one more than
+# ours), read by the command line of a server started inside one.
+DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
+
+
+def camel_case(name: str) -> str:
+    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
+    head, *rest = name.removesuffix("_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

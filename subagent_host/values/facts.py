@@ -1,0 +1,90 @@
+"""What runs report, one type per fact: the domain keeps them and the wire sends them as is.
+
+A child's usage, output, error and resources, a run's diagnostics and its
+summary are the same fields in the run state machine (`runs/`), in the adapters
+(`backends/`) and in a snapshot on the wire (`rpc/wire.py`). They are defined
+once, here, and the wire's converter writes them with camelCase keys like any
+wire type (a field whose value is None is left out; one without a default is
+always sent). Imports nothing of ours, so every layer may use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Usage:
+    """Tokens summed over a child's run, and its cost where the CLI reports one."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None = None
+
+
+def _data_or_none(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return dict(data) if data else None
+
+
+@attrs.frozen
+class ErrorInfo:
+    """A terminal `failed` status's error: a stable code, a sentence, optional data."""
+
+    code: str
+    message: str
+    data: dict[str, Any] | None = attrs.field(default=None, converter=_data_or_none)
+    """A plain dict; empty data is None, so the wire never sends `data: {}`."""
+
+
+@attrs.frozen
+class Diagnostic:
+    """Something a client should know that changed no status: a preflight's finding,
+    a skipped write of a run, a note about an agent definition or a setting."""
+
+    severity: str
+    code: str
+    message: str
+    path: str | None = None
+
+
+@attrs.frozen
+class OutputInfo:
+    """A run's or child's final text as reported: possibly cut to the output caps."""
+
+    text: str
+    truncated: bool
+    bytes: int
+    lines: int
+    partial: bool
+
+
+@attrs.frozen
+class Resources:
+    cpu_seconds: float
+    peak_rss_bytes: int
+    """The peak of the child's tree: its cgroup's memory.peak, else the largest sampled
+    sum of its processes' RSS after exec; 0 if no sample saw it."""
+    processes: int
+    leftovers_ended: int = 0
+    """Processes of its tree (not the child itself) ended by the stop sequence."""
+
+
+@attrs.frozen
+class RunSummary:
+    """One run of `status` without a run id: read from the store, its status and end
+    taken from memory while it is live (fields in the order the wire sends them)."""
+
+    run_id: str
+    kind: str
+    status: str
+    """A live run's status as it is in memory: the store's record may lag behind it."""
+    created_at: datetime
+    label: str | None = None
+    ended_at: datetime | None = None
+    """None while the run goes on (and for a run reopened by a resume)."""

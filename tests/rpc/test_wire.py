@@ -1,0 +1,89 @@
+"""The wire's converter writes what runs report as the domain keeps it (values/facts.py)."""
+
+from __future__ import annotations
+
+import typing
+from datetime import UTC, datetime, timedelta
+
+from subagent_host.rpc.wire import ChildSnapshot, RunList, RunSnapshot, make_converter
+from subagent_host.values.facts import (
+    Diagnostic,
+    ErrorInfo,
+    OutputInfo,
+    Resources,
+    RunSummary,
+    Usage,
+)
+
+CONVERTER = make_converter()
+MOMENT = datetime(2026, 11, 30, 2, 40, 0, 123_999, tzinfo=UTC)
+
+
+def test_snapshots_carry_the_domains_own_types_of_what_runs_report() -> None:
+    child = typing.get_type_hints(ChildSnapshot)
+    run = typing.get_type_hints(RunSnapshot)
+    assert child["usage"] == Usage | None
+    assert child["output"] == run["output"] == OutputInfo | None
+    assert child["error"] == run["error"] == ErrorInfo | None
+    assert child["resources"] == Resources | None
+    assert run["diagnostics"] == tuple[Diagnostic, ...] | None
+    assert typing.get_type_hints(RunList)["runs"] == tuple[RunSummary, ...]
+
+
+def test_every_moment_is_written_in_utc_to_the_millisecond_cut_not_rounded() -> None:
+    assert CONVERTER.unstructure(MOMENT) == "2026-11-30T02:40:00.123Z"
+    whole_second = MOMENT.replace(microsecond=0)
+    assert CONVERTER.unstructure(whole_second) == "2026-11-30T02:40:00.000Z"
+
+
+def test_a_summary_is_written_with_camel_case_keys_in_the_wire_order_and_no_absent_end() -> None:
+    summary = RunSummary(
+        run_id="r1", kind="single", status="running", created_at=MOMENT, label="live"
+    )
+    written = CONVERTER.unstructure(RunList(runs=(summary,)))
+    assert written == {
+        "runs": [
+            {
+                "runId": "r1",
+                "kind": "single",
+                "status": "running",
+                "createdAt": "2026-11-30T02:40:00.123Z",
+                "label": "live",
+            }
+        ]
+    }
+    ended = RunSummary("r2", "chain", "completed", MOMENT, ended_at=MOMENT + timedelta(seconds=1))
+    assert list(CONVERTER.unstructure(ended)) == ["runId", "kind", "status", "createdAt", "endedAt"]
+
+
+def test_what_a_child_reports_is_written_as_the_domain_keeps_it() -> None:
+    assert CONVERTER.unstructure(Usage(1, 2, 3, 4)) == {
+        "inputTokens": 1,
+        "outputTokens": 2,
+        "cacheReadTokens": 3,
+        "cacheWriteTokens": 4,
+    }
+    # No leftovers is still said: the field has a default, but not None.
+    assert CONVERTER.unstructure(Resources(0.5, 1024, 2)) == {
+        "cpuSeconds": 0.5,
+        "peakRssBytes": 1024,
+        "processes": 2,
+        "leftoversEnded": 0,
+    }
+    assert CONVERTER.unstructure(Diagnostic("warning", "w", "m")) == {
+        "severity": "warning",
+        "code": "w",
+        "message": "m",
+    }
+
+
+def test_an_error_without_data_is_written_without_a_data_key() -> None:
+    assert CONVERTER.unstructure(ErrorInfo("exit", "exited 1", {})) == {
+        "code": "exit",
+        "message": "exited 1",
+    }
+    assert CONVERTER.unstructure(ErrorInfo("exit", "exited 1", {"exitCode": 1})) == {
+        "code": "exit",
+        "message": "exited 1",
+        "data": {"exitCode": 1},
+    }
