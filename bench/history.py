@@ -54,10 +54,11 @@ from runs import (
     wait_ready,
 )
 
-from subagent_host.runs.state import ChildRun, Run, RunBook, RunKind, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.store import rows as stored_rows
 from subagent_host.store import writes
 from subagent_host.store.database import Database
+from subagent_host.values import RunKind
 from subagent_host.values.facts import OutputInfo
 
 SESSION: Final = "bench-session"
@@ -68,7 +69,7 @@ STREAM_LINES: Final = 20_000
 
 
 def finished_run(run_id: str, session_id: str, created: datetime) -> Run:
-    book = RunBook(clock=lambda: created)
+    book = RunStateMachine(clock=lambda: created)
     run = Run(
         run_id=run_id,
         session_id=session_id,

@@ -36,12 +36,13 @@ from subagent_host.config import (
     PARALLEL_OUTPUT_CAP_LINES,
     ServerConfig,
 )
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.snapshot_file import snapshot_writer
 from subagent_host.handlers.table import build_method_table
 from subagent_host.planning.projection import seal
 from subagent_host.planning.stored_workflow import workflow_record
+from subagent_host.planning.toolchain import Toolchain
 from subagent_host.planning.views import Projection
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
@@ -54,9 +55,9 @@ from subagent_host.rpc.stdio import (
     open_input,
     open_output,
 )
-from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
+from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator, WorkflowRecords
 from subagent_host.runs.scheduler import Slots
-from subagent_host.runs.state import EventListener, Run, RunBook, RunEvent
+from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.store.face import RunStore
 
 logger = logging.getLogger(__name__)
@@ -113,13 +114,13 @@ def build_run_manager(
     workflow_records: WorkflowRecords | None = None,
     sessions: SessionFiles | None = None,
     new_run_id: Callable[[], str] | None = None,
-) -> RunManager:
-    return RunManager(
+) -> RunOrchestrator:
+    return RunOrchestrator(
         new_run_id=new_run_id or (lambda: uuid.uuid4().hex),
         supervisor=supervisor,
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
-        book=RunBook(listener=listener),
+        book=RunStateMachine(listener=listener),
         caps=OutputCaps(
             bytes=config.output_cap_bytes,
             lines=config.output_cap_lines,
@@ -236,14 +237,13 @@ async def _serve_with_store(
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
     probes.start([backend.executable for backend in backends.values() if backend.executable])
-    ctx = Context(
-        probes=probes,
+    ctx = HandlerContext(
         config=config,
         session_id=config.session_id or new_session_id(),
         runs=runs,
         store=store,
         progress=publisher,
-        adapters=backends,
+        toolchain=Toolchain(backends, probes),
         process_tracking=supervisor.mode.value,
     )
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)

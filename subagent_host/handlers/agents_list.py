@@ -10,12 +10,12 @@ files' problems.
 from __future__ import annotations
 
 from subagent_host.agents.effective import effective
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import AgentInfo, AgentsListParams, AgentsListResult
 from subagent_host.values.facts import Diagnostic
 
 
-async def handle(_params: AgentsListParams, ctx: Context) -> AgentsListResult:
+async def handle(_params: AgentsListParams, ctx: HandlerContext) -> AgentsListResult:
     catalog = await ctx.agent_catalog()
     settings = ctx.config.settings
     agents = []

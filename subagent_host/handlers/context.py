@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
 
-from subagent_host.backends.base import Backend
-from subagent_host.backends.probe import VersionProbes
 from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.planning.plan import ServerLimits
+from subagent_host.planning.toolchain import Toolchain
 from subagent_host.rpc.wire import SpawnParams
-from subagent_host.runs.manager import RunManager
+from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.store.face import RunStore
 
 if TYPE_CHECKING:
@@ -26,22 +24,20 @@ if TYPE_CHECKING:
 
 
 @attrs.define
-class Context:
+class HandlerContext:
     """Per-connection state shared by the handlers (one client per process, CONTRACT §1)."""
 
     config: ServerConfig
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
-    runs: RunManager
+    runs: RunOrchestrator
     store: RunStore
     """Runs wherever they are (live in memory or recorded on disk), and approvals."""
     progress: EventPublisher
     methods: tuple[str, ...] = ()
     """The methods this server answers, as `ping` lists them."""
-    adapters: Mapping[str, Backend] = attrs.field(factory=dict)
-    """The backends that can run here, by id."""
-    probes: VersionProbes | None = None
-    """Agent CLI versions (`--version`, probed once each)."""
+    toolchain: Toolchain = attrs.Factory(Toolchain)
+    """The backends that can run here, and their CLIs' versions (probed once each)."""
     process_tracking: str = "marker"
     """How the supervisor finds every process a child started (`ping` reports it)."""
 
@@ -59,7 +55,7 @@ class Context:
 
         return check_spawn(
             params,
-            backends=self.adapters,
+            backends=self.toolchain.adapters,
             limits=self.limits,
             depth=self.config.depth,
             server_cwd=os.getcwd(),
@@ -80,7 +76,7 @@ class Context:
 
     @property
     def backends(self) -> frozenset[str]:
-        return frozenset(self.adapters)
+        return self.toolchain.ids
 
     @property
     def limits(self) -> ServerLimits:

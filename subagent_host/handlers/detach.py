@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import DetachParams
 
 logger = logging.getLogger(__name__)
 
 
-def handle(params: DetachParams, ctx: Context) -> None:
+def handle(params: DetachParams, ctx: HandlerContext) -> None:
     run = ctx.runs.get(params.run_id)
     if run is None or run.session_id != ctx.session_id:
         logger.debug("run/detach: no run %s of this session here", params.run_id)

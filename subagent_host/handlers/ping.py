@@ -9,10 +9,9 @@ from subagent_host import PROTOCOL_VERSION, SERVER_NAME, __version__
 from subagent_host.config import (
     ServerConfig,
 )
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import (
     Admission,
-    BackendInfo,
     Limits,
     PingParams,
     PingResult,
@@ -20,7 +19,7 @@ from subagent_host.rpc.wire import (
 )
 
 
-def handle(params: PingParams, ctx: Context) -> PingResult:
+def handle(params: PingParams, ctx: HandlerContext) -> PingResult:
     """Answer `pong`; with `sessionId`, bind this connection to that session first.
 
     Synchronous on purpose: ping waits for nothing, so it is answered inline
@@ -34,7 +33,7 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
         protocol_version=PROTOCOL_VERSION,
         session_id=ctx.session_id,
         methods=ctx.methods,
-        backends=tuple(_backend_info(ctx, name) for name in sorted(ctx.adapters)),
+        backends=ctx.toolchain.describe(),
         limits=limits_of(ctx.config),
         process_tracking=ctx.process_tracking,
         persistence=ctx.store.persistence,
@@ -43,18 +42,6 @@ def handle(params: PingParams, ctx: Context) -> PingResult:
 
 
 SERVER_INFO: Final = ServerInfo(name=SERVER_NAME, version=__version__)
-
-
-def _backend_info(ctx: Context, name: str) -> BackendInfo:
-    """Can this backend run here? An agent CLI must be on the server's PATH, as found at
-    start (a spawn may still give its own PATH in `env`). No file system work: ping is
-    answered inline."""
-    program = ctx.adapters[name].executable
-    if not program or ctx.probes is None:
-        return BackendInfo(id=name, available=True)
-    if ctx.probes.locate(program):
-        return BackendInfo(id=name, available=True, version=ctx.probes.cached(program))
-    return BackendInfo(id=name, available=False, reason=f"{program!r} is not on the server's PATH")
 
 
 @functools.cache

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import attrs
 
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.resume_preflight import preflight_resume
 from subagent_host.planning.preview import probe, versioned_receipts
 from subagent_host.rpc.wire import PreflightParams, PreflightResult
@@ -24,7 +24,7 @@ from subagent_host.values.facts import Diagnostic
 LAUNCH_FIELDS = ("prompt", "agent", "command", "tasks", "chain", "workflow")
 
 
-async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
+async def handle(params: PreflightParams, ctx: HandlerContext) -> PreflightResult:
     if params.resume is not None:
         if any(getattr(params, name) is not None for name in LAUNCH_FIELDS):
             return PreflightResult(
@@ -40,14 +40,14 @@ async def handle(params: PreflightParams, ctx: Context) -> PreflightResult:
     plan = checked.plan
     if plan is None:
         return PreflightResult(accepted=False, diagnostics=checked.diagnostics)
-    diagnostics = [*checked.diagnostics, *probe(plan, ctx.adapters)]
+    diagnostics = [*checked.diagnostics, *probe(plan, ctx.toolchain.adapters)]
     accepted = not any(d.severity == "error" for d in diagnostics)
     result = PreflightResult(
         accepted=accepted,
         diagnostics=tuple(diagnostics),
         fingerprint=plan.fingerprint,
         plan=plan.normalized,
-        receipts=await versioned_receipts(plan, ctx.adapters, ctx.limits, ctx.probes),
+        receipts=await versioned_receipts(plan, ctx.toolchain, ctx.limits),
     )
     if not accepted:
         return result

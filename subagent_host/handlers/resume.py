@@ -14,7 +14,7 @@ from typing import NoReturn
 import attrs
 
 from subagent_host.errors import AmbiguousRunId, ResumeDenied, RunNotFound
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.fingerprint import digest
 from subagent_host.resuming.definition_check import definition_check
@@ -30,7 +30,7 @@ def deny(reason: str, message: str, **detail: object) -> NoReturn:
     raise ResumeDenied(f"resume denied: {message}", data={"reason": reason, **detail})
 
 
-async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
+async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     if params.mode is not None and params.mode not in MODES:
         raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(sorted(MODES))}")])
     if (unavailable := ctx.store.needs_durable("resume tokens")) is not None:
@@ -77,11 +77,11 @@ async def handle(params: ResumeParams, ctx: Context) -> RunSnapshot:
         restore_events(run, retained)
     target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
-    child = resumed_child(target, grant.message, env, ctx.adapters)
+    child = resumed_child(target, grant.message, env, ctx.toolchain.adapters)
     ctx.runs.resume(run, target.index, child, workflow=target.workflow)
     return await reply_with_run(ctx, run, resume_mode(params.mode, run, ctx))
 
 
-def resume_mode(asked: str | None, run: Run, ctx: Context) -> str:
+def resume_mode(asked: str | None, run: Run, ctx: HandlerContext) -> str:
     """The request's mode, else the mode the run's spawn used, else `default_mode`."""
     return asked or run.mode or ctx.config.settings.default_mode or "background"

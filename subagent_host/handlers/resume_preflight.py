@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.planning.fingerprint import digest
 from subagent_host.planning.plan import EMPTY_PROMPT, is_empty_prompt
 from subagent_host.resuming.definition_check import definition_check
@@ -20,7 +20,7 @@ from subagent_host.runs.state import utc_now
 from subagent_host.values.facts import Diagnostic
 
 
-async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightResult:
+async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> PreflightResult:
     overrides = request.overrides or {}
     try:
         target = await resolve_target(
@@ -36,7 +36,7 @@ async def preflight_resume(request: ResumeRequest, ctx: Context) -> PreflightRes
     except ResumeRefused as refused:
         diagnostic = Diagnostic("error", refused.code, refused.message, refused.path)
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
-    resumed = resumed_child(target, request.message, None, ctx.adapters)
+    resumed = resumed_child(target, request.message, None, ctx.toolchain.adapters)
     if is_empty_prompt(resumed.backend, resumed.prompt):  # as a spawn's prompt would be
         diagnostic = Diagnostic(
             "error",

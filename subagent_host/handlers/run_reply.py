@@ -15,7 +15,7 @@ import asyncio
 import logging
 
 from subagent_host.errors import RecordFailed, RequestCancelled
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.wire import RunSnapshot
 from subagent_host.runs.state import Run
@@ -23,7 +23,7 @@ from subagent_host.runs.state import Run
 logger = logging.getLogger(__name__)
 
 
-async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
+async def reply_with_run(ctx: HandlerContext, run: Run, mode: str) -> RunSnapshot:
     if mode == "task":
         try:
             await ctx.runs.wait_for_reply(run)
@@ -41,6 +41,6 @@ async def reply_with_run(ctx: Context, run: Run, mode: str) -> RunSnapshot:
     return run_snapshot(run)
 
 
-async def _abandon(ctx: Context, run: Run) -> None:
+async def _abandon(ctx: HandlerContext, run: Run) -> None:
     with ctx.store.unrecorded(run):
         await ctx.runs.abandon(run, reason="the run could not be recorded")

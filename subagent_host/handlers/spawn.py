@@ -7,7 +7,7 @@ from typing import Final, NoReturn
 import attrs
 
 from subagent_host.errors import LaunchRejected
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.check import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
@@ -25,7 +25,7 @@ PREFLIGHT_REQUIRED: Final = Diagnostic(
 )
 
 
-async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
+async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     """Resolve and launch; `background` answers at once, `task` when the run has ended.
 
     A cancelled task-mode spawn stops its run and answers -32800 with the final snapshot.
@@ -44,7 +44,7 @@ async def handle(params: SpawnParams, ctx: Context) -> RunSnapshot:
     return await reply_with_run(ctx, run, resolved.mode)
 
 
-async def _take_preflight(ctx: Context, preflight_id: str, resolved: ResolvedSpawn) -> None:
+async def _take_preflight(ctx: HandlerContext, preflight_id: str, resolved: ResolvedSpawn) -> None:
     """The launch must be the one that preflight approved: same plan, same session, in time."""
     fingerprint = resolved.plan.fingerprint
     if (unavailable := ctx.store.needs_durable("preflight ids")) is not None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import attrs
 
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import event_wire, run_snapshot
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import RunList, RunSnapshot, StatusParams
 
 
-async def handle(params: StatusParams, ctx: Context) -> RunSnapshot | RunList:
+async def handle(params: StatusParams, ctx: HandlerContext) -> RunSnapshot | RunList:
     """Runs of earlier server processes on this state directory are included."""
     if params.run_id is None:
         if params.since is not None:

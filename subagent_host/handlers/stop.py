@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from subagent_host.errors import RunNotFound
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import RunSnapshot, StopParams
@@ -14,7 +14,7 @@ from subagent_host.values import MAX_DURATION_MS
 DEFAULT_REASON: Final = "stopped by the client"
 
 
-async def handle(params: StopParams, ctx: Context) -> RunSnapshot:
+async def handle(params: StopParams, ctx: HandlerContext) -> RunSnapshot:
     """Answer the terminal snapshot; a run that had already ended comes back unchanged."""
     if params.grace_ms is not None and not 0 <= params.grace_ms <= MAX_DURATION_MS:
         raise InvalidParams([ParamProblem("graceMs", f"must be 0..{MAX_DURATION_MS}")])

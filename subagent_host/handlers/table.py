@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from subagent_host.handlers import detach, ping
-from subagent_host.handlers.context import Context
+from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
     AgentsListParams,
@@ -28,14 +28,14 @@ from subagent_host.rpc.wire import (
     StopParams,
 )
 
-AsyncHandler = Callable[[Any, Context], Awaitable[Any]]
-SyncHandler = Callable[[Any, Context], Any]
+AsyncHandler = Callable[[Any, HandlerContext], Awaitable[Any]]
+SyncHandler = Callable[[Any, HandlerContext], Any]
 
 
 def later(module: str) -> AsyncHandler:
     """The async `handle` of `handlers/<module>.py`, imported when first called."""
 
-    async def handle(params: Any, ctx: Context) -> Any:
+    async def handle(params: Any, ctx: HandlerContext) -> Any:
         return await _handler(module)(params, ctx)
 
     return handle
@@ -62,7 +62,7 @@ NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
 }
 
 
-def build_method_table(ctx: Context) -> dict[str, Method]:
+def build_method_table(ctx: HandlerContext) -> dict[str, Method]:
     """Bind every handler to this connection's context; record the list `ping` reports."""
     ctx.methods = tuple(sorted(ENTRIES))
     table = {
@@ -74,7 +74,7 @@ def build_method_table(ctx: Context) -> dict[str, Method]:
     return table
 
 
-def _bind(handler: AsyncHandler | SyncHandler, ctx: Context) -> Callable[[Any], Any]:
+def _bind(handler: AsyncHandler | SyncHandler, ctx: HandlerContext) -> Callable[[Any], Any]:
     """Close over the context, keeping the handler async or sync as it was written."""
     if inspect.iscoroutinefunction(handler):
 

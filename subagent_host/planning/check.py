@@ -34,8 +34,7 @@ from subagent_host.planning.request import (
 )
 from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
-from subagent_host.runs.state import RunKind
-from subagent_host.values import MODES
+from subagent_host.values import MODES, RunKind
 from subagent_host.values.facts import Diagnostic
 
 MAX_CHAIN_ITEMS: Final = 32

@@ -15,8 +15,7 @@ import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
-from subagent_host.runs.state import RunKind
-from subagent_host.values import FULL
+from subagent_host.values import FULL, RunKind
 
 
 @attrs.frozen

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 import attrs
 
 from subagent_host.backends.base import Backend
-from subagent_host.backends.probe import VersionProbes, find_executable
+from subagent_host.backends.probe import find_executable
 from subagent_host.planning.plan import LaunchPlan, ServerLimits, prepared
 from subagent_host.planning.receipts import receipts
+from subagent_host.planning.toolchain import Toolchain
 from subagent_host.planning.views import Access, Receipts
 from subagent_host.values.facts import Diagnostic
 
@@ -38,12 +39,10 @@ def probe(plan: LaunchPlan, backends: Mapping[str, Backend]) -> list[Diagnostic]
 
 
 async def versioned_receipts(
-    plan: LaunchPlan,
-    backends: Mapping[str, Backend],
-    limits: ServerLimits,
-    probes: VersionProbes | None,
+    plan: LaunchPlan, toolchain: Toolchain, limits: ServerLimits
 ) -> Receipts:
     """The plan's receipts, each agent child's with its CLI's version (None: it gave none)."""
+    backends, probes = toolchain.adapters, toolchain.probes
     described = receipts(plan, backends, plan.access or Access(), limits)
     if probes is None:
         return described

@@ -34,9 +34,10 @@ from subagent_host.planning.stored_workflow import (
 )
 from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
-from subagent_host.runs.manager import RunManager
-from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunKind, RunStatus
+from subagent_host.runs.orchestrator import RunOrchestrator
+from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStatus
 from subagent_host.store.face import RunStore
+from subagent_host.values import RunKind
 
 AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
@@ -70,7 +71,7 @@ class Target:
 
 async def resolve_target(
     store: RunStore,
-    manager: RunManager,
+    manager: RunOrchestrator,
     session_id: str,
     run_id: str,
     index: int | None,
@@ -167,7 +168,7 @@ async def resolve_target(
 
 
 async def _check_session(
-    manager: RunManager, run: Run, child: ChildRun, projection: Projection
+    manager: RunOrchestrator, run: Run, child: ChildRun, projection: Projection
 ) -> str | None:
     """Refuse unless the CLI session the attempt continues is still what it left.
 
@@ -221,7 +222,7 @@ def _check_agent(check_agent: AgentCheck | None, agent: AgentRef) -> None:
 
 
 async def _workflow(
-    store: RunStore, manager: RunManager, run: Run, step: int
+    store: RunStore, manager: RunOrchestrator, run: Run, step: int
 ) -> tuple[dict[str, Any], RunPlan, dict[int, str] | None]:
     """The workflow's definition record and plan; its children's texts when they are read
     from the store (None: this server's runner has them)."""

@@ -34,6 +34,7 @@ from subagent_host.planning.request import (
 from subagent_host.planning.views import VIEWS, Contract, NormalizedPlan, Receipts, to_json
 from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
 from subagent_host.values.facts import (
+    BackendInfo,
     Diagnostic,
     ErrorInfo,
     OutputInfo,
@@ -97,15 +98,6 @@ class PingParams:
 class ServerInfo:
     name: str
     version: str
-
-
-@attrs.frozen
-class BackendInfo:
-    id: str
-    available: bool
-    version: str | None = None
-    reason: str | None = None
-    """Why the backend is unavailable, when it is."""
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.settling import Settler, StopCause
-from subagent_host.runs.state import ChildRun, Run, RunBook, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.values.facts import ErrorInfo
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class ChildRunner:
         supervisor: Supervisor,
         backends: Mapping[str, Backend],
         slots: Slots,
-        book: RunBook,
+        book: RunStateMachine,
         settler: Settler,
         caps: OutputCaps,
         server_env: Mapping[str, str],

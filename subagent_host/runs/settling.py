@@ -14,7 +14,8 @@ import attrs
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
-from subagent_host.runs.state import ChildRun, Run, RunBook, RunKind, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
+from subagent_host.values import RunKind
 from subagent_host.values.facts import ErrorInfo, OutputInfo
 
 
@@ -33,7 +34,7 @@ class StopCause:
 class Settler:
     """Moves children and runs to their one terminal status through the run book."""
 
-    def __init__(self, book: RunBook, caps: OutputCaps) -> None:
+    def __init__(self, book: RunStateMachine, caps: OutputCaps) -> None:
         self._book = book
         self._caps = caps
         self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it

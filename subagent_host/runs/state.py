@@ -1,9 +1,9 @@
 """The run state machine: one place where a run, a child or a workflow step changes status.
 
-`RunBook.transition`, `RunBook.transition_child` and `RunBook.transition_step`
-are the only code that assigns a status. They check `NEXT` (`STEP_NEXT` for
+`RunStateMachine`'s `transition`, `transition_child` and `transition_step` are
+the only code that assigns a status. They check `NEXT` (`STEP_NEXT` for
 steps), stamp the time, check that a terminal status carries the facts the
-contract requires (CONTRACT §3), and append a `run/event` with the run's next
+protocol requires (protocol.md §12), and append a `run/event` with the run's next
 `seq` (a step's status shows in snapshots only: it has no event of its own). A
 transition out of a terminal status is refused (returns False), so every race
 — exit, stop, timeout, stall, disconnect, a dead server's recovery — resolves
@@ -22,6 +22,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
+from subagent_host.values import RunKind
 from subagent_host.values.facts import Diagnostic, ErrorInfo, OutputInfo, Resources, Usage
 
 
@@ -61,13 +62,6 @@ MAX_EVENTS_KEPT: Final = 10_000
 MAX_EVENT_BYTES_KEPT: Final = 8 * 1024 * 1024
 # What an event weighs besides its text: type, time, index and status as stored and sent.
 EVENT_OVERHEAD_BYTES: Final = 128
-
-
-class RunKind(enum.StrEnum):
-    SINGLE = "single"
-    PARALLEL = "parallel"
-    CHAIN = "chain"
-    WORKFLOW = "workflow"
 
 
 @attrs.frozen
@@ -283,7 +277,7 @@ CHILD_REQUIRED_FACTS: Final[Mapping[RunStatus, tuple[str, ...]]] = {
 }
 
 
-class RunBook:
+class RunStateMachine:
     """Applies status changes and appends events; notifies one listener per event."""
 
     def __init__(self, clock: Clock = utc_now, listener: EventListener | None = None) -> None:

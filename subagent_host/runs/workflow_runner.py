@@ -11,7 +11,7 @@ output: the texts are kept per child (capped like `{previous}`), in memory and
 in the store.
 
 Each child goes the one way every child goes (`ChildRunner.run`); each step's
-status moves through the run book's step transitions (`RunBook.transition_step`),
+status moves through the run book's step transitions (`RunStateMachine.transition_step`),
 one terminal status per step, as a run's and a child's do.
 """
 
@@ -46,7 +46,7 @@ from subagent_host.runs.state import (
     STEP_TERMINAL,
     ChildRun,
     Run,
-    RunBook,
+    RunStateMachine,
     RunStatus,
     StepState,
     WorkflowState,
@@ -76,7 +76,7 @@ class WorkflowRunner:
     plan: RunPlan
     """The workflow plan and its item templates (with their environment values)."""
     children: ChildRunner
-    book: RunBook
+    book: RunStateMachine
     settler: Settler
     records: WorkflowRecords
     backends: Mapping[str, Backend]

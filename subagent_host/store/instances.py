@@ -17,7 +17,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.sessions import Seal
-from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunBook, RunStatus
+from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.store.database import Database
 from subagent_host.store.reads import assemble
 from subagent_host.store.records import child_from_record, child_record, dumps
@@ -75,7 +75,7 @@ def recover(
     store: Database,
     instance_id: str,
     is_alive: Callable[[int, float], bool],
-    book: RunBook,
+    book: RunStateMachine,
     seal: Callable[[ChildRun], Seal | None] | None = None,
 ) -> tuple[list[str], list[Leftover]]:
     """Mark runs of server instances that are gone `interrupted`, once; say what they left.
@@ -254,7 +254,7 @@ def seal_interrupted(
 
 
 def _interrupt(
-    book: RunBook, run: Run, reason: str, seal: Callable[[ChildRun], Seal | None] | None
+    book: RunStateMachine, run: Run, reason: str, seal: Callable[[ChildRun], Seal | None] | None
 ) -> None:
     for child in run.children:
         if child.status not in TERMINAL:

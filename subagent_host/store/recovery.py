@@ -20,7 +20,7 @@ from collections.abc import Callable
 from subagent_host.backends.liveness import process_is_alive, this_process
 from subagent_host.backends.sessions import SEALED_AT_RECOVERY, Seal, SessionFiles
 from subagent_host.backends.supervisor import Supervisor
-from subagent_host.runs.state import ChildRun, RunBook, utc_now
+from subagent_host.runs.state import ChildRun, RunStateMachine, utc_now
 from subagent_host.store import instances
 from subagent_host.store.database import Database
 
@@ -50,7 +50,7 @@ async def start_instance(
     seal = _sealer(sessions)
 
     interrupted, _ = await store.call(
-        instances.recover, store, instance, process_is_alive, RunBook(), seal
+        instances.recover, store, instance, process_is_alive, RunStateMachine(), seal
     )
     if interrupted:
         logger.warning(

@@ -26,6 +26,15 @@ class Framing(enum.StrEnum):
     NDJSON = "ndjson"
 
 
+class RunKind(enum.StrEnum):
+    """The shapes of a launch (protocol.md §3): one child, parallel tasks, a chain, a workflow."""
+
+    SINGLE = "single"
+    PARALLEL = "parallel"
+    CHAIN = "chain"
+    WORKFLOW = "workflow"
+
+
 # The framing option's values: either framing, or `auto` (resolved from the first byte).
 FRAMINGS: Final = ("auto", *Framing)
 

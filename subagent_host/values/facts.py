@@ -88,3 +88,14 @@ class RunSummary:
     label: str | None = None
     ended_at: datetime | None = None
     """None while the run goes on (and for a run reopened by a resume)."""
+
+
+@attrs.frozen
+class BackendInfo:
+    """Whether a backend can run here, and its CLI's version when it was probed."""
+
+    id: str
+    available: bool
+    version: str | None = None
+    reason: str | None = None
+    """Why the backend is unavailable, when it is."""

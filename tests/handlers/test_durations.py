@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.wire import ChildSnapshot, RunSnapshot, timestamp
-from subagent_host.runs.state import ChildRun, Run, RunKind, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunStatus
+from subagent_host.values import RunKind
 
 START = datetime(2026, 12, 1, 12, 0, 0, 900, tzinfo=UTC)  # .000900: reads .000
 END = datetime(2026, 12, 1, 12, 0, 1, 100, tzinfo=UTC)  # .000100: reads .000

@@ -19,7 +19,7 @@ from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.state import Run, RunStatus
 from tests.backends.conftest import processes_with_marker
 from tests.planning.conftest import LIMITS
-from tests.runs.test_manager import Harness
+from tests.runs.test_orchestrator import Harness
 
 
 class CountingBackend(CommandBackend):

@@ -23,7 +23,7 @@ from subagent_host.planning.plan import (
 )
 from subagent_host.planning.views import to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
-from subagent_host.runs.state import RunKind
+from subagent_host.values import RunKind
 from tests.planning.conftest import LIMITS
 from tests.special_files import NOT_REGULAR, shm_path
 

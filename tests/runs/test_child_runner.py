@@ -12,9 +12,10 @@ from subagent_host.runs.child_runner import ChildRunner
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.settling import Settler
-from subagent_host.runs.state import ChildRun, Run, RunBook, RunEvent, RunKind, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
+from subagent_host.values import RunKind
 from tests.backends.conftest import processes_with_marker
-from tests.runs.test_manager import CAPS, command
+from tests.runs.test_orchestrator import CAPS, command
 from tests.waits import loop_turns
 
 WAIT_S = 30.0
@@ -26,13 +27,13 @@ def new_run(run_id: str) -> Run:
         session_id="s1",
         kind=RunKind.SINGLE,
         fingerprint="sha256:v1:" + "0" * 64,
-        created_at=RunBook().now(),
+        created_at=RunStateMachine().now(),
         children=[ChildRun(index=0, backend="command")],
     )
 
 
 def new_runner(slots: Slots, events: list[RunEvent]) -> ChildRunner:
-    book = RunBook(listener=lambda _run, event: events.append(event))
+    book = RunStateMachine(listener=lambda _run, event: events.append(event))
     return ChildRunner(
         supervisor=Supervisor(),
         backends={"command": CommandBackend()},

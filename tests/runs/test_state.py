@@ -11,9 +11,8 @@ from subagent_host.runs.state import (
     MAX_EVENTS_KEPT,
     ChildRun,
     Run,
-    RunBook,
     RunEvent,
-    RunKind,
+    RunStateMachine,
     RunStatus,
     StepState,
     TerminalFactsMissing,
@@ -21,6 +20,7 @@ from subagent_host.runs.state import (
     event_bytes,
     restore_events,
 )
+from subagent_host.values import RunKind
 from subagent_host.values.facts import ErrorInfo, OutputInfo
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -39,7 +39,7 @@ def make_run() -> Run:
 
 def test_the_first_terminal_status_wins_and_is_kept() -> None:
     seen: list[RunEvent] = []
-    book = RunBook(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
+    book = RunStateMachine(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
     run = make_run()
     assert book.transition(run, RunStatus.RUNNING)
     assert book.transition(run, RunStatus.CANCELLED, reason="stopped")
@@ -50,7 +50,7 @@ def test_the_first_terminal_status_wins_and_is_kept() -> None:
 
 
 def test_terminal_statuses_require_their_facts() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     with pytest.raises(TerminalFactsMissing):
         book.transition(run, RunStatus.FAILED)
@@ -61,7 +61,7 @@ def test_terminal_statuses_require_their_facts() -> None:
 
 
 def test_output_partial_must_match_the_status() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     partial = OutputInfo("x", False, 1, 1, partial=True)
     with pytest.raises(TerminalFactsMissing):
         book.transition(make_run(), RunStatus.COMPLETED, output=partial)
@@ -71,7 +71,7 @@ def test_output_partial_must_match_the_status() -> None:
 
 
 def test_child_events_share_the_run_sequence() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     child = run.children[0]
     book.transition(run, RunStatus.RUNNING)
@@ -88,7 +88,7 @@ def test_child_events_share_the_run_sequence() -> None:
 
 
 def test_event_history_is_bounded_while_seq_keeps_counting() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     for _ in range(MAX_EVENTS_KEPT + 5):
         book.emit(run, "output", index=0, text="x")
@@ -98,7 +98,7 @@ def test_event_history_is_bounded_while_seq_keeps_counting() -> None:
 
 
 def test_event_history_is_bounded_in_bytes_oldest_first() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "x" * (256 * 1024)  # one read of a chatty child's stdout
     chunks = MAX_EVENT_BYTES_KEPT // len(chunk) * 3
@@ -112,7 +112,7 @@ def test_event_history_is_bounded_in_bytes_oldest_first() -> None:
 
 
 def test_text_is_weighed_in_utf8_bytes() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "é" * (MAX_EVENT_BYTES_KEPT // 4)  # two bytes each: half the budget per event
     for _ in range(3):
@@ -121,7 +121,7 @@ def test_text_is_weighed_in_utf8_bytes() -> None:
 
 
 def test_the_newest_event_is_kept_even_over_the_byte_budget() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     book.emit(run, "output", index=0, text="small")
     book.emit(run, "output", index=0, text="x" * (MAX_EVENT_BYTES_KEPT + 1))
@@ -129,7 +129,7 @@ def test_the_newest_event_is_kept_even_over_the_byte_budget() -> None:
 
 
 def test_a_released_log_is_empty_and_restored_events_count_again() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "x" * (MAX_EVENT_BYTES_KEPT // 3)
     for _ in range(2):
@@ -153,7 +153,7 @@ def make_workflow_run() -> Run:
 
 def test_a_step_runs_then_ends_once_and_refuses_any_later_status() -> None:
     seen: list[RunEvent] = []
-    book = RunBook(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
+    book = RunStateMachine(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
     run = make_workflow_run()
     assert run.workflow is not None
     step, later = run.workflow.steps
@@ -169,7 +169,7 @@ def test_a_step_runs_then_ends_once_and_refuses_any_later_status() -> None:
 
 
 def test_only_a_step_that_ended_is_reopened_and_then_it_ends_once_more() -> None:
-    book = RunBook(clock=lambda: T0)
+    book = RunStateMachine(clock=lambda: T0)
     run = make_workflow_run()
     assert run.workflow is not None
     step, later = run.workflow.steps

@@ -29,13 +29,13 @@ from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLi
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Projection, to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
-from subagent_host.runs.manager import OutputCaps, RunManager, WorkflowRecords
+from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator, WorkflowRecords
 from subagent_host.runs.scheduler import Slots
-from subagent_host.runs.state import ChildRun, Run, RunBook, RunEvent, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
 from tests.backends.conftest import processes_with_marker
-from tests.runs.test_manager import assert_terminal_table
+from tests.runs.test_orchestrator import assert_terminal_table
 from tests.waits import loop_turns, still_running
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
@@ -121,11 +121,11 @@ class Harness:
         self.changed = asyncio.Event()
         self.records = Records()
         self.backends: dict[str, Backend] = {"command": CommandBackend()}
-        self.manager = RunManager(
+        self.manager = RunOrchestrator(
             supervisor=Supervisor(),
             backends=self.backends,
             slots=Slots(slots),
-            book=RunBook(listener=self.record),
+            book=RunStateMachine(listener=self.record),
             caps=caps(previous_bytes),
             server_env=os.environ,
             depth=0,

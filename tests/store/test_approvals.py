@@ -16,7 +16,7 @@ from subagent_host.runs.approvals import (
     preflight_refusal,
     token_refusal,
 )
-from subagent_host.runs.state import RunBook, utc_now
+from subagent_host.runs.state import RunStateMachine, utc_now
 from subagent_host.store.face import RunStore
 from tests.store.test_store import make_run, ticking
 
@@ -32,7 +32,7 @@ async def store(tmp_path: Path) -> AsyncIterator[RunStore]:
     supervisor = Supervisor()
     try:
         await (await opened.start(supervisor, grace_ms=0))  # nothing to recover here
-        book = RunBook(clock=ticking(), listener=opened.record)
+        book = RunStateMachine(clock=ticking(), listener=opened.record)
         book.created(make_run("r1"))
         await opened.written()
         yield opened

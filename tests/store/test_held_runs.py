@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from subagent_host.runs.state import Run, RunBook, RunStatus
+from subagent_host.runs.state import Run, RunStateMachine, RunStatus
 from subagent_host.store import instances
 from subagent_host.store.database import Database
 from subagent_host.store.recorder import HOLD_S, Recorder
@@ -52,7 +52,7 @@ async def test_a_task_run_that_ends_in_a_few_turns_is_one_write(store: Database)
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = task_run(run_ids)
     commits = store.commits
 
@@ -76,7 +76,7 @@ async def test_a_held_run_still_running_is_written_once_its_hold_is_over(
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = task_run(run_ids)
     loop = asyncio.get_running_loop()
     submitted = asyncio.Event()
@@ -104,7 +104,7 @@ async def test_whoever_waits_for_the_disk_ends_every_hold(store: Database) -> No
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = task_run(run_ids)
 
     book.created(run)
@@ -118,7 +118,7 @@ async def test_a_run_whose_id_is_not_reserved_on_disk_is_written_at_once(
 ) -> None:
     run_ids = RunIds()  # its reservation never written: no id is covered
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     unreserved, background = task_run(run_ids), make_run("r-background", mode="background")
 
     book.created(unreserved)
@@ -135,7 +135,7 @@ async def test_new_ids_are_reserved_with_a_later_write_before_the_first_batch_ru
     run_ids = RunIds(batch=4)
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     taken = [run_ids.take() for _ in range(3)]  # the fourth batch id is left: time to refill
 
     book.created(make_run("r-carrier", mode="background"))  # a write to carry the reservation
@@ -154,13 +154,13 @@ async def test_recovery_queues_the_marker_scan_for_a_dead_servers_unwritten_rese
     run_ids = RunIds(batch=4)
     await started(store, run_ids)
     written, unwritten = run_ids.take(), run_ids.take()
-    book = RunBook(clock=ticking(), listener=Recorder(store, ME, 10, run_ids))
+    book = RunStateMachine(clock=ticking(), listener=Recorder(store, ME, 10, run_ids))
     book.created(make_run(written))
     await asyncio.sleep(0)
     await store.settled()
 
     interrupted, _ = await store.call(
-        instances.recover, store, "later", lambda _pid, _ct: False, RunBook(clock=ticking())
+        instances.recover, store, "later", lambda _pid, _ct: False, RunStateMachine(clock=ticking())
     )
 
     assert interrupted == [written]  # stored: marked interrupted as ever
@@ -176,7 +176,7 @@ async def test_a_server_that_ends_gives_its_reserved_ids_back(store: Database) -
 
     await store.call(instances.end_instance, store, ME, ticking()())
     await store.call(
-        instances.recover, store, "later", lambda _pid, _ct: False, RunBook(clock=ticking())
+        instances.recover, store, "later", lambda _pid, _ct: False, RunStateMachine(clock=ticking())
     )
 
     assert await store.call(instances.pending_cleanups, store) == ([], [])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent_host.runs.state import Run, RunBook, RunStatus
+from subagent_host.runs.state import Run, RunStateMachine, RunStatus
 from subagent_host.store import reads, writes
 from subagent_host.store.database import Database, open_database
 from subagent_host.store.recorder import Recorder
@@ -117,7 +117,7 @@ async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Database
     recorder = Recorder(memory, ME, history_limit=3)
     pruned: list[str] = []
     recorder.on_pruned = pruned.extend
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     live = make_run("r-live", minute=-1)  # the oldest, but live: never pruned
     book.transition(live, RunStatus.RUNNING)
     runs: list[Run] = []
@@ -139,7 +139,7 @@ async def test_a_memory_store_bounds_each_runs_events_as_the_disk_does(
 ) -> None:
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
     recorder = Recorder(memory, ME, history_limit=100)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     for n in range(50):

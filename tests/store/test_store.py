@@ -24,8 +24,7 @@ from subagent_host.runs.state import (
     ChildRun,
     EventLog,
     Run,
-    RunBook,
-    RunKind,
+    RunStateMachine,
     RunStatus,
 )
 from subagent_host.store import instances, reads, writes
@@ -34,6 +33,7 @@ from subagent_host.store.recorder import STORE_BACKLOG_BYTES, Recorder
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
 from subagent_host.store.rows import RunRow, run_row
 from subagent_host.store.schema import DB_NAME, MIGRATIONS, SCHEMA_VERSION, StoreError
+from subagent_host.values import RunKind
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -68,7 +68,9 @@ def make_run(
     )
 
 
-def completed_run(book: RunBook, run_id: str, session_id: str = "s1", minute: int = 0) -> Run:
+def completed_run(
+    book: RunStateMachine, run_id: str, session_id: str = "s1", minute: int = 0
+) -> Run:
     run = make_run(run_id, session_id, minute=minute)
     output = OutputInfo(text="ok\n", truncated=False, bytes=3, lines=1, partial=False)
     book.transition(run, RunStatus.RUNNING)
@@ -118,7 +120,7 @@ async def test_the_state_dir_is_0700_and_the_database_and_its_wal_files_0600(
     state = tmp_path / "deep" / "state"
     store = await Database.open(state)
     try:
-        await save(store, completed_run(RunBook(clock=ticking()), "r1"))
+        await save(store, completed_run(RunStateMachine(clock=ticking()), "r1"))
         assert mode(state) == 0o700
         assert mode(state / DB_NAME) == 0o600
         for suffix in ("-wal", "-shm"):
@@ -186,7 +188,7 @@ async def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_pat
 async def test_reopening_a_database_keeps_its_schema_and_rows(tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = await Database.open(state)
-    run = completed_run(RunBook(clock=ticking()), "r1")
+    run = completed_run(RunStateMachine(clock=ticking()), "r1")
     await save(first, run)
     schema = await query(first, SCHEMA)
     await first.close()
@@ -312,7 +314,7 @@ async def test_an_immediate_transaction_rolls_back_on_an_error(store: Database) 
 
 
 def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     warning = Diagnostic("warning", "snapshot-skipped", "not written", "workflow.snapshotPath")
     run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000, diagnostics=(warning,))
     book.transition(run, RunStatus.RUNNING)
@@ -362,7 +364,7 @@ def test_how_a_child_ended_is_kept_in_its_record_and_absent_from_older_records()
 
 
 async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     run = make_run("r1", children=4, label="four")
     done, failed, cancelled, running = run.children
     book.transition(run, RunStatus.RUNNING)
@@ -409,7 +411,7 @@ async def test_load_run_of_an_unknown_id_is_none(store: Database) -> None:
 
 
 async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     run = completed_run(book, "r1")
     await save(store, run)
     retry = ChildRun(index=0, backend="command", attempt=2)
@@ -424,7 +426,7 @@ async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> 
 
 
 async def test_events_after_gives_later_events_in_order(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     run = completed_run(book, "r1")
     book.emit(run, "note", text="é", n=[1, 2])
     await save(store, run)
@@ -439,7 +441,7 @@ async def test_events_after_gives_later_events_in_order(store: Database) -> None
 
 
 async def test_saving_only_new_events_appends_them(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     await save(store, run)
@@ -449,7 +451,7 @@ async def test_saving_only_new_events_appends_them(store: Database) -> None:
 
 
 async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     chunk = "x" * (1024 * 1024)
@@ -472,7 +474,7 @@ async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) 
 
 
 async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     runs = [completed_run(book, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
     await save(store, *runs, completed_run(book, "x9", session_id="s2", minute=9))
     running = make_run("r4", minute=4, label="live")
@@ -496,7 +498,7 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) 
 
 
 async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     old_running = make_run("r-old", minute=-10)
     book.transition(old_running, RunStatus.RUNNING)
     old_queued = make_run("r-older", minute=-20)
@@ -525,7 +527,7 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
     store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     for n in range(7):
@@ -545,7 +547,7 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
 
 
 async def test_run_ids_with_prefix_match_literally_within_the_session(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     ids = ["abc%def", "abcXdef", "abc_1", "abcd1", "abc\\z", "abz"]
     await save(store, *(completed_run(book, r, minute=i) for i, r in enumerate(ids)))
     await save(store, completed_run(book, "abc%other", session_id="s2"))
@@ -578,7 +580,7 @@ async def register(store: Database, instance: str, pid: int) -> None:
 
 
 async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     for instance, pid in (("dead", DEAD_PID), ("alive", ALIVE_PID), (ME, MY_PID)):
         await register(store, instance, pid)
 
@@ -607,7 +609,7 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Dat
     events_before = await query(store, "SELECT run_id, seq, record FROM events ORDER BY 1, 2")
 
     interrupted, leftovers = await store.call(
-        instances.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
+        instances.recover, store, ME, alive_pids(ALIVE_PID), RunStateMachine(clock=ticking())
     )
 
     assert sorted(interrupted) == ["r-mixed", "r-queued", "r-stray"]
@@ -646,7 +648,11 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Dat
     # A later server sees nothing left to mark: each run was interrupted once.
     await register(store, "later", LATER_PID)
     again = await store.call(
-        instances.recover, store, "later", alive_pids(ALIVE_PID, MY_PID), RunBook(clock=ticking())
+        instances.recover,
+        store,
+        "later",
+        alive_pids(ALIVE_PID, MY_PID),
+        RunStateMachine(clock=ticking()),
     )
     assert again == ([], [])
     statuses = await query(
@@ -661,7 +667,7 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Dat
 
 
 async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Database) -> None:
-    book = RunBook(clock=ticking())
+    book = RunStateMachine(clock=ticking())
     await register(store, "alive", ALIVE_PID)
     await register(store, ME, MY_PID)
     theirs = make_run("r-theirs")
@@ -675,7 +681,9 @@ async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Dat
         checked.append((pid, create_time))
         return True
 
-    result = await store.call(instances.recover, store, ME, is_alive, RunBook(clock=ticking()))
+    result = await store.call(
+        instances.recover, store, ME, is_alive, RunStateMachine(clock=ticking())
+    )
     assert result == ([], [])
     assert checked == [(ALIVE_PID, float(ALIVE_PID))]
     rows = await query(store, "SELECT run_id, status, last_seq FROM runs ORDER BY run_id")
@@ -688,11 +696,11 @@ async def test_recover_treats_an_ended_instance_as_gone_even_if_its_pid_is_alive
     await register(store, "ended", ALIVE_PID)
     await store.call(instances.end_instance, store, "ended", T0 + timedelta(hours=1))
     left = make_run("r-left")
-    RunBook(clock=ticking()).transition(left, RunStatus.RUNNING)
+    RunStateMachine(clock=ticking()).transition(left, RunStatus.RUNNING)
     await save(store, left, instance="ended")
 
     interrupted, _ = await store.call(
-        instances.recover, store, ME, alive_pids(ALIVE_PID), RunBook(clock=ticking())
+        instances.recover, store, ME, alive_pids(ALIVE_PID), RunStateMachine(clock=ticking())
     )
     assert interrupted == ["r-left"]
     ended = await query(store, "SELECT ended_at FROM instances WHERE instance_id = 'ended'")
@@ -703,7 +711,7 @@ async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: 
     state = tmp_path / "state"
     first, second = await Database.open(state), await Database.open(state)
     try:
-        book = RunBook(clock=ticking())
+        book = RunStateMachine(clock=ticking())
         await register(first, "dead", DEAD_PID)
         runs = [make_run(f"r{i}") for i in range(20)]
         for run in runs:
@@ -714,8 +722,8 @@ async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: 
 
         is_alive = alive_pids(MY_PID, LATER_PID)
         (got_a, _), (got_b, _) = await asyncio.gather(
-            first.call(instances.recover, first, "a", is_alive, RunBook(clock=ticking())),
-            second.call(instances.recover, second, "b", is_alive, RunBook(clock=ticking())),
+            first.call(instances.recover, first, "a", is_alive, RunStateMachine(clock=ticking())),
+            second.call(instances.recover, second, "b", is_alive, RunStateMachine(clock=ticking())),
         )
         assert sorted(got_a + got_b) == sorted(r.run_id for r in runs)
         assert not (got_a and got_b)  # one transaction took them all
@@ -744,7 +752,7 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
 
     monkeypatch.setattr(writes, "save", counting_save)
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     first, second = make_run("r1"), make_run("r2", minute=1)
 
     book.transition(first, RunStatus.RUNNING)
@@ -778,7 +786,7 @@ async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: D
         drained.set()
 
     recorder.watch_backlog(lambda: told.append("full"), on_drained)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     gate = threading.Event()
@@ -807,7 +815,7 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
         check_backlog()
 
     monkeypatch.setattr(recorder, "_check_backlog", counting_check)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     gate = threading.Event()
@@ -829,7 +837,7 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
 
 async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r-fresh", label="fresh")
     book.transition(run, RunStatus.RUNNING)
 
@@ -841,7 +849,7 @@ async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Databa
 
 async def test_a_touch_without_an_event_is_written_too(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     book.transition(run, RunStatus.RUNNING)
     book.transition_child(run, run.children[0], RunStatus.RUNNING)
@@ -869,7 +877,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
 
     monkeypatch.setattr(writes, "write_run", failing_write_run)
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     good, bad, other = make_run("r-good"), make_run("r-bad", minute=1), make_run("r-o", minute=2)
     for run in (good, bad, other):  # one turn of the loop: one batch
         book.transition(run, RunStatus.RUNNING)
@@ -894,7 +902,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
 
 async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     with recorder.unrecorded(run):
         book.transition(run, RunStatus.RUNNING)
@@ -908,7 +916,7 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
     store: Database,
 ) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     bad, good = make_run("r-bad", label="a\ud800b"), make_run("r-good", minute=1)
     book.transition(bad, RunStatus.RUNNING)
     book.emit(bad, "output", index=0, text="x\udfff")
@@ -929,7 +937,7 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
     recorder = Recorder(store, ME, history_limit=2)
     pruned: list[list[str]] = []
     recorder.on_pruned = lambda run_ids: pruned.append(list(run_ids))
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     for minute in range(2):
         completed_run(book, f"r{minute}", minute=minute)
         await recorder.durable()
@@ -948,14 +956,16 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
 async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Database) -> None:
     now = T0 + timedelta(days=100)
     old = T0  # 100 days before `now`
-    book = RunBook(clock=ticking())  # stamps near T0: every run here ended long ago...
+    book = RunStateMachine(clock=ticking())  # stamps near T0: every run here ended long ago...
     for n in range(30):  # thirty servers, each with its own default session, long gone
         instance = f"gone-{n}"
         await store.call(instances.register_instance, store, instance, 1000 + n, 1.0, old)
         await save(store, completed_run(book, f"r{n}", session_id=f"s{n}"), instance=instance)
         await store.call(instances.end_instance, store, instance, old)
     # ...but these sessions are kept: a run of the last 30 days, or a live one.
-    recent = completed_run(RunBook(clock=lambda: now - timedelta(days=29)), "r-recent", "s-recent")
+    recent = completed_run(
+        RunStateMachine(clock=lambda: now - timedelta(days=29)), "r-recent", "s-recent"
+    )
     await save(store, recent)
     live = make_run("r-live", "s-live")  # created long ago, still running
     book.transition(live, RunStatus.RUNNING)
@@ -982,7 +992,7 @@ async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store:
 async def test_a_session_whose_old_run_ended_recently_is_kept(store: Database) -> None:
     now = T0 + timedelta(days=100)
     run = make_run("r-long", "s-long")  # created 100 days ago...
-    book = RunBook(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
+    book = RunStateMachine(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
     book.transition(run, RunStatus.RUNNING)
     book.transition(run, RunStatus.CANCELLED, reason="stopped")
     await save(store, run)
@@ -998,7 +1008,7 @@ async def test_the_database_is_intact_after_a_full_history(
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 4)
     recorder = Recorder(store, "dead", history_limit=3)
     await register(store, "dead", DEAD_PID)
-    book = RunBook(clock=ticking(), listener=recorder)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
     for i in range(6):
         run = make_run(f"r{i}", children=2, minute=i)
         book.transition(run, RunStatus.RUNNING)
@@ -1010,7 +1020,7 @@ async def test_the_database_is_intact_after_a_full_history(
     await recorder.durable()
     await register(store, ME, MY_PID)
     interrupted, _ = await store.call(
-        instances.recover, store, ME, alive_pids(), RunBook(clock=ticking())
+        instances.recover, store, ME, alive_pids(), RunStateMachine(clock=ticking())
     )
 
     assert interrupted == ["r5"]

@@ -35,15 +35,15 @@ from subagent_host.runs.state import (
     ADMITTED_DIRECT,
     ChildRun,
     Run,
-    RunBook,
-    RunKind,
+    RunStateMachine,
     RunStatus,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
+from subagent_host.values import RunKind
 
 # Other modules import these from here.
-__all__ = ["OutputCaps", "RunManager", "WorkflowRecords"]
+__all__ = ["OutputCaps", "RunOrchestrator", "WorkflowRecords"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ FINISHED_KEPT_IN_MEMORY: Final = 1_000
 STOP_SETTLE_MARGIN_S: Final = 30.0
 
 
-class RunManager:
+class RunOrchestrator:
     """Owns every run of this server process."""
 
     def __init__(
@@ -62,7 +62,7 @@ class RunManager:
         supervisor: Supervisor,
         backends: Mapping[str, Backend],
         slots: Slots,
-        book: RunBook,
+        book: RunStateMachine,
         caps: OutputCaps,
         server_env: Mapping[str, str],
         depth: int,

@@ -18,17 +18,17 @@ from subagent_host.backends.supervisor import Supervisor
 from subagent_host.planning.plan import ChildPlan, RunPlan
 from subagent_host.planning.prepare import launch_plan
 from subagent_host.runs import child_runner
-from subagent_host.runs.manager import OutputCaps, RunManager
+from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import (
     TERMINAL,
     ChildRun,
     Run,
-    RunBook,
     RunEvent,
-    RunKind,
+    RunStateMachine,
     RunStatus,
 )
+from subagent_host.values import RunKind
 from subagent_host.values.facts import Usage
 from tests.backends.conftest import processes_with_marker
 
@@ -47,9 +47,9 @@ class Harness:
     ) -> None:
         self.events: list[tuple[str, RunEvent]] = []
         self.changed = asyncio.Event()
-        self.book = RunBook(listener=self.record)
+        self.book = RunStateMachine(listener=self.record)
         self.backends: dict[str, Backend] = {"command": backend or CommandBackend(), **(more or {})}
-        self.manager = RunManager(
+        self.manager = RunOrchestrator(
             supervisor=Supervisor(),
             backends=self.backends,
             slots=Slots(limit),

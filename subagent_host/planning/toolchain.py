@@ -1,0 +1,43 @@
+"""The backends a server can run, and what is known of their CLIs (for ping and preflight).
+
+Handlers are given this, not the adapters' package: they ask it what can run
+here, and hand it to planning, which knows the adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from subagent_host.backends.base import Backend
+from subagent_host.backends.probe import VersionProbes
+from subagent_host.values.facts import BackendInfo
+
+
+@attrs.define
+class Toolchain:
+    adapters: Mapping[str, Backend] = attrs.field(factory=dict)
+    """The backends that can run here, by id."""
+    probes: VersionProbes | None = None
+    """Agent CLI versions (`--version`, probed once each, in the background)."""
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(self.adapters)
+
+    def describe(self) -> tuple[BackendInfo, ...]:
+        """Each backend, by id: can it run here? No file system work (ping is answered
+        inline): an agent CLI must have been on the server's PATH when it started (a
+        spawn may still give its own PATH in `env`)."""
+        return tuple(self._describe(name) for name in sorted(self.adapters))
+
+    def _describe(self, name: str) -> BackendInfo:
+        program = self.adapters[name].executable
+        if not program or self.probes is None:
+            return BackendInfo(id=name, available=True)
+        if self.probes.locate(program):
+            return BackendInfo(id=name, available=True, version=self.probes.cached(program))
+        return BackendInfo(
+            id=name, available=False, reason=f"{program!r} is not on the server's PATH"
+        )
