@@ -46,3 +46,25 @@ def test_protocol_md_lists_every_contract_error_code() -> None:
     for code in (-32700, -32600, -32601, -32602, -32603, -32800, -32001, -32002, -32003,
                  -32004, -32005, -32006):  # fmt: skip
         assert f"| {code} |" in text
+
+
+def _named_paths(text: str) -> set[str]:
+    """Package directories (`name/`) and modules (`name.py`) a document names."""
+    return set(re.findall(r"\b([a-z_]+/|[a-z_]+\.py)(?=[\s,`*:)])", text))
+
+
+def test_the_readme_layout_and_architecture_name_only_modules_that_exist() -> None:
+    layout = (ROOT / "README.md").read_text().split("Layout (", 1)[1].split("```", 2)[1]
+    architecture = (ROOT / "ARCHITECTURE.md").read_text()
+    package = ROOT / "subagent_host"
+    existing = {path.name + "/" for path in package.iterdir() if path.is_dir()} | {
+        path.name for path in package.rglob("*.py")
+    }
+    others = {"tests/", "bench/", "agents/", "subagent_host/", "scripts/", "schema/"}
+    others |= {path.name for path in (ROOT / "bench").glob("*.py")}
+    others |= {path.name for path in (ROOT / "tests").rglob("*.py")}
+    for text in (layout, architecture):
+        assert _named_paths(text) - existing - others == set()
+    # And the layout names every package of ours.
+    packages = {path.name + "/" for path in package.iterdir() if (path / "__init__.py").exists()}
+    assert packages <= _named_paths(layout)

@@ -9,7 +9,7 @@ that is started are one rendering, not several that must agree.
 A `chain` child whose prompt holds `{previous}` and a workflow child whose
 templates are filled when its step starts can only be rendered for real then:
 the plan holds the template's launch, and the start renders again only when the
-filled text differs (`runs/orchestrator.py`, `workflow_host.Workflows.prepare`).
+filled text differs (`runs/child_runner.py`, `runs/workflow_runner.py`).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ raise SystemExit(main())
 NOT_BEFORE_THE_FIRST_REPLY = (
     "psutil",
     "subagent_host.handlers.spawn",
-    "subagent_host.handlers.spawn_plan",
-    "subagent_host.handlers.workflow_plan",
+    "subagent_host.planning.check",
+    "subagent_host.planning.workflow",
     "subagent_host.handlers.preflight",
     "subagent_host.handlers.resume",
     "subagent_host.handlers.status",
