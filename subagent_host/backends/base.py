@@ -77,6 +77,38 @@ class ParsedOutcome:
     reached_limit: str | None = None
     """Set when the CLI stopped at a limit of its own (e.g. max turns): `limit-reached`."""
 
+    @classmethod
+    def answer(
+        cls, text: str, usage: Usage | None = None, backend_session_id: str | None = None
+    ) -> ParsedOutcome:
+        """A completed child's outcome: its whole final text, measured here."""
+        ends_open = 1 if text and not text.endswith("\n") else 0
+        return cls(
+            completed=True,
+            final_text=text,
+            final_bytes=len(text.encode("utf-8")),
+            final_lines=text.count("\n") + ends_open,
+            usage=usage,
+            backend_session_id=backend_session_id,
+        )
+
+    def failed(
+        self,
+        code: str | None,
+        message: str,
+        data: Mapping[str, object] | None = None,
+        reached_limit: str | None = None,
+    ) -> ParsedOutcome:
+        """The same output, read as a failure: what the child printed is reported all the same."""
+        return attrs.evolve(
+            self,
+            completed=False,
+            error_code=code,
+            error_message=message,
+            error_data=data,
+            reached_limit=reached_limit,
+        )
+
 
 class OutputParser(Protocol):
     """Receives the child's output; keeps what the adapter needs to judge the exit."""

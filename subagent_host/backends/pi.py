@@ -34,7 +34,7 @@ from subagent_host.backends.base import (
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
 
@@ -190,40 +190,20 @@ class PiParser(JsonEventParser):
             self._cost += float(cost["total"])
             self._saw_cost = True
 
-    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
-        for event in self._lines.finish():
-            self._on_event(event)
-        text = _text_of(self._last_assistant)
-        data = text.encode("utf-8")
-        common: dict[str, Any] = {
-            "final_text": text,
-            "final_bytes": len(data),
-            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
-            "usage": self._usage_total(),
-            "backend_session_id": self.session_id,
-        }
+    def _outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        answer = ParsedOutcome.answer(
+            _text_of(self._last_assistant), self._usage_total(), self.session_id
+        )
         stop_reason = (self._last_assistant or {}).get("stopReason")
         if self._retry_error is not None or stop_reason in FAILED_STOP_REASONS:
             message = (self._last_assistant or {}).get("errorMessage") or self._retry_error
-            return ParsedOutcome(
-                completed=False,
-                error_code="agent-error",
-                error_message=f"pi: {message or stop_reason}",
-                error_data=self._error_data(exit_status),
-                **common,
-            )
+            return self._failed(answer, "agent-error", f"pi: {message or stop_reason}", exit_status)
         if self._finished and self._last_assistant is not None:
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
-            return ParsedOutcome(completed=True, **common)
+            return answer
         message = exit_message("pi", exit_status, "finishing its answer")
-        return ParsedOutcome(
-            completed=False,
-            error_code="exit-status",
-            error_message=message,
-            error_data=self._error_data(exit_status),
-            **common,
-        )
+        return self._failed(answer, "exit-status", message, exit_status)
 
     def _usage_total(self) -> Usage | None:
         if not any(self._usage) and not self._saw_cost:
@@ -235,10 +215,6 @@ class PiParser(JsonEventParser):
             cache_write_tokens=self._usage[3],
             cost_usd=round(self._cost, 6) if self._saw_cost else None,
         )
-
-    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
-        tail = self._stderr.text(STDERR_TAIL_BYTES)
-        return error_data(exit_status, tail, self._lines.dropped_lines)
 
 
 def _text_of(message: dict[str, Any] | None) -> str:
