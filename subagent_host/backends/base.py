@@ -180,3 +180,24 @@ class Backend(Protocol):
     def prepare(self, item: ItemSpec) -> Launch: ...
 
     def parser(self) -> OutputParser: ...
+
+
+class AgentCLI:
+    """What the adapters of the agent CLIs share: tools that can be narrowed, a program
+    found on PATH under its own name unless told another, the prompt on stdin."""
+
+    id: str
+    executable: str
+    """The program's usual name (a subclass sets it); an instance may be given another."""
+    tools_required = False
+    restrictable = True
+    env_allowed: frozenset[str] = frozenset()
+
+    def __init__(self, executable: str | None = None) -> None:
+        if executable is not None:
+            self.executable = executable
+
+    def launch(self, argv: list[str], item: ItemSpec) -> Launch:
+        """Run `argv` for the item: the CLI reads the prompt on stdin, to its end."""
+        stdin = (item.prompt or "").encode("utf-8")
+        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)

@@ -49,6 +49,7 @@ from subagent_host.backends.base import (
     FILESYSTEM_WRITE,
     MAX_TURNS_LIMIT,
     NETWORK,
+    AgentCLI,
     ItemSpec,
     Launch,
     ParsedOutcome,
@@ -109,18 +110,14 @@ ERROR_MESSAGE_CHARS: Final = 1000
 MAX_TURNS_SUBTYPE: Final = "error_max_turns"
 
 
-class ClaudeBackend:
+class ClaudeBackend(AgentCLI):
     id = "claude"
+    executable = EXECUTABLE
     tools: Mapping[str, frozenset[str]] = TOOLS
-    tools_required = False
-    restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     # Without `tools` the child is still started with `--tools`: the whole catalog.
     default_tools: tuple[str, ...] = tuple(TOOLS)
-
-    def __init__(self, executable: str = EXECUTABLE) -> None:
-        self.executable = executable
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
@@ -143,8 +140,7 @@ class ClaudeBackend:
         if item.instructions is not None:
             # One argument with "=": instructions starting with "-" stay a value.
             argv.append(f"--append-system-prompt={item.instructions}")
-        stdin = (item.prompt or "").encode("utf-8")
-        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+        return self.launch(argv, item)
 
     def parser(self) -> ClaudeParser:
         return ClaudeParser()

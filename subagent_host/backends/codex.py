@@ -89,6 +89,7 @@ from subagent_host.backends.base import (
     FILESYSTEM_WRITE,
     NETWORK,
     PROCESS,
+    AgentCLI,
     ItemSpec,
     Launch,
     ParsedOutcome,
@@ -158,17 +159,19 @@ RECONNECTING: Final = "Reconnecting"
 STDERR_ERROR_PREFIX: Final = "error"
 
 
-class CodexBackend:
+class CodexBackend(AgentCLI):
     id = "codex"
+    executable = EXECUTABLE
     tools: Mapping[str, frozenset[str]] = TOOLS
     # Its shell exists whatever `tools` says: `tools: []` would claim less than it can do.
     tools_required = True
-    restrictable = True
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
 
-    def __init__(self, executable: str = EXECUTABLE, extra_env_allowed: Iterable[str] = ()) -> None:
-        self.executable = executable
-        self.env_allowed: frozenset[str] = ENV_ALLOWED | frozenset(extra_env_allowed)
+    def __init__(
+        self, executable: str | None = None, extra_env_allowed: Iterable[str] = ()
+    ) -> None:
+        super().__init__(executable)
+        self.env_allowed = ENV_ALLOWED | frozenset(extra_env_allowed)
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
@@ -186,8 +189,7 @@ class CodexBackend:
             # After `--`: an id can never be taken for an option.
             argv += ["resume", "--", item.resume_session]
         argv.append("-")  # the prompt is read from stdin
-        stdin = (item.prompt or "").encode("utf-8")
-        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+        return self.launch(argv, item)
 
     def parser(self) -> CodexParser:
         return CodexParser()

@@ -28,6 +28,7 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    AgentCLI,
     ItemSpec,
     Launch,
     ParsedOutcome,
@@ -86,18 +87,17 @@ ENV_ALLOWED: Final = frozenset(
 FAILED_STOP_REASONS: Final = ("error", "aborted")
 
 
-class PiBackend:
+class PiBackend(AgentCLI):
     id = "pi"
+    executable = EXECUTABLE
     tools: Mapping[str, frozenset[str]] = TOOLS
-    tools_required = False
-    restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     default_tools: tuple[str, ...] = DEFAULT_TOOLS
 
-    def __init__(self, session_dir: Path, executable: str = EXECUTABLE) -> None:
+    def __init__(self, session_dir: Path, executable: str | None = None) -> None:
+        super().__init__(executable)
         self.session_dir = session_dir
-        self.executable = executable
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "--mode", "json", "--session-dir", str(self.session_dir)]
@@ -118,8 +118,7 @@ class PiBackend:
             # final line break, instructions can never be taken for a path.
             text = item.instructions
             argv += ["--append-system-prompt", text if text.endswith("\n") else text + "\n"]
-        stdin = (item.prompt or "").encode("utf-8")
-        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+        return self.launch(argv, item)
 
     def parser(self) -> PiParser:
         return PiParser()
