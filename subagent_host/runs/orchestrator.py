@@ -63,6 +63,7 @@ class RunOrchestrator:
         workflow_records: WorkflowRecords | None = None,
         workflow_parallelism: int = WORKFLOW_PARALLELISM,
     ) -> None:
+        self._services = services
         self._backends = services.backends
         self._book = services.book
         self._caps = services.caps
@@ -163,11 +164,9 @@ class RunOrchestrator:
             run=run,
             plan=plan,
             children=self._children,
-            book=self._book,
+            services=self._services,
             settler=self._settler,
             records=self._workflow_records,
-            backends=self._backends,
-            previous_cap=self._caps.previous_bytes,
             texts=dict(texts or {}),
             parallelism=self._workflow_parallelism,
         )
