@@ -57,6 +57,7 @@ from subagent_host.rpc.stdio import (
 )
 from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator, WorkflowRecords
 from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.store.face import RunStore
 
@@ -115,8 +116,7 @@ def build_run_manager(
     sessions: SessionFiles | None = None,
     new_run_id: Callable[[], str] | None = None,
 ) -> RunOrchestrator:
-    return RunOrchestrator(
-        new_run_id=new_run_id or (lambda: uuid.uuid4().hex),
+    services = ChildServices(
         supervisor=supervisor,
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
@@ -131,11 +131,15 @@ def build_run_manager(
         ),
         server_env=os.environ,
         depth=config.depth,
+        sessions=sessions if sessions is not None else session_files(config),
+    )
+    return RunOrchestrator(
+        services,
+        new_run_id=new_run_id or (lambda: uuid.uuid4().hex),
         grace_ms=config.grace_ms,
         on_launch=on_launch,
         workflow_records=workflow_records,
         workflow_parallelism=config.workflow_parallelism,
-        sessions=sessions if sessions is not None else session_files(config),
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
+import attrs
 import platformdirs
 
 from subagent_host import SERVER_NAME, __version__
@@ -73,6 +74,61 @@ CONFIG_HELP: Final = (
 )
 
 T = TypeVar("T")
+
+
+@attrs.frozen
+class NumberOption:
+    """A whole-number option: its range, its default, and the `ServerConfig` field and
+    settings key of the same name it fills."""
+
+    name: str
+    low: int
+    high: int
+    default: int
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+NUMBER_OPTIONS: Final = (
+    NumberOption(
+        "max_concurrency",
+        1,
+        MAX_CONCURRENCY,
+        DEFAULT_MAX_CONCURRENCY,
+        "children running at once across the server",
+    ),
+    NumberOption(
+        "max_message_bytes",
+        MIN_MESSAGE_BYTES,
+        MAX_MESSAGE_BYTES,
+        DEFAULT_MAX_MESSAGE_BYTES,
+        "largest message accepted; larger ones are answered -32600 and skipped",
+    ),
+    NumberOption(
+        "grace_ms",
+        0,
+        MAX_DURATION_MS,
+        DEFAULT_GRACE_MS,
+        "wait between SIGTERM and SIGKILL when stopping a run",
+    ),
+    NumberOption(
+        "resume_token_ttl_ms",
+        MIN_RESUME_TOKEN_TTL_MS,
+        MAX_DURATION_MS,
+        DEFAULT_RESUME_TOKEN_TTL_MS,
+        "lifetime of a resume token and of a preflight id",
+    ),
+    NumberOption(
+        "history_limit",
+        1,
+        MAX_HISTORY_LIMIT,
+        DEFAULT_HISTORY_LIMIT,
+        "runs kept per session; older finished ones are deleted",
+    ),
+)
 
 logger = logging.getLogger(__name__)
 
@@ -180,39 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
         "cgroup v2 hierarchy), subreaper, or marker (the run marker alone); a forced one "
         "that this host cannot provide stops the start (default: auto, the best available)",
     )
-    parser.add_argument(
-        "--max-concurrency",
-        type=int_in_range(1, MAX_CONCURRENCY),
-        metavar="N",
-        help=f"children running at once across the server (default: {DEFAULT_MAX_CONCURRENCY})",
-    )
-    parser.add_argument(
-        "--max-message-bytes",
-        type=int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES),
-        metavar="N",
-        help="largest message accepted; larger ones are answered -32600 and skipped "
-        f"(default: {DEFAULT_MAX_MESSAGE_BYTES})",
-    )
-    parser.add_argument(
-        "--grace-ms",
-        type=int_in_range(0, MAX_DURATION_MS),
-        metavar="N",
-        help=f"wait between SIGTERM and SIGKILL when stopping a run (default: {DEFAULT_GRACE_MS})",
-    )
-    parser.add_argument(
-        "--resume-token-ttl-ms",
-        type=int_in_range(MIN_RESUME_TOKEN_TTL_MS, MAX_DURATION_MS),
-        metavar="N",
-        help=f"lifetime of a resume token and of a preflight id "
-        f"(default: {DEFAULT_RESUME_TOKEN_TTL_MS})",
-    )
-    parser.add_argument(
-        "--history-limit",
-        type=int_in_range(1, MAX_HISTORY_LIMIT),
-        metavar="N",
-        help=f"runs kept per session; older finished ones are deleted "
-        f"(default: {DEFAULT_HISTORY_LIMIT})",
-    )
+    for number in NUMBER_OPTIONS:
+        parser.add_argument(
+            number.flag,
+            type=int_in_range(number.low, number.high),
+            metavar="N",
+            help=f"{number.help} (default: {number.default})",
+        )
     parser.add_argument(
         "--require-preflight",
         action=argparse.BooleanOptionalAction,
@@ -291,17 +321,12 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         session_id=args.session if args.session is not None else settings.session,
         framing=None if framing == "auto" else Framing(framing),
         process_tracking=first(args.process_tracking, settings.process_tracking, "auto"),
-        max_concurrency=first(
-            args.max_concurrency, settings.max_concurrency, DEFAULT_MAX_CONCURRENCY
-        ),
-        max_message_bytes=first(
-            args.max_message_bytes, settings.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES
-        ),
-        grace_ms=first(args.grace_ms, settings.grace_ms, DEFAULT_GRACE_MS),
-        resume_token_ttl_ms=first(
-            args.resume_token_ttl_ms, settings.resume_token_ttl_ms, DEFAULT_RESUME_TOKEN_TTL_MS
-        ),
-        history_limit=first(args.history_limit, settings.history_limit, DEFAULT_HISTORY_LIMIT),
+        **{
+            number.name: first(
+                getattr(args, number.name), getattr(settings, number.name), number.default
+            )
+            for number in NUMBER_OPTIONS
+        },
         require_preflight=first(args.require_preflight, settings.require_preflight, False),
         max_parallel=settings.max_parallel or DEFAULT_MAX_PARALLEL,
         workflow_parallelism=settings.workflow_parallelism or DEFAULT_WORKFLOW_PARALLELISM,

@@ -166,21 +166,7 @@ def parse_definition(
     name = _name(fields, report)
     description = _description(fields, report)
     tools = _tools(fields.get("tools"), report)
-    model = _choice(fields, "model", report, "invalid-model", _MODEL.fullmatch, "provider/id")
-    effort = _choice(
-        fields, "effort", report, "invalid-effort", EFFORTS.__contains__, _one_of(EFFORTS)
-    )
-    mode = _choice(
-        fields, "subagent_mode", report, "invalid-mode", MODES.__contains__, _one_of(MODES)
-    )
-    resources = _choice(
-        fields,
-        "session_resources",
-        report,
-        "invalid-session-resources",
-        SESSION_RESOURCES.__contains__,
-        _one_of(SESSION_RESOURCES),
-    )
+    chosen = {choice.field: _choice(fields, choice, report) for choice in _CHOICES}
     for key, field in fields.items():
         if key not in FIELDS:
             report.add(
@@ -197,11 +183,8 @@ def parse_definition(
         source=source,
         path=path,
         digest=DIGEST_PREFIX + hashlib.sha256(data).hexdigest(),
-        model=model,
-        effort=effort,
         tools=tools,
-        mode=mode,
-        session_resources=resources,
+        **chosen,
     )
     return definition, diagnostics
 
@@ -328,28 +311,50 @@ def _description(fields: dict[str, _Field], report: _Report) -> str:
     return description or ""
 
 
-def _choice(
-    fields: dict[str, _Field],
-    key: str,
-    report: _Report,
-    code: str,
-    accepts: Callable[[str], object],
-    expected: str,
-) -> str | None:
-    """An optional single-valued field checked by `accepts`; absent or empty means unset."""
-    field = fields.get(key)
-    ok, value = _scalar_text(field, report)
-    if not ok or field is None or field.raw is None:
-        return None
-    assert value is not None  # raw was present and parsed
-    if not accepts(value):
-        report.add(ERROR, code, f"field {key!r} is {value!r}: expected {expected}")
-        return None
-    return value
+@attrs.frozen
+class _Choice:
+    """A single-valued field that must be one of a set or of a form: its frontmatter
+    key, the definition's field it fills, and the problem's code and wording."""
+
+    key: str
+    field: str
+    code: str
+    accepts: Callable[[str], object]
+    expected: str
 
 
 def _one_of(values: tuple[str, ...]) -> str:
     return "one of " + ", ".join(values)
+
+
+# In the order their problems are reported.
+_CHOICES: Final = (
+    _Choice("model", "model", "invalid-model", _MODEL.fullmatch, "provider/id"),
+    _Choice("effort", "effort", "invalid-effort", EFFORTS.__contains__, _one_of(EFFORTS)),
+    _Choice("subagent_mode", "mode", "invalid-mode", MODES.__contains__, _one_of(MODES)),
+    _Choice(
+        "session_resources",
+        "session_resources",
+        "invalid-session-resources",
+        SESSION_RESOURCES.__contains__,
+        _one_of(SESSION_RESOURCES),
+    ),
+)
+
+
+def _choice(fields: dict[str, _Field], choice: _Choice, report: _Report) -> str | None:
+    """An optional single-valued field checked by `accepts`; absent or empty means unset."""
+    field = fields.get(choice.key)
+    ok, value = _scalar_text(field, report)
+    if not ok or field is None or field.raw is None:
+        return None
+    assert value is not None  # raw was present and parsed
+    if not choice.accepts(value):
+        report.add(
+            ERROR, choice.code, f"field {choice.key!r} is {value!r}: expected {choice.expected}"
+        )
+        return None
+    return value
 
 
 def _tools(field: _Field | None, report: _Report) -> tuple[str, ...] | None:

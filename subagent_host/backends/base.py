@@ -77,6 +77,38 @@ class ParsedOutcome:
     reached_limit: str | None = None
     """Set when the CLI stopped at a limit of its own (e.g. max turns): `limit-reached`."""
 
+    @classmethod
+    def answer(
+        cls, text: str, usage: Usage | None = None, backend_session_id: str | None = None
+    ) -> ParsedOutcome:
+        """A completed child's outcome: its whole final text, measured here."""
+        ends_open = 1 if text and not text.endswith("\n") else 0
+        return cls(
+            completed=True,
+            final_text=text,
+            final_bytes=len(text.encode("utf-8")),
+            final_lines=text.count("\n") + ends_open,
+            usage=usage,
+            backend_session_id=backend_session_id,
+        )
+
+    def failed(
+        self,
+        code: str | None,
+        message: str,
+        data: Mapping[str, object] | None = None,
+        reached_limit: str | None = None,
+    ) -> ParsedOutcome:
+        """The same output, read as a failure: what the child printed is reported all the same."""
+        return attrs.evolve(
+            self,
+            completed=False,
+            error_code=code,
+            error_message=message,
+            error_data=data,
+            reached_limit=reached_limit,
+        )
+
 
 class OutputParser(Protocol):
     """Receives the child's output; keeps what the adapter needs to judge the exit."""
@@ -148,3 +180,24 @@ class Backend(Protocol):
     def prepare(self, item: ItemSpec) -> Launch: ...
 
     def parser(self) -> OutputParser: ...
+
+
+class AgentCLI:
+    """What the adapters of the agent CLIs share: tools that can be narrowed, a program
+    found on PATH under its own name unless told another, the prompt on stdin."""
+
+    id: str
+    executable: str
+    """The program's usual name (a subclass sets it); an instance may be given another."""
+    tools_required = False
+    restrictable = True
+    env_allowed: frozenset[str] = frozenset()
+
+    def __init__(self, executable: str | None = None) -> None:
+        if executable is not None:
+            self.executable = executable
+
+    def launch(self, argv: list[str], item: ItemSpec) -> Launch:
+        """Run `argv` for the item: the CLI reads the prompt on stdin, to its end."""
+        stdin = (item.prompt or "").encode("utf-8")
+        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)

@@ -49,13 +49,14 @@ from subagent_host.backends.base import (
     FILESYSTEM_WRITE,
     MAX_TURNS_LIMIT,
     NETWORK,
+    AgentCLI,
     ItemSpec,
     Launch,
     ParsedOutcome,
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
 
@@ -109,18 +110,14 @@ ERROR_MESSAGE_CHARS: Final = 1000
 MAX_TURNS_SUBTYPE: Final = "error_max_turns"
 
 
-class ClaudeBackend:
+class ClaudeBackend(AgentCLI):
     id = "claude"
+    executable = EXECUTABLE
     tools: Mapping[str, frozenset[str]] = TOOLS
-    tools_required = False
-    restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     # Without `tools` the child is still started with `--tools`: the whole catalog.
     default_tools: tuple[str, ...] = tuple(TOOLS)
-
-    def __init__(self, executable: str = EXECUTABLE) -> None:
-        self.executable = executable
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
@@ -143,8 +140,7 @@ class ClaudeBackend:
         if item.instructions is not None:
             # One argument with "=": instructions starting with "-" stay a value.
             argv.append(f"--append-system-prompt={item.instructions}")
-        stdin = (item.prompt or "").encode("utf-8")
-        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+        return self.launch(argv, item)
 
     def parser(self) -> ClaudeParser:
         return ClaudeParser()
@@ -215,54 +211,26 @@ class ClaudeParser(JsonEventParser):
         """A tool was called and its result has not come back: silence is not a stall."""
         return bool(self._tools_running) and self._result is None
 
-    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
-        for event in self._lines.finish():
-            self._on_event(event)
+    def _outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         result = self._result
         text = "".join(self._last_texts)
         if result is not None and isinstance(result.get("result"), str):
             text = result["result"]
-        data = text.encode("utf-8")
-        common: dict[str, Any] = {
-            "final_text": text,
-            "final_bytes": len(data),
-            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
-            "usage": _usage_of(result),
-            "backend_session_id": self.session_id,
-        }
+        answer = ParsedOutcome.answer(text, _usage_of(result), self.session_id)
         if result is not None:
             # Its final event was printed: it decides, however the process ended
             # afterwards (one that lingers is ended by the server).
             subtype = result.get("subtype")
             if subtype == MAX_TURNS_SUBTYPE:
-                turns = result.get("num_turns")
-                return ParsedOutcome(
-                    completed=False,
-                    reached_limit=MAX_TURNS_LIMIT,
-                    error_message=f"claude stopped at its turn limit ({short(turns)} turns)",
-                    **common,
-                )
+                turns = short(result.get("num_turns"))
+                message = f"claude stopped at its turn limit ({turns} turns)"
+                return answer.failed(None, message, reached_limit=MAX_TURNS_LIMIT)
             if result.get("is_error") is True or subtype != "success":
-                return ParsedOutcome(
-                    completed=False,
-                    error_code="agent-error",
-                    error_message=f"claude: {_error_of(result)}",
-                    error_data=self._error_data(exit_status),
-                    **common,
-                )
-            return ParsedOutcome(completed=True, **common)
+                message = f"claude: {_error_of(result)}"
+                return self._failed(answer, "agent-error", message, exit_status)
+            return answer
         message = exit_message("claude", exit_status, "printing its result")
-        return ParsedOutcome(
-            completed=False,
-            error_code="exit-status",
-            error_message=message,
-            error_data=self._error_data(exit_status),
-            **common,
-        )
-
-    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
-        tail = self._stderr.text(STDERR_TAIL_BYTES)
-        return error_data(exit_status, tail, self._lines.dropped_lines)
+        return self._failed(answer, "exit-status", message, exit_status)
 
 
 def _usage_of(result: dict[str, Any] | None) -> Usage | None:

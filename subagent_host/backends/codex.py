@@ -89,13 +89,14 @@ from subagent_host.backends.base import (
     FILESYSTEM_WRITE,
     NETWORK,
     PROCESS,
+    AgentCLI,
     ItemSpec,
     Launch,
     ParsedOutcome,
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
 
@@ -158,17 +159,19 @@ RECONNECTING: Final = "Reconnecting"
 STDERR_ERROR_PREFIX: Final = "error"
 
 
-class CodexBackend:
+class CodexBackend(AgentCLI):
     id = "codex"
+    executable = EXECUTABLE
     tools: Mapping[str, frozenset[str]] = TOOLS
     # Its shell exists whatever `tools` says: `tools: []` would claim less than it can do.
     tools_required = True
-    restrictable = True
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
 
-    def __init__(self, executable: str = EXECUTABLE, extra_env_allowed: Iterable[str] = ()) -> None:
-        self.executable = executable
-        self.env_allowed: frozenset[str] = ENV_ALLOWED | frozenset(extra_env_allowed)
+    def __init__(
+        self, executable: str | None = None, extra_env_allowed: Iterable[str] = ()
+    ) -> None:
+        super().__init__(executable)
+        self.env_allowed = ENV_ALLOWED | frozenset(extra_env_allowed)
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
@@ -186,8 +189,7 @@ class CodexBackend:
             # After `--`: an id can never be taken for an option.
             argv += ["resume", "--", item.resume_session]
         argv.append("-")  # the prompt is read from stdin
-        stdin = (item.prompt or "").encode("utf-8")
-        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+        return self.launch(argv, item)
 
     def parser(self) -> CodexParser:
         return CodexParser()
@@ -325,47 +327,22 @@ class CodexParser(JsonEventParser):
                 self._usage[i] += value
                 self._saw_usage = True
 
-    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
-        for event in self._lines.finish():
-            self._on_event(event)
-        text = self._final_text or ""
-        data = text.encode("utf-8")
-        common: dict[str, Any] = {
-            "final_text": text,
-            "final_bytes": len(data),
-            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
-            "usage": self._usage_total(),
-            "backend_session_id": self.thread_id,
-        }
+    def _outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        answer = ParsedOutcome.answer(self._final_text or "", self._usage_total(), self.thread_id)
         if self._turn_failed is not None:
-            return ParsedOutcome(
-                completed=False,
-                error_code="agent-error",
-                error_message=f"codex: {self._turn_failed}",
-                error_data=self._error_data(exit_status),
-                **common,
-            )
+            message = f"codex: {self._turn_failed}"
+            return self._failed(answer, "agent-error", message, exit_status)
         if self._completed:
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
-            return ParsedOutcome(completed=True, **common)
+            return answer
         message = exit_message("codex", exit_status, "finishing its turn")
         if self._fatal_error is not None:
-            return ParsedOutcome(
-                completed=False,
-                error_code="agent-error",
-                error_message=f"codex: {self._fatal_error} ({message})",
-                error_data=self._error_data(exit_status),
-                **common,
-            )
+            message = f"codex: {self._fatal_error} ({message})"
+            return self._failed(answer, "agent-error", message, exit_status)
         said = self._retry_notice or self._stderr_error()
-        return ParsedOutcome(
-            completed=False,
-            error_code="exit-status",
-            error_message=f"{message}: {said}" if said else message,
-            error_data=self._error_data(exit_status),
-            **common,
-        )
+        message = f"{message}: {said}" if said else message
+        return self._failed(answer, "exit-status", message, exit_status)
 
     def _usage_total(self) -> Usage | None:
         if not self._saw_usage:
@@ -384,10 +361,6 @@ class CodexParser(JsonEventParser):
         lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
         return _message(said[-1]) if said else None
-
-    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
-        tail = self._stderr.text(STDERR_TAIL_BYTES)
-        return error_data(exit_status, tail, self._lines.dropped_lines)
 
 
 def _message(value: object) -> str | None:

@@ -49,21 +49,11 @@ class CommandParser:
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines
+        output = ParsedOutcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
         if exit_status.exit_code == 0:
-            return ParsedOutcome(
-                completed=True, final_text=text, final_bytes=size, final_lines=lines
-            )
+            return output
         data = error_data(exit_status, self.stderr.text(STDERR_TAIL_BYTES), dropped_lines=0)
-        message = exit_message("command", exit_status)
-        return ParsedOutcome(
-            completed=False,
-            final_text=text,
-            final_bytes=size,
-            final_lines=lines,
-            error_code="exit-status",
-            error_message=message,
-            error_data=data,
-        )
+        return output.failed("exit-status", exit_message("command", exit_status), data)
 
 
 class CommandBackend:

@@ -13,8 +13,11 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
+from subagent_host.backends.base import ParsedOutcome
+from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 
@@ -115,5 +118,23 @@ class JsonEventParser:
         pending, self._pending_activity = self._pending_activity, []
         return pending
 
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        """The child's outcome once it exited (a last line without a newline read first)."""
+        for event in self._lines.finish():
+            self._on_event(event)
+        return self._outcome(exit_status)
+
+    def _failed(
+        self, answer: ParsedOutcome, code: str, message: str, exit_status: ProcessExit
+    ) -> ParsedOutcome:
+        """The answer as a failure, its data the exit, the stderr tail and dropped lines."""
+        tail = self._stderr.text(STDERR_TAIL_BYTES)
+        return answer.failed(
+            code, message, error_data(exit_status, tail, self._lines.dropped_lines)
+        )
+
     def _on_event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         raise NotImplementedError

@@ -28,13 +28,14 @@ from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
     FILESYSTEM_WRITE,
+    AgentCLI,
     ItemSpec,
     Launch,
     ParsedOutcome,
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message, short
+from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
 
@@ -86,18 +87,17 @@ ENV_ALLOWED: Final = frozenset(
 FAILED_STOP_REASONS: Final = ("error", "aborted")
 
 
-class PiBackend:
+class PiBackend(AgentCLI):
     id = "pi"
+    executable = EXECUTABLE
     tools: Mapping[str, frozenset[str]] = TOOLS
-    tools_required = False
-    restrictable = True
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     default_tools: tuple[str, ...] = DEFAULT_TOOLS
 
-    def __init__(self, session_dir: Path, executable: str = EXECUTABLE) -> None:
+    def __init__(self, session_dir: Path, executable: str | None = None) -> None:
+        super().__init__(executable)
         self.session_dir = session_dir
-        self.executable = executable
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "--mode", "json", "--session-dir", str(self.session_dir)]
@@ -118,8 +118,7 @@ class PiBackend:
             # final line break, instructions can never be taken for a path.
             text = item.instructions
             argv += ["--append-system-prompt", text if text.endswith("\n") else text + "\n"]
-        stdin = (item.prompt or "").encode("utf-8")
-        return Launch(argv=tuple(argv), stdin=stdin, env=dict(item.env), cwd=item.cwd)
+        return self.launch(argv, item)
 
     def parser(self) -> PiParser:
         return PiParser()
@@ -190,40 +189,20 @@ class PiParser(JsonEventParser):
             self._cost += float(cost["total"])
             self._saw_cost = True
 
-    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
-        for event in self._lines.finish():
-            self._on_event(event)
-        text = _text_of(self._last_assistant)
-        data = text.encode("utf-8")
-        common: dict[str, Any] = {
-            "final_text": text,
-            "final_bytes": len(data),
-            "final_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
-            "usage": self._usage_total(),
-            "backend_session_id": self.session_id,
-        }
+    def _outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        answer = ParsedOutcome.answer(
+            _text_of(self._last_assistant), self._usage_total(), self.session_id
+        )
         stop_reason = (self._last_assistant or {}).get("stopReason")
         if self._retry_error is not None or stop_reason in FAILED_STOP_REASONS:
             message = (self._last_assistant or {}).get("errorMessage") or self._retry_error
-            return ParsedOutcome(
-                completed=False,
-                error_code="agent-error",
-                error_message=f"pi: {message or stop_reason}",
-                error_data=self._error_data(exit_status),
-                **common,
-            )
+            return self._failed(answer, "agent-error", f"pi: {message or stop_reason}", exit_status)
         if self._finished and self._last_assistant is not None:
             # Its final event was printed: that answer stands, however the process
             # ended afterwards (one that lingers is ended by the server).
-            return ParsedOutcome(completed=True, **common)
+            return answer
         message = exit_message("pi", exit_status, "finishing its answer")
-        return ParsedOutcome(
-            completed=False,
-            error_code="exit-status",
-            error_message=message,
-            error_data=self._error_data(exit_status),
-            **common,
-        )
+        return self._failed(answer, "exit-status", message, exit_status)
 
     def _usage_total(self) -> Usage | None:
         if not any(self._usage) and not self._saw_cost:
@@ -235,10 +214,6 @@ class PiParser(JsonEventParser):
             cache_write_tokens=self._usage[3],
             cost_usd=round(self._cost, 6) if self._saw_cost else None,
         )
-
-    def _error_data(self, exit_status: ProcessExit) -> dict[str, object]:
-        tail = self._stderr.text(STDERR_TAIL_BYTES)
-        return error_data(exit_status, tail, self._lines.dropped_lines)
 
 
 def _text_of(message: dict[str, Any] | None) -> str:

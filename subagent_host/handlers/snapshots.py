@@ -15,6 +15,7 @@ from typing import Any, Final
 from subagent_host.rpc.wire import (
     ChildSnapshot,
     EventWire,
+    RunOutcome,
     RunSnapshot,
     StepSnapshot,
     WorkflowSnapshot,
@@ -39,6 +40,18 @@ def _to_ms(moment: datetime) -> datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
+def outcome(run: Run | ChildRun) -> RunOutcome:
+    """How a run or a child went so far, as both snapshots show it."""
+    return RunOutcome(
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        duration_ms=duration_ms(run.started_at, run.ended_at),
+        output=run.output,
+        error=run.error,
+        reason=run.reason,
+    )
+
+
 def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
     return RunSnapshot(
         run_id=run.run_id,
@@ -51,12 +64,7 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         children=tuple(child_snapshot(child) for child in run.children),
         admitted_by=run.admitted_by,
         label=run.label,
-        started_at=run.started_at,
-        ended_at=run.ended_at,
-        duration_ms=duration_ms(run.started_at, run.ended_at),
-        output=run.output,
-        error=run.error,
-        reason=run.reason,
+        outcome=outcome(run),
         enforced_timeout_ms=run.enforced_timeout_ms,
         reached_limit=run.reached_limit,
         workflow=_workflow(run.workflow),
@@ -95,12 +103,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
         exit_code=child.exit_code,
         signal=signal.Signals(child.signal).name if child.signal else None,
         stopped_by=str(child.stopped_by) if child.stopped_by else None,
-        started_at=child.started_at,
-        ended_at=child.ended_at,
-        duration_ms=duration_ms(child.started_at, child.ended_at),
-        output=child.output,
-        error=child.error,
-        reason=child.reason,
+        outcome=outcome(child),
         usage=child.usage,
         backend_session_id=child.backend_session_id,
         resources=child.resources,

@@ -41,24 +41,27 @@ class SpawnItem(ItemFields):
 
 
 @attrs.frozen
-class ParallelStep:
-    """A workflow step running its items side by side (at most 4 at once)."""
+class StepFields:
+    """What a `parallel` and a `forEach` step both take."""
 
-    parallel: tuple[SpawnItem, ...]
     as_: str | None = None
     """Names the step's output: a JSON array of its items' final texts."""
     label: str | None = None
 
 
-@attrs.frozen
-class ForEachStep:
+@attrs.frozen(kw_only=True)
+class ParallelStep(StepFields):
+    """A workflow step running its items side by side (at most 4 at once)."""
+
+    parallel: tuple[SpawnItem, ...]
+
+
+@attrs.frozen(kw_only=True)
+class ForEachStep(StepFields):
     """A workflow step running `item` once per element of the JSON array `for_each` yields."""
 
     for_each: str
     item: SpawnItem
-    as_: str | None = None
-    """Names the step's output: a JSON array of the items' final texts."""
-    label: str | None = None
 
 
 WorkflowStep = SpawnItem | ParallelStep | ForEachStep

@@ -147,9 +147,7 @@ UNPROBED: Final = Unprobed.UNPROBED
 
 
 @attrs.frozen
-class RemovedTool:
-    name: str
-    effects: tuple[str, ...]
+class RemovedTool(ToolEffects):
     exceeds: tuple[str, ...]
     """The effects the request's access did not permit."""
 

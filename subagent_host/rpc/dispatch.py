@@ -50,7 +50,7 @@ from subagent_host.rpc.messages import (
     classify,
     is_valid_id,
 )
-from subagent_host.rpc.pygls_hooks import Outcome, PyglsHooks
+from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
 from subagent_host.rpc.wire import WireValueError, make_converter
 
@@ -174,28 +174,21 @@ class HostProtocol(PyglsHooks):
             )
         return invoker
 
-    def execute(
-        self,
-        msg_id: PyglsMsgId,
-        handler: Callable[..., Any],
-        callback: Callable[[Any], None],
-        args: tuple[Any, ...] | None = None,
-        kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        if inspect.iscoroutinefunction(handler):
-            self._execute_async(msg_id, handler(*(args or ()), **(kwargs or {})), callback)
+    def execute(self, call: HandlerCall) -> None:
+        if inspect.iscoroutinefunction(call.handler):
+            self._execute_async(call.msg_id, call.run(), call.callback)
             return
-        if handler not in self._inline:
-            self.execute_by_pygls(msg_id, handler, callback, args, kwargs)
+        if call.handler not in self._inline:
+            self.execute_by_pygls(call)
             return
         # pygls wraps a synchronous result in a thread-safe concurrent Future (a lock
         # and a condition per request); a loop future carries it as well, for less.
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
-            future.set_result(handler(*(args or ()), **(kwargs or {})))
+            future.set_result(call.run())
         except Exception as exc:
             future.set_exception(exc)
-        callback(future)
+        call.callback(future)
 
     def _execute_async(
         self, msg_id: PyglsMsgId, work: Coroutine[Any, Any, Any], callback: Callable[[Any], None]
@@ -303,12 +296,8 @@ class HostProtocol(PyglsHooks):
             logger.warning("ignoring notification for unknown method %r", method_name)
             return
         key = f"notification-{uuid.uuid4()}"
-        self.execute(
-            msg_id=key,
-            handler=invoker,
-            args=(params,),
-            callback=partial(self._notification_done, key=key, method_name=method_name),
-        )
+        done = partial(self._notification_done, key=key, method_name=method_name)
+        self.execute(HandlerCall(key, invoker, done, (params,)))
 
     def _notification_done(self, future: Outcome, *, key: str, method_name: str) -> None:
         self.untrack(key)

@@ -26,7 +26,7 @@ Called (pygls methods and attributes we use):
 Overridden (pygls calls them; each forwards to a method the subclass defines):
 - `_get_handler(name)` -> `handler_for`: our method table, our -32601 message,
   and a notification-only method refused as a request.
-- `_execute_handler(msg_id, handler, callback, args, kwargs)` -> `execute`:
+- `_execute_handler(msg_id, handler, callback, args, kwargs)` -> `execute(HandlerCall)`:
   synchronous handlers answered inline with a loop future; async ones answer
   from inside their task.
 - `_send_handler_result(future, *, msg_id)` -> `send_outcome`: results and
@@ -43,13 +43,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, NamedTuple
 
 from pygls.protocol import JsonRPCProtocol
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
 Outcome = Future[Any] | asyncio.Future[Any]
+
+
+class HandlerCall(NamedTuple):
+    """What pygls hands `_execute_handler`: a handler to run for a request, and the
+    callback that sends its outcome (in pygls's argument order)."""
+
+    msg_id: PyglsMsgId
+    handler: Callable[..., Any]
+    callback: Callable[[Any], None]
+    args: tuple[Any, ...] | None = None
+    kwargs: dict[str, Any] | None = None
+
+    def run(self) -> Any:
+        """The handler's result for the request's params."""
+        return self.handler(*(self.args or ()), **(self.kwargs or {}))
 
 
 class PyglsHooks(JsonRPCProtocol):
@@ -81,30 +96,16 @@ class PyglsHooks(JsonRPCProtocol):
         """Every request pygls counts as running."""
         return list(self._request_futures.values())
 
-    def execute_by_pygls(
-        self,
-        msg_id: PyglsMsgId,
-        handler: Callable[..., Any],
-        callback: Callable[[Any], None],
-        args: tuple[Any, ...] | None,
-        kwargs: dict[str, Any] | None,
-    ) -> None:
+    def execute_by_pygls(self, call: HandlerCall) -> None:
         """pygls's own way to run a handler (a thread pool, a generator, a future)."""
-        JsonRPCProtocol._execute_handler(self, msg_id, handler, callback, args, kwargs)
+        JsonRPCProtocol._execute_handler(self, *call)
 
     # --- what the subclass defines ---------------------------------------------------
 
     def handler_for(self, name: str) -> Callable[[Any], Any]:
         raise NotImplementedError
 
-    def execute(
-        self,
-        msg_id: PyglsMsgId,
-        handler: Callable[..., Any],
-        callback: Callable[[Any], None],
-        args: tuple[Any, ...] | None,
-        kwargs: dict[str, Any] | None,
-    ) -> None:
+    def execute(self, call: HandlerCall) -> None:
         raise NotImplementedError
 
     def send_outcome(self, future: Outcome, msg_id: PyglsMsgId) -> None:
@@ -129,7 +130,7 @@ class PyglsHooks(JsonRPCProtocol):
         args: tuple[Any, ...] | None = None,
         kwargs: dict[str, Any] | None = None,
     ) -> None:
-        self.execute(msg_id, handler, callback, args, kwargs)
+        self.execute(HandlerCall(msg_id, handler, callback, args, kwargs))
 
     def _send_handler_result(self, future: Outcome, *, msg_id: PyglsMsgId) -> None:
         self.send_outcome(future, msg_id)

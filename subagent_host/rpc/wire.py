@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NewType, TypeVar
+from typing import Any, Final, NewType, TypeVar
 
 import attrs
 import cattrs
@@ -188,6 +188,23 @@ class ResumeParams:
     mode: str | None = None
 
 
+# Marks a field whose value's keys are written in its place, not under its name.
+INLINE: Final = "inline"
+
+
+@attrs.frozen
+class RunOutcome:
+    """How a run or a child went, in the fields both snapshots carry (written inline:
+    their keys stand in the snapshot itself). Each is absent until it is known."""
+
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    duration_ms: int | None = None
+    output: OutputInfo | None = None
+    error: ErrorInfo | None = None
+    reason: str | None = None
+
+
 @attrs.frozen
 class ChildSnapshot:
     index: int
@@ -200,12 +217,7 @@ class ChildSnapshot:
     signal: str | None = None
     stopped_by: str | None = None
     """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    duration_ms: int | None = None
-    output: OutputInfo | None = None
-    error: ErrorInfo | None = None
-    reason: str | None = None
+    outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
     usage: Usage | None = None
     backend_session_id: str | None = None
     resources: Resources | None = None
@@ -257,12 +269,7 @@ class RunSnapshot:
     admitted_by: str
     """`preflight` or `direct`: how the spawn was admitted (always sent)."""
     label: str | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    duration_ms: int | None = None
-    output: OutputInfo | None = None
-    error: ErrorInfo | None = None
-    reason: str | None = None
+    outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
     workflow: WorkflowSnapshot | None = None
@@ -361,8 +368,10 @@ def json_type_name(value: Any) -> str:
     return "an object"
 
 
-def _none_default(attribute: attrs.Attribute[Any]) -> bool:
-    return attribute.default is None
+def _omitted(attribute: attrs.Attribute[Any]) -> bool:
+    """Left out while it is None; an inline group is left out while empty (so that cattrs
+    writes it in its place, among the other optional fields, not ahead of them)."""
+    return attribute.default is None or bool(attribute.metadata.get(INLINE))
 
 
 def make_converter() -> cattrs.Converter:
@@ -395,10 +404,12 @@ def make_converter() -> cattrs.Converter:
 
     def unstructure_factory(cls: type[Any]) -> Any:
         overrides: dict[str, Any] = {
-            a.name: override(rename=camel_case(a.name), omit_if_default=_none_default(a))
+            a.name: override(rename=camel_case(a.name), omit_if_default=_omitted(a))
             for a in attrs.fields(cls)
         }
-        return make_dict_unstructure_fn(cls, converter, **overrides)
+        plain = make_dict_unstructure_fn(cls, converter, **overrides)
+        inline = {camel_case(a.name) for a in attrs.fields(cls) if a.metadata.get(INLINE)}
+        return _inlining(plain, inline) if inline else plain
 
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
@@ -406,6 +417,23 @@ def make_converter() -> cattrs.Converter:
     # client sees is exactly what was fingerprinted (planning/views.py).
     converter.register_unstructure_hook_func(lambda t: t in VIEWS, to_json)
     return converter
+
+
+def _inlining(
+    plain: Callable[[Any], dict[str, Any]], inline: set[str]
+) -> Callable[[Any], dict[str, Any]]:
+    """Write the `inline` fields' keys in their place, in their order (see `INLINE`)."""
+
+    def unstructure(value: Any) -> dict[str, Any]:
+        written: dict[str, Any] = {}
+        for key, item in plain(value).items():
+            if key in inline:
+                written.update(item)
+            else:
+                written[key] = item
+        return written
+
+    return unstructure
 
 
 def _structure_token(value: Any, _type: type) -> MsgToken | None:

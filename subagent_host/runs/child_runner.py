@@ -19,20 +19,20 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from subagent_host.backends.base import MAX_TURNS_LIMIT, Backend, OutputParser
+from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.exits import ProcessExit
-from subagent_host.backends.sessions import SEALED_AT_END, SessionFiles
-from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec, Supervisor
+from subagent_host.backends.sessions import SEALED_AT_END
+from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.runs.child_sink import ChildSink, StreamGate
 from subagent_host.runs.control import RunControl
-from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER, OutputCaps
+from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.sampling import ResourceSampler, record_usage
-from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause
-from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values.facts import ErrorInfo
 
 logger = logging.getLogger(__name__)
@@ -59,33 +59,21 @@ def internal_error(exc: BaseException) -> ErrorInfo:
 class ChildRunner:
     """Runs children for every run of this server; keeps what a later attempt needs."""
 
-    def __init__(
-        self,
-        *,
-        supervisor: Supervisor,
-        backends: Mapping[str, Backend],
-        slots: Slots,
-        book: RunStateMachine,
-        settler: Settler,
-        caps: OutputCaps,
-        server_env: Mapping[str, str],
-        depth: int,
-        sessions: SessionFiles | None = None,
-    ) -> None:
-        self._supervisor = supervisor
-        self._backends = backends
-        self._slots = slots
-        self._book = book
+    def __init__(self, services: ChildServices, settler: Settler) -> None:
+        self._supervisor = services.supervisor
+        self._backends = services.backends
+        self._slots = services.slots
+        self._book = services.book
         self._settler = settler
-        self._caps = caps
-        self._server_env = dict(server_env)
-        self._depth = depth
-        self.sessions = sessions
+        self._caps = services.caps
+        self._server_env = dict(services.server_env)
+        self._depth = services.depth
+        self.sessions = services.sessions
         """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
         # Each child's environment values, by run: never stored, so a resume of a
         # child launched with `env` works only while this server remembers them.
         self._envs: dict[str, dict[int, Mapping[str, str]]] = {}  # by run id, then child index
-        self._sampler = ResourceSampler(supervisor)
+        self._sampler = ResourceSampler(services.supervisor)
         self.streams = StreamGate()
         """Closed while the client's outgoing queue is full (app.py): streamed
         children are then held back; others are not (their output is not queued)."""

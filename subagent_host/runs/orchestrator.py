@@ -18,9 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final
 
-from subagent_host.backends.base import Backend
 from subagent_host.backends.sessions import SessionFiles
-from subagent_host.backends.supervisor import Supervisor
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
@@ -29,13 +27,12 @@ from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import OutputCaps
-from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
     ADMITTED_DIRECT,
     ChildRun,
     Run,
-    RunStateMachine,
     RunStatus,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords
@@ -58,39 +55,23 @@ class RunOrchestrator:
 
     def __init__(
         self,
+        services: ChildServices,
         *,
-        supervisor: Supervisor,
-        backends: Mapping[str, Backend],
-        slots: Slots,
-        book: RunStateMachine,
-        caps: OutputCaps,
-        server_env: Mapping[str, str],
-        depth: int,
         grace_ms: int,
         new_run_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         on_launch: Callable[[Run, list[Projection]], None] | None = None,
         workflow_records: WorkflowRecords | None = None,
         workflow_parallelism: int = WORKFLOW_PARALLELISM,
-        sessions: SessionFiles | None = None,
     ) -> None:
-        self._backends = backends
-        self._book = book
-        self._caps = caps
-        self._settler = Settler(book, caps)
+        self._services = services
+        self._backends = services.backends
+        self._book = services.book
+        self._caps = services.caps
+        self._settler = Settler(services.book, services.caps)
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
         self._on_launch = on_launch
-        self._children = ChildRunner(
-            supervisor=supervisor,
-            backends=backends,
-            slots=slots,
-            book=book,
-            settler=self._settler,
-            caps=caps,
-            server_env=server_env,
-            depth=depth,
-            sessions=sessions,
-        )
+        self._children = ChildRunner(services, self._settler)
         self._workflow_records = workflow_records or WorkflowRecords()
         self._workflow_parallelism = workflow_parallelism
         self._workflows: dict[str, WorkflowRunner] = {}  # by run id
@@ -183,11 +164,9 @@ class RunOrchestrator:
             run=run,
             plan=plan,
             children=self._children,
-            book=self._book,
+            services=self._services,
             settler=self._settler,
             records=self._workflow_records,
-            backends=self._backends,
-            previous_cap=self._caps.previous_bytes,
             texts=dict(texts or {}),
             parallelism=self._workflow_parallelism,
         )

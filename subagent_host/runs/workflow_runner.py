@@ -24,7 +24,6 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.base import Backend
 from subagent_host.planning import templates
 from subagent_host.planning.plan import (
     STEP_FOR_EACH,
@@ -39,6 +38,7 @@ from subagent_host.planning.plan import (
 from subagent_host.planning.projection import project
 from subagent_host.runs.child_runner import ChildRunner
 from subagent_host.runs.control import RunControl
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
     STEP_PENDING,
@@ -76,15 +76,22 @@ class WorkflowRunner:
     plan: RunPlan
     """The workflow plan and its item templates (with their environment values)."""
     children: ChildRunner
-    book: RunStateMachine
+    services: ChildServices
     settler: Settler
     records: WorkflowRecords
-    backends: Mapping[str, Backend]
-    previous_cap: int
     texts: dict[int, str] = attrs.Factory(dict)
     """Each completed child's final text, by child index (capped at `previous_cap`)."""
     parallelism: int = WORKFLOW_PARALLELISM
     _failure: ErrorInfo | None = None
+
+    @property
+    def book(self) -> RunStateMachine:
+        return self.services.book
+
+    @property
+    def previous_cap(self) -> int:
+        """How much of an earlier output a template's `{previous}` or `{outputs.*}` gets."""
+        return self.services.caps.previous_bytes
 
     @property
     def workflow(self) -> WorkflowPlan:
@@ -181,7 +188,7 @@ class WorkflowRunner:
             return False
         # A template without placeholders keeps its planned launch; a filled one is
         # prepared now, once.
-        plans = [prepare_child(plan, self.backends[plan.backend]) for plan in plans]
+        plans = [prepare_child(plan, self.services.backends[plan.backend]) for plan in plans]
         children = [self._new_child(plan, index) for plan in plans]
         state.children = [child.index for child in children]
         bound = asyncio.Semaphore(self.parallelism)
@@ -201,7 +208,9 @@ class WorkflowRunner:
         child = ChildRun(index=len(run.children), backend=plan.backend, label=plan.label, step=step)
         run.children.append(child)
         self.children.remember_env(run, child.index, plan.env)
-        self.records.child_added(run, child.index, project(plan, self.backends[plan.backend]))
+        self.records.child_added(
+            run, child.index, project(plan, self.services.backends[plan.backend])
+        )
         self.book.emit(run, "child", index=child.index, status=str(child.status))
         return child
 

@@ -95,23 +95,13 @@ async def _clean_up(
     server left running may have written to its file until it was ended here.
     """
     ended = await supervisor.sweep_gone_instances(grace_ms / 1000)
-    if run_ids:
-        ended += await _end_leftovers(store, supervisor, run_ids, leftovers, grace_ms)
-        if seal is not None:
-            await store.call(instances.seal_interrupted, store, run_ids, seal)
-    return ended
-
-
-async def _end_leftovers(
-    store: Database,
-    supervisor: Supervisor,
-    run_ids: list[str],
-    leftovers: list[instances.Leftover],
-    grace_ms: int,
-) -> int:
+    if not run_ids:
+        return ended
     recorded = [(left.pid, left.create_time) for left in leftovers]
-    ended = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
+    strays = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
     await store.call(instances.finish_cleanups, store, run_ids)
-    if ended:
-        logger.warning("ended %d processes left by interrupted runs", ended)
-    return ended
+    if strays:
+        logger.warning("ended %d processes left by interrupted runs", strays)
+    if seal is not None:
+        await store.call(instances.seal_interrupted, store, run_ids, seal)
+    return ended + strays

@@ -27,8 +27,9 @@ def a_run(started: datetime | None, ended: datetime | None) -> Run:
 
 
 def wire_difference_ms(item: RunSnapshot | ChildSnapshot) -> int:
-    assert item.started_at is not None and item.ended_at is not None
-    ended, started = timestamp(item.ended_at), timestamp(item.started_at)  # as sent
+    went = item.outcome
+    assert went.started_at is not None and went.ended_at is not None
+    ended, started = timestamp(went.ended_at), timestamp(went.started_at)  # as sent
     return (parse(ended) - parse(started)) // timedelta(milliseconds=1)
 
 
@@ -37,13 +38,14 @@ def test_duration_is_the_difference_of_the_two_timestamps_as_they_read() -> None
     for end in (START.replace(microsecond=1100), END, START.replace(second=3, microsecond=999)):
         snapshot = run_snapshot(a_run(START, end))
         for item in (snapshot, snapshot.children[0]):
-            assert item.duration_ms == wire_difference_ms(item), (item, end)
+            assert item.outcome.duration_ms == wire_difference_ms(item), (item, end)
 
 
 def test_duration_is_absent_until_the_run_has_ended_and_without_a_start() -> None:
     running = run_snapshot(a_run(START, None))
-    assert running.duration_ms is None and running.children[0].duration_ms is None
+    assert running.outcome.duration_ms is None and running.children[0].outcome.duration_ms is None
     never_started = a_run(None, END)  # e.g. cancelled while queued
     never_started.status = RunStatus.CANCELLED
     snapshot = run_snapshot(never_started)
-    assert snapshot.duration_ms is None and snapshot.children[0].duration_ms is None
+    assert snapshot.outcome.duration_ms is None
+    assert snapshot.children[0].outcome.duration_ms is None

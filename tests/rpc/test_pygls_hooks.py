@@ -16,7 +16,7 @@ from pygls.exceptions import JsonRpcMethodNotFound
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage
 from pygls.server import JsonRPCServer
 
-from subagent_host.rpc.pygls_hooks import Outcome, PyglsHooks
+from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.wire import make_converter
 
 
@@ -34,16 +34,9 @@ class Recorder(PyglsHooks):
             raise JsonRpcMethodNotFound(message=f"no {name}")
         return lambda params: {"echo": params}
 
-    def execute(
-        self,
-        msg_id: Any,
-        handler: Callable[..., Any],
-        callback: Callable[[Any], None],
-        args: tuple[Any, ...] | None,
-        kwargs: dict[str, Any] | None,
-    ) -> None:
-        self.calls.append(("execute", msg_id, args, self.msg_id))
-        self.execute_by_pygls(msg_id, handler, callback, args, kwargs)
+    def execute(self, call: HandlerCall) -> None:
+        self.calls.append(("execute", call.msg_id, call.args, self.msg_id))
+        self.execute_by_pygls(call)
 
     def send_outcome(self, future: Outcome, msg_id: Any) -> None:
         self.calls.append(("send_outcome", msg_id, future.result()))
@@ -91,7 +84,7 @@ def test_execute_handler_of_pygls_runs_a_plain_function_and_calls_back_with_its_
     hooks: Recorder,
 ) -> None:
     done: list[Future[Any]] = []
-    hooks.execute_by_pygls(1, lambda x: x + 1, done.append, (41,), None)
+    hooks.execute_by_pygls(HandlerCall(1, lambda x: x + 1, done.append, (41,), None))
     assert [future.result() for future in done] == [42]
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import typing
 from datetime import UTC, datetime, timedelta
 
-from subagent_host.rpc.wire import ChildSnapshot, RunList, RunSnapshot, make_converter
+import attrs
+
+from subagent_host.rpc.wire import (
+    ChildSnapshot,
+    RunList,
+    RunOutcome,
+    RunSnapshot,
+    make_converter,
+)
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -22,9 +30,11 @@ MOMENT = datetime(2026, 11, 30, 2, 40, 0, 123_999, tzinfo=UTC)
 def test_snapshots_carry_the_domains_own_types_of_what_runs_report() -> None:
     child = typing.get_type_hints(ChildSnapshot)
     run = typing.get_type_hints(RunSnapshot)
+    went = typing.get_type_hints(RunOutcome)
     assert child["usage"] == Usage | None
-    assert child["output"] == run["output"] == OutputInfo | None
-    assert child["error"] == run["error"] == ErrorInfo | None
+    assert child["outcome"] == run["outcome"] == RunOutcome
+    assert went["output"] == OutputInfo | None
+    assert went["error"] == ErrorInfo | None
     assert child["resources"] == Resources | None
     assert run["diagnostics"] == tuple[Diagnostic, ...] | None
     assert typing.get_type_hints(RunList)["runs"] == tuple[RunSummary, ...]
@@ -87,3 +97,17 @@ def test_an_error_without_data_is_written_without_a_data_key() -> None:
         "message": "exited 1",
         "data": {"exitCode": 1},
     }
+
+
+def test_a_snapshots_outcome_is_written_in_its_place_among_the_snapshots_own_keys() -> None:
+    went = RunOutcome(
+        started_at=MOMENT, duration_ms=5, error=ErrorInfo("timeout", "too slow"), reason="timeout"
+    )
+    child = ChildSnapshot(index=0, backend="command", status="failed", attempt=1, pid=7)
+    written = CONVERTER.unstructure(attrs.evolve(child, outcome=went, step=2))
+    assert list(written) == [
+        "index", "backend", "status", "attempt", "pid",
+        "startedAt", "durationMs", "error", "reason", "step",
+    ]  # fmt: skip
+    assert written["error"] == {"code": "timeout", "message": "too slow"}
+    assert list(CONVERTER.unstructure(child)) == ["index", "backend", "status", "attempt", "pid"]

@@ -11,6 +11,7 @@ from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs.child_runner import ChildRunner
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.values import RunKind
@@ -34,16 +35,16 @@ def new_run(run_id: str) -> Run:
 
 def new_runner(slots: Slots, events: list[RunEvent]) -> ChildRunner:
     book = RunStateMachine(listener=lambda _run, event: events.append(event))
-    return ChildRunner(
+    services = ChildServices(
         supervisor=Supervisor(),
         backends={"command": CommandBackend()},
         slots=slots,
         book=book,
-        settler=Settler(book, CAPS),
         caps=CAPS,
         server_env=os.environ,
         depth=0,
     )
+    return ChildRunner(services, Settler(book, CAPS))
 
 
 async def test_a_child_goes_from_queued_to_one_terminal_status_and_gives_its_slot_back() -> None:

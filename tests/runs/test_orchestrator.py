@@ -20,6 +20,7 @@ from subagent_host.planning.prepare import launch_plan
 from subagent_host.runs import child_runner
 from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator
 from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import (
     TERMINAL,
     ChildRun,
@@ -49,7 +50,7 @@ class Harness:
         self.changed = asyncio.Event()
         self.book = RunStateMachine(listener=self.record)
         self.backends: dict[str, Backend] = {"command": backend or CommandBackend(), **(more or {})}
-        self.manager = RunOrchestrator(
+        services = ChildServices(
             supervisor=Supervisor(),
             backends=self.backends,
             slots=Slots(limit),
@@ -57,6 +58,9 @@ class Harness:
             caps=CAPS,
             server_env=os.environ,
             depth=0,
+        )
+        self.manager = RunOrchestrator(
+            services,
             grace_ms=2000,
         )
         self.runs: list[Run] = []

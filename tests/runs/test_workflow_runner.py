@@ -31,6 +31,7 @@ from subagent_host.planning.views import Projection, to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator, WorkflowRecords
 from subagent_host.runs.scheduler import Slots
+from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
@@ -121,7 +122,7 @@ class Harness:
         self.changed = asyncio.Event()
         self.records = Records()
         self.backends: dict[str, Backend] = {"command": CommandBackend()}
-        self.manager = RunOrchestrator(
+        services = ChildServices(
             supervisor=Supervisor(),
             backends=self.backends,
             slots=Slots(slots),
@@ -129,6 +130,9 @@ class Harness:
             caps=caps(previous_bytes),
             server_env=os.environ,
             depth=0,
+        )
+        self.manager = RunOrchestrator(
+            services,
             grace_ms=2000,
             workflow_records=self.records.hooks(),
         )
