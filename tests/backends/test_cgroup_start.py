@@ -1,0 +1,152 @@
+"""How a child gets into its cgroup: the server steps in to fork it there, or a trampoline.
+
+Both ways must put the child inside before its first instruction, leave the
+server in its own cgroup, and never let a kill of a child's cgroup reach the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from subagent_host.backends import cgroups
+from subagent_host.backends.cgroups import Group, Hierarchy
+from subagent_host.backends.supervisor import RUN_MARKER, LaunchSpec, Supervisor
+from subagent_host.backends.tracking import TrackingMode, TrackingUnavailable, choose
+from tests.backends.test_supervisor import WAIT_S, Collect
+
+STEP_IN = "step in"
+TRAMPOLINE = "trampoline"
+
+
+def own_cgroup_line() -> str:
+    return next(
+        line for line in Path("/proc/self/cgroup").read_text().splitlines() if line[:3] == "0::"
+    )
+
+
+@pytest.fixture(params=[STEP_IN, TRAMPOLINE])
+async def supervisor(request: pytest.FixtureRequest) -> AsyncIterator[Supervisor]:
+    try:
+        tracking = choose(TrackingMode.CGROUP.value)
+    except TrackingUnavailable as exc:
+        pytest.skip(str(exc))
+    if request.param == STEP_IN and tracking.home is None:
+        pytest.skip("this process's cgroup is not an ancestor of the children's")
+    if request.param == TRAMPOLINE:
+        tracking.home = None
+    supervisor = Supervisor(tracking)
+    yield supervisor
+    supervisor.close()
+
+
+def spec(marker: str, *argv: str) -> LaunchSpec:
+    env = {"PATH": os.environ["PATH"], RUN_MARKER: marker}
+    return LaunchSpec(argv=argv, cwd="/", env=env)
+
+
+def relative(supervisor: Supervisor, group: Group) -> str:
+    assert supervisor.tracking.hierarchy is not None
+    return "/" + str(group.path.relative_to(supervisor.tracking.hierarchy.mount))
+
+
+async def test_a_child_and_its_first_fork_are_in_its_cgroup_and_the_server_is_back_home(
+    supervisor: Supervisor, marker: str
+) -> None:
+    before = own_cgroup_line()
+    sink = Collect()
+    # The child's first instruction is the shell's; its first fork is `cat`.
+    child = await supervisor.start(
+        spec(marker, "sh", "-c", "cat /proc/$$/cgroup; cat /proc/self/cgroup"), sink
+    )
+    assert own_cgroup_line() == before
+    assert child.group is not None
+    inside = f"0::{relative(supervisor, child.group)}"
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert sink.stdout.decode().splitlines().count(inside) == 2, sink.stdout
+    assert not child.group.path.exists()
+    assert own_cgroup_line() == before
+
+
+async def test_a_start_that_fails_leaves_the_server_home_and_no_cgroup_behind(
+    supervisor: Supervisor, marker: str
+) -> None:
+    before = own_cgroup_line()
+    instance = supervisor.tracking.instance
+    assert instance is not None
+    with pytest.raises(FileNotFoundError):
+        await supervisor.start(spec(marker, "no-such-program-here"), Collect())
+    assert own_cgroup_line() == before
+    assert instance.children() == []
+
+
+async def test_the_child_gets_exactly_its_environment_whichever_way_it_enters(
+    supervisor: Supervisor, marker: str
+) -> None:
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "env"), sink)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert sorted(sink.stdout.decode().splitlines()) == sorted(
+        [f"PATH={os.environ['PATH']}", f"{RUN_MARKER}={marker}"]
+    )
+
+
+def test_no_stepping_in_where_the_servers_cgroup_is_not_above_the_childrens(
+    tmp_path: Path,
+) -> None:
+    own = cgroups.own_cgroup(tmp_path)
+    if own is None:
+        pytest.skip("no cgroup2 line in /proc/self/cgroup")
+    hierarchy = Hierarchy(mount=tmp_path, root=tmp_path / "subagent-host", memory=False)
+    beside = Group(tmp_path / "elsewhere" / "subagent-host" / "i1-2")
+    assert cgroups.home_for(hierarchy, beside) is None
+    below = Group(own.path / "subagent-host" / "i1-2")
+    own.path.mkdir(parents=True, exist_ok=True)
+    own.procs_path.write_text("")
+    assert cgroups.home_for(hierarchy, below) == own
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    from pathlib import Path
+    from subagent_host.backends.cgroups import Group, move_self
+    group = Group(Path(sys.argv[1]))
+    home = Group(Path(sys.argv[2]))
+    move_self(group)
+    sleeper = subprocess.Popen(["sleep", "1000"])
+    group.kill()
+    sleeper.wait()
+    move_self(home)
+    print("alive", sleeper.returncode, flush=True)
+    """
+)
+
+
+async def test_killing_a_cgroup_the_server_is_in_kills_the_others_but_never_the_server() -> None:
+    try:
+        tracking = choose(TrackingMode.CGROUP.value)
+    except TrackingUnavailable as exc:
+        pytest.skip(str(exc))
+    if tracking.home is None or tracking.instance is None:
+        pytest.skip("this process's cgroup is not an ancestor of the children's")
+    group = tracking.place("kill-test")
+    assert group is not None
+    try:
+        killer = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-c", KILLER, str(group.path), str(tracking.home.path)),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(killer.communicate(), WAIT_S)
+        assert out == b"alive -9\n", err
+        assert group.pids() == []
+    finally:
+        group.kill()  # whatever the test left (the server is not in it)
+        Supervisor(tracking).close()
