@@ -49,6 +49,9 @@ INSTANCE_PATTERN: Final = re.compile(r"i(\d+)-(\d+)")
 ENTER_SHELL: Final = "/bin/sh"
 ENTER_SCRIPT: Final = 'echo 0 >"$0" || exit 126; PWD=$1; shift; exec "$@"'
 ENTER_SCRIPT_NO_PWD: Final = 'echo 0 >"$0" || exit 126; unset PWD; exec "$@"'
+# One read's worth of a cgroup file (cpu.stat is ~10 lines; the cgroup.procs of a
+# tree of thousands is read on until it is whole, see `_read`).
+READ_BYTES: Final = 64 * 1024
 # A member that forks while SIGKILL is sent one by one (no cgroup.kill) is
 # caught by the next pass; this bounds the passes.
 KILL_PASSES: Final = 8
@@ -222,7 +225,7 @@ class Group:
     def pids(self) -> list[int]:
         """The processes in this cgroup now (zombies are not members any more)."""
         try:
-            text = (self.path / "cgroup.procs").read_text()
+            text = _read(self.path / "cgroup.procs")
         except OSError:
             return []
         return [int(pid) for pid in text.split()]
@@ -258,9 +261,9 @@ class Group:
     def cpu_seconds(self) -> float | None:
         """CPU time used by every process that ever ran in the cgroup (`cpu.stat` usage_usec)."""
         try:
-            for line in (self.path / "cpu.stat").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
+            for line in _read(self.path / "cpu.stat").splitlines():
+                key, _, value = line.partition(b" ")
+                if key == b"usage_usec":
                     return int(value) / 1_000_000
         except (OSError, ValueError):
             pass
@@ -269,7 +272,7 @@ class Group:
     def memory_peak(self) -> int | None:
         """The cgroup's peak memory use in bytes (`memory.peak`), where a controller gives one."""
         try:
-            return int((self.path / "memory.peak").read_text())
+            return int(_read(self.path / "memory.peak"))
         except (OSError, ValueError):
             return None
 
@@ -284,6 +287,26 @@ class Group:
                 logger.warning("cannot remove cgroup %s: %s", self.path, exc)
             return False
         return True
+
+
+def _read(path: Path) -> bytes:
+    """A cgroup file, mostly in one read: no buffered text file on the way (a child's end
+    reads three of them before its run is answered).
+
+    A kernel seq file fills a read as far as whole lines fit, so a read that
+    came back less than half full was the end; a fuller one is followed up.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, READ_BYTES)
+        if len(data) < READ_BYTES // 2:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, READ_BYTES):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def entering(group: Group, argv: tuple[str, ...], *, pwd: str | None) -> tuple[str, ...]:

@@ -150,3 +150,9 @@ async def test_killing_a_cgroup_the_server_is_in_kills_the_others_but_never_the_
     finally:
         group.kill()  # whatever the test left (the server is not in it)
         Supervisor(tracking).close()
+
+
+def test_the_processes_of_a_cgroup_are_all_read_however_many_they_are(tmp_path: Path) -> None:
+    pids = list(range(100_000, 130_000))  # ~210 KB: several reads
+    (tmp_path / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in pids))
+    assert Group(tmp_path).pids() == pids
