@@ -98,18 +98,35 @@ async def test_the_child_gets_exactly_its_environment_whichever_way_it_enters(
 
 
 def test_no_stepping_in_where_the_servers_cgroup_is_not_above_the_childrens(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hierarchy = Hierarchy(mount=tmp_path, root=tmp_path / "subagent-host", memory=False)
+    instance = Group(hierarchy.root / "i1-2")
+    service = Group(tmp_path / "system.slice" / "server.service")  # a unit of its own
+    for group in (service, Group(tmp_path)):
+        group.path.mkdir(parents=True, exist_ok=True)
+        group.procs_path.write_text("")  # writable: only where it is matters
+    monkeypatch.setattr(cgroups, "own_cgroup", lambda _mount: service)
+    assert cgroups.home_for(hierarchy, instance) is None
+    monkeypatch.setattr(cgroups, "own_cgroup", lambda mount: Group(mount))
+    assert cgroups.home_for(hierarchy, instance) == Group(tmp_path)
+
+
+def test_the_servers_own_cgroup_is_read_from_proc_and_refused_outside_the_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     own = cgroups.own_cgroup(tmp_path)
-    if own is None:
-        pytest.skip("no cgroup2 line in /proc/self/cgroup")
-    hierarchy = Hierarchy(mount=tmp_path, root=tmp_path / "subagent-host", memory=False)
-    beside = Group(tmp_path / "elsewhere" / "subagent-host" / "i1-2")
-    assert cgroups.home_for(hierarchy, beside) is None
-    below = Group(own.path / "subagent-host" / "i1-2")
-    own.path.mkdir(parents=True, exist_ok=True)
-    own.procs_path.write_text("")
-    assert cgroups.home_for(hierarchy, below) == own
+    line = own_cgroup_line()
+    assert own == Group(tmp_path / line[3:].lstrip("/"))
+    lines = tmp_path / "cgroup"
+    lines.write_text("0::/../../elsewhere\n")
+    real_open = open
+
+    def fake_open(path: object, *args: object, **kwargs: object) -> object:
+        return real_open(lines if path == "/proc/self/cgroup" else path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert cgroups.own_cgroup(tmp_path) is None
 
 
 KILLER = textwrap.dedent(
