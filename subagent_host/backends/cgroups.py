@@ -223,7 +223,12 @@ class Group:
         return self.path / "cgroup.procs"
 
     def pids(self) -> list[int]:
-        """The processes in this cgroup now (zombies are not members any more)."""
+        """The processes in this cgroup now (zombies are not members any more), never this
+        server: nothing that ends a child's tree may find it there (see `kill`)."""
+        me = os.getpid()
+        return [pid for pid in self._members() if pid != me]
+
+    def _members(self) -> list[int]:
         try:
             text = _read(self.path / "cgroup.procs")
         except OSError:
@@ -238,8 +243,7 @@ class Group:
         kill of ours can interleave with; should it ever be left there, its
         fellow members are killed one by one instead.
         """
-        me = os.getpid()
-        if me not in self.pids():
+        if os.getpid() not in self._members():
             try:
                 (self.path / "cgroup.kill").write_text("1")
                 return
@@ -251,7 +255,7 @@ class Group:
         else:
             logger.error("this server is in cgroup %s: killing the others one by one", self.path)
         for _ in range(KILL_PASSES):
-            members = [pid for pid in self.pids() if pid != me]
+            members = self.pids()
             if not members:
                 return
             for pid in members:  # a pid in cgroup.procs is alive: it is not recycled yet
