@@ -20,7 +20,8 @@ an event.
    to `--process-tracking subreaper`, then `marker`; each row compares the
    section-1 server's median (its mode, `auto`, as `ping` reports it: `cgroup`
    where a writable cgroup v2 hierarchy exists) with that mode's. A child placed
-   in a cgroup is started through a `/bin/sh` trampoline that enters the cgroup
+   in a cgroup is forked inside it by a server whose own cgroup is above the
+   children's, else started through a `/bin/sh` trampoline that enters the cgroup
    and execs the program, and its cgroup is made and removed.
 2. Output drain. One child writes 200 MiB to stdout in 64 KiB chunks (lines of
    1 KiB) in `mode: "task"`; the reply's `output.bytes` must be exactly 200 MiB.

@@ -241,6 +241,7 @@ async def _serve_with_store(
     probes = VersionProbes(supervisor, probe_environment(backends))
     # In the background: ping lists each version once known.
     probes.start([backend.executable for backend in backends.values() if backend.executable])
+    connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     ctx = HandlerContext(
         config=config,
         session_id=config.session_id or new_session_id(),
@@ -249,8 +250,8 @@ async def _serve_with_store(
         progress=publisher,
         toolchain=Toolchain(backends, probes),
         process_tracking=supervisor.mode.value,
+        hold_output=connection.holding,
     )
-    connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.
     sink.watch_backlog(lambda: runs.streams.close("client"), lambda: runs.streams.open("client"))

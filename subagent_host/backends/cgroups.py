@@ -36,17 +36,22 @@ HIERARCHY_NAME: Final = "subagent-host"
 # Where cgroup2 is mounted: pure v2 first, then the unified mount of a hybrid host.
 KNOWN_MOUNTS: Final = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 INSTANCE_PATTERN: Final = re.compile(r"i(\d+)-(\d+)")
-# Enters the cgroup named by $0 (writing 0 to cgroup.procs moves the writer), then
-# becomes the program: `exec` keeps the pid, so the child is inside before the
-# program runs its first instruction, and cannot fork before. Python's own way
-# (a preexec_fn) forces fork instead of vfork, which for a server of this size
-# cost 6-7 ms a spawn; the shell costs ~0.7 ms (bench/runs.py, tracking rows).
+# Where the server cannot start a child inside its cgroup (see `home_for`), the
+# child is started through this trampoline: it enters the cgroup named by $0
+# (writing 0 to cgroup.procs moves the writer), then becomes the program: `exec`
+# keeps the pid, so the child is inside before the program runs its first
+# instruction, and cannot fork before. Python's own way (a preexec_fn) forces
+# fork instead of vfork, which for a server of this size cost 6-7 ms a spawn;
+# the shell costs ~0.7 ms (bench/runs.py, tracking rows).
 # A shell exports PWD to what it execs, set to where it is: the child gets the
 # PWD it was given (the trampoline's first argument after the cgroup), or none.
 # Exit 126 (the shell's "cannot execute") if the cgroup is gone meanwhile.
 ENTER_SHELL: Final = "/bin/sh"
 ENTER_SCRIPT: Final = 'echo 0 >"$0" || exit 126; PWD=$1; shift; exec "$@"'
 ENTER_SCRIPT_NO_PWD: Final = 'echo 0 >"$0" || exit 126; unset PWD; exec "$@"'
+# One read's worth of a cgroup file (cpu.stat is ~10 lines; the cgroup.procs of a
+# tree of thousands is read on until it is whole, see `_read`).
+READ_BYTES: Final = 64 * 1024
 # A member that forks while SIGKILL is sent one by one (no cgroup.kill) is
 # caught by the next pass; this bounds the passes.
 KILL_PASSES: Final = 8
@@ -85,6 +90,47 @@ def cgroup2_mounts() -> list[Path]:
             if len(fields) >= 3 and fields[2] == "cgroup2":
                 found.append(Path(fields[1].replace("\\040", " ")))
     return sorted(found, key=lambda path: (path not in KNOWN_MOUNTS, str(path)))
+
+
+def own_cgroup(mount: Path) -> Group | None:
+    """This process's cgroup in the cgroup2 hierarchy mounted at `mount` (the `0::` line of
+    /proc/self/cgroup); None where there is none or it lies outside what this mount shows."""
+    with contextlib.suppress(OSError), open("/proc/self/cgroup", encoding="utf-8") as lines:
+        for line in lines:
+            if line.startswith("0::"):
+                relative = line[3:].rstrip("\n")
+                # "/.." and kin: outside this cgroup namespace's root, not under `mount`.
+                if not relative.startswith("/") or ".." in relative.split("/"):
+                    return None
+                return Group(mount / relative.lstrip("/"))
+    return None
+
+
+def home_for(hierarchy: Hierarchy, instance: Group) -> Group | None:
+    """The server's own cgroup if the server may step into a child's cgroup to start it there.
+
+    Only when that cgroup is an ancestor of `instance` (in practice the root of
+    the hierarchy, or of a container's cgroup namespace), and we may write its
+    `cgroup.procs`: it then counts as populated (its `cgroup.events`) all the
+    while the server is away below it, so nothing that watches it — systemd, a
+    container runtime — ever sees it empty. Elsewhere (a systemd service or
+    scope of its own) children go through the trampoline (ENTER_SCRIPT).
+    """
+    home = own_cgroup(hierarchy.mount)
+    if home is None or not instance.path.is_relative_to(home.path):
+        return None
+    if not os.access(home.procs_path, os.W_OK):
+        return None
+    return home
+
+
+def move_self(group: Group) -> None:
+    """Move this whole process (every thread) into `group`. Raises OSError."""
+    procs = os.open(group.procs_path, os.O_WRONLY)
+    try:
+        os.write(procs, b"0")
+    finally:
+        os.close(procs)
 
 
 def find_hierarchy() -> Hierarchy | None:
@@ -177,23 +223,37 @@ class Group:
         return self.path / "cgroup.procs"
 
     def pids(self) -> list[int]:
-        """The processes in this cgroup now (zombies are not members any more)."""
+        """The processes in this cgroup now (zombies are not members any more), never this
+        server: nothing that ends a child's tree may find it there (see `kill`)."""
+        me = os.getpid()
+        return [pid for pid in self._members() if pid != me]
+
+    def _members(self) -> list[int]:
         try:
-            text = (self.path / "cgroup.procs").read_text()
+            text = _read(self.path / "cgroup.procs")
         except OSError:
             return []
         return [int(pid) for pid in text.split()]
 
     def kill(self) -> None:
-        """SIGKILL every process in the cgroup, forks included (`cgroup.kill`, Linux 5.14)."""
-        try:
-            (self.path / "cgroup.kill").write_text("1")
-            return
-        except FileNotFoundError:
-            pass  # an older kernel: one by one until none is left
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                logger.warning("cannot write %s/cgroup.kill: %s", self.path, exc)
+        """SIGKILL every process in the cgroup, forks included (`cgroup.kill`, Linux 5.14).
+
+        Never this server: it is only ever inside a child's cgroup for the
+        moment it forks the child there (supervisor.py), a synchronous step no
+        kill of ours can interleave with; should it ever be left there, its
+        fellow members are killed one by one instead.
+        """
+        if os.getpid() not in self._members():
+            try:
+                (self.path / "cgroup.kill").write_text("1")
+                return
+            except FileNotFoundError:
+                pass  # an older kernel: one by one until none is left
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    logger.warning("cannot write %s/cgroup.kill: %s", self.path, exc)
+        else:
+            logger.error("this server is in cgroup %s: killing the others one by one", self.path)
         for _ in range(KILL_PASSES):
             members = self.pids()
             if not members:
@@ -205,9 +265,9 @@ class Group:
     def cpu_seconds(self) -> float | None:
         """CPU time used by every process that ever ran in the cgroup (`cpu.stat` usage_usec)."""
         try:
-            for line in (self.path / "cpu.stat").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
+            for line in _read(self.path / "cpu.stat").splitlines():
+                key, _, value = line.partition(b" ")
+                if key == b"usage_usec":
                     return int(value) / 1_000_000
         except (OSError, ValueError):
             pass
@@ -216,7 +276,7 @@ class Group:
     def memory_peak(self) -> int | None:
         """The cgroup's peak memory use in bytes (`memory.peak`), where a controller gives one."""
         try:
-            return int((self.path / "memory.peak").read_text())
+            return int(_read(self.path / "memory.peak"))
         except (OSError, ValueError):
             return None
 
@@ -231,6 +291,26 @@ class Group:
                 logger.warning("cannot remove cgroup %s: %s", self.path, exc)
             return False
         return True
+
+
+def _read(path: Path) -> bytes:
+    """A cgroup file, mostly in one read: no buffered text file on the way (a child's end
+    reads three of them before its run is answered).
+
+    A kernel seq file fills a read as far as whole lines fit, so a read that
+    came back less than half full was the end; a fuller one is followed up.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, READ_BYTES)
+        if len(data) < READ_BYTES // 2:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, READ_BYTES):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def entering(group: Group, argv: tuple[str, ...], *, pwd: str | None) -> tuple[str, ...]:

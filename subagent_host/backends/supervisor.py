@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
-from subagent_host.backends import pipes, programs
+from subagent_host.backends import cgroups, pipes, programs
 from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.liveness import START_TOLERANCE_S, process_create_time
@@ -74,6 +74,8 @@ LEFTOVER_GRACE_S: Final = 0.5
 # A cgroup whose processes were all SIGKILLed is empty moments later; this is
 # how often it is checked until then (bounded by KILL_WAIT_S).
 EMPTY_CHECK_S: Final = 0.01
+# How often the server tries to leave a child's cgroup it stepped into to fork the child.
+HOME_ATTEMPTS: Final = 3
 # After SIGKILL the kernel ends processes promptly; this only bounds the wait
 # for a process stuck in uninterruptible sleep (D state).
 KILL_WAIT_S: Final = 5.0
@@ -371,13 +373,14 @@ class Supervisor:
         stderr_read, stderr_write = os.pipe()
         try:
             argv = spec.argv
-            if group is not None:
+            inside = group if group is not None and self._step_into(group) else None
+            if group is not None and inside is None:
                 # The trampoline execs the program itself: what exec would refuse
                 # must still be refused here, as a start failure.
                 programs.check_executable(argv[0], spec.cwd, spec.env.get("PATH"))
                 argv = entering(group, argv, pwd=spec.env.get("PWD"))
-            # Popen returns once the child has exec'd (about a millisecond), as
-            # asyncio's own subprocess_exec does on the loop thread.
+            # Popen returns once the child has exec'd (vfork: a tenth of a
+            # millisecond), as asyncio's own subprocess_exec does on the loop thread.
             try:
                 popen = subprocess.Popen(  # noqa: ASYNC220
                     argv,
@@ -390,6 +393,9 @@ class Supervisor:
                 )
             except ValueError as exc:  # raised before any fork: nothing was started
                 raise OSError(errno.EINVAL, _unexecutable(exc)) from None
+            finally:
+                if inside is not None:
+                    self._step_home()
         except BaseException:
             for fd in (stdin_write, stdout_read, stderr_read):
                 os.close(fd)
@@ -412,6 +418,44 @@ class Supervisor:
         feeding = pipes.InputPipe(loop, stdin_write, spec.stdin)
         child.drained = asyncio.gather(feeding.closed, *(pipe.closed for pipe in child.outputs))
         return child
+
+    def _step_into(self, group: Group) -> bool:
+        """Move this server into the child's cgroup, so that the fork starts the child there.
+
+        Only where the server's own cgroup is an ancestor of the children's
+        (`Tracking.home`): it then never looks empty to whoever watches it. The
+        caller forks and steps home at once, in the same synchronous step of the
+        loop: no kill of ours (`Group.kill`, always on the loop) can run while the
+        server is inside, and no other server kills a cgroup of a live one.
+        False (the trampoline then) where stepping is off or just failed.
+        """
+        if self.tracking.home is None:
+            return False
+        try:
+            cgroups.move_self(group)
+        except OSError as exc:
+            logger.warning(
+                "cannot enter cgroup %s (%s); children start through a shell", group, exc
+            )
+            self.tracking.home = None
+            return False
+        return True
+
+    def _step_home(self) -> None:
+        """Back to the server's own cgroup (right after the fork, whether or not it worked)."""
+        home = self.tracking.home
+        assert home is not None
+        for _ in range(HOME_ATTEMPTS):
+            try:
+                cgroups.move_self(home)
+                return
+            except OSError as exc:
+                failure = exc
+        # Group.kill spares this server even so; later children use the trampoline.
+        logger.error(
+            "cannot go back to cgroup %s (%s); children start through a shell", home, failure
+        )
+        self.tracking.home = None
 
     def _new_group(self, name: str) -> Group | None:
         """The child's cgroup in cgroup mode; if it cannot be made, the child runs without."""

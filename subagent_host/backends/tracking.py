@@ -78,6 +78,9 @@ class Tracking:
     instance: Group | None = None
     """This server process's cgroup (cgroup mode only)."""
     is_subreaper: bool = False
+    home: Group | None = None
+    """The cgroup the server lives in, when it may step from there into a child's cgroup
+    to fork the child inside (cgroup mode; cgroups.home_for); None: the trampoline."""
 
     def place(self, name: str) -> Group | None:
         """A new cgroup for one child (cgroup mode), None otherwise.
@@ -127,7 +130,13 @@ def choose(requested: str = AUTO) -> Tracking:
             raise TrackingUnavailable(
                 f"process tracking 'cgroup' is unavailable: cannot create a cgroup ({exc})"
             ) from None
-        return Tracking(mode, hierarchy, instance, is_subreaper=set_subreaper(True))
+        return Tracking(
+            mode,
+            hierarchy,
+            instance,
+            is_subreaper=set_subreaper(True),
+            home=cgroups.home_for(hierarchy, instance),
+        )
     if mode is TrackingMode.SUBREAPER:
         if not set_subreaper(True):
             raise TrackingUnavailable(

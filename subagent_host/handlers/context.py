@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import attrs
@@ -40,6 +43,8 @@ class HandlerContext:
     """The backends that can run here, and their CLIs' versions (probed once each)."""
     process_tracking: str = "marker"
     """How the supervisor finds every process a child started (`ping` reports it)."""
+    hold_output: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    """Keeps output queued while inside, to leave with the answer then emitted (Connection)."""
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""

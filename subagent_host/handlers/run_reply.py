@@ -33,7 +33,9 @@ async def reply_with_run(ctx: HandlerContext, run: Run, mode: str) -> RunSnapsho
                 "request cancelled; its run was stopped", data=run_snapshot(run)
             ) from None
     try:
-        await ctx.store.written(run)
+        # The events that settled the run leave in one write with this answer.
+        with ctx.hold_output():
+            await ctx.store.written(run)
     except RecordFailed:
         logger.error("run %s could not be recorded: ending its children", run.run_id)
         await asyncio.shield(_abandon(ctx, run))

@@ -7,7 +7,9 @@ module only moves bytes, in the framing the decoder detected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Final
 
 from subagent_host.rpc.dispatch import HostProtocol
@@ -20,6 +22,9 @@ logger = logging.getLogger(__name__)
 # Replies queued within one turn of the loop leave together, but never more than
 # this at once, so a client reading a burst of answers can start on the first ones.
 FLUSH_BYTES: Final = 16 * 1024
+# The longest a hold (`holding`) keeps output back: a commit takes well under a
+# millisecond; a disk that stalls must not stall every run's events with it.
+HOLD_MAX_S: Final = 0.01
 
 
 class Connection:
@@ -31,6 +36,7 @@ class Connection:
         self._output = output
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._holds: set[object] = set()
 
     @property
     def framing(self) -> Framing:
@@ -47,11 +53,42 @@ class Connection:
         runs one turn later). Each write wakes the client: fewer is faster.
         """
         if not self._pending:
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, self.flush)
+            self._schedule_flush()
         self._pending.append(encode_frame(body, self.framing))
         self._pending_bytes += len(body)
         if self._pending_bytes >= FLUSH_BYTES:
+            self.flush()
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Keep what is emitted meanwhile queued until the block is left (HOLD_MAX_S at most).
+
+        A handler waits inside it for the disk before it answers: the events
+        emitted meanwhile (those that settle its run) then leave in one write
+        with its answer, which is emitted in the step that leaves the block, as
+        `emit` promises, instead of one write before it. Same bytes, same order.
+        """
+        hold = object()
+        self._holds.add(hold)
+        cap = asyncio.get_running_loop().call_later(HOLD_MAX_S, self._release, hold)
+        try:
+            yield
+        finally:
+            cap.cancel()
+            self._release(hold)
+
+    def _release(self, hold: object) -> None:
+        if hold in self._holds:
+            self._holds.discard(hold)
+            if self._pending and not self._holds:
+                self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._flush_unless_held)
+
+    def _flush_unless_held(self) -> None:
+        if not self._holds:  # else the last hold's end schedules the flush
             self.flush()
 
     def flush(self) -> None:
