@@ -283,9 +283,8 @@ class Recorder:
         if self._scheduled or self._pending:
             self._write()
         if self._last_write is not None and not self._last_write.done():
-            # asyncio.wait never cancels what it waits for: a cancelled waiter
-            # leaves the write alone.
-            await asyncio.wait([asyncio.wrap_future(self._last_write)])
+            # A future of its own: a cancelled waiter leaves the write alone.
+            await _committed(self._last_write)
         if run is not None and run.run_id in self._unwritten:
             raise RecordFailed(
                 f"run {run.run_id} could not be written to the run history",
@@ -307,3 +306,28 @@ class Recorder:
             self._projections = [p for p in self._projections if p[0] != run.run_id]
             self._extras.workflows = [w for w in self._extras.workflows if w[0] != run.run_id]
             self._extras.texts = [t for t in self._extras.texts if t[0] != run.run_id]
+
+
+def _committed(write: concurrent.futures.Future[object]) -> asyncio.Future[None]:
+    """A future of the loop, done once `write` is (committed, failed or cancelled).
+
+    The store's thread wakes the loop once, straight into this future: no
+    `wrap_future` copying the write's outcome and no `asyncio.wait` around it,
+    each of which would cost the waiting reply another turn of the loop. Added
+    after `_write`'s `pruned` callback, so the runs a write pruned are still
+    forgotten before its waiter resumes.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to wake
+            loop.call_soon_threadsafe(_set_done, waiter)
+
+    write.add_done_callback(wake)
+    return waiter
+
+
+def _set_done(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # a cancelled waiter is done already
+        waiter.set_result(None)

@@ -953,6 +953,37 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
     assert await store.call(reads.load_run, store, "r0") is None
 
 
+async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after_the_commit(
+    store: Database,
+) -> None:
+    # The write prunes a run: its `on_pruned` is queued on the loop by the store's
+    # thread as the write completes, just ahead of the waiter's own wake-up.
+    recorder = Recorder(store, ME, history_limit=1)
+    turns = 0
+    pruned_in: list[int] = []
+    recorder.on_pruned = lambda _run_ids: pruned_in.append(turns)
+    book = RunStateMachine(clock=ticking(), listener=recorder)
+    completed_run(book, "r0", minute=0)
+    await recorder.durable()
+    loop = asyncio.get_running_loop()
+    ticking_on = True
+
+    def tick() -> None:
+        nonlocal turns
+        turns += 1
+        if ticking_on:
+            loop.call_soon(tick)
+
+    tick()
+    completed_run(book, "r1", minute=1)
+    await recorder.durable()
+    resumed_in = turns
+    ticking_on = False
+
+    assert len(pruned_in) == 1
+    assert resumed_in - pruned_in[0] == 1
+
+
 async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Database) -> None:
     now = T0 + timedelta(days=100)
     old = T0  # 100 days before `now`
