@@ -20,6 +20,11 @@ from subagent_host.store.rows import RunRow, create_time
 logger = logging.getLogger(__name__)
 
 LIVE: Final = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
+# Whether a session holds more than `keep` runs: a walk along its index, mostly
+# with nothing to delete after it. Without an ORDER BY, as the answer needs none:
+# `run_id DESC` goes against the index, and SQLite would sort the session's runs
+# in a temporary B-tree at every write that adds a run.
+OVER_LIMIT: Final = "SELECT 1 FROM runs WHERE session_id = ? LIMIT 1 OFFSET ?"
 
 
 @attrs.define
@@ -207,11 +212,7 @@ def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> list[str]:
 
     Returns the ids of the runs deleted.
     """
-    over = db.execute(  # one index probe: mostly there is nothing to delete
-        "SELECT 1 FROM runs WHERE session_id = ? ORDER BY created_at DESC, run_id DESC"
-        " LIMIT 1 OFFSET ?",
-        (session_id, keep),
-    ).fetchone()
+    over = db.execute(OVER_LIMIT, (session_id, keep)).fetchone()
     if over is None:
         return []
     deleted = [

@@ -984,6 +984,15 @@ async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after
     assert resumed_in - pruned_in[0] == 1
 
 
+async def test_whether_a_session_is_over_its_history_limit_is_asked_without_sorting_its_runs(
+    store: Database,
+) -> None:
+    plan = await query(store, f"EXPLAIN QUERY PLAN {writes.OVER_LIMIT}", "s1", 100)
+    steps = " / ".join(str(step[-1]) for step in plan)
+    assert "runs_by_session" in steps
+    assert "TEMP B-TREE" not in steps
+
+
 async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Database) -> None:
     now = T0 + timedelta(days=100)
     old = T0  # 100 days before `now`
