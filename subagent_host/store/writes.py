@@ -20,11 +20,27 @@ from subagent_host.store.rows import RunRow, create_time
 logger = logging.getLogger(__name__)
 
 LIVE: Final = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
-# Whether a session holds more than `keep` runs: a walk along its index, mostly
-# with nothing to delete after it. Without an ORDER BY, as the answer needs none:
-# `run_id DESC` goes against the index, and SQLite would sort the session's runs
-# in a temporary B-tree at every write that adds a run.
-OVER_LIMIT: Final = "SELECT 1 FROM runs WHERE session_id = ? LIMIT 1 OFFSET ?"
+# The creation times of a session's `keep`-th and next newest runs, along its
+# index (runs_by_session: created_at DESC, then run_id ascending). A second row
+# means more than `keep` runs. No `run_id DESC` here: it goes against the index,
+# and SQLite would sort the session's runs in a temporary B-tree at every write
+# that adds a run.
+BOUNDARY: Final = (
+    "SELECT created_at FROM runs WHERE session_id = ? ORDER BY created_at DESC LIMIT 2 OFFSET ?"
+)
+# Over the limit, with the `keep`-th newest run created later than the next one
+# (nearly always): the runs beyond the limit are exactly those created before
+# it, whatever order runs created at one moment take among themselves.
+OLDER: Final = (
+    "SELECT run_id FROM runs WHERE session_id = ? AND created_at < ? AND status NOT IN (?, ?)"
+)
+# Runs created at one moment on both sides of the limit: ties are broken by
+# run_id, newest first, as `list` shows them (a sort, for this rare case).
+BEYOND: Final = (
+    "SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM runs"
+    " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
+    " AND status NOT IN (?, ?)"
+)
 
 
 @attrs.define
@@ -212,17 +228,16 @@ def _prune(db: sqlite3.Connection, session_id: str, keep: int) -> list[str]:
 
     Returns the ids of the runs deleted.
     """
-    over = db.execute(OVER_LIMIT, (session_id, keep)).fetchone()
-    if over is None:
-        return []
-    deleted = [
-        run_id
-        for (run_id,) in db.execute(
-            "SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM runs"
-            " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT -1 OFFSET ?)"
-            " AND status NOT IN (?, ?)",
-            (session_id, keep, *LIVE),
-        )
-    ]
+    if keep < 1:
+        found = db.execute(BEYOND, (session_id, keep, *LIVE))
+    else:
+        boundary = [at for (at,) in db.execute(BOUNDARY, (session_id, keep - 1))]
+        if len(boundary) < 2:
+            return []  # `keep` runs at most: mostly there is nothing to delete
+        if boundary[0] != boundary[1]:
+            found = db.execute(OLDER, (session_id, boundary[0], *LIVE))
+        else:
+            found = db.execute(BEYOND, (session_id, keep, *LIVE))
+    deleted = [run_id for (run_id,) in found]
     db.executemany("DELETE FROM runs WHERE run_id = ?", [(run_id,) for run_id in deleted])
     return deleted

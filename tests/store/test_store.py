@@ -984,13 +984,31 @@ async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after
     assert resumed_in - pruned_in[0] == 1
 
 
-async def test_whether_a_session_is_over_its_history_limit_is_asked_without_sorting_its_runs(
+async def test_pruning_a_session_walks_its_index_without_sorting_its_runs(
     store: Database,
 ) -> None:
-    plan = await query(store, f"EXPLAIN QUERY PLAN {writes.OVER_LIMIT}", "s1", 100)
-    steps = " / ".join(str(step[-1]) for step in plan)
-    assert "runs_by_session" in steps
-    assert "TEMP B-TREE" not in steps
+    for sql, params in (
+        (writes.BOUNDARY, ("s1", 99)),
+        (writes.OLDER, ("s1", T0.isoformat(), *writes.LIVE)),
+    ):
+        plan = await query(store, f"EXPLAIN QUERY PLAN {sql}", *params)
+        steps = " / ".join(str(step[-1]) for step in plan)
+        assert "runs_by_session" in steps, sql
+        assert "TEMP B-TREE" not in steps, sql
+
+
+@pytest.mark.parametrize("created", [(0, 1, 2, 3), (0, 1, 1, 1), (1, 1, 1, 1), (0, 0, 1, 2)])
+async def test_the_runs_beyond_the_history_limit_are_the_oldest_ties_broken_by_run_id(
+    store: Database, created: tuple[int, ...]
+) -> None:
+    # Runs created at one moment on both sides of the limit: the newest by run_id stay.
+    book = RunStateMachine(clock=ticking())
+    runs = [completed_run(book, f"r{n}", minute=minute) for n, minute in enumerate(created)]
+    for run in runs:
+        await save(store, run, limit=2)
+    newest = sorted(runs, key=lambda run: (run.created_at, run.run_id), reverse=True)[:2]
+    kept = await query(store, "SELECT run_id FROM runs ORDER BY run_id DESC")
+    assert kept == [(run.run_id,) for run in sorted(newest, key=lambda r: r.run_id, reverse=True)]
 
 
 async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Database) -> None:
