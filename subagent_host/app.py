@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -212,7 +213,7 @@ async def _serve_with_store(
         publisher(run, event)
 
     def record_projection(run: Run, index: int, projection: Projection) -> None:
-        store.record_projection(run, index, *seal(projection))
+        store.record_projection(run, index, functools.partial(seal, projection))
 
     def record_projections(run: Run, projections: list[Projection]) -> None:
         for index, projection in enumerate(projections):

@@ -137,9 +137,12 @@ class RunStore:
         """A change that came without an event (a pid, resources)."""
         self.recorder.touch(run)
 
-    def record_projection(self, run: Run, index: int, stored: str, digest: str) -> None:
-        """A child's sealed launch projection, written with the run."""
-        self.recorder.projection(run, index, stored, digest)
+    def record_projection(
+        self, run: Run, index: int, sealing: Callable[[], tuple[str, str]]
+    ) -> None:
+        """A child's launch projection, written with the run: `sealing` gives its stored
+        JSON and digest (called once, after the launch's turn of the loop)."""
+        self.recorder.projection(run, index, sealing)
 
     def record_workflow(self, run: Run, definition: dict[str, Any]) -> None:
         """A workflow's definition (its item templates, no environment values)."""

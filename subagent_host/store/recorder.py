@@ -33,6 +33,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from typing import Any, Final
@@ -65,7 +66,10 @@ class Recorder:
         self._instance_id = instance_id
         self._history_limit = history_limit
         self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
-        self._projections: list[tuple[str, int, str, str]] = []
+        # Each with its sealing (stored JSON and digest), done once: in a spare turn of
+        # the loop or when its run is written, whichever comes first.
+        self._projections: list[tuple[str, int, Callable[[], tuple[str, str]]]] = []
+        self._sealing_scheduled = False
         self._extras = writes.Extras()
         self._scheduled = False
         self._last_write: concurrent.futures.Future[object] | None = None
@@ -127,10 +131,27 @@ class Recorder:
             handle.cancel()
             self._schedule()
 
-    def projection(self, run: Run, index: int, stored: str, digest: str) -> None:
-        """Record one child's sealed launch projection and its digest (with the run)."""
-        self._projections.append((run.run_id, index, stored, digest))
+    def projection(self, run: Run, index: int, sealing: Callable[[], tuple[str, str]]) -> None:
+        """Record one child's launch projection (with the run): `sealing` gives its stored
+        JSON and digest.
+
+        Sealed one turn of the loop later than the next: a launch records its
+        projections before its first child is started in the next turn, and
+        sealing them (canonical JSON, twice, and a digest) is then done while
+        that child runs, not before it starts. A write of the run that comes
+        first seals them itself: a run is never written without them.
+        """
+        self._projections.append((run.run_id, index, functools.cache(sealing)))
         self.touch(run)
+        if not self._sealing_scheduled:
+            self._sealing_scheduled = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._seal_pending)
+
+    def _seal_pending(self) -> None:
+        self._sealing_scheduled = False
+        for _, _, sealing in self._projections:
+            sealing()
 
     def workflow(self, run: Run, definition: dict[str, Any]) -> None:
         """Record a workflow's definition (its item templates, no environment values)."""
@@ -167,7 +188,7 @@ class Recorder:
             projections, extras = self._split(held)
         else:
             ready, self._pending = self._pending, {}
-            projections, extras = self._projections, self._extras
+            projections, extras = _sealed(self._projections), self._extras
             self._projections, self._extras = [], writes.Extras()
         rows = [run_row(run, events) for run, events in ready.values()]
         reservation = self._reservation(ready)
@@ -268,7 +289,7 @@ class Recorder:
             workflows=[w for w in extras.workflows if w[0] in held],
             texts=[t for t in extras.texts if t[0] in held],
         )
-        projections = [p for p in self._projections if p[0] not in held]
+        projections = _sealed(p for p in self._projections if p[0] not in held)
         self._projections = [p for p in self._projections if p[0] in held]
         return projections, taken
 
@@ -306,6 +327,13 @@ class Recorder:
             self._projections = [p for p in self._projections if p[0] != run.run_id]
             self._extras.workflows = [w for w in self._extras.workflows if w[0] != run.run_id]
             self._extras.texts = [t for t in self._extras.texts if t[0] != run.run_id]
+
+
+def _sealed(
+    projections: Iterable[tuple[str, int, Callable[[], tuple[str, str]]]],
+) -> list[tuple[str, int, str, str]]:
+    """Projections as a write carries them: run id, index, stored JSON, digest."""
+    return [(run_id, index, *sealing()) for run_id, index, sealing in projections]
 
 
 def _committed(write: concurrent.futures.Future[object]) -> asyncio.Future[None]:

@@ -180,3 +180,61 @@ async def test_a_server_that_ends_gives_its_reserved_ids_back(store: Database) -
     )
 
     assert await store.call(instances.pending_cleanups, store) == ([], [])
+
+
+async def holding(store: Database) -> tuple[Recorder, RunStateMachine, Run]:
+    """A recorder that holds task-mode runs, its run book, and a new task-mode run."""
+    run_ids = RunIds()
+    await started(store, run_ids)
+    recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
+    return recorder, RunStateMachine(clock=ticking(), listener=recorder), task_run(run_ids)
+
+
+async def test_a_held_runs_projection_is_sealed_once_after_the_turn_its_child_starts_in(
+    store: Database,
+) -> None:
+    recorder, book, run = await holding(store)
+    sealings: list[int] = []
+    turns = [0]
+
+    def sealing() -> tuple[str, str]:
+        sealings.append(turns[0])
+        return '{"v":1}', "sha256:v1:" + "0" * 64
+
+    book.created(run)  # the launch's step: its first child starts in the next turn
+    recorder.projection(run, 0, sealing)
+    assert sealings == []
+    for _ in range(3):
+        turns[0] += 1
+        await asyncio.sleep(0)
+    assert sealings == [2]  # once, after the turn the child started in
+    book.transition(run, RunStatus.RUNNING)
+    book.transition(run, RunStatus.CANCELLED, reason="stopped")
+    await recorder.durable(run)
+
+    assert sealings == [2]  # the write took the sealed projection as it was
+    assert await query(store, "SELECT idx, projection FROM children") == [(0, '{"v":1}')]
+
+
+async def test_a_projection_not_sealed_yet_is_sealed_by_the_write_of_its_run(
+    store: Database,
+) -> None:
+    recorder = Recorder(store, ME, history_limit=10)  # no reserved ids: nothing is held
+    book = RunStateMachine(clock=ticking(), listener=recorder)
+    run = make_run("r-background")
+    calls: list[str] = []
+
+    def sealing() -> tuple[str, str]:
+        calls.append(run.run_id)
+        return '{"v":1}', "sha256:v1:" + "1" * 64
+
+    book.created(run)
+    recorder.projection(run, 0, sealing)
+    await recorder.durable(run)  # before any spare turn
+
+    assert calls == ["r-background"]
+    assert await query(store, "SELECT projection_digest FROM children") == [
+        ("sha256:v1:" + "1" * 64,)
+    ]
+    await loop_turns()
+    assert calls == ["r-background"]  # sealed once
