@@ -22,14 +22,14 @@ PREFIX: Final = DIGEST_PREFIX
 MAX_SAFE_INTEGER: Final = 2**53
 
 
+# Built once: `json.dumps` with options of its own builds an encoder at every call.
+_CANONICAL: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> bytes:
-    return json.dumps(
-        _normalize(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    ).encode("utf-8")
+    return _CANONICAL.encode(_normalize(value)).encode("utf-8")
 
 
 def fingerprint(value: Any) -> str:
@@ -39,7 +39,7 @@ def fingerprint(value: Any) -> str:
 def _normalize(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _normalize(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):  # a tuple of types: `list | tuple` is built per call
         return [_normalize(v) for v in value]
     if isinstance(value, float):
         if not math.isfinite(value):

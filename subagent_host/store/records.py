@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import cattrs
@@ -65,4 +65,9 @@ def child_from_record(record: Mapping[str, Any]) -> ChildRun:
 
 def dumps(value: Any) -> str:
     """Compact JSON as stored (no NaN: SQLite's JSON functions could not read it)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)
+
+
+# Built once: `json.dumps` with options of its own builds an encoder at every call,
+# and a short run's write encodes seven records.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
