@@ -29,10 +29,15 @@ T = TypeVar("T")
 @attrs.frozen
 class Effective:
     model: str | None = None
+    """The model the item runs with; None: the backend's own default."""
     effort: str | None = None
+    """Its thinking effort; None: the backend's own default."""
     tools: tuple[str, ...] | None = None
+    """Its tools, `subagent_*` ones removed; None: the backend's own default."""
     mode: str | None = None
+    """`task` or `background`; None when nothing named one (`background` then)."""
     session_resources: str = DEFAULT_SESSION_RESOURCES
+    """`lean` or `full`: what the agent child loads."""
     removed_tools: tuple[str, ...] = ()
     """`subagent_*` tools taken out of the request or the defaults."""
 

@@ -24,19 +24,26 @@ class ItemSpec:
     """One child's resolved request, as the child runner hands it to an adapter."""
 
     command: tuple[str, ...] | None
+    """A `command` child's argv; None for an agent CLI."""
     prompt: str | None
+    """The task text, given on stdin; None: none."""
     cwd: str
+    """The resolved working directory."""
     env: Mapping[str, str]
     """The spawn's own `env` additions (the allowlist is applied by the caller)."""
     model: str | None = None
+    """The model; None: the CLI's own default."""
     thinking: str | None = None
+    """The thinking effort; None: the CLI's own default."""
     tools: tuple[str, ...] | None = None
+    """The tools it gets; None: the backend's default ones."""
     resume_session: str | None = None
     """The CLI's own session to continue (a resume of an agent child)."""
     filesystem_access: str = "write"
     """The request's `access.filesystem` (`none`, `read`, `write`): a CLI with a
     sandbox of its own (codex) is told; others are narrowed through their tools."""
     network_access: bool = True
+    """The request's `access.network`: a CLI with a sandbox of its own (codex) is told."""
     instructions: str | None = None
     """An agent definition's body: appended to the CLI's own system prompt."""
     session_resources: str = FULL
@@ -51,10 +58,13 @@ class Launch:
     """What to execute for one child."""
 
     argv: tuple[str, ...]
+    """The program and its arguments, executed without a shell."""
     stdin: bytes | None
+    """Written to the child's stdin, which is then closed; None: nothing is written."""
     env: Mapping[str, str]
     """Variables this adapter adds on top of the allowlisted environment."""
     cwd: str
+    """The working directory it runs in."""
 
 
 @attrs.frozen
@@ -63,15 +73,21 @@ class ParsedOutcome:
     the way its CLI means them (completed or not, the final text, usage, errors)."""
 
     completed: bool
+    """Whether the child completed, as its CLI means it."""
     final_text: str
     """The head of the final text (what the run reports), possibly cut."""
     final_bytes: int
     """Size of the whole final text, however much of it was kept."""
     final_lines: int
+    """Lines of the whole final text, however much of it was kept."""
     error_code: str | None = None
+    """A failure's stable code (e.g. `exit-status`); None when there is none."""
     error_message: str | None = None
+    """A failure's sentence."""
     error_data: Mapping[str, object] | None = None
+    """A failure's `data` (e.g. `exitCode`, `stderrTail`)."""
     usage: Usage | None = None
+    """Tokens and cost, as the CLI reported them; None when it reported none."""
     backend_session_id: str | None = None
     """The CLI's own session id, which a resume continues."""
     reached_limit: str | None = None

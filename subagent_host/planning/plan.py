@@ -23,16 +23,27 @@ class ChildPlan:
     """One child, resolved: the wire's item after defaults and validation."""
 
     backend: str
+    """`command`, `pi`, `claude` or `codex`."""
     cwd: str
+    """The resolved working directory."""
     timeout_ms: int
+    """Milliseconds the child may run before it is ended (`timed-out`, `timeout`)."""
     stall_timeout_ms: int
+    """Milliseconds it may go without output before it is ended (`timed-out`, `stall`)."""
     command: tuple[str, ...] | None = None
+    """A `command` child's argv; None for an agent child."""
     prompt: str | None = None
+    """The task text (a workflow item's is a template until its step fills it)."""
     env: Mapping[str, str] = attrs.field(factory=dict)
+    """The request's `env` additions, an item's merged over the call's."""
     label: str | None = None
+    """The item's label (a workflow item's is a template too)."""
     model: str | None = None
+    """An agent child's model; None: the CLI's own default."""
     thinking: str | None = None
+    """An agent child's thinking effort; None: the CLI's own default."""
     tools: tuple[str, ...] | None = None
+    """The tools it gets; None: the backend's default ones."""
     resume_session: str | None = None
     """The agent CLI's own session a resumed attempt continues."""
     access: Access | None = None
@@ -42,6 +53,7 @@ class ChildPlan:
     instructions: str | None = None
     """The agent definition's body, given to the CLI as system-prompt instructions."""
     agent: AgentRef | None = None
+    """The agent definition it was launched from, when it was."""
     output_name: str | None = None
     """A workflow item's `as`: the name its final text is known by in later steps."""
     session_resources: str | None = None
@@ -109,18 +121,27 @@ class StepPlan:
     """
 
     kind: str
+    """`prompt`, `parallel` or `forEach` (`STEP_PROMPT`, `STEP_PARALLEL`, `STEP_FOR_EACH`)."""
     items: tuple[int, ...]
+    """Indices into the plan's children (item templates)."""
     output_name: str | None = None
+    """The step's `as`: the name its text is known by in later steps."""
     over: str | None = None
+    """A `forEach` step's template (the wire's `forEach`)."""
     label: str | None = None
+    """The step's label, when it has one."""
 
 
 @attrs.frozen
 class WorkflowPlan:
     name: str
+    """The workflow's name."""
     task: str
+    """What `{task}` stands for in the templates."""
     steps: tuple[StepPlan, ...]
+    """Its steps, in order."""
     snapshot_path: str | None = None
+    """The file its snapshot is rewritten to, when the request names one."""
 
 
 @attrs.frozen
@@ -129,12 +150,17 @@ class RunPlan:
     in the store is this, without environment values)."""
 
     kind: RunKind
+    """`single`, `parallel`, `chain` or `workflow`."""
     children: tuple[ChildPlan, ...]
     """The children to run; for a workflow, its item templates (children are made per step)."""
     label: str | None = None
+    """The call's label, when it has one."""
     stream: bool = False
+    """True: the children's output is sent as `output` events."""
     access: Access | None = None
+    """The request's access, when it narrowed the default."""
     workflow: WorkflowPlan | None = None
+    """A workflow's name, task and steps."""
 
 
 @attrs.frozen
@@ -142,12 +168,19 @@ class ServerLimits:
     """The server-wide limits a receipt reports beside each child's own."""
 
     output_cap_bytes: int
+    """Bytes of a child's output text kept."""
     output_cap_lines: int
+    """Lines of a child's output text kept."""
     previous_cap_bytes: int
+    """Bytes of `{previous}` (and `{outputs.NAME}`, `{item}`) put into a prompt."""
     max_concurrency: int
+    """Children of the server running at once; more wait queued."""
     max_depth: int
+    """The delegation depth at which a child's own spawns are refused."""
     max_parallel: int = 8
+    """The most items of a `tasks` spawn or a `parallel` step."""
     workflow_parallelism: int = 4
+    """Children of one workflow step running at once."""
 
 
 @attrs.frozen(kw_only=True)
@@ -161,7 +194,9 @@ class LaunchPlan(RunPlan):
     would no longer be its own)."""
 
     normalized: NormalizedPlan
+    """What preflight shows and the fingerprint seals, computed once from this plan."""
     fingerprint: str
+    """`sha256:v1:` and the SHA-256 of the normalized plan's canonical JSON."""
 
 
 def prepare_child(child: ChildPlan, backend: Backend) -> ChildPlan:

@@ -16,17 +16,34 @@ class ItemFields:
     """What an item and the call both take; an item's own value overrides the call's."""
 
     prompt: str | None = None
+    """The task text: an agent child's task, or a `command` child's stdin (which may be empty)."""
     agent: str | None = None
+    """The name of an agent definition to run (protocol.md §18)."""
     command: tuple[str, ...] | None = None
+    """A `command` child's argv (no shell)."""
     label: str | None = None
+    """Shown in snapshots and in `$/progress`."""
     backend: str | None = None
+    """`command`, `pi`, `claude` or `codex`; absent: chosen as protocol.md §8.1 says."""
     model: str | None = None
+    """An agent child's model (agent backends only)."""
     thinking: str | None = None
+    """An agent child's thinking effort, `off` … `max` as its backend takes it (agent backends
+    only)."""
     tools: tuple[str, ...] | None = None
+    """The tools an agent child gets (agent backends only); absent: its definition's, the configured
+    `default_tools`, else the backend's own."""
     cwd: str | None = None
+    """The working directory; must resolve to an existing directory; absent: the server's."""
     env: dict[str, str] | None = None
+    """Variables added to the child's environment (an item's merged over the call's); the values
+    never appear in a plan."""
     timeout_ms: int | None = None
+    """Milliseconds a child may run, 1..86400000; then it is ended: `timed-out`, reason
+    `timeout`."""
     stall_timeout_ms: int | None = None
+    """Milliseconds without output, 1..86400000, after which a child is ended: `timed-out`, reason
+    `stall`."""
     session_resources: str | None = None
     """`lean` or `full`: what an agent child loads of the user's and project's resources."""
     max_turns: int | None = None
@@ -38,6 +55,7 @@ class SpawnItem(ItemFields):
     """One child of a `tasks` or `chain` spawn."""
 
     as_: str | None = None
+    """Wire name `as`: a workflow item's output name, for `{outputs.NAME}` in later steps."""
 
 
 @attrs.frozen
@@ -47,6 +65,7 @@ class StepFields:
     as_: str | None = None
     """Names the step's output: a JSON array of its items' final texts."""
     label: str | None = None
+    """The step's label, shown in its snapshot."""
 
 
 @attrs.frozen(kw_only=True)
@@ -54,6 +73,7 @@ class ParallelStep(StepFields):
     """A workflow step running its items side by side (at most 4 at once)."""
 
     parallel: tuple[SpawnItem, ...]
+    """The step's items, 1..8."""
 
 
 @attrs.frozen(kw_only=True)
@@ -61,7 +81,9 @@ class ForEachStep(StepFields):
     """A workflow step running `item` once per element of the JSON array `for_each` yields."""
 
     for_each: str
+    """Wire name `forEach`: a template whose text must be a JSON array (at most 32 elements)."""
     item: SpawnItem
+    """The item run once per element; `{item}` and `{index}` are filled in it."""
 
 
 WorkflowStep = SpawnItem | ParallelStep | ForEachStep
@@ -70,8 +92,11 @@ WorkflowStep = SpawnItem | ParallelStep | ForEachStep
 @attrs.frozen
 class WorkflowRequest:
     name: str
+    """The workflow's name, shown in its snapshot."""
     task: str
+    """What `{task}` stands for in the templates."""
     chain: tuple[WorkflowStep, ...]
+    """1..32 steps run in order: items, `parallel` groups and `forEach` fan-outs."""
     snapshot_path: str | None = None
     """A file rewritten (atomically, mode 0600) with the run's snapshot after each step."""
 
@@ -83,7 +108,9 @@ class AccessRequest:
     filesystem: str | None = None
     """`none`, `read` or `write` (the default)."""
     process: bool | None = None
+    """False removes every tool that can start processes (default: allowed)."""
     network: bool | None = None
+    """False removes every tool that can reach the network (default: allowed)."""
 
 
 @attrs.frozen
@@ -92,10 +119,17 @@ class LaunchRequest(ItemFields):
     `workflow`, with what applies to all of its children."""
 
     tasks: tuple[SpawnItem, ...] | None = None
+    """Items run in parallel, 1..8 (`max_parallel`)."""
     chain: tuple[SpawnItem, ...] | None = None
+    """Items run in order, 1..32; `{previous}` in a prompt is the previous child's final text."""
     workflow: WorkflowRequest | None = None
+    """Steps that fan out and gather (protocol.md §17)."""
     mode: str | None = None
+    """`background` (answered at once) or `task` (answered when the run is terminal); absent: a
+    single agent's `subagent_mode`, else the configured `default_mode`, else `background`."""
     stream: bool | None = None
+    """True: the children's output is sent as `output` events."""
     access: AccessRequest | None = None
+    """What the children may do; absent: everything."""
     required_limits: tuple[str, ...] | None = None
     """Limits that must be enforced by the server itself (`host-hard`)."""

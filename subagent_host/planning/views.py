@@ -44,8 +44,11 @@ class Access:
     each level permits)."""
 
     filesystem: str = "write"
+    """`none`, `read` or `write`."""
     process: bool = True
+    """Whether tools that can start processes are kept."""
     network: bool = True
+    """Whether tools that can reach the network are kept."""
 
 
 @attrs.frozen
@@ -53,11 +56,13 @@ class AgentRef:
     """The agent definition a child was launched from: which file, and its digest."""
 
     name: str
+    """The definition's name."""
     source: str
     """`user` or `project`."""
     path: str
     """The definition file's real path."""
     digest: str
+    """`sha256:v1:` and the SHA-256 of the file's bytes."""
 
 
 @attrs.frozen(kw_only=True)
@@ -66,8 +71,11 @@ class ChildLimits:
     it existed stay valid)."""
 
     timeout_ms: int
+    """Milliseconds the child may run (wire name `timeoutMs`)."""
     stall_timeout_ms: int
+    """Milliseconds it may go without output (wire name `stallTimeoutMs`)."""
     max_turns: int | None = None
+    """Model responses it may make (wire name `maxTurns`); absent: no limit."""
 
 
 @attrs.frozen
@@ -75,7 +83,9 @@ class ToolEffects:
     """A tool and the effects it has (`backends/base.py` EFFECTS)."""
 
     name: str
+    """The tool's name, as its CLI knows it."""
     effects: tuple[str, ...]
+    """Every effect it can have: `filesystem-read`, `filesystem-write`, `process`, `network`."""
 
 
 # --- the normalized plan: what preflight shows and a fingerprint seals -------------------
@@ -86,19 +96,33 @@ class PlanChild:
     """One child as the plan shows it (environment values left out: they may be secrets)."""
 
     index: int
+    """From 0; in a workflow, an item template's index (steps refer to it)."""
     backend: str
+    """`command`, `pi`, `claude` or `codex`."""
     argv: tuple[str, ...]
+    """The argv as it would be executed."""
     cwd: str
+    """The resolved working directory."""
     model: str | None = None
+    """An agent child's model, when it has one."""
     thinking: str | None = None
+    """An agent child's thinking effort, when it has one."""
     session_resources: str | None = None
+    """An agent child's `lean` or `full`; absent for a `command` child."""
     tools: tuple[str, ...]
+    """The names of the tools it gets once access is applied, sorted."""
     env_keys: tuple[str, ...]
+    """The names of its `env` variables, sorted (values are never part of a plan)."""
     prompt_digest: str | None = None
+    """`sha256:v1:` of its prompt (a workflow item's: of the template); absent without a prompt."""
     limits: ChildLimits
+    """Its own `timeoutMs`, `stallTimeoutMs` and `maxTurns`."""
     removed_tools: tuple[str, ...] | None = None
+    """The tools access took away, sorted; absent when none."""
     agent: AgentRef | None = None
+    """The agent definition it runs, when it runs one."""
     as_: str | None = None
+    """Wire name `as`: a workflow item's output name."""
 
 
 @attrs.frozen(kw_only=True)
@@ -106,19 +130,28 @@ class PlanStep:
     """A workflow step; `items` are indices into the plan's children (item templates)."""
 
     index: int
+    """The step's position in the chain, from 0."""
     kind: str
+    """`prompt`, `parallel` or `forEach`."""
     items: tuple[int, ...]
     as_: str | None = None
+    """Wire name `as`: the step's output name."""
     for_each: str | None = None
+    """Wire name `forEach`: a forEach step's template, as written."""
     label: str | None = None
+    """The step's label, when it has one."""
 
 
 @attrs.frozen(kw_only=True)
 class PlanWorkflow:
     name: str
+    """The workflow's name."""
     task_digest: str
+    """`sha256:v1:` of the workflow's `task`."""
     steps: tuple[PlanStep, ...]
+    """Its steps, in order."""
     snapshot_path: str | None = None
+    """The file its snapshot is rewritten to, when the request names one."""
 
 
 @attrs.frozen(kw_only=True)
@@ -127,10 +160,13 @@ class NormalizedPlan:
     fingerprint it."""
 
     kind: str
+    """`single`, `parallel`, `chain` or `workflow`."""
     children: tuple[PlanChild, ...]
+    """Each child by index; for a workflow, each item template."""
     access: Access | None = None
     """Only when the request narrowed the default."""
     workflow: PlanWorkflow | None = None
+    """A workflow's name, task digest and steps."""
 
 
 # --- receipts: what the children may do, and how each limit is enforced ------------------
@@ -155,34 +191,50 @@ class RemovedTool(ToolEffects):
 @attrs.frozen(kw_only=True)
 class ChildReceipt:
     index: int
+    """The child's index in the plan."""
     backend: str
+    """`command`, `pi`, `claude` or `codex`."""
     tools: tuple[ToolEffects, ...]
+    """The tools it keeps, each with its effects."""
     removed_tools: tuple[RemovedTool, ...]
+    """The tools access took away, each with the effects beyond it; empty when none."""
     effects: tuple[str, ...]
+    """The union of the kept tools' effects: never less than the child can do."""
     restrictable: bool
+    """Whether removing tools narrows what it can do (false for a `command` child)."""
     session_resources: str | None = None
+    """An agent child's `lean` or `full`; absent for a `command` child."""
     version: str | None | Unprobed = UNPROBED
+    """Its CLI's probed version: null when the CLI gave none, absent when it was not asked (a
+    `command` child)."""
 
 
 @attrs.frozen(kw_only=True)
 class AccessReceipt:
     execution_boundary: str
+    """Always `shared-user`: children run with the user's own permissions, not sandboxed."""
     children: tuple[ChildReceipt, ...]
+    """What each child may do, by index."""
 
 
 @attrs.frozen
 class LimitReceipt:
     name: str
+    """The limit's wire name, e.g. `timeoutMs`, `outputCapBytes` or `maxConcurrency`."""
     value: int
+    """Its value: milliseconds for a duration, bytes or lines for a cap, else a count."""
     enforcement: str
     """`host-hard` (the server ends the tree) or `best-effort` (only asked for)."""
     how: str
+    """One sentence: how the server enforces it."""
 
 
 @attrs.frozen
 class Receipts:
     access: AccessReceipt
+    """What the children may do."""
     limits: tuple[LimitReceipt, ...]
+    """Each limit offered, with its value and enforcement."""
 
 
 # --- a launch projection, and the contract a resume runs ---------------------------------
@@ -194,20 +246,31 @@ class Projection:
     that (`projection.py`). Fields without a default are written even when null."""
 
     v: int = PROJECTION_VERSION
+    """The projection's format version: 1."""
     backend: str
+    """`command`, `pi`, `claude` or `codex`."""
     argv_template: tuple[str, ...]
+    """The argv its prepared launch executed."""
     model: str | None
+    """Its model; null when it had none."""
     thinking: str | None
+    """Its thinking effort; null when it had none."""
     tools: tuple[ToolEffects, ...]
+    """Its tools (the backend's default ones when the request named none), each with its effects."""
     cwd: str
+    """The resolved working directory."""
     env_keys: tuple[str, ...]
+    """The names of its `env` variables, sorted; values are never stored."""
     limits: ChildLimits
+    """Its own `timeoutMs`, `stallTimeoutMs` and `maxTurns`."""
     label: str | None
+    """Its label; null when it had none."""
     agent: AgentRef | None
     """The definition it came from: a resume refuses unless it is still that file."""
     access: Access | None
     """The request's access, when it narrowed the default: a resume keeps it."""
     instructions: str | None = None
+    """The agent definition's body, for a child of a definition."""
     session_resources: str | None = None
     """Absent in projections recorded before it existed: those children ran `full`."""
 
@@ -215,7 +278,10 @@ class Projection:
 @attrs.frozen(kw_only=True)
 class ContractWorkflow:
     definition_digest: str
+    """`sha256:v1:` of the stored workflow definition (its item templates, without environment
+    values)."""
     step: int
+    """The step the new attempt belongs to."""
 
 
 @attrs.frozen(kw_only=True)
@@ -223,16 +289,27 @@ class Contract:
     """What a resume would run: the stored projection with the allowed overrides applied."""
 
     v: int = PROJECTION_VERSION
+    """The contract's format version: 1."""
     run_id: str
+    """The run's full id."""
     index: int
+    """The child that would be resumed."""
     attempt: int
+    """The attempt it would start: one more than its last."""
     projection: Projection
+    """The stored projection with the overrides applied."""
     projection_digest: str
+    """The `sha256:v1:` digest of the projection as stored (before the overrides)."""
     backend_session_id: str | None = None
     """The agent CLI's own session the new attempt continues."""
     session_digest: str | None = None
+    """`sha256:v1:` of the agent CLI's session file (pi), when one was sealed (protocol.md
+    §15.1)."""
     session_digest_source: str | None = None
+    """When `sessionDigest` was taken: `attempt-end`, or `recovered` by the server that recovered
+    the run."""
     workflow: ContractWorkflow | None = None
+    """A workflow child's: the stored definition's digest and its step."""
 
 
 VIEWS: Final = frozenset({NormalizedPlan, Receipts, Projection, Contract})

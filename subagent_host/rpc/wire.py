@@ -97,20 +97,34 @@ class PingParams:
 @attrs.frozen
 class ServerInfo:
     name: str
+    """Always `subagent-host`."""
     version: str
+    """The server's own version (e.g. `0.1.0`)."""
 
 
 @attrs.frozen
 class Limits:
     max_concurrency: int
+    """Children of this server running at once; more wait `queued` (`--max-concurrency`, default
+    4)."""
     max_parallel: int
+    """The most items a `tasks` spawn may hold (default 8)."""
     grace_ms: int
+    """Milliseconds a stopped tree gets between SIGTERM and SIGKILL (`--grace-ms`, default 5000)."""
     default_timeout_ms: int
+    """A child's `timeoutMs` when the request gives none, in milliseconds."""
     default_stall_timeout_ms: int
+    """A child's `stallTimeoutMs` when the request gives none: milliseconds without output before it
+    is ended."""
     output_cap_bytes: int
+    """Bytes of a child's output `text` kept; beyond them the text is cut (default 49152)."""
     output_cap_lines: int
+    """Lines of a child's output `text` kept; beyond them the text is cut (default 600)."""
     previous_cap_bytes: int
+    """Bytes of `{previous}` (and of a workflow's `{outputs.NAME}` and `{item}`) put into a prompt
+    (default 65536)."""
     max_message_bytes: int
+    """The largest message this server reads, in bytes (`--max-message-bytes`)."""
 
 
 @attrs.frozen
@@ -122,12 +136,19 @@ class Admission:
 @attrs.frozen
 class PingResult:
     pong: bool
+    """Always true."""
     server: ServerInfo
+    """This server's name and version."""
     protocol_version: str
+    """The protocol this server speaks: `"1"`."""
     session_id: str
+    """The session this connection is bound to."""
     methods: tuple[str, ...]
+    """The methods this server answers, sorted."""
     backends: tuple[BackendInfo, ...]
+    """Each backend: whether it can run here, its probed version, or why not."""
     limits: Limits
+    """The limits a client should plan with (durations in milliseconds, sizes in bytes)."""
     process_tracking: str
     """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.3)."""
     persistence: str
@@ -146,15 +167,23 @@ class SpawnParams(LaunchRequest):
     """A launch request (checked by `planning`), and what only `spawn` itself reads."""
 
     preflight_id: str | None = None
+    """A preflight's id: the launch must be exactly what it approved (protocol.md §14.3). Required
+    when the server runs with `--require-preflight`."""
     work_done_token: MsgToken | None = None
+    """A string or an integer: LSP `$/progress` begin, report and end are sent under it."""
 
 
 @attrs.frozen
 class ResumeRequest:
     run_id: str
+    """The run: its id, or a unique prefix of at least 8 characters."""
     message: str
+    """The follow-up the new attempt is given (an agent child's must hold more than whitespace)."""
     index: int | None = None
+    """The child to resume; absent: the first child that did not complete, else the last."""
     overrides: dict[str, Any] | None = None
+    """Only `timeoutMs`, `stallTimeoutMs` and `maxTurns`, each lowered, never raised; anything else
+    is `override-not-allowed`."""
 
 
 @attrs.frozen
@@ -162,30 +191,51 @@ class PreflightParams(SpawnParams):
     """A launch to check (the fields of `spawn`), or `resume`: a resume to approve."""
 
     resume: ResumeRequest | None = None
+    """Present: approve a resume of one child of a finished run (protocol.md §15) instead of
+    checking a launch."""
 
 
 @attrs.frozen
 class PreflightResult:
     accepted: bool
+    """True when the launch or the resume may go ahead; false with at least one `error`
+    diagnostic."""
     diagnostics: tuple[Diagnostic, ...]
+    """Every finding, each `error`, `warning` or `info`; always sent, empty when there is none."""
     # A launch:
     fingerprint: str | None = None
+    """A launch's: `sha256:v1:` and the SHA-256 of its plan's canonical JSON; absent when no plan
+    could be made."""
     plan: NormalizedPlan | None = None
+    """A launch's normalized plan (protocol.md §14.1); absent when no plan could be made."""
     receipts: Receipts | None = None
+    """A launch's: what its children may do and how each limit is enforced (protocol.md §14.2)."""
     preflight_id: str | None = None
+    """An accepted launch's id for `spawn {preflightId}`; absent when rejected or when the server's
+    history is in memory only."""
     # A resume:
     contract: Contract | None = None
+    """An accepted resume's contract: what it would run (protocol.md §15)."""
     contract_digest: str | None = None
+    """An accepted resume's: the contract's `sha256:v1:` digest, which the token is bound to."""
     follow_up_digest: str | None = None
+    """An accepted resume's: the `sha256:v1:` digest of its `message`, which the token is bound
+    to."""
     token: str | None = None
+    """An accepted resume's single-use token for `resume {token}`."""
     # Either: when the preflight id or the token stops being accepted.
     expires_at: datetime | None = None
+    """When the `preflightId` or the `token` stops being accepted (`--resume-token-ttl-ms` after it
+    was issued); sent with either."""
 
 
 @attrs.frozen
 class ResumeParams:
     token: str
+    """The single-use token a `preflight {resume}` issued."""
     mode: str | None = None
+    """`background` or `task`; absent: the mode the run's `spawn` answered in, else the configured
+    `default_mode`, else `background`."""
 
 
 # Marks a field whose value's keys are written in its place, not under its name.
@@ -198,29 +248,49 @@ class RunOutcome:
     their keys stand in the snapshot itself). Each is absent until it is known."""
 
     started_at: datetime | None = None
+    """When it started (a resumed run keeps its first start; each attempt of a child has its own);
+    absent for one that never started."""
     ended_at: datetime | None = None
+    """When it ended; absent while it goes on."""
     duration_ms: int | None = None
+    """`endedAt - startedAt` in milliseconds; present only once both are."""
     output: OutputInfo | None = None
+    """The final text, possibly cut to the output caps; a parallel run's is a summary of its
+    children's."""
     error: ErrorInfo | None = None
+    """A `failed` status's error: `{code, message, data?}`."""
     reason: str | None = None
+    """Why it ended when it did not complete: a stop's reason (`cancelled`), `timeout` or `stall`
+    (`timed-out`), the limit's name (a child's `limit-reached`), or why it was `interrupted`."""
 
 
 @attrs.frozen
 class ChildSnapshot:
     index: int
+    """The child's index in the run, from 0."""
     backend: str
+    """`command`, `pi`, `claude` or `codex`."""
     status: str
+    """Its newest attempt's: `queued`, `running`, or a terminal status (protocol.md §12)."""
     attempt: int
+    """1, then one more for each resume."""
     label: str | None = None
+    """Its item's label, when it has one."""
     pid: int | None = None
+    """Its process id; absent until its process is started."""
     exit_code: int | None = None
+    """The exit status of its process, when it exited with one."""
     signal: str | None = None
+    """The name of the signal that killed its process, e.g. `SIGTERM`."""
     stopped_by: str | None = None
     """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
     usage: Usage | None = None
+    """Tokens and cost, from agent backends."""
     backend_session_id: str | None = None
+    """The agent CLI's own session id (the one a resume continues)."""
     resources: Resources | None = None
+    """CPU time, peak memory and process count of its whole process tree (protocol.md §12)."""
     step: int | None = None
     """A workflow child's step."""
 
@@ -230,17 +300,25 @@ class StepSnapshot:
     """One workflow step: `pending` until it starts, then its children's outcome."""
 
     index: int
+    """The step's position in `workflow.chain`, from 0."""
     kind: str
+    """`prompt`, `parallel` or `forEach`."""
     status: str
+    """`pending` (not started), `running`, or the status it ended with."""
     children: tuple[int, ...]
+    """The indices of its children in the run's `children`."""
     label: str | None = None
+    """The step's label, when it has one."""
     as_: str | None = None
+    """Wire name `as`: the name later steps know its text by, when it has one."""
 
 
 @attrs.frozen
 class WorkflowSnapshot:
     name: str
+    """The workflow's `name`."""
     steps: tuple[StepSnapshot, ...]
+    """Every step of its chain, in order."""
 
 
 @attrs.frozen
@@ -248,31 +326,54 @@ class EventWire:
     """A `run/event` as `status {since}` replays it (the notification has the same fields)."""
 
     run_id: str
+    """The run the event belongs to."""
     seq: int
+    """From 1 for each run, one more per event, without gaps."""
     type: str
+    """`status`, `child`, `output` or `activity`."""
     at: datetime
+    """When it happened."""
     status: str | None = None
+    """The run's new status (a `status` event) or the child's (a `child` event)."""
     index: int | None = None
+    """The child it concerns (`child`, `output` and `activity` events)."""
     text: str | None = None
+    """What the child printed (`output`: UTF-8, split where it arrived) or a backend's short summary
+    of what it does (`activity`)."""
 
 
 @attrs.frozen
 class RunSnapshot:
     run_id: str
+    """The run's id."""
     session_id: str
+    """The session that started it."""
     kind: str
+    """`single`, `parallel`, `chain` or `workflow`."""
     status: str
+    """`queued`, `running`, then one terminal status that never changes unless a resume reopens the
+    run (protocol.md §12)."""
     created_at: datetime
+    """When the run was created."""
     fingerprint: str
+    """`sha256:v1:` and 64 hex digits: the SHA-256 of its plan's canonical JSON (environment values
+    left out)."""
     last_seq: int
+    """The seq of its newest event."""
     children: tuple[ChildSnapshot, ...]
+    """Its children by index (a workflow's are added step by step)."""
     admitted_by: str
     """`preflight` or `direct`: how the spawn was admitted (always sent)."""
     label: str | None = None
+    """The call's label, when it has one."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
     enforced_timeout_ms: int | None = None
+    """A `timed-out` run's: the limit that ended a child, in milliseconds (its `timeoutMs`, or its
+    `stallTimeoutMs` for a stall)."""
     reached_limit: str | None = None
+    """A `limit-reached` run's: which limit; today only `max-turns`."""
     workflow: WorkflowSnapshot | None = None
+    """A workflow run's name and steps."""
     diagnostics: tuple[Diagnostic, ...] | None = None
     """Warnings about the run (e.g. a skipped `snapshotPath` write); absent when none."""
     already_terminal: bool | None = None
@@ -286,12 +387,17 @@ class RunSnapshot:
 @attrs.frozen
 class RunList:
     runs: tuple[RunSummary, ...]
+    """This session's runs, newest first, those of earlier server processes on the same state
+    directory included."""
 
 
 @attrs.frozen
 class StatusParams:
     run_id: str | None = None
+    """The run: its id, or a unique prefix of at least 8 characters; absent: list this session's
+    runs."""
     since: int | None = None
+    """Also send every retained event whose `seq` is greater than this."""
 
 
 @attrs.frozen
@@ -304,32 +410,49 @@ class AgentInfo:
     """One agent definition `spawn {agent}` can use, with what it would run with."""
 
     name: str
+    """The definition's name (matched case-insensitively)."""
     description: str
+    """Its frontmatter's `description`."""
     source: str
+    """`user` or `project`: where the definition was found."""
     path: str
+    """The definition file's path."""
     digest: str
+    """`sha256:v1:` and the SHA-256 of the file's bytes."""
     model: str | None = None
+    """The model a spawn of it would run with today (profiles and defaults applied); absent when
+    none is set."""
     effort: str | None = None
+    """The thinking effort a spawn of it would run with today; absent when none is set."""
     tools: tuple[str, ...] | None = None
+    """The tools a spawn of it would get; absent: the backend's own default."""
     mode: str | None = None
+    """`task` or `background`: the mode of a single spawn of it that names none; absent when none is
+    set."""
 
 
 @attrs.frozen
 class AgentsListResult:
     agents: tuple[AgentInfo, ...]
+    """The definitions `spawn {agent}` can use."""
     diagnostics: tuple[Diagnostic, ...]
+    """Problems of the definitions (their `path` is the file) and of the configuration files."""
 
 
 @attrs.frozen
 class StopParams:
     run_id: str
+    """The run: its id, or a unique prefix of at least 8 characters."""
     grace_ms: int | None = None
+    """Milliseconds between SIGTERM and SIGKILL, 0..86400000; absent: the server's `--grace-ms`."""
     reason: str | None = None
+    """The cancelled run's `reason`; absent: "stopped by the client"."""
 
 
 @attrs.frozen
 class DetachParams:
     run_id: str
+    """The run's full id: its waiting `task`-mode requests are answered now."""
 
 
 # --- the converter ---------------------------------------------------------------------

@@ -47,6 +47,7 @@ class SettingsDiagnostic:
     message: str
     """One line naming the file and the field."""
     file: str
+    """The path of the file it was found in."""
     field: str | None = None
     """A dotted path (`model_profiles.scout.model`); None for the whole file."""
 
@@ -56,7 +57,9 @@ class ModelProfile:
     """The model and effort one agent runs with unless the spawn names its own."""
 
     model: str | None = None
+    """`provider/id`; None: not set."""
     effort: str | None = None
+    """A thinking effort, `off` … `max`; None: not set."""
 
 
 NO_PROFILES: Final[Mapping[str, ModelProfile]] = MappingProxyType({})
@@ -68,16 +71,27 @@ class Settings:
     """What the files said, merged; None (or empty) means no file set it."""
 
     default_model: str | None = None
+    """`provider/id`: the model of agent children that name none (after profiles and
+    definitions)."""
     default_effort: str | None = None
+    """Their thinking effort, likewise (also spelled `default_thinking_level`, `thinkingLevel`)."""
     timeout_ms: int | None = None
+    """Every child's default `timeoutMs`, in milliseconds."""
     stall_timeout_ms: int | None = None
+    """Every child's default `stallTimeoutMs`, in milliseconds."""
     max_concurrency: int | None = None
+    """As `--max-concurrency`."""
     default_tools: tuple[str, ...] | None = None
+    """Tools of agent children that name none and whose definition names none."""
     default_mode: str | None = None
+    """`task` or `background`: the mode of a spawn (or resume) that names none."""
     history_limit: int | None = None
+    """Runs kept per session, as `--history-limit`."""
     enable_continue: bool | None = None
     """False disables resume."""
     default_backend: str | None = None
+    """`command`, `pi`, `claude` or `codex`: the backend of an item that names none and has no
+    `command`."""
     session_resources: str | None = None
     """`lean` or `full`: what agent children load (unset: `lean`)."""
     user_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)
@@ -87,23 +101,34 @@ class Settings:
     backend_executables: Mapping[str, str] = attrs.field(default=NO_EXECUTABLES, hash=False)
     """The program each agent backend runs, by backend id, where a file set one."""
     state_dir: Path | None = None
+    """As `--state-dir`."""
     framing: str | None = None
     """auto, lsp or ndjson."""
     process_tracking: str | None = None
     """auto, cgroup, subreaper or marker."""
     max_message_bytes: int | None = None
+    """As `--max-message-bytes`."""
     grace_ms: int | None = None
+    """As `--grace-ms`: milliseconds between SIGTERM and SIGKILL."""
     resume_token_ttl_ms: int | None = None
+    """As `--resume-token-ttl-ms`: the lifetime of a resume token and a `preflightId`, in
+    milliseconds."""
     log_level: str | None = None
     """Upper case, as `logging` spells it."""
     log_file: Path | None = None
+    """As `--log-file`."""
     session: str | None = None
     """The session the connection is bound to from the start (as `--session`)."""
     max_parallel: int | None = None
+    """Items of a `tasks` spawn or a workflow's `parallel` step (unset: 8)."""
     workflow_parallelism: int | None = None
+    """Children of one workflow step running at once (unset: 4)."""
     output_cap_bytes: int | None = None
+    """A child's output cap in bytes (unset: 48 KiB)."""
     output_cap_lines: int | None = None
+    """A child's output cap in lines (unset: 600)."""
     previous_cap_bytes: int | None = None
+    """The cap of `{previous}`, `{outputs.NAME}` and `{item}`, in bytes (unset: 64 KiB)."""
     require_preflight: bool | None = None
     """True: a `spawn` must carry a valid `preflightId` (`--require-preflight`)."""
     trusted_projects: tuple[Path, ...] = ()
@@ -111,3 +136,4 @@ class Settings:
     files: tuple[str, ...] = ()
     """The files whose settings were used, lowest precedence first."""
     diagnostics: tuple[SettingsDiagnostic, ...] = ()
+    """The problems found in the files."""

@@ -22,10 +22,15 @@ class Usage:
     """Tokens summed over a child's run, and its cost where the CLI reports one."""
 
     input_tokens: int
+    """Input tokens, as the CLI reports them."""
     output_tokens: int
+    """Output tokens, as the CLI reports them."""
     cache_read_tokens: int
+    """Tokens read from the prompt cache, as the CLI reports them."""
     cache_write_tokens: int
+    """Tokens written to the prompt cache, as the CLI reports them."""
     cost_usd: float | None = None
+    """Cost in US dollars; absent when the CLI reports none."""
 
 
 def _data_or_none(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -37,7 +42,9 @@ class ErrorInfo:
     """A terminal `failed` status's error: a stable code, a sentence, optional data."""
 
     code: str
+    """A stable code, e.g. `exit-status`, `spawn-failed`, `empty-prompt` or `internal`."""
     message: str
+    """One sentence for a person."""
     data: dict[str, Any] | None = attrs.field(default=None, converter=_data_or_none)
     """A plain dict; empty data is None, so the wire never sends `data: {}`."""
 
@@ -48,9 +55,14 @@ class Diagnostic:
     a skipped write of a run, a note about an agent definition or a setting."""
 
     severity: str
+    """`error`, `warning` or `info` (a preflight with an `error` is not accepted)."""
     code: str
+    """A stable code, e.g. `invalid-cwd` or `snapshot-skipped`."""
     message: str
+    """One sentence for a person."""
     path: str | None = None
+    """Where it applies: a param's path (`tasks[0].prompt`) or a file; absent when it is about no
+    one place."""
 
 
 @attrs.frozen
@@ -58,19 +70,26 @@ class OutputInfo:
     """A run's or child's final text as reported: possibly cut to the output caps."""
 
     text: str
+    """The final text; when cut to the output caps, it ends with `[output truncated]`."""
     truncated: bool
+    """True when `text` was cut."""
     bytes: int
+    """UTF-8 bytes of the whole final text, however much of it `text` holds."""
     lines: int
+    """Lines of the whole final text, however much of it `text` holds."""
     partial: bool
+    """True when the child did not complete."""
 
 
 @attrs.frozen
 class Resources:
     cpu_seconds: float
+    """CPU time of the child's whole process tree, in seconds."""
     peak_rss_bytes: int
     """The peak of the child's tree: its cgroup's memory.peak, else the largest sampled
     sum of its processes' RSS after exec; 0 if no sample saw it."""
     processes: int
+    """The most processes of its tree seen at once."""
     leftovers_ended: int = 0
     """Processes of its tree (not the child itself) ended by the stop sequence."""
 
@@ -81,11 +100,15 @@ class RunSummary:
     taken from memory while it is live (fields in the order the wire sends them)."""
 
     run_id: str
+    """The run's id."""
     kind: str
+    """`single`, `parallel`, `chain` or `workflow`."""
     status: str
     """A live run's status as it is in memory: the store's record may lag behind it."""
     created_at: datetime
+    """When the run was created."""
     label: str | None = None
+    """The call's label, when it has one."""
     ended_at: datetime | None = None
     """None while the run goes on (and for a run reopened by a resume)."""
 
@@ -95,7 +118,10 @@ class BackendInfo:
     """Whether a backend can run here, and its CLI's version when it was probed."""
 
     id: str
+    """`command`, `pi`, `claude` or `codex`."""
     available: bool
+    """Whether the backend can run here."""
     version: str | None = None
+    """Its CLI's version as probed; absent when it was not probed or gave none."""
     reason: str | None = None
     """Why the backend is unavailable, when it is."""
