@@ -134,6 +134,7 @@ class PlanStep:
     kind: str
     """`prompt`, `parallel` or `forEach`."""
     items: tuple[int, ...]
+    """Indices into the plan's `children`: the step's item templates."""
     as_: str | None = None
     """Wire name `as`: the step's output name."""
     for_each: str | None = None

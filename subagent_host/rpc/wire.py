@@ -285,6 +285,8 @@ class ChildSnapshot:
     stopped_by: str | None = None
     """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
+    """Written inline, not under `outcome`: its keys (`startedAt`, `endedAt`, `durationMs`,
+    `output`, `error`, `reason`) stand in the snapshot itself, each absent until known."""
     usage: Usage | None = None
     """Tokens and cost, from agent backends."""
     backend_session_id: str | None = None
@@ -367,6 +369,8 @@ class RunSnapshot:
     label: str | None = None
     """The call's label, when it has one."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
+    """Written inline, not under `outcome`: its keys (`startedAt`, `endedAt`, `durationMs`,
+    `output`, `error`, `reason`) stand in the snapshot itself, each absent until known."""
     enforced_timeout_ms: int | None = None
     """A `timed-out` run's: the limit that ended a child, in milliseconds (its `timeoutMs`, or its
     `stallTimeoutMs` for a stall)."""
