@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from subagent_host.values import DIGEST_PREFIX
 
-PREFIX: Final = DIGEST_PREFIX
 # Beyond 2**53 a float no longer holds every integer: written as it is.
 MAX_SAFE_INTEGER: Final = 2**53
 
@@ -33,7 +32,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def fingerprint(value: Any) -> str:
-    return PREFIX + hashlib.sha256(canonical_json(value)).hexdigest()
+    return DIGEST_PREFIX + hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def _normalize(value: Any) -> Any:
@@ -52,4 +51,4 @@ def _normalize(value: Any) -> Any:
 
 def digest(text: str) -> str:
     """A text's digest (a prompt's, a task's, a follow-up's): `sha256:v1:` + its SHA-256."""
-    return PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -93,8 +93,3 @@ def load_projection(store: Database, run_id: str, index: int) -> tuple[str | Non
         (run_id, index),
     ).fetchone()
     return (found[0], found[1]) if found else (None, None)
-
-
-def run_owner(store: Database, run_id: str) -> str | None:
-    found = store.db.execute("SELECT instance_id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return found[0] if found else None

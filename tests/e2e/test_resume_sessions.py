@@ -225,31 +225,28 @@ async def test_a_pi_attempt_recorded_before_digests_were_kept_resumes_while_its_
 # --- claude and codex ------------------------------------------------------------------
 
 
-@needs("claude")
-async def test_a_claude_resume_whose_session_file_is_gone_is_refused(
-    tmp_path: Path, mock: MockLLM
+# Where each CLI keeps the file of a session (below the test's own CLI homes).
+SESSION_FILES: Final = {
+    "claude": ("claude-config/projects", "*/{session}.jsonl"),
+    "codex": ("codex-home/sessions", "*/*/*/rollout-*-{session}.jsonl"),
+}
+
+
+@pytest.mark.parametrize("cli", [pytest.param(name, marks=needs(name)) for name in SESSION_FILES])
+async def test_a_resume_whose_cli_session_file_is_gone_is_refused(
+    tmp_path: Path, mock: MockLLM, cli: str
 ) -> None:
-    env = claude_environment(tmp_path, mock.base_url)
+    spawn: dict[str, Any] = dict(CLAUDE_SPAWN if cli == "claude" else CODEX_SPAWN)
+    if cli == "claude":
+        env = claude_environment(tmp_path, mock.base_url)
+    else:
+        env = codex_environment(tmp_path, mock.openai_base_url)
+    home, pattern = SESSION_FILES[cli]
     async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await first_attempt(server, CLAUDE_SPAWN)
+        run = await first_attempt(server, spawn)
         session = run["children"][0]["backendSessionId"]
         token = (await approved(server, run["runId"]))["token"]
-        (found,) = (tmp_path / "claude-config" / "projects").glob(f"*/{session}.jsonl")
-        found.unlink()
-        await assert_refused_both_ways(server, run["runId"], token, "session-missing")
-        await server.finish()
-
-
-@needs("codex")
-async def test_a_codex_resume_whose_rollout_file_is_gone_is_refused(
-    tmp_path: Path, mock: MockLLM
-) -> None:
-    env = codex_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await first_attempt(server, CODEX_SPAWN)
-        thread = run["children"][0]["backendSessionId"]
-        token = (await approved(server, run["runId"]))["token"]
-        (found,) = (tmp_path / "codex-home" / "sessions").glob(f"*/*/*/rollout-*-{thread}.jsonl")
+        (found,) = (tmp_path / home).glob(pattern.format(session=session))
         found.unlink()
         await assert_refused_both_ways(server, run["runId"], token, "session-missing")
         await server.finish()
