@@ -70,12 +70,19 @@ class Connection:
         """
         hold = object()
         self._holds.add(hold)
-        cap = asyncio.get_running_loop().call_later(HOLD_MAX_S, self._release, hold)
+        cap = asyncio.get_running_loop().call_later(HOLD_MAX_S, self._expire, hold)
         try:
             yield
         finally:
             cap.cancel()
             self._release(hold)
+
+    def _expire(self, hold: object) -> None:
+        """A hold's cap is over: what waited behind it leaves now, whatever later holds
+        say (a steady stream of them must not keep output back for ever)."""
+        self._holds.discard(hold)
+        if self._pending:
+            self._schedule_flush(honour_holds=False)
 
     def _release(self, hold: object) -> None:
         if hold in self._holds:
@@ -83,9 +90,9 @@ class Connection:
             if self._pending and not self._holds:
                 self._schedule_flush()
 
-    def _schedule_flush(self) -> None:
+    def _schedule_flush(self, honour_holds: bool = True) -> None:
         loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, self._flush_unless_held)
+        loop.call_soon(loop.call_soon, self._flush_unless_held if honour_holds else self.flush)
 
     def _flush_unless_held(self) -> None:
         if not self._holds:  # else the last hold's end schedules the flush

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import cast
 
@@ -89,3 +90,21 @@ async def test_output_waits_for_the_last_of_two_holds() -> None:
         assert output.writes == []
     await turns(3)
     assert output.writes == [b'{"event":1}\n']
+
+
+async def test_overlapping_holds_keep_output_back_no_longer_than_one_cap() -> None:
+    """A steady stream of requests, each holding before the last one let go, must not
+    hold a notification back for ever: what one hold kept leaves when its cap is over."""
+    output = Writes()
+    wire = connection(output)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with contextlib.ExitStack() as holds:
+        holds.enter_context(wire.holding())
+        wire.emit(b'{"event":1}')
+        async with asyncio.timeout(20 * HOLD_MAX_S + 5):
+            while not output.writes:  # each new hold starts before the cap of the last
+                holds.enter_context(wire.holding())
+                await asyncio.sleep(HOLD_MAX_S / 4)
+    assert output.writes[0] == b'{"event":1}\n'
+    assert loop.time() - started < 10 * HOLD_MAX_S
