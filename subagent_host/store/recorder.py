@@ -42,7 +42,7 @@ from subagent_host.errors import RecordFailed
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store import writes
 from subagent_host.store.database import Database
-from subagent_host.store.rows import RunRow, run_row
+from subagent_host.store.rows import RunRow, StoredEvent, run_row, stored_event
 from subagent_host.store.run_ids import RunIds, meta_key
 
 STORE_BACKLOG_BYTES: Final = 4 * 1024 * 1024
@@ -65,7 +65,7 @@ class Recorder:
         """Which run ids are reserved on disk; without it, no run is held (run_ids.py)."""
         self._instance_id = instance_id
         self._history_limit = history_limit
-        self._pending: dict[str, tuple[Run, list[RunEvent]]] = {}
+        self._pending: dict[str, tuple[Run, list[RunEvent | StoredEvent]]] = {}
         # Each with its sealing (stored JSON and digest), done once: in a spare turn of
         # the loop or when its run is written, whichever comes first.
         self._projections: list[tuple[str, int, Callable[[], tuple[str, str]]]] = []
@@ -139,7 +139,9 @@ class Recorder:
         projections before its first child is started in the next turn, and
         sealing them (canonical JSON, twice, and a digest) is then done while
         that child runs, not before it starts. A write of the run that comes
-        first seals them itself: a run is never written without them.
+        first seals them itself: a run is never written without them. The
+        events a held run has by then (queued, running) are encoded in that
+        same spare turn, so the write at its end encodes only its last events.
         """
         self._projections.append((run.run_id, index, functools.cache(sealing)))
         self.touch(run)
@@ -152,6 +154,9 @@ class Recorder:
         self._sealing_scheduled = False
         for _, _, sealing in self._projections:
             sealing()
+        for run_id in self._held:
+            events = self._pending[run_id][1]
+            events[:] = [e if isinstance(e, StoredEvent) else stored_event(e) for e in events]
 
     def workflow(self, run: Run, definition: dict[str, Any]) -> None:
         """Record a workflow's definition (its item templates, no environment values)."""

@@ -52,8 +52,23 @@ class RunRow:
     """Older events are deleted: the run's events stay bounded on disk as in memory."""
 
 
-def run_row(run: Run, events: Iterable[RunEvent]) -> RunRow:
-    """Serialise a run as it is now (on the loop: the objects keep changing)."""
+@attrs.frozen
+class StoredEvent:
+    """An event as a write carries it: encoded once, possibly turns before its run's write."""
+
+    seq: int
+    record: str
+
+
+def stored_event(event: RunEvent) -> StoredEvent:
+    return StoredEvent(event.seq, dumps(event_record(event)))
+
+
+def run_row(run: Run, events: Iterable[RunEvent | StoredEvent]) -> RunRow:
+    """Serialise a run as it is now (on the loop: the objects keep changing).
+
+    `events` may be encoded already (`stored_event`): an event never changes once emitted.
+    """
     return RunRow(
         run_id=run.run_id,
         session_id=run.session_id,
@@ -66,9 +81,12 @@ def run_row(run: Run, events: Iterable[RunEvent]) -> RunRow:
         record=dumps(run_record(run)),
         children=tuple(_child_row(child) for child in run.children),
         events=tuple(
-            (event.seq, dumps(event_record(event)))
-            for event in events
-            if event.seq >= run.first_retained_seq  # dropped within this turn already
+            (stored.seq, stored.record)
+            for stored in (
+                event if isinstance(event, StoredEvent) else stored_event(event)
+                for event in events
+                if event.seq >= run.first_retained_seq  # dropped within this turn already
+            )
         ),
         first_retained_seq=run.first_retained_seq,
     )

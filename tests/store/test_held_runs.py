@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from subagent_host.runs.state import Run, RunStateMachine, RunStatus
-from subagent_host.store import instances
+from subagent_host.runs.state import Run, RunEvent, RunStateMachine, RunStatus
+from subagent_host.store import instances, rows
 from subagent_host.store.database import Database
 from subagent_host.store.recorder import HOLD_S, Recorder
 from subagent_host.store.run_ids import RunIds, meta_key
@@ -238,3 +238,39 @@ async def test_a_projection_not_sealed_yet_is_sealed_by_the_write_of_its_run(
     ]
     await loop_turns()
     assert calls == ["r-background"]  # sealed once
+
+
+async def test_a_held_runs_early_events_are_encoded_in_a_spare_turn_before_its_end(
+    store: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder, book, run = await holding(store)
+    encoded: list[int] = []
+    encode = rows.event_record
+
+    def noting_encode(event: RunEvent) -> dict[str, Any]:
+        encoded.append(event.seq)
+        return encode(event)
+
+    monkeypatch.setattr(rows, "event_record", noting_encode)
+    book.created(run)  # the launch's step
+    recorder.projection(run, 0, lambda: ('{"v":1}', "sha256:v1:" + "2" * 64))
+    await asyncio.sleep(0)  # the child starts in the next turn
+    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=4242)
+    await loop_turns()
+    assert encoded == [1, 2, 3]  # queued, running, child running: while the child runs
+    assert await stored_ids(store) == []  # still held
+
+    book.transition_child(run, run.children[0], RunStatus.COMPLETED, exit_code=0)
+    book.transition(run, RunStatus.COMPLETED)
+    await recorder.durable(run)
+
+    assert encoded == [1, 2, 3, 4, 5]  # the end's write encoded only its own events
+    stored = await query(store, "SELECT seq, record FROM events ORDER BY seq")
+    assert [seq for seq, _ in stored] == [1, 2, 3, 4, 5]
+    assert [json.loads(record)["fields"] for _, record in stored] == [
+        {"status": "queued"},
+        {"status": "running"},
+        {"index": 0, "status": "running"},
+        {"index": 0, "status": "completed"},
+        {"status": "completed"},
+    ]
