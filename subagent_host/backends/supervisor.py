@@ -510,10 +510,11 @@ class Supervisor:
     async def _finish_group(self, child: Child, group: Group) -> None:
         """Take the tree's CPU time and peak memory from its cgroup, then remove the cgroup."""
         own = child.usage.cpu_seconds if child.usage is not None else 0.0
+        # No memory controller (a hybrid host's is v1): no memory.peak to look for.
+        hierarchy = self.tracking.hierarchy
+        peak = group.memory_peak() if hierarchy is not None and hierarchy.memory else None
         child.usage = TreeUsage(
-            cpu_seconds=max(group.cpu_seconds() or 0.0, own),
-            rss_bytes=group.memory_peak() or 0,
-            processes=1,
+            cpu_seconds=max(group.cpu_seconds() or 0.0, own), rss_bytes=peak or 0, processes=1
         )
         if not await _remove_when_empty(group):
             logger.error("%r: its cgroup %s still has processes", child, group.path)

@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from subagent_host.backends import cgroups
@@ -72,6 +73,30 @@ async def test_a_child_and_its_first_fork_are_in_its_cgroup_and_the_server_is_ba
     assert sink.stdout.decode().splitlines().count(inside) == 2, sink.stdout
     assert not child.group.path.exists()
     assert own_cgroup_line() == before
+
+
+@pytest.mark.parametrize("memory", [True, False])
+async def test_a_childs_end_reads_memory_peak_only_where_a_memory_controller_gives_one(
+    supervisor: Supervisor, marker: str, memory: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hierarchy = supervisor.tracking.hierarchy
+    assert hierarchy is not None
+    supervisor.tracking.hierarchy = attrs.evolve(hierarchy, memory=memory)
+    peaks: list[Path] = []
+    read_peak = Group.memory_peak
+
+    def noting_peak(group: Group) -> int | None:
+        peaks.append(group.path)
+        return read_peak(group)
+
+    monkeypatch.setattr(Group, "memory_peak", noting_peak)
+    child = await supervisor.start(spec(marker, "true"), Collect())
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+
+    assert child.group is not None and child.usage is not None
+    assert peaks == ([child.group.path] if memory else [])
+    if not memory:
+        assert child.usage.rss_bytes == 0
 
 
 async def test_a_start_that_fails_leaves_the_server_home_and_no_cgroup_behind(
