@@ -271,8 +271,39 @@ class RunOutcome:
     (`timed-out`), the limit's name (a child's `limit-reached`), or why it was `interrupted`."""
 
 
+class OutcomeFields:
+    """The `outcome`'s fields, read as the snapshot's own, as the wire writes them
+    (`child.output.text` is `child.outcome.output.text`)."""
+
+    outcome: RunOutcome
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.outcome.started_at
+
+    @property
+    def ended_at(self) -> datetime | None:
+        return self.outcome.ended_at
+
+    @property
+    def duration_ms(self) -> int | None:
+        return self.outcome.duration_ms
+
+    @property
+    def output(self) -> OutputInfo | None:
+        return self.outcome.output
+
+    @property
+    def error(self) -> ErrorInfo | None:
+        return self.outcome.error
+
+    @property
+    def reason(self) -> str | None:
+        return self.outcome.reason
+
+
 @attrs.frozen
-class ChildSnapshot:
+class ChildSnapshot(OutcomeFields):
     index: int
     """The child's index in the run, from 0."""
     backend: str
@@ -352,7 +383,7 @@ class EventWire:
 
 
 @attrs.frozen
-class RunSnapshot:
+class RunSnapshot(OutcomeFields):
     run_id: str
     """The run's id."""
     session_id: str
