@@ -150,11 +150,14 @@ class Connection:
         with contextlib.suppress(ConnectionError, RuntimeError):
             self._writer.close()
 
-    async def aclose(self) -> None:
-        """Close our output and stop reading; waiting calls raise `HostConnectionError`."""
+    async def aclose(self, drain_s: float) -> None:
+        """Close our output, read what the server still sends until it ends its output
+        (at most `drain_s`), then stop reading; waiting calls raise `HostConnectionError`."""
         self.close_output()
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self._writer.wait_closed()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._reading), drain_s)
         self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reading

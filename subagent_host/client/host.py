@@ -60,6 +60,10 @@ EXIT_WAIT_S: Final = 30.0
 TERMINATE_WAIT_S: Final = 15.0
 # Then SIGKILL, which cannot be ignored; reaping it takes no time.
 KILL_WAIT_S: Final = 5.0
+# A server on streams of the caller's answers what it has read once its input ends,
+# and the events of the runs it stops: read for this long, so that it is not left
+# blocked on a full pipe, then stop reading.
+DRAIN_WAIT_S: Final = EXIT_WAIT_S
 
 StreamTarget = int | IO[Any] | None
 """Where a started server's stderr goes: None (ours), `asyncio.subprocess.DEVNULL`, or a
@@ -172,7 +176,8 @@ class Host:
         `framing`: `ndjson` or `lsp` (protocol.md §2), as the server reads it.
         `on_message` sees every message as it arrives (parsed JSON), before it is
         handled; if it raises, the connection ends with that error. Needs a running
-        event loop. `aclose()` closes the writer and stops reading.
+        event loop. `aclose()` closes the writer, reads on until the server ends its
+        output (bounded), then stops reading.
         """
         return cls(
             reader,
@@ -322,7 +327,7 @@ class Host:
         """
         process = self.process
         if process is None:
-            await self._connection.aclose()
+            await self._connection.aclose(DRAIN_WAIT_S)
             return
         try:
             self._connection.close_output()
@@ -338,7 +343,7 @@ class Host:
             await asyncio.shield(_exited(process, KILL_WAIT_S))
             raise
         finally:
-            await self._connection.aclose()
+            await self._connection.aclose(KILL_WAIT_S)  # it has exited: its output has ended
 
 
 class _Starting:

@@ -92,11 +92,12 @@ async def first_run_id(seen: Seen) -> str:
 
 
 class MemoryWriter:
-    """A writer that keeps what it is given (`Host.connect` over streams of a test's own)."""
+    """A writer that keeps what it is given (`Host.connect` over streams of a test's own);
+    closing it ends `reader`, as a server ends its output when its input ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, reader: asyncio.StreamReader | None = None) -> None:
         self.data = b""
-        self.closed = False
+        self._reader = reader
 
     def write(self, data: bytes) -> None:
         self.data += data
@@ -105,7 +106,13 @@ class MemoryWriter:
         pass
 
     def close(self) -> None:
-        self.closed = True
+        if self._reader is not None and not self._reader.at_eof():
+            self._reader.feed_eof()
 
     async def wait_closed(self) -> None:
         pass
+
+
+def memory_streams() -> tuple[asyncio.StreamReader, MemoryWriter]:
+    reader = asyncio.StreamReader()
+    return reader, MemoryWriter(reader)

@@ -11,7 +11,7 @@ import pytest
 from subagent_host.client import EventWire, Host, HostConnectionError
 from subagent_host.client import events as client_events
 from subagent_host.client.events import EventRouter
-from tests.client.conftest import MemoryWriter, started
+from tests.client.conftest import memory_streams, started
 from tests.waits import loop_turns
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
@@ -94,8 +94,8 @@ async def test_wait_returns_the_terminal_snapshot_of_a_background_run(tmp_path: 
 
 
 async def test_following_a_run_ends_with_an_error_when_the_server_goes() -> None:
-    reader = asyncio.StreamReader()
-    async with Host.connect(reader, MemoryWriter()) as host:
+    reader, writer = memory_streams()
+    async with Host.connect(reader, writer) as host:
         reader.feed_data(NOTIFICATION % b"1")
         await loop_turns()
         follower = host.events("r1")
@@ -111,8 +111,8 @@ async def test_following_a_run_ends_with_an_error_when_the_server_goes() -> None
 
 
 async def test_bytes_that_are_not_a_message_end_the_connection() -> None:
-    reader = asyncio.StreamReader()
-    async with Host.connect(reader, MemoryWriter(), framing="lsp") as host:
+    reader, writer = memory_streams()
+    async with Host.connect(reader, writer, framing="lsp") as host:
         waiting = asyncio.create_task(host.ping())
         await loop_turns()
         reader.feed_data(b"Content-Length: 5\r\n\r\n{nope")

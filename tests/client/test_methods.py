@@ -15,7 +15,7 @@ from subagent_host.rpc.wire import (
     PreflightResult,
     make_converter,
 )
-from tests.client.conftest import MemoryWriter, first_run_id, started
+from tests.client.conftest import first_run_id, memory_streams, started
 
 CONVERTER = make_converter()
 
@@ -87,8 +87,8 @@ async def test_a_waiting_task_is_handed_to_the_background_by_detach(tmp_path: Pa
 
 
 async def test_an_unknown_keyword_is_a_type_error_before_anything_is_sent() -> None:
-    writer = MemoryWriter()
-    async with Host.connect(asyncio.StreamReader(), writer) as host:
+    reader, writer = memory_streams()
+    async with Host.connect(reader, writer) as host:
         with pytest.raises(TypeError, match="colour"):
             await host.spawn(command=("echo",), colour="red")  # type: ignore[call-arg]
         assert writer.data == b""
