@@ -252,8 +252,9 @@ class Host:
     async def events(self, run_id: str, *, since: int = 0) -> AsyncIterator[EventWire]:
         """Yield the run's events with `seq > since`, in order, until its terminal status.
 
-        `run_id` is the full id. Events that arrived before the iteration began are
-        included (the newest of recent runs are kept), and any gap (events not kept,
+        `run_id` is the run's id (or a unique prefix of it). Events that arrived
+        before the iteration began are included (the newest of recent runs are kept;
+        a run whose first events are not is read back), and any gap (events not kept,
         or dropped while the caller was slow) is read back with `status {since}`, so
         each event comes once. Events the server no longer retains are skipped
         (protocol.md §9). Ends when the run's terminal `status` event has been
@@ -266,7 +267,7 @@ class Host:
             first, read_back = True, False
             while True:
                 while (event := held.pop(last + 1, None)) is not None:
-                    last, read_back = event.seq, False
+                    last, read_back, first = event.seq, False, False
                     yield event
                     if event.type == "status" and event.status in TERMINAL:
                         return
@@ -276,6 +277,9 @@ class Host:
                 if (first or held) and not read_back:
                     snapshot = await self.status(run_id, since=last)
                     read_back = True
+                    if snapshot.run_id != listener.run_id:  # a prefix: follow the full id
+                        self._events.forget(listener)
+                        listener = self._events.listen(snapshot.run_id)
                     held.update(_newer(snapshot.events or (), last))
                     if snapshot.first_retained_seq is not None:
                         last = max(last, snapshot.first_retained_seq - 1)

@@ -83,6 +83,14 @@ async def test_a_slow_follower_gets_every_event_once_in_order(
         assert text.split() == [str(i) for i in range(1, 41)]
 
 
+async def test_a_run_followed_by_a_prefix_of_its_id_is_followed_to_its_end(tmp_path: Path) -> None:
+    async with started(tmp_path) as (host, _seen):
+        run = await host.spawn(command=("sh", "-c", "sleep 0.3; echo done"), stream=True)
+        seen = [e async for e in host.events(run.run_id[:8])]
+        assert [e.seq for e in seen] == list(range(1, seen[-1].seq + 1))
+        assert (seen[-1].type, seen[-1].status) == ("status", "completed")
+
+
 async def test_wait_returns_the_terminal_snapshot_of_a_background_run(tmp_path: Path) -> None:
     async with started(tmp_path) as (host, _seen):
         run = await host.spawn(command=("sh", "-c", "sleep 0.2; echo done"))
