@@ -79,12 +79,16 @@ class Call(Generic[P, R]):
     method's result type. Sequences are tuples in the types; lists are sent alike.
     """
 
-    def __init__(self, method: str, params: Callable[P, object], result: type[R]) -> None:
+    def __init__(
+        self, method: str, params: Callable[P, object], result: type[R], summary: str
+    ) -> None:
         self.method = method
         self.params = params
         self.result = result
+        name = getattr(params, "__name__", repr(params))
         self.__doc__ = (
-            f"`{method}`: params {getattr(params, '__name__', params)}, result {result.__name__}."
+            f"`{method}`: {summary}\n\n"
+            f"Keywords: the fields of `{name}`; result: `{result.__name__}`."
         )
 
     @overload
@@ -122,19 +126,28 @@ class Host:
     waits sends `$/cancelRequest` and raises `CancelledError`.
     """
 
-    ping = Call("ping", PingParams, PingResult)
-    """`ping`: liveness, identity, session binding and limits (protocol.md §5)."""
-    preflight = Call("preflight", PreflightParams, PreflightResult)
-    """`preflight`: check a launch, or approve a resume (`resume=ResumeRequest(...)`) (§14, §15)."""
-    spawn = Call("spawn", SpawnParams, RunSnapshot)
-    """`spawn`: start a run; `mode="task"` answers when it has ended (§8)."""
-    stop = Call("stop", StopParams, RunSnapshot)
-    """`stop`: end a run's every process; answers its terminal snapshot (§10)."""
-    resume = Call("resume", ResumeParams, RunSnapshot)
-    """`resume`: run a new attempt with a token from `preflight` (§15)."""
-    agents_list = Call("agents/list", AgentsListParams, AgentsListResult)
-    """`agents/list`: the agent definitions `spawn(agent=...)` can use (§18)."""
-    # `initialize` comes with the handshake: Call("initialize", InitializeParams, InitializeResult).
+    ping = Call("ping", PingParams, PingResult, "liveness, identity, session binding, limits (§5).")
+    preflight = Call(
+        "preflight",
+        PreflightParams,
+        PreflightResult,
+        "check a launch, or approve a resume with `resume=ResumeRequest(...)` (§14, §15).",
+    )
+    spawn = Call(
+        "spawn", SpawnParams, RunSnapshot, "start a run; `mode='task'` answers once it ended (§8)."
+    )
+    stop = Call("stop", StopParams, RunSnapshot, "end a run's processes; its final snapshot (§10).")
+    resume = Call(
+        "resume", ResumeParams, RunSnapshot, "a new attempt, with a token from preflight (§15)."
+    )
+    agents_list = Call(
+        "agents/list",
+        AgentsListParams,
+        AgentsListResult,
+        "the agent definitions `spawn(agent=...)` can use (§18).",
+    )
+    # `initialize` lands with the handshake: Call("initialize", InitializeParams, InitializeResult,
+    # "..."), and `initialize()` then appears with typed keywords like the others.
 
     def __init__(
         self,
