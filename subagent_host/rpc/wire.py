@@ -31,7 +31,14 @@ from subagent_host.planning.request import (
     WorkflowRequest,
     WorkflowStep,
 )
-from subagent_host.planning.views import VIEWS, Contract, NormalizedPlan, Receipts, to_json
+from subagent_host.planning.views import (
+    VIEWS,
+    Contract,
+    NormalizedPlan,
+    Receipts,
+    Unprobed,
+    to_json,
+)
 from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
 from subagent_host.values.facts import (
     BackendInfo,
@@ -264,8 +271,39 @@ class RunOutcome:
     (`timed-out`), the limit's name (a child's `limit-reached`), or why it was `interrupted`."""
 
 
+class OutcomeFields:
+    """The `outcome`'s fields, read as the snapshot's own, as the wire writes them
+    (`child.output.text` is `child.outcome.output.text`)."""
+
+    outcome: RunOutcome
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.outcome.started_at
+
+    @property
+    def ended_at(self) -> datetime | None:
+        return self.outcome.ended_at
+
+    @property
+    def duration_ms(self) -> int | None:
+        return self.outcome.duration_ms
+
+    @property
+    def output(self) -> OutputInfo | None:
+        return self.outcome.output
+
+    @property
+    def error(self) -> ErrorInfo | None:
+        return self.outcome.error
+
+    @property
+    def reason(self) -> str | None:
+        return self.outcome.reason
+
+
 @attrs.frozen
-class ChildSnapshot:
+class ChildSnapshot(OutcomeFields):
     index: int
     """The child's index in the run, from 0."""
     backend: str
@@ -345,7 +383,7 @@ class EventWire:
 
 
 @attrs.frozen
-class RunSnapshot:
+class RunSnapshot(OutcomeFields):
     run_id: str
     """The run's id."""
     session_id: str
@@ -393,6 +431,10 @@ class RunList:
     runs: tuple[RunSummary, ...]
     """This session's runs, newest first, those of earlier server processes on the same state
     directory included."""
+
+
+StatusResult = RunSnapshot | RunList
+"""`status` answers a snapshot when given a `runId`, else the list (told apart by `runs`)."""
 
 
 @attrs.frozen
@@ -501,15 +543,21 @@ def _omitted(attribute: attrs.Attribute[Any]) -> bool:
     return attribute.default is None or bool(attribute.metadata.get(INLINE))
 
 
-def make_converter() -> cattrs.Converter:
-    """Build the converter for every wire type (one per server; cheap to build for tests)."""
-    converter = cattrs.Converter(forbid_extra_keys=True)
+def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
+    """Build the converter for every wire type (one per server; cheap to build for tests).
+
+    The server reads params with unknown keys refused (the default). The client
+    (`subagent_host.client`) reads results with `forbid_extra_keys=False`: a newer
+    server may add fields, which an older client then ignores.
+    """
+    converter = cattrs.Converter(forbid_extra_keys=forbid_extra_keys)
     converter.register_structure_hook(str, _strict(str, "a string"))
     converter.register_structure_hook(int, _strict(int, "an integer"))
     converter.register_structure_hook(bool, _strict(bool, "a boolean"))
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(SessionId, _structure_session_id)
     converter.register_unstructure_hook(datetime, timestamp)
+    converter.register_structure_hook(datetime, _structure_moment)
     converter.register_structure_hook_func(
         lambda t: t in (MsgToken, MsgToken | None), _structure_token
     )
@@ -522,12 +570,24 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(
         lambda t: t == tuple[WorkflowStep, ...], _steps_hook(converter)
     )
+    # Results, as a client reads them back (the server only writes these).
+    converter.register_structure_hook_func(
+        lambda t: t == str | None | Unprobed, _structure_probed_version
+    )
+    converter.register_structure_hook_func(
+        lambda t: t == StatusResult, _status_result_hook(converter)
+    )
 
     def structure_factory(cls: type[Any]) -> Any:
+        attrs.resolve_types(cls)
+        inline = [a for a in attrs.fields(cls) if a.metadata.get(INLINE)]
         overrides: dict[str, Any] = {
-            a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)
+            a.name: override(rename=camel_case(a.name), omit=a in inline) for a in attrs.fields(cls)
         }
-        return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
+        plain = make_dict_structure_fn(
+            cls, converter, _cattrs_forbid_extra_keys=forbid_extra_keys, **overrides
+        )
+        return _gathering(converter, plain, inline) if inline else plain
 
     def unstructure_factory(cls: type[Any]) -> Any:
         overrides: dict[str, Any] = {
@@ -544,6 +604,63 @@ def make_converter() -> cattrs.Converter:
     # client sees is exactly what was fingerprinted (planning/views.py).
     converter.register_unstructure_hook_func(lambda t: t in VIEWS, to_json)
     return converter
+
+
+def _gathering(
+    converter: cattrs.Converter,
+    plain: Callable[[Any, type], Any],
+    inline: list[attrs.Attribute[Any]],
+) -> Callable[[Any, type], Any]:
+    """Read the `inline` fields back from the keys written in their place (see `INLINE`)."""
+    groups = [(a.name, _attrs_type(a)) for a in inline]
+    keys = {name: {camel_case(f.name) for f in attrs.fields(kind)} for name, kind in groups}
+
+    def structure(value: Any, cls: type) -> Any:
+        if not isinstance(value, dict):
+            raise WireValueError(f"expected an object, got {json_type_name(value)}")
+        rest = dict(value)
+        parts = {
+            name: converter.structure(
+                {key: rest.pop(key) for key in keys[name] if key in rest}, kind
+            )
+            for name, kind in groups
+        }
+        return attrs.evolve(plain(rest, cls), **parts)
+
+    return structure
+
+
+def _attrs_type(attribute: attrs.Attribute[Any]) -> type[Any]:
+    kind = attribute.type
+    if not (isinstance(kind, type) and attrs.has(kind)):
+        raise TypeError(f"inline field {attribute.name} must be an attrs class")
+    return kind
+
+
+def _structure_moment(value: Any, _type: type) -> datetime:
+    """A moment as `timestamp` writes it (any ISO 8601 time with a zone is read)."""
+    text = _strict(str, "a string")(value, str)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise WireValueError(f"expected an ISO 8601 time, got {text[:40]!r}") from None
+    if moment.tzinfo is None:
+        raise WireValueError(f"expected a time with its zone, got {text[:40]!r}")
+    return moment
+
+
+def _structure_probed_version(value: Any, _type: type) -> str | None:
+    """A receipt's `version`: a string, or null when the CLI gave none (absent: unprobed)."""
+    return None if value is None else _strict(str, "a string")(value, str)
+
+
+def _status_result_hook(converter: cattrs.Converter) -> Callable[[Any, type], StatusResult]:
+    def structure(value: Any, _type: type) -> StatusResult:
+        if isinstance(value, dict) and "runs" in value:
+            return converter.structure(value, RunList)
+        return converter.structure(value, RunSnapshot)
+
+    return structure
 
 
 def _inlining(

@@ -14,7 +14,6 @@ as first-wins and a terminal status is never changed. Only a resume leaves one
 from __future__ import annotations
 
 import collections
-import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -22,31 +21,13 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
+
+# Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
+from subagent_host.values import TERMINAL as TERMINAL
 from subagent_host.values import RunKind
+from subagent_host.values import RunStatus as RunStatus
 from subagent_host.values.facts import Diagnostic, ErrorInfo, OutputInfo, Resources, Usage
 
-
-class RunStatus(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed-out"
-    LIMIT_REACHED = "limit-reached"
-    INTERRUPTED = "interrupted"
-
-
-TERMINAL: Final = frozenset(
-    {
-        RunStatus.COMPLETED,
-        RunStatus.FAILED,
-        RunStatus.CANCELLED,
-        RunStatus.TIMED_OUT,
-        RunStatus.LIMIT_REACHED,
-        RunStatus.INTERRUPTED,
-    }
-)
 NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
     # A queued child may end without running: stopped, or its chain ended first.
     RunStatus.QUEUED: frozenset({RunStatus.RUNNING}) | TERMINAL,

@@ -35,6 +35,32 @@ class RunKind(enum.StrEnum):
     WORKFLOW = "workflow"
 
 
+class RunStatus(enum.StrEnum):
+    """A run's, a child's or an attempt's status (protocol.md §12): `queued`, `running`, then
+    one terminal status; every change goes through `runs/state.py`."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed-out"
+    LIMIT_REACHED = "limit-reached"
+    INTERRUPTED = "interrupted"
+
+
+# The statuses a run or child ends with; a client's events of a run end at one of them.
+TERMINAL: Final = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMED_OUT,
+        RunStatus.LIMIT_REACHED,
+        RunStatus.INTERRUPTED,
+    }
+)
+
 # The framing option's values: either framing, or `auto` (resolved from the first byte).
 FRAMINGS: Final = ("auto", *Framing)
 

@@ -12,6 +12,13 @@ from typing import Any
 import psutil
 import pytest
 
+from subagent_host.client import (
+    BackendUnavailable,
+    LaunchRejected,
+    RunNotFound,
+    SpawnItem,
+)
+from tests.e2e.client import client_of
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     FramingName,
@@ -91,42 +98,33 @@ async def test_task_mode_spawn_answers_the_completed_run_after_its_events(
         assert await server.finish() == (0, [])
 
 
-async def test_background_spawn_then_status_polling_and_since_replay() -> None:
-    async with running_server() as server:
-        reply, _ = await call(server, "spawn", {"command": ["sh", "-c", "echo a; echo b"]})
-        run_id = reply["result"]["runId"]
-        assert reply["result"]["status"] == "running"
-        snapshot: dict[str, Any] = {}
-        async with asyncio.timeout(EXIT_TIMEOUT_S):
-            while snapshot.get("status") not in TERMINAL:
-                snapshot = (await call(server, "status", {"runId": run_id}))[0]["result"]
-        assert snapshot["status"] == "completed" and snapshot["output"]["text"] == "a\nb\n"
-        replay = (await call(server, "status", {"runId": run_id, "since": 2}))[0]["result"]
-        assert [e["seq"] for e in replay["events"]] == list(range(3, replay["lastSeq"] + 1))
-        listing = (await call(server, "status", {}))[0]["result"]
-        assert [r["runId"] for r in listing["runs"]] == [run_id]
-        await server.finish()
+async def test_background_spawn_then_wait_and_since_replay() -> None:
+    async with running_server() as server, client_of(server) as host:
+        run = await host.spawn(command=("sh", "-c", "echo a; echo b"))
+        assert run.status == "running"
+        snapshot = await host.wait(run.run_id)
+        assert snapshot.status == "completed"
+        assert snapshot.output is not None and snapshot.output.text == "a\nb\n"
+        replay = await host.status(run.run_id, since=2)
+        assert replay.events is not None
+        assert [e.seq for e in replay.events] == list(range(3, replay.last_seq + 1))
+        listing = await host.status()
+        assert [r.run_id for r in listing.runs] == [run.run_id]
 
 
 async def test_stop_ends_a_tree_and_a_second_stop_says_already_terminal() -> None:
-    async with running_server() as server:
-        reply, _ = await call(
-            server,
-            "spawn",
-            {"command": [sys.executable, str(FAKES / "tree.py"), "8"], "stream": True},
-        )
-        run_id = reply["result"]["runId"]
-        await next_event(server, "output")  # "ready" once all 8 processes exist
-        stopped, _ = await call(server, "stop", {"runId": run_id, "reason": "enough"})
-        result = stopped["result"]
-        assert (result["status"], result["reason"], result["alreadyTerminal"]) == (
+    async with running_server() as server, client_of(server) as host:
+        tree = (sys.executable, str(FAKES / "tree.py"), "8")
+        run = await host.spawn(command=tree, stream=True)
+        async for event in host.events(run.run_id):
+            if event.type == "output":  # "ready" once all 8 processes exist
+                break
+        stopped = await host.stop(run_id=run.run_id, reason="enough")
+        assert (stopped.status, stopped.reason, stopped.already_terminal) == (
             "cancelled", "enough", False
         )  # fmt: skip
-        assert_terminal_snapshot(result)
-        again, _ = await call(server, "stop", {"runId": run_id})
-        assert again["result"]["alreadyTerminal"] is True
-        assert again["result"]["reason"] == "enough"
-        await server.finish()
+        again = await host.stop(run_id=run.run_id)
+        assert again.already_terminal is True and again.reason == "enough"
 
 
 async def spawn_until_ready(server: ServerProcess, command: list[str]) -> dict[str, Any]:
@@ -163,28 +161,23 @@ async def test_stop_says_which_signal_ended_each_child_and_a_later_server_still_
 
 
 async def test_exit_code_timeout_and_bad_launches_are_reported() -> None:
-    async with running_server() as server:
-        failed = (await call(server, "spawn", {"command": ["sh", "-c", "exit 7"], "mode": "task"}))[
-            0
-        ]
-        assert failed["result"]["status"] == "failed"
-        assert failed["result"]["error"]["data"]["exitCode"] == 7
-        sleepy = {"command": ["sleep", "30"], "timeoutMs": 200, "mode": "task"}
-        timed = (await call(server, "spawn", sleepy))[0]
-        assert (timed["result"]["status"], timed["result"]["reason"]) == ("timed-out", "timeout")
-        assert timed["result"]["enforcedTimeoutMs"] == 200
-        unavailable = (await call(server, "spawn", {"prompt": "hi"}))[0]
-        assert unavailable["error"]["code"] == -32002
-        rejected = (await call(server, "spawn", {"command": ["true"], "cwd": "/nonexistent"}))[0]
-        assert rejected["error"]["code"] == -32003
-        assert rejected["error"]["data"]["diagnostics"][0]["path"] == "cwd"
-        both = (
-            await call(server, "spawn", {"command": ["true"], "tasks": [{"command": ["true"]}]})
-        )[0]
-        assert both["error"]["code"] == -32003
-        missing = (await call(server, "status", {"runId": "no-such-run"}))[0]
-        assert missing["error"]["code"] == -32001
-        await server.finish()
+    async with running_server() as server, client_of(server) as host:
+        failed = await host.spawn(command=("sh", "-c", "exit 7"), mode="task")
+        assert failed.status == "failed"
+        assert failed.error is not None and failed.error.data is not None
+        assert failed.error.data["exitCode"] == 7
+        timed = await host.spawn(command=("sleep", "30"), timeout_ms=200, mode="task")
+        assert (timed.status, timed.reason) == ("timed-out", "timeout")
+        assert timed.enforced_timeout_ms == 200
+        with pytest.raises(BackendUnavailable):
+            await host.spawn(prompt="hi")
+        with pytest.raises(LaunchRejected) as rejected:
+            await host.spawn(command=("true",), cwd="/nonexistent")
+        assert rejected.value.data["diagnostics"][0]["path"] == "cwd"
+        with pytest.raises(LaunchRejected):
+            await host.spawn(command=("true",), tasks=(SpawnItem(command=("true",)),))
+        with pytest.raises(RunNotFound):
+            await host.status("no-such-run")
 
 
 async def test_cancelling_a_task_mode_spawn_stops_its_run_and_answers_the_snapshot() -> None:
@@ -286,34 +279,29 @@ def _peak_rss_bytes(pid: int) -> int:
 
 async def test_a_server_at_the_maximum_depth_refuses_to_spawn() -> None:
     env = {**os.environ, "SUBAGENT_HOST_DEPTH": "1"}
-    async with running_server(env=env) as server:
-        reply, _ = await call(server, "spawn", {"command": ["true"]})
-        assert reply["error"]["code"] == -32003
-        assert reply["error"]["data"]["diagnostics"][0]["code"] == "max-depth"
-        await server.finish()
+    async with running_server(env=env) as server, client_of(server) as host:
+        with pytest.raises(LaunchRejected) as refused:
+            await host.spawn(command=("true",))
+        assert refused.value.data["diagnostics"][0]["code"] == "max-depth"
 
 
 async def test_a_run_waiting_behind_the_concurrency_limit_is_queued_then_running() -> None:
-    async with running_server("--max-concurrency", "1") as server:
-        blocker, _ = await call(server, "spawn", {"command": ["sleep", "300"]})
-        waiting, _ = await call(server, "spawn", {"command": ["echo", "later"]})
-        blocker_id, waiting_id = blocker["result"]["runId"], waiting["result"]["runId"]
-        assert blocker["result"]["status"] == "running"
-        assert waiting["result"]["status"] == "queued", waiting
-        assert "startedAt" not in waiting["result"]
-        listed, _ = await call(server, "status", {})
-        assert {r["runId"]: r["status"] for r in listed["result"]["runs"]} == {
-            blocker_id: "running",
-            waiting_id: "queued",
+    async with running_server("--max-concurrency", "1") as server, client_of(server) as host:
+        blocker = await host.spawn(command=("sleep", "300"))
+        waiting = await host.spawn(command=("echo", "later"))
+        assert blocker.status == "running"
+        assert waiting.status == "queued" and waiting.started_at is None
+        listed = await host.status()
+        assert {r.run_id: r.status for r in listed.runs} == {
+            blocker.run_id: "running",
+            waiting.run_id: "queued",
         }
-        await call(server, "stop", {"runId": blocker_id, "graceMs": 500})
-        async with asyncio.timeout(EXIT_TIMEOUT_S):
-            while True:
-                reply, _ = await call(server, "status", {"runId": waiting_id, "since": 0})
-                if reply["result"]["status"] in TERMINAL:
-                    break
-        run = reply["result"]
-        assert run["status"] == "completed" and "startedAt" in run
-        statuses = [e["status"] for e in run["events"] if e["type"] == "status"]
-        assert statuses == ["queued", "running", "completed"]
-        await server.finish()
+        await host.stop(run_id=blocker.run_id, grace_ms=500)
+        run = await host.wait(waiting.run_id)
+        assert run.status == "completed" and run.started_at is not None
+        events = [e async for e in host.events(waiting.run_id)]
+        assert [e.status for e in events if e.type == "status"] == [
+            "queued",
+            "running",
+            "completed",
+        ]

@@ -21,10 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import psutil
 import pytest
 
+from subagent_host.client import ParallelStep, SpawnItem, WorkflowRequest
 from tests.e2e.agents import POLL_INTERVAL_S, server_args
+from tests.e2e.client import client_of, until_children
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     TERMINAL,
@@ -479,32 +482,34 @@ def sleeps_of(run_id: str) -> int:
 async def test_stop_during_a_parallel_step_ends_every_tree_and_runs_no_later_step(
     tmp_path: Path,
 ) -> None:
-    tree = ["sh", "-c", "sleep 60 & wait"]
-    workflow = {
-        "name": "stoppable",
-        "task": "t",
-        "chain": [
-            {"parallel": [{"command": tree}, {"command": tree}, {"command": tree}], "as": "naps"},
-            {"command": ["echo", "never"]},
-        ],
-    }
-    async with running_server(*server_args(tmp_path)) as server:
-        started = await result_of(server, "spawn", {"workflow": workflow, "mode": "background"})
-        run_id = started["runId"]
-        assert started["status"] == "running", started
-        await poll_status(server, run_id, lambda s: statuses(s) == ["running"] * 3)
-        await until(lambda: sleeps_of(run_id) == 3)  # each tree's `sleep` exists
+    tree = SpawnItem(command=("sh", "-c", "sleep 60 & wait"))
+    workflow = WorkflowRequest(
+        name="stoppable",
+        task="t",
+        chain=(
+            ParallelStep(parallel=(tree, tree, tree), as_="naps"),
+            SpawnItem(command=("echo", "never")),
+        ),
+    )
+    async with running_server(*server_args(tmp_path)) as server, client_of(server) as host:
+        started = await host.spawn(workflow=workflow, mode="background")
+        assert started.status == "running", started
+        await until_children(host, started.run_id, lambda children: children == ["running"] * 3)
+        await until(lambda: sleeps_of(started.run_id) == 3)  # each tree's `sleep` exists
 
-        stopped = await result_of(server, "stop", {"runId": run_id, "graceMs": 500})
-        assert (stopped["status"], stopped["alreadyTerminal"]) == ("cancelled", False), stopped
-        assert statuses(stopped) == ["cancelled"] * 3
-        assert stopped["reason"] == STOP_REASON
-        assert [c["reason"] for c in stopped["children"]] == [STOP_REASON] * 3
-        assert steps(stopped) == [("parallel", "cancelled", [0, 1, 2]), ("prompt", "pending", [])]
-        assert await asyncio.to_thread(marked_processes, run_id) == []
-        later = await result_of(server, "status", {"runId": run_id})
-        assert later == {k: v for k, v in stopped.items() if k != "alreadyTerminal"}
-        assert (await server.finish())[0] == 0
+        stopped = await host.stop(run_id=started.run_id, grace_ms=500)
+        assert (stopped.status, stopped.already_terminal) == ("cancelled", False), stopped
+        assert [c.status for c in stopped.children] == ["cancelled"] * 3
+        assert stopped.reason == STOP_REASON
+        assert [c.reason for c in stopped.children] == [STOP_REASON] * 3
+        assert stopped.workflow is not None
+        assert [(s.kind, s.status, s.children) for s in stopped.workflow.steps] == [
+            ("parallel", "cancelled", (0, 1, 2)),
+            ("prompt", "pending", ()),
+        ]
+        assert await asyncio.to_thread(marked_processes, started.run_id) == []
+        later = await host.status(started.run_id)
+        assert later == attrs.evolve(stopped, already_terminal=None)
 
 
 @pytest.mark.parametrize("configured", [None, 2])

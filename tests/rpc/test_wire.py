@@ -6,12 +6,19 @@ import typing
 from datetime import UTC, datetime, timedelta
 
 import attrs
+import cattrs
+import pytest
 
+from subagent_host.planning.views import UNPROBED, ChildReceipt, to_json
 from subagent_host.rpc.wire import (
     ChildSnapshot,
+    EventWire,
     RunList,
     RunOutcome,
     RunSnapshot,
+    StatusResult,
+    StepSnapshot,
+    WorkflowSnapshot,
     make_converter,
 )
 from subagent_host.values.facts import (
@@ -111,3 +118,86 @@ def test_a_snapshots_outcome_is_written_in_its_place_among_the_snapshots_own_key
     ]  # fmt: skip
     assert written["error"] == {"code": "timeout", "message": "too slow"}
     assert list(CONVERTER.unstructure(child)) == ["index", "backend", "status", "attempt", "pid"]
+
+
+# --- reading results back (the client library structures what the server wrote) ---------
+
+CLIENT = make_converter(forbid_extra_keys=False)
+# Moments travel to the millisecond: one read back is the one written when it has no more.
+AT_MS = MOMENT.replace(microsecond=123_000)
+STATUS_RESULT: typing.Any = StatusResult  # a union, which mypy does not take for a type
+
+
+def _snapshot() -> RunSnapshot:
+    went = RunOutcome(
+        started_at=AT_MS,
+        ended_at=AT_MS + timedelta(seconds=1),
+        duration_ms=1000,
+        output=OutputInfo(text="hi\n", truncated=False, bytes=3, lines=1, partial=False),
+    )
+    return RunSnapshot(
+        run_id="r1",
+        session_id="s1",
+        kind="workflow",
+        status="completed",
+        created_at=AT_MS,
+        fingerprint="sha256:v1:" + "0" * 64,
+        last_seq=5,
+        children=(
+            ChildSnapshot(
+                index=0, backend="command", status="completed", attempt=1, outcome=went, step=0
+            ),
+        ),
+        admitted_by="direct",
+        outcome=went,
+        workflow=WorkflowSnapshot(
+            name="w",
+            steps=(
+                StepSnapshot(index=0, kind="prompt", status="completed", children=(0,), as_="a"),
+            ),
+        ),
+        events=(EventWire(run_id="r1", seq=5, type="status", at=AT_MS, status="completed"),),
+    )
+
+
+def test_a_snapshot_read_back_is_the_snapshot_written_inline_outcome_and_moments_included() -> None:
+    snapshot = _snapshot()
+    written = CONVERTER.unstructure(snapshot)
+    assert "outcome" not in written and written["children"][0]["startedAt"]
+    assert written["workflow"]["steps"][0]["as"] == "a"
+    assert CONVERTER.structure(written, RunSnapshot) == snapshot
+    assert CONVERTER.unstructure(CONVERTER.structure(written, RunSnapshot)) == written
+
+
+def test_a_status_result_is_read_as_a_list_or_a_snapshot_by_its_keys() -> None:
+    listing = RunList(
+        runs=(RunSummary(run_id="r1", kind="single", status="queued", created_at=AT_MS),)
+    )
+    assert CONVERTER.structure(CONVERTER.unstructure(listing), STATUS_RESULT) == listing
+    snapshot = _snapshot()
+    assert CONVERTER.structure(CONVERTER.unstructure(snapshot), STATUS_RESULT) == snapshot
+
+
+def test_a_receipts_version_reads_back_null_and_absent_apart() -> None:
+    receipt = {"index": 0, "backend": "pi", "tools": [], "removedTools": [], "effects": []}
+    receipt["restrictable"] = True
+    unprobed = CONVERTER.structure(receipt, ChildReceipt)
+    assert unprobed.version is UNPROBED
+    assert CONVERTER.structure({**receipt, "version": None}, ChildReceipt).version is None
+    assert CONVERTER.structure({**receipt, "version": "1.2"}, ChildReceipt).version == "1.2"
+    assert to_json(unprobed) == receipt
+
+
+def test_a_client_reads_fields_a_newer_server_added_and_ignores_them() -> None:
+    written = {**CONVERTER.unstructure(_snapshot()), "newField": 1}
+    written["children"][0]["newChildField"] = {"x": 1}
+    assert CLIENT.structure(written, RunSnapshot) == _snapshot()
+    with pytest.raises(cattrs.ClassValidationError):
+        CONVERTER.structure(written, RunSnapshot)
+
+
+def test_a_moment_without_its_zone_is_refused() -> None:
+    with pytest.raises(cattrs.ClassValidationError):
+        CONVERTER.structure(
+            {"runId": "r", "seq": 1, "type": "status", "at": "2026-11-30T02:40:00.123"}, EventWire
+        )

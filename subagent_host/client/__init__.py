@@ -1,0 +1,86 @@
+"""A typed asyncio client of subagent-host: `Host`, its errors, and the wire types it speaks.
+
+```python
+from subagent_host.client import Host
+
+async with Host.start(["--state-dir", state_dir]) as host:
+    info = await host.ping()
+    snap = await host.spawn(command=["echo", "hi"], mode="task")
+    print(snap.status, snap.children[0].output.text)
+    run = await host.spawn(prompt="review", backend="pi")  # background: answered at once
+    async for event in host.events(run.run_id):  # ends when the run is terminal
+        ...
+    final = await host.wait(run.run_id)
+```
+
+Results are the server's own wire types (`subagent_host.rpc.wire`,
+`subagent_host.values.facts`) with snake_case attributes; a snapshot's
+`startedAt`, `endedAt`, `durationMs`, `output`, `error` and `reason` are its
+`outcome`'s, readable as its own attributes too (`snap.output`). See `Host` for
+every method and protocol.md for what they mean.
+"""
+
+from subagent_host.client.errors import (
+    ERRORS,
+    AmbiguousRunId,
+    BackendUnavailable,
+    CapacityExceeded,
+    HostConnectionError,
+    HostError,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    LaunchRejected,
+    MethodNotFound,
+    ParseError,
+    RequestCancelled,
+    ResumeDenied,
+    RunNotFound,
+)
+from subagent_host.client.host import Call, Host
+from subagent_host.rpc.wire import (
+    AccessRequest,
+    AgentsListResult,
+    EventWire,
+    ForEachStep,
+    ParallelStep,
+    PingResult,
+    PreflightResult,
+    ResumeRequest,
+    RunList,
+    RunSnapshot,
+    SpawnItem,
+    WorkflowRequest,
+)
+
+__all__ = [
+    "ERRORS",
+    "AccessRequest",
+    "AgentsListResult",
+    "AmbiguousRunId",
+    "BackendUnavailable",
+    "Call",
+    "CapacityExceeded",
+    "EventWire",
+    "ForEachStep",
+    "Host",
+    "HostConnectionError",
+    "HostError",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "LaunchRejected",
+    "MethodNotFound",
+    "ParallelStep",
+    "ParseError",
+    "PingResult",
+    "PreflightResult",
+    "RequestCancelled",
+    "ResumeDenied",
+    "ResumeRequest",
+    "RunList",
+    "RunNotFound",
+    "RunSnapshot",
+    "SpawnItem",
+    "WorkflowRequest",
+]

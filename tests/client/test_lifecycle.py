@@ -1,0 +1,78 @@
+"""Starting, connecting and closing: a server the client started is never left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagent_host.client import Host, HostConnectionError
+from subagent_host.client import host as client_host
+from tests.client.conftest import Seen, started
+from tests.e2e.harness import assert_no_run_survives, assert_nothing_left, server_executable
+
+
+async def test_closing_ends_the_server_and_the_runs_it_still_had(tmp_path: Path) -> None:
+    async with started(tmp_path) as (host, seen):
+        run = await host.spawn(command=("sleep", "30"))
+    # `started` proved the server exited and no process of the run survives.
+    assert run.run_id in seen.run_ids
+
+
+async def test_connect_speaks_over_streams_the_caller_has(tmp_path: Path, framing: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        server_executable(),
+        "--state-dir",
+        str(tmp_path / "state"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    seen = Seen()
+    try:
+        async with Host.connect(
+            process.stdout, process.stdin, framing=framing, on_message=seen
+        ) as host:
+            assert (await host.ping()).pong
+            snap = await host.spawn(command=("echo", "over", "streams"), mode="task")
+            assert snap.output is not None and snap.output.text == "over streams\n"
+        # Closing the client closed the server's stdin: it exits on its own.
+        async with asyncio.timeout(20):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()  # by pid: the server this test started
+            await process.wait()
+    assert_nothing_left(process.pid)
+    assert_no_run_survives(seen.run_ids)
+
+
+async def test_a_server_that_ignores_its_end_of_input_and_sigterm_is_killed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_host, "EXIT_WAIT_S", 0.2)
+    monkeypatch.setattr(client_host, "TERMINATE_WAIT_S", 0.2)
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)"
+    host = await Host.start(program=(sys.executable, "-c", stubborn))
+    assert host.process is not None
+    await host.aclose()
+    assert host.process.returncode == -9
+    assert_nothing_left(host.process.pid)
+
+
+async def test_an_observer_that_raises_ends_the_connection_and_its_waiting_calls(
+    tmp_path: Path,
+) -> None:
+    def refuse(message: Any) -> None:
+        raise ValueError("not in the schema")
+
+    seen = Seen()
+    seen.also = refuse
+    async with started(tmp_path, seen=seen) as (host, _seen):
+        with pytest.raises(HostConnectionError) as ended:
+            await host.ping()
+        assert isinstance(ended.value.__cause__, ValueError)
+        assert host.closed is ended.value
