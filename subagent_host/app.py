@@ -141,6 +141,7 @@ def build_run_manager(
         on_launch=on_launch,
         workflow_records=workflow_records,
         workflow_parallelism=config.workflow_parallelism,
+        max_queue=config.max_queue,
     )
 
 

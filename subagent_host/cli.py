@@ -28,6 +28,7 @@ from subagent_host.config import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_PARALLEL,
+    DEFAULT_MAX_QUEUE,
     DEFAULT_RESUME_TOKEN_TTL_MS,
     DEFAULT_WORKFLOW_PARALLELISM,
     OUTPUT_CAP_BYTES,
@@ -43,6 +44,7 @@ from subagent_host.settings import (
     MAX_CONCURRENCY,
     MAX_HISTORY_LIMIT,
     MAX_MESSAGE_BYTES,
+    MAX_QUEUE,
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
     PROCESS_TRACKING,
@@ -66,6 +68,7 @@ CONFIG_HELP: Final = (
     "stall_timeout_ms, max_concurrency, default_tools, default_mode, history_limit, "
     "enable_continue, default_backend, model_profiles ({agent: {model, effort}}), "
     "and, in the global and --config files only, state_dir, framing, process_tracking, "
+    "max_queue, "
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
     "previous_cap_bytes, require_preflight, "
@@ -99,6 +102,14 @@ NUMBER_OPTIONS: Final = (
         MAX_CONCURRENCY,
         DEFAULT_MAX_CONCURRENCY,
         "children running at once across the server",
+    ),
+    NumberOption(
+        "max_queue",
+        0,
+        MAX_QUEUE,
+        DEFAULT_MAX_QUEUE,
+        "children waiting (queued) across the server; a spawn or resume that would queue "
+        "more is refused (-32005)",
     ),
     NumberOption(
         "max_message_bytes",

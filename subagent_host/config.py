@@ -24,6 +24,7 @@ MIB: Final = 1024 * KIB
 
 # CONTRACT §6 defaults.
 DEFAULT_MAX_CONCURRENCY: Final = 4
+DEFAULT_MAX_QUEUE: Final = 1_000
 DEFAULT_MAX_PARALLEL: Final = 8
 DEFAULT_WORKFLOW_PARALLELISM: Final = 4
 DEFAULT_TIMEOUT_MS: Final = 1_200_000
@@ -65,6 +66,8 @@ class ServerConfig:
     process_tracking: str = "auto"
     """auto (the best this host allows), or a forced cgroup, subreaper or marker."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    max_queue: int = DEFAULT_MAX_QUEUE
+    """Children waiting `queued` across the server; a spawn or resume beyond it is -32005."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grace_ms: int = DEFAULT_GRACE_MS
     resume_token_ttl_ms: int = DEFAULT_RESUME_TOKEN_TTL_MS

@@ -23,6 +23,11 @@ class Slots:
         return self._running
 
     @property
+    def free(self) -> int:
+        """Slots nobody holds now: that many queued children can start without waiting."""
+        return max(0, self._limit - self._running)
+
+    @property
     def waiting(self) -> int:
         return sum(not waiter.done() for waiter in self._waiters)
 

@@ -39,6 +39,7 @@ from subagent_host.settings.model import LOG_LEVELS as LOG_LEVELS
 from subagent_host.settings.model import MAX_CONCURRENCY as MAX_CONCURRENCY
 from subagent_host.settings.model import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
 from subagent_host.settings.model import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
+from subagent_host.settings.model import MAX_QUEUE as MAX_QUEUE
 from subagent_host.settings.model import MIN_MESSAGE_BYTES as MIN_MESSAGE_BYTES
 from subagent_host.settings.model import MIN_RESUME_TOKEN_TTL_MS as MIN_RESUME_TOKEN_TTL_MS
 from subagent_host.settings.model import PROCESS_TRACKING as PROCESS_TRACKING
