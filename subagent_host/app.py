@@ -253,6 +253,7 @@ async def _serve_with_store(
         toolchain=Toolchain(backends, probes),
         process_tracking=supervisor.mode.value,
         hold_output=connection.holding,
+        framing=lambda: connection.framing.value,
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.

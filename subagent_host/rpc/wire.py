@@ -125,6 +125,14 @@ class Limits:
     (default 65536)."""
     max_message_bytes: int
     """The largest message this server reads, in bytes (`--max-message-bytes`)."""
+    max_queue: int
+    """Children that may wait `queued` for a slot, server-wide; a spawn or resume that would queue
+    more is refused -32005 (`--max-queue`, default 1000)."""
+    workflow_parallelism: int
+    """Children of one workflow step running at once (default 4)."""
+    max_depth: int
+    """The deepest a delegation chain may go: a server at this depth refuses every spawn (default
+    1: a child's own server runs no children)."""
 
 
 @attrs.frozen
@@ -157,7 +165,90 @@ class PingResult:
     """The admission policy spawns are held to."""
 
 
-# --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------
+@attrs.frozen
+class ClientInfo:
+    name: str
+    """The client's name, for logs."""
+    version: str | None = None
+    """The client's version, when it gives one."""
+
+
+@attrs.frozen
+class InitializeParams:
+    protocol_version: str | None = None
+    """The protocol version the client speaks; another one than the server's is not refused (the
+    result says which the server speaks, and the client decides)."""
+    client_info: ClientInfo | None = None
+    """Who the client is: logged, never acted on."""
+    capabilities: dict[str, Any] | None = None
+    """What the client supports: an object, today ignored (no client capability is defined)."""
+
+
+@attrs.frozen
+class NotificationCapabilities:
+    """The notifications of this protocol, each way."""
+
+    sent: tuple[str, ...]
+    """What the server sends the client, sorted: `$/progress`, `run/event`."""
+    accepted: tuple[str, ...]
+    """What the server acts on when the client sends it, sorted: `$/cancelRequest`,
+    `run/detach`, ... Any other notification is ignored."""
+
+
+@attrs.frozen
+class Features:
+    """What this server does, as booleans and names (each one protocol.md describes)."""
+
+    preflight: bool
+    """`preflight` checks launches and issues `preflightId`s (always true)."""
+    resume: bool
+    """`preflight {resume}` and `resume` can continue a child: false with `enable_continue:
+    false`, or with the history in memory."""
+    workflows: bool
+    """`spawn {workflow}` runs multi-step workflows (always true)."""
+    agents: bool
+    """`agents/list` and `spawn {agent}` use agent definitions (always true)."""
+    work_done_progress: bool
+    """`spawn {workDoneToken}` reports LSP `$/progress` (always true)."""
+    batches: bool
+    """JSON-RPC batches are answered (always true)."""
+    process_tracking: str
+    """cgroup, subreaper or marker: what "nothing is left behind" rests on (as `ping`)."""
+    persistence: str
+    """sqlite, or memory when the state directory cannot be used (as `ping`)."""
+    require_preflight: bool
+    """True: a spawn runs only with a valid `preflightId` (as `ping`'s `admission`)."""
+    framing: str
+    """`ndjson` or `lsp`: the framing of this connection."""
+
+
+@attrs.frozen
+class ServerCapabilities:
+    methods: tuple[str, ...]
+    """The methods this server answers, sorted (as `ping`)."""
+    notifications: NotificationCapabilities
+    """The notifications it sends and those it acts on."""
+    backends: tuple[BackendInfo, ...]
+    """Each backend (as `ping`), with the CLI version the project's tests run against."""
+    limits: Limits
+    """Every limit in force (as `ping`)."""
+    features: Features
+    """What this server does."""
+
+
+@attrs.frozen
+class InitializeResult:
+    protocol_version: str
+    """The protocol this server speaks (`"1"`), whatever the client asked for."""
+    server_info: ServerInfo
+    """This server's name and version."""
+    session_id: str
+    """The session this connection is bound to."""
+    capabilities: ServerCapabilities
+    """What this server answers, sends, runs and limits."""
+
+
+# --- spawn, status, stop, preflight, resume (protocol.md §8-§15) -----------------------
 
 MsgToken = int | str
 
