@@ -5,8 +5,9 @@ Fields are snake_case in Python and camelCase on the wire. A field whose value i
 default. Moments are `datetime`s, written as `timestamp` spells them. What runs
 report (usage, output, error, resources, diagnostics, summaries) is not copied
 into twins here: those types (`values/facts.py`) are sent as they are. Unknown
-keys in params are rejected, and primitives are checked, not coerced: cattrs on
-its own would turn `"false"` into `True` and `3.7` into `3`.
+keys in params are rejected, but for `_meta` (`META`), which every method's params
+may carry; primitives are checked, not coerced: cattrs on its own would turn
+`"false"` into `True` and `3.7` into `3`.
 """
 
 from __future__ import annotations
@@ -85,7 +86,36 @@ def _structure_session_id(value: Any, _type: type) -> SessionId:
     return SessionId(text)
 
 
-# --- ping (CONTRACT §2) ---------------------------------------------------------------
+# --- what every method's params may carry ------------------------------------------------
+
+META: Final = "_meta"
+"""The key every method's params object may carry besides its own fields (as MCP and ACP
+do): a JSON object, ignored. Not a field of any params type: `without_meta` takes it out
+before the params are structured, and a schema adds it to every params object
+(`META_SCHEMA`)."""
+
+META_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "Anything the client wants to carry with the request; the server ignores it.",
+}
+"""The JSON Schema of `_meta` in every method's params."""
+
+
+def without_meta(params: dict[str, Any]) -> dict[str, Any]:
+    """The params without `_meta`; raises WireValueError when `_meta` is not an object.
+
+    Called by dispatch on every params object before it is structured: the one place
+    `_meta` is read.
+    """
+    if META not in params:
+        return params
+    meta = params[META]
+    if not isinstance(meta, dict):
+        raise WireValueError(f"expected an object, got {json_type_name(meta)}")
+    return {key: value for key, value in params.items() if key != META}
+
+
+# --- ping and initialize -----------------------------------------------------------------
 
 
 @attrs.frozen

@@ -1,8 +1,9 @@
-"""`initialize` over real stdio: the optional handshake, the server's full report."""
+"""`initialize` and `_meta` over real stdio: the optional handshake and forward compatibility."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from subagent_host.backends.tested import TESTED_VERSIONS
 from tests.e2e.harness import (
     FramingName,
     error_of,
+    reply_to,
     result_of,
     running_server,
     state_args,
@@ -92,8 +94,43 @@ async def test_initialize_params_are_checked_like_any_others(tmp_path: Path) -> 
         assert error["data"]["errors"] == [
             {"path": "clientInfo.name", "message": "required field missing"}
         ]
-        error = await error_of(server, "initialize", {"capabilities": []})
+        error = await error_of(server, "initialize", {"protocolVersions": ["1"]})
         assert error["data"]["errors"] == [
-            {"path": "capabilities", "message": "expected an object, got an array"}
+            {"path": "protocolVersions", "message": "unknown field (did you mean protocolVersion?)"}
         ]
+        await server.finish()
+
+
+META = {"traceId": "abc", "nested": {"anything": [1, 2]}}
+
+
+async def test_every_method_accepts_a_meta_object_and_ignores_it(tmp_path: Path) -> None:
+    calls: list[tuple[str, dict[str, Any], str]] = [
+        ("initialize", {}, "result"),
+        ("ping", {}, "result"),
+        ("agents/list", {}, "result"),
+        ("status", {}, "result"),
+        ("preflight", {"command": ["true"]}, "result"),
+        ("spawn", {"command": ["echo", "hi"], "mode": "task"}, "result"),
+        ("stop", {"runId": "0123456789abcdef"}, "error"),  # -32001, not -32602
+        ("resume", {"token": "not-a-token"}, "error"),  # -32004, not -32602
+    ]
+    async with running_server(*state_args(tmp_path)) as server:
+        for method, params, outcome in calls:
+            plain = await reply_to(server, method, params)
+            with_meta = await reply_to(server, method, {**params, "_meta": META})
+            assert outcome in with_meta, (method, with_meta)
+            if outcome == "error":
+                assert with_meta["error"]["code"] == plain["error"]["code"] != -32602
+        await server.finish()
+
+
+async def test_a_meta_that_is_not_an_object_is_refused_as_invalid_params(tmp_path: Path) -> None:
+    async with running_server(*state_args(tmp_path)) as server:
+        for method in ("ping", "initialize", "status"):
+            error = await error_of(server, method, {"_meta": "x"})
+            assert error["code"] == -32602
+            assert error["data"]["errors"] == [
+                {"path": "_meta", "message": "expected an object, got a string"}
+            ]
         await server.finish()
