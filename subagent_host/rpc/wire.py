@@ -662,9 +662,27 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     # The plan, receipts and contract are written as planning writes them: what a
-    # client sees is exactly what was fingerprinted (planning/views.py).
-    converter.register_unstructure_hook_func(lambda t: t in VIEWS, to_json)
+    # client sees is exactly what was fingerprinted (planning/views.py), null members
+    # left out as everywhere on the wire.
+    converter.register_unstructure_hook_func(lambda t: t in VIEWS, view_json)
     return converter
+
+
+def view_json(view: object) -> dict[str, Any]:
+    """A plan, receipts or contract as the wire writes it: `to_json`'s form without null
+    members. A stored projection keeps its nulls (it is stored as it always was); digests
+    are unchanged, as canonical JSON leaves null members out (planning/fingerprint.py)."""
+    written: dict[str, Any] = without_nulls(to_json(view))
+    return written
+
+
+def without_nulls(value: Any) -> Any:
+    """`value` with every null member of every object left out (array items are kept)."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
 
 
 def _inlining(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import typing
 from datetime import UTC, datetime, timedelta
 
@@ -111,3 +112,27 @@ def test_a_snapshots_outcome_is_written_in_its_place_among_the_snapshots_own_key
     ]  # fmt: skip
     assert written["error"] == {"code": "timeout", "message": "too slow"}
     assert list(CONVERTER.unstructure(child)) == ["index", "backend", "status", "attempt", "pid"]
+
+
+def test_a_contract_is_written_without_nulls_and_its_digest_is_the_stored_forms() -> None:
+    from subagent_host.planning.fingerprint import fingerprint
+    from subagent_host.planning.views import ChildLimits, Contract, Projection, to_json
+    from subagent_host.rpc.wire import PreflightResult
+
+    projection = Projection(
+        backend="command", argv_template=("true",), model=None, thinking=None, tools=(),
+        cwd="/", env_keys=(), limits=ChildLimits(timeout_ms=1, stall_timeout_ms=1),
+        label=None, agent=None, access=None,
+    )  # fmt: skip
+    contract = Contract(
+        run_id="r" * 32, index=0, attempt=2, projection=projection, projection_digest="d"
+    )
+    stored = to_json(contract)
+    assert stored["projection"]["model"] is None  # the stored form keeps its nulls
+    wire = CONVERTER.unstructure(PreflightResult(accepted=True, diagnostics=(), contract=contract))
+    assert "null" not in json.dumps(wire)
+    assert {"model", "thinking", "label", "agent", "access"}.isdisjoint(
+        wire["contract"]["projection"]
+    )
+    assert fingerprint(wire["contract"]) == fingerprint(stored)
+    assert fingerprint(wire["contract"]["projection"]) == fingerprint(to_json(projection))
