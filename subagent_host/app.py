@@ -1,4 +1,4 @@
-"""Wire the server together and run its lifecycle (CONTRACT §1, "On stdin EOF ...").
+"""Wire the server together and run its lifecycle (protocol.md §6).
 
 Order of events: read and dispatch until stdin ends (or SIGTERM/SIGINT), answer
 every request already read (a task-mode spawn runs to its end; after a signal,

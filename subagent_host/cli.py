@@ -1,9 +1,8 @@
-"""The `subagent-host` command line (CONTRACT §7).
+"""The `subagent-host` command line (protocol.md §7).
 
 Every option is validated here: a bad value prints one clear line and exits 2,
-before anything is served. Options whose feature has not landed yet are parsed,
-validated and kept in `ServerConfig` all the same. An option given here beats the
-configuration files (`settings/`), which beat the contract's defaults.
+before anything is served. An option given here beats the configuration files
+(`settings/`), which beat the defaults.
 """
 
 from __future__ import annotations
@@ -358,7 +357,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
 
 
 def first(option: T | None, from_files: T | None, default: T) -> T:
-    """The command line's value, else the files', else the contract's default."""
+    """The command line's value, else the files', else the default."""
     if option is not None:
         return option
     return from_files if from_files is not None else default

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @attrs.define
 class HandlerContext:
-    """Per-connection state shared by the handlers (one client per process, CONTRACT §1)."""
+    """Per-connection state shared by the handlers (one client per process, protocol.md §1)."""
 
     config: ServerConfig
     session_id: str

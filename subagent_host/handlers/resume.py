@@ -1,4 +1,4 @@
-"""`resume {token}`: run the approved new attempt of a child, or nothing (CONTRACT §2, §5).
+"""`resume {token}`: run the approved new attempt of a child, or nothing (protocol.md §15, §4).
 
 Before any process starts: the token is looked up (by its hash), must belong to
 this session, be unexpired and unused; the target is resolved again and its

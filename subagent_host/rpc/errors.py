@@ -1,7 +1,7 @@
 """JSON-RPC error codes and error objects: the one place a failure becomes a wire error.
 
 Domain code raises the code-free exceptions of `subagent_host.errors`; `CODES`
-maps each to its CONTRACT §5 code. Anything unmapped is an internal error: the
+maps each to its protocol.md §4 code. Anything unmapped is an internal error: the
 client gets a short message, the traceback goes to the log only.
 """
 

@@ -11,7 +11,7 @@ Three files, each a JSON object with snake_case keys, merged field by field
      "model_profiles": {"scout": {"model": "haiku", "thinking": "low"}},
      "backends": {"pi": {"executable": "/opt/pi/bin/pi"}}}
 
-Agent and run defaults are allowed in every file. Server options (CONTRACT §7:
+Agent and run defaults are allowed in every file. Server options (protocol.md §7:
 state directory, framing, process tracking, limits, logs, trusted projects, backend programs) are
 allowed only in the global and `--config` files: a project must not redirect the
 state directory or the logs, trust other projects, or choose which programs run.

@@ -204,7 +204,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "session": FieldRule(check_session, in_project=False),
     # A project must not relax the admission policy its user chose.
     "require_preflight": FieldRule(check_bool, in_project=False),
-    # CONTRACT §6 limits that have no option of their own.
+    # Limits that have no option of their own (protocol.md §5).
     "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "output_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
