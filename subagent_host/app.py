@@ -1,4 +1,4 @@
-"""Wire the server together and run its lifecycle (CONTRACT §1, "On stdin EOF ...").
+"""Wire the server together and run its lifecycle (protocol.md §6).
 
 Order of events: read and dispatch until stdin ends (or SIGTERM/SIGINT), answer
 every request already read (a task-mode spawn runs to its end; after a signal,
@@ -141,6 +141,7 @@ def build_run_manager(
         on_launch=on_launch,
         workflow_records=workflow_records,
         workflow_parallelism=config.workflow_parallelism,
+        max_queue=config.max_queue,
     )
 
 
@@ -252,6 +253,7 @@ async def _serve_with_store(
         toolchain=Toolchain(backends, probes),
         process_tracking=supervisor.mode.value,
         hold_output=connection.holding,
+        framing=lambda: connection.framing.value,
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.

@@ -1,9 +1,8 @@
-"""The `subagent-host` command line (CONTRACT §7).
+"""The `subagent-host` command line (protocol.md §7).
 
 Every option is validated here: a bad value prints one clear line and exits 2,
-before anything is served. Options whose feature has not landed yet are parsed,
-validated and kept in `ServerConfig` all the same. An option given here beats the
-configuration files (`settings/`), which beat the contract's defaults.
+before anything is served. An option given here beats the configuration files
+(`settings/`), which beat the defaults.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from subagent_host.config import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_PARALLEL,
+    DEFAULT_MAX_QUEUE,
     DEFAULT_RESUME_TOKEN_TTL_MS,
     DEFAULT_WORKFLOW_PARALLELISM,
     OUTPUT_CAP_BYTES,
@@ -43,6 +43,7 @@ from subagent_host.settings import (
     MAX_CONCURRENCY,
     MAX_HISTORY_LIMIT,
     MAX_MESSAGE_BYTES,
+    MAX_QUEUE,
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
     PROCESS_TRACKING,
@@ -66,6 +67,7 @@ CONFIG_HELP: Final = (
     "stall_timeout_ms, max_concurrency, default_tools, default_mode, history_limit, "
     "enable_continue, default_backend, model_profiles ({agent: {model, effort}}), "
     "and, in the global and --config files only, state_dir, framing, process_tracking, "
+    "max_queue, "
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
     "previous_cap_bytes, require_preflight, "
@@ -99,6 +101,14 @@ NUMBER_OPTIONS: Final = (
         MAX_CONCURRENCY,
         DEFAULT_MAX_CONCURRENCY,
         "children running at once across the server",
+    ),
+    NumberOption(
+        "max_queue",
+        0,
+        MAX_QUEUE,
+        DEFAULT_MAX_QUEUE,
+        "children waiting (queued) across the server; a spawn or resume that would queue "
+        "more is refused (-32005)",
     ),
     NumberOption(
         "max_message_bytes",
@@ -347,7 +357,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
 
 
 def first(option: T | None, from_files: T | None, default: T) -> T:
-    """The command line's value, else the files', else the contract's default."""
+    """The command line's value, else the files', else the default."""
     if option is not None:
         return option
     return from_files if from_files is not None else default

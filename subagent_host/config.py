@@ -1,9 +1,8 @@
-"""The server's configuration: every CONTRACT §6 default and §7 option in one frozen object.
+"""The server's configuration: every default limit and every option (protocol.md §5, §7)
+in one frozen object.
 
 `cli.py` builds it from the command line over the configuration files
 (`settings/`); `app.py` hands it to whoever needs it.
-Options whose feature has not landed yet are still parsed, validated and kept
-here, so scripts written today keep working as features arrive.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ from subagent_host.values import Framing
 KIB: Final = 1024
 MIB: Final = 1024 * KIB
 
-# CONTRACT §6 defaults.
+# The defaults of protocol.md §5 (limits) and §7 (options).
 DEFAULT_MAX_CONCURRENCY: Final = 4
+DEFAULT_MAX_QUEUE: Final = 1_000
 DEFAULT_MAX_PARALLEL: Final = 8
 DEFAULT_WORKFLOW_PARALLELISM: Final = 4
 DEFAULT_TIMEOUT_MS: Final = 1_200_000
@@ -56,7 +56,7 @@ def working_project() -> Path:
 
 @attrs.frozen(kw_only=True, cache_hash=True)
 class ServerConfig:
-    """Everything the server was told to do, with the contract's defaults."""
+    """Everything the server was told to do, with the defaults."""
 
     state_dir: Path
     session_id: str | None = None
@@ -65,6 +65,8 @@ class ServerConfig:
     process_tracking: str = "auto"
     """auto (the best this host allows), or a forced cgroup, subreaper or marker."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    max_queue: int = DEFAULT_MAX_QUEUE
+    """Children waiting `queued` across the server; a spawn or resume beyond it is -32005."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grace_ms: int = DEFAULT_GRACE_MS
     resume_token_ttl_ms: int = DEFAULT_RESUME_TOKEN_TTL_MS

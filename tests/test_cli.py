@@ -15,7 +15,7 @@ import pytest
 from subagent_host import __version__
 from subagent_host.backends import cgroups
 from subagent_host.cli import build_parser, main, parse_config, read_depth
-from subagent_host.handlers.ping import limits_of
+from subagent_host.handlers.capabilities import limits_of
 from subagent_host.settings import ModelProfile, Settings
 from subagent_host.values import Framing
 from tests.e2e.harness import server_executable
@@ -64,7 +64,7 @@ def test_defaults_are_the_contract_defaults(private_config: Path) -> None:
     assert config.config_file is None and config.log_file is None
     assert config.state_dir == platformdirs.user_state_path("subagent-host")
     assert config.framing is None
-    assert (config.max_concurrency, config.grace_ms) == (4, 5000)
+    assert (config.max_concurrency, config.grace_ms, config.max_queue) == (4, 5000, 1000)
     assert config.max_message_bytes == 16 * 1024 * 1024
     assert config.resume_token_ttl_ms == 300_000
     assert config.history_limit == 100
@@ -112,6 +112,7 @@ def test_every_option_is_stored(tmp_path: Path) -> None:
     ("argv", "message"),
     [
         (["--max-concurrency", "0"], "0 is out of range (1..256)"),
+        (["--max-queue", "-1"], "-1 is out of range (0..1000000)"),
         (["--max-concurrency", "four"], "'four' is not a whole number"),
         (["--max-message-bytes", "10"], "10 is out of range"),
         (["--grace-ms", "-1"], "-1 is out of range"),
@@ -221,6 +222,7 @@ SERVER_OPTIONS_IN_FILE = {
     "state_dir": "state-from-file",
     "framing": "ndjson",
     "max_concurrency": 3,
+    "max_queue": 7,
     "max_message_bytes": 4096,
     "grace_ms": 1,
     "resume_token_ttl_ms": 2000,
@@ -238,6 +240,7 @@ def test_an_option_not_given_comes_from_the_files(private_config: Path) -> None:
     assert config.state_dir == private_config / "state-from-file"
     assert config.framing is Framing.NDJSON
     assert (config.max_concurrency, config.max_message_bytes, config.grace_ms) == (3, 4096, 1)
+    assert config.max_queue == 7
     assert (config.resume_token_ttl_ms, config.history_limit) == (2000, 5)
     assert (config.log_level, config.log_file) == ("ERROR", private_config / "file.log")
     assert config.session_id == "from-file"

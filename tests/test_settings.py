@@ -39,6 +39,7 @@ FAKE_PI = "#!/bin/sh\ncat > /dev/null\n" + "".join(
 SERVER_OPTIONS = {
     "state_dir": "/tmp/elsewhere",
     "framing": "lsp",
+    "max_queue": 5000,
     "max_message_bytes": 4096,
     "grace_ms": 10,
     "resume_token_ttl_ms": 5000,
@@ -248,6 +249,8 @@ INVALID = [
     ("stall_timeout_ms", -1),
     ("max_concurrency", 257),
     ("max_concurrency", 0),
+    ("max_queue", -1),
+    ("max_queue", 1_000_001),
     ("default_tools", "read"),
     ("default_tools", ["read", ""]),
     ("default_tools", ["read", 1]),

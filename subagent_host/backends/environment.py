@@ -1,6 +1,6 @@
 """The environment a child gets: an allowlist of the server's own, plus what it is given.
 
-CONTRACT §7: PATH, HOME, LANG, the locale categories, TERM, TMPDIR, USER, SHELL
+protocol.md §8.3: PATH, HOME, LANG, the locale categories, TERM, TMPDIR, USER, SHELL
 (and what each backend documents it needs), then the spawn's `env`, then the
 markers the supervisor relies on. Nothing else of the server's environment
 (tokens, keys) reaches a child unless the spawn passes it explicitly.

@@ -1,6 +1,6 @@
 """Bounded collection of a child's output: memory stays flat however much it prints.
 
-Two views of one stream (CONTRACT §3 "Output"):
+Two views of one stream (protocol.md §12 "Output"):
 - `CappedText`: the first `cap_bytes` / `cap_lines` of the text, for the run's
   result, with the `[output truncated]` marker when it was cut, plus exact
   totals of bytes and lines seen;

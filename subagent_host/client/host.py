@@ -33,6 +33,8 @@ from subagent_host.rpc.wire import (
     AgentsListResult,
     DetachParams,
     EventWire,
+    InitializeParams,
+    InitializeResult,
     PingParams,
     PingResult,
     PreflightParams,
@@ -119,7 +121,7 @@ class Host:
     use it as an async context manager, or call `aclose()`.
 
     Methods (each a coroutine; keywords are the params' snake_case fields):
-    `ping`, `preflight`, `spawn`, `status`, `stop`, `resume`, `agents_list`, and the
+    `initialize`, `ping`, `preflight`, `spawn`, `status`, `stop`, `resume`, `agents_list`, and the
     notification `detach`. `events(run_id)` follows a run, `wait(run_id)` returns its
     final snapshot; `request(method, params)` sends any method with plain JSON.
     Errors are `HostError` subclasses (`client/errors.py`); a call cancelled while it
@@ -146,8 +148,12 @@ class Host:
         AgentsListResult,
         "the agent definitions `spawn(agent=...)` can use (§18).",
     )
-    # `initialize` lands with the handshake: Call("initialize", InitializeParams, InitializeResult,
-    # "..."), and `initialize()` then appears with typed keywords like the others.
+    initialize = Call(
+        "initialize",
+        InitializeParams,
+        InitializeResult,
+        "the optional handshake: protocol version, capabilities, every limit (§5.1).",
+    )
 
     def __init__(
         self,

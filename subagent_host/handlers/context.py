@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @attrs.define
 class HandlerContext:
-    """Per-connection state shared by the handlers (one client per process, CONTRACT §1)."""
+    """Per-connection state shared by the handlers (one client per process, protocol.md §1)."""
 
     config: ServerConfig
     session_id: str
@@ -45,6 +45,10 @@ class HandlerContext:
     """How the supervisor finds every process a child started (`ping` reports it)."""
     hold_output: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     """Keeps output queued while inside, to leave with the answer then emitted (Connection)."""
+    framing: Callable[[], str] = lambda: "ndjson"
+    """The framing this connection speaks, as detected (`initialize` reports it)."""
+    notifications: tuple[str, ...] = ()
+    """The notifications a client may send that this server acts on, sorted (`initialize`)."""
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""

@@ -1,4 +1,4 @@
-"""`preflight`: check a launch (or a resume) without starting anything (CONTRACT §2).
+"""`preflight`: check a launch (or a resume) without starting anything (protocol.md §14, §15).
 
 A launch is checked exactly as `spawn` would check it, then probed (is the
 program there to execute?), and described: the normalized plan and its

@@ -1,4 +1,4 @@
-"""`resume {token}`: run the approved new attempt of a child, or nothing (CONTRACT §2, §5).
+"""`resume {token}`: run the approved new attempt of a child, or nothing (protocol.md §15, §4).
 
 Before any process starts: the token is looked up (by its hash), must belong to
 this session, be unexpired and unused; the target is resolved again and its
@@ -62,6 +62,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
         )
     if digest(grant.message) != grant.follow_up_digest:
         deny("mismatch", "the follow-up message no longer matches what was approved")
+    ctx.runs.admit(1)  # before the token is spent: a full queue refuses with nothing recorded
     if (refusal := await ctx.store.redeem_token(params.token, ctx.session_id)) is not None:
         deny(refusal.code, refusal.message)
     retained = await ctx.store.events_after(target.run, target.run.first_retained_seq - 1)

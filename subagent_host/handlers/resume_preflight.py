@@ -1,4 +1,4 @@
-"""`preflight {resume}`: approve one resume, sealed in a single-use token (CONTRACT §2).
+"""`preflight {resume}`: approve one resume, sealed in a single-use token (protocol.md §15).
 
 The result shows the contract the resume would run (rebuilt from the stored
 launch projection), its digest and the follow-up's digest, and a token bound to

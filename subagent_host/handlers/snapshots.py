@@ -1,4 +1,4 @@
-"""Runs as the wire shows them: snapshots and `run/event` params (CONTRACT §3, §4).
+"""Runs as the wire shows them: snapshots and `run/event` params (protocol.md §12, §11).
 
 Only what the wire shows differently from the domain is built here: statuses as
 strings, a signal's name, durations, the workflow's steps. What a run reports

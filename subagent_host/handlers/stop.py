@@ -1,4 +1,4 @@
-"""`stop`: end a run's process trees — SIGTERM, a grace, then SIGKILL (CONTRACT §2)."""
+"""`stop`: end a run's process trees — SIGTERM, a grace, then SIGKILL (protocol.md §10)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The method table: every JSON-RPC method this server answers, spelled out.
 
-A contract method missing here is answered -32601 until its handler lands.
-Only `ping` and `run/detach` are imported with the table: every other handler
-module is imported on its method's first call, so the first reply (to `ping`,
-as a rule) waits for none of what launching, checking or resuming runs needs.
+A method missing here is answered -32601. Only `ping`, `initialize` and
+`run/detach` are imported with the table: every other handler module is
+imported on its method's first call, so the first reply (to `initialize` or
+`ping`, as a rule) waits for none of what launching, checking or resuming runs
+needs.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import detach, ping
+from lsprotocol.types import CANCEL_REQUEST
+
+from subagent_host.handlers import detach, initialize, ping
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
     AgentsListParams,
     DetachParams,
+    InitializeParams,
     PingParams,
     PreflightParams,
     ResumeParams,
@@ -49,6 +53,7 @@ def _handler(module: str) -> AsyncHandler:
 
 ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "agents/list": (AgentsListParams, later("agents_list")),
+    "initialize": (InitializeParams, initialize.handle),
     "ping": (PingParams, ping.handle),
     "preflight": (PreflightParams, later("preflight")),
     "resume": (ResumeParams, later("resume")),
@@ -63,8 +68,10 @@ NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
 
 
 def build_method_table(ctx: HandlerContext) -> dict[str, Method]:
-    """Bind every handler to this connection's context; record the list `ping` reports."""
+    """Bind every handler to this connection's context; record the lists `ping` and
+    `initialize` report (`$/cancelRequest` is dispatch's own, not a table entry)."""
     ctx.methods = tuple(sorted(ENTRIES))
+    ctx.notifications = tuple(sorted({CANCEL_REQUEST, *NOTIFICATIONS}))
     table = {
         name: Method(params_type, _bind(handler, ctx))
         for name, (params_type, handler) in ENTRIES.items()

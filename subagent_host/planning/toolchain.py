@@ -12,6 +12,7 @@ import attrs
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
+from subagent_host.backends.tested import TESTED_VERSIONS
 from subagent_host.values.facts import BackendInfo
 
 
@@ -34,10 +35,15 @@ class Toolchain:
 
     def _describe(self, name: str) -> BackendInfo:
         program = self.adapters[name].executable
+        tested = TESTED_VERSIONS.get(name)
         if not program or self.probes is None:
-            return BackendInfo(id=name, available=True)
+            return BackendInfo(id=name, available=True, tested_version=tested)
         if self.probes.locate(program):
-            return BackendInfo(id=name, available=True, version=self.probes.cached(program))
+            version = self.probes.cached(program)
+            return BackendInfo(id=name, available=True, version=version, tested_version=tested)
         return BackendInfo(
-            id=name, available=False, reason=f"{program!r} is not on the server's PATH"
+            id=name,
+            available=False,
+            reason=f"{program!r} is not on the server's PATH",
+            tested_version=tested,
         )

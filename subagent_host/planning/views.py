@@ -7,7 +7,9 @@ These are views of a `LaunchPlan` (made in `normalized.py`, `receipts.py`,
 through `to_json`: one converter, so what preflight shows, what a fingerprint
 covers and what is stored are the same JSON. Its rules are the wire's: fields
 are camelCase (`values.camel_case`); a field whose default is None is left out
-while it is None; a field without a default is always written, null included.
+while it is None; a field without a default is always written, null included (a
+projection is stored so); the wire then leaves null members out (`rpc/wire.py`),
+which changes no digest: canonical JSON omits them too.
 Fields are declared in the order their keys have always been written (a
 projection, stored with its keys sorted and shown in a contract as it was read
 back, is written with sorted keys), so the JSON is byte for byte what earlier
@@ -206,7 +208,7 @@ class ChildReceipt:
     session_resources: str | None = None
     """An agent child's `lean` or `full`; absent for a `command` child."""
     version: str | None | Unprobed = UNPROBED
-    """Its CLI's probed version: null when the CLI gave none, absent when it was not asked (a
+    """Its CLI's probed version; absent on the wire when the CLI gave none or was not asked (a
     `command` child)."""
 
 

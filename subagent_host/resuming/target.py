@@ -45,7 +45,7 @@ resume would use now is not that one, as (code, message); None when it is."""
 
 
 class ResumeRefused(Exception):
-    """The target cannot be resumed. `reason` is CONTRACT §5's; `code` says exactly why."""
+    """The target cannot be resumed. `reason` is a protocol.md §4 reason; `code` says why."""
 
     def __init__(self, reason: str, code: str, message: str, path: str | None = None) -> None:
         super().__init__(message)

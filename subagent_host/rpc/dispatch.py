@@ -52,7 +52,7 @@ from subagent_host.rpc.messages import (
 )
 from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
-from subagent_host.rpc.wire import WireValueError, make_converter
+from subagent_host.rpc.wire import META, WireValueError, make_converter, without_meta
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +236,12 @@ class HostProtocol(PyglsHooks):
         if not isinstance(raw, dict):
             problem = ParamProblem("", "params must be an object: this server takes named params")
             raise InvalidParams([problem])
+        try:
+            raw = without_meta(raw)  # every method's params may carry it: read nowhere else
+        except WireValueError as exc:
+            raise InvalidParams([ParamProblem(META, str(exc))]) from None
+        if not raw:
+            return self._empty_params(params_type)
         if unsafe := unsafe_text_problems(raw):
             raise InvalidParams(unsafe)
         try:

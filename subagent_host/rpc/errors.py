@@ -1,12 +1,13 @@
 """JSON-RPC error codes and error objects: the one place a failure becomes a wire error.
 
 Domain code raises the code-free exceptions of `subagent_host.errors`; `CODES`
-maps each to its CONTRACT §5 code. Anything unmapped is an internal error: the
+maps each to its protocol.md §4 code. Anything unmapped is an internal error: the
 client gets a short message, the traceback goes to the log only.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
@@ -115,7 +116,11 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
             problems += param_problems(inner, path)
         return problems
     if isinstance(exc, ForbiddenExtraKeysError):
-        return [ParamProblem(_join(path, key), "unknown field") for key in sorted(exc.extra_fields)]
+        known = [camel_case(a.name) for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        return [
+            ParamProblem(_join(path, key), "unknown field" + _did_you_mean(key, known))
+            for key in sorted(exc.extra_fields)
+        ]
     if isinstance(exc, WireValueError):
         return [ParamProblem(path, str(exc))]
     if isinstance(exc, KeyError):
@@ -123,6 +128,11 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
     if isinstance(exc, AttributeError | TypeError):
         return [ParamProblem(path, "expected an object")]
     return [ParamProblem(path, "invalid value")]
+
+
+def _did_you_mean(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=2, cutoff=0.75)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
 def _join(path: str, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Bytes to JSON values and back, for both framings of CONTRACT §1.
+"""Bytes to JSON values and back, for both framings of protocol.md §2.
 
 Decoders are push parsers: `feed()` takes whatever bytes arrived (one byte or a
 megabyte) and returns the frames completed so far; `finish()` is called once at

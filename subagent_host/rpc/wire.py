@@ -5,8 +5,9 @@ Fields are snake_case in Python and camelCase on the wire. A field whose value i
 default. Moments are `datetime`s, written as `timestamp` spells them. What runs
 report (usage, output, error, resources, diagnostics, summaries) is not copied
 into twins here: those types (`values/facts.py`) are sent as they are. Unknown
-keys in params are rejected, and primitives are checked, not coerced: cattrs on
-its own would turn `"false"` into `True` and `3.7` into `3`.
+keys in params are rejected, but for `_meta` (`META`), which every method's params
+may carry; primitives are checked, not coerced: cattrs on its own would turn
+`"false"` into `True` and `3.7` into `3`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final, NewType, TypeVar
+from typing import Any, Final, NewType, TypeVar, get_args
 
 import attrs
 import cattrs
@@ -92,7 +93,36 @@ def _structure_session_id(value: Any, _type: type) -> SessionId:
     return SessionId(text)
 
 
-# --- ping (CONTRACT §2) ---------------------------------------------------------------
+# --- what every method's params may carry ------------------------------------------------
+
+META: Final = "_meta"
+"""The key every method's params object may carry besides its own fields (as MCP and ACP
+do): a JSON object, ignored. Not a field of any params type: `without_meta` takes it out
+before the params are structured, and a schema adds it to every params object
+(`META_SCHEMA`)."""
+
+META_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "Anything the client wants to carry with the request; the server ignores it.",
+}
+"""The JSON Schema of `_meta` in every method's params."""
+
+
+def without_meta(params: dict[str, Any]) -> dict[str, Any]:
+    """The params without `_meta`; raises WireValueError when `_meta` is not an object.
+
+    Called by dispatch on every params object before it is structured: the one place
+    `_meta` is read.
+    """
+    if META not in params:
+        return params
+    meta = params[META]
+    if not isinstance(meta, dict):
+        raise WireValueError(f"expected an object, got {json_type_name(meta)}")
+    return {key: value for key, value in params.items() if key != META}
+
+
+# --- ping and initialize -----------------------------------------------------------------
 
 
 @attrs.frozen
@@ -132,6 +162,14 @@ class Limits:
     (default 65536)."""
     max_message_bytes: int
     """The largest message this server reads, in bytes (`--max-message-bytes`)."""
+    max_queue: int
+    """Children that may wait `queued` for a slot, server-wide; a spawn or resume that would queue
+    more is refused -32005 (`--max-queue`, default 1000)."""
+    workflow_parallelism: int
+    """Children of one workflow step running at once (default 4)."""
+    max_depth: int
+    """The deepest a delegation chain may go: a server at this depth refuses every spawn (default
+    1: a child's own server runs no children)."""
 
 
 @attrs.frozen
@@ -164,7 +202,90 @@ class PingResult:
     """The admission policy spawns are held to."""
 
 
-# --- spawn, status, stop (CONTRACT §2, §3) ----------------------------------------------
+@attrs.frozen
+class ClientInfo:
+    name: str
+    """The client's name, for logs."""
+    version: str | None = None
+    """The client's version, when it gives one."""
+
+
+@attrs.frozen
+class InitializeParams:
+    protocol_version: str | None = None
+    """The protocol version the client speaks; another one than the server's is not refused (the
+    result says which the server speaks, and the client decides)."""
+    client_info: ClientInfo | None = None
+    """Who the client is: logged, never acted on."""
+    capabilities: dict[str, Any] | None = None
+    """What the client supports: an object, today ignored (no client capability is defined)."""
+
+
+@attrs.frozen
+class NotificationCapabilities:
+    """The notifications of this protocol, each way."""
+
+    sent: tuple[str, ...]
+    """What the server sends the client, sorted: `$/progress`, `run/event`."""
+    accepted: tuple[str, ...]
+    """What the server acts on when the client sends it, sorted: `$/cancelRequest`,
+    `run/detach`, ... Any other notification is ignored."""
+
+
+@attrs.frozen
+class Features:
+    """What this server does, as booleans and names (each one protocol.md describes)."""
+
+    preflight: bool
+    """`preflight` checks launches and issues `preflightId`s (always true)."""
+    resume: bool
+    """`preflight {resume}` and `resume` can continue a child: false with `enable_continue:
+    false`, or with the history in memory."""
+    workflows: bool
+    """`spawn {workflow}` runs multi-step workflows (always true)."""
+    agents: bool
+    """`agents/list` and `spawn {agent}` use agent definitions (always true)."""
+    work_done_progress: bool
+    """`spawn {workDoneToken}` reports LSP `$/progress` (always true)."""
+    batches: bool
+    """JSON-RPC batches are answered (always true)."""
+    process_tracking: str
+    """cgroup, subreaper or marker: what "nothing is left behind" rests on (as `ping`)."""
+    persistence: str
+    """sqlite, or memory when the state directory cannot be used (as `ping`)."""
+    require_preflight: bool
+    """True: a spawn runs only with a valid `preflightId` (as `ping`'s `admission`)."""
+    framing: str
+    """`ndjson` or `lsp`: the framing of this connection."""
+
+
+@attrs.frozen
+class ServerCapabilities:
+    methods: tuple[str, ...]
+    """The methods this server answers, sorted (as `ping`)."""
+    notifications: NotificationCapabilities
+    """The notifications it sends and those it acts on."""
+    backends: tuple[BackendInfo, ...]
+    """Each backend (as `ping`), with the CLI version the project's tests run against."""
+    limits: Limits
+    """Every limit in force (as `ping`)."""
+    features: Features
+    """What this server does."""
+
+
+@attrs.frozen
+class InitializeResult:
+    protocol_version: str
+    """The protocol this server speaks (`"1"`), whatever the client asked for."""
+    server_info: ServerInfo
+    """This server's name and version."""
+    session_id: str
+    """The session this connection is bound to."""
+    capabilities: ServerCapabilities
+    """What this server answers, sends, runs and limits."""
+
+
+# --- spawn, status, stop, preflight, resume (protocol.md §8-§15) -----------------------
 
 MsgToken = int | str
 
@@ -584,9 +705,11 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
         overrides: dict[str, Any] = {
             a.name: override(rename=camel_case(a.name), omit=a in inline) for a in attrs.fields(cls)
         }
-        plain = make_dict_structure_fn(
+        plain: Callable[[Any, type], Any] = make_dict_structure_fn(
             cls, converter, _cattrs_forbid_extra_keys=forbid_extra_keys, **overrides
         )
+        if absent := _nullable_without_default(cls):
+            plain = _absent_as_null(plain, absent)
         return _gathering(converter, plain, inline) if inline else plain
 
     def unstructure_factory(cls: type[Any]) -> Any:
@@ -601,9 +724,33 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     converter.register_structure_hook_factory(attrs.has, structure_factory)
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     # The plan, receipts and contract are written as planning writes them: what a
-    # client sees is exactly what was fingerprinted (planning/views.py).
-    converter.register_unstructure_hook_func(lambda t: t in VIEWS, to_json)
+    # client sees is exactly what was fingerprinted (planning/views.py), null members
+    # left out as everywhere on the wire.
+    converter.register_unstructure_hook_func(lambda t: t in VIEWS, view_json)
     return converter
+
+
+def _nullable_without_default(cls: type[Any]) -> tuple[str, ...]:
+    """Wire names of `cls`'s fields that may be null but have no default (a projection's
+    `model`, `label`, ...): stored with their nulls, written to the wire without them."""
+    return tuple(
+        camel_case(a.name)
+        for a in attrs.fields(cls)
+        if a.default is attrs.NOTHING and type(None) in get_args(a.type)
+    )
+
+
+def _absent_as_null(
+    plain: Callable[[Any, type], Any], names: tuple[str, ...]
+) -> Callable[[Any, type], Any]:
+    """Read an absent member of `names` as null: absent fields are omitted, never null."""
+
+    def structure(value: Any, cls: type) -> Any:
+        if isinstance(value, dict) and any(name not in value for name in names):
+            value = {**dict.fromkeys(names), **value}
+        return plain(value, cls)
+
+    return structure
 
 
 def _gathering(
@@ -661,6 +808,23 @@ def _status_result_hook(converter: cattrs.Converter) -> Callable[[Any, type], St
         return converter.structure(value, RunSnapshot)
 
     return structure
+
+
+def view_json(view: object) -> dict[str, Any]:
+    """A plan, receipts or contract as the wire writes it: `to_json`'s form without null
+    members. A stored projection keeps its nulls (it is stored as it always was); digests
+    are unchanged, as canonical JSON leaves null members out (planning/fingerprint.py)."""
+    written: dict[str, Any] = without_nulls(to_json(view))
+    return written
+
+
+def without_nulls(value: Any) -> Any:
+    """`value` with every null member of every object left out (array items are kept)."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
 
 
 def _inlining(

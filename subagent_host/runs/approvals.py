@@ -100,7 +100,7 @@ class ResumeGrant:
 def token_refusal(found: ResumeGrant | None, session_id: str, now: datetime) -> Refusal | None:
     """Why the token cannot be used by this session now (None: it may, once).
 
-    The codes are `resume`'s `data.reason` values (CONTRACT §5).
+    The codes are `resume`'s `data.reason` values (protocol.md §4).
     """
     if found is None:
         return Refusal("unknown-token", "no such token")

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final
 
 from subagent_host.backends.sessions import SessionFiles
+from subagent_host.config import DEFAULT_MAX_QUEUE
+from subagent_host.errors import CapacityExceeded
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
@@ -62,6 +64,7 @@ class RunOrchestrator:
         on_launch: Callable[[Run, list[Projection]], None] | None = None,
         workflow_records: WorkflowRecords | None = None,
         workflow_parallelism: int = WORKFLOW_PARALLELISM,
+        max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> None:
         self._services = services
         self._backends = services.backends
@@ -74,6 +77,7 @@ class RunOrchestrator:
         self._children = ChildRunner(services, self._settler)
         self._workflow_records = workflow_records or WorkflowRecords()
         self._workflow_parallelism = workflow_parallelism
+        self._max_queue = max_queue
         self._workflows: dict[str, WorkflowRunner] = {}  # by run id
         self._runs: dict[str, Run] = {}
         self._finished: collections.deque[str] = collections.deque()
@@ -99,6 +103,39 @@ class RunOrchestrator:
         """Runs of this server that are not terminal yet."""
         return [run for run in self._runs.values() if not run.is_terminal]
 
+    def waiting(self, adding: int = 0) -> int:
+        """Children that would wait for a slot with `adding` more: every `queued` child of a
+        live run (a chain's later items too: counting them errs on the safe side), less
+        the slots free now."""
+        queued = sum(
+            child.status is RunStatus.QUEUED
+            for run in self._runs.values()
+            if not run.is_terminal
+            for child in run.children
+        )
+        return max(0, queued + adding - self._services.slots.free)
+
+    def admit(self, adding: int) -> None:
+        """Raise CapacityExceeded when `adding` more children would leave more than
+        `--max-queue` waiting (protocol.md §8.4); called before anything of the run exists.
+
+        Spawn and resume also call it before they spend a preflight id or a token, and
+        `launch` and `resume` call it again where nothing awaits until the run is made.
+        """
+        if self.waiting(adding) > self._max_queue:
+            queued = self.waiting()
+            raise CapacityExceeded(
+                f"capacity exceeded: {queued} waiting for a slot, "
+                f"at most {self._max_queue} may (--max-queue)",
+                data={"queued": queued, "limit": self._max_queue},
+            )
+
+    @staticmethod
+    def children_added(plan: RunPlan) -> int:
+        """The children a launch of `plan` queues at once: all of them, but a workflow's
+        are made step by step (counted as one)."""
+        return 1 if plan.workflow is not None else len(plan.children)
+
     # --- commands --------------------------------------------------------------------
 
     def launch(
@@ -111,7 +148,9 @@ class RunOrchestrator:
         """Create the run (queued) and start carrying it out in the background.
 
         `mode` is how its request is answered, kept with the run for its resumes.
+        Raises CapacityExceeded, with nothing made, when the queue is full (`admit`).
         """
+        self.admit(self.children_added(plan))
         run = Run(
             run_id=self._new_run_id(),
             session_id=session_id,
@@ -203,8 +242,10 @@ class RunOrchestrator:
         attempts once this one has ended. A workflow's remaining steps then run
         when the attempt completed its step: `workflow` is its plan and the
         completed children's texts, when this server no longer has them.
+        Raises CapacityExceeded, with nothing changed, when the queue is full.
         """
         assert run.is_terminal, "only a terminal run is resumed"
+        self.admit(1)
         self._runs[run.run_id] = run
         old = run.children[index]
         run.children[index] = ChildRun(

@@ -1,6 +1,6 @@
 """Shape what a run reports as output: capped texts, parallel summaries, `{previous}`.
 
-The caps are CONTRACT §3's: one child's text, each child's share of a parallel
+The caps are protocol.md §12's: one child's text, each child's share of a parallel
 summary, and what a chain passes on as `{previous}`.
 """
 
@@ -20,7 +20,7 @@ PREVIOUS_PLACEHOLDER: Final = "{previous}"
 
 @attrs.frozen
 class OutputCaps:
-    """CONTRACT §3 caps: one child's text, and each child's inside a parallel summary."""
+    """protocol.md §12 caps: one child's text, and each child's inside a parallel summary."""
 
     bytes: int
     lines: int

@@ -1,4 +1,4 @@
-"""The server-wide limit on running children: FIFO slots (CONTRACT §6 maxConcurrency).
+"""The server-wide limit on running children: FIFO slots (protocol.md §8.4).
 
 A child takes a slot before it starts and gives it back when it has ended; the
 others wait `queued`, and slots are handed over strictly in arrival order.
@@ -21,6 +21,11 @@ class Slots:
     @property
     def running(self) -> int:
         return self._running
+
+    @property
+    def free(self) -> int:
+        """Slots nobody holds now: that many queued children can start without waiting."""
+        return max(0, self._limit - self._running)
 
     @property
     def waiting(self) -> int:

@@ -238,10 +238,10 @@ def utc_now() -> datetime:
 
 
 class TerminalFactsMissing(ValueError):
-    """A terminal status was set without the facts CONTRACT §3 requires: a bug of ours."""
+    """A terminal status was set without the facts protocol.md §12 requires: a bug of ours."""
 
 
-# CONTRACT §3: what each terminal status must carry.
+# protocol.md §12: what each terminal status must carry.
 REQUIRED_FACTS: Final[Mapping[RunStatus, tuple[str, ...]]] = {
     RunStatus.FAILED: ("error",),
     RunStatus.CANCELLED: ("reason",),
@@ -280,7 +280,7 @@ class RunStateMachine:
         if not self._apply(child, to, facts, CHILD_REQUIRED_FACTS):
             return False
         if to is RunStatus.RUNNING and run.status is RunStatus.QUEUED:
-            # A run is queued until its first child starts (CONTRACT §3): a run waiting
+            # A run is queued until its first child starts (protocol.md §8.4): a run waiting
             # behind the server-wide limit says so.
             self.transition(run, RunStatus.RUNNING)
         self.emit(run, "child", index=child.index, status=str(to))

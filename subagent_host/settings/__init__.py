@@ -11,7 +11,7 @@ Three files, each a JSON object with snake_case keys, merged field by field
      "model_profiles": {"scout": {"model": "haiku", "thinking": "low"}},
      "backends": {"pi": {"executable": "/opt/pi/bin/pi"}}}
 
-Agent and run defaults are allowed in every file. Server options (CONTRACT §7:
+Agent and run defaults are allowed in every file. Server options (protocol.md §7:
 state directory, framing, process tracking, limits, logs, trusted projects, backend programs) are
 allowed only in the global and `--config` files: a project must not redirect the
 state directory or the logs, trust other projects, or choose which programs run.
@@ -39,6 +39,7 @@ from subagent_host.settings.model import LOG_LEVELS as LOG_LEVELS
 from subagent_host.settings.model import MAX_CONCURRENCY as MAX_CONCURRENCY
 from subagent_host.settings.model import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
 from subagent_host.settings.model import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
+from subagent_host.settings.model import MAX_QUEUE as MAX_QUEUE
 from subagent_host.settings.model import MIN_MESSAGE_BYTES as MIN_MESSAGE_BYTES
 from subagent_host.settings.model import MIN_RESUME_TOKEN_TTL_MS as MIN_RESUME_TOKEN_TTL_MS
 from subagent_host.settings.model import PROCESS_TRACKING as PROCESS_TRACKING

@@ -19,6 +19,7 @@ from subagent_host.settings.model import (
     MAX_HISTORY_LIMIT,
     MAX_MESSAGE_BYTES,
     MAX_PARALLEL,
+    MAX_QUEUE,
     MIN_CAP_BYTES,
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
@@ -179,6 +180,8 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "timeout_ms": FieldRule(int_in_range(1, MAX_DURATION_MS)),
     "stall_timeout_ms": FieldRule(int_in_range(1, MAX_DURATION_MS)),
     "max_concurrency": FieldRule(int_in_range(1, MAX_CONCURRENCY)),
+    # Server-wide, like max_concurrency, but a project must not raise the bound its user set.
+    "max_queue": FieldRule(int_in_range(0, MAX_QUEUE), in_project=False),
     "default_tools": FieldRule(check_strings),
     "default_mode": FieldRule(one_of(MODES)),
     "history_limit": FieldRule(int_in_range(1, MAX_HISTORY_LIMIT)),
@@ -201,7 +204,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "session": FieldRule(check_session, in_project=False),
     # A project must not relax the admission policy its user chose.
     "require_preflight": FieldRule(check_bool, in_project=False),
-    # CONTRACT §6 limits that have no option of their own.
+    # Limits that have no option of their own (protocol.md §5).
     "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "output_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),

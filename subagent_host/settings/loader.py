@@ -89,6 +89,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         timeout_ms=pick(values, "timeout_ms", int),
         stall_timeout_ms=pick(values, "stall_timeout_ms", int),
         max_concurrency=pick(values, "max_concurrency", int),
+        max_queue=pick(values, "max_queue", int),
         default_tools=pick(values, "default_tools", tuple),
         default_mode=pick(values, "default_mode", str),
         history_limit=pick(values, "history_limit", int),

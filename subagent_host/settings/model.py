@@ -19,6 +19,7 @@ PROJECT_FILE: Final = Path(".pi") / FILE_NAME
 MIN_MESSAGE_BYTES: Final = 1024
 MAX_MESSAGE_BYTES: Final = 1024 * 1024 * 1024
 MAX_CONCURRENCY: Final = 256
+MAX_QUEUE: Final = 1_000_000
 MAX_HISTORY_LIMIT: Final = 1_000_000
 # A token that expires within a second could never be used.
 MIN_RESUME_TOKEN_TTL_MS: Final = 1000
@@ -81,6 +82,8 @@ class Settings:
     """Every child's default `stallTimeoutMs`, in milliseconds."""
     max_concurrency: int | None = None
     """As `--max-concurrency`."""
+    max_queue: int | None = None
+    """As `--max-queue`: children waiting `queued` across the server before a spawn is refused."""
     default_tools: tuple[str, ...] | None = None
     """Tools of agent children that name none and whose definition names none."""
     default_mode: str | None = None

@@ -16,7 +16,7 @@ never sees SQL, the store's thread or its connection. Its invariants:
 - Runs are found wherever they are (`find`, `summaries`, `events_after`):
   this server's live ones in memory, every other one on disk. A run of
   another session is reported exactly like a run that does not exist
-  (CONTRACT §5, -32001); a run id may be abbreviated to a unique prefix of at
+  (protocol.md §4, -32001); a run id may be abbreviated to a unique prefix of at
   least `MIN_PREFIX` characters.
 - Approvals (preflight ids, resume tokens) follow the domain's rules
   (runs/approvals.py); a refusal comes back as a `Refusal`, never raised.

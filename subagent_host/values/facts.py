@@ -125,3 +125,5 @@ class BackendInfo:
     """Its CLI's version as probed; absent when it was not probed or gave none."""
     reason: str | None = None
     """Why the backend is unavailable, when it is."""
+    tested_version: str | None = None
+    """The CLI version the project's tests run against; absent for `command`."""

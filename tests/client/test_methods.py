@@ -11,6 +11,8 @@ import pytest
 from subagent_host.client import Host, ResumeRequest, RunList, RunSnapshot
 from subagent_host.rpc.wire import (
     AgentsListResult,
+    ClientInfo,
+    InitializeResult,
     PingResult,
     PreflightResult,
     make_converter,
@@ -28,6 +30,10 @@ def assert_read_back_exactly(seen: dict[int, Any], msg_id: int, kind: type[Any])
 
 async def test_every_method_answers_with_its_typed_result(tmp_path: Path, framing: str) -> None:
     async with started(tmp_path, framing, "--session", "s1") as (host, seen):
+        hello = await host.initialize(client_info=ClientInfo(name="tests", version="1"))
+        assert isinstance(hello, InitializeResult) and hello.protocol_version == "1"
+        assert hello.session_id == "s1" and "spawn" in hello.capabilities.methods
+        assert hello.capabilities.limits.max_queue >= 1
         info = await host.ping()
         assert isinstance(info, PingResult) and info.pong and info.session_id == "s1"
         assert "agents/list" in info.methods and info.limits.max_concurrency >= 1
@@ -67,13 +73,14 @@ async def test_every_method_answers_with_its_typed_result(tmp_path: Path, framin
         assert resumed.run_id == failed.run_id and resumed.children[0].attempt == 2
 
         replies = seen.replies()
-    assert_read_back_exactly(replies, 1, PingResult)
-    assert_read_back_exactly(replies, 2, PreflightResult)
-    assert_read_back_exactly(replies, 3, RunSnapshot)
-    assert_read_back_exactly(replies, 4, RunList)
-    assert_read_back_exactly(replies, 5, RunSnapshot)
-    assert_read_back_exactly(replies, 8, AgentsListResult)
-    assert_read_back_exactly(replies, 10, PreflightResult)
+    assert_read_back_exactly(replies, 1, InitializeResult)
+    assert_read_back_exactly(replies, 2, PingResult)
+    assert_read_back_exactly(replies, 3, PreflightResult)
+    assert_read_back_exactly(replies, 4, RunSnapshot)
+    assert_read_back_exactly(replies, 5, RunList)
+    assert_read_back_exactly(replies, 6, RunSnapshot)
+    assert_read_back_exactly(replies, 9, AgentsListResult)
+    assert_read_back_exactly(replies, 11, PreflightResult)
 
 
 async def test_a_waiting_task_is_handed_to_the_background_by_detach(tmp_path: Path) -> None:

@@ -86,6 +86,7 @@ class ServerProcess:
     async def receive(self) -> Any:
         """The next message the server sends; fails if none arrives in time."""
         message = json.loads(await asyncio.wait_for(self._read_body(), REPLY_TIMEOUT_S))
+        assert nulls_in(message) == [], message  # absent fields are omitted (protocol.md §12)
         self.run_ids.update(_run_ids_in(message))
         for snapshot in _snapshots_in(message):
             assert_snapshot_table(snapshot)
@@ -220,6 +221,26 @@ async def running_server(
             # A server that was not SIGKILLed removes its cgroups as it exits.
             assert_no_instance_cgroup(proc.pid, started_at)
     assert "Traceback" not in server.stderr_text, server.stderr_text
+
+
+def nulls_in(message: Any) -> list[str]:
+    """Where a message holds a null, as `.a.b[2].c` paths; the `id` of an error answering
+    a message whose id could not be read is the one null JSON-RPC asks for."""
+    if isinstance(message, list):  # a batch's answers
+        return [path for item in message for path in nulls_in(item)]
+    if isinstance(message, dict) and "error" in message and message.get("id", ...) is None:
+        message = {key: item for key, item in message.items() if key != "id"}
+    return _null_paths(message, "")
+
+
+def _null_paths(value: Any, path: str) -> list[str]:
+    if value is None:
+        return [path or "(the message)"]
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in _null_paths(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _null_paths(item, f"{path}[{i}]")]
+    return []
 
 
 def _run_ids_in(message: Any) -> set[str]:

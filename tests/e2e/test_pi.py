@@ -35,7 +35,8 @@ async def test_the_pi_version_is_probed_reported_in_receipts_and_listed_by_ping(
         version = checked["receipts"]["access"]["children"][0]["version"]
         assert version == "0.73.1"  # agents/package.json pins it
         pong = await result_of(server, "ping", {})
-        assert {"id": "pi", "available": True, "version": version} in pong["backends"]
+        entry = {"id": "pi", "available": True, "version": version, "testedVersion": version}
+        assert entry in pong["backends"]
         await server.finish()
 
 

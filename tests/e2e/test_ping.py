@@ -24,6 +24,9 @@ LIMITS = {
     "outputCapLines": 600,
     "previousCapBytes": 65_536,
     "maxMessageBytes": 16_777_216,
+    "maxQueue": 1000,
+    "workflowParallelism": 4,
+    "maxDepth": 1,
 }
 
 
@@ -47,6 +50,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                 "sessionId": "editor-1",
                 "methods": [
                     "agents/list",
+                    "initialize",
                     "ping",
                     "preflight",
                     "resume",
@@ -83,9 +87,15 @@ async def test_ping_with_a_session_id_binds_the_connection() -> None:
 
 async def test_ping_limits_follow_the_command_line() -> None:
     args = ("--max-concurrency", "2", "--grace-ms", "750", "--max-message-bytes", "65536")
-    async with running_server(*args) as server:
+    async with running_server(*args, "--max-queue", "3") as server:
         limits = (await server.request("ping"))["result"]["limits"]
-        assert limits == {**LIMITS, "maxConcurrency": 2, "graceMs": 750, "maxMessageBytes": 65536}
+        assert limits == {
+            **LIMITS,
+            "maxConcurrency": 2,
+            "graceMs": 750,
+            "maxMessageBytes": 65536,
+            "maxQueue": 3,
+        }
         await server.finish()
 
 

@@ -6,6 +6,9 @@ planning moved out of the handlers) with `tests/fixtures/make_state_v1.py`:
 `expected.json` holds what that server answered, `state/` its SQLite state. The
 fixture's preflight ids and tokens have expired since; a copy of the state gets
 them a new expiry, nothing else (their fingerprints and digests are untouched).
+That server wrote a few null members (a receipt's `version`, a contract's
+projection's unset fields); the wire now leaves them out (protocol.md §12), and
+everything else it shows is byte for byte what that server answered.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Final
 
 import pytest
 
+from subagent_host.rpc.wire import without_nulls
 from tests.e2e.harness import ServerProcess, result_of, running_server, state_args
 
 pytestmark = pytest.mark.e2e
@@ -30,8 +34,9 @@ LATER: Final = "2999-01-01T00:00:00+00:00"
 
 
 def text(value: Any) -> str:
-    """JSON text with keys in the order they were written: equal texts, equal bytes."""
-    return json.dumps(value, ensure_ascii=False)
+    """JSON text with keys in the order they were written, null members left out: equal
+    texts, equal bytes."""
+    return json.dumps(without_nulls(value), ensure_ascii=False)
 
 
 @pytest.fixture

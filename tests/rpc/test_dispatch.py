@@ -477,3 +477,39 @@ async def test_a_lone_surrogate_in_an_id_or_method_name_gets_one_well_formed_ans
         },
         {"jsonrpc": "2.0", "id": "id-\ud800", "result": {"text": "x"}},
     ]
+
+
+async def test_params_may_carry_a_meta_object_which_is_ignored(rpc: Harness) -> None:
+    rpc.send(request(1, "echo", {"text": "ab", "_meta": {"traceId": "t-1", "n": [1]}}))
+    rpc.send(request(2, "slow", {"_meta": {}}))
+    await loop_turns(3)
+    rpc.release.set()
+    assert await rpc.settle() == [
+        {"jsonrpc": "2.0", "id": 1, "result": {"text": "ab"}},
+        {"jsonrpc": "2.0", "id": 2, "result": {"released": True}},
+    ]
+    assert rpc.echoed == [EchoParams(text="ab")]
+
+
+@pytest.mark.parametrize("meta", [None, "x", 1, [], True])
+async def test_a_meta_that_is_not_an_object_is_invalid_params(rpc: Harness, meta: Any) -> None:
+    rpc.send(request(1, "echo", {"text": "ab", "_meta": meta}))
+    [reply] = await rpc.settle()
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"]["errors"][0]["path"] == "_meta"
+    assert reply["error"]["data"]["errors"][0]["message"].startswith("expected an object, got ")
+    assert rpc.echoed == []
+
+
+async def test_meta_does_not_make_other_unknown_fields_welcome(rpc: Harness) -> None:
+    rpc.send(request(1, "echo", {"text": "ab", "_meta": {}, "repeatCont": 2, "meta": {}}))
+    [reply] = await rpc.settle()
+    assert reply["error"]["data"]["errors"] == [
+        {"path": "meta", "message": "unknown field"},
+        {"path": "repeatCont", "message": "unknown field (did you mean repeatCount?)"},
+    ]
+
+
+async def test_meta_is_read_only_at_the_top_of_params(rpc: Harness) -> None:
+    rpc.send(request(1, "nested", {"text": "a", "extra": {"_meta": 1}}))
+    assert (await rpc.settle())[0]["result"] == {"text": "a"}  # a free-form object holds it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import typing
 from datetime import UTC, datetime, timedelta
 
@@ -201,3 +202,27 @@ def test_a_moment_without_its_zone_is_refused() -> None:
         CONVERTER.structure(
             {"runId": "r", "seq": 1, "type": "status", "at": "2026-11-30T02:40:00.123"}, EventWire
         )
+
+
+def test_a_contract_is_written_without_nulls_and_its_digest_is_the_stored_forms() -> None:
+    from subagent_host.planning.fingerprint import fingerprint
+    from subagent_host.planning.views import ChildLimits, Contract, Projection, to_json
+    from subagent_host.rpc.wire import PreflightResult
+
+    projection = Projection(
+        backend="command", argv_template=("true",), model=None, thinking=None, tools=(),
+        cwd="/", env_keys=(), limits=ChildLimits(timeout_ms=1, stall_timeout_ms=1),
+        label=None, agent=None, access=None,
+    )  # fmt: skip
+    contract = Contract(
+        run_id="r" * 32, index=0, attempt=2, projection=projection, projection_digest="d"
+    )
+    stored = to_json(contract)
+    assert stored["projection"]["model"] is None  # the stored form keeps its nulls
+    wire = CONVERTER.unstructure(PreflightResult(accepted=True, diagnostics=(), contract=contract))
+    assert "null" not in json.dumps(wire)
+    assert {"model", "thinking", "label", "agent", "access"}.isdisjoint(
+        wire["contract"]["projection"]
+    )
+    assert fingerprint(wire["contract"]) == fingerprint(stored)
+    assert fingerprint(wire["contract"]["projection"]) == fingerprint(to_json(projection))

@@ -15,6 +15,7 @@ from subagent_host.backends.base import Backend, ItemSpec, Launch, ParsedOutcome
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import Supervisor
+from subagent_host.errors import CapacityExceeded
 from subagent_host.planning.plan import ChildPlan, RunPlan
 from subagent_host.planning.prepare import launch_plan
 from subagent_host.runs import child_runner
@@ -45,6 +46,7 @@ class Harness:
         limit: int = 4,
         backend: CommandBackend | None = None,
         more: Mapping[str, Backend] | None = None,
+        max_queue: int = 1000,
     ) -> None:
         self.events: list[tuple[str, RunEvent]] = []
         self.changed = asyncio.Event()
@@ -62,6 +64,7 @@ class Harness:
         self.manager = RunOrchestrator(
             services,
             grace_ms=2000,
+            max_queue=max_queue,
         )
         self.runs: list[Run] = []
 
@@ -585,3 +588,44 @@ async def test_the_first_of_timeout_and_turn_limit_wins() -> None:
     run = await harness.finish(harness.launch(slow))
     assert run.status is RunStatus.TIMED_OUT and run.reason == "timeout"
     assert run.reached_limit is None and run.children[0].status is RunStatus.TIMED_OUT
+
+
+async def test_a_launch_that_would_queue_more_than_max_queue_is_refused_with_nothing_made() -> None:
+    harness = Harness(limit=1, max_queue=1)
+    blocker = harness.launch(command("sleep", "30"))
+    await harness.until(lambda: blocker.children[0].status is RunStatus.RUNNING)
+    waiting = harness.launch(command("echo", "later"))
+    events_before = len(harness.events)
+    with pytest.raises(CapacityExceeded) as refused:
+        harness.launch(command("echo", "one too many"))
+    assert refused.value.data == {"queued": 1, "limit": 1}
+    with pytest.raises(CapacityExceeded):  # a tasks spawn counts every child
+        harness.launch(command("echo", "a"), command("echo", "b"), kind=RunKind.PARALLEL)
+    assert len(harness.events) == events_before
+    assert {run.run_id for run in harness.manager.live()} == {blocker.run_id, waiting.run_id}
+    await harness.manager.stop(blocker, grace_ms=100, reason="make room")
+    await harness.finish(waiting)
+    await harness.finish(harness.launch(command("echo", "room again")))
+
+
+async def test_children_that_find_a_free_slot_do_not_count_against_max_queue() -> None:
+    harness = Harness(limit=2, max_queue=0)
+    both = harness.launch(command("sleep", "30"), command("sleep", "30"), kind=RunKind.PARALLEL)
+    with pytest.raises(CapacityExceeded) as refused:
+        harness.launch(command("echo", "would wait"))
+    assert refused.value.data == {"queued": 0, "limit": 0}
+    await harness.manager.stop(both, grace_ms=100, reason="done")
+    assert_terminal_table(both)
+
+
+async def test_a_resume_that_would_queue_more_than_max_queue_changes_nothing() -> None:
+    harness = Harness(limit=1, max_queue=0)
+    done = await harness.finish(harness.launch(command("echo", "first")))
+    blocker = harness.launch(command("sleep", "30"))
+    await harness.until(lambda: blocker.children[0].status is RunStatus.RUNNING)
+    plan = launch_plan(RunPlan(kind=RunKind.SINGLE, children=(command("echo", "again"),)),
+                       harness.backends).children[0]  # fmt: skip
+    with pytest.raises(CapacityExceeded):
+        harness.manager.resume(done, 0, plan)
+    assert done.status is RunStatus.COMPLETED and done.children[0].attempt == 1
+    await harness.manager.stop(blocker, grace_ms=100, reason="done")

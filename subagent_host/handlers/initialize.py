@@ -1,0 +1,36 @@
+"""`initialize`: the optional handshake, the server's full report (protocol.md §5.1)."""
+
+from __future__ import annotations
+
+import logging
+
+from subagent_host import PROTOCOL_VERSION
+from subagent_host.handlers.capabilities import SERVER_INFO, capabilities_of
+from subagent_host.handlers.context import HandlerContext
+from subagent_host.rpc.wire import InitializeParams, InitializeResult
+
+logger = logging.getLogger(__name__)
+
+
+def handle(params: InitializeParams, ctx: HandlerContext) -> InitializeResult:
+    """Report what the server speaks, is and offers; change nothing.
+
+    Optional and repeatable: every method works without it, and each call answers
+    afresh. A client asking for another protocol version is not refused: the result
+    names the one this server speaks and the client decides. Synchronous: it waits
+    for nothing (backend versions are reported as probed so far, like `ping`).
+    """
+    if params.protocol_version is not None and params.protocol_version != PROTOCOL_VERSION:
+        logger.info(
+            "client asked for protocol %r; this server speaks %r",
+            params.protocol_version,
+            PROTOCOL_VERSION,
+        )
+    if params.client_info is not None:
+        logger.info("client: %s %s", params.client_info.name, params.client_info.version or "")
+    return InitializeResult(
+        protocol_version=PROTOCOL_VERSION,
+        server_info=SERVER_INFO,
+        session_id=ctx.session_id,
+        capabilities=capabilities_of(ctx),
+    )
