@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from subagent_host.conformance import cases as _cases  # noqa: F401  (registers the cases)
-from subagent_host.conformance.registry import CASES, FRAMINGS, Case, FramingName
+from subagent_host.conformance.registry import FRAMINGS, Case, FramingName, all_cases
 from subagent_host.conformance.runner import Outcome, Settings, run_framing
 from subagent_host.conformance.schema import load_validator
 from subagent_host.conformance.selection import PatternError, compile_pattern
@@ -73,7 +72,8 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
     if not server:
         parser.error("--server is empty")
     framings: tuple[FramingName, ...] = FRAMINGS if args.framing == "both" else (args.framing,)
-    by_pattern = [c for c in CASES if matches(c.words())]
+    cases = all_cases()
+    by_pattern = [c for c in cases if matches(c.words())]
     selected = [c for c in by_pattern if args.with_agents or not c.needs_agents]
     if args.list:
         for case in selected:
@@ -92,7 +92,7 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         began = time.monotonic()
         outcomes += asyncio.run(run_framing(selected, framing, settings, report))
         timings[framing] = round(time.monotonic() - began, 1)
-    skipped_k = len(CASES) - len(by_pattern)
+    skipped_k = len(cases) - len(by_pattern)
     skipped_agents = len(by_pattern) - len(selected)
     failed = [o for o in outcomes if o.verdict == "FAIL"]
     summary = {

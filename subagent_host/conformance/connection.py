@@ -161,10 +161,21 @@ class Connection:
 
     async def reply(self, msg_id: Any, expected: str | None = None) -> Any:
         key = _key(msg_id)
-        message = await self.wait_for(
-            lambda m: is_response(m) and _key(m.get("id")) == key,
-            expected or f"an answer with id {short(msg_id)}",
-        )
+        try:
+            message = await self.wait_for(
+                lambda m: is_response(m) and _key(m.get("id")) == key,
+                expected or f"an answer with id {short(msg_id)}",
+            )
+        except Mismatch as mismatch:
+            strays = [
+                short(m.get("id"))
+                for m in self.responses()
+                if m.get("id") is not None and _key(m.get("id")) not in self.methods
+            ]
+            if not strays:
+                raise
+            seen = f"{mismatch.seen} (answers carried ids never sent: {', '.join(strays)})"
+            raise Mismatch(mismatch.expected, seen) from None
         self._check_shape(msg_id, message)
         return message
 
@@ -298,6 +309,10 @@ class Connection:
             del self.stderr[:-8192]  # the tail is what explains a failure
 
     async def stop_reading(self) -> None:
+        """Close our ends of the pipes, so nothing of the process outlives the case."""
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
         for task in (self._reader, self._stderr_reader):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

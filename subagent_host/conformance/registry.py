@@ -53,6 +53,13 @@ class Case:
 CASES: Final[list[Case]] = []
 
 
+def all_cases() -> list[Case]:
+    """Every case, registered by importing the modules that declare them."""
+    import subagent_host.conformance.cases  # noqa: F401
+
+    return CASES
+
+
 def case(
     case_id: str,
     section: str,
