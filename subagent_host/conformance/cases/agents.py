@@ -62,11 +62,7 @@ async def available(t: Trial) -> None:
     backends = {b.get("id"): b for b in result_of(await conn.request("ping")).get("backends", [])}
     for name in ("pi", "claude", "codex"):
         backend = backends.get(name, {})
-        expect(
-            backend.get("available") is True and isinstance(backend.get("version"), str),
-            f"backend {name} available with its version",
-            backend,
-        )
+        expect(backend.get("available") is True, f"backend {name} available", backend)
 
 
 @case("agents.lean-by-default-in-plan", "§16.4", keywords=(AGENTS,))
