@@ -32,7 +32,7 @@ NEW = (ISSUE14,)
 NEW_LIMITS = {"maxQueue", "workflowParallelism", "maxDepth"}
 
 
-@case("initialize.result-shape", "§5", keywords=NEW)
+@case("initialize.result-shape", "§5.1", keywords=NEW)
 async def initialize(t: Trial) -> None:
     conn = await t.start("--session", "init-1")
     result = result_of(
@@ -57,8 +57,20 @@ async def initialize(t: Trial) -> None:
         "methods listing initialize, ping and spawn",
         capabilities["methods"],
     )
+    notifications = capabilities["notifications"]
+    sent = set(notifications.get("sent", [])) if isinstance(notifications, dict) else set()
+    accepted = set(notifications.get("accepted", [])) if isinstance(notifications, dict) else set()
     expect(
-        "run/event" in capabilities["notifications"], "notifications with run/event", capabilities
+        {"run/event", "$/progress"} <= sent and {"$/cancelRequest", "run/detach"} <= accepted,
+        "notifications {sent: [$/progress, run/event], accepted: [$/cancelRequest, run/detach]}",
+        notifications,
+    )
+    features = capabilities["features"]
+    expect(
+        isinstance(features, dict)
+        and {"preflight", "resume", "workflows", "agents"} <= features.keys(),
+        "features {preflight, resume, workflows, agents, ...}",
+        features,
     )
     expect(
         NEW_LIMITS <= capabilities["limits"].keys(),
@@ -67,7 +79,7 @@ async def initialize(t: Trial) -> None:
     )
 
 
-@case("initialize.other-version-not-refused", "§5", keywords=NEW)
+@case("initialize.other-version-not-refused", "§3.7", keywords=NEW)
 async def other_version(t: Trial) -> None:
     conn = await t.start()
     result = result_of(await conn.request("initialize", {"protocolVersion": "999"}))
@@ -81,7 +93,7 @@ async def ping_limits(t: Trial) -> None:
     expect(NEW_LIMITS <= limits.keys(), f"ping's limits with {sorted(NEW_LIMITS)}", limits)
 
 
-@case("meta.accepted-on-every-method", "§3.3", keywords=NEW)
+@case("meta.accepted-on-every-method", "§3.7", keywords=NEW)
 async def meta(t: Trial) -> None:
     conn = await t.start()
     run = await spawn_task(conn, {"command": ["true"]})
@@ -174,10 +186,20 @@ async def work_done_cancel(t: Trial) -> None:
     expect_equal(event.get("status"), "cancelled", "the run's terminal status")
 
 
-@case("queue.max-queue-refuses-with-32005", "§4", keywords=NEW)
+@case("queue.max-queue-refuses-with-32005", "§8.4", keywords=NEW)
 async def max_queue(t: Trial) -> None:
     conn = await t.start("--max-concurrency", "1", "--max-queue", "1")
     running = await spawn_background(conn, {"command": ["sleep", "60"]})
+    await conn.wait_for(
+        lambda m: (
+            isinstance(m, dict)
+            and m.get("method") == "run/event"
+            and m["params"].get("runId") == running["runId"]
+            and m["params"].get("type") == "child"
+            and m["params"].get("status") == "running"
+        ),
+        "the first run's child running (the one slot taken)",
+    )
     waiting = await spawn_background(conn, {"command": ["sleep", "60"]})
     error = error_of(await conn.request("spawn", {"command": ["true"]}), -32005)
     data = error.get("data", {})
