@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from subagent_host.conformance.registry import FRAMINGS, Case, FramingName, all_cases
-from subagent_host.conformance.runner import Outcome, Settings, run_framing
+from subagent_host.conformance.runner import (
+    DEFAULT_JOBS,
+    DEFAULT_REPLY_TIMEOUT_S,
+    Outcome,
+    Settings,
+    run_framing,
+)
 from subagent_host.conformance.schema import load_validator
 from subagent_host.conformance.selection import PatternError, compile_pattern
 
@@ -45,13 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the cases that need the agent CLIs (pi, claude, codex) installed",
     )
-    parser.add_argument("--jobs", type=int, default=4, help="cases run at once (default: 4)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        help=f"cases run at once (default: {DEFAULT_JOBS})",
+    )
     parser.add_argument(
         "--reply-timeout",
         type=float,
-        default=10.0,
+        default=DEFAULT_REPLY_TIMEOUT_S,
         metavar="S",
-        help="seconds to wait for any one answer before the case fails (default: 10)",
+        help="seconds to wait for any one answer before the case fails "
+        f"(default: {DEFAULT_REPLY_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--schema",
+        type=Path,
+        metavar="FILE",
+        help="validate answers against this OpenRPC document (default: the one the package "
+        "ships, when jsonschema is installed; else the keys protocol.md requires)",
     )
     parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
     return parser
@@ -79,7 +98,10 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         for case in selected:
             print(f"{case.id}  {case.section}  {' '.join(case.keywords)}", file=out)
         return 0
-    validator = load_validator()
+    try:
+        validator = load_validator(args.schema)
+    except (OSError, ValueError, ImportError) as exc:
+        parser.error(f"--schema {args.schema}: {exc}")
     settings = Settings(server, validator, args.jobs, args.reply_timeout)
     print(f"conformance: {shlex.join(server)}; shapes checked by {validator.name}", file=out)
 

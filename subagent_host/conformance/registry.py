@@ -20,6 +20,10 @@ ISSUE14: Final = "issue14"
 
 CaseBody = Callable[["Trial"], Awaitable[None]]
 
+# A case's whole time: the slowest (a stop's grace, a second server started on one
+# state directory) take a few seconds; a server that hangs must not hang the run.
+CASE_TIMEOUT_S: Final = 30.0
+
 
 class Mismatch(Exception):
     """A case saw something the protocol does not allow: what it expected, what it saw."""
@@ -39,7 +43,7 @@ class Case:
     body: CaseBody
     framings: tuple[FramingName, ...] = FRAMINGS
     keywords: tuple[str, ...] = ()
-    timeout_s: float = 30.0
+    timeout_s: float = CASE_TIMEOUT_S
 
     @property
     def needs_agents(self) -> bool:
@@ -66,7 +70,7 @@ def case(
     *,
     framings: tuple[FramingName, ...] = FRAMINGS,
     keywords: tuple[str, ...] = (),
-    timeout_s: float = 30.0,
+    timeout_s: float = CASE_TIMEOUT_S,
 ) -> Callable[[CaseBody], CaseBody]:
     """Register the decorated coroutine as a case (ids are unique)."""
 

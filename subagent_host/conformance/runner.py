@@ -7,7 +7,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import attrs
 
@@ -16,6 +16,11 @@ from subagent_host.conformance.schema import Validator
 from subagent_host.conformance.trial import Trial
 
 Verdict = Literal["PASS", "FAIL"]
+
+# Four cases at once keep two cores busy: most of a case is a server starting.
+DEFAULT_JOBS: Final = 4
+# Any one answer: generous on a loaded machine, yet a silent server fails in seconds.
+DEFAULT_REPLY_TIMEOUT_S: Final = 10.0
 
 
 @attrs.frozen
@@ -33,8 +38,8 @@ class Outcome:
 class Settings:
     server: tuple[str, ...]
     validator: Validator
-    jobs: int = 4
-    reply_timeout: float = 10.0
+    jobs: int = DEFAULT_JOBS
+    reply_timeout: float = DEFAULT_REPLY_TIMEOUT_S
 
 
 async def run_framing(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 # Where the packaged schema may be found, first match wins.
@@ -160,19 +161,34 @@ def _describe(method: str, error: Any) -> str:
 
 
 def packaged_schema() -> tuple[dict[str, Any], str] | None:
-    """The OpenRPC document shipped in the package, if there is one."""
+    """The OpenRPC document shipped in the package, else the one committed beside it
+    in a source checkout (`schema/openrpc.json`), if there is one."""
     root = resources.files("subagent_host")
     for parts in SCHEMA_PLACES:
         place = root.joinpath(*parts)
         if place.is_file():
-            document = json.loads(place.read_text(encoding="utf-8"))
-            if isinstance(document, dict):
-                return document, "/".join(parts)
+            return _document(place.read_text(encoding="utf-8")), "/".join(parts)
+    checkout = Path(str(root)).parent / "schema" / "openrpc.json"
+    if checkout.is_file():
+        return _document(checkout.read_text(encoding="utf-8")), str(checkout)
     return None
 
 
-def load_validator() -> Validator:
-    """The strongest validator available: the packaged schema, else the known keys."""
+def _document(text: str) -> dict[str, Any]:
+    document = json.loads(text)
+    if not isinstance(document, dict) or not isinstance(document.get("methods"), list):
+        raise ValueError("not an OpenRPC document (no methods)")
+    return document
+
+
+def load_validator(schema: Path | None = None) -> Validator:
+    """The strongest validator available: the given or packaged schema, else the keys.
+
+    A schema named on the command line must be usable (jsonschema installed, a valid
+    document); the packaged one is used when it can be.
+    """
+    if schema is not None:
+        return OpenRpc(_document(schema.read_text(encoding="utf-8")), str(schema))
     found = packaged_schema()
     if found is None:
         return KnownKeys()

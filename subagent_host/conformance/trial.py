@@ -14,6 +14,8 @@ from subagent_host.conformance.connection import Connection
 from subagent_host.conformance.registry import FramingName, Mismatch
 from subagent_host.conformance.schema import Validator
 
+# A server given end of input answers what it read, stops its runs (their grace) and
+# exits; past this it is taken for hung and SIGKILLed.
 EXIT_TIMEOUT_S: Final = 10.0
 # A value in the server's environment that no child may see (§8.3, the allowlist).
 PROBE_VARIABLE: Final = "SUBAGENT_HOST_CONFORMANCE_PROBE"

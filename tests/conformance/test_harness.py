@@ -248,3 +248,38 @@ async def test_the_servers_start_never_loads_the_harness(tmp_path: Path) -> None
     )
     assert b'"pong":true' in out
     assert err.decode().strip().splitlines()[-1] == "[]"
+
+
+async def test_answers_are_validated_against_the_openrpc_schema_it_is_given(
+    tmp_path: Path,
+) -> None:
+    # A schema whose ping result needs a member this server never sends.
+    schema = tmp_path / "openrpc.json"
+    pong = {
+        "type": "object",
+        "required": ["pong", "neverSent"],
+        "properties": {"pong": {"const": True}},
+    }
+    schema.write_text(
+        json.dumps(
+            {
+                "openrpc": "1.3.2",
+                "info": {"title": "test", "version": "1"},
+                "methods": [
+                    {
+                        "name": "ping",
+                        "params": [],
+                        "result": {"name": "pong", "schema": {"$ref": "#/components/schemas/Pong"}},
+                    }
+                ],
+                "components": {"schemas": {"Pong": pong}},
+            }
+        )
+    )
+    code, output, results = await conformance(
+        tmp_path, "--framing", "ndjson", "--schema", str(schema), "-k", "ping.result or run.task"
+    )
+    assert code == 1, output
+    assert verdicts(results, "FAIL") == {"ping.result-shape"}, output
+    assert "'neverSent' is a required property" in output
+    assert f"shapes checked by OpenRPC schema ({schema})" in output

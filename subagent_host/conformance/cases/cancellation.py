@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subagent_host.conformance.cases.common import expect_status, sh, still_serving
+from subagent_host.conformance.cases.steps import expect_status, sh, still_serving
 from subagent_host.conformance.registry import (
     Mismatch,
     case,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from subagent_host.conformance.cases.common import still_serving
+from subagent_host.conformance.cases.steps import still_serving
 from subagent_host.conformance.connection import encode, frame
 from subagent_host.conformance.registry import case, error_of, expect, expect_equal, result_of
 from subagent_host.conformance.trial import Trial

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.common import (
+from subagent_host.conformance.cases.steps import (
     find_nulls,
     sh,
     spawn_background,

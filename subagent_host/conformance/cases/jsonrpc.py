@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.common import sh, still_serving
+from subagent_host.conformance.cases.steps import sh, still_serving
 from subagent_host.conformance.connection import encode, frame
 from subagent_host.conformance.registry import (
     case,

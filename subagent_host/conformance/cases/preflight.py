@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from subagent_host.conformance.cases.common import spawn_task
+from subagent_host.conformance.cases.steps import spawn_task
 from subagent_host.conformance.registry import (
     case,
     diagnostic_codes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.common import (
+from subagent_host.conformance.cases.steps import (
     expect_status,
     only_child,
     sh,

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 
 from subagent_host.conformance import processes
-from subagent_host.conformance.cases.common import (
+from subagent_host.conformance.cases.steps import (
     expect_status,
     only_child,
     sh,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from subagent_host.conformance import processes
-from subagent_host.conformance.cases.common import expect_status, sh, spawn_background, spawn_task
+from subagent_host.conformance.cases.steps import expect_status, sh, spawn_background, spawn_task
 from subagent_host.conformance.registry import case, error_of, expect, expect_equal, result_of
 from subagent_host.conformance.trial import Trial
 

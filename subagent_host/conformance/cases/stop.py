@@ -7,7 +7,7 @@ and its descendants' to a file) and checked in /proc once `stop` has answered.
 from __future__ import annotations
 
 from subagent_host.conformance import processes
-from subagent_host.conformance.cases.common import (
+from subagent_host.conformance.cases.steps import (
     expect_status,
     only_child,
     sh,
