@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from subagent_host.conformance.registry import FRAMINGS, Case, FramingName, all_cases
+from subagent_host.conformance.registry import FRAMINGS, FramingName, all_cases
 from subagent_host.conformance.runner import (
     DEFAULT_JOBS,
     DEFAULT_REPLY_TIMEOUT_S,
@@ -169,7 +169,3 @@ def results(server: tuple[str, ...], outcomes: list[Outcome], summary: dict[str,
             for o in outcomes
         ],
     }
-
-
-def case_ids(cases: Sequence[Case]) -> list[str]:
-    return [c.id for c in cases]
