@@ -14,4 +14,5 @@ from subagent_host.conformance.cases import (  # noqa: F401
     runs,
     status,
     stop,
+    workflows,
 )
