@@ -376,3 +376,14 @@ def survivor_cmd(pid: processes.Pid) -> bytes:
             return file.read()
     except OSError:
         return b""
+
+
+@case("run.backend-unavailable", "§8.2")
+async def backend_unavailable(t: Trial) -> None:
+    # The global configuration file (§19) points pi at a program that does not exist.
+    settings = t.config_home / "subagent-host" / "subagents.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"backends": {"pi": {"executable": "/nonexistent/pi"}}}')
+    conn = await t.start()
+    error = error_of(await conn.request("spawn", {"prompt": "hi", "backend": "pi"}), -32002)
+    expect_equal(diagnostic_codes(error), ["backend-unavailable"], "the diagnostics")
