@@ -218,7 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         choices=("serve",),
         default="serve",
-        help="serve on stdio (the default; 'subagent-host serve' is the same)",
+        help="serve on stdio (the default; 'subagent-host serve' is the same). "
+        "'subagent-host conformance' runs the protocol's conformance cases against a server "
+        "(see 'subagent-host conformance --help')",
     )
     parser.add_argument("--version", action="version", version=f"{SERVER_NAME} {__version__}")
     parser.add_argument(
@@ -370,10 +372,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     the command line says to serve: `--version`, `--help` and a bad option
     answer without it.
     """
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["conformance"]:
+        # The harness is a client of servers: its code is loaded for this subcommand only.
+        from subagent_host.conformance.command import main as conformance
+
+        return conformance(args[1:])
     # Before anything opens a file: a closed fd 0 or 1 would be handed to the
     # next file opened, and the server would take that file for its client.
     closed = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not _is_open(fd)]
-    config, warning = parse_config(argv)
+    config, warning = parse_config(args)
     if closed:
         print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)
         return 2

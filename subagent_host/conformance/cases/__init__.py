@@ -1,0 +1,18 @@
+"""The cases, one module per area of protocol.md; importing this registers them all."""
+
+from subagent_host.conformance.cases import (  # noqa: F401
+    agents,
+    batches,
+    cancellation,
+    framing,
+    issue14,
+    jsonrpc,
+    params,
+    ping,
+    preflight,
+    resume,
+    runs,
+    status,
+    stop,
+    workflows,
+)

@@ -1,0 +1,231 @@
+"""What issue 14 adds to the protocol: `initialize`, `_meta` and did-you-mean, the wire
+edges (a background reply before its run's events, cancellable `$/progress`),
+`--max-queue` and -32005, and no `null` in any reply.
+
+Every case here carries the keyword `issue14`, so `-k "not issue14"` leaves them
+out against a server that predates it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagent_host.conformance.cases.steps import (
+    find_nulls,
+    sh,
+    spawn_background,
+    spawn_task,
+)
+from subagent_host.conformance.registry import (
+    ISSUE14,
+    Mismatch,
+    case,
+    error_of,
+    expect,
+    expect_equal,
+    result_of,
+    short,
+)
+from subagent_host.conformance.trial import Trial
+
+NEW = (ISSUE14,)
+NEW_LIMITS = {"maxQueue", "workflowParallelism", "maxDepth"}
+
+
+@case("initialize.result-shape", "§5.1", keywords=NEW)
+async def initialize(t: Trial) -> None:
+    conn = await t.start("--session", "init-1")
+    result = result_of(
+        await conn.request(
+            "initialize",
+            {"protocolVersion": "1", "clientInfo": {"name": "conformance"}, "capabilities": {}},
+        )
+    )
+    expect_equal(result.get("protocolVersion"), "1", "protocolVersion")
+    info = result.get("serverInfo", {})
+    expect(
+        isinstance(info.get("name"), str) and isinstance(info.get("version"), str),
+        "serverInfo {name, version}",
+        info,
+    )
+    expect_equal(result.get("sessionId"), "init-1", "sessionId")
+    capabilities = result.get("capabilities", {})
+    missing = {"methods", "notifications", "backends", "limits", "features"} - capabilities.keys()
+    expect(not missing, "capabilities {methods, notifications, backends, limits, features}", result)
+    expect(
+        {"ping", "spawn", "initialize"} <= set(capabilities["methods"]),
+        "methods listing initialize, ping and spawn",
+        capabilities["methods"],
+    )
+    notifications = capabilities["notifications"]
+    sent = set(notifications.get("sent", [])) if isinstance(notifications, dict) else set()
+    accepted = set(notifications.get("accepted", [])) if isinstance(notifications, dict) else set()
+    expect(
+        {"run/event", "$/progress"} <= sent and {"$/cancelRequest", "run/detach"} <= accepted,
+        "notifications {sent: [$/progress, run/event], accepted: [$/cancelRequest, run/detach]}",
+        notifications,
+    )
+    features = capabilities["features"]
+    expect(
+        isinstance(features, dict)
+        and {"preflight", "resume", "workflows", "agents"} <= features.keys(),
+        "features {preflight, resume, workflows, agents, ...}",
+        features,
+    )
+    expect(
+        NEW_LIMITS <= capabilities["limits"].keys(),
+        f"limits with {sorted(NEW_LIMITS)}",
+        capabilities["limits"],
+    )
+
+
+@case("initialize.other-version-not-refused", "§3.7", keywords=NEW)
+async def other_version(t: Trial) -> None:
+    conn = await t.start()
+    result = result_of(await conn.request("initialize", {"protocolVersion": "999"}))
+    expect_equal(result.get("protocolVersion"), "1", "the version the server speaks")
+
+
+@case("initialize.ping-shows-new-limits", "§5", keywords=NEW)
+async def ping_limits(t: Trial) -> None:
+    conn = await t.start()
+    limits = result_of(await conn.request("ping")).get("limits", {})
+    expect(NEW_LIMITS <= limits.keys(), f"ping's limits with {sorted(NEW_LIMITS)}", limits)
+
+
+@case("meta.accepted-on-every-method", "§3.7", keywords=NEW)
+async def meta(t: Trial) -> None:
+    conn = await t.start()
+    run = await spawn_task(conn, {"command": ["true"]})
+    meta = {"_meta": {"traceId": "abc"}}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("initialize", {}),
+        ("ping", {}),
+        ("spawn", {"command": ["true"], "mode": "task"}),
+        ("status", {}),
+        ("status", {"runId": run["runId"], "since": 0}),
+        ("stop", {"runId": run["runId"]}),
+        ("preflight", {"command": ["true"]}),
+        ("preflight", {"resume": {"runId": run["runId"], "message": "x"}}),
+        ("resume", {"token": "rt-never-issued"}),
+        ("agents/list", {}),
+    ]
+    for method, params in calls:
+        reply = await conn.request(method, {**params, **meta})
+        code = reply.get("error", {}).get("code")
+        expect(
+            code not in (-32602, -32601),
+            f"{method} to accept _meta",
+            short(reply),
+        )
+
+
+@case("meta.unknown-field-did-you-mean", "§3.3", keywords=NEW)
+async def did_you_mean(t: Trial) -> None:
+    conn = await t.start()
+    error = error_of(await conn.request("ping", {"sesionId": "x"}), -32602)
+    expect(
+        "did you mean" in short(error) and "sessionId" in short(error),
+        "a did-you-mean naming sessionId",
+        error,
+    )
+
+
+@case("edges.background-reply-before-its-events", "§8.5", keywords=NEW)
+async def reply_first(t: Trial) -> None:
+    conn = await t.start()
+    msg_id = await conn.call("spawn", {"command": ["true"], "mode": "background"})
+    message = await conn.reply(msg_id)
+    run_id = result_of(message)["runId"]
+    await conn.terminal_event(run_id)
+    position = next(i for i, m in enumerate(conn.log) if m is message)
+    first_event = next(
+        i
+        for i, m in enumerate(conn.log)
+        if isinstance(m, dict)
+        and m.get("method") == "run/event"
+        and m.get("params", {}).get("runId") == run_id
+    )
+    expect(
+        position < first_event,
+        "the spawn's reply before any run/event of its run",
+        f"the reply at position {position}, the first event at {first_event}",
+    )
+
+
+@case("edges.progress-begin-cancellable", "§11", keywords=NEW)
+async def cancellable(t: Trial) -> None:
+    conn = await t.start()
+    await spawn_task(conn, {"command": ["true"], "workDoneToken": "tok"})
+    begins = [
+        p.get("value", {})
+        for p in conn.notifications("$/progress")
+        if p.get("value", {}).get("kind") == "begin"
+    ]
+    expect(
+        len(begins) == 1 and begins[0].get("cancellable") is True,
+        "one begin with cancellable: true",
+        begins,
+    )
+
+
+@case("edges.work-done-progress-cancel-stops-run", "§11", keywords=NEW)
+async def work_done_cancel(t: Trial) -> None:
+    conn = await t.start()
+    run = await spawn_background(conn, {"command": sh("exec sleep 60"), "workDoneToken": 7})
+    await conn.wait_for(
+        lambda m: (
+            isinstance(m, dict)
+            and m.get("method") == "$/progress"
+            and m.get("params", {}).get("value", {}).get("kind") == "begin"
+        ),
+        "$/progress begin",
+    )
+    await conn.notify("window/workDoneProgress/cancel", {"token": 7})
+    event = await conn.terminal_event(run["runId"])
+    expect_equal(event.get("status"), "cancelled", "the run's terminal status")
+
+
+@case("queue.max-queue-refuses-with-32005", "§8.4", keywords=NEW)
+async def max_queue(t: Trial) -> None:
+    conn = await t.start("--max-concurrency", "1", "--max-queue", "1")
+    running = await spawn_background(conn, {"command": ["sleep", "60"]})
+    await conn.wait_for(
+        lambda m: (
+            isinstance(m, dict)
+            and m.get("method") == "run/event"
+            and m["params"].get("runId") == running["runId"]
+            and m["params"].get("type") == "child"
+            and m["params"].get("status") == "running"
+        ),
+        "the first run's child running (the one slot taken)",
+    )
+    waiting = await spawn_background(conn, {"command": ["sleep", "60"]})
+    error = error_of(await conn.request("spawn", {"command": ["true"]}), -32005)
+    data = error.get("data", {})
+    expect(
+        data.get("limit") == 1 and isinstance(data.get("queued"), int) and data["queued"] >= 1,
+        "data {queued, limit: 1}",
+        error,
+    )
+    for run in (waiting, running):
+        await conn.request("stop", {"runId": run["runId"], "graceMs": 0})
+
+
+@case("nulls.none-in-any-reply", "§12", keywords=NEW)
+async def no_nulls(t: Trial) -> None:
+    conn = await t.start()
+    failed = await spawn_task(conn, {"command": sh("exit 3")})
+    await conn.request("initialize", {})
+    await conn.request("ping")
+    await conn.request("status", {})
+    await conn.request("status", {"runId": failed["runId"], "since": 0})
+    await conn.request("preflight", {"command": ["true"]})
+    await conn.request("preflight", {"resume": {"runId": failed["runId"], "message": "again"}})
+    await conn.request("stop", {"runId": failed["runId"]})
+    await conn.request("agents/list", {})
+    for reply in conn.responses():
+        body = {k: v for k, v in reply.items() if k != "id"}
+        where = find_nulls(body)
+        if where:
+            raise Mismatch("no null anywhere in a reply", f"null at {', '.join(where[:5])}")

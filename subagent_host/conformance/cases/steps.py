@@ -1,0 +1,65 @@
+"""Small steps many cases share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagent_host.conformance.connection import Connection
+from subagent_host.conformance.registry import Mismatch, expect, short
+
+PING = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
+
+
+async def still_serving(conn: Connection, msg_id: Any = "still-serving") -> None:
+    """The server answers a ping after whatever came before (it kept reading)."""
+    reply = await conn.request("ping", None, msg_id)
+    expect("result" in reply, "the server to go on answering (a ping)", reply)
+
+
+async def spawn_task(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    """A `task`-mode spawn's final snapshot."""
+    snapshot: dict[str, Any] = await conn.result("spawn", {**params, "mode": "task"})
+    return snapshot
+
+
+async def spawn_background(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot: dict[str, Any] = await conn.result("spawn", {**params, "mode": "background"})
+    return snapshot
+
+
+async def wait_terminal(conn: Connection, run_id: str, within: float = 20.0) -> dict[str, Any]:
+    """The run's snapshot once its terminal event has arrived."""
+    await conn.terminal_event(run_id, within)
+    snapshot: dict[str, Any] = await conn.result("status", {"runId": run_id})
+    return snapshot
+
+
+def only_child(snapshot: dict[str, Any]) -> dict[str, Any]:
+    children = snapshot.get("children")
+    if not isinstance(children, list) or len(children) != 1:
+        raise Mismatch("a snapshot with one child", short(snapshot))
+    child: dict[str, Any] = children[0]
+    return child
+
+
+def expect_status(snapshot: dict[str, Any], status: str) -> None:
+    expect(
+        snapshot.get("status") == status,
+        f"status {status!r}",
+        f"{snapshot.get('status')!r} in {short(snapshot, 400)}",
+    )
+
+
+def sh(script: str) -> list[str]:
+    return ["sh", "-c", script]
+
+
+def find_nulls(value: Any, path: str = "") -> list[str]:
+    """Where `null` appears in a value (§12: absent fields are omitted, never null)."""
+    if value is None:
+        return [path or "(root)"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in find_nulls(v, f"{path}.{k}" if path else k)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in find_nulls(v, f"{path}[{i}]")]
+    return []
