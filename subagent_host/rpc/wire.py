@@ -12,7 +12,7 @@ its own would turn `"false"` into `True` and `3.7` into `3`.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, NewType, TypeVar
 
@@ -321,6 +321,16 @@ class WorkflowSnapshot:
     """The workflow's `name`."""
     steps: tuple[StepSnapshot, ...]
     """Every step of its chain, in order."""
+
+
+# Each `type` of a `run/event`, and the optional fields of `EventWire` an event of that
+# type always carries (and the only ones it carries): the schema's discriminated union.
+EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "status": ("status",),
+    "child": ("index", "status"),
+    "output": ("index", "text"),
+    "activity": ("index", "text"),
+}
 
 
 @attrs.frozen
