@@ -13,6 +13,8 @@ params of a method are refused when they hold an unknown key).
 from __future__ import annotations
 
 import inspect
+import re
+import sys
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -28,6 +30,7 @@ from lsprotocol.types import (
 
 from subagent_host import PROTOCOL_VERSION, SERVER_NAME
 from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS, RAISES, implementation
+from subagent_host.openrpc.docstrings import class_description
 from subagent_host.openrpc.schemas import Direction, Schema, SchemaBuilder
 from subagent_host.rpc.errors import (
     CODES,
@@ -60,6 +63,12 @@ SERVER_NOTIFICATIONS: Final[Mapping[str, type[Any]]] = {
 }
 # Notifications a client sends that dispatch answers itself, outside the method table.
 PROTOCOL_NOTIFICATIONS: Final[Mapping[str, type[Any]]] = {CANCEL_REQUEST: CancelParams}
+PROTOCOL_SUMMARIES: Final[Mapping[str, str]] = {
+    CANCEL_REQUEST: "Cancel the request with this id if it is still running: it is answered "
+    "-32800 (a task-mode spawn or resume stops its run first)."
+}
+# "(CONTRACT §2)" and the like: documents a client of the schema does not have.
+REFERENCE: Final = re.compile(r"\s*\((?:CONTRACT|ARCHITECTURE)[^)]*\)")
 
 DESCRIPTION: Final = (
     "JSON-RPC 2.0 over stdin/stdout (NDJSON or LSP framing) that runs coding-agent CLIs "
@@ -81,12 +90,16 @@ def build_document() -> dict[str, Any]:
         **{name: params for name, (params, _handler) in NOTIFICATIONS.items()},
         **PROTOCOL_NOTIFICATIONS,
     }
+    summaries = {
+        **{name: summary_of(handler) for name, (_params, handler) in NOTIFICATIONS.items()},
+        **PROTOCOL_SUMMARIES,
+    }
     methods += [
-        {**_call(name, params, builder), "x-notification": True}
+        {**_call(name, params, builder, summary=summaries[name]), "x-notification": True}
         for name, params in sorted(client_notifications.items())
     ]
     notifications = [
-        _call(name, params, builder, Direction.RESULT)
+        _call(name, params, builder, Direction.RESULT, summary=_first_sentence(params))
         for name, params in sorted(SERVER_NOTIFICATIONS.items())
     ]
     builder.components[ERROR_SCHEMA] = _error_schema()
@@ -104,10 +117,22 @@ def _method(name: str, builder: SchemaBuilder) -> dict[str, Any]:
     answer = implementation(handler)
     result_type = typing.get_type_hints(answer)["return"]
     return {
-        **_call(name, params_type, builder),
+        **_call(name, params_type, builder, summary=summary_of(answer)),
         "result": {"name": "result", "schema": builder.type_schema(result_type, Direction.RESULT)},
         "errors": _errors(name, is_async=inspect.iscoroutinefunction(answer)),
     }
+
+
+def summary_of(handler: Any) -> str | None:
+    """The first sentence of the handler module's docstring, without its leading
+    "`name`:" and its references to other documents: what the method does."""
+    doc = sys.modules[handler.__module__].__doc__
+    if not doc:
+        return None
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    sentence = paragraph.split(". ")[0].removesuffix(".")
+    sentence = REFERENCE.sub("", sentence.split(": ", 1)[-1]).strip()
+    return sentence[:1].upper() + sentence[1:] + "."
 
 
 def _call(
@@ -115,6 +140,8 @@ def _call(
     params_type: type[Any],
     builder: SchemaBuilder,
     direction: Direction = Direction.PARAMS,
+    *,
+    summary: str | None = None,
 ) -> dict[str, Any]:
     """Name, params by name (each a content descriptor) and the whole params' schema."""
     params = []
@@ -126,12 +153,20 @@ def _call(
         descriptor["required"] = required
         descriptor["schema"] = schema
         params.append(descriptor)
+    call: dict[str, Any] = {"name": name}
+    if summary:
+        call["summary"] = summary
     return {
-        "name": name,
+        **call,
         "paramStructure": "by-name",
         "params": params,
         "x-params-schema": builder.ref(params_type, direction),
     }
+
+
+def _first_sentence(cls: type[Any]) -> str | None:
+    description = class_description(cls)
+    return description.split(". ")[0].removesuffix(".") + "." if description else None
 
 
 def _errors(name: str, *, is_async: bool) -> list[dict[str, Any]]:

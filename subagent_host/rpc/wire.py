@@ -335,7 +335,8 @@ EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
 
 @attrs.frozen
 class EventWire:
-    """A `run/event` as `status {since}` replays it (the notification has the same fields)."""
+    """One event of a run: the params of a `run/event` notification, and an item of the
+    `events` that `status {since}` replays."""
 
     run_id: str
     """The run the event belongs to."""
