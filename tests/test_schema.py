@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -17,6 +18,7 @@ from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS
 from subagent_host.openrpc import render
 from subagent_host.openrpc.check import MessageChecker, NonConforming
 from subagent_host.openrpc.enums import ENUMS
+from subagent_host.openrpc.schemas import Direction, SchemaBuilder
 from subagent_host.rpc.wire import EVENT_FIELDS
 from subagent_host.runs.state import RunStatus
 from tests.e2e.harness import SCHEMA, schema_document, server_executable
@@ -251,3 +253,46 @@ def notification(method: str, params: Any) -> dict[str, Any]:
 
 def test_the_schema_file_sits_where_the_package_says() -> None:
     assert SCHEMA == Path(__file__).resolve().parent.parent / "schema" / "openrpc.json"
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+Name = typing.NewType("Name", str)
+
+
+@attrs.frozen
+class Sketch:
+    """A type a later wire type might be written with."""
+
+    names: list[Name]
+    """Some names."""
+    extra: Mapping[str, Any]
+    """Free-form."""
+    colour: Colour = Colour.RED
+    """Always sent: its default is not None."""
+    shape: typing.Literal["square"] | None = None
+    """Left out while unset."""
+
+
+def test_the_generator_describes_the_types_a_later_wire_type_may_use() -> None:
+    builder = SchemaBuilder()
+    assert builder.object_schema(Sketch, Direction.RESULT) == {
+        "type": "object",
+        "description": "A type a later wire type might be written with.",
+        "properties": {
+            "names": {"type": "array", "items": {"type": "string"}, "description": "Some names."},
+            "extra": {"type": "object", "description": "Free-form."},
+            "colour": {
+                "type": "string",
+                "enum": ["red", "blue"],
+                "description": "Always sent: its default is not None.",
+            },
+            "shape": {"type": "string", "const": "square", "description": "Left out while unset."},
+        },
+        "required": ["names", "extra", "colour"],
+    }
+    params = builder.object_schema(Sketch, Direction.PARAMS)
+    assert params["required"] == ["names", "extra"] and params["additionalProperties"] is False

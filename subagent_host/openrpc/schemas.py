@@ -14,6 +14,7 @@ referenced by `$ref`.
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import types
 import typing
@@ -31,6 +32,8 @@ from subagent_host.values import SESSION_ID_PATTERN, camel_case
 
 Schema = dict[str, Any]
 REF_PREFIX: Final = "#/components/schemas/"
+SEQUENCES: Final = (list, collections.abc.Sequence)
+MAPPINGS: Final = (dict, collections.abc.Mapping)
 PRIMITIVES: Final[dict[type[Any], str]] = {
     str: "string",
     bool: "boolean",
@@ -122,7 +125,7 @@ class SchemaBuilder:
         nullable = (
             types.NoneType in args and field.default is not None and direction is Direction.RESULT
         )
-        kept = [arg for arg in args if arg is not types.NoneType and not _is_marker(arg)]
+        kept = [arg for arg in args if arg is not types.NoneType and not _is_marker(arg, field)]
         schema = self.type_schema(kept[0] if len(kept) == 1 else _as_union(kept), direction)
         values = enum_of(cls, field.name) or _validator_options(field)
         if values is not None:
@@ -147,12 +150,16 @@ class SchemaBuilder:
             return {"type": "string", "format": "date-time"}
         if attrs.has(hint):
             return self.ref(hint, direction)
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            return _enum_schema([member.value for member in hint])
+        if hasattr(hint, "__supertype__"):  # a NewType: written as what it wraps
+            return self.type_schema(hint.__supertype__, direction)
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         if origin is Literal:
-            return {"const": args[0]} if len(args) == 1 else {"enum": list(args)}
-        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return _enum_schema(list(args))
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis or origin in SEQUENCES:
             return {"type": "array", "items": self.type_schema(args[0], direction)}
-        if origin is dict and args and args[0] is str:
+        if origin in MAPPINGS and args and args[0] is str:
             values = self.type_schema(args[1], direction)
             return (
                 {"type": "object", "additionalProperties": values} if values else {"type": "object"}
@@ -167,6 +174,13 @@ class SchemaBuilder:
         return {"oneOf": [self.type_schema(arg, direction) for arg in args]}
 
 
+def _enum_schema(values: list[Any]) -> Schema:
+    kinds = {PRIMITIVES.get(type(value)) for value in values}
+    schema: Schema = {"type": kinds.pop()} if len(kinds) == 1 and None not in kinds else {}
+    schema.update({"const": values[0]} if len(values) == 1 else {"enum": values})
+    return schema
+
+
 def _union_args(hint: Any) -> tuple[Any, ...]:
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         return typing.get_args(hint)
@@ -178,9 +192,9 @@ def _as_union(args: list[Any]) -> Any:
     return union
 
 
-def _is_marker(arg: Any) -> bool:
-    """An enum standing for "left out" (`Unprobed`): never written, so not in the schema."""
-    return isinstance(arg, type) and issubclass(arg, enum.Enum)
+def _is_marker(arg: Any, field: attrs.Attribute[Any]) -> bool:
+    """The type of a default standing for "left out" (`UNPROBED`): never written."""
+    return field.default is UNPROBED and arg is type(UNPROBED)
 
 
 def _validator_options(field: attrs.Attribute[Any]) -> tuple[str, ...] | None:
