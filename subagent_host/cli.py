@@ -216,9 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve",),
+        choices=("serve", "schema"),
         default="serve",
-        help="serve on stdio (the default; 'subagent-host serve' is the same). "
+        help="serve on stdio (the default; 'subagent-host serve' is the same), or print "
+        "the protocol's OpenRPC 1.3 document ('schema'), generated from the wire types. "
         "'subagent-host conformance' runs the protocol's conformance cases against a server "
         "(see 'subagent-host conformance --help')",
     )
@@ -381,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before anything opens a file: a closed fd 0 or 1 would be handed to the
     # next file opened, and the server would take that file for its client.
     closed = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not _is_open(fd)]
+    if build_parser().parse_args(args).command == "schema":
+        return _print_schema()
     config, warning = parse_config(args)
     if closed:
         print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)
@@ -412,6 +415,14 @@ def _serve(config: ServerConfig) -> int:
         return 2
     logger.info("serving on stdio (process tracking: %s): %s", tracking.mode.value, config)
     return asyncio.run(serve(config, tracking))
+
+
+def _print_schema() -> int:
+    """Print the OpenRPC document (imported only here: the server never loads it)."""
+    from subagent_host.openrpc import render
+
+    sys.stdout.write(render())
+    return 0
 
 
 def _is_open(fd: int) -> bool:

@@ -29,7 +29,7 @@ def test_readme_quick_start_runs_a_real_command() -> None:
     import json
     import subprocess
 
-    from tests.e2e.harness import server_executable
+    from tests.e2e.harness import assert_conforming, server_executable
 
     install_and_run, _ = quick_start_lines()
     request = install_and_run.split("printf '%s\\n' '", 1)[1].split("' |", 1)[0]
@@ -38,6 +38,7 @@ def test_readme_quick_start_runs_a_real_command() -> None:
     )
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0
+    assert_conforming([json.loads(request)], replies)
     assert replies[-1]["result"]["output"]["text"] == "hello from a subagent\n"
 
 

@@ -17,6 +17,15 @@ from typing import Any
 
 from lsprotocol.types import CANCEL_REQUEST
 
+from subagent_host.errors import (
+    AmbiguousRunId,
+    BackendUnavailable,
+    CapacityExceeded,
+    HostError,
+    LaunchRejected,
+    ResumeDenied,
+    RunNotFound,
+)
 from subagent_host.handlers import detach, initialize, ping
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.dispatch import Method
@@ -42,7 +51,19 @@ def later(module: str) -> AsyncHandler:
     async def handle(params: Any, ctx: HandlerContext) -> Any:
         return await _handler(module)(params, ctx)
 
+    _LATER[handle] = module
     return handle
+
+
+# Each handler made by `later`, with the module whose `handle` it calls.
+_LATER: dict[AsyncHandler, str] = {}
+
+
+def implementation(handler: AsyncHandler | SyncHandler) -> AsyncHandler | SyncHandler:
+    """The function that answers: for a `later` handler, its module's `handle`, imported
+    now (the schema reads its result type)."""
+    module = _LATER.get(handler)
+    return handler if module is None else _handler(module)
 
 
 @functools.cache
@@ -60,6 +81,16 @@ ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "spawn": (SpawnParams, later("spawn")),
     "status": (StatusParams, later("status")),
     "stop": (StopParams, later("stop")),
+}
+# The domain errors (`subagent_host.errors`) a method may raise besides the ones any
+# method may answer (invalid params, internal error, cancelled): `rpc/errors.py` maps
+# them to codes, and the schema lists those codes as the method's `errors`.
+RAISES: Mapping[str, tuple[type[HostError], ...]] = {
+    "preflight": (RunNotFound, AmbiguousRunId),
+    "resume": (ResumeDenied, CapacityExceeded),
+    "spawn": (BackendUnavailable, LaunchRejected, CapacityExceeded),
+    "status": (RunNotFound, AmbiguousRunId),
+    "stop": (RunNotFound, AmbiguousRunId),
 }
 # Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
 NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {

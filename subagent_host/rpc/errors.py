@@ -54,13 +54,31 @@ CODES: Final[Mapping[type[HostError], int]] = {
     RecordFailed: INTERNAL_ERROR,
 }
 
+# What each code means, in a few words (protocol.md §4; the schema's error `message`s).
+MEANINGS: Final[Mapping[int, str]] = {
+    PARSE_ERROR: "parse error",
+    INVALID_REQUEST: "invalid request",
+    METHOD_NOT_FOUND: "method not found",
+    INVALID_PARAMS: "invalid params",
+    INTERNAL_ERROR: "internal error",
+    REQUEST_CANCELLED: "request cancelled",
+    CODES[RunNotFound]: "run not found",
+    CODES[BackendUnavailable]: "backend unavailable",
+    CODES[LaunchRejected]: "launch rejected",
+    CODES[ResumeDenied]: "resume denied",
+    CODES[CapacityExceeded]: "capacity exceeded",
+    CODES[AmbiguousRunId]: "ambiguous run id",
+}
+
 
 @attrs.frozen
 class ParamProblem:
     """One entry of `data.errors` in a -32602 answer: where (camelCase) and what."""
 
     path: str
+    """Where, relative to `params` (`""` is `params` itself), e.g. `tasks[2].timeoutMs`."""
     message: str
+    """What is wrong there, for a person."""
 
 
 class InvalidParams(JsonRpcException):

@@ -13,7 +13,7 @@ may carry; primitives are checked, not coerced: cattrs on its own would turn
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, NewType, TypeVar, get_args
 
@@ -482,9 +482,20 @@ class WorkflowSnapshot:
     """Every step of its chain, in order."""
 
 
+# Each `type` of a `run/event`, and the optional fields of `EventWire` an event of that
+# type always carries (and the only ones it carries): the schema's discriminated union.
+EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "status": ("status",),
+    "child": ("index", "status"),
+    "output": ("index", "text"),
+    "activity": ("index", "text"),
+}
+
+
 @attrs.frozen
 class EventWire:
-    """A `run/event` as `status {since}` replays it (the notification has the same fields)."""
+    """One event of a run: the params of a `run/event` notification, and an item of the
+    `events` that `status {since}` replays."""
 
     run_id: str
     """The run the event belongs to."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -20,12 +21,35 @@ from typing import Any, Final, Literal
 import psutil
 
 from subagent_host.backends import cgroups
+from subagent_host.openrpc.check import MessageChecker
 
 # Generous bounds: tests assert behaviour, never speed.
 REPLY_TIMEOUT_S: Final = 20.0
 EXIT_TIMEOUT_S: Final = 20.0
 
 FramingName = Literal["ndjson", "lsp"]
+SCHEMA: Final = Path(__file__).resolve().parents[2] / "schema" / "openrpc.json"
+
+
+@functools.cache
+def schema_document() -> dict[str, Any]:
+    """The committed OpenRPC document (tests/test_schema.py proves it is the code's)."""
+    document: dict[str, Any] = json.loads(SCHEMA.read_text())
+    return document
+
+
+def message_checker() -> MessageChecker:
+    """A checker for one connection: results closed, so a key the schema lacks fails too."""
+    return MessageChecker(schema_document(), closed=True)
+
+
+def assert_conforming(sent: Sequence[Any], received: Sequence[Any]) -> None:
+    """Every message received (replies to `sent`, notifications) matches the schema."""
+    checker = message_checker()
+    for message in sent:
+        checker.sent(message)
+    for message in received:
+        checker.check(message)
 
 
 def server_executable() -> str:
@@ -57,6 +81,8 @@ class ServerProcess:
         self._stderr_task = asyncio.create_task(self._drain_stderr(proc.stderr))
         self._next_id = 1000
         self.run_ids: set[str] = set()  # every run this server told us about
+        # Every message received is checked against schema/openrpc.json.
+        self.checker = message_checker()
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(65536):
@@ -77,10 +103,15 @@ class ServerProcess:
         return self._stdout_pipe
 
     async def send_raw(self, data: bytes) -> None:
+        if self.framing == "ndjson":  # so that replies to raw requests are checked too
+            for line in data.splitlines():
+                with contextlib.suppress(ValueError, RecursionError):  # input may be bad
+                    self.checker.sent(json.loads(line))
         self._stdin.write(data)
         await asyncio.wait_for(self._stdin.drain(), REPLY_TIMEOUT_S)
 
     async def send(self, message: Any) -> None:
+        self.checker.sent(message)
         await self.send_raw(frame(json.dumps(message).encode(), self.framing))
 
     async def receive(self) -> Any:
@@ -88,6 +119,7 @@ class ServerProcess:
         message = json.loads(await asyncio.wait_for(self._read_body(), REPLY_TIMEOUT_S))
         assert nulls_in(message) == [], message  # absent fields are omitted (protocol.md §12)
         self.run_ids.update(_run_ids_in(message))
+        self.checker.check(message)
         for snapshot in _snapshots_in(message):
             assert_snapshot_table(snapshot)
         return message

@@ -19,6 +19,7 @@ import pytest
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     FramingName,
+    assert_conforming,
     assert_nothing_left,
     frame,
     result_of,
@@ -76,6 +77,7 @@ def test_stdin_and_stdout_may_be_regular_files(tmp_path: Path, framing: FramingN
     else:
         bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"Content-Length: ")[1:]]
     assert sorted(json.loads(body)["id"] for body in bodies) == list(range(50))
+    assert_conforming([ping(i) for i in range(50)], [json.loads(body) for body in bodies])
 
 
 def ping_into(path: str) -> subprocess.CompletedProcess[bytes]:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.e2e.harness import EXIT_TIMEOUT_S, assert_nothing_left
+from tests.e2e.harness import EXIT_TIMEOUT_S, assert_conforming, assert_nothing_left
 
 # A server whose `ping` writes the modules loaded by then to stderr, one line.
 RECORDING_SERVER = """
@@ -35,6 +35,9 @@ NOT_BEFORE_THE_FIRST_REPLY = (
     "subagent_host.handlers.stop",
     "subagent_host.handlers.agents_list",
     "subagent_host.agents.discovery",
+    # Never loaded by a server: the schema is printed by `subagent-host schema`.
+    "subagent_host.openrpc",
+    "jsonschema",
 )
 
 
@@ -68,6 +71,7 @@ async def test_the_first_ping_is_answered_before_launch_code_and_psutil_are_load
     assert set(loaded) & set(NOT_BEFORE_THE_FIRST_REPLY) == set()
     # ... and every method still works: its module is imported by its first call.
     messages = [json.loads(line) for line in out.splitlines()]
+    assert_conforming([json.loads(line) for line in lines], messages)
     replies = {message["id"]: message for message in messages if "id" in message}
     assert replies[1]["result"]["pong"] is True
     assert replies[2]["result"] == {"runs": []}

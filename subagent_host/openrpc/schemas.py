@@ -1,0 +1,223 @@
+"""JSON Schema 2020-12 for attrs types, written as the wire's converters write them.
+
+The rules are the converters' own (`rpc/wire.py`, `planning/views.py`): keys are
+camelCase (`as_` is `as`); an `INLINE` field's keys stand in its parent; a field
+that may be None is left out while unset (absent fields are omitted, never
+null), so it is not `required`; any other field is always sent. Params are read
+with unknown keys refused, so their objects say `additionalProperties: false`;
+results leave `additionalProperties` open, so that a client checking a reply
+against an older schema keeps working when a later version adds a field. Every
+attrs class becomes one entry of `components.schemas`, named as the class,
+referenced by `$ref`.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import enum
+import types
+import typing
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final, Literal
+
+import attrs
+
+from subagent_host.openrpc.docstrings import class_description, field_description
+from subagent_host.openrpc.enums import enum_of
+from subagent_host.planning.views import UNPROBED
+from subagent_host.rpc.wire import EVENT_FIELDS, INLINE, EventWire, SessionId
+from subagent_host.values import SESSION_ID_PATTERN, camel_case
+
+Schema = dict[str, Any]
+REF_PREFIX: Final = "#/components/schemas/"
+SEQUENCES: Final = (list, collections.abc.Sequence)
+MAPPINGS: Final = (dict, collections.abc.Mapping)
+PRIMITIVES: Final[dict[type[Any], str]] = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+}
+
+
+class Direction(enum.Enum):
+    """Which way a type travels: params are read strictly, results written."""
+
+    PARAMS = "params"
+    RESULT = "result"
+
+
+class SchemaError(TypeError):
+    """A type the generator cannot describe; the message names it."""
+
+
+class SchemaBuilder:
+    """Collects `components.schemas` while building the schemas that refer to them."""
+
+    def __init__(self) -> None:
+        self.components: dict[str, Schema] = {}
+        self._directions: dict[type[Any], Direction] = {}
+        self._names: dict[str, type[Any]] = {}
+        # Types whose component schema gets extra keywords (the event union).
+        self._refinements: dict[type[Any], Callable[[Schema], None]] = {
+            EventWire: _event_union,
+        }
+
+    def ref(self, cls: type[Any], direction: Direction) -> Schema:
+        """A `$ref` to `cls`'s component schema, built on first use."""
+        name = cls.__name__
+        known = self._names.setdefault(name, cls)
+        if known is not cls:
+            raise SchemaError(f"two wire types are named {name}: {known} and {cls}")
+        seen = self._directions.setdefault(cls, direction)
+        if seen is not direction:
+            raise SchemaError(f"{name} is used both in params and in results")
+        if name not in self.components:
+            self.components[name] = {}  # reserved: a type may refer to itself
+            self.components[name] = self.object_schema(cls, direction)
+        return {"$ref": REF_PREFIX + name}
+
+    def object_schema(self, cls: type[Any], direction: Direction) -> Schema:
+        """The schema of an attrs class's JSON object."""
+        properties: dict[str, Schema] = {}
+        required: list[str] = []
+        for name, (property_schema, is_required) in self.properties(cls, direction).items():
+            properties[name] = property_schema
+            if is_required:
+                required.append(name)
+        schema: Schema = {"type": "object"}
+        description = class_description(cls)
+        if description:
+            schema["description"] = description
+        schema["properties"] = properties
+        if required:
+            schema["required"] = required
+        if direction is Direction.PARAMS:
+            schema["additionalProperties"] = False
+        refine = self._refinements.get(cls)
+        if refine is not None:
+            refine(schema)
+        return schema
+
+    def properties(self, cls: type[Any], direction: Direction) -> dict[str, tuple[Schema, bool]]:
+        """Each wire key of `cls` in the order it is written: its schema, and whether it is
+        required."""
+        hints = typing.get_type_hints(cls)
+        found: dict[str, tuple[Schema, bool]] = {}
+        for field in attrs.fields(cls):
+            if field.metadata.get(INLINE):
+                found.update(self.properties(hints[field.name], direction))
+                continue
+            found[camel_case(field.name)] = self._field(cls, field, hints[field.name], direction)
+        return found
+
+    def _field(
+        self, cls: type[Any], field: attrs.Attribute[Any], hint: Any, direction: Direction
+    ) -> tuple[Schema, bool]:
+        args = _union_args(hint)
+        # Absent fields are omitted, never null (protocol.md §12): a field that may be None
+        # is never required, and null is never written.
+        if direction is Direction.PARAMS:
+            required = field.default is attrs.NOTHING
+        else:
+            required = (
+                field.default is not None
+                and field.default is not UNPROBED
+                and types.NoneType not in args
+            )
+        kept = [arg for arg in args if arg is not types.NoneType and not _is_marker(arg, field)]
+        schema = self.type_schema(kept[0] if len(kept) == 1 else _as_union(kept), direction)
+        values = enum_of(cls, field.name) or _validator_options(field)
+        if values is not None:
+            target = schema["items"] if schema.get("type") == "array" else schema
+            target.update({"const": values[0]} if len(values) == 1 else {"enum": list(values)})
+        description = field_description(cls, field.name)
+        if description:  # beside a `$ref` too: 2020-12 reads both
+            schema = {**schema, "description": description}
+        return schema, required
+
+    def type_schema(self, hint: Any, direction: Direction) -> Schema:
+        """The schema of one annotation (no None in it)."""
+        if hint is SessionId:
+            return {"type": "string", "pattern": f"^(?:{SESSION_ID_PATTERN.pattern})$"}
+        if hint is Any:
+            return {}
+        if hint in PRIMITIVES:
+            return {"type": PRIMITIVES[hint]}
+        if hint is datetime:
+            return {"type": "string", "format": "date-time"}
+        if attrs.has(hint):
+            return self.ref(hint, direction)
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            return _enum_schema([member.value for member in hint])
+        if hasattr(hint, "__supertype__"):  # a NewType: written as what it wraps
+            return self.type_schema(hint.__supertype__, direction)
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin is Literal:
+            return _enum_schema(list(args))
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis or origin in SEQUENCES:
+            return {"type": "array", "items": self.type_schema(args[0], direction)}
+        if origin in MAPPINGS and args and args[0] is str:
+            values = self.type_schema(args[1], direction)
+            return (
+                {"type": "object", "additionalProperties": values} if values else {"type": "object"}
+            )
+        if origin in (types.UnionType, typing.Union):
+            return self._union(args, direction)
+        raise SchemaError(f"no JSON Schema for {hint!r}")
+
+    def _union(self, args: tuple[Any, ...], direction: Direction) -> Schema:
+        if all(arg in PRIMITIVES for arg in args):
+            return {"type": [PRIMITIVES[arg] for arg in args]}
+        return {"oneOf": [self.type_schema(arg, direction) for arg in args]}
+
+
+def _enum_schema(values: list[Any]) -> Schema:
+    kinds = {PRIMITIVES.get(type(value)) for value in values}
+    schema: Schema = {"type": kinds.pop()} if len(kinds) == 1 and None not in kinds else {}
+    schema.update({"const": values[0]} if len(values) == 1 else {"enum": values})
+    return schema
+
+
+def _union_args(hint: Any) -> tuple[Any, ...]:
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _as_union(args: list[Any]) -> Any:
+    union: Any = typing.Union[tuple(args)]  # noqa: UP007 - built from a runtime list
+    return union
+
+
+def _is_marker(arg: Any, field: attrs.Attribute[Any]) -> bool:
+    """The type of a default standing for "left out" (`UNPROBED`): never written."""
+    return field.default is UNPROBED and arg is type(UNPROBED)
+
+
+def _validator_options(field: attrs.Attribute[Any]) -> tuple[str, ...] | None:
+    """The values an `attrs.validators.in_` allows (lsprotocol's `kind`), when it has one."""
+    options = getattr(field.validator, "options", None)
+    if isinstance(options, list | tuple | frozenset | set) and all(
+        isinstance(option, str) for option in options
+    ):
+        return tuple(sorted(options))
+    return None
+
+
+def _event_union(schema: Schema) -> None:
+    """A `run/event` by its `type`: the fields each type carries, and no others."""
+    optional = [name for name in schema["properties"] if name not in schema.get("required", ())]
+    variants = []
+    for event_type, carried in EVENT_FIELDS.items():
+        keys = [camel_case(name) for name in carried]
+        absent: dict[str, Any] = {name: False for name in optional if name not in keys}
+        variants.append(
+            {
+                "title": event_type,
+                "properties": {"type": {"const": event_type}, **absent},
+                "required": keys,
+            }
+        )
+    schema["oneOf"] = variants

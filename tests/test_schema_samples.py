@@ -1,0 +1,136 @@
+"""Every wire type, written by the real converters, is what its schema says.
+
+For each component of the document a value is made with every field set, and
+one with only the fields that have no default; each is written as the server
+writes it and checked against its schema with every object closed (params
+types are also read back, as the server reads params). So a key the
+converters write differently from the schema (a rename, an inline field, a
+field left out or sent) fails here, for types added later too.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import attrs
+import pytest
+from jsonschema.validators import Draft202012Validator
+
+from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS
+from subagent_host.openrpc import document
+from subagent_host.openrpc.check import close_objects
+from subagent_host.openrpc.document import PROTOCOL_NOTIFICATIONS, SERVER_NOTIFICATIONS
+from subagent_host.openrpc.enums import enum_of
+from subagent_host.openrpc.schemas import REF_PREFIX
+from subagent_host.planning.views import VIEWS, from_json, to_json
+from subagent_host.rpc.wire import INLINE, EventWire, SessionId, make_converter
+
+MOMENT: Final = datetime(2026, 11, 30, 2, 47, 37, 415000, tzinfo=UTC)
+CONVERTER: Final = make_converter()
+
+
+def wire_types() -> dict[str, type[Any]]:
+    """Each attrs class reachable from the method table and the notifications, by name."""
+    roots: list[Any] = [params for params, _handler in (*ENTRIES.values(), *NOTIFICATIONS.values())]
+    roots += [*SERVER_NOTIFICATIONS.values(), *PROTOCOL_NOTIFICATIONS.values()]
+    from subagent_host.handlers.table import implementation
+
+    roots += [typing.get_type_hints(implementation(h))["return"] for _p, h in ENTRIES.values()]
+    found: dict[str, type[Any]] = {}
+    pending = list(roots)
+    while pending:
+        hint = pending.pop()
+        if not (attrs.has(hint) and isinstance(hint, type)):
+            pending += typing.get_args(hint)
+        elif hint.__name__ not in found:
+            found[hint.__name__] = hint
+            pending += fields_of(hint)
+    return found
+
+
+def fields_of(cls: type[Any]) -> list[Any]:
+    """The types of `cls`'s fields, an inline field's own fields in its place."""
+    hints = typing.get_type_hints(cls)
+    found = []
+    for field in attrs.fields(cls):
+        if field.metadata.get(INLINE):
+            found += fields_of(hints[field.name])
+        else:
+            found.append(hints[field.name])
+    return found
+
+
+WIRE_TYPES: Final = wire_types()
+
+
+def sample(hint: Any, owner: type[Any] | None = None, name: str = "", *, full: bool) -> Any:
+    """A value of `hint` (the value of field `name` of `owner`, when it is one)."""
+    if owner is not None:
+        values = enum_of(owner, name)
+        if values is not None:
+            is_array = any(
+                typing.get_origin(arg) is tuple for arg in (hint, *typing.get_args(hint))
+            )
+            return (values[0],) if is_array else values[0]
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        kept = [arg for arg in typing.get_args(hint) if arg is not types.NoneType]
+        return sample(kept[0], owner, name, full=full)
+    if hint is SessionId:
+        return SessionId("s1")
+    simple = {str: "text", int: 1, float: 1.5, bool: True, datetime: MOMENT}
+    if hint in simple:
+        return simple[hint]
+    if hint is Any:
+        return "any"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        return (sample(args[0], full=full),)
+    if origin is dict:
+        return {"key": sample(args[1], full=full)}
+    if attrs.has(hint):
+        return instance(hint, full=full)
+    raise AssertionError(f"no sample of {hint!r}")
+
+
+def instance(cls: type[Any], *, full: bool) -> Any:
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for field in attrs.fields(cls):
+        if cls is EventWire and field.name in ("index", "text"):
+            continue  # a `status` event carries its status only (EVENT_FIELDS)
+        if not full and field.default is not attrs.NOTHING and field.name != "status":
+            continue
+        if getattr(field.validator, "options", None):
+            continue  # lsprotocol's `kind`: its one allowed value is its default
+        values[field.alias] = sample(hints[field.name], cls, field.name, full=full)
+    return cls(**values)
+
+
+def written(value: Any) -> Any:
+    return to_json(value) if type(value) in VIEWS else CONVERTER.unstructure(value)
+
+
+def validator(name: str) -> Draft202012Validator:
+    components = close_objects(document()["components"])
+    return Draft202012Validator({"$ref": REF_PREFIX + name, "components": components})
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["every-field", "required-only"])
+@pytest.mark.parametrize("name", sorted(WIRE_TYPES))
+def test_each_wire_type_as_written_matches_its_schema(name: str, full: bool) -> None:
+    cls = WIRE_TYPES[name]
+    schema = document()["components"]["schemas"][name]
+    value = written(instance(cls, full=full))
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(name).iter_errors(value)]
+    assert errors == [], f"{name} as written: {value}"
+    if schema.get("additionalProperties") is False and not cls.__module__.startswith("lsprotocol"):
+        # A params type: what the schema allows is what the server reads.
+        reread = from_json(value, cls) if cls in VIEWS else CONVERTER.structure(value, cls)
+        assert reread == instance(cls, full=full)
+
+
+def test_every_component_but_the_error_shape_is_a_wire_type() -> None:
+    assert set(document()["components"]["schemas"]) - set(WIRE_TYPES) == {"ErrorObject"}
