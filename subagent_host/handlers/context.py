@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from subagent_host.planning.items import AgentSources
 
 
+def _call_now(callback: Callable[[], None]) -> None:
+    callback()
+
+
 @attrs.define
 class HandlerContext:
     """Per-connection state shared by the handlers (one client per process, CONTRACT §1)."""
@@ -45,6 +49,15 @@ class HandlerContext:
     """How the supervisor finds every process a child started (`ping` reports it)."""
     hold_output: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     """Keeps output queued while inside, to leave with the answer then emitted (Connection)."""
+    after_answer: Callable[[Callable[[], None]], None] = _call_now
+    """Runs a callback right after the running request's answer is emitted (rpc/answering.py)."""
+
+    def announcing(self, mode: str) -> AbstractContextManager[None]:
+        """Around a launch or a resume: in `background` mode the run's notifications wait
+        until this request's reply (which names the run) has been written."""
+        if mode != "background":
+            return contextlib.nullcontext()
+        return self.progress.announcing(self.after_answer)
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""
