@@ -65,7 +65,8 @@ class EventPublisher:
         """Report this run's progress under `token` (the spawn's `workDoneToken`).
 
         The run is running from its launch on, before a token can be tracked: the
-        `begin` is sent here, and everything after it from the run's events.
+        `begin` is sent here, and everything after it from the run's events. The
+        client may cancel it (`cancellable`): window/workDoneProgress/cancel stops the run.
         """
         # lsprotocol.types is a large module, needed only by clients that ask for progress.
         from lsprotocol.types import WorkDoneProgressBegin
@@ -74,8 +75,17 @@ class EventPublisher:
         begin = WorkDoneProgressBegin(
             title=run.label or f"{run.kind} run",
             message=f"run {run.run_id} started",
+            cancellable=True,
         )
         self._notify("$/progress", {"token": token, "value": begin}, about=run.run_id)
+
+    def runs_with_token(self, token: MsgToken) -> list[str]:
+        """The runs still reporting progress under `token` (the very value: 1 is not "1")."""
+        return [
+            run_id
+            for run_id, tracked in self._tokens.items()
+            if type(tracked) is type(token) and tracked == token
+        ]
 
     def __call__(self, run: Run, event: RunEvent) -> None:
         if self._capturing is not None and run.run_id not in self._capturing:

@@ -1,9 +1,10 @@
 """The method table: every JSON-RPC method this server answers, spelled out.
 
 A contract method missing here is answered -32601 until its handler lands.
-Only `ping` and `run/detach` are imported with the table: every other handler
-module is imported on its method's first call, so the first reply (to `ping`,
-as a rule) waits for none of what launching, checking or resuming runs needs.
+Only `ping` and the notifications' handlers are imported with the table:
+every other handler module is imported on its method's first call, so the
+first reply (to `ping`, as a rule) waits for none of what launching, checking
+or resuming runs needs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from subagent_host.handlers import detach, ping
+from subagent_host.handlers import detach, ping, progress_cancel
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
@@ -26,6 +27,7 @@ from subagent_host.rpc.wire import (
     SpawnParams,
     StatusParams,
     StopParams,
+    WorkDoneProgressCancelParams,
 )
 
 AsyncHandler = Callable[[Any, HandlerContext], Awaitable[Any]]
@@ -59,6 +61,7 @@ ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
 # Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
 NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "run/detach": (DetachParams, detach.handle),
+    "window/workDoneProgress/cancel": (WorkDoneProgressCancelParams, progress_cancel.handle),
 }
 
 

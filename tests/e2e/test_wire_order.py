@@ -1,8 +1,11 @@
-"""The edges of the wire a client builds on (issue 14): what it is told first.
+"""The edges of the wire a client builds on (issue 14): what it is told first, and LSP's cancel.
 
 A `background` spawn or resume is answered before any notification of the run it
 starts, so a client never meets a run id it has not been given; a `task`-mode
-spawn streams its events before its final reply.
+spawn streams its events before its final reply. `$/progress` `begin` says
+`cancellable: true`, and `window/workDoneProgress/cancel {token}` stops the run
+behind the token as `stop` does, leaving no process behind; a token no live run
+of the session reports under is ignored, and nothing is ever answered.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tests.e2e.harness import (
     TERMINAL,
     FramingName,
     ServerProcess,
+    error_of,
     result_of,
     running_server,
     state_args,
@@ -190,3 +194,106 @@ async def test_a_background_resume_is_answered_before_the_new_attempts_events(
             assert seen[min(events)]["params"]["seq"] == last_seq + 1
             last_seq = max(seen[i]["params"]["seq"] for i in events)
         assert (await server.finish())[0] == 0
+
+
+# --- window/workDoneProgress/cancel -------------------------------------------------------
+
+
+async def spawn_tree(server: ServerProcess, token: Any) -> tuple[str, list[dict[str, Any]]]:
+    """A background tree reporting progress under `token`, once all its processes exist."""
+    run = await result_of(
+        server,
+        "spawn",
+        {"command": TREE, "stream": True, "mode": "background", "workDoneToken": token},
+    )
+    seen: list[dict[str, Any]] = []
+
+    def ready() -> bool:
+        return any(
+            m.get("method") == "run/event"
+            and m["params"]["runId"] == run["runId"]
+            and "ready" in m["params"].get("text", "")
+            for m in seen
+        )
+
+    await read_until(server, seen, ready)
+    return run["runId"], seen
+
+
+async def cancel(server: ServerProcess, token: Any) -> None:
+    await server.send({"jsonrpc": "2.0", "method": CANCEL, "params": {"token": token}})
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+async def test_cancelling_a_progress_token_stops_its_run_and_leaves_no_process(
+    tmp_path: Path, framing: FramingName
+) -> None:
+    async with running_server(*state_args(tmp_path / "state"), framing=framing) as server:
+        run_id, seen = await spawn_tree(server, "tree")
+        progress = [m["params"] for m in seen if m.get("method") == "$/progress"]
+        assert progress, seen  # its begin follows the reply
+        begin = progress[0]
+        assert begin["token"] == "tree" and begin["value"]["kind"] == "begin"
+        assert begin["value"]["cancellable"] is True
+        assert len(await asyncio.to_thread(marked_processes, {run_id})) == 6
+
+        await cancel(server, "tree")
+        await read_until(
+            server,
+            seen,
+            lambda: (
+                seen[-1].get("method") == "$/progress"
+                and seen[-1]["params"]["value"]["kind"] == "end"
+            ),
+        )
+        assert run_id in ended_runs(seen)
+        assert seen[-1]["params"] == {
+            "token": "tree",
+            "value": {"kind": "end", "message": f"run {run_id} cancelled"},
+        }
+        snapshot = await result_of(server, "status", {"runId": run_id})
+        assert snapshot["status"] == "cancelled" and "cancel" in snapshot["reason"], snapshot
+        assert snapshot["children"][0]["stoppedBy"] == "sigterm", snapshot
+        assert await asyncio.to_thread(marked_processes, {run_id}) == []
+        assert not [m for m in seen if "id" in m]  # the notification was never answered
+        code, rest = await server.finish()
+        assert code == 0 and not [m for m in rest if "id" in m or "error" in m], rest
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+async def test_a_cancel_for_no_live_run_of_the_session_is_ignored_and_never_answered(
+    tmp_path: Path, framing: FramingName
+) -> None:
+    async with running_server(*state_args(tmp_path / "state"), framing=framing) as server:
+        ended = await result_of(
+            server, "spawn", {"command": ["true"], "mode": "task", "workDoneToken": "done"}
+        )
+        assert ended["status"] == "completed"
+        run_id, _ = await spawn_tree(server, 5)
+        other, seen = await spawn_tree(server, "other")
+        for token in ("unknown", "5", "done", 6):  # "5" is not 5; "done" has ended
+            await cancel(server, token)
+        await server.send({"jsonrpc": "2.0", "method": CANCEL, "params": {"token": [5]}})
+        await server.send({"jsonrpc": "2.0", "method": CANCEL})
+        # The right token, from the connection once bound to another session: not its run.
+        await result_of(server, "ping", {"sessionId": "s2"})
+        await cancel(server, 5)
+        await result_of(server, "ping", {"sessionId": "s1"})
+        as_request = await error_of(server, CANCEL, {"token": 5})  # a notification only
+        assert as_request["code"] == -32601, as_request
+        # Notifications are taken in order: once this one has stopped its run, each
+        # cancel before it has been dealt with (a stop's reason is set as it begins).
+        await cancel(server, "other")
+        await read_until(server, seen, lambda: other in ended_runs(seen))
+
+        snapshot = await result_of(server, "status", {"runId": run_id})
+        assert snapshot["status"] == "running", snapshot
+        assert len(await asyncio.to_thread(marked_processes, {run_id})) == 6
+        stopped = await result_of(server, "stop", {"runId": run_id})
+        assert (stopped["status"], stopped["reason"]) == ("cancelled", "stopped by the client")
+        assert stopped["alreadyTerminal"] is False
+        assert await asyncio.to_thread(marked_processes, {run_id, other}) == []
+        assert not [m for m in seen if "id" in m or "error" in m], seen
+        code, rest = await server.finish()
+        assert code == 0 and not [m for m in rest if "id" in m], rest
+    assert "Traceback" not in server.stderr_text

@@ -142,3 +142,12 @@ def test_after_answer_outside_a_request_runs_at_once() -> None:
     ran: list[str] = []
     after_answer(lambda: ran.append("now"))
     assert ran == ["now"]
+
+
+async def test_a_progress_begin_is_cancellable_and_its_token_names_only_the_very_value() -> None:
+    server = Server()
+    run = make_run("r")
+    server.publisher.track(run, 5)
+    assert server.publisher.runs_with_token(5) == ["r"]
+    assert server.publisher.runs_with_token("5") == []
+    assert server.sent[-1]["params"]["value"]["cancellable"] is True
