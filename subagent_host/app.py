@@ -45,6 +45,7 @@ from subagent_host.planning.projection import seal
 from subagent_host.planning.stored_workflow import workflow_record
 from subagent_host.planning.toolchain import Toolchain
 from subagent_host.planning.views import Projection
+from subagent_host.rpc.answering import after_answer
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
@@ -254,6 +255,7 @@ async def _serve_with_store(
         process_tracking=supervisor.mode.value,
         hold_output=connection.holding,
         framing=lambda: connection.framing.value,
+        after_answer=after_answer,
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.

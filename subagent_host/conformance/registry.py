@@ -14,9 +14,8 @@ FramingName = Literal["ndjson", "lsp"]
 FRAMINGS: Final[tuple[FramingName, ...]] = ("ndjson", "lsp")
 
 # Keywords with a meaning to the runner: a case with AGENTS runs only with
-# `--with-agents`; ISSUE14 marks behaviour the protocol gains in issue 14.
+# `--with-agents`.
 AGENTS: Final = "agents"
-ISSUE14: Final = "issue14"
 
 CaseBody = Callable[["Trial"], Awaitable[None]]
 

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from subagent_host.planning.items import AgentSources
 
 
+def _call_now(callback: Callable[[], None]) -> None:
+    callback()
+
+
 @attrs.define
 class HandlerContext:
     """Per-connection state shared by the handlers (one client per process, protocol.md §1)."""
@@ -49,6 +53,15 @@ class HandlerContext:
     """The framing this connection speaks, as detected (`initialize` reports it)."""
     notifications: tuple[str, ...] = ()
     """The notifications a client may send that this server acts on, sorted (`initialize`)."""
+    after_answer: Callable[[Callable[[], None]], None] = _call_now
+    """Runs a callback right after the running request's answer is emitted (rpc/answering.py)."""
+
+    def announcing(self, mode: str) -> AbstractContextManager[None]:
+        """Around a launch or a resume: in `background` mode the run's notifications wait
+        until this request's reply (which names the run) has been written."""
+        if mode != "background":
+            return contextlib.nullcontext()
+        return self.progress.announcing(self.after_answer)
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""

@@ -79,8 +79,10 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env, ctx.toolchain.adapters)
-    ctx.runs.resume(run, target.index, child, workflow=target.workflow)
-    return await reply_with_run(ctx, run, resume_mode(params.mode, run, ctx))
+    mode = resume_mode(params.mode, run, ctx)
+    with ctx.announcing(mode):  # a background reply comes before the attempt's events
+        ctx.runs.resume(run, target.index, child, workflow=target.workflow)
+    return await reply_with_run(ctx, run, mode)
 
 
 def resume_mode(asked: str | None, run: Run, ctx: HandlerContext) -> str:

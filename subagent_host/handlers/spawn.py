@@ -40,7 +40,8 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
         admitted_by = ADMITTED_PREFLIGHT
-    run = ctx.runs.launch(resolved.plan, ctx.session_id, admitted_by, resolved.mode)
+    with ctx.announcing(resolved.mode):  # a background reply comes before the run's events
+        run = ctx.runs.launch(resolved.plan, ctx.session_id, admitted_by, resolved.mode)
     if params.work_done_token is not None:
         ctx.progress.track(run, params.work_done_token)
     return await reply_with_run(ctx, run, resolved.mode)

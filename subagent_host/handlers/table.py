@@ -1,8 +1,8 @@
 """The method table: every JSON-RPC method this server answers, spelled out.
 
-A method missing here is answered -32601. Only `ping`, `initialize` and
-`run/detach` are imported with the table: every other handler module is
-imported on its method's first call, so the first reply (to `initialize` or
+A method missing here is answered -32601. Only `ping`, `initialize` and the
+notifications' handlers are imported with the table: every other handler module
+is imported on its method's first call, so the first reply (to `initialize` or
 `ping`, as a rule) waits for none of what launching, checking or resuming runs
 needs.
 """
@@ -26,7 +26,7 @@ from subagent_host.errors import (
     ResumeDenied,
     RunNotFound,
 )
-from subagent_host.handlers import detach, initialize, ping
+from subagent_host.handlers import detach, initialize, ping, progress_cancel
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import (
@@ -39,6 +39,7 @@ from subagent_host.rpc.wire import (
     SpawnParams,
     StatusParams,
     StopParams,
+    WorkDoneProgressCancelParams,
 )
 
 AsyncHandler = Callable[[Any, HandlerContext], Awaitable[Any]]
@@ -95,6 +96,7 @@ RAISES: Mapping[str, tuple[type[HostError], ...]] = {
 # Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
 NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "run/detach": (DetachParams, detach.handle),
+    "window/workDoneProgress/cancel": (WorkDoneProgressCancelParams, progress_cancel.handle),
 }
 
 

@@ -29,6 +29,7 @@ from pygls.exceptions import JsonRpcMethodNotFound
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
+from subagent_host.rpc.answering import AfterAnswer
 from subagent_host.rpc.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -201,14 +202,18 @@ class HostProtocol(PyglsHooks):
         callback stays as the fallback for a task cancelled before it ran.
         """
         answered = False
+        after = AfterAnswer()
 
         def answer(outcome: asyncio.Future[Any]) -> None:
             nonlocal answered
             if not answered:
                 answered = True
-                callback(outcome)
+                try:
+                    callback(outcome)
+                finally:
+                    after.run()
 
-        task = asyncio.ensure_future(_answering(work, answer))
+        task = asyncio.ensure_future(_answering(work, answer, after))
         self.track(msg_id, task)
         task.add_done_callback(answer)
 
@@ -380,9 +385,15 @@ def _drop(_body: bytes) -> None:
 
 
 async def _answering(
-    work: Coroutine[Any, Any, Any], answer: Callable[[asyncio.Future[Any]], None]
+    work: Coroutine[Any, Any, Any],
+    answer: Callable[[asyncio.Future[Any]], None],
+    after: AfterAnswer,
 ) -> None:
-    """Await `work`, then `answer` with its outcome as a done future."""
+    """Await `work`, then `answer` with its outcome as a done future.
+
+    `after` collects what the handler asks to run once it is answered (`after_answer`).
+    """
+    after.enter()  # in this task's own context only
     outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     try:
         outcome.set_result(await work)

@@ -633,6 +633,12 @@ class DetachParams:
     """The run's full id: its waiting `task`-mode requests are answered now."""
 
 
+@attrs.frozen
+class WorkDoneProgressCancelParams:
+    token: MsgToken
+    """The `workDoneToken` of a spawn: the run reporting progress under it is stopped."""
+
+
 # --- the converter ---------------------------------------------------------------------
 
 

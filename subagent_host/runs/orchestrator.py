@@ -319,14 +319,22 @@ class RunOrchestrator:
         """Stop the run's children (SIGTERM, grace, SIGKILL); True if it was already terminal."""
         if run.is_terminal:
             return True
+        control = self.begin_stop(run, grace_ms=grace_ms, reason=reason)
+        await asyncio.wait_for(control.done.wait(), control.grace_s + STOP_SETTLE_MARGIN_S)
+        return False
+
+    def begin_stop(self, run: Run, *, grace_ms: int | None, reason: str) -> RunControl:
+        """Tell a live run to stop (as `stop`), without waiting for its end.
+
+        The run's own task ends its trees: SIGTERM, the grace, SIGKILL.
+        """
         control = self._controls[run.run_id]
         if control.stop_reason is None:  # the first stop's reason and grace stand
             control.stop_reason = reason
             if grace_ms is not None:
                 control.grace_s = grace_ms / 1000
             control.stopping.set_result(None)
-        await asyncio.wait_for(control.done.wait(), control.grace_s + STOP_SETTLE_MARGIN_S)
-        return False
+        return control
 
     async def abandon(self, run: Run, reason: str) -> None:
         """End the run's children at once (no grace) and forget the run.

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pytest
 
-from subagent_host.conformance.registry import ISSUE14, all_cases
+from subagent_host.conformance.registry import all_cases
 from subagent_host.conformance.selection import PatternError, compile_pattern
 
 CASES: Final = all_cases()
@@ -61,7 +61,7 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
 ) -> None:
     pattern = (
         "(framing.lsp or framing.ndjson or framing.message-split or json.parse or batch.mixed"
-        " or params.unknown or ping.result or stop.no-process) and not issue14"
+        " or params.unknown or ping.result or stop.no-process)"
     )
     code, output, results = await conformance(tmp_path, "-k", pattern)
     assert code == 0, output
@@ -77,8 +77,7 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
     [
         pytest.param(
             "--answer-notifications",
-            "(jsonrpc.notification or jsonrpc.failing or cancel or batch.only or jsonrpc.id)"
-            " and not issue14",
+            "(jsonrpc.notification or jsonrpc.failing or cancel or batch.only or jsonrpc.id)",
             {
                 "jsonrpc.notification-never-answered",
                 "jsonrpc.failing-notification-never-answered",
@@ -90,7 +89,7 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
         ),
         pytest.param(
             "--seq-gap",
-            "(run.events or status.since or run.task or stop.already) and not issue14",
+            "(run.events or status.since or run.task or stop.already)",
             {
                 "run.events-in-order",
                 "status.since-zero-every-event-from-seq-1",
@@ -100,7 +99,7 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
         ),
         pytest.param(
             "--lossy-ids",
-            "(jsonrpc.id or ping.result or batch.mixed) and not issue14",
+            "(jsonrpc.id or ping.result or batch.mixed)",
             {"jsonrpc.id.integer-echoed", "jsonrpc.id.string-echoed"},
             id="a server that changes the type of ids",
         ),
@@ -131,8 +130,7 @@ async def test_a_stop_that_leaves_the_tree_alive_fails_the_stop_cases_and_nothin
         "--server",
         f"{BROKEN} --fake-stop",
         "-k",
-        "(stop.no-process or stop.escaped or stop.sig or stop.already or stop.reason"
-        " or run.task) and not issue14",
+        "(stop.no-process or stop.escaped or stop.sig or stop.already or stop.reason or run.task)",
     )
     assert code == 1, output
     assert verdicts(results, "FAIL") == {
@@ -177,14 +175,12 @@ async def test_a_server_that_never_answers_fails_within_the_reply_timeout_and_is
 async def test_cases_left_out_by_pattern_or_for_want_of_agents_do_not_count(
     tmp_path: Path,
 ) -> None:
-    code, output, results = await conformance(
-        tmp_path, "--framing", "ndjson", "-k", "agents and not issue14"
-    )
+    code, output, results = await conformance(tmp_path, "--framing", "ndjson", "-k", "agents")
     assert code == 0, output
     summary = results["summary"]
     assert summary["skippedNeedAgents"] >= 3
     assert summary["skippedByPattern"] == len(CASES) - sum(
-        1 for c in CASES if compile_pattern("agents and not issue14")(c.words())
+        1 for c in CASES if compile_pattern("agents")(c.words())
     )
     assert "needing --with-agents" in output
 
@@ -200,16 +196,11 @@ def test_there_are_at_least_sixty_cases_each_citing_a_section() -> None:
     assert len({case.id for case in CASES}) == len(CASES)
 
 
-def test_the_issue14_cases_sit_in_their_own_module_and_carry_its_keyword() -> None:
-    new = [c for c in CASES if ISSUE14 in c.keywords]
-    assert new and {c.body.__module__ for c in new} == {"subagent_host.conformance.cases.issue14"}
-
-
 @pytest.mark.parametrize(
     ("pattern", "words", "selected"),
     [
         ("stop", "stop.reason-kept §10", True),
-        ("not issue14", "meta.x §3.3 issue14", False),
+        ("not agents", "agents.x §18 agents", False),
         ("stop and not agents", "stop.x §10", True),
         ("(ping or stop) and §10", "ping.x §5", False),
         ("ping stop", "ping.x §5", False),

@@ -5,7 +5,7 @@ from subagent_host.conformance.cases import (  # noqa: F401
     batches,
     cancellation,
     framing,
-    issue14,
+    handshake,
     jsonrpc,
     params,
     ping,

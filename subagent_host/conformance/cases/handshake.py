@@ -1,10 +1,6 @@
-"""What issue 14 adds to the protocol: `initialize`, `_meta` and did-you-mean, the wire
-edges (a background reply before its run's events, cancellable `$/progress`),
-`--max-queue` and -32005, and no `null` in any reply.
-
-Every case here carries the keyword `issue14`, so `-k "not issue14"` leaves them
-out against a server that predates it.
-"""
+"""The handshake and the wire's edges: `initialize`, `_meta` and did-you-mean, a
+background reply before its run's events, cancellable `$/progress`, `--max-queue`
+and -32005, and no `null` in any reply."""
 
 from __future__ import annotations
 
@@ -17,7 +13,6 @@ from subagent_host.conformance.cases.steps import (
     spawn_task,
 )
 from subagent_host.conformance.registry import (
-    ISSUE14,
     Mismatch,
     case,
     error_of,
@@ -28,11 +23,10 @@ from subagent_host.conformance.registry import (
 )
 from subagent_host.conformance.trial import Trial
 
-NEW = (ISSUE14,)
 NEW_LIMITS = {"maxQueue", "workflowParallelism", "maxDepth"}
 
 
-@case("initialize.result-shape", "§5.1", keywords=NEW)
+@case("initialize.result-shape", "§5.1")
 async def initialize(t: Trial) -> None:
     conn = await t.start("--session", "init-1")
     result = result_of(
@@ -79,21 +73,21 @@ async def initialize(t: Trial) -> None:
     )
 
 
-@case("initialize.other-version-not-refused", "§3.7", keywords=NEW)
+@case("initialize.other-version-not-refused", "§3.7")
 async def other_version(t: Trial) -> None:
     conn = await t.start()
     result = result_of(await conn.request("initialize", {"protocolVersion": "999"}))
     expect_equal(result.get("protocolVersion"), "1", "the version the server speaks")
 
 
-@case("initialize.ping-shows-new-limits", "§5", keywords=NEW)
+@case("initialize.ping-shows-new-limits", "§5")
 async def ping_limits(t: Trial) -> None:
     conn = await t.start()
     limits = result_of(await conn.request("ping")).get("limits", {})
     expect(NEW_LIMITS <= limits.keys(), f"ping's limits with {sorted(NEW_LIMITS)}", limits)
 
 
-@case("meta.accepted-on-every-method", "§3.7", keywords=NEW)
+@case("meta.accepted-on-every-method", "§3.7")
 async def meta(t: Trial) -> None:
     conn = await t.start()
     run = await spawn_task(conn, {"command": ["true"]})
@@ -120,7 +114,7 @@ async def meta(t: Trial) -> None:
         )
 
 
-@case("meta.unknown-field-did-you-mean", "§3.3", keywords=NEW)
+@case("meta.unknown-field-did-you-mean", "§3.3")
 async def did_you_mean(t: Trial) -> None:
     conn = await t.start()
     error = error_of(await conn.request("ping", {"sesionId": "x"}), -32602)
@@ -131,7 +125,7 @@ async def did_you_mean(t: Trial) -> None:
     )
 
 
-@case("edges.background-reply-before-its-events", "§8.5", keywords=NEW)
+@case("edges.background-reply-before-its-events", "§8.5")
 async def reply_first(t: Trial) -> None:
     conn = await t.start()
     msg_id = await conn.call("spawn", {"command": ["true"], "mode": "background"})
@@ -153,7 +147,7 @@ async def reply_first(t: Trial) -> None:
     )
 
 
-@case("edges.progress-begin-cancellable", "§11", keywords=NEW)
+@case("edges.progress-begin-cancellable", "§11")
 async def cancellable(t: Trial) -> None:
     conn = await t.start()
     await spawn_task(conn, {"command": ["true"], "workDoneToken": "tok"})
@@ -169,7 +163,7 @@ async def cancellable(t: Trial) -> None:
     )
 
 
-@case("edges.work-done-progress-cancel-stops-run", "§11", keywords=NEW)
+@case("edges.work-done-progress-cancel-stops-run", "§11")
 async def work_done_cancel(t: Trial) -> None:
     conn = await t.start()
     run = await spawn_background(conn, {"command": sh("exec sleep 60"), "workDoneToken": 7})
@@ -186,7 +180,7 @@ async def work_done_cancel(t: Trial) -> None:
     expect_equal(event.get("status"), "cancelled", "the run's terminal status")
 
 
-@case("queue.max-queue-refuses-with-32005", "§8.4", keywords=NEW)
+@case("queue.max-queue-refuses-with-32005", "§8.4")
 async def max_queue(t: Trial) -> None:
     conn = await t.start("--max-concurrency", "1", "--max-queue", "1")
     running = await spawn_background(conn, {"command": ["sleep", "60"]})
@@ -212,7 +206,7 @@ async def max_queue(t: Trial) -> None:
         await conn.request("stop", {"runId": run["runId"], "graceMs": 0})
 
 
-@case("nulls.none-in-any-reply", "§12", keywords=NEW)
+@case("nulls.none-in-any-reply", "§12")
 async def no_nulls(t: Trial) -> None:
     conn = await t.start()
     failed = await spawn_task(conn, {"command": sh("exit 3")})
