@@ -1,8 +1,8 @@
 """Shapes: every answer and notification a case sees is checked here.
 
-When the package ships its OpenRPC document (`schema/openrpc.json`) and
-`jsonschema` is installed (the optional extra `conformance`), results and
-notifications are validated against it. Until then, and without the library,
+When `jsonschema` is installed (the optional extra `conformance`), results and
+notifications are validated against this installation's OpenRPC document (what
+`subagent-host schema` prints; `--schema FILE` names another). Until then, and without the library,
 the keys protocol.md §12 and the method sections require are checked instead,
 so a case never passes on a reply of the wrong shape either way.
 """
@@ -10,12 +10,14 @@ so a case never passes on a reply of the wrong shape either way.
 from __future__ import annotations
 
 import json
-from importlib import resources
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-# Where the packaged schema may be found, first match wins.
-SCHEMA_PLACES: Final = (("schema", "openrpc.json"), ("openrpc.json",))
+# How long `subagent-host schema` may take to print the document (it imports the
+# wire types; seconds on a loaded machine).
+SCHEMA_TIMEOUT_S: Final = 60
 
 SNAPSHOT_KEYS: Final = frozenset(
     {"runId", "sessionId", "kind", "status", "createdAt", "fingerprint", "lastSeq", "children"}
@@ -161,17 +163,24 @@ def _describe(method: str, error: Any) -> str:
 
 
 def packaged_schema() -> tuple[dict[str, Any], str] | None:
-    """The OpenRPC document shipped in the package, else the one committed beside it
-    in a source checkout (`schema/openrpc.json`), if there is one."""
-    root = resources.files("subagent_host")
-    for parts in SCHEMA_PLACES:
-        place = root.joinpath(*parts)
-        if place.is_file():
-            return _document(place.read_text(encoding="utf-8")), "/".join(parts)
-    checkout = Path(str(root)).parent / "schema" / "openrpc.json"
-    if checkout.is_file():
-        return _document(checkout.read_text(encoding="utf-8")), str(checkout)
-    return None
+    """The OpenRPC document of this installation, as `subagent-host schema` prints it.
+
+    Asked of the command, in a process of its own, not imported: the harness stays a
+    client of servers, and the document is always the one this installation's wire
+    types make (a source checkout's `schema/openrpc.json` is the same text, a test
+    keeps them equal). None when the command cannot give it.
+    """
+    try:
+        # Called once, before the harness starts its event loop: nothing is blocked.
+        printed = subprocess.run(  # noqa: TID251
+            [sys.executable, "-m", "subagent_host", "schema"],
+            capture_output=True,
+            check=True,
+            timeout=SCHEMA_TIMEOUT_S,
+        )
+        return _document(printed.stdout.decode("utf-8")), "subagent-host schema"
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _document(text: str) -> dict[str, Any]:
