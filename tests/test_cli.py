@@ -1,4 +1,4 @@
-"""The command line of CONTRACT §7: every option parsed, validated, documented."""
+"""The command line of protocol.md §7: every option parsed, validated, documented."""
 
 from __future__ import annotations
 

@@ -42,6 +42,26 @@ def test_readme_quick_start_runs_a_real_command() -> None:
     assert replies[-1]["result"]["output"]["text"] == "hello from a subagent\n"
 
 
+def test_readme_python_example_runs_as_it_is(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    (example,) = re.findall(r"```python\n(.+?)\n```", readme, re.S)
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    done = subprocess.run(  # noqa: TID251 - the example as a reader runs it, once
+        [sys.executable, str(script)], capture_output=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    assert lines[:2] == ["protocol 1 limits 1000", "completed hi"]
+    events = [line.split(" ", 1)[1] for line in lines[2:-2]]
+    assert events[-1] == "status completed"
+    assert events.index("output one") < events.index("output two")
+    assert lines[-2:] == ["completed True", "-32001 no run 'no-such-run' in this session"]
+
+
 def test_protocol_md_lists_every_contract_error_code() -> None:
     text = (ROOT / "protocol.md").read_text()
     for code in (-32700, -32600, -32601, -32602, -32603, -32800, -32001, -32002, -32003,

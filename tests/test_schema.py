@@ -111,7 +111,7 @@ def test_every_method_of_the_table_is_in_the_document_and_no_other() -> None:
 def test_each_method_and_notification_says_what_it_does_in_one_sentence() -> None:
     for method in (*document()["methods"], *document()["x-notifications"]):
         summary = method["summary"]
-        assert summary[0].isupper() and summary.endswith(".") and "CONTRACT" not in summary
+        assert summary[0].isupper() and summary.endswith(".") and "protocol.md" not in summary
 
 
 def test_each_method_lists_the_codes_it_can_answer() -> None:

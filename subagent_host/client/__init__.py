@@ -4,7 +4,7 @@
 from subagent_host.client import Host
 
 async with Host.start(["--state-dir", state_dir]) as host:
-    info = await host.ping()
+    info = await host.initialize()  # optional: the server's full report
     snap = await host.spawn(command=["echo", "hi"], mode="task")
     print(snap.status, snap.children[0].output.text)
     run = await host.spawn(prompt="review", backend="pi")  # background: answered at once
@@ -41,8 +41,10 @@ from subagent_host.client.host import Call, Host
 from subagent_host.rpc.wire import (
     AccessRequest,
     AgentsListResult,
+    ClientInfo,
     EventWire,
     ForEachStep,
+    InitializeResult,
     ParallelStep,
     PingResult,
     PreflightResult,
@@ -58,6 +60,7 @@ __all__ = [
     "AccessRequest",
     "AgentsListResult",
     "AmbiguousRunId",
+    "ClientInfo",
     "BackendUnavailable",
     "Call",
     "CapacityExceeded",
@@ -66,6 +69,7 @@ __all__ = [
     "Host",
     "HostConnectionError",
     "HostError",
+    "InitializeResult",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",

@@ -1,4 +1,4 @@
-"""Tell the client what runs do: `run/event` per event, `$/progress` where asked (CONTRACT §4).
+"""Tell the client what runs do: `run/event` per event, `$/progress` where asked (protocol.md §11).
 
 Every notification is about its run (`about=run_id`), so a run can be held back
 as a whole: a `background` spawn or resume holds the run it starts until its

@@ -4,7 +4,7 @@
 is sent only after the run is committed); `task` answers when the run is
 terminal, or earlier with the run still going when the client sends
 `run/detach` for it (handlers/detach.py). A cancelled `task`-mode request
-stops its run and answers -32800 with the final snapshot (CONTRACT §1). A
+stops its run and answers -32800 with the final snapshot (protocol.md §3.5). A
 run whose write failed is answered -32603 instead, once its children are
 ended and the run forgotten: nothing is left running that no store knows of.
 """

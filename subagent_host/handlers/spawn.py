@@ -1,4 +1,4 @@
-"""`spawn`: start a run; in `task` mode, answer when it is terminal (CONTRACT §2)."""
+"""`spawn`: start a run; in `task` mode, answer when it is terminal (protocol.md §8)."""
 
 from __future__ import annotations
 

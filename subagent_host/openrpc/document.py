@@ -67,8 +67,9 @@ PROTOCOL_SUMMARIES: Final[Mapping[str, str]] = {
     CANCEL_REQUEST: "Cancel the request with this id if it is still running: it is answered "
     "-32800 (a task-mode spawn or resume stops its run first)."
 }
-# "(CONTRACT §2)" and the like: documents a client of the schema does not have.
-REFERENCE: Final = re.compile(r"\s*\((?:CONTRACT|ARCHITECTURE)[^)]*\)")
+# "(protocol.md §8)" and the like: pointers into documents beside the code, which a
+# reader of the schema alone does not have.
+REFERENCE: Final = re.compile(r"\s*\((?:protocol\.md|ARCHITECTURE)[^)]*\)")
 
 DESCRIPTION: Final = (
     "JSON-RPC 2.0 over stdin/stdout (NDJSON or LSP framing) that runs coding-agent CLIs "

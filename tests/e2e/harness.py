@@ -309,7 +309,7 @@ def _snapshots_in(message: Any) -> list[dict[str, Any]]:
 
 
 def assert_snapshot_table(snapshot: dict[str, Any]) -> None:
-    """CONTRACT §3, checked on every snapshot a test sees: what each status must carry."""
+    """protocol.md §12, checked on every snapshot a test sees: what each status must carry."""
     for item in (snapshot, *snapshot["children"]):
         status, output = item["status"], item.get("output")
         if status not in TERMINAL:

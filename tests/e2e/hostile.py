@@ -33,7 +33,7 @@ HOSTILE: Final[dict[str, str]] = {
     "1-mib": "x" * MIB,
 }
 UNSAFE: Final = frozenset({"lone-surrogate", "nul"})
-# The refusals a field may have today besides -32602 (CONTRACT §5): not found,
+# The refusals a field may have today besides -32602 (protocol.md §4): not found,
 # backend unavailable, launch rejected (diagnostics), resume denied, ambiguous id.
 REFUSALS: Final = frozenset({-32001, -32002, -32003, -32004, -32006})
 INTERNAL_ERROR: Final = -32603

@@ -1,4 +1,4 @@
-"""Each bad input of CONTRACT §1 and RELIABILITY.md gets its exact answer; the server lives on."""
+"""Each bad input of protocol.md §3 and §4 gets its exact answer; the server lives on."""
 
 from __future__ import annotations
 

@@ -433,7 +433,7 @@ async def test_leftovers_are_ended_even_if_the_server_recovering_them_dies_too(
         assert (await third.finish())[0] == 0
 
 
-# Not written: history pruning across restarts (CONTRACT §6, 100 runs per session)
+# Not written: history pruning across restarts (protocol.md §13, 100 runs per session)
 # cannot be configured from the command line yet, and 100+ runs per test is too slow.
 
 

@@ -3,7 +3,7 @@
 A preflight starts nothing: it answers the normalized plan, its fingerprint and
 receipts, or `accepted: false` with error diagnostics (a result, never an
 error). An accepted preflight's `preflightId` binds one `spawn` of this session,
-before it expires, to exactly the plan it showed (CONTRACT §2, §5 -32003).
+before it expires, to exactly the plan it showed (protocol.md §14, §4 -32003).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A resume token is bound to its session, run, child, contract digest and
 follow-up message; it expires and is consumed exactly once. Every refusal is
 `-32004` with `data.reason`, and then nothing is started: the run list, the
 run's `lastSeq` and its children's attempts stay as they were, and no process
-carries the run's marker (CONTRACT §2, §5). Stored launch projections that were
+carries the run's marker (protocol.md §15, §4). Stored launch projections that were
 changed, are missing or are of another version are refused, never trusted.
 """
 

@@ -98,7 +98,7 @@ class Harness:
 
 
 def assert_terminal_table(run: Run) -> None:
-    """CONTRACT §3: every terminal status carries what it must, for the run and each child."""
+    """protocol.md §12: every terminal status carries what it must, for the run and each child."""
     items: list[Run | ChildRun] = [run, *run.children]
     for item in items:
         assert item.status in TERMINAL
