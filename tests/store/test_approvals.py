@@ -21,6 +21,9 @@ from subagent_host.store.face import RunStore
 from tests.store.test_store import make_run, ticking
 
 TTL = timedelta(minutes=10)
+# The moment the rules are checked at: fixed when the module loads, before the cases
+# below are made, so that a slow suite never lets a case's approval expire meanwhile.
+NOW = utc_now()
 FINGERPRINT = "sha256:v1:" + "1" * 64
 
 
@@ -63,7 +66,7 @@ def approval(**changes: object) -> PreflightApproval:
     fields: dict[str, object] = {
         "session_id": "s1",
         "fingerprint": FINGERPRINT,
-        "expires_at": utc_now() + TTL,
+        "expires_at": NOW + TTL,
         "consumed": False,
         **changes,
     }
@@ -76,7 +79,7 @@ def approval(**changes: object) -> PreflightApproval:
         (None, "unknown-preflight"),
         (approval(session_id="s2"), "unknown-preflight"),
         (approval(consumed=True), "preflight-consumed"),
-        (approval(expires_at=utc_now() - timedelta(seconds=1)), "preflight-expired"),
+        (approval(expires_at=NOW - timedelta(seconds=1)), "preflight-expired"),
         (approval(fingerprint="sha256:v1:" + "9" * 64), "preflight-mismatch"),
         (approval(), None),
     ],
@@ -84,7 +87,7 @@ def approval(**changes: object) -> PreflightApproval:
 def test_a_preflight_id_is_refused_for_each_rule_it_breaks(
     found: PreflightApproval | None, code: str | None
 ) -> None:
-    refusal = preflight_refusal(found, "s1", FINGERPRINT, utc_now())
+    refusal = preflight_refusal(found, "s1", FINGERPRINT, NOW)
     assert (refusal.code if refusal else None) == code
 
 
@@ -100,7 +103,7 @@ def test_a_preflight_id_is_refused_for_each_rule_it_breaks(
 def test_a_resume_token_is_refused_for_each_rule_it_breaks(
     found: ResumeGrant | None, code: str | None
 ) -> None:
-    refusal = token_refusal(found, "s1", utc_now())
+    refusal = token_refusal(found, "s1", NOW)
     assert (refusal.code if refusal else None) == code
 
 
