@@ -472,7 +472,7 @@ class Supervisor:
         tracking mode can tell): the run it belongs to is then reported ended.
         """
         await _exited(child)
-        await self._end_leftovers(child)
+        finished = await self._end_leftovers(child)
         assert child.drained is not None
         try:
             while not child.drained.done():  # mostly it is: EOF comes with the exit
@@ -495,20 +495,37 @@ class Supervisor:
                 child.stop_reading()
         returncode = child.returncode
         assert returncode is not None  # set when the exit was reported, before `exited`
-        if child.group is not None:
+        if child.group is not None and not finished:
             await self._finish_group(child, child.group)
         del self._started[child.pid]
         child.close()
         return ProcessExit.from_returncode(returncode)
 
-    async def _end_leftovers(self, child: Child) -> None:
-        """End what is left of the child's tree after it exited, with `LEFTOVER_GRACE_S`."""
-        if child.group is not None and not child.group.pids():
-            return  # the usual case, told by one small read: no grace, no scan
+    async def _end_leftovers(self, child: Child) -> bool:
+        """End what is left of the child's tree after it exited, with `LEFTOVER_GRACE_S`.
+
+        True when the child's cgroup was empty: its usage is taken and it is removed
+        already (`_finish_group` has nothing left to do).
+        """
+        if child.group is not None:
+            # The usual case: the tree went with the child. Removing the cgroup is
+            # what tells it (the kernel refuses while a process is inside), so no
+            # read of its members comes first: one file read fewer before the
+            # run's end is answered. Its usage must be read while it exists.
+            self._take_usage(child, child.group)
+            if child.group.remove():
+                return True
         await self.stop(child, grace_s=LEFTOVER_GRACE_S)
+        return False
 
     async def _finish_group(self, child: Child, group: Group) -> None:
         """Take the tree's CPU time and peak memory from its cgroup, then remove the cgroup."""
+        self._take_usage(child, group)
+        if not await _remove_when_empty(group):
+            logger.error("%r: its cgroup %s still has processes", child, group.path)
+
+    def _take_usage(self, child: Child, group: Group) -> None:
+        """The tree's CPU time and peak memory, from its cgroup (the largest reading wins)."""
         own = child.usage.cpu_seconds if child.usage is not None else 0.0
         # No memory controller (a hybrid host's is v1): no memory.peak to look for.
         hierarchy = self.tracking.hierarchy
@@ -516,8 +533,6 @@ class Supervisor:
         child.usage = TreeUsage(
             cpu_seconds=max(group.cpu_seconds() or 0.0, own), rss_bytes=peak or 0, processes=1
         )
-        if not await _remove_when_empty(group):
-            logger.error("%r: its cgroup %s still has processes", child, group.path)
 
     async def stop(self, child: Child, grace_s: float) -> TreeStopReport:
         """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
