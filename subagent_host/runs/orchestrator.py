@@ -80,6 +80,10 @@ class RunOrchestrator:
         self._max_queue = max_queue
         self._workflows: dict[str, WorkflowRunner] = {}  # by run id
         self._runs: dict[str, Run] = {}
+        # The runs being carried out (launched or resumed, their task not over): the
+        # only ones that can be live. Admission looks at these at every spawn, not
+        # at the up to FINISHED_KEPT_IN_MEMORY finished runs kept beside them.
+        self._carried: dict[str, Run] = {}
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, RunControl] = {}
 
@@ -101,7 +105,7 @@ class RunOrchestrator:
 
     def live(self) -> list[Run]:
         """Runs of this server that are not terminal yet."""
-        return [run for run in self._runs.values() if not run.is_terminal]
+        return [run for run in self._carried.values() if not run.is_terminal]
 
     def waiting(self, adding: int = 0) -> int:
         """Children that would wait for a slot with `adding` more: every `queued` child of a
@@ -109,7 +113,7 @@ class RunOrchestrator:
         the slots free now."""
         queued = sum(
             child.status is RunStatus.QUEUED
-            for run in self._runs.values()
+            for run in self._carried.values()
             if not run.is_terminal
             for child in run.children
         )
@@ -170,6 +174,7 @@ class RunOrchestrator:
             run.workflow = initial_state(plan.workflow)
             self._start_workflow(run, plan)
         self._runs[run.run_id] = run
+        self._carried[run.run_id] = run
         for child in run.children:
             self._children.remember_env(run, child.index, plan.children[child.index].env)
         control = RunControl(grace_s=self._grace_s, stream=plan.stream)
@@ -247,6 +252,7 @@ class RunOrchestrator:
         assert run.is_terminal, "only a terminal run is resumed"
         self.admit(1)
         self._runs[run.run_id] = run
+        self._carried[run.run_id] = run
         old = run.children[index]
         run.children[index] = ChildRun(
             index=index,
@@ -290,6 +296,8 @@ class RunOrchestrator:
         finally:
             control.done.set()
             control.reply_due.set()
+            if run.is_terminal:  # else (cancelled at shutdown) it still counts as live
+                self._carried.pop(run.run_id, None)
             self._forget_old(run)
 
     async def wait(self, run: Run) -> None:
@@ -348,7 +356,7 @@ class RunOrchestrator:
 
     async def shutdown(self, reason: str) -> None:
         """Stop every run that is not terminal yet (client gone, or server stopping)."""
-        live = [run for run in self._runs.values() if not run.is_terminal]
+        live = self.live()
         await asyncio.gather(
             *(self.stop(run, grace_ms=None, reason=reason) for run in live),
             return_exceptions=True,
@@ -390,6 +398,7 @@ class RunOrchestrator:
 
     def _drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
+        self._carried.pop(run_id, None)
         self._controls.pop(run_id, None)
         self._children.forget(run_id)
         self._workflows.pop(run_id, None)
