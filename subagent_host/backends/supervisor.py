@@ -26,13 +26,14 @@ import asyncio
 import contextlib
 import enum
 import errno
+import functools
 import logging
 import os
 import resource
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
@@ -169,6 +170,7 @@ class Child:
         self.exited: asyncio.Future[None] = loop.create_future()
         """Done as soon as the child has exited and been reaped, whether or not a
         grandchild still holds its pipes."""
+        self._exit_listeners: list[Callable[[], None]] = []
         self.outputs: list[pipes.OutputPipe] = []
         self.drained: asyncio.Future[list[None]] | None = None
         """Done once stdin was written and closed and both outputs reached EOF."""
@@ -179,6 +181,20 @@ class Child:
 
     def has_exited(self) -> bool:
         return self.returncode is not None
+
+    def on_exit(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener` in the step the child is reaped (at once if it was already);
+        return the function that removes it.
+
+        `exited`'s done callbacks run one turn of the loop after the reap; whoever
+        is woken by them takes one more. A child's end is on the path of its run's
+        answer, so its supervision listens here instead.
+        """
+        if self.has_exited():
+            listener()
+            return _no_removal
+        self._exit_listeners.append(listener)
+        return functools.partial(_discard, self._exit_listeners, listener)
 
     def pid_is_ours(self) -> bool:
         """True while the pid still names this child: until we reap it, it cannot
@@ -235,6 +251,9 @@ class Child:
             )
         if not self.exited.done():
             self.exited.set_result(None)
+        listeners, self._exit_listeners = self._exit_listeners, []
+        for listener in listeners:
+            listener()
 
     def send_signal(self, signum: int) -> bool:
         """Signal the direct child only if it is still the process we started."""
@@ -286,6 +305,15 @@ class Child:
                 self._loop.remove_reader(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = None
+
+
+def _no_removal() -> None:
+    pass
+
+
+def _discard(listeners: list[Callable[[], None]], listener: Callable[[], None]) -> None:
+    with contextlib.suppress(ValueError):
+        listeners.remove(listener)
 
 
 def _open_pidfd(pid: int) -> int | None:

@@ -276,13 +276,12 @@ class ChildRunner:
             if not first.done():
                 first.set_result(cause)
 
-        def on_exit(_: object) -> None:
-            settle(None)
-
         def on_stop(_: object) -> None:
             settle(StopCause(RunStatus.CANCELLED, control.stop_reason or "stopped"))
 
-        process.exited.add_done_callback(on_exit)
+        # Told in the step the child is reaped, not a turn later: its end is on the
+        # path of the run's answer.
+        stop_listening = process.on_exit(lambda: settle(None))
         control.stopping.add_done_callback(on_stop)
         lingering: list[asyncio.TimerHandle] = []
 
@@ -306,7 +305,7 @@ class ChildRunner:
         try:
             cause = await first
         finally:
-            process.exited.remove_done_callback(on_exit)
+            stop_listening()
             control.stopping.remove_done_callback(on_stop)
             stall.cancel()
             timeout.cancel()

@@ -418,3 +418,21 @@ async def test_a_gone_servers_cgroups_are_swept_with_their_processes(
     assert await supervisor.sweep_gone_instances(grace_s=1.0) >= 1
     await assert_gone([escaper])
     assert not dead.path.exists()
+
+
+async def test_an_exit_listener_is_told_in_the_step_the_child_is_reaped(
+    supervisor: Supervisor, marker: str
+) -> None:
+    told: list[str] = []
+    child = await supervisor.start(spec(marker, "true"), Collect())
+    # A done callback of `exited` runs a turn of the loop after the reap: the listener first.
+    child.exited.add_done_callback(lambda _: told.append("exited's callback"))
+    remove = child.on_exit(lambda: told.append(f"listener, returncode {child.returncode}"))
+    removed = child.on_exit(lambda: told.append("removed listener"))
+    removed()
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert told == ["listener, returncode 0", "exited's callback"]
+    remove()  # after the exit: nothing left to remove, and no error
+    late: list[int | None] = []
+    child.on_exit(lambda: late.append(child.returncode))
+    assert late == [0]  # registered after the exit: told at once
