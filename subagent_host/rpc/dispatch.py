@@ -101,6 +101,9 @@ class HostProtocol(PyglsHooks):
         self._notifications: frozenset[str] = frozenset()  # methods never answered
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
+        # The last result of each immutable type with its encoding (`_encode_result`).
+        self._encoded: dict[type[Any], tuple[Any, bytes]] = {}
+        self._mutable: set[type[Any]] = set()  # result types never remembered
         self._emit: Callable[[bytes], None] = _drop
         # Requests not yet answered, each with the batch its answer belongs in (or None).
         self._in_flight: dict[MsgId, _Batch | None] = {}
@@ -276,12 +279,39 @@ class HostProtocol(PyglsHooks):
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
         try:
-            result = self.converter.unstructure(future.result())
+            result = self._encode_result(future.result())
+        except JsonEncodeError as encode_error:
+            logger.error("result of request %r is not valid JSON: %s", msg_id, encode_error)
+            error = error_object(INTERNAL_ERROR, "internal error (result is not valid JSON)")
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            return
         except Exception as unstructure_error:  # a bug of ours: answer, log, keep serving
             error = error_for_exception(unstructure_error)
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
-        self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
+        self._send(msg_id, _result_reply(msg_id, result))
+
+    def _encode_result(self, result: Any) -> bytes:
+        """A handler's result as JSON text; the very object answered before is not encoded again.
+
+        Only a result that cannot change is remembered (one per type, the last one):
+        an attrs instance that hashes, so frozen, with nothing mutable (no list, no
+        dict) anywhere within. A handler that answers from a value it keeps while
+        nothing changes (`ping`) then costs no unstructuring and no encoding.
+        """
+        kind = type(result)
+        remembered = self._encoded.get(kind)
+        if remembered is not None and remembered[0] is result:
+            return remembered[1]
+        body = encode_json(self.converter.unstructure(result))
+        if kind not in self._mutable and attrs.has(kind):
+            try:
+                hash(result)
+            except TypeError:
+                self._mutable.add(kind)  # never try again for this type
+            else:
+                self._encoded[kind] = (result, body)
+        return body
 
     def send_pygls_answer(self, msg_id: PyglsMsgId, result: Any, error: Any) -> None:
         # pygls calls this for errors it raises itself (method not found).
@@ -320,10 +350,6 @@ class HostProtocol(PyglsHooks):
     # --- output ----------------------------------------------------------------------
 
     def _answer(self, msg_id: MsgId, response: dict[str, Any]) -> None:
-        if msg_id not in self._in_flight:
-            logger.error("dropping a second answer to request %r", msg_id)
-            return
-        batch = self._in_flight.pop(msg_id)
         try:
             reply = encode_json(response)
         except JsonEncodeError as exc:
@@ -331,6 +357,14 @@ class HostProtocol(PyglsHooks):
             reply = _encode_error(
                 msg_id, error_object(INTERNAL_ERROR, "internal error (result is not valid JSON)")
             )
+        self._send(msg_id, reply)
+
+    def _send(self, msg_id: MsgId, reply: bytes) -> None:
+        """Emit the one answer to `msg_id` (alone, or in its place in its batch)."""
+        if msg_id not in self._in_flight:
+            logger.error("dropping a second answer to request %r", msg_id)
+            return
+        batch = self._in_flight.pop(msg_id)
         if batch is None:
             self._emit(reply)
         else:
@@ -374,6 +408,13 @@ def make_protocol() -> HostProtocol:
     server = _Server(HostProtocol, make_converter)
     assert isinstance(server.protocol, HostProtocol)
     return server.protocol
+
+
+def _result_reply(msg_id: MsgId, result: bytes) -> bytes:
+    """`{"jsonrpc":"2.0","id":…,"result":…}` around a result already encoded: the bytes
+    `encode_json` makes of the whole response, without encoding the result again."""
+    encoded_id = b"%d" % msg_id if type(msg_id) is int else encode_json(msg_id)
+    return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (encoded_id, result)
 
 
 def _encode_error(msg_id: MsgId | None, error: dict[str, Any]) -> bytes:
