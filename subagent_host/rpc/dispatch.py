@@ -179,11 +179,13 @@ class HostProtocol(PyglsHooks):
         return invoker
 
     def execute(self, call: HandlerCall) -> None:
-        if inspect.iscoroutinefunction(call.handler):
-            self._execute_async(call.msg_id, call.run(), call.callback)
-            return
+        # Our own synchronous invokers first, by set membership, which is cheaper
+        # than asking `inspect` about every request's handler.
         if call.handler not in self._inline:
-            self.execute_by_pygls(call)
+            if inspect.iscoroutinefunction(call.handler):
+                self._execute_async(call.msg_id, call.run(), call.callback)
+            else:
+                self.execute_by_pygls(call)
             return
         # pygls wraps a synchronous result in a thread-safe concurrent Future (a lock
         # and a condition per request); a loop future carries it as well, for less.
