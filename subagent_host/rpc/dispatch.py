@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 JSONRPC: Final = "2.0"
 STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
 _UNSET: Final = object()
+# The largest encoded result remembered for reuse (`_encode_result`): one per type.
+REMEMBERED_BYTES: Final = 64 * 1024
 
 
 @attrs.frozen
@@ -74,6 +76,15 @@ class Method:
     handler: Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
     notification: bool = False
     """Only ever sent as a notification (`run/detach`): a request for it is -32601."""
+
+
+@attrs.define
+class _Remembered:
+    """A result and its JSON text (`_encode_result`)."""
+
+    value: Any
+    body: bytes
+    immutable: bool = False  # it hashes: frozen, nothing mutable within (checked once)
 
 
 class _Batch:
@@ -102,7 +113,7 @@ class HostProtocol(PyglsHooks):
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
         # The last result of each immutable type with its encoding (`_encode_result`).
-        self._encoded: dict[type[Any], tuple[Any, bytes]] = {}
+        self._encoded: dict[type[Any], _Remembered] = {}
         self._mutable: set[type[Any]] = set()  # result types never remembered
         self._emit: Callable[[bytes], None] = _drop
         # Requests not yet answered, each with the batch its answer belongs in (or None).
@@ -296,24 +307,42 @@ class HostProtocol(PyglsHooks):
     def _encode_result(self, result: Any) -> bytes:
         """A handler's result as JSON text; the very object answered before is not encoded again.
 
-        Only a result that cannot change is remembered (one per type, the last one):
-        an attrs instance that hashes, so frozen, with nothing mutable (no list, no
-        dict) anywhere within. A handler that answers from a value it keeps while
-        nothing changes (`ping`) then costs no unstructuring and no encoding.
+        The last result of each attrs type is remembered with its encoding (when
+        small). Reused only when the same object comes back and it hashes, so is
+        frozen with nothing mutable (no list, no dict) anywhere within: asked only
+        then, so a handler that makes a new result each time pays nothing for it.
+        A handler that answers from a value it keeps while nothing changes (`ping`)
+        then costs no unstructuring and no encoding.
         """
         kind = type(result)
         remembered = self._encoded.get(kind)
-        if remembered is not None and remembered[0] is result:
-            return remembered[1]
+        if remembered is not None and remembered.value is result:
+            if remembered.immutable or self._immutable(remembered):
+                return remembered.body
         body = encode_json(self.converter.unstructure(result))
-        if kind not in self._mutable and attrs.has(kind):
-            try:
-                hash(result)
-            except TypeError:
-                self._mutable.add(kind)  # never try again for this type
-            else:
-                self._encoded[kind] = (result, body)
+        if kind not in self._mutable and len(body) <= REMEMBERED_BYTES and attrs.has(kind):
+            self._encoded[kind] = _Remembered(result, body)
         return body
+
+    def _immutable(self, remembered: _Remembered) -> bool:
+        """Whether a remembered result can never change (asked once per object).
+
+        attrs hashes a frozen instance by its fields, and refuses to hash a mutable
+        one or anything holding a list or a dict; a class hashed by identity
+        (`eq=False`) says nothing, so is taken for mutable. (Wire types hold
+        nothing hashed by identity.)
+        """
+        try:
+            if getattr(type(remembered.value), "__hash__", None) is object.__hash__:
+                raise TypeError("hashed by identity")
+            hash(remembered.value)
+        except TypeError:
+            kind = type(remembered.value)
+            self._mutable.add(kind)  # never remembered again
+            del self._encoded[kind]
+            return False
+        remembered.immutable = True
+        return True
 
     def send_pygls_answer(self, msg_id: PyglsMsgId, result: Any, error: Any) -> None:
         # pygls calls this for errors it raises itself (method not found).
