@@ -6,26 +6,20 @@ The cheap part of what `initialize` reports, built by the same functions
 
 from __future__ import annotations
 
-from typing import Any
-
 from subagent_host import PROTOCOL_VERSION
 from subagent_host.handlers.capabilities import SERVER_INFO, admission_of, limits_of
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import PingParams, PingResult
-
-# The last answer and what it was made of: while none of that changes, the same
-# (frozen) object is answered again, and dispatch sends it without encoding it
-# again. One slot for the process; a context with other parts gets its own answer.
-_last: tuple[tuple[Any, ...], PingResult] | None = None
 
 
 def handle(params: PingParams, ctx: HandlerContext) -> PingResult:
     """Answer `pong`; with `sessionId`, bind this connection to that session first.
 
     Synchronous on purpose: ping waits for nothing, so it is answered inline
-    rather than through a task (see bench/ping.py).
+    rather than through a task (see bench/ping.py). While nothing it reports has
+    changed it answers the very same (frozen) object, which dispatch then sends
+    without encoding it again.
     """
-    global _last
     if params.session_id is not None:
         ctx.session_id = params.session_id
     parts = (
@@ -37,8 +31,9 @@ def handle(params: PingParams, ctx: HandlerContext) -> PingResult:
         ctx.store.persistence,
         admission_of(ctx.config.require_preflight),
     )
-    if _last is not None and _last[0] == parts:
-        return _last[1]
+    last = ctx.last_ping
+    if last is not None and last[0] == parts:
+        return last[1]
     session_id, methods, backends, limits, process_tracking, persistence, admission = parts
     result = PingResult(
         pong=True,
@@ -52,5 +47,5 @@ def handle(params: PingParams, ctx: HandlerContext) -> PingResult:
         persistence=persistence,
         admission=admission,
     )
-    _last = (parts, result)
+    ctx.last_ping = (parts, result)
     return result
