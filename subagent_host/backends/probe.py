@@ -57,6 +57,8 @@ class VersionProbes:
         self._env = dict(env)
         self._known: dict[str, asyncio.Task[str | None]] = {}
         self._located: dict[str, str | None] = {}
+        self.settled = 0
+        """How many probes have ended: what `cached` answers changes only when this does."""
 
     def locate(self, program: str) -> str | None:
         """Where `program` is on the server's PATH, as found the first time it was asked."""
@@ -91,6 +93,13 @@ class VersionProbes:
         return await asyncio.shield(task)
 
     async def _probe(self, program: str) -> str | None:
+        try:
+            return await self._run_probe(program)
+        finally:
+            # In the step that ends the task, so no one sees it done with the old count.
+            self.settled += 1
+
+    async def _run_probe(self, program: str) -> str | None:
         sink = _Collect()
         spec = LaunchSpec(argv=(program, "--version"), cwd=os.getcwd(), env=self._env)
         try:

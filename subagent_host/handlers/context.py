@@ -15,7 +15,7 @@ from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.planning.toolchain import Toolchain
-from subagent_host.rpc.wire import SpawnParams
+from subagent_host.rpc.wire import PingResult, SpawnParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.store.face import RunStore
 
@@ -55,6 +55,8 @@ class HandlerContext:
     """The notifications a client may send that this server acts on, sorted (`initialize`)."""
     after_answer: Callable[[Callable[[], None]], None] = _call_now
     """Runs a callback right after the running request's answer is emitted (rpc/answering.py)."""
+    last_ping: tuple[tuple[object, ...], PingResult] | None = attrs.field(default=None, repr=False)
+    """`ping`'s last answer with what it was made of, answered again while that is equal."""
 
     def announcing(self, mode: str) -> AbstractContextManager[None]:
         """Around a launch or a resume: in `background` mode the run's notifications wait

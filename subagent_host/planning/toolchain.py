@@ -22,6 +22,10 @@ class Toolchain:
     """The backends that can run here, by id."""
     probes: VersionProbes | None = None
     """Agent CLI versions (`--version`, probed once each, in the background)."""
+    _described: tuple[int, tuple[BackendInfo, ...]] | None = attrs.field(
+        default=None, init=False, repr=False, eq=False
+    )
+    """The last `describe()`, with the probes' `settled` count it was made at."""
 
     @property
     def ids(self) -> frozenset[str]:
@@ -30,8 +34,16 @@ class Toolchain:
     def describe(self) -> tuple[BackendInfo, ...]:
         """Each backend, by id: can it run here? No file system work (ping is answered
         inline): an agent CLI must have been on the server's PATH when it started (a
-        spawn may still give its own PATH in `env`)."""
-        return tuple(self._describe(name) for name in sorted(self.adapters))
+        spawn may still give its own PATH in `env`).
+
+        Made again only once a version probe has ended (the only thing that changes
+        it: a program is located once), so `ping` answers from the same tuple.
+        """
+        settled = self.probes.settled if self.probes is not None else 0
+        if self._described is None or self._described[0] != settled:
+            backends = tuple(self._describe(name) for name in sorted(self.adapters))
+            self._described = (settled, backends)
+        return self._described[1]
 
     def _describe(self, name: str) -> BackendInfo:
         program = self.adapters[name].executable

@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 JSONRPC: Final = "2.0"
 STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
 _UNSET: Final = object()
+# The largest encoded result remembered for reuse (`_encode_result`): one per type.
+REMEMBERED_BYTES: Final = 64 * 1024
 
 
 @attrs.frozen
@@ -74,6 +76,15 @@ class Method:
     handler: Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
     notification: bool = False
     """Only ever sent as a notification (`run/detach`): a request for it is -32601."""
+
+
+@attrs.define
+class _Remembered:
+    """A result and its JSON text (`_encode_result`)."""
+
+    value: Any
+    body: bytes
+    immutable: bool = False  # it hashes: frozen, nothing mutable within (checked once)
 
 
 class _Batch:
@@ -101,6 +112,9 @@ class HostProtocol(PyglsHooks):
         self._notifications: frozenset[str] = frozenset()  # methods never answered
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
+        # The last result of each immutable type with its encoding (`_encode_result`).
+        self._encoded: dict[type[Any], _Remembered] = {}
+        self._mutable: set[type[Any]] = set()  # result types never remembered
         self._emit: Callable[[bytes], None] = _drop
         # Requests not yet answered, each with the batch its answer belongs in (or None).
         self._in_flight: dict[MsgId, _Batch | None] = {}
@@ -176,11 +190,13 @@ class HostProtocol(PyglsHooks):
         return invoker
 
     def execute(self, call: HandlerCall) -> None:
-        if inspect.iscoroutinefunction(call.handler):
-            self._execute_async(call.msg_id, call.run(), call.callback)
-            return
+        # Our own synchronous invokers first, by set membership, which is cheaper
+        # than asking `inspect` about every request's handler.
         if call.handler not in self._inline:
-            self.execute_by_pygls(call)
+            if inspect.iscoroutinefunction(call.handler):
+                self._execute_async(call.msg_id, call.run(), call.callback)
+            else:
+                self.execute_by_pygls(call)
             return
         # pygls wraps a synchronous result in a thread-safe concurrent Future (a lock
         # and a condition per request); a loop future carries it as well, for less.
@@ -276,12 +292,57 @@ class HostProtocol(PyglsHooks):
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
         try:
-            result = self.converter.unstructure(future.result())
+            result = self._encode_result(future.result())
+        except JsonEncodeError as encode_error:
+            logger.error("result of request %r is not valid JSON: %s", msg_id, encode_error)
+            error = error_object(INTERNAL_ERROR, "internal error (result is not valid JSON)")
+            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            return
         except Exception as unstructure_error:  # a bug of ours: answer, log, keep serving
             error = error_for_exception(unstructure_error)
             self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
             return
-        self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
+        self._send(msg_id, _result_reply(msg_id, result))
+
+    def _encode_result(self, result: Any) -> bytes:
+        """A handler's result as JSON text; the very object answered before is not encoded again.
+
+        The last result of each attrs type is remembered with its encoding (when
+        small). Reused only when the same object comes back and it hashes, so is
+        frozen with nothing mutable (no list, no dict) anywhere within: asked only
+        then, so a handler that makes a new result each time pays nothing for it.
+        A handler that answers from a value it keeps while nothing changes (`ping`)
+        then costs no unstructuring and no encoding.
+        """
+        kind = type(result)
+        remembered = self._encoded.get(kind)
+        if remembered is not None and remembered.value is result:
+            if remembered.immutable or self._immutable(remembered):
+                return remembered.body
+        body = encode_json(self.converter.unstructure(result))
+        if kind not in self._mutable and len(body) <= REMEMBERED_BYTES and attrs.has(kind):
+            self._encoded[kind] = _Remembered(result, body)
+        return body
+
+    def _immutable(self, remembered: _Remembered) -> bool:
+        """Whether a remembered result can never change (asked once per object).
+
+        attrs hashes a frozen instance by its fields, and refuses to hash a mutable
+        one or anything holding a list or a dict; a class hashed by identity
+        (`eq=False`) says nothing, so is taken for mutable. (Wire types hold
+        nothing hashed by identity.)
+        """
+        try:
+            if getattr(type(remembered.value), "__hash__", None) is object.__hash__:
+                raise TypeError("hashed by identity")
+            hash(remembered.value)
+        except TypeError:
+            kind = type(remembered.value)
+            self._mutable.add(kind)  # never remembered again
+            del self._encoded[kind]
+            return False
+        remembered.immutable = True
+        return True
 
     def send_pygls_answer(self, msg_id: PyglsMsgId, result: Any, error: Any) -> None:
         # pygls calls this for errors it raises itself (method not found).
@@ -320,10 +381,6 @@ class HostProtocol(PyglsHooks):
     # --- output ----------------------------------------------------------------------
 
     def _answer(self, msg_id: MsgId, response: dict[str, Any]) -> None:
-        if msg_id not in self._in_flight:
-            logger.error("dropping a second answer to request %r", msg_id)
-            return
-        batch = self._in_flight.pop(msg_id)
         try:
             reply = encode_json(response)
         except JsonEncodeError as exc:
@@ -331,6 +388,14 @@ class HostProtocol(PyglsHooks):
             reply = _encode_error(
                 msg_id, error_object(INTERNAL_ERROR, "internal error (result is not valid JSON)")
             )
+        self._send(msg_id, reply)
+
+    def _send(self, msg_id: MsgId, reply: bytes) -> None:
+        """Emit the one answer to `msg_id` (alone, or in its place in its batch)."""
+        if msg_id not in self._in_flight:
+            logger.error("dropping a second answer to request %r", msg_id)
+            return
+        batch = self._in_flight.pop(msg_id)
         if batch is None:
             self._emit(reply)
         else:
@@ -374,6 +439,13 @@ def make_protocol() -> HostProtocol:
     server = _Server(HostProtocol, make_converter)
     assert isinstance(server.protocol, HostProtocol)
     return server.protocol
+
+
+def _result_reply(msg_id: MsgId, result: bytes) -> bytes:
+    """`{"jsonrpc":"2.0","id":…,"result":…}` around a result already encoded: the bytes
+    `encode_json` makes of the whole response, without encoding the result again."""
+    encoded_id = b"%d" % msg_id if type(msg_id) is int else encode_json(msg_id)
+    return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (encoded_id, result)
 
 
 def _encode_error(msg_id: MsgId | None, error: dict[str, Any]) -> bytes:
