@@ -39,6 +39,7 @@ from subagent_host.rpc.errors import (
     ParamProblem,
     error_for_exception,
     error_object,
+    method_suggestion,
     param_problems,
 )
 from subagent_host.rpc.framing import BadFrame, Frame
@@ -182,7 +183,8 @@ class HostProtocol(PyglsHooks):
     def handler_for(self, feature_name: str) -> Callable[[Any], Any]:
         invoker = self._invokers.get(feature_name)
         if invoker is None:
-            raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}")
+            hint = method_suggestion(feature_name, self._invokers)
+            raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}{hint}")
         if feature_name in self._notifications:  # a request would wait for an answer never sent
             raise JsonRpcMethodNotFound(
                 message=f"method not found: {feature_name} is a notification (send no id)"

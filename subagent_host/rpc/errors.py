@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -146,6 +146,20 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
     if isinstance(exc, AttributeError | TypeError):
         return [ParamProblem(path, "expected an object")]
     return [ParamProblem(path, "invalid value")]
+
+
+def method_suggestion(method: str, known: Iterable[str]) -> str:
+    """` (did you mean spawn?)` for a method named in another case or with `.` or `_`
+    for `/` (`Spawn`, `agents.list`), or close to a known one; else empty."""
+    names = sorted(name for name in known if name != method)
+    by_shape = {_method_shape(name): name for name in names}
+    if (same := by_shape.get(_method_shape(method))) is not None:
+        return f" (did you mean {same}?)"
+    return _did_you_mean(method, names)
+
+
+def _method_shape(name: str) -> str:
+    return name.lower().replace(".", "/").replace("_", "/")
 
 
 def _did_you_mean(key: str, known: list[str]) -> str:

@@ -133,6 +133,13 @@ class _LspState(enum.Enum):
     RESYNC = enum.auto()  # discarding until a line that can start a header block
 
 
+DETECTED_LSP_HINT: Final = (
+    "; framing was detected as LSP (Content-Length headers) from the first byte, which was"
+    " not '{' or '[': for one JSON text per line, start with a JSON object or run"
+    " with --framing ndjson"
+)
+
+
 class LspDecoder:
     """LSP base protocol: `Content-Length: N` (and optional `Content-Type`), blank line, body.
 
@@ -143,8 +150,12 @@ class LspDecoder:
     wrong length.
     """
 
-    def __init__(self, max_message_bytes: int) -> None:
+    def __init__(self, max_message_bytes: int, *, detected: bool = False) -> None:
         self._limit = max_message_bytes
+        # Chosen by AutoDecoder from a first byte that was not `{` or `[`: a person who
+        # typed a stray line first is told why their JSON lines are not read, until a
+        # real header line shows that LSP was meant.
+        self._hint = DETECTED_LSP_HINT if detected else ""
         self._state = _LspState.HEADERS
         self._buffer = bytearray()
         self._headers: list[bytes] = []
@@ -224,11 +235,12 @@ class LspDecoder:
                 self._header_bytes = 0  # blank lines between messages are harmless
             return True
         if HEADER_LINE.fullmatch(line) is None:
-            self._fail(frames, f"malformed header line {_show(line)}")
+            self._fail(frames, f"malformed header line {_show(line)}{self._hint}")
         elif self._header_bytes > MAX_HEADER_BYTES:
             self._fail(frames, "header block is too large")
         else:
             self._headers.append(line)
+            self._hint = ""  # a real header: LSP it is
         return True
 
     def _end_headers(self, frames: list[Frame]) -> None:
@@ -349,14 +361,16 @@ class AutoDecoder:
             self._head = head  # nothing telling yet (or a BOM cut in two)
             return b""
         self._head = b""
-        self._choose(Framing.NDJSON if head[:1] in (b"{", b"[") else Framing.LSP)
+        self._choose(Framing.NDJSON if head[:1] in (b"{", b"[") else Framing.LSP, detected=True)
         return head
 
     def finish(self) -> list[Frame]:
         return self._inner.finish() if self._inner is not None else []
 
-    def _choose(self, framing: Framing) -> None:
+    def _choose(self, framing: Framing, *, detected: bool = False) -> None:
         self.framing = framing
         self._inner = (
-            NdjsonDecoder(self._limit) if framing is Framing.NDJSON else LspDecoder(self._limit)
+            NdjsonDecoder(self._limit)
+            if framing is Framing.NDJSON
+            else LspDecoder(self._limit, detected=detected)
         )

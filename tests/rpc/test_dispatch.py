@@ -12,6 +12,7 @@ import pytest
 
 from subagent_host.errors import RunNotFound
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
+from subagent_host.rpc.errors import method_suggestion
 from subagent_host.rpc.framing import BadFrame, Parsed
 from subagent_host.rpc.notifier import Notifier
 from tests.waits import loop_turns
@@ -173,6 +174,33 @@ async def test_unknown_method_is_method_not_found(rpc: Harness) -> None:
     assert await rpc.settle() == [
         {"jsonrpc": "2.0", "id": 5, "error": {"code": -32601, "message": "method not found: spawn"}}
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "hint"),
+    [
+        ("Echo", " (did you mean echo?)"),  # another case
+        ("SLOW", " (did you mean slow?)"),
+        ("misssing", " (did you mean missing?)"),  # a typo
+        ("crash.", " (did you mean crash?)"),  # close enough
+        ("frobnicate", ""),
+    ],
+)
+async def test_an_unknown_method_says_which_known_one_was_meant(
+    rpc: Harness, method: str, hint: str
+) -> None:
+    rpc.send(request(5, method))
+    [reply] = await rpc.settle()
+    assert reply["error"] == {"code": -32601, "message": f"method not found: {method}{hint}"}
+
+
+def test_a_method_suggestion_reads_dots_and_underscores_as_slashes() -> None:
+    known = ["agents/list", "spawn", "status", "run/detach"]
+    assert method_suggestion("agents.list", known) == " (did you mean agents/list?)"
+    assert method_suggestion("agents_list", known) == " (did you mean agents/list?)"
+    assert method_suggestion("Spawn", known) == " (did you mean spawn?)"
+    assert method_suggestion("stats", known) == " (did you mean status?)"
+    assert method_suggestion("spawn", known) == ""
 
 
 async def test_domain_errors_carry_their_contract_code_and_data(rpc: Harness) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subagent_host.rpc.framing import (
+    DETECTED_LSP_HINT,
     AutoDecoder,
     BadFrame,
     Frame,
@@ -279,3 +280,19 @@ def test_random_garbage_never_raises_and_yields_only_frames() -> None:
 def test_encode_frame_writes_each_framing() -> None:
     assert encode_frame(b"{}", Framing.NDJSON) == b"{}\n"
     assert encode_frame(b"{}", Framing.LSP) == b"Content-Length: 2\r\n\r\n{}"
+
+
+def test_a_stray_first_line_says_lsp_was_detected_and_how_to_force_ndjson() -> None:
+    frames = decode_all(AutoDecoder(LIMIT), [b'help\n{"jsonrpc":"2.0","id":1,"method":"ping"}\n'])
+    # One answer says why; the JSON line after it is skipped while looking for a header.
+    assert [parse_error(frame) for frame in frames] == [
+        "parse error: malformed header line 'help'" + DETECTED_LSP_HINT
+    ]
+    assert "--framing ndjson" in DETECTED_LSP_HINT
+
+
+def test_no_detection_hint_when_lsp_was_forced_or_a_real_header_came_first() -> None:
+    forced = decode_all(AutoDecoder(LIMIT, Framing.LSP), [b"help\n"])
+    assert parse_error(forced[0]) == "parse error: malformed header line 'help'"
+    after_header = byte_by_byte(lsp(b"{}") + b"help\r\n" + lsp(b"[]"))
+    assert parse_error(after_header[1]) == "parse error: malformed header line 'help'"
