@@ -183,7 +183,9 @@ class RunStore:
             if run is None and len(run_id) >= MIN_PREFIX:
                 run = await self._by_prefix(session_id, run_id)
         if run is None or run.session_id != session_id:
-            raise RunNotFound(f"no run {run_id!r} in this session", data={"runId": run_id})
+            short = len(run_id) < MIN_PREFIX
+            hint = f" (a run id prefix needs at least {MIN_PREFIX} characters)" if short else ""
+            raise RunNotFound(f"no run {run_id!r} in this session{hint}", data={"runId": run_id})
         return self.live(run.run_id) or run
 
     async def load_run(self, run_id: str) -> Run | None:

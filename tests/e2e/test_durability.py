@@ -392,6 +392,9 @@ async def test_run_id_prefixes_resolve_from_eight_characters_and_ambiguity_is_an
         for length in (1, 7):
             short = await error_of(first, "status", {"runId": run_id[:length]})
             assert short["code"] == NOT_FOUND, short
+            assert short["message"].endswith("(a run id prefix needs at least 8 characters)")
+        unknown = await error_of(first, "status", {"runId": "f" * 8})
+        assert unknown["message"] == f"no run {'f' * 8!r} in this session", unknown
         assert (await first.finish())[0] == 0
 
     # A second run sharing the first 8 characters, copied into the history while
