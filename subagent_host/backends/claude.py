@@ -230,7 +230,7 @@ class ClaudeParser(JsonEventParser):
                 return self._failed(answer, "agent-error", message, exit_status)
             return answer
         message = exit_message("claude", exit_status, "printing its result")
-        return self._failed(answer, "exit-status", message, exit_status)
+        return self._failed(answer, "exit-status", self._with_stderr_reason(message), exit_status)
 
 
 def _usage_of(result: dict[str, Any] | None) -> Usage | None:

@@ -17,7 +17,7 @@ from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data
+from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, last_meaningful_line
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 
@@ -132,6 +132,12 @@ class JsonEventParser:
         return answer.failed(
             code, message, error_data(exit_status, tail, self._lines.dropped_lines)
         )
+
+    def _with_stderr_reason(self, message: str) -> str:
+        """`message` and the last line of stderr that says why (`pi exited with status 1:
+        Unknown provider "local". ...`): the status alone does not tell a person what to fix."""
+        reason = last_meaningful_line(self._stderr.text(STDERR_TAIL_BYTES))
+        return f"{message}: {reason}" if reason else message
 
     def _on_event(self, event: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -202,7 +202,7 @@ class PiParser(JsonEventParser):
             # ended afterwards (one that lingers is ended by the server).
             return answer
         message = exit_message("pi", exit_status, "finishing its answer")
-        return self._failed(answer, "exit-status", message, exit_status)
+        return self._failed(answer, "exit-status", self._with_stderr_reason(message), exit_status)
 
     def _usage_total(self) -> Usage | None:
         if not any(self._usage) and not self._saw_cost:

@@ -205,7 +205,7 @@ def test_output_cut_before_the_result_is_an_exit_status_failure_with_stderr() ->
     assert not parser.finished
     outcome = parser.outcome(ProcessExit(exit_code=2, signal=None))
     assert not outcome.completed and outcome.error_code == "exit-status"
-    assert outcome.error_message == "claude exited with status 2"
+    assert outcome.error_message == "claude exited with status 2: something broke"
     assert outcome.error_data is not None
     assert outcome.error_data["stderrTail"] == "Error: something broke\n"
     assert outcome.usage is None  # only the result event sums it

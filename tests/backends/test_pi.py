@@ -84,6 +84,22 @@ def test_output_cut_before_the_final_event_is_failed() -> None:
     assert not outcome.completed and outcome.error_code == "exit-status"
 
 
+def test_an_unknown_provider_says_why_in_the_message_not_only_in_the_stderr_tail() -> None:
+    # pi prints nothing on stdout and this on stderr, then exits 1 (pi 0.x, offline).
+    parser = PiParser()
+    parser.on_stderr(b'Error: Unknown provider "local". Use --list-models to see ')
+    parser.on_stderr(b"available providers/models.\n")
+    outcome = parser.outcome(ProcessExit(exit_code=1, signal=None))
+    assert outcome.error_code == "exit-status"
+    assert outcome.error_message == (
+        'pi exited with status 1: Unknown provider "local". '
+        "Use --list-models to see available providers/models."
+    )
+    assert outcome.error_data is not None and "Unknown provider" in str(
+        outcome.error_data["stderrTail"]
+    )
+
+
 def test_a_final_event_stands_even_if_pi_is_killed_afterwards() -> None:
     parser = parse(fixture("answer_now.jsonl"))[0]
     assert parser.finished

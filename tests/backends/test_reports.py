@@ -1,0 +1,35 @@
+"""What adapters say of a failed child: the stderr line that tells why."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagent_host.backends.reports import last_meaningful_line
+
+# What pi 0.x prints on stderr, and nothing on stdout, for a provider it does not know.
+PI_UNKNOWN_PROVIDER = (
+    'Error: Unknown provider "local". Use --list-models to see available providers/models.\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "line"),
+    [
+        (
+            PI_UNKNOWN_PROVIDER,
+            'Unknown provider "local". Use --list-models to see available providers/models.',
+        ),
+        (
+            "TypeError: x is not a function\n    at main (/app/cli.js:10:5)\n    at node:x\n\n",
+            "x is not a function",
+        ),
+        ('Traceback (most recent call last):\n  File "a.py", line 1\nValueError: bad\n', "bad"),
+        ("warming up\n----\n   \n", "warming up"),
+        ("", None),
+        ("\n  \n---\n", None),
+    ],
+)
+def test_the_last_meaningful_stderr_line_skips_blanks_stack_frames_and_labels(
+    stderr: str, line: str | None
+) -> None:
+    assert last_meaningful_line(stderr) == line
