@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, NoReturn, TypeVar
 
 import attrs
 import platformdirs
@@ -201,8 +201,16 @@ def log_level(text: str) -> str:
     return text.upper()
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad command line is told in one line that names the option (protocol.md §7), not
+    argparse's usage block: the line is what a person reads and what a script logs."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog=SERVER_NAME,
         description=(
             "Serve JSON-RPC 2.0 on stdin/stdout: run coding-agent CLIs and commands as "

@@ -136,7 +136,9 @@ def test_a_bad_value_exits_2_with_a_clear_message(
     with pytest.raises(SystemExit) as exit_info:
         parse_config(argv)
     assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and err.startswith("subagent-host: "), err
 
 
 def test_help_documents_every_option() -> None:
@@ -154,7 +156,10 @@ def test_installed_command_prints_its_version_and_help() -> None:
         [server_executable(), "--grace-ms", "soon"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and bad.stdout == ""
-    assert "--grace-ms: 'soon' is not a whole number" in bad.stderr
+    assert bad.stderr == (
+        "subagent-host: argument --grace-ms: 'soon' is not a whole number"
+        " (see 'subagent-host --help')\n"
+    )
 
 
 def test_logs_go_to_the_log_file_and_never_to_stdout(tmp_path: Path) -> None:
