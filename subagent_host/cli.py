@@ -50,6 +50,7 @@ from subagent_host.settings import (
     PROJECT_FILE,
     load_settings,
 )
+from subagent_host.terminal import COMMANDS as TERMINAL_COMMANDS
 from subagent_host.values import (
     DEPTH_VARIABLE,
     FRAMINGS,
@@ -201,7 +202,7 @@ def log_level(text: str) -> str:
     return text.upper()
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """A bad command line is told in one line that names the option (protocol.md §7), not
     argparse's usage block: the line is what a person reads and what a script logs."""
 
@@ -210,7 +211,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog=SERVER_NAME,
         description=(
             "Serve JSON-RPC 2.0 on stdin/stdout: run coding-agent CLIs and commands as "
@@ -229,7 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve on stdio (the default; 'subagent-host serve' is the same), or print "
         "the protocol's OpenRPC 1.3 document ('schema'), generated from the wire types. "
         "'subagent-host conformance' runs the protocol's conformance cases against a server "
-        "(see 'subagent-host conformance --help')",
+        "(see 'subagent-host conformance --help')"
+        + "".join(
+            f"; 'subagent-host {name}' {summary}" for name, summary in TERMINAL_COMMANDS.items()
+        )
+        + (" (each has its own --help)" if TERMINAL_COMMANDS else ""),
     )
     parser.add_argument("--version", action="version", version=f"{SERVER_NAME} {__version__}")
     parser.add_argument(
@@ -387,6 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from subagent_host.conformance.command import main as conformance
 
         return conformance(args[1:])
+    if args[:1] and args[0] in TERMINAL_COMMANDS:
+        # Commands for a person at a terminal: clients of the core, loaded only when asked for.
+        from subagent_host.terminal.command import main as terminal
+
+        return terminal(args[0], args[1:])
     # Before anything opens a file: a closed fd 0 or 1 would be handed to the
     # next file opened, and the server would take that file for its client.
     closed = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not _is_open(fd)]

@@ -1,0 +1,19 @@
+"""The command line for a person at a terminal: `run`, `runs`, `show`, `logs`, `stop`,
+`watch`, `doctor` (protocol.md §7).
+
+Each subcommand is a thin client of the one core: it starts or reaches a server through
+the client library (`subagent_host.client`), or reads the state directory through the
+store's read-only face; none runs children itself. `serve` stays pure protocol.
+
+`COMMANDS` names each subcommand and its module; the module is imported only when its
+subcommand is asked for, so `serve`, `--version` and `--help` never load terminal code.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+COMMANDS: Final[dict[str, str]] = {
+    # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
+    # with `main(argv: Sequence[str]) -> int`.
+}

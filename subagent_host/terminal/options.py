@@ -1,0 +1,70 @@
+"""Options every terminal subcommand shares with `serve`, and the configuration they select.
+
+`--state-dir`, `--config` and `--trust-project` mean what they mean for `serve`
+(protocol.md §7), and are resolved by the same code (`cli.parse_config`): a subcommand
+sees the state directory a server started with the same options would use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from subagent_host import SERVER_NAME
+from subagent_host.cli import (
+    OneLineParser,
+    existing_directory,
+    existing_file,
+    parse_config,
+    state_directory,
+)
+from subagent_host.config import ServerConfig
+
+
+def subcommand_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """A parser for `subagent-host NAME` with the shared options already added."""
+    parser = OneLineParser(prog=f"{SERVER_NAME} {name}", description=description)
+    add_server_options(parser)
+    return parser
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=state_directory,
+        metavar="DIR",
+        help="the server's state directory (default: as for serve)",
+    )
+    parser.add_argument(
+        "--config", type=existing_file, metavar="FILE", help="a JSON settings file, as for serve"
+    )
+    parser.add_argument(
+        "--trust-project",
+        type=existing_directory,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="trust the project at DIR, as for serve (repeatable)",
+    )
+
+
+def server_arguments(args: argparse.Namespace) -> list[str]:
+    """The `serve` options that select the same state, configuration and trust."""
+    argv: list[str] = []
+    if args.state_dir is not None:
+        argv += ["--state-dir", str(args.state_dir)]
+    if args.config is not None:
+        argv += ["--config", str(args.config)]
+    for directory in args.trust_project:
+        argv += ["--trust-project", str(directory)]
+    return argv
+
+
+def server_config(args: argparse.Namespace) -> ServerConfig:
+    """The configuration `serve` would run with under these options."""
+    config, _warning = parse_config(server_arguments(args))
+    return config
+
+
+def state_dir_of(args: argparse.Namespace) -> Path:
+    return server_config(args).state_dir
