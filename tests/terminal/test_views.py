@@ -1,0 +1,59 @@
+"""How runs read for a person: the words every terminal subcommand shares."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from subagent_host.runs.state import ChildRun
+from subagent_host.terminal.views import (
+    cost,
+    count,
+    duration,
+    elapsed,
+    plural,
+    short_id,
+    tokens,
+    total_usage,
+)
+from subagent_host.values.facts import Usage
+
+
+def test_plurals_agree_with_their_count() -> None:
+    assert plural(1, "run") == "1 run"
+    assert plural(0, "run") == "0 runs"
+    assert plural(2, "child", "children") == "2 children"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.42, "0.4s"), (12.7, "12s"), (184, "3m04s"), (7500, "2h05m")],
+)
+def test_durations_read_at_a_glance(seconds: float, text: str) -> None:
+    assert duration(seconds) == text
+
+
+def test_elapsed_runs_to_now_until_the_end_and_is_a_dash_before_the_start() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert elapsed(None, None) == "-"
+    assert elapsed(start, start + timedelta(seconds=3)) == "3.0s"
+    assert elapsed(start, None, now=start + timedelta(seconds=61)) == "1m01s"
+
+
+def test_counts_and_ids_are_short() -> None:
+    assert [count(950), count(12_345), count(4_100_000)] == ["950", "12.3k", "4.1M"]
+    assert short_id("9ee9a9d0e9be41189813482977d4ee8b") == "9ee9a9d0"
+
+
+def test_usage_sums_over_children_and_costs_only_when_every_part_has_one() -> None:
+    def child(index: int, usage: Usage | None) -> ChildRun:
+        return ChildRun(index=index, backend="pi", usage=usage)
+
+    priced = Usage(1000, 200, 0, 0, 0.01)
+    unpriced = Usage(500, 100, 0, 0, None)
+    both = total_usage([child(0, priced), child(1, priced), child(2, None)])
+    assert both is not None and (both.input_tokens, both.output_tokens) == (2000, 400)
+    assert cost(both) == "$0.0200" and tokens(both) == "2.0k in, 400 out"
+    assert cost(total_usage([child(0, priced), child(1, unpriced)])) == "-"
+    assert total_usage([child(0, None)]) is None and tokens(None) == "-"
