@@ -90,6 +90,7 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
     )
     if not server:
         parser.error("--server is empty")
+    server = (_from_here(server[0]), *server[1:])
     framings: tuple[FramingName, ...] = FRAMINGS if args.framing == "both" else (args.framing,)
     cases = all_cases()
     by_pattern = [c for c in cases if matches(c.words())]
@@ -169,3 +170,11 @@ def results(server: tuple[str, ...], outcomes: list[Outcome], summary: dict[str,
             for o in outcomes
         ],
     }
+
+
+def _from_here(program: str) -> str:
+    """A relative program path (`.venv/bin/subagent-host`) means from where the harness was
+    started, as in a shell: each case runs its server in a directory of its own."""
+    if "/" in program and not Path(program).is_absolute():
+        return str(Path(program).resolve())
+    return program

@@ -274,3 +274,14 @@ async def test_answers_are_validated_against_the_openrpc_schema_it_is_given(
     assert verdicts(results, "FAIL") == {"ping.result-shape"}, output
     assert "'neverSent' is a required property" in output
     assert f"shapes checked by OpenRPC schema ({schema})" in output
+
+
+def test_a_relative_server_path_means_from_where_the_harness_was_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subagent_host.conformance.command import _from_here
+
+    monkeypatch.chdir(tmp_path)
+    assert _from_here(".venv/bin/subagent-host") == str(tmp_path / ".venv/bin/subagent-host")
+    assert _from_here("subagent-host") == "subagent-host"  # looked up on PATH, as a shell does
+    assert _from_here("/usr/bin/env") == "/usr/bin/env"

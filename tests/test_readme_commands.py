@@ -1,0 +1,227 @@
+"""Every shell line of the README works when pasted.
+
+Each line of each `sh` block is one of:
+- run here, in the order of its block, by `bash` in a scratch directory that holds
+  what a reader's checkout holds (`.venv`, `agents`, `scripts`), with the virtual
+  environment active (its `bin` first on PATH, as `. .venv/bin/activate` makes it), its
+  own HOME and state directories, and pi's providers pointing at the loopback mock
+  LLM; it must exit 0, and no JSON-RPC reply it prints may be an error;
+- a benchmark (`.venv/bin/python bench/NAME.py`): run here the same way with the
+  smallest sizes its options allow (`BENCH_SIZES`), since the full sizes take minutes;
+- one that CI runs verbatim (`.ci/run` holds the same line): the install of the agent
+  CLIs, the whole test suite, the linters, the conformance harness;
+- the install itself (`python3 -m venv .venv && .venv/bin/pip install ...`): the plain
+  install is made here into a fresh environment once; the rest of such a line is run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import psutil
+import pytest
+
+from tests.backends.fixtures.record_pi import models
+from tests.mock_llm import MockLLM
+
+pytestmark = pytest.mark.e2e
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+README: Final = ROOT / "README.md"
+# What .ci/run runs, without the bookkeeping after a command (`|| status=1`).
+CI_LINES: Final = frozenset(
+    re.sub(r"\s*\|\|\s*(status=1|exit 1)$", "", line.strip())
+    for line in (ROOT / ".ci" / "run").read_text().splitlines()
+    if line.strip() and not line.lstrip().startswith("#")
+)
+CI_PARTS: Final = frozenset(part for line in CI_LINES for part in line.split(" && "))
+INSTALL: Final = re.compile(
+    r"^(python3 -m venv \.venv && )?\.venv/bin/pip install (-q )?(?P<spec>(-e )?\S+)(?=$| && )"
+)
+BENCH: Final = re.compile(r"^\.venv/bin/python (?P<script>bench/\w+\.py)$")
+# A comment after a command: two or more spaces, then `# ` (JSON in a line has no `  # `).
+TRAILING_COMMENT: Final = re.compile(r"\s{2,}#\s.*$")
+LINE_TIMEOUT_S: Final = 180
+
+# The smallest sizes of each benchmark: what its README line does, in seconds.
+BENCH_SIZES: Final[dict[str, tuple[str, ...]]] = {
+    "bench/ping.py": ("--pipelined", "200", "--sequential", "100", "--repeat", "1"),
+    "bench/runs.py": (
+        *("--spawns", "5", "--drain-mib", "2", "--drain-repeat", "1", "--stops", "1"),
+        *("--stops-ignore-term", "1", "--idle-seconds", "0.5"),
+    ),
+    "bench/history.py": ("--runs", "50"),
+    "bench/agents.py": ("--repeat", "1"),
+    # More than the outgoing queue's 4 MiB, or nothing is held back.
+    "bench/memory.py": ("--held-mib", "16", "--after-mib", "2"),
+    "bench/hostile_strings.py": (),
+    "bench/leftovers.py": ("--modes", "subreaper"),
+    "bench/startup.py": ("--repeat", "1"),
+}
+
+
+def readme_blocks() -> list[list[str]]:
+    """The command lines of each `sh` block, comments and blank lines left out."""
+    blocks = re.findall(r"```sh\n(.+?)\n```", README.read_text(), re.S)
+    return [
+        [
+            TRAILING_COMMENT.sub("", line).strip()
+            for line in block.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        for block in blocks
+    ]
+
+
+def _without_install(line: str) -> str:
+    """What a line runs after the install it may start with."""
+    install = INSTALL.match(line)
+    return line[install.end() :].removeprefix(" && ").strip() if install else line
+
+
+def _kind(line: str) -> str:
+    """`ci` (CI runs it verbatim), `install`, `bench` or `run` (see the module's text)."""
+    rest = _without_install(line)
+    if line in CI_LINES or rest == "bash .ci/run":
+        return "ci"
+    if not rest:
+        return "install"
+    if all(part in CI_PARTS for part in rest.split(" && ")):
+        return "ci"
+    return "bench" if BENCH.match(rest) else "run"
+
+
+def test_every_readme_line_is_run_here_or_by_ci_verbatim() -> None:
+    kinds = {line: _kind(line) for block in readme_blocks() for line in block}
+    assert kinds, "the README has no shell lines"
+    extras = re.findall(r"^(\w+) = \[", (ROOT / "pyproject.toml").read_text(), re.M)
+    for line, kind in kinds.items():
+        if kind == "bench":
+            match = BENCH.match(line)
+            assert match is not None and match["script"] in BENCH_SIZES, line
+        install = INSTALL.match(line)
+        if install is not None:
+            named = re.findall(r"\[([\w,]+)\]", install["spec"])
+            assert all(extra in extras for group in named for extra in group.split(",")), line
+    assert "scripts/install-agents" in CI_LINES
+
+
+@pytest.fixture
+def reader_checkout(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A directory like a reader's checkout, and the environment of their shell."""
+    work = tmp_path / "checkout"
+    work.mkdir()
+    for name in (".venv", "agents", "scripts", "bench", "pyproject.toml", "README.md"):
+        (work / name).symlink_to(ROOT / name)
+    home = tmp_path / "home"
+    pi_dir = home / ".pi" / "agent"
+    pi_dir.mkdir(parents=True)
+    with MockLLM() as mock:
+        # The README's pi example names a provider `local` with a model `my-model`.
+        providers = models(mock.openai_base_url)
+        mock_provider = providers["providers"]["mock"]  # type: ignore[index]
+        mock_provider["models"][0]["id"] = "my-model"
+        (pi_dir / "models.json").write_text(json.dumps({"providers": {"local": mock_provider}}))
+        environment = {
+            **os.environ,
+            "HOME": str(home),
+            "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+            "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "VIRTUAL_ENV": str(ROOT / ".venv"),
+            "PI_OFFLINE": "1",
+            "PI_SKIP_VERSION_CHECK": "1",
+            "PI_TELEMETRY": "0",
+        }
+        yield work, environment
+
+
+def _run(line: str, cwd: Path, environment: dict[str, str]) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of `line` run by bash in a session of its own; once it
+    has exited, no process of that session is left."""
+    with subprocess.Popen(  # noqa: TID251 - a README line as a reader runs it, once
+        ["bash", "-c", line],
+        cwd=cwd,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as shell:
+        stdout, stderr = shell.communicate(timeout=LINE_TIMEOUT_S)
+    assert _session_members(shell.pid) == [], f"left by {line!r}"
+    return shell.returncode, stdout, stderr
+
+
+def _session_members(session: int) -> list[int]:
+    members = []
+    for pid in psutil.pids():
+        try:
+            if os.getsid(pid) == session:
+                members.append(pid)
+        except OSError:
+            continue
+    return members
+
+
+def _errors_in(stdout: str) -> list[object]:
+    """JSON-RPC error replies among the lines printed (other lines are not looked at)."""
+    errors: list[object] = []
+    for text in stdout.splitlines():
+        try:
+            message = json.loads(text)
+        except ValueError:
+            continue
+        for item in message if isinstance(message, list) else [message]:
+            if isinstance(item, dict) and "error" in item and "jsonrpc" in item:
+                errors.append(item)
+    return errors
+
+
+@pytest.mark.timeout(900)  # the benchmarks' block, at their smallest sizes, on a busy machine
+@pytest.mark.parametrize("block", range(len(readme_blocks())), ids=lambda index: f"block{index}")
+def test_every_readme_line_works_when_pasted(
+    block: int, reader_checkout: tuple[Path, dict[str, str]]
+) -> None:
+    work, environment = reader_checkout
+    for line in readme_blocks()[block]:
+        kind = _kind(line)
+        if kind in ("ci", "install"):
+            continue
+        line = _without_install(line)  # the install: see test_the_plain_install_works
+        if kind == "bench":
+            match = BENCH.match(line)
+            assert match is not None
+            line = f"{line} {shlex.join(BENCH_SIZES[match['script']])}"
+        status, stdout, stderr = _run(line, work, environment)
+        assert status == 0, f"{line}\n{stdout[-2000:]}\n{stderr[-2000:]}"
+        assert not _errors_in(stdout), f"{line}\n{stdout[-2000:]}"
+
+
+@pytest.mark.timeout(900)  # an install from the package index, once
+def test_the_plain_install_works(tmp_path: Path) -> None:
+    """`pip install .` into a fresh environment gives a working `subagent-host`."""
+    venv = tmp_path / "venv"
+    subprocess.run(  # noqa: TID251 - an install, once
+        [sys.executable, "-m", "venv", str(venv)], check=True, timeout=120
+    )
+    done = subprocess.run(  # noqa: TID251 - an install, once
+        [str(venv / "bin" / "pip"), "install", "-q", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    version = subprocess.run(  # noqa: TID251
+        [str(venv / "bin" / "subagent-host"), "--version"], capture_output=True, text=True
+    )
+    assert version.returncode == 0 and version.stdout.startswith("subagent-host ")
