@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
@@ -77,7 +78,8 @@ exit status:
   124    timed out (--timeout-ms, or the configured timeout or stall timeout)
   125    a limit the run was given ended it (an agent's max turns)
   128+n  this command got signal n (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP): the run was
-         stopped first, with the server's grace (grace_ms in a settings file)
+         stopped first, with the server's grace (grace_ms in a settings file);
+         141 (as SIGPIPE): the reader of stdout had gone
   143    the run was stopped from elsewhere (`subagent-host stop`, a server shutdown)
 """
 
@@ -186,10 +188,16 @@ async def _supervise(
         if ended.message:
             _say(ended.message)
         return ended.exit_status
-    if args.json:
-        _write_json(ended)
-    else:
-        _write_output(ended, streamed)
+    try:
+        if args.json:
+            _write_json(ended)
+        else:
+            _write_output(ended, streamed)
+    except BrokenPipeError:
+        # The reader has gone (`| head`): end as a process killed by SIGPIPE would, and
+        # without a second error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGNAL_BASE + signal.SIGPIPE
     if interrupts.received is not None:
         return SIGNAL_BASE + interrupts.received
     _report_end(ended)
@@ -245,18 +253,19 @@ async def _follow(
         await asyncio.wait({events, interrupted}, return_when=asyncio.FIRST_COMPLETED)
         if not events.done():
             progress.stopping()
-            name = signal.Signals(interrupts.received or signal.SIGINT).name
-            await host.stop(run_id=run.run_id, reason=f"stopped from the terminal ({name})")
+            await host.stop(run_id=run.run_id, reason=stop_reason(interrupts.received))
         await events  # to the terminal status: the rest of the output came before it
     finally:
-        for task in (interrupted, ticking, events):
-            if task is not None and not task.done():
-                task.cancel()
-        await asyncio.gather(
-            *(task for task in (interrupted, ticking) if task is not None), return_exceptions=True
-        )
-    final = await host.status(run.run_id)
-    return final
+        tasks = [task for task in (events, interrupted, ticking) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return await host.status(run.run_id)
+
+
+def stop_reason(signum: signal.Signals | None) -> str:
+    """The reason the run records when a signal stopped it."""
+    return f"{PROG} got {signal.Signals(signum or signal.SIGINT).name}"
 
 
 async def _take_events(

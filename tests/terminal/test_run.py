@@ -124,6 +124,28 @@ async def test_a_completed_command_exits_0_with_exactly_its_stdout_and_a_quiet_s
     assert only_run(tmp_path / "state").status == "completed"
 
 
+async def test_a_reader_that_has_gone_ends_it_as_sigpipe_would_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read what it prints
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *run_argv(state_dir, "--", "seq", "1", "100000"),
+            stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    async with asyncio.timeout(EXIT_TIMEOUT_S * 3):
+        _stdout, stderr = await process.communicate()
+    assert process.returncode == 128 + signal.SIGPIPE
+    assert without_server_logs(stderr) == b""
+    assert only_run(state_dir).status == "completed"
+    assert_nothing_survives(state_dir)
+
+
 async def test_a_failed_command_exits_with_its_own_status_and_shows_its_stderr(
     tmp_path: Path,
 ) -> None:
@@ -221,8 +243,41 @@ async def test_sigterm_stops_the_run_before_exiting_143(tmp_path: Path) -> None:
     assert process.returncode == 128 + signal.SIGTERM
     assert without_server_logs(stderr) == b""
     stopped = only_run(state_dir)
-    assert stopped.status == "cancelled" and stopped.reason == "stopped from the terminal (SIGTERM)"
+    assert stopped.status == "cancelled" and stopped.reason == "subagent-host run got SIGTERM"
     assert_nothing_survives(state_dir)
+
+
+async def test_a_server_that_dies_under_the_run_exits_75_and_the_next_one_cleans_up(
+    tmp_path: Path,
+) -> None:
+    state_dir, started = tmp_path / "state", tmp_path / "started"
+    process = await asyncio.create_subprocess_exec(
+        *run_argv(state_dir, "--", "sh", "-c", f"sleep 300 & touch {started}; wait"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await asyncio.to_thread(wait_for_file, started)
+        (server,) = psutil.Process(process.pid).children()
+        server.kill()  # by pid: the server `run` started for this test
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            _stdout, stderr = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()  # by pid: the one process this test started
+            await process.wait()
+    assert process.returncode == 75, stderr.decode()
+    assert (
+        without_server_logs(stderr)
+        .decode()
+        .startswith("subagent-host run: interrupted: the server ended before the run did")
+    )
+    # The next server on the state directory records the run as interrupted and ends
+    # what it left (§13): here, through another `run`.
+    assert (await run(state_dir, "--", "true")).status == 0
+    with StateBrowser.open(state_dir) as browser:
+        first = browser.runs(limit=2)[-1].run
+    assert first.status == "interrupted" and (first.reason or "").startswith("server-died")
 
 
 def test_ctrl_c_on_a_terminal_stops_the_run_and_its_whole_tree_and_exits_130(
@@ -240,7 +295,7 @@ def test_ctrl_c_on_a_terminal_stops_the_run_and_its_whole_tree_and_exits_130(
         term.write(b"\x03")  # Ctrl-C: the terminal sends SIGINT to its foreground group
         assert term.exit_status() == 130
     stopped = only_run(state_dir)
-    assert stopped.status == "cancelled" and stopped.reason == "stopped from the terminal (SIGINT)"
+    assert stopped.status == "cancelled" and stopped.reason == "subagent-host run got SIGINT"
     assert stopped.children[0].stopped_by in ("sigterm", "sigkill")
     assert (tmp_path / "stdout").read_text() == "working\n"  # what it printed, still
     assert_nothing_survives(state_dir)
