@@ -20,7 +20,6 @@ import attrs
 import psutil
 import pytest
 
-from subagent_host.rpc.wire import RunSnapshot, make_converter
 from subagent_host.store.browse import StateBrowser
 from subagent_host.store.schema import DB_NAME
 from tests.e2e.agents import AGENT_BIN, pi_environment
@@ -28,6 +27,7 @@ from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     assert_no_run_survives,
     assert_snapshot_table,
+    message_checker,
     nulls_in,
     server_executable,
 )
@@ -186,8 +186,10 @@ async def test_json_prints_the_final_snapshot_as_the_wire_has_it(tmp_path: Path)
     assert child["backend"] == "command" and child["exitCode"] == 0
     assert child["output"]["text"] == f"{work}\n"
     assert {"createdAt", "lastSeq", "admittedBy", "durationMs"} <= snapshot.keys()
-    # It reads back as the protocol's RunSnapshot: the wire's own shape and names.
-    assert make_converter().structure(snapshot, RunSnapshot).run_id == snapshot["runId"]
+    # As the wire has it: what schema/openrpc.json says `status` answers, no key more.
+    checker = message_checker()
+    checker.sent({"jsonrpc": "2.0", "id": 1, "method": "status", "params": {"runId": "x"}})
+    checker.check({"jsonrpc": "2.0", "id": 1, "result": snapshot})
 
 
 async def test_a_launch_the_server_refuses_is_one_line_and_exit_2(tmp_path: Path) -> None:
