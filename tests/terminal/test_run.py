@@ -327,23 +327,40 @@ def mock() -> Iterator[MockLLM]:
         yield server
 
 
+GREETER: Final = f"""---
+name: greeter
+description: Says hello
+model: mock/mock-model
+---
+{KEYWORD_ANSWER_NOW} and greet the user.
+"""
+
+
 @pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="pi is not installed")
-async def test_an_agent_run_prints_the_models_final_answer(tmp_path: Path, mock: MockLLM) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    ended = await run(
-        tmp_path / "state",
-        "--backend",
-        "pi",
-        "--model",
-        "mock/mock-model",
-        f"{KEYWORD_ANSWER_NOW} say hello",
-        env=env,
-        cwd=tmp_path,
-    )
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--backend", "pi", "--model", "mock/mock-model", f"{KEYWORD_ANSWER_NOW} say hello"],
+        ["--agent", "greeter"],  # its instructions are the task; pi is the default backend
+    ],
+    ids=["prompt", "agent-alone"],
+)
+async def test_an_agent_run_prints_the_models_final_answer(
+    tmp_path: Path, mock: MockLLM, args: list[str]
+) -> None:
+    agents = tmp_path / "xdg-config" / "subagent-host" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "greeter.md").write_text(GREETER)
+    env = {
+        **pi_environment(tmp_path, mock.openai_base_url),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+    }
+    ended = await run(tmp_path / "state", *args, env=env, cwd=tmp_path)
     assert ended.status == 0, ended.stderr.decode()
-    answer = only_run(tmp_path / "state").children[0].output.text
-    assert answer.startswith(FINAL_TEXT_PREFIX)
-    assert ended.stdout.decode() == answer and ended.stderr == b""
+    child = only_run(tmp_path / "state").children[0]
+    assert child.backend == "pi" and child.output.text.startswith(FINAL_TEXT_PREFIX)
+    assert ended.stdout.decode() == child.output.text and ended.stderr == b""
+    assert "scenario=answer-now" in child.output.text, child.output.text
 
 
 # --- a real pseudo-terminal ----------------------------------------------------------------
