@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
@@ -88,9 +88,15 @@ class RunProgress:
         elif event.type == "child" and event.status == "running" and self._since is None:
             self._since = event.at
         elif event.type in ("activity", "output") and event.text:
-            lines = [line for line in event.text.splitlines() if line.strip()]
-            if lines:
-                self.activity = lines[-1].strip()
+            # Its text as a terminal would leave it (colours and cursor moves read by
+            # rich; a `\r` rewrites its line), printable only: they would tear ours apart.
+            plain = Text.from_ansi(event.text.replace("\r\n", "\n")).plain
+            shown = [
+                "".join(c for c in line if c.isprintable()).strip() for line in plain.splitlines()
+            ]
+            shown = [line for line in shown if line]
+            if shown:
+                self.activity = shown[-1]
 
     def stopping(self) -> None:
         self.status = "stopping"
@@ -108,7 +114,7 @@ class RunProgress:
         if self.tokens != "-":
             parts += ["  ", self.tokens]
         self._spinner.update(text=Text.assemble(*parts))
-        return Group(self._spinner)
+        return self._spinner
 
 
 class _Line:
