@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -59,6 +60,8 @@ STOPPING_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TICK_S: Final = 1.0
 # A command child's stdout is kept in memory up to this, then in a temporary file.
 SPOOL_BYTES: Final = 8 * 1024 * 1024
+# A server whose output has ended is exiting: how long to wait to read how it exited.
+SERVER_EXIT_S: Final = 5.0
 
 EPILOG: Final = """\
 The child gets no stdin (an empty pipe, closed at once) and the environment a server
@@ -228,13 +231,27 @@ async def _launch(
         refused_params = isinstance(exc, InvalidParams | LaunchRejected)
         return Refused(EXIT_USAGE if refused_params else EXIT_FAILED, exc.message)
     except HostConnectionError as exc:
-        return Refused(EXIT_FAILED, f"the server could not run it: {exc}")
+        return await _server_gone(host, exc)
     try:
         return await _follow(host, run, progress, interrupts, streamed)
     except HostConnectionError as exc:
         return Refused(
             EXIT_INTERRUPTED, f"interrupted: the server ended before the run did ({exc})"
         )
+
+
+async def _server_gone(host: Host, exc: HostConnectionError) -> Refused:
+    """The server ended before it answered the spawn: it could not start (it exited with a
+    status, its log says why), or it died (it may have started the run: `interrupted`)."""
+    assert host.process is not None
+    with contextlib.suppress(TimeoutError):
+        # Its output has ended: it is exiting, if it has not already.
+        await asyncio.wait_for(host.process.wait(), SERVER_EXIT_S)
+    if host.process.returncode is not None and host.process.returncode > 0:
+        return Refused(
+            EXIT_FAILED, f"the server could not start (exit status {host.process.returncode})"
+        )
+    return Refused(EXIT_INTERRUPTED, f"interrupted: the server ended before the run did ({exc})")
 
 
 async def _follow(
