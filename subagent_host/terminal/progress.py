@@ -8,6 +8,7 @@ file nothing is drawn, so a script's stderr holds errors only.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from datetime import UTC, datetime
 from types import TracebackType
@@ -64,8 +65,9 @@ class RunProgress:
         traceback: TracebackType | None,
     ) -> None:
         if self._live is not None:
-            self._live.stop()
-            self._live = None
+            live, self._live = self._live, None
+            with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more
+                live.stop()
 
     def started(self, snapshot: RunSnapshot) -> None:
         self.run_id = snapshot.run_id
