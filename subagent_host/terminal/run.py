@@ -74,10 +74,10 @@ exit status:
   0      the run completed
   N      the command failed: its own exit status (128+n when signal n killed it)
   1      any other failure (an agent failed, a command could not start, the server
-         could not run it)
+         could not start or could not run it)
   2      a bad command line, or a launch the server refused (-32602 invalid params,
          -32003 launch rejected: its message on stderr)
-  75     interrupted: the server ended before the run did
+  75     interrupted: the server ended before the run did (or before answering)
   124    timed out (--timeout-ms, or the configured timeout or stall timeout)
   125    a limit the run was given ended it (an agent's max turns)
   128+n  this command got signal n (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP): the run was
