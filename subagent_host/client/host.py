@@ -217,6 +217,7 @@ class Host:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         on_message: MessageObserver | None = None,
+        own_session: bool = False,
     ) -> _Starting:
         """Start a server as a child process and connect to its stdin and stdout.
 
@@ -225,9 +226,13 @@ class Host:
         `async with Host.start(...) as host` or `host = await Host.start(...)`. On
         `aclose()` the server's stdin is closed and it is waited for (bounded); if it
         has not exited it is sent SIGTERM, then SIGKILL: it is never left behind.
+
+        `own_session=True` starts the server in a session of its own: a terminal's Ctrl-C
+        (SIGINT to the foreground process group) then reaches the caller only, which
+        decides how its runs end (`subagent-host run` stops its run, then closes).
         """
         command = [*(program or (sys.executable, "-m", "subagent_host")), *args]
-        return _Starting(cls, command, framing, stderr, env, cwd, on_message)
+        return _Starting(cls, command, framing, stderr, env, cwd, on_message, own_session)
 
     # --- methods ---------------------------------------------------------------------
 
@@ -381,6 +386,7 @@ class _Starting:
         env: Mapping[str, str] | None,
         cwd: str | os.PathLike[str] | None,
         on_message: MessageObserver | None,
+        own_session: bool,
     ) -> None:
         self._kind = kind
         self._command = command
@@ -389,6 +395,7 @@ class _Starting:
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
         self._on_message = on_message
+        self._own_session = own_session
         self._host: Host | None = None
 
     async def _start(self) -> Host:
@@ -399,6 +406,7 @@ class _Starting:
             stderr=self._stderr,
             env=self._env,
             cwd=self._cwd,
+            start_new_session=self._own_session,
         )
         assert process.stdout is not None and process.stdin is not None
         return self._kind(

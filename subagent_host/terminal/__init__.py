@@ -16,4 +16,5 @@ from typing import Final
 COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
+    "run": "runs one command or agent and prints its output (exit status: how it ended)",
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,15 @@ async def test_an_observer_that_raises_ends_the_connection_and_its_waiting_calls
             await host.ping()
         assert isinstance(ended.value.__cause__, ValueError)
         assert host.closed is ended.value
+
+
+async def test_a_server_started_in_its_own_session_is_out_of_reach_of_the_terminals_ctrl_c(
+    tmp_path: Path,
+) -> None:
+    async with Host.start(["--state-dir", str(tmp_path / "state")], own_session=True) as host:
+        assert host.process is not None
+        pid = host.process.pid
+        # A session and process group of its own: SIGINT to ours does not reach it.
+        assert os.getsid(pid) == pid and os.getpgid(pid) == pid != os.getpgid(0)
+        assert (await host.ping()).pong
+    assert_nothing_left(pid)
