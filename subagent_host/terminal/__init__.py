@@ -16,4 +16,7 @@ from typing import Final
 COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
+    "runs": "list the recent runs of the state directory, of every session",
+    "show": "show one run: its children, how they ended, its error and output tail",
+    "logs": "print a run's output and activity in order; -f follows it until it ends",
 }
