@@ -2,9 +2,9 @@
 
 From the run's recorded events: each `output` event's text as it streamed, each
 `activity` event as a line of its own (`» tool bash`); a child that did not stream
-(a spawn without `stream`) shows its final output text where it ended. With several
-children each line starts with the child's index (`[1] `). `-f` follows a run that
-is still going until it ends.
+(a spawn without `stream`) shows its final output text where it ended. Each line of
+a run of several children (tasks, chain, workflow) starts with the child's index
+(`[1] `). `-f` follows a run that is still going until it ends.
 
 A read-only reader cannot be woken by the servers that write (they are other
 processes), so following polls: `PRAGMA data_version` (one cheap read, changed by any
@@ -13,6 +13,7 @@ commit) every POLL_INTERVAL_S, and the run's events only when it changed.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from subagent_host.runs.state import TERMINAL, Run, RunEvent
 from subagent_host.store.browse import BrowseError, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.values import RunKind
 
 POLL_INTERVAL_S: Final = 0.1
 """How often `-f` looks for new events: a line appears at most this long after it is
@@ -46,22 +48,18 @@ def main(argv: Sequence[str]) -> int:
         "-f", "--follow", action="store_true", help="follow a running run until it ends"
     )
     args = parser.parse_args(argv)
+    return views.guarded(lambda: print_logs(args))
+
+
+def print_logs(args: argparse.Namespace) -> int:
     try:
-        browser = StateBrowser.open(state_dir_of(args))
-    except BrowseError as exc:
-        return _fail(exc)
-    with browser:
-        try:
+        with StateBrowser.open(state_dir_of(args)) as browser:
             run = browser.find(args.run)
-        except BrowseError as exc:
-            return _fail(exc)
-        printer = Printer(views.console(), several=len(run.children) > 1 or run.kind != "single")
-        return views.guarded(lambda: _print(browser, run.run_id, printer, args.follow))
-
-
-def _fail(exc: BrowseError) -> int:
-    print(f"subagent-host logs: {exc}", file=sys.stderr)
-    return 1
+            several = run.kind is not RunKind.SINGLE  # a [i] prefix on each line
+            return _print(browser, run.run_id, Printer(views.console(), several), args.follow)
+    except BrowseError as exc:
+        print(f"subagent-host logs: {exc}", file=sys.stderr)
+        return 1
 
 
 def _print(browser: StateBrowser, run_id: str, printer: Printer, follow: bool) -> int:

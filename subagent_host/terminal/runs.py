@@ -7,6 +7,7 @@ servers write, and needs none to run. Newest first; `--json` prints the same run
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -66,6 +67,10 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON array of runs")
     args = parser.parse_args(argv)
+    return views.guarded(lambda: list_runs(args))
+
+
+def list_runs(args: argparse.Namespace) -> int:
     state_dir = state_dir_of(args)
     try:
         with StateBrowser.open(state_dir) as browser:
@@ -77,13 +82,12 @@ def main(argv: Sequence[str]) -> int:
         return 1
     if args.json:
         converter = make_converter()
-        shapes = [converter.unstructure(line) for line in lines]
-        return views.guarded(lambda: views.print_json(shapes))
+        return views.print_json([converter.unstructure(line) for line in lines])
     if not lines:
         whose = f" of session {args.session}" if args.session else ""
         print(f"no runs recorded in {state_dir}{whose}")
         return 0
-    return views.guarded(lambda: show(lines))
+    return show(lines)
 
 
 def line_of(found: BrowsedRun, browser: StateBrowser) -> RunLine:

@@ -8,6 +8,7 @@ its output are printed for a person; `--json` prints the run's snapshot exactly 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -35,6 +36,10 @@ def main(argv: Sequence[str]) -> int:
         "--json", action="store_true", help="print the run's snapshot as `status` answers it"
     )
     args = parser.parse_args(argv)
+    return views.guarded(lambda: show_run(args))
+
+
+def show_run(args: argparse.Namespace) -> int:
     try:
         with StateBrowser.open(state_dir_of(args)) as browser:
             run = browser.find(args.run)
@@ -44,18 +49,13 @@ def main(argv: Sequence[str]) -> int:
         print(f"subagent-host show: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        snapshot = make_converter().unstructure(run_snapshot(run))
-        return views.guarded(lambda: views.print_json(snapshot))
-
-    def describe_all() -> int:
-        out = views.console()
-        describe(out, run)
-        children(out, run, launches)
-        errors(out, run)
-        output_tail(out, run, streamed)
-        return 0
-
-    return views.guarded(describe_all)
+        return views.print_json(make_converter().unstructure(run_snapshot(run)))
+    out = views.console()
+    describe(out, run)
+    children(out, run, launches)
+    errors(out, run)
+    output_tail(out, run, streamed)
+    return 0
 
 
 def streamed_output(browser: StateBrowser, run: Run) -> str:

@@ -66,17 +66,25 @@ async def test_logs_of_a_run_that_did_not_stream_is_its_final_output(tmp_path: P
 async def test_logs_of_several_children_prefixes_each_line_and_keeps_their_order(
     tmp_path: Path, stream: bool
 ) -> None:
-    a_said, b_said = tmp_path / "a-said", tmp_path / "b-said"
-    # Child 0 speaks, waits for child 1 to speak, then speaks again and ends last.
-    first = f"echo a1; touch {a_said}; {wait_for(b_said)}; echo a2"
-    second = f"{wait_for(a_said)}; echo b1; touch {b_said}"
+    a_said, release = tmp_path / "a-said", tmp_path / "release"
+    # Child 0 speaks, child 1 speaks once it has and ends; child 0 then speaks again and
+    # ends once the test saw child 1 end.
+    first = f"echo a1; touch {a_said}; {wait_for(release)}; echo a2"
+    second = f"{wait_for(a_said)}; echo b1"
     async with server(tmp_path, "alpha") as host:
-        run = await task(
-            host,
-            tasks=[{"command": ["sh", "-c", first]}, {"command": ["sh", "-c", second]}],
-            stream=stream,
+        run = await host.request(
+            "spawn",
+            {
+                "tasks": [{"command": ["sh", "-c", first]}, {"command": ["sh", "-c", second]}],
+                "stream": stream,
+            },
         )
-    assert run["status"] == "completed"
+        async with asyncio.timeout(COMMAND_TIMEOUT_S):
+            async for event in host.events(run["runId"]):
+                if event.type == "child" and (event.index, event.status) == (1, "completed"):
+                    break
+            release.touch()
+            assert (await host.wait(run["runId"])).status == "completed"
     if stream:  # as it was printed
         assert await logs(tmp_path, run["runId"]) == "[0] a1\n[1] b1\n[0] a2\n"
     else:  # each child's output where it ended
@@ -155,3 +163,36 @@ async def test_an_agent_childs_activity_and_output_are_logged_and_its_prompt_nam
         assert logged == ["» tool bash", final]
     listed = await command("runs", "--state-dir", str(state(tmp_path)))
     assert "pi: Look around with a tool," in listed.stdout and "then say" not in listed.stdout
+
+
+async def test_logs_follow_says_so_and_exits_1_when_the_server_running_the_run_dies(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request(
+            "spawn", {"command": ["sh", "-c", "echo going; exec sleep 300"], "stream": True}
+        )
+        follower = await start("logs", "-f", run["runId"], "--state-dir", str(state(tmp_path)))
+        assert follower.stdout is not None and follower.stderr is not None
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                assert await follower.stdout.readline() == b"going\n"
+                assert host.process is not None
+                host.process.kill()  # the run is left running, its server gone
+                assert await follower.wait() == 1
+        finally:
+            if follower.returncode is None:
+                follower.kill()
+                await follower.wait()
+        assert (
+            await follower.stderr.read()
+            == (
+                f"subagent-host logs: the server running {run['runId']} has ended without ending"
+                " it (the next server started on this state directory marks it interrupted)\n"
+            ).encode()
+        )
+        # The next server does: it ends the run's `sleep` (proven gone when both end).
+        async with server(tmp_path, "alpha", "lsp") as after:
+            assert (await after.request("status", {"runId": run["runId"]}))["status"] == (
+                "interrupted"
+            )
