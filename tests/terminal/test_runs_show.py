@@ -3,17 +3,21 @@ every server, read while servers write (protocol.md §7)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
 import re
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from tests.terminal.inspecting import (
+    COMMAND_TIMEOUT_S,
     assert_plain,
     command,
     on_a_terminal,
@@ -258,3 +262,35 @@ async def test_show_refuses_a_short_unknown_or_ambiguous_reference_in_one_line(
         assert (finished.status, finished.stdout) == (1, "")
         expected = message.format(state=state(tmp_path))
         assert finished.stderr == f"subagent-host {subcommand}: {expected}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show"], "subagent-host show: the following arguments are required: RUN"),
+        (["logs", "--follow=yes", "abcdefgh"], "subagent-host logs: argument -f/--follow:"),
+        (["show", "abcdefgh", "--colour"], "subagent-host show: unrecognized arguments: --colour"),
+    ],
+)
+async def test_a_bad_command_line_of_show_or_logs_is_one_line_and_status_2(
+    tmp_path: Path, argv: list[str], message: str
+) -> None:
+    finished = await command(*argv, "--state-dir", str(tmp_path))
+    assert (finished.status, finished.stdout) == (2, "")
+    assert finished.stderr.startswith(message) and finished.stderr.count("\n") == 1
+
+
+async def test_a_reader_that_goes_away_ends_runs_quietly_with_141(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURE, state(tmp_path))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read what it prints
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "subagent_host", "runs", "--state-dir", str(state(tmp_path)),
+            stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    async with asyncio.timeout(COMMAND_TIMEOUT_S):
+        _, stderr = await process.communicate()
+    assert (process.returncode, stderr) == (141, b"")
