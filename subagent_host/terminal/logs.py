@@ -65,6 +65,8 @@ def print_logs(args: argparse.Namespace) -> int:
 def _print(browser: StateBrowser, run_id: str, printer: Printer, follow: bool) -> int:
     seq = 0
     while True:
+        # Taken before the read: a commit that comes after it is never missed.
+        version = browser.data_version()
         run, events = browser.run_with_events(run_id, seq, PAGE)
         if run is None:
             printer.finish(None)
@@ -86,7 +88,7 @@ def _print(browser: StateBrowser, run_id: str, printer: Printer, follow: bool) -
             printer.finish(run)
             return 0
         printer.flush_file()
-        if not _wait_for_change(browser, run_id):
+        if not _wait_for_change(browser, run_id, version):
             printer.finish(run)
             print(
                 f"subagent-host logs: the server running {run_id} has ended without ending"
@@ -96,9 +98,9 @@ def _print(browser: StateBrowser, run_id: str, printer: Printer, follow: bool) -
             return 1
 
 
-def _wait_for_change(browser: StateBrowser, run_id: str) -> bool:
-    """Until anyone commits to the database (True), or the run's server is gone (False)."""
-    version = browser.data_version()
+def _wait_for_change(browser: StateBrowser, run_id: str, version: int) -> bool:
+    """Until anyone has committed to the database since `version` (True), or the run's
+    server is gone (False)."""
     checked = time.monotonic()
     while browser.data_version() == version:
         if time.monotonic() - checked >= OWNER_CHECK_S:

@@ -179,7 +179,7 @@ def megabytes(size: int) -> str:
 
 
 def how_it_ended(child: ChildRun) -> str:
-    """`exit 0`, `exit 1`, `SIGTERM (sigkill)`...: its process's end, `-` before."""
+    """`exit 0`, `exit 3`, `SIGKILL, stopped by sigkill`: its process's end (`-` before)."""
     parts = []
     if child.exit_code is not None:
         parts.append(f"exit {child.exit_code}")
@@ -199,14 +199,13 @@ def tail(text: str, lines: int = 20) -> tuple[str, int]:
 # --- printing -----------------------------------------------------------------------------
 
 
-def console(stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr): colours and boxes on a terminal only (rich
-    turns colours off when it is not one, or with NO_COLOR); on a pipe, wide enough that
-    nothing is wrapped or cut."""
-    stream = sys.stderr if stderr else sys.stdout
+def console() -> Console:
+    """A rich console on stdout: colours and boxes on a terminal only (rich turns colours
+    off when it is not one, or with NO_COLOR); on a pipe, wide enough that nothing is
+    wrapped or cut."""
     return Console(
-        file=stream,
-        width=None if stream.isatty() else PIPE_WIDTH,
+        file=sys.stdout,
+        width=None if sys.stdout.isatty() else PIPE_WIDTH,
         highlight=False,
         emoji=False,  # `:smile:` in a child's output is printed as it was written
     )
@@ -219,6 +218,7 @@ PIPE_WIDTH: Final = 100_000
 COLUMN_GAP: Final = 2
 """Spaces between two columns of a table."""
 MIN_LAST_COLUMN: Final = 8
+"""The narrowest a table's last column is cut to on a narrow terminal."""
 
 
 def table(out: Console, *columns: str) -> Table:
