@@ -36,6 +36,7 @@ from subagent_host.runs.state import (
     ChildRun,
     Run,
     RunStatus,
+    prompt_head,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
@@ -165,7 +166,12 @@ class RunOrchestrator:
             admitted_by=admitted_by,
             mode=mode,
             children=[
-                ChildRun(index=i, backend=child.backend, label=child.label)
+                ChildRun(
+                    index=i,
+                    backend=child.backend,
+                    label=child.label,
+                    prompt_head=prompt_head(child.prompt),
+                )
                 for i, child in enumerate(plan.children)
             ],
         )
@@ -260,6 +266,7 @@ class RunOrchestrator:
             label=old.label,
             attempt=old.attempt + 1,
             step=old.step,
+            prompt_head=prompt_head(plan.prompt),
         )
         if workflow is not None:
             self._start_workflow(run, *workflow)

@@ -153,6 +153,25 @@ class ChildRun:
     """Reads `create_time` while the process is ours (not stored)."""
     step: int | None = None
     """A workflow child's step."""
+    prompt_head: str | None = None
+    """The first line of an agent child's prompt, cut to PROMPT_HEAD_CHARS: what the
+    terminal's `runs` and `show` name it by (stored, never sent on the wire). None for
+    a command child and in records from before it was kept."""
+
+
+PROMPT_HEAD_CHARS: Final = 80
+
+
+def prompt_head(prompt: str | None) -> str | None:
+    """The first non-blank line of `prompt`, at most PROMPT_HEAD_CHARS long (an agent
+    child's prompt is otherwise only on its stdin: kept short, it names the run)."""
+    for line in (prompt or "").splitlines():
+        if line.strip():
+            line = " ".join(line.split())
+            if len(line) > PROMPT_HEAD_CHARS:
+                return line[: PROMPT_HEAD_CHARS - 1] + "…"
+            return line
+    return None
 
 
 STEP_PENDING: Final = "pending"

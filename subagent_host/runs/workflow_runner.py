@@ -50,6 +50,7 @@ from subagent_host.runs.state import (
     RunStatus,
     StepState,
     WorkflowState,
+    prompt_head,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
 from subagent_host.values.facts import ErrorInfo
@@ -205,7 +206,13 @@ class WorkflowRunner:
     def _new_child(self, plan: ChildPlan, step: int) -> ChildRun:
         """A step's new child: queued, its projection recorded, its env remembered."""
         run = self.run
-        child = ChildRun(index=len(run.children), backend=plan.backend, label=plan.label, step=step)
+        child = ChildRun(
+            index=len(run.children),
+            backend=plan.backend,
+            label=plan.label,
+            step=step,
+            prompt_head=prompt_head(plan.prompt),
+        )
         run.children.append(child)
         self.children.remember_env(run, child.index, plan.env)
         self.records.child_added(

@@ -12,12 +12,14 @@ rule `status` and `stop` follow (protocol.md §4), but in every session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -32,6 +34,10 @@ from subagent_host.store.schema import DB_NAME, check_version
 class BrowseError(Exception):
     """The state directory cannot be read, or a run reference matches no run or several:
     the message is one line for a person."""
+
+
+class NoHistory(BrowseError):
+    """The state directory has no database: no server has recorded a run there."""
 
 
 @attrs.frozen
@@ -66,7 +72,7 @@ class StateBrowser:
     def open(cls, state_dir: Path) -> StateBrowser:
         path = state_dir / DB_NAME
         if not path.is_file():
-            raise BrowseError(f"no runs recorded in {state_dir} (no {DB_NAME} there)")
+            raise NoHistory(f"no runs recorded in {state_dir} (no {DB_NAME} there)")
         try:
             db = sqlite3.connect(
                 f"{path.as_uri()}?mode=ro",
@@ -158,6 +164,38 @@ class StateBrowser:
                 (run_id, seq, limit),
             ).fetchall()
         return [event_from_record(s, json.loads(record)) for s, record in rows]
+
+    def run_with_events(
+        self, run_id: str, seq: int, limit: int = 1000
+    ) -> tuple[Run | None, list[RunEvent]]:
+        """The run as last recorded and its events after `seq` (at most `limit`), read at one
+        committed moment: a run's record is written with (or after) its events, so every
+        event read here is reflected in the run read with it (`logs -f` relies on it)."""
+        with self._snapshot() as db:
+            found = db.execute("SELECT record FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            rows = db.execute(
+                "SELECT seq, record FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, seq, limit),
+            ).fetchall()
+            run = assemble(db, run_id, found[0]) if found else None
+        return run, [event_from_record(s, json.loads(record)) for s, record in rows]
+
+    def launches(self, run_id: str) -> dict[int, dict[str, Any]]:
+        """Each child's stored launch projection (protocol.md §15) by index, as stored: for
+        showing what a child ran (`argvTemplate`, `agent`), not checked against its digest.
+        A child without one, or with one that is not a JSON object, is left out."""
+        with self._snapshot() as db:
+            rows = db.execute(
+                "SELECT idx, projection FROM children WHERE run_id = ? AND projection IS NOT NULL",
+                (run_id,),
+            ).fetchall()
+        launches: dict[int, dict[str, Any]] = {}
+        for index, projection in rows:
+            with contextlib.suppress(ValueError):
+                data = json.loads(projection)
+                if isinstance(data, dict):
+                    launches[index] = data
+        return launches
 
     def owner(self, run_id: str) -> Owner | None:
         """The server instance that recorded the run."""

@@ -17,4 +17,7 @@ COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
     "run": "runs one command or agent and prints its output (exit status: how it ended)",
+    "runs": "list the recent runs of the state directory, of every session",
+    "show": "show one run: its children, how they ended, its error and output tail",
+    "logs": "print a run's output and activity in order; -f follows it until it ends",
 }

@@ -5,9 +5,20 @@ Every terminal subcommand words these the same way, so they live here once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from subagent_host.runs.state import ChildRun, Run
 from subagent_host.values.facts import Usage
@@ -86,3 +97,196 @@ def cost(usage: Usage | None) -> str:
 
 def run_tokens(run: Run) -> str:
     return tokens(total_usage(run.children))
+
+
+# --- what a run is, in a few words --------------------------------------------------------
+
+HEAD_CHARS: Final = 60
+"""The most characters of a run's label or command/prompt head shown in a listing."""
+
+
+def shorten(text: str, width: int = HEAD_CHARS) -> str:
+    """`text` on one line, at most `width` characters (an ellipsis marks a cut)."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def child_head(child: ChildRun, launch: Mapping[str, Any] | None) -> str:
+    """What a child ran: its command line (from its stored launch projection), or its
+    prompt's first line, or (for an agent child recorded before prompt heads were kept)
+    its backend and agent."""
+    argv = launch.get("argvTemplate") if launch else None
+    if child.backend == "command" and isinstance(argv, list) and argv:
+        return shlex.join(str(arg) for arg in argv)
+    if child.prompt_head:
+        return f"{child.backend}: {child.prompt_head}"
+    agent = launch.get("agent") if launch else None
+    name = agent.get("name") if isinstance(agent, dict) else None
+    return f"{child.backend} agent {name}" if isinstance(name, str) else child.backend
+
+
+def launch_head(run: Run, launches: Mapping[int, Mapping[str, Any]]) -> str:
+    """What a run ran, in a few words: its workflow's name, or what its first child ran
+    (and how many more it had). A listing shows the run's label instead when it has one."""
+    if run.workflow is not None:
+        return f"workflow {run.workflow.name}"
+    if not run.children:
+        return "-"
+    first = child_head(run.children[0], launches.get(run.children[0].index))
+    more = len(run.children) - 1
+    return first + (f" (+{more} more)" if more else "")
+
+
+STATUS_STYLES: Final[Mapping[str, str]] = {
+    "queued": "dim",
+    "running": "cyan",
+    "completed": "green",
+    "failed": "red",
+    "timed-out": "red",
+    "cancelled": "yellow",
+    "interrupted": "yellow",
+    "limit-reached": "yellow",
+}
+
+
+def status_text(status: str) -> Text:
+    """A status, coloured by how it went (on a terminal that shows colours)."""
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def moment(when: datetime | None, now: datetime | None = None) -> str:
+    """A moment in local time: `14:03:27` today, `2026-11-30 14:03` before; `-` if none."""
+    if when is None:
+        return "-"
+    local = when.astimezone()
+    today = (now or datetime.now(UTC)).astimezone().date()
+    return local.strftime("%H:%M:%S" if local.date() == today else "%Y-%m-%d %H:%M")
+
+
+def full_moment(when: datetime | None) -> str:
+    """A moment in local time, whole: `2026-11-30 14:03:27 CET`; `-` if none."""
+    return "-" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def run_duration(run: Run | ChildRun, now: datetime | None = None) -> str:
+    """From start to end, or so far while it goes on."""
+    return elapsed(run.started_at, run.ended_at, now)
+
+
+def megabytes(size: int) -> str:
+    """`12.3 MB`: a process tree's peak memory (`-` when no sample saw it: 0)."""
+    return f"{size / 1_000_000:.1f} MB" if size else "-"
+
+
+def how_it_ended(child: ChildRun) -> str:
+    """`exit 0`, `exit 3`, `SIGKILL, stopped by sigkill`: its process's end (`-` before)."""
+    parts = []
+    if child.exit_code is not None:
+        parts.append(f"exit {child.exit_code}")
+    if child.signal:
+        parts.append(signal.Signals(child.signal).name)
+    if child.stopped_by is not None and str(child.stopped_by) != "exit":
+        parts.append(f"stopped by {child.stopped_by}")
+    return ", ".join(parts) or "-"
+
+
+def tail(text: str, lines: int = 20) -> tuple[str, int]:
+    """The last `lines` lines of `text`, and how many lines came before them."""
+    every = text.splitlines()
+    return "\n".join(every[-lines:]), max(0, len(every) - lines)
+
+
+# --- printing -----------------------------------------------------------------------------
+
+
+def console() -> Console:
+    """A rich console on stdout: colours and boxes on a terminal only (rich turns colours
+    off when it is not one, or with NO_COLOR); on a pipe, wide enough that nothing is
+    wrapped or cut."""
+    return Console(
+        file=sys.stdout,
+        width=None if sys.stdout.isatty() else PIPE_WIDTH,
+        highlight=False,
+        emoji=False,  # `:smile:` in a child's output is printed as it was written
+    )
+
+
+PIPE_WIDTH: Final = 100_000
+"""Columns a pipe is taken to have: a line is never wrapped where a script reads it."""
+
+
+COLUMN_GAP: Final = 2
+"""Spaces between two columns of a table."""
+MIN_LAST_COLUMN: Final = 8
+"""The narrowest a table's last column is cut to on a narrow terminal."""
+
+
+def table(out: Console, *columns: str) -> Table:
+    """A table for `show_table`: ruled under its header on a terminal, plain aligned
+    columns (two spaces apart, no box characters) on a pipe. Its last column is the one
+    that may be cut short (`…`) to fit a terminal's width: put the long text there."""
+    grid = Table(
+        box=box.SIMPLE_HEAD if out.is_terminal else None,
+        show_edge=False,
+        pad_edge=False,
+        # Two spaces apart either way: a cell's padding and the rule's column separator on
+        # a terminal, both cells' padding on a pipe.
+        collapse_padding=out.is_terminal,
+        header_style="bold",
+    )
+    for name in columns:
+        grid.add_column(name, no_wrap=True, overflow="ellipsis")
+    return grid
+
+
+def add_row(grid: Table, *cells: str | Text) -> None:
+    """A row whose strings are shown as they are: a run's label or command may hold
+    `[...]`, which rich would otherwise read as markup."""
+    grid.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
+
+
+def _cell_width(cell: object) -> int:
+    return cell_len(cell.plain if isinstance(cell, Text) else str(cell))
+
+
+def show_table(out: Console, grid: Table) -> None:
+    """Print a table; on a pipe without the spaces rich pads its last column with."""
+    if out.is_terminal:
+        # Rich would shrink every column alike (the narrow ones to nothing): the last
+        # one gets what the others leave.
+        *fixed, last = grid.columns
+        widths = [max([cell_len(str(c.header))] + [_cell_width(x) for x in c.cells]) for c in fixed]
+        room = out.width - sum(widths) - COLUMN_GAP * len(fixed)
+        last.max_width = max(MIN_LAST_COLUMN, room)
+        out.print(grid)
+        return
+    with out.capture() as captured:
+        out.print(grid)
+    out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+SIGPIPE_STATUS: Final = 128 + signal.SIGPIPE
+INTERRUPTED_STATUS: Final = 128 + signal.SIGINT
+
+
+def print_json(value: Any) -> int:
+    """`value` as one line of JSON (UTF-8 as is), for `--json`."""
+    print(json.dumps(value, ensure_ascii=False))
+    return 0
+
+
+def guarded(body: Callable[[], int]) -> int:
+    """Run a subcommand's body: a reader that goes away (`| head`) ends it quietly with
+    141, as a pipeline's writer ends, and Ctrl-C with 130 and no traceback."""
+    try:
+        status = body()
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # Whatever is still buffered for the closed pipe is dropped, not reported at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return SIGPIPE_STATUS
+    except KeyboardInterrupt:
+        return INTERRUPTED_STATUS

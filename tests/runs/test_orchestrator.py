@@ -629,3 +629,11 @@ async def test_a_resume_that_would_queue_more_than_max_queue_changes_nothing() -
         harness.manager.resume(done, 0, plan)
     assert done.status is RunStatus.COMPLETED and done.children[0].attempt == 1
     await harness.manager.stop(blocker, grace_ms=100, reason="done")
+
+
+async def test_an_agent_child_keeps_its_prompts_first_line_to_be_named_by() -> None:
+    harness = Harness(more={"pi": _SpyAgent()})
+    agent = ChildPlan(backend="pi", cwd=str(FAKES), timeout_ms=60_000, stall_timeout_ms=60_000,
+                      prompt="\n  Review   the diff\nand say what is wrong")  # fmt: skip
+    run = await harness.finish(harness.launch(command("true"), agent, kind=RunKind.PARALLEL))
+    assert [child.prompt_head for child in run.children] == [None, "Review the diff"]

@@ -9,6 +9,7 @@ import pytest
 from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     MAX_EVENTS_KEPT,
+    PROMPT_HEAD_CHARS,
     ChildRun,
     Run,
     RunEvent,
@@ -18,6 +19,7 @@ from subagent_host.runs.state import (
     TerminalFactsMissing,
     WorkflowState,
     event_bytes,
+    prompt_head,
     restore_events,
 )
 from subagent_host.values import RunKind
@@ -183,3 +185,10 @@ def test_only_a_step_that_ended_is_reopened_and_then_it_ends_once_more() -> None
     assert book.transition_step(run, step, "completed")
     assert not book.transition_step(run, step, "failed")
     assert step.status == "completed"
+
+
+def test_a_prompt_head_is_its_first_line_cut_short() -> None:
+    assert prompt_head("\n  Summarize   the README\nthen more") == "Summarize the README"
+    assert prompt_head(None) is None and prompt_head(" \n ") is None
+    long = prompt_head("x" * 200)
+    assert long is not None and len(long) == PROMPT_HEAD_CHARS and long.endswith("…")

@@ -1105,3 +1105,15 @@ def test_records_are_stable_json_keys() -> None:
         "created_at": T0.isoformat(),
     }
     assert child_record(run.children[0]) == {"index": 0, "backend": "command"}
+
+
+def test_an_agent_childs_prompt_head_is_kept_in_its_record_and_absent_from_older_records() -> None:
+    run = make_run("r1", children=2)
+    prompted, command = run.children
+    prompted.prompt_head = "Review the diff"
+    record = json.loads(json.dumps(child_record(prompted)))
+    assert record["prompt_head"] == "Review the diff"
+    assert child_from_record(record).prompt_head == "Review the diff"
+    assert "prompt_head" not in child_record(command)  # none: the record is as before
+    older = {k: v for k, v in record.items() if k != "prompt_head"}  # before it was kept
+    assert child_from_record(older).prompt_head is None

@@ -6,17 +6,25 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from subagent_host.runs.state import ChildRun
+from subagent_host.backends.exits import StoppedBy
+from subagent_host.runs.state import ChildRun, Run, WorkflowState
 from subagent_host.terminal.views import (
+    child_head,
     cost,
     count,
     duration,
     elapsed,
+    how_it_ended,
+    launch_head,
+    megabytes,
     plural,
     short_id,
+    shorten,
+    tail,
     tokens,
     total_usage,
 )
+from subagent_host.values import RunKind
 from subagent_host.values.facts import Usage
 
 
@@ -57,3 +65,41 @@ def test_usage_sums_over_children_and_costs_only_when_every_part_has_one() -> No
     assert cost(both) == "$0.0200" and tokens(both) == "2.0k in, 400 out"
     assert cost(total_usage([child(0, priced), child(1, unpriced)])) == "-"
     assert total_usage([child(0, None)]) is None and tokens(None) == "-"
+
+
+def test_a_child_is_named_by_its_command_its_prompt_or_its_backend_and_agent() -> None:
+    command = ChildRun(index=0, backend="command")
+    assert child_head(command, {"argvTemplate": ["sh", "-c", "echo hi"]}) == "sh -c 'echo hi'"
+    prompted = ChildRun(index=0, backend="pi", prompt_head="Summarize the README")
+    assert child_head(prompted, {"argvTemplate": ["pi", "--mode", "json"]}) == (
+        "pi: Summarize the README"
+    )
+    older = ChildRun(index=0, backend="claude")  # recorded before prompt heads were kept
+    assert child_head(older, {"agent": {"name": "reviewer", "digest": "d"}}) == (
+        "claude agent reviewer"
+    )
+    assert child_head(older, None) == "claude"
+
+
+def test_a_run_is_named_by_its_workflow_or_its_first_child_and_how_many_more() -> None:
+    run = Run(
+        run_id="r" * 32,
+        session_id="s",
+        kind=RunKind.PARALLEL,
+        fingerprint="f",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        children=[ChildRun(index=0, backend="command"), ChildRun(index=1, backend="command")],
+    )
+    assert launch_head(run, {0: {"argvTemplate": ["true"]}}) == "true (+1 more)"
+    run.workflow = WorkflowState(name="review", steps=[])
+    assert launch_head(run, {}) == "workflow review"
+    assert shorten("a  b\nc", 60) == "a b c" and shorten("x" * 70, 10) == "x" * 9 + "…"
+
+
+def test_how_a_child_ended_and_the_tail_of_a_text_read_at_a_glance() -> None:
+    assert how_it_ended(ChildRun(index=0, backend="command")) == "-"
+    assert how_it_ended(ChildRun(index=0, backend="command", exit_code=3)) == "exit 3"
+    killed = ChildRun(index=0, backend="pi", signal=9, stopped_by=StoppedBy("sigkill"))
+    assert how_it_ended(killed) == "SIGKILL, stopped by sigkill"
+    assert tail("1\n2\n3\n", 2) == ("2\n3", 1) and tail("1", 5) == ("1", 0)
+    assert megabytes(12_345_678) == "12.3 MB" and megabytes(0) == "-"

@@ -1,0 +1,189 @@
+"""`subagent-host logs RUN [-f]`: what a run's children printed and did, in order (protocol.md §7).
+
+From the run's recorded events: each `output` event's text as it streamed, each
+`activity` event as a line of its own (`» tool bash`); a child that did not stream
+(a spawn without `stream`) shows its final output text where it ended. Each line of
+a run of several children (tasks, chain, workflow) starts with the child's index
+(`[1] `). `-f` follows a run that is still going until it ends.
+
+A read-only reader cannot be woken by the servers that write (they are other
+processes), so following polls: `PRAGMA data_version` (one cheap read, changed by any
+commit) every POLL_INTERVAL_S, and the run's events only when it changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from rich.console import Console
+from rich.text import Text
+
+from subagent_host.backends.liveness import process_is_alive
+from subagent_host.runs.state import TERMINAL, Run, RunEvent
+from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.terminal import views
+from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.values import RunKind
+
+POLL_INTERVAL_S: Final = 0.1
+"""How often `-f` looks for new events: a line appears at most this long after it is
+recorded (servers record a run's events once per turn of their loop)."""
+OWNER_CHECK_S: Final = 1.0
+"""How often `-f`, while nothing changes, checks that the server running the run is alive."""
+PAGE: Final = 1000
+"""Events read at once."""
+ACTIVITY_MARK: Final = "» "
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = subcommand_parser(
+        "logs", "A run's output and activity, in order; with -f, until the run ends."
+    )
+    parser.add_argument("run", metavar="RUN", help="a run id, or a prefix of one (8+ characters)")
+    parser.add_argument(
+        "-f", "--follow", action="store_true", help="follow a running run until it ends"
+    )
+    args = parser.parse_args(argv)
+    return views.guarded(lambda: print_logs(args))
+
+
+def print_logs(args: argparse.Namespace) -> int:
+    try:
+        with StateBrowser.open(state_dir_of(args)) as browser:
+            run = browser.find(args.run)
+            several = run.kind is not RunKind.SINGLE  # a [i] prefix on each line
+            return _print(browser, run.run_id, Printer(views.console(), several), args.follow)
+    except BrowseError as exc:
+        print(f"subagent-host logs: {exc}", file=sys.stderr)
+        return 1
+
+
+def _print(browser: StateBrowser, run_id: str, printer: Printer, follow: bool) -> int:
+    seq = 0
+    while True:
+        # Taken before the read: a commit that comes after it is never missed.
+        version = browser.data_version()
+        run, events = browser.run_with_events(run_id, seq, PAGE)
+        if run is None:
+            printer.finish(None)
+            print(f"subagent-host logs: run {run_id} was deleted", file=sys.stderr)
+            return 1
+        if events and events[0].seq > seq + 1:
+            print(
+                f"subagent-host logs: events {seq + 1}..{events[0].seq - 1} of this run are"
+                " no longer kept",
+                file=sys.stderr,
+            )
+        for event in events:
+            printer.event(event, run)
+        if events:
+            seq = events[-1].seq
+        if len(events) == PAGE:
+            continue
+        if run.is_terminal or not follow:
+            printer.finish(run)
+            return 0
+        printer.flush_file()
+        if not _wait_for_change(browser, run_id, version):
+            printer.finish(run)
+            print(
+                f"subagent-host logs: the server running {run_id} has ended without ending"
+                " it (the next server started on this state directory marks it interrupted)",
+                file=sys.stderr,
+            )
+            return 1
+
+
+def _wait_for_change(browser: StateBrowser, run_id: str, version: int) -> bool:
+    """Until anyone has committed to the database since `version` (True), or the run's
+    server is gone (False)."""
+    checked = time.monotonic()
+    while browser.data_version() == version:
+        if time.monotonic() - checked >= OWNER_CHECK_S:
+            owner = browser.owner(run_id)
+            if owner is None or owner.ended_at is not None:
+                return False
+            if not process_is_alive(owner.pid, owner.create_time):
+                return False
+            checked = time.monotonic()
+        # No event can be awaited: the writers are other processes (see the module's doc).
+        time.sleep(POLL_INTERVAL_S)  # noqa: TID251 - no event loop here to block
+    return True
+
+
+class Printer:
+    """Events as lines, each child's output cut at its newlines so that lines of several
+    children never mix."""
+
+    def __init__(self, out: Console, several: bool) -> None:
+        self._out = out
+        self._several = several
+        self._partial: dict[int, str] = {}
+        """Per child, what it printed after its last newline."""
+        self._streamed: set[int] = set()
+        self._shown: set[tuple[int, int]] = set()
+        """(index, attempt) of each final output already printed."""
+
+    def event(self, event: RunEvent, run: Run) -> None:
+        index = event.fields.get("index")
+        if not isinstance(index, int):
+            return  # a run's `status` event: nothing a child printed
+        if event.type == "output":
+            self._streamed.add(index)
+            self._output(index, str(event.fields.get("text", "")))
+        elif event.type == "activity":
+            self._end_line(index)
+            self._activity(index, str(event.fields.get("text", "")))
+        elif event.type == "child" and event.fields.get("status") in TERMINAL:
+            self._end_line(index)
+            self._final_output(run, index)
+
+    def finish(self, run: Run | None) -> None:
+        """At the end: the final output of children whose end was not seen (their events
+        are no longer kept, or the run is still going without -f), and open lines."""
+        if run is not None:
+            for child in run.children:
+                if child.status in TERMINAL:
+                    self._final_output(run, child.index)
+        for index in list(self._partial):
+            self._end_line(index)
+        self.flush_file()
+
+    def flush_file(self) -> None:
+        self._out.file.flush()
+
+    def _prefix(self, index: int) -> str:
+        return f"[{index}] " if self._several else ""
+
+    def _output(self, index: int, text: str) -> None:
+        pending = self._partial.pop(index, "") + text
+        *lines, rest = pending.split("\n")
+        if lines:
+            prefix = self._prefix(index)
+            self._out.file.write("".join(f"{prefix}{line}\n" for line in lines))
+        if rest:
+            self._partial[index] = rest
+
+    def _end_line(self, index: int) -> None:
+        rest = self._partial.pop(index, None)
+        if rest is not None:
+            self._out.file.write(f"{self._prefix(index)}{rest}\n")
+
+    def _activity(self, index: int, text: str) -> None:
+        line = Text(f"{self._prefix(index)}{ACTIVITY_MARK}{' '.join(text.split())}", style="dim")
+        self._out.print(line, soft_wrap=True)
+
+    def _final_output(self, run: Run, index: int) -> None:
+        """A child that did not stream: its final text, once per attempt."""
+        if index in self._streamed or index >= len(run.children):
+            return
+        child = run.children[index]
+        if child.output is None or (index, child.attempt) in self._shown:
+            return
+        self._shown.add((index, child.attempt))
+        self._output(index, child.output.text)
+        self._end_line(index)

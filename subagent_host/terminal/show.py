@@ -1,0 +1,171 @@
+"""`subagent-host show RUN`: one run of any session, as recorded (protocol.md §7).
+
+RUN is a run id or a prefix of one (at least 8 characters) that names one run of the
+state directory. The run, its children and how each ended, its error and the tail of
+its output are printed for a person; `--json` prints the run's snapshot exactly as
+`status {runId}` answers it (`handlers/snapshots.py` and the wire's converter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+from rich.console import Console
+from rich.text import Text
+
+from subagent_host.handlers.snapshots import run_snapshot
+from subagent_host.rpc.wire import make_converter
+from subagent_host.runs.state import Run
+from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.terminal import views
+from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.values.facts import ErrorInfo
+
+TAIL_LINES: Final = 20
+"""Lines of a run's output `show` prints: its last ones."""
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = subcommand_parser("show", "One run of this state directory, of any session.")
+    parser.add_argument("run", metavar="RUN", help="a run id, or a prefix of one (8+ characters)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the run's snapshot as `status` answers it"
+    )
+    args = parser.parse_args(argv)
+    return views.guarded(lambda: show_run(args))
+
+
+def show_run(args: argparse.Namespace) -> int:
+    try:
+        with StateBrowser.open(state_dir_of(args)) as browser:
+            run = browser.find(args.run)
+            streamed = "" if run.output else streamed_output(browser, run)
+            launches = browser.launches(run.run_id)
+    except BrowseError as exc:
+        print(f"subagent-host show: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        return views.print_json(make_converter().unstructure(run_snapshot(run)))
+    out = views.console()
+    describe(out, run)
+    children(out, run, launches)
+    errors(out, run)
+    output_tail(out, run, streamed)
+    return 0
+
+
+def streamed_output(browser: StateBrowser, run: Run) -> str:
+    """The text its children streamed (`output` events), for a run with no final output yet."""
+    texts: list[str] = []
+    seq = 0
+    while events := browser.events_after(run.run_id, seq):
+        texts += [str(e.fields.get("text", "")) for e in events if e.type == "output"]
+        seq = events[-1].seq
+    return "".join(texts)
+
+
+def describe(out: Console, run: Run) -> None:
+    fields: list[tuple[str, str | Text]] = [
+        ("run", run.run_id),
+        ("session", run.session_id),
+        ("kind", str(run.kind)),
+        ("status", views.status_text(str(run.status))),
+        ("label", run.label or ""),
+        ("workflow", run.workflow.name if run.workflow else ""),
+        ("created", views.full_moment(run.created_at)),
+        ("started", views.full_moment(run.started_at)),
+        ("ended", views.full_moment(run.ended_at)),
+        ("took", views.run_duration(run, datetime.now(UTC))),
+        ("reason", run.reason or ""),
+        ("limit", run.reached_limit or ""),
+        ("error", _error_line(run.error) if run.error else ""),
+        ("admitted by", run.admitted_by),
+    ]
+    width = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        if value and value != "-":
+            out.print(Text.assemble((name.ljust(width), "bold"), "  ", value))
+
+
+def children(out: Console, run: Run, launches: dict[int, dict[str, object]]) -> None:
+    if not run.children:
+        return
+    out.print()
+    grid = views.table(
+        out,
+        "#",
+        "BACKEND",
+        "STATUS",
+        "ATTEMPT",
+        "TOOK",
+        "ENDED BY",
+        "TOKENS",
+        "COST",
+        "CPU",
+        "PEAK RSS",
+        "WHAT",
+    )
+    now = datetime.now(UTC)
+    for child in run.children:
+        resources = child.resources
+        views.add_row(
+            grid,
+            str(child.index),
+            child.backend,
+            views.status_text(str(child.status)),
+            str(child.attempt),
+            views.run_duration(child, now),
+            views.how_it_ended(child),
+            views.tokens(child.usage),
+            views.cost(child.usage),
+            f"{resources.cpu_seconds:.2f}s" if resources else "-",
+            views.megabytes(resources.peak_rss_bytes) if resources else "-",
+            views.shorten(child.label or views.child_head(child, launches.get(child.index))),
+        )
+    views.show_table(out, grid)
+
+
+def errors(out: Console, run: Run) -> None:
+    """Each child's error (the run's own is in its description), with the end of what
+    the child wrote to stderr when the error kept it."""
+    for child in run.children:
+        if child.error is None:
+            continue
+        out.print()
+        out.print(Text.assemble((f"child {child.index} error", "bold red"), "  "), end="")
+        out.print(_error_line(child.error), markup=False, highlight=False)
+        for line in _stderr_tail(child.error):
+            out.print(f"  {line}", markup=False, highlight=False)
+
+
+def output_tail(out: Console, run: Run, streamed: str) -> None:
+    text = run.output.text if run.output else _children_output(run) or streamed
+    out.print()
+    if not text:
+        out.print(Text("no output recorded", style="dim"))
+        return
+    shown, before = views.tail(text, TAIL_LINES)
+    heading = f"output (last {TAIL_LINES} lines)" if before else "output"
+    out.print(Text(heading, style="bold"))
+    out.print(shown, markup=False, highlight=False, soft_wrap=True)
+
+
+def _children_output(run: Run) -> str:
+    outputs = [child.output.text for child in run.children if child.output]
+    return "".join(outputs)
+
+
+def _error_line(error: ErrorInfo) -> str:
+    return f"{error.code}: {error.message}"
+
+
+def _stderr_tail(error: ErrorInfo, lines: int = 5) -> Iterable[str]:
+    tail = (error.data or {}).get("stderrTail")
+    if not isinstance(tail, str) or not tail.strip():
+        return []
+    shown, _before = views.tail(tail.rstrip("\n"), lines)
+    return shown.splitlines()

@@ -1,0 +1,198 @@
+"""`subagent-host logs RUN [-f]`: what a run's children printed and did, in order, and
+following a run that another process runs until it ends (protocol.md §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.e2e.agents import AGENT_BIN, PI_SPAWN, pi_environment
+from tests.mock_llm import MockLLM
+from tests.terminal.inspecting import (
+    COMMAND_TIMEOUT_S,
+    assert_plain,
+    command,
+    server,
+    start,
+    state,
+    task,
+)
+
+pytestmark = pytest.mark.e2e
+
+WAIT_FOR: Final = "for i in $(seq 1000); do [ -e {0} ] && break; sleep 0.01; done"
+"""Shell: until file {0} exists (at most 10 s): how a child waits on the test, bounded."""
+
+
+@pytest.fixture
+def mock() -> Iterator[MockLLM]:
+    """A loopback mock LLM for this test (tests/mock_llm), closed after it."""
+    with MockLLM() as llm:
+        yield llm
+
+
+def wait_for(path: Path) -> str:
+    return WAIT_FOR.format(path)
+
+
+async def logs(tmp_path: Path, run_id: str) -> str:
+    finished = await command("logs", run_id, "--state-dir", str(state(tmp_path)))
+    assert finished.status == 0 and finished.stderr == "", finished
+    assert_plain(finished.stdout)
+    return finished.stdout
+
+
+async def test_logs_of_a_streamed_run_is_what_it_printed(tmp_path: Path) -> None:
+    async with server(tmp_path, "alpha") as host:
+        run = await task(
+            host, command=["sh", "-c", "printf 'one\\ntwo'; sleep 0.1; echo ' and three'"],
+            stream=True,
+        )  # fmt: skip
+    assert await logs(tmp_path, run["runId"][:8]) == "one\ntwo and three\n"
+
+
+async def test_logs_of_a_run_that_did_not_stream_is_its_final_output(tmp_path: Path) -> None:
+    async with server(tmp_path, "alpha") as host:
+        run = await task(host, command=["printf", "first\\nlast"])
+    assert await logs(tmp_path, run["runId"]) == "first\nlast\n"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_logs_of_several_children_prefixes_each_line_and_keeps_their_order(
+    tmp_path: Path, stream: bool
+) -> None:
+    a_said, release = tmp_path / "a-said", tmp_path / "release"
+    # Child 0 speaks, child 1 speaks once it has and ends; child 0 then speaks again and
+    # ends once the test saw child 1 end.
+    first = f"echo a1; touch {a_said}; {wait_for(release)}; echo a2"
+    second = f"{wait_for(a_said)}; echo b1"
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request(
+            "spawn",
+            {
+                "tasks": [{"command": ["sh", "-c", first]}, {"command": ["sh", "-c", second]}],
+                "stream": stream,
+            },
+        )
+        async with asyncio.timeout(COMMAND_TIMEOUT_S):
+            async for event in host.events(run["runId"]):
+                if event.type == "child" and (event.index, event.status) == (1, "completed"):
+                    break
+            release.touch()
+            assert (await host.wait(run["runId"])).status == "completed"
+    if stream:  # as it was printed
+        assert await logs(tmp_path, run["runId"]) == "[0] a1\n[1] b1\n[0] a2\n"
+    else:  # each child's output where it ended
+        assert await logs(tmp_path, run["runId"]) == "[1] b1\n[0] a1\n[0] a2\n"
+
+
+async def test_logs_follow_prints_a_live_run_of_another_process_until_it_ends(
+    tmp_path: Path,
+) -> None:
+    go_on, finish = tmp_path / "go-on", tmp_path / "finish"
+    script = f"echo started; {wait_for(go_on)}; echo middle; {wait_for(finish)}; echo ended"
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request(
+            "spawn", {"command": ["sh", "-c", script], "stream": True, "label": "slow"}
+        )
+        follower = await start("logs", "-f", run["runId"], "--state-dir", str(state(tmp_path)))
+        assert follower.stdout is not None
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                assert await follower.stdout.readline() == b"started\n"
+                go_on.touch()
+                assert await follower.stdout.readline() == b"middle\n"
+                assert follower.returncode is None  # still following: the run goes on
+                finish.touch()
+                assert await follower.stdout.readline() == b"ended\n"
+                assert await follower.stdout.read() == b""
+                assert await follower.wait() == 0
+        finally:
+            if follower.returncode is None:
+                follower.kill()
+                await follower.wait()
+        assert (await host.request("status", {"runId": run["runId"]}))["status"] == "completed"
+    assert follower.stderr is not None and await follower.stderr.read() == b""
+
+
+async def test_logs_follow_ends_quietly_with_130_on_ctrl_c(tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request(
+            "spawn", {"command": ["sh", "-c", f"echo waiting; {wait_for(release)}"], "stream": True}
+        )
+        follower = await start("logs", "-f", run["runId"], "--state-dir", str(state(tmp_path)))
+        assert follower.stdout is not None and follower.stderr is not None
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                assert await follower.stdout.readline() == b"waiting\n"
+                follower.send_signal(signal.SIGINT)
+                assert await follower.wait() == 130
+        finally:
+            if follower.returncode is None:
+                follower.kill()
+                await follower.wait()
+            release.touch()
+        assert await follower.stderr.read() == b""
+        assert (await host.wait(run["runId"])).status == "completed"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_an_agent_childs_activity_and_output_are_logged_and_its_prompt_names_the_run(
+    tmp_path: Path, mock: MockLLM, stream: bool
+) -> None:
+    if not (AGENT_BIN / "pi").exists():
+        pytest.skip("the pinned pi CLI is not installed: run scripts/install-agents")
+    env = pi_environment(tmp_path, mock.base_url)
+    prompt = "Look around with a tool,\nthen say what you found"
+    async with server(tmp_path, "alpha", env=env) as host:
+        run = await task(host, **PI_SPAWN, prompt=prompt, stream=stream)
+    assert run["status"] == "completed", run
+    logged = (await logs(tmp_path, run["runId"])).splitlines()
+    assert "» tool bash" in logged
+    final = run["output"]["text"].strip()
+    if stream:  # pi's JSON lines as they streamed, the tool's activity among them
+        assert logged.index("» tool bash") < len(logged) - 1
+        assert any(final in line for line in logged[logged.index("» tool bash") :])
+    else:  # the activity as it happened, then the final text
+        assert logged == ["» tool bash", final]
+    listed = await command("runs", "--state-dir", str(state(tmp_path)))
+    assert "pi: Look around with a tool," in listed.stdout and "then say" not in listed.stdout
+
+
+async def test_logs_follow_says_so_and_exits_1_when_the_server_running_the_run_dies(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request(
+            "spawn", {"command": ["sh", "-c", "echo going; exec sleep 300"], "stream": True}
+        )
+        follower = await start("logs", "-f", run["runId"], "--state-dir", str(state(tmp_path)))
+        assert follower.stdout is not None and follower.stderr is not None
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                assert await follower.stdout.readline() == b"going\n"
+                assert host.process is not None
+                host.process.kill()  # the run is left running, its server gone
+                assert await follower.wait() == 1
+        finally:
+            if follower.returncode is None:
+                follower.kill()
+                await follower.wait()
+        assert (
+            await follower.stderr.read()
+            == (
+                f"subagent-host logs: the server running {run['runId']} has ended without ending"
+                " it (the next server started on this state directory marks it interrupted)\n"
+            ).encode()
+        )
+        # The next server does: it ends the run's `sleep` (proven gone when both end).
+        async with server(tmp_path, "alpha", "lsp") as after:
+            assert (await after.request("status", {"runId": run["runId"]}))["status"] == (
+                "interrupted"
+            )
