@@ -16,4 +16,5 @@ from typing import Final
 COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
+    "stop": "stop a run a server on this state directory runs (SIGTERM, grace, SIGKILL)",
 }
