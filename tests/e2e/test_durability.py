@@ -254,6 +254,27 @@ async def test_a_second_live_server_sees_anothers_run_and_stops_it_only_through_
         assert (await owner.finish())[0] == 0
 
 
+async def test_a_stop_of_a_run_whose_server_died_since_says_the_server_is_gone(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path)) as owner:
+        run_id = await spawn_running(owner, TREE)
+        async with running_server(*state_args(tmp_path)) as other:
+            assert (await result_of(other, "ping", {}))["pong"] is True  # started: owner alive
+            crashed = await crash(owner)
+            refused = await error_of(other, "stop", {"runId": run_id})
+            assert refused["code"] == NOT_FOUND, refused
+            assert refused["data"]["reason"] == "server-gone", refused
+            assert "marks it interrupted" in refused["message"]
+            other.run_ids.clear()  # the third server's to end, not this one's
+            assert (await other.finish())[0] == 0
+    async with running_server(*state_args(tmp_path)) as third:  # ends what the dead one left
+        snapshot = await result_of(third, "status", {"runId": run_id})
+        assert snapshot["status"] == "interrupted"
+        await wait_until_no_run_survives(crashed)
+        assert (await third.finish())[0] == 0
+
+
 async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(
     tmp_path: Path,
 ) -> None:
