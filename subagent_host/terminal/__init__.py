@@ -16,5 +16,6 @@ from typing import Final
 COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
-    "stop": "stop a run a server on this state directory runs (SIGTERM, grace, SIGKILL)",
+    "doctor": "checks that this machine can run subagents, one line per check with its fix",
+    "stop": "stops a run that a server on this state directory runs, from any process",
 }
