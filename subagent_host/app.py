@@ -48,7 +48,7 @@ from subagent_host.planning.toolchain import Toolchain
 from subagent_host.planning.views import Projection
 from subagent_host.rpc.answering import after_answer
 from subagent_host.rpc.connection import Connection
-from subagent_host.rpc.control import ControlListener, UntrustedSocket, remove_stale, socket_path
+from subagent_host.rpc.control import ControlListener, UntrustedSocket, socket_path
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
 from subagent_host.rpc.notifier import Notifier
@@ -310,7 +310,8 @@ async def _open_control(
     config: ServerConfig, store: RunStore, ctx: HandlerContext
 ) -> ControlListener | None:
     """Listen on this server's control socket (protocol.md §10.1), and remove the sockets
-    dead servers left; None (with a warning) when the state directory has no room for it."""
+    dead servers left (in the background); None (with a warning) when the state directory
+    has no room for it."""
     if not store.durable or store.instance_id is None:
         return None  # runs in memory: no other process can find them to stop
 
@@ -323,9 +324,7 @@ async def _open_control(
         socket_path(config.state_dir, store.instance_id), table, config.max_message_bytes
     )
     try:
-        await listener.start()
-        live = await store.live_instances()
-        await asyncio.to_thread(remove_stale, listener.path.parent, live | {store.instance_id})
+        await listener.start(live=store.live_instances)
     except (OSError, UntrustedSocket) as exc:
         listener.stop_accepting()
         logger.warning("no control socket, `subagent-host stop` cannot reach this server: %s", exc)

@@ -22,7 +22,7 @@ import os
 import socket
 import stat
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -142,11 +142,16 @@ class ControlListener:
         self._uid = os.getuid() if uid is None else uid
         """The only user allowed to connect (a test may name another to see a refusal)."""
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], asyncio.StreamReader] = {}
+        self._sweeping: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
+    async def start(self, live: Callable[[], Awaitable[set[str]]] | None = None) -> None:
         """Make the directory (0700, ours) and listen; raise OSError or UntrustedSocket
-        when that cannot be done safely (the server then runs without a control socket)."""
+        when that cannot be done safely (the server then runs without a control socket).
+
+        With `live` (the instance ids whose server runs), the sockets other instances
+        left behind are removed in the background: the first reply waits for none of it.
+        """
         directory = self.path.parent
         directory.mkdir(mode=0o700, exist_ok=True)
         check_private(directory, kind=stat.S_IFDIR, uid=os.getuid())
@@ -159,6 +164,14 @@ class ControlListener:
             )
             os.chmod(name, 0o600)
         logger.debug("control socket listening at %s", self.path)
+        if live is not None:
+            self._sweeping = asyncio.create_task(self._sweep(live))
+
+    async def _sweep(self, live: Callable[[], Awaitable[set[str]]]) -> None:
+        keep = await live() | {self.path.stem}
+        removed = await asyncio.to_thread(remove_stale, self.path.parent, keep)
+        if removed:
+            logger.info("removed %d control sockets of servers that are gone", removed)
 
     def stop_accepting(self) -> None:
         """Accept no more connections and remove the socket."""
@@ -169,10 +182,15 @@ class ControlListener:
                 self.path.unlink()
 
     async def aclose(self) -> None:
-        """Stop accepting; give connections still answering CLOSE_TIMEOUT_S, then end them."""
+        """Stop accepting and reading; give requests still being answered CLOSE_TIMEOUT_S,
+        then end their connections."""
         self.stop_accepting()
+        if self._sweeping is not None:
+            await asyncio.gather(self._sweeping, return_exceptions=True)
         if not self._connections:
             return
+        for reader in self._connections.values():
+            reader.feed_eof()  # read no further: a client that idles does not hold us
         _done, pending = await asyncio.wait(self._connections, timeout=CLOSE_TIMEOUT_S)
         for task in pending:
             task.cancel()
@@ -194,8 +212,11 @@ class ControlListener:
             writer.close()
             return
         task = asyncio.create_task(self._serve(reader, writer))
-        self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
+        self._connections[task] = reader
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._connections.pop(task, None)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Answer one connection's requests until it ends (or idles), then close it."""

@@ -168,3 +168,41 @@ async def test_sockets_of_server_instances_no_longer_alive_are_removed(tmp_path:
     (directory / "notes.txt").write_text("kept")
     assert remove_stale(directory, {"live"}) == 1
     assert sorted(p.name for p in directory.iterdir()) == ["live.sock", "notes.txt"]
+
+
+async def test_closing_the_listener_does_not_wait_for_a_client_that_stays_silent(
+    tmp_path: Path,
+) -> None:
+    listener = ControlListener(socket_path(tmp_path, "e" * 32), _table, 1 << 20)
+    await listener.start()
+    with reachable(listener.path) as name:
+        reader, writer = await asyncio.open_unix_connection(name)
+    writer.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')  # answered, then silence
+    async with asyncio.timeout(10):
+        assert json.loads(await reader.readline())["id"] == 1
+    async with asyncio.timeout(2):  # well under the idle limit and the close timeout
+        await listener.aclose()
+    assert await reader.read() == b""
+    writer.close()
+
+
+async def test_sockets_other_instances_left_are_swept_once_the_listener_listens(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "control"
+    directory.mkdir(mode=0o700)
+    left = socket.socket(socket.AF_UNIX)
+    with reachable(directory / "dead.sock") as name:
+        left.bind(name)
+    left.close()
+    swept = asyncio.Event()
+
+    async def live() -> set[str]:
+        swept.set()
+        return set()
+
+    listener = ControlListener(socket_path(tmp_path, "f" * 32), _table, 1 << 20)
+    await listener.start(live=live)
+    await listener.aclose()  # waits for the sweep
+    assert swept.is_set()
+    assert not (directory / "dead.sock").exists()
