@@ -18,7 +18,7 @@ from subagent_host.handlers import ping
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.handlers.stop import check_grace, stop_here
-from subagent_host.handlers.table import bind
+from subagent_host.handlers.table import AsyncHandler, SyncHandler, bind
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.errors import InvalidParams, ParamProblem
 from subagent_host.rpc.wire import PingParams, PingResult, RunSnapshot, StatusParams, StopParams
@@ -57,7 +57,7 @@ def held_run(run_id: str, ctx: HandlerContext) -> Run:
     return run
 
 
-ENTRIES: Mapping[str, tuple[type[Any], Any]] = {
+ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "ping": (PingParams, handle_ping),
     "status": (StatusParams, handle_status),
     "stop": (StopParams, handle_stop),

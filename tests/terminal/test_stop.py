@@ -15,7 +15,8 @@ from typing import Any
 import psutil
 import pytest
 
-from subagent_host.client import Host
+from subagent_host.client import Host, InvalidParams, MethodNotFound, RunNotFound
+from subagent_host.client.control import connect_control
 from subagent_host.rpc.control import CONTROL_DIR, reachable
 from subagent_host.store.browse import StateBrowser
 from tests.e2e.harness import _run_ids_in, assert_no_run_survives, assert_nothing_left
@@ -198,3 +199,23 @@ async def test_a_socket_a_dead_server_left_is_removed_when_a_server_starts(tmp_p
     async with serving(tmp_path) as server:
         names = [p.name for p in (server.state / CONTROL_DIR).iterdir()]
         assert stale.name not in names and len(names) == 1
+
+
+async def test_the_control_socket_answers_ping_status_and_stop_only(tmp_path: Path) -> None:
+    async with serving(tmp_path) as server:
+        run_id = await server.spawn_ready(("sh", "-c", "echo ready; exec sleep 300"))
+        assert server.host.process is not None
+        (path,) = (server.state / CONTROL_DIR).iterdir()
+        async with await connect_control(path, pid=server.host.process.pid) as control:
+            pong = await control.ping()
+            assert pong.methods == ("ping", "status", "stop")
+            with pytest.raises(InvalidParams):
+                await control.request("ping", {"sessionId": "session-other"})
+            assert (await control.status(run_id)).status == "running"
+            with pytest.raises(RunNotFound) as unknown:
+                await control.status("0" * 32)
+            assert unknown.value.data["reason"] == "not-held-here"
+            with pytest.raises(MethodNotFound):
+                await control.request("spawn", {"command": ["true"]})
+            stopped = await control.stop(run_id=run_id, grace_ms=1000)
+            assert stopped.status == "cancelled" and stopped.already_terminal is False
