@@ -8,16 +8,18 @@ for its own client: SIGTERM, the grace, SIGKILL, the events to that client.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Final
 
 from subagent_host.backends.liveness import process_is_alive
-from subagent_host.client.control import ControlUnreachable, connect_control
+from subagent_host.client.control import ControlUnreachable, stop_at
 from subagent_host.client.errors import HostError
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.control import UntrustedSocket, socket_path
 from subagent_host.rpc.wire import RunSnapshot
-from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.runs.state import Run
+from subagent_host.store.browse import BrowseError, Owner, StateBrowser
 from subagent_host.terminal.views import short_id
 
 REASON: Final = "stopped by subagent-host stop"
@@ -40,9 +42,8 @@ async def stop_run(
     to the grace (the server's `--grace-ms` when `grace_ms` is None).
     """
     try:
-        with StateBrowser.open(state_dir) as browser:
-            run = browser.find(reference)
-            owner = browser.owner(run.run_id)
+        # Off the loop: `watch` calls this from its own loop, which must keep drawing.
+        run, owner = await asyncio.to_thread(_find, state_dir, reference)
     except BrowseError as exc:
         raise StopFailed(str(exc)) from exc
     if run.is_terminal:
@@ -53,7 +54,13 @@ async def stop_run(
     if not process_is_alive(owner.pid, owner.create_time):
         raise StopFailed(f"run {name} is not running: {_gone(owner.pid)}")
     try:
-        host = await connect_control(socket_path(state_dir, owner.instance_id), pid=owner.pid)
+        return await stop_at(
+            socket_path(state_dir, owner.instance_id),
+            pid=owner.pid,
+            run_id=run.run_id,
+            grace_ms=grace_ms,
+            reason=reason,
+        )
     except ControlUnreachable as exc:
         raise StopFailed(
             f"the server that runs {name} (pid {owner.pid}) does not answer on its control "
@@ -61,13 +68,16 @@ async def stop_run(
         ) from exc
     except UntrustedSocket as exc:
         raise StopFailed(f"not stopping {name}: its control socket is not trusted ({exc})") from exc
-    async with host:
-        try:
-            return await host.stop(run_id=run.run_id, grace_ms=grace_ms, reason=reason)
-        except HostError as exc:
-            raise StopFailed(f"the server that runs {name} refused: {exc.message}") from exc
-        except ConnectionError as exc:
-            raise StopFailed(f"the server that runs {name} went away: {exc}") from exc
+    except HostError as exc:
+        raise StopFailed(f"the server that runs {name} refused: {exc.message}") from exc
+    except ConnectionError as exc:
+        raise StopFailed(f"the server that runs {name} went away: {exc}") from exc
+
+
+def _find(state_dir: Path, reference: str) -> tuple[Run, Owner | None]:
+    with StateBrowser.open(state_dir) as browser:
+        run = browser.find(reference)
+        return run, browser.owner(run.run_id)
 
 
 def _gone(pid: int | None) -> str:
