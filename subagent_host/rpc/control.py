@@ -22,6 +22,7 @@ import os
 import socket
 import stat
 import struct
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
@@ -48,6 +49,10 @@ CLOSE_TIMEOUT_S: Final = 10.0
 # sun_path holds 108 bytes on Linux; a longer path is reached through the directory's
 # descriptor (/proc/self/fd/N/name), which the kernel resolves like the path itself.
 MAX_SOCKET_PATH: Final = 100
+# A socket younger than this when the sweep starts is never swept: it may be a server's
+# that registered after the sweep read which servers live (file times lag time.time()
+# by up to a clock tick; a second covers it many times over).
+SWEEP_MARGIN_S: Final = 1.0
 _UCRED: Final = "3i"  # struct ucred: pid, uid, gid
 
 TableFactory = Callable[[], Mapping[str, Method]]
@@ -107,14 +112,18 @@ def reachable(path: Path) -> Iterator[str]:
         os.close(fd)
 
 
-def remove_stale(directory: Path, live: set[str]) -> int:
+def remove_stale(directory: Path, live: set[str], made_before: float) -> int:
     """Delete the sockets of server instances not in `live` (they died without removing
-    theirs); the number removed. Run off the loop: it touches the disk."""
+    theirs) made before `made_before` (a time.time()); the number removed. Run off the
+    loop: it touches the disk."""
     removed = 0
     with contextlib.suppress(FileNotFoundError):
         for entry in directory.iterdir():
-            if entry.suffix == SOCKET_SUFFIX and entry.stem not in live and entry.is_socket():
-                with contextlib.suppress(FileNotFoundError):
+            if entry.suffix != SOCKET_SUFFIX or entry.stem in live:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                found = entry.lstat()
+                if stat.S_ISSOCK(found.st_mode) and found.st_mtime < made_before:
                     entry.unlink()
                     removed += 1
     return removed
@@ -168,8 +177,12 @@ class ControlListener:
             self._sweeping = asyncio.create_task(self._sweep(live))
 
     async def _sweep(self, live: Callable[[], Awaitable[set[str]]]) -> None:
+        # A server that registers after `live` was read binds its socket after that too:
+        # only sockets older than the read (with a margin for the file system's coarser
+        # clock) can be of instances `live` would have named.
+        made_before = time.time() - SWEEP_MARGIN_S
         keep = await live() | {self.path.stem}
-        removed = await asyncio.to_thread(remove_stale, self.path.parent, keep)
+        removed = await asyncio.to_thread(remove_stale, self.path.parent, keep, made_before)
         if removed:
             logger.info("removed %d control sockets of servers that are gone", removed)
 

@@ -166,7 +166,9 @@ async def test_sockets_of_server_instances_no_longer_alive_are_removed(tmp_path:
             left.bind(short)
         left.close()
     (directory / "notes.txt").write_text("kept")
-    assert remove_stale(directory, {"live"}) == 1
+    made = (directory / "dead.sock").stat().st_mtime
+    assert remove_stale(directory, {"live"}, made_before=made) == 0  # too young to be sure
+    assert remove_stale(directory, {"live"}, made_before=made + 1) == 1
     assert sorted(p.name for p in directory.iterdir()) == ["live.sock", "notes.txt"]
 
 
@@ -195,6 +197,7 @@ async def test_sockets_other_instances_left_are_swept_once_the_listener_listens(
     with reachable(directory / "dead.sock") as name:
         left.bind(name)
     left.close()
+    os.utime(directory / "dead.sock", (0, 0))  # left long ago
     swept = asyncio.Event()
 
     async def live() -> set[str]:
