@@ -39,8 +39,7 @@ async def connect_control(path: Path, *, pid: int) -> Host:
     it must be, ControlUnreachable when nobody listens there.
     """
     uid = os.getuid()
-    check_private(path.parent, kind=stat.S_IFDIR, uid=uid)
-    check_private(path, kind=stat.S_IFSOCK, uid=uid)
+    await asyncio.to_thread(_check_socket, path, uid)
     try:
         with reachable(path) as name:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
@@ -54,6 +53,13 @@ async def connect_control(path: Path, *, pid: int) -> Host:
         found = "cannot be identified" if peer is None else f"is pid {peer[0]} of uid {peer[1]}"
         raise UntrustedSocket(f"the process behind {path} {found}, not server pid {pid}")
     return Host.connect(reader, writer)
+
+
+def _check_socket(path: Path, uid: int) -> None:
+    if not os.path.lexists(path):  # e.g. a server of a release before control sockets
+        raise ControlUnreachable(f"there is no {path}")
+    check_private(path.parent, kind=stat.S_IFDIR, uid=uid)
+    check_private(path, kind=stat.S_IFSOCK, uid=uid)
 
 
 async def stop_at(

@@ -145,6 +145,11 @@ async def test_the_client_trusts_no_regular_file_no_open_directory_and_no_symlin
         directory.chmod(0o700)
 
 
+async def test_a_socket_that_is_not_there_is_unreachable_not_untrusted(tmp_path: Path) -> None:
+    with pytest.raises(ControlUnreachable, match="there is no"):
+        await connect_control(socket_path(tmp_path, "8" * 32), pid=os.getpid())
+
+
 async def test_a_socket_nobody_listens_on_is_unreachable(tmp_path: Path) -> None:
     path = socket_path(tmp_path, "9" * 32)
     path.parent.mkdir(mode=0o700)
