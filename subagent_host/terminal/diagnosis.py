@@ -33,6 +33,7 @@ from subagent_host.cli import read_depth
 from subagent_host.client import Host
 from subagent_host.client.errors import HostConnectionError, HostError
 from subagent_host.rpc.wire import PingResult
+from subagent_host.store.browse import BrowseError, StateBrowser
 from subagent_host.values import DEPTH_VARIABLE
 from subagent_host.values.facts import BackendInfo
 
@@ -101,7 +102,7 @@ def check_state_dir(path: Path, uid: int | None = None) -> Check:
     return Check(name, True, f"{path} (0700, yours)")
 
 
-def check_sqlite(persistence: str, where: str) -> Check:
+def check_sqlite(persistence: str, journal: str | None, where: str) -> Check:
     version = sqlite3.sqlite_version
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         wanted = ".".join(map(str, MIN_SQLITE))
@@ -112,6 +113,14 @@ def check_sqlite(persistence: str, where: str) -> Check:
             False,
             f"{version}, but a server keeps its history in memory in {where}",
             "fix the state directory (above)",
+        )
+    if journal != "wal":
+        return Check(
+            "SQLite",
+            False,
+            f"{version}, but the history in {where} is in journal mode {journal}, not WAL: "
+            "servers and readers would block one another",
+            "use a state directory on a local file system",
         )
     return Check("SQLite", True, f"{version}, history on disk (WAL) in {where}")
 
@@ -211,7 +220,8 @@ async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
         except (OSError, HostError, HostConnectionError) as exc:
             checks.append(Check("server", False, f"could not be started: {exc}", None))
             return checks
-    checks.append(check_sqlite(ping.persistence, where))
+        journal = await asyncio.to_thread(_journal_mode, directory)
+    checks.append(check_sqlite(ping.persistence, journal, where))
     agents = {info.id: info for info in ping.backends}
     checks += [check_backend(agents[name]) for name in AGENTS if name in agents]
     checks.append(check_pi_models(os.environ))
@@ -242,6 +252,15 @@ async def _ping_settled(args: Sequence[str]) -> PingResult:
                     await asyncio.sleep(PROBE_POLL_S)  # no event tells a probe's end
                     ping = await host.ping()
         return ping
+
+
+def _journal_mode(state_dir: Path) -> str | None:
+    """The journal mode of the history the server wrote (None when there is none)."""
+    try:
+        with StateBrowser.open(state_dir) as browser:
+            return browser.journal_mode()
+    except BrowseError:
+        return None
 
 
 def _probing(info: BackendInfo) -> bool:

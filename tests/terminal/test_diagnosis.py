@@ -45,9 +45,11 @@ def test_a_state_directory_must_be_ours_and_closed_to_others(tmp_path: Path) -> 
     assert check_state_dir(plain).passed is False
 
 
-def test_history_kept_in_memory_fails_the_sqlite_check() -> None:
-    assert check_sqlite("sqlite", "/s").passed is True
-    assert check_sqlite("memory", "/s").passed is False
+def test_history_kept_in_memory_or_without_wal_fails_the_sqlite_check() -> None:
+    assert check_sqlite("sqlite", "wal", "/s").passed is True
+    assert check_sqlite("memory", None, "/s").passed is False
+    rollback = check_sqlite("sqlite", "delete", "/s")
+    assert rollback.passed is False and "journal mode delete, not WAL" in rollback.detail
 
 
 def test_an_agent_cli_is_found_tested_other_or_missing() -> None:
