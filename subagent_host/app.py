@@ -17,7 +17,7 @@ import shutil
 import signal
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -37,6 +37,7 @@ from subagent_host.config import (
     PARALLEL_OUTPUT_CAP_LINES,
     ServerConfig,
 )
+from subagent_host.errors import RunNotFound
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.snapshot_file import snapshot_writer
@@ -47,7 +48,8 @@ from subagent_host.planning.toolchain import Toolchain
 from subagent_host.planning.views import Projection
 from subagent_host.rpc.answering import after_answer
 from subagent_host.rpc.connection import Connection
-from subagent_host.rpc.dispatch import HostProtocol, make_protocol
+from subagent_host.rpc.control import ControlListener, UntrustedSocket, socket_path
+from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
 from subagent_host.rpc.notifier import Notifier
 from subagent_host.rpc.stdio import (
@@ -57,6 +59,7 @@ from subagent_host.rpc.stdio import (
     open_input,
     open_output,
 )
+from subagent_host.rpc.wire import StopParams
 from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator, WorkflowRecords
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
@@ -256,6 +259,7 @@ async def _serve_with_store(
         hold_output=connection.holding,
         framing=lambda: connection.framing.value,
         after_answer=after_answer,
+        stop_elsewhere=_stop_elsewhere(config, store) if store.durable else None,
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.
@@ -263,12 +267,15 @@ async def _serve_with_store(
     store.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
     protocol.attach(build_method_table(ctx), connection.emit)
     notifier.attach(connection.emit)
+    control = await _open_control(config, store, ctx)
 
     stopping = asyncio.Event()
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
     try:
         await _serve_until_done(connection, protocol, source, sink, stopping)
+        if control is not None:  # nobody may start a stop once the client is gone
+            control.stop_accepting()
         # The client is gone (or the server was told to stop): end what still runs.
         # Said at the default level: a client that just closed stdin may not have
         # meant to end its background runs, and nobody is left to answer.
@@ -280,6 +287,8 @@ async def _serve_with_store(
                 DISCONNECTED,
             )
         await runs.shutdown(DISCONNECTED)
+        if control is not None:
+            await control.aclose()
         if recovering is not None:  # leftovers of a dead server are ended before we go
             await asyncio.gather(recovering, return_exceptions=True)
         await store.end()
@@ -287,12 +296,80 @@ async def _serve_with_store(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(sink.aclose(), OUTPUT_FLUSH_TIMEOUT_S)
     finally:
+        if control is not None:
+            control.stop_accepting()  # the socket never outlives the server
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
         source.close()
         await probes.close()  # a probe still running is ended with its tree
     logger.info("server stopped")
     return 0
+
+
+async def _open_control(
+    config: ServerConfig, store: RunStore, ctx: HandlerContext
+) -> ControlListener | None:
+    """Listen on this server's control socket (protocol.md §10.1), and remove the sockets
+    dead servers left (in the background); None (with a warning) when the state directory
+    has no room for it."""
+    if not store.durable or store.instance_id is None:
+        return None  # runs in memory: no other process can find them to stop
+
+    def table() -> Mapping[str, Method]:
+        from subagent_host.handlers.control import build_control_table
+
+        return build_control_table(ctx)
+
+    listener = ControlListener(
+        socket_path(config.state_dir, store.instance_id), table, config.max_message_bytes
+    )
+    try:
+        await listener.start(live=store.live_instances)
+    except (OSError, UntrustedSocket) as exc:
+        listener.stop_accepting()
+        logger.warning("no control socket, `subagent-host stop` cannot reach this server: %s", exc)
+        return None
+    return listener
+
+
+def _stop_elsewhere(
+    config: ServerConfig, store: RunStore
+) -> Callable[[str, StopParams], Awaitable[bool]]:
+    """A stdio `stop` of a run another server on this state directory holds: asked of
+    that server on its control socket (protocol.md §10)."""
+
+    async def stop(run_id: str, params: StopParams) -> bool:
+        # Imported on first use: a server's start loads no client code.
+        from subagent_host.client.control import ControlUnreachable, stop_at
+        from subagent_host.client.errors import HostError as RemoteError
+
+        owner = await store.live_owner(run_id)
+        if owner is None:
+            raise RunNotFound(
+                f"run {run_id} is not running: the server process that ran it is gone; the "
+                "next server started on this state directory marks it interrupted and ends "
+                "any process it left",
+                data={"runId": run_id, "reason": "server-gone"},
+            )
+        instance_id, pid = owner
+        try:
+            snapshot = await stop_at(
+                socket_path(config.state_dir, instance_id),
+                pid=pid,
+                run_id=run_id,
+                grace_ms=params.grace_ms,
+                reason=params.reason,
+            )
+        except (ControlUnreachable, UntrustedSocket, RemoteError, ConnectionError) as exc:
+            raise RunNotFound(
+                f"run {run_id} is running in another server process (pid {pid}) on this state "
+                f"directory, which could not be asked to stop it ({exc}); stop it through "
+                "that server",
+                data={"runId": run_id, "reason": "owned-by-another-server"},
+            ) from exc
+        return bool(snapshot.already_terminal)
+
+    return stop
 
 
 def _on_stop_signal(signum: int, stopping: asyncio.Event) -> None:

@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NoReturn, TypeVar
 
@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_depth(environ: dict[str, str] | os._Environ[str]) -> tuple[int, str | None]:
+def read_depth(environ: Mapping[str, str]) -> tuple[int, str | None]:
     """This server's depth in a delegation chain, from its parent's marker.
 
     A malformed marker fails closed: the server counts as deepest, so it runs no

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ from subagent_host.config import ServerConfig
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.planning.toolchain import Toolchain
-from subagent_host.rpc.wire import PingResult, SpawnParams
+from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.store.face import RunStore
 
@@ -55,6 +55,10 @@ class HandlerContext:
     """The notifications a client may send that this server acts on, sorted (`initialize`)."""
     after_answer: Callable[[Callable[[], None]], None] = _call_now
     """Runs a callback right after the running request's answer is emitted (rpc/answering.py)."""
+    stop_elsewhere: Callable[[str, StopParams], Awaitable[bool]] | None = None
+    """Stop a run another live server on this state directory holds, through its control
+    socket (protocol.md §10.1): True if it had already ended; raises RunNotFound when that
+    cannot be done. None: such a run is refused."""
     last_ping: tuple[tuple[object, ...], PingResult] | None = attrs.field(default=None, repr=False)
     """`ping`'s last answer with what it was made of, answered again while that is equal."""
 

@@ -106,15 +106,15 @@ def build_method_table(ctx: HandlerContext) -> dict[str, Method]:
     ctx.methods = tuple(sorted(ENTRIES))
     ctx.notifications = tuple(sorted({CANCEL_REQUEST, *NOTIFICATIONS}))
     table = {
-        name: Method(params_type, _bind(handler, ctx))
+        name: Method(params_type, bind(handler, ctx))
         for name, (params_type, handler) in ENTRIES.items()
     }
     for name, (params_type, handler) in NOTIFICATIONS.items():
-        table[name] = Method(params_type, _bind(handler, ctx), notification=True)
+        table[name] = Method(params_type, bind(handler, ctx), notification=True)
     return table
 
 
-def _bind(handler: AsyncHandler | SyncHandler, ctx: HandlerContext) -> Callable[[Any], Any]:
+def bind(handler: AsyncHandler | SyncHandler, ctx: HandlerContext) -> Callable[[Any], Any]:
     """Close over the context, keeping the handler async or sync as it was written."""
     if inspect.iscoroutinefunction(handler):
 

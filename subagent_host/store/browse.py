@@ -212,6 +212,11 @@ class StateBrowser:
             instance_id, pid, create_time, datetime.fromisoformat(ended_at) if ended_at else None
         )
 
+    def journal_mode(self) -> str:
+        """The database's journal mode: `wal` as a server sets it, unless the file system
+        cannot give it (then readers and writers block one another)."""
+        return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
+
     def data_version(self) -> int:
         """Changes when any connection commits a change to the database: `watch` reads
         again only then (`PRAGMA data_version`)."""

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 import attrs
 
+from subagent_host.backends.liveness import process_is_alive
 from subagent_host.backends.sessions import SessionFiles
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.errors import AmbiguousRunId, RunNotFound
@@ -108,6 +109,20 @@ class RunStore:
         self._run_ids.confirm(generation)
         self._recorder = Recorder(self._db, self._instance, self.history_limit, self._run_ids)
         return cleaning
+
+    @property
+    def instance_id(self) -> str | None:
+        """This server's id on the state directory, once `start` registered it."""
+        return self._instance
+
+    async def live_instances(self) -> set[str]:
+        """The ids of the server instances on this state directory whose process runs."""
+        return await self._db.call(instances.live_instances, self._db, process_is_alive)
+
+    async def live_owner(self, run_id: str) -> tuple[str, int] | None:
+        """The instance id and pid of the live server process that recorded `run_id`;
+        None when no server did or that one has ended."""
+        return await self._db.call(instances.live_owner, self._db, run_id, process_is_alive)
 
     def new_run_id(self) -> str:
         """An id for a new run, reserved on disk when it can be (run_ids.py)."""

@@ -71,6 +71,28 @@ def end_instance(store: Database, instance_id: str, now: datetime) -> None:
         db.execute("DELETE FROM meta WHERE key = ?", (meta_key(instance_id),))
 
 
+def live_instances(store: Database, is_alive: Callable[[int, float], bool]) -> set[str]:
+    """Instances not marked ended whose process (pid and start time) still runs."""
+    rows = store.db.execute(
+        "SELECT instance_id, pid, create_time FROM instances WHERE ended_at IS NULL"
+    ).fetchall()
+    return {instance_id for instance_id, pid, create_time in rows if is_alive(pid, create_time)}
+
+
+def live_owner(
+    store: Database, run_id: str, is_alive: Callable[[int, float], bool]
+) -> tuple[str, int] | None:
+    """The instance that recorded the run and its pid, if it has not ended and runs."""
+    found = store.db.execute(
+        "SELECT i.instance_id, i.pid, i.create_time FROM runs AS r JOIN instances AS i"
+        " ON i.instance_id = r.instance_id WHERE r.run_id = ? AND i.ended_at IS NULL",
+        (run_id,),
+    ).fetchone()
+    if found is None or not is_alive(found[1], found[2]):
+        return None
+    return str(found[0]), int(found[1])
+
+
 def recover(
     store: Database,
     instance_id: str,

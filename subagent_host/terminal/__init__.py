@@ -20,4 +20,6 @@ COMMANDS: Final[dict[str, str]] = {
     "runs": "list the recent runs of the state directory, of every session",
     "show": "show one run: its children, how they ended, its error and output tail",
     "logs": "print a run's output and activity in order; -f follows it until it ends",
+    "doctor": "checks that this machine can run subagents, one line per check with its fix",
+    "stop": "stops a run that a server on this state directory runs, from any process",
 }

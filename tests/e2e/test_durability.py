@@ -20,6 +20,8 @@ from typing import Any, Final
 
 import psutil
 
+from subagent_host.rpc.control import socket_path
+from subagent_host.store.browse import StateBrowser
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     TERMINAL,
@@ -215,7 +217,7 @@ async def test_a_crashed_servers_run_is_marked_interrupted_exactly_once_across_r
         assert (await fourth.finish())[0] == 0
 
 
-async def test_a_second_live_server_sees_but_neither_interrupts_nor_stops_anothers_run(
+async def test_a_second_live_server_sees_anothers_run_and_stops_it_only_through_its_owner(
     tmp_path: Path,
 ) -> None:
     async with running_server(*state_args(tmp_path)) as owner:
@@ -225,15 +227,24 @@ async def test_a_second_live_server_sees_but_neither_interrupts_nor_stops_anothe
             assert seen["status"] == "running" and seen["children"][0]["status"] == "running"
             listing = await result_of(other, "status", {})
             assert [(r["runId"], r["status"]) for r in listing["runs"]] == [(run_id, "running")]
+            # The owner's control socket out of reach: the stop is refused, nothing changes.
+            with StateBrowser.open(tmp_path) as browser:
+                found = browser.owner(run_id)
+            assert found is not None
+            sock = socket_path(tmp_path, found.instance_id)
+            aside = sock.rename(sock.with_name("aside"))
             refused = await error_of(other, "stop", {"runId": run_id})
             assert refused["code"] == NOT_FOUND, refused
             assert refused["data"]["reason"] == "owned-by-another-server", refused
             assert (await result_of(owner, "status", {"runId": run_id}))["status"] == "running"
+            aside.rename(sock)
 
-            stopped = await result_of(owner, "stop", {"runId": run_id, "graceMs": 1000})
+            stop = {"runId": run_id, "graceMs": 1000, "reason": "stopped next door"}
+            stopped = await result_of(other, "stop", stop)
             assert stopped["status"] == "cancelled" and stopped["alreadyTerminal"] is False
-            after = await result_of(other, "status", {"runId": run_id})
-            assert after["status"] == "cancelled" and after["reason"] == stopped["reason"]
+            assert stopped["reason"] == "stopped next door"
+            after = await result_of(owner, "status", {"runId": run_id})
+            assert after["status"] == "cancelled" and after["reason"] == "stopped next door"
             again = await result_of(other, "stop", {"runId": run_id})
             assert again["status"] == "cancelled" and again["alreadyTerminal"] is True
             assert (await other.finish())[0] == 0
@@ -241,6 +252,27 @@ async def test_a_second_live_server_sees_but_neither_interrupts_nor_stops_anothe
         statuses = [event["status"] for event in final["events"] if event["type"] == "status"]
         assert statuses == ["queued", "running", "cancelled"], final["events"]
         assert (await owner.finish())[0] == 0
+
+
+async def test_a_stop_of_a_run_whose_server_died_since_says_the_server_is_gone(
+    tmp_path: Path,
+) -> None:
+    async with running_server(*state_args(tmp_path)) as owner:
+        run_id = await spawn_running(owner, TREE)
+        async with running_server(*state_args(tmp_path)) as other:
+            assert (await result_of(other, "ping", {}))["pong"] is True  # started: owner alive
+            crashed = await crash(owner)
+            refused = await error_of(other, "stop", {"runId": run_id})
+            assert refused["code"] == NOT_FOUND, refused
+            assert refused["data"]["reason"] == "server-gone", refused
+            assert "marks it interrupted" in refused["message"]
+            other.run_ids.clear()  # the third server's to end, not this one's
+            assert (await other.finish())[0] == 0
+    async with running_server(*state_args(tmp_path)) as third:  # ends what the dead one left
+        snapshot = await result_of(third, "status", {"runId": run_id})
+        assert snapshot["status"] == "interrupted"
+        await wait_until_no_run_survives(crashed)
+        assert (await third.finish())[0] == 0
 
 
 async def test_a_finished_run_is_listed_by_a_later_server_of_its_session_only(

@@ -1,0 +1,267 @@
+"""What `subagent-host doctor` checks, each check one `Check` (protocol.md §7).
+
+Most of it is asked of a real server, started the way `serve` would be with the same
+options (`Host.start`): which agent CLIs it finds and their versions against the tested
+ones, its process tracking, whether its history is in SQLite, the limits it runs with.
+Only what a server would quietly repair or cannot say is looked at directly: the state
+directory's owner and mode (a server tightens a mode of ours to 0700 when it starts),
+the Python and SQLite libraries, pi's `models.json`, the delegation depth.
+
+A server is started on the state directory only when that directory is already as it
+must be (so the doctor changes nothing there); otherwise on a temporary one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from subagent_host.cli import read_depth
+from subagent_host.client import Host
+from subagent_host.client.errors import HostConnectionError, HostError
+from subagent_host.rpc.wire import PingResult
+from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.values import DEPTH_VARIABLE
+from subagent_host.values.facts import BackendInfo
+
+MIN_PYTHON: Final = (3, 11)  # pyproject.toml's requires-python
+# WAL needs 3.7; the store's queries need nothing newer than what Python 3.11 ships.
+MIN_SQLITE: Final = (3, 7, 0)
+AGENTS: Final = ("pi", "claude", "codex")
+# Each agent CLI's `--version` is probed by the server in the background when it
+# starts; a probe that takes longer than this is reported as giving no version.
+PROBE_WAIT_S: Final = 20.0
+PROBE_POLL_S: Final = 0.1
+
+
+@attrs.frozen
+class Check:
+    """One line of the report."""
+
+    name: str
+    passed: bool | None
+    """True passed, False failed (exit 1), None a warning that does not fail."""
+    detail: str
+    fix: str | None = None
+
+
+def check_python(version: Sequence[int] | None = None) -> Check:
+    version = tuple(sys.version_info[:3]) if version is None else version
+    found = ".".join(str(part) for part in version[:3])
+    if tuple(version[:2]) >= MIN_PYTHON:
+        return Check("Python", True, found)
+    wanted = ".".join(map(str, MIN_PYTHON))
+    return Check("Python", False, f"{found}, older than {wanted}", f"use Python {wanted} or newer")
+
+
+def check_state_dir(path: Path, uid: int | None = None) -> Check:
+    """The state directory: ours, a directory, closed to others; or creatable."""
+    uid = os.getuid() if uid is None else uid
+    name = "state directory"
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        parent = next((p for p in path.parents if p.exists()), None)
+        if parent is not None and os.access(parent, os.W_OK | os.X_OK):
+            return Check(name, True, f"{path} does not exist yet; a server creates it (0700)")
+        return Check(
+            name, False, f"{path} does not exist and cannot be created", "pass --state-dir DIR"
+        )
+    except OSError as exc:
+        return Check(name, False, f"{path}: {exc.strerror}", "pass --state-dir DIR")
+    if not stat.S_ISDIR(found.st_mode):
+        return Check(
+            name,
+            False,
+            f"{path} is not a directory",
+            "remove or move it, or pass --state-dir DIR",
+        )
+    if found.st_uid != uid:
+        return Check(
+            name,
+            False,
+            f"{path} belongs to uid {found.st_uid}, not to you ({uid})",
+            "pass a --state-dir of your own",
+        )
+    mode = stat.S_IMODE(found.st_mode)
+    if mode != 0o700:
+        return Check(name, False, f"{path} has mode {mode:o}, open to others", f"chmod 700 {path}")
+    return Check(name, True, f"{path} (0700, yours)")
+
+
+def check_sqlite(persistence: str, journal: str | None, where: str) -> Check:
+    version = sqlite3.sqlite_version
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        wanted = ".".join(map(str, MIN_SQLITE))
+        return Check("SQLite", False, f"{version}, older than {wanted}", "use a newer Python")
+    if persistence != "sqlite":
+        return Check(
+            "SQLite",
+            False,
+            f"{version}, but a server keeps its history in memory in {where}",
+            "fix the state directory (above)",
+        )
+    if journal != "wal":
+        return Check(
+            "SQLite",
+            False,
+            f"{version}, but the history in {where} is in journal mode {journal}, not WAL: "
+            "servers and readers would block one another",
+            "use a state directory on a local file system",
+        )
+    return Check("SQLite", True, f"{version}, history on disk (WAL) in {where}")
+
+
+def check_backend(info: BackendInfo) -> Check:
+    if not info.available:
+        return Check(
+            info.id,
+            False,
+            info.reason or "not available",
+            f"install it (scripts/install-agents) and put it on PATH, or name it as "
+            f'{{"backends": {{"{info.id}": {{"executable": PATH}}}}}} in a configuration file',
+        )
+    if info.version is None:
+        return Check(
+            info.id, None, "found, but its --version gave no answer", f"run `{info.id} --version`"
+        )
+    tested = info.tested_version
+    if tested is None or tested in re.findall(r"\d+(?:\.\d+)+", info.version):
+        return Check(info.id, True, f"{info.version} (the tested version)")
+    return Check(
+        info.id,
+        None,
+        f"{info.version}; the tests run against {tested}",
+        f"install {tested} (scripts/install-agents) if it misbehaves",
+    )
+
+
+def pi_models_path(environ: Mapping[str, str]) -> Path:
+    """Where pi reads `models.json`: `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`."""
+    agent_dir = environ.get("PI_CODING_AGENT_DIR")
+    base = Path(agent_dir).expanduser() if agent_dir else Path.home() / ".pi" / "agent"
+    return base / "models.json"
+
+
+def check_pi_models(environ: Mapping[str, str]) -> Check:
+    name = "pi models.json"
+    path = pi_models_path(environ)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Check(name, None, f"{path} does not exist: pi knows only its built-in providers")
+    except (OSError, UnicodeDecodeError) as exc:
+        return Check(name, False, f"{path} cannot be read: {exc}", f"check {path}")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Check(name, False, f"{path} is not JSON: {exc}", f"fix or remove {path}")
+    if not isinstance(value, dict):
+        return Check(name, False, f"{path} is not a JSON object", f"fix or remove {path}")
+    providers = value.get("providers")
+    count = len(providers) if isinstance(providers, dict) else 0
+    return Check(name, True, f"{path} ({count} provider{'' if count == 1 else 's'})")
+
+
+def check_tracking(mode: str) -> Check:
+    name = "process tracking"
+    if mode in ("cgroup", "subreaper"):
+        return Check(name, True, f"{mode}: every process a child starts is found and ended")
+    return Check(
+        name,
+        None,
+        f"{mode} only: a process that leaves its tree and clears its environment is missed",
+        "run on Linux (subreaper) or with a delegated cgroup v2 (systemd-run --user -p "
+        "Delegate=yes)",
+    )
+
+
+def check_depth(environ: Mapping[str, str], max_depth: int) -> Check:
+    name = "delegation depth"
+    depth, problem = read_depth(environ)
+    if problem is not None:
+        return Check(name, False, problem, f"unset {DEPTH_VARIABLE}")
+    if depth >= max_depth:
+        return Check(
+            name,
+            False,
+            f"{DEPTH_VARIABLE}={depth}, at the maximum {max_depth}: every spawn is refused here",
+            f"run outside the agent that set {DEPTH_VARIABLE}, or raise max_depth",
+        )
+    return Check(name, True, f"{depth} of at most {max_depth}")
+
+
+async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
+    """Every check, in report order. `server_args` select the same configuration as
+    `serve` would (without `--state-dir`: the one to use is chosen here)."""
+    checks = [check_python(), check_state_dir(state_dir)]
+    if not await asyncio.to_thread(state_dir.is_dir):
+        scratch = "the state directory does not exist yet"
+    elif checks[1].passed is not True:
+        scratch = "the state directory is not usable"
+    else:
+        scratch = None
+    async with _server_state(state_dir, scratch) as (where, directory):
+        try:
+            ping = await _ping_settled([*server_args, "--state-dir", str(directory)])
+        except (OSError, HostError, HostConnectionError) as exc:
+            checks.append(Check("server", False, f"could not be started: {exc}", None))
+            return checks
+        journal = await asyncio.to_thread(_journal_mode, directory)
+    checks.append(check_sqlite(ping.persistence, journal, where))
+    agents = {info.id: info for info in ping.backends}
+    checks += [check_backend(agents[name]) for name in AGENTS if name in agents]
+    checks.append(check_pi_models(os.environ))
+    checks.append(check_tracking(ping.process_tracking))
+    checks.append(check_depth(os.environ, ping.limits.max_depth))
+    return checks
+
+
+@contextlib.asynccontextmanager
+async def _server_state(state_dir: Path, scratch: str | None) -> AsyncIterator[tuple[str, Path]]:
+    """The state directory the doctor's server uses (a temporary one, for the reason
+    `scratch`, when it is not `state_dir`), and how the report names it."""
+    if scratch is None:
+        yield str(state_dir), state_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="subagent-host-doctor-") as directory:
+        yield f"a temporary state directory ({scratch})", Path(directory)
+
+
+async def _ping_settled(args: Sequence[str]) -> PingResult:
+    """`ping` a server started with `args`, once every agent CLI it found has its version
+    probed (or PROBE_WAIT_S has passed)."""
+    async with Host.start(args, stderr=subprocess.DEVNULL) as host:
+        ping = await host.ping()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(PROBE_WAIT_S):
+                while any(_probing(info) for info in ping.backends):
+                    await asyncio.sleep(PROBE_POLL_S)  # no event tells a probe's end
+                    ping = await host.ping()
+        return ping
+
+
+def _journal_mode(state_dir: Path) -> str | None:
+    """The journal mode of the history the server wrote (None when there is none)."""
+    try:
+        with StateBrowser.open(state_dir) as browser:
+            return browser.journal_mode()
+    except BrowseError:
+        return None
+
+
+def _probing(info: BackendInfo) -> bool:
+    return info.id in AGENTS and info.available and info.version is None

@@ -1,0 +1,158 @@
+"""`subagent-host doctor` as a person runs it: a process of its own, one line per check."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.e2e.agents import AGENT_BIN, agent_path
+
+pytestmark = pytest.mark.e2e
+
+DOCTOR_TIMEOUT_S = 60.0
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def environment(tmp_path: Path, path: str) -> dict[str, str]:
+    """A home of the test's own, pi's agent directory with a valid models.json, and PATH."""
+    home = tmp_path / "home"
+    agent_dir = tmp_path / "pi-agent"
+    for directory in (home, agent_dir, tmp_path / "tmp"):
+        directory.mkdir(exist_ok=True)
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"mock": {}}}))
+    kept = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "SYSTEMROOT")}
+    return {
+        **kept,
+        "PATH": path,
+        "HOME": str(home),
+        "TMPDIR": str(tmp_path / "tmp"),  # the doctor's scratch state: found by the scan below
+        "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+        "PI_CODING_AGENT_DIR": str(agent_dir),
+        "PI_OFFLINE": "1",
+        "PI_SKIP_VERSION_CHECK": "1",
+    }
+
+
+async def doctor(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[int, list[str]]:
+    """Run the doctor; its exit status and lines. Afterwards no process it started is left."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "subagent_host",
+        "doctor",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    async with asyncio.timeout(DOCTOR_TIMEOUT_S):
+        out, err = await process.communicate()
+    assert err == b"", err
+    left = []
+    for found in psutil.process_iter(["cmdline"]):
+        if any(str(tmp_path) in part for part in found.info["cmdline"] or ()):
+            left.append(found.pid)
+    assert left == [], f"the doctor left processes behind: {left}"
+    assert process.returncode is not None
+    return process.returncode, out.decode().splitlines()
+
+
+def mark_of(lines: list[str], name: str) -> str:
+    (line,) = [line for line in lines if line[2:].startswith(f"{name}:")]
+    return line[0]
+
+
+@pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="run scripts/install-agents")
+async def test_the_doctor_passes_where_everything_is_in_place(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+
+    code, lines = await doctor(
+        tmp_path, environment(tmp_path, agent_path()), "--state-dir", str(state)
+    )
+
+    assert code == 0, lines
+    names = [line[2:].split(":")[0] for line in lines]
+    assert names == [
+        "Python",
+        "state directory",
+        "SQLite",
+        "pi",
+        "claude",
+        "codex",
+        "pi models.json",
+        "process tracking",
+        "delegation depth",
+    ]
+    assert all(line[0] in "✓!" for line in lines), lines
+    for name in ("pi", "claude", "codex", "state directory", "SQLite", "pi models.json"):
+        assert mark_of(lines, name) == "✓", lines
+
+
+async def test_an_agent_cli_missing_from_path_fails_with_its_fix(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+
+    code, lines = await doctor(
+        tmp_path, environment(tmp_path, SYSTEM_PATH), "--state-dir", str(state)
+    )
+
+    assert code == 1
+    (pi,) = [line for line in lines if line.startswith("✗ pi:")]
+    assert "'pi' is not on the server's PATH" in pi and "(fix: install it" in pi
+
+
+async def test_a_configured_executable_that_does_not_exist_fails(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps({"backends": {"claude": {"executable": "/nonexistent/claude"}}}))
+    env = environment(tmp_path, agent_path())
+
+    code, lines = await doctor(tmp_path, env, "--state-dir", str(state), "--config", str(config))
+
+    assert code == 1
+    assert any(line.startswith("✗ claude: '/nonexistent/claude'") for line in lines), lines
+
+
+async def test_a_state_directory_open_to_others_fails_and_is_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+
+    code, lines = await doctor(
+        tmp_path, environment(tmp_path, agent_path()), "--state-dir", str(state)
+    )
+
+    assert code == 1
+    (line,) = [line for line in lines if line[2:].startswith("state directory:")]
+    assert (
+        line == f"✗ state directory: {state} has mode 777, open to others (fix: chmod 700 {state})"
+    )
+    assert (state.stat().st_mode & 0o777) == 0o777  # the doctor repairs nothing itself
+    assert list(state.iterdir()) == []
+    assert "a temporary state directory" in " ".join(lines)
+
+
+async def test_a_state_directory_that_is_a_file_fails(tmp_path: Path) -> None:
+    env = environment(tmp_path, agent_path())
+    (tmp_path / "xdg-state").mkdir()
+    (tmp_path / "xdg-state" / "subagent-host").write_text("not a directory")
+
+    code, lines = await doctor(tmp_path, env)
+
+    assert code == 1
+    assert (
+        f"✗ state directory: {tmp_path / 'xdg-state' / 'subagent-host'} is not a directory"
+        in lines[1]
+    )
