@@ -5,6 +5,7 @@ Every terminal subcommand words these the same way, so they live here once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Final
@@ -86,3 +87,34 @@ def cost(usage: Usage | None) -> str:
 
 def run_tokens(run: Run) -> str:
     return tokens(total_usage(run.children))
+
+
+def size(value: int | None) -> str:
+    """`512K`, `48.2M`, `1.3G`: memory in a column (`-` when unknown or none was seen)."""
+    if not value:
+        return "-"
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20)):
+        if value >= scale:
+            return f"{value / scale:.1f}{unit}"
+    return f"{max(1, value >> 10)}K"
+
+
+# A child's text may carry terminal escapes and control characters: shown as they are,
+# they would move the cursor or recolour a view drawn around them.
+_ESCAPES: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?")
+_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """The text without terminal escapes and control characters (newlines and tabs kept; a
+    carriage return starts a new line, as the line it rewrites would show)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", _ESCAPES.sub("", lines))
+
+
+def last_line(text: str | None) -> str:
+    """The last line that says something, on one line: what a column shows of a text."""
+    for line in reversed(printable(text or "").splitlines()):
+        if line.strip():
+            return " ".join(line.split())
+    return ""

@@ -12,8 +12,11 @@ from subagent_host.terminal.views import (
     count,
     duration,
     elapsed,
+    last_line,
     plural,
+    printable,
     short_id,
+    size,
     tokens,
     total_usage,
 )
@@ -57,3 +60,26 @@ def test_usage_sums_over_children_and_costs_only_when_every_part_has_one() -> No
     assert cost(both) == "$0.0200" and tokens(both) == "2.0k in, 400 out"
     assert cost(total_usage([child(0, priced), child(1, unpriced)])) == "-"
     assert total_usage([child(0, None)]) is None and tokens(None) == "-"
+
+
+def test_memory_reads_in_kilo_mega_and_gigabytes() -> None:
+    assert [size(v) for v in (None, 0, 900, 5000, 50 << 20, 3 << 30)] == [
+        "-",
+        "-",
+        "1K",
+        "4K",
+        "50.0M",
+        "3.0G",
+    ]
+
+
+def test_a_childs_text_loses_its_terminal_escapes_and_controls_but_keeps_its_lines() -> None:
+    text = "a\x1b[31mred\x1b[0m\x1b]0;title\x07 b\r\nc\x07d\x9b2J\tend"
+    assert printable(text) == "ared b\ncd2J\tend"
+    assert printable("50%\r100%") == "50%\n100%"
+
+
+def test_the_last_line_is_the_last_that_says_something_on_one_line() -> None:
+    assert last_line("first\n  second   part \n\n  \n") == "second part"
+    assert last_line("\x1b[1mbold\x1b[0m") == "bold"
+    assert last_line(None) == last_line("") == ""
