@@ -16,4 +16,5 @@ from typing import Final
 COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
+    "watch": "a live full-screen view of the runs and their children (keys: arrows, enter, s, q)",
 }
