@@ -141,12 +141,20 @@ def child_activity(child: ChildRun, latest: str | None) -> str:
     """What a running child does (its latest activity or output line); how an ended one
     ended: its error, its reason, else its last line of output."""
     if child.status is RunStatus.FAILED and child.error is not None:
-        return last_line(child.error.message)
+        return failure(child.error)
     if child.reason and child.status is not RunStatus.COMPLETED:
         return child.reason
     if child.status is RunStatus.COMPLETED and child.output is not None:
         return last_line(child.output.text) or last_line(latest)
     return last_line(latest)
+
+
+def failure(error: ErrorInfo) -> str:
+    """The error, and the last line of stderr that it does not say already."""
+    message = last_line(error.message)
+    stderr = (error.data or {}).get("stderrTail")
+    said = last_line(stderr) if isinstance(stderr, str) else ""
+    return f"{message}: {said}" if said and said not in message else message
 
 
 def sample_running(lines: tuple[RunLine, ...]) -> tuple[RunLine, ...]:

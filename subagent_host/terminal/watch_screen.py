@@ -46,6 +46,8 @@ STATUS_STYLES: Final = {
 }
 SELECTED: Final = "›"
 """Marks the selected run (also without colours, where its highlight may not show)."""
+SELECTED_STYLE: Final = "on grey23"
+"""The selected run's row (without colours only its marker and bold id show it)."""
 HEADER_LINES: Final = 1
 FOOTER_LINES: Final = 2
 LIST_KEYS: Final = "↑/↓ select   enter output   s stop   q quit"
@@ -126,7 +128,7 @@ def run_table(board: Sequence[RunLine], selected: str | None, now: datetime, hei
     table.add_column("RUN", no_wrap=True, min_width=10)
     table.add_column("STATUS", no_wrap=True, min_width=9)
     table.add_column("ELAPSED", no_wrap=True, justify="right")
-    table.add_column("WHAT", no_wrap=True, overflow="ellipsis", ratio=2, min_width=10)
+    table.add_column("WHAT", no_wrap=True, overflow="ellipsis", ratio=1, min_width=10)
     table.add_column("ACTIVITY", no_wrap=True, overflow="ellipsis", ratio=3, min_width=10)
     table.add_column("TOKENS", no_wrap=True, justify="right")
     table.add_column("CPU", no_wrap=True, justify="right")
@@ -167,7 +169,7 @@ def table_rows(board: Sequence[RunLine], selected: str | None, now: datetime) ->
                 Text(cpu(line.cpu_seconds)),
                 Text(size(line.rss_bytes)),
             ],
-            "reverse" if is_selected else "",
+            SELECTED_STYLE if is_selected else "",
         )
         if len(line.children) > 1:
             for position, child in enumerate(line.children):
