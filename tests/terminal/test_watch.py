@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -24,17 +25,28 @@ pytestmark = [pytest.mark.e2e, needs_tmux]
 HAS_CROSS_PROCESS_STOP = importlib.util.find_spec("subagent_host.terminal.stopping") is not None
 
 
-def watch_command(state_dir: Path, *args: str) -> list[str]:
+def watch_command(state_dir: Path, *args: str, env: tuple[str, ...] = ()) -> list[str]:
     """watch in a shell that, once it ended, shows its status and the terminal's settings,
-    then waits for a line (so the pane stays to be read)."""
+    then waits for a line (so the pane stays to be read). The shell outlives a Ctrl-C
+    (its trap is not inherited: watch gets SIGINT as it would from a person's shell)."""
     watch = shlex.join(
-        [sys.executable, "-m", "subagent_host", "watch", "--state-dir", str(state_dir), *args]
+        [
+            *(("env", *env) if env else ()),
+            sys.executable,
+            "-m",
+            "subagent_host",
+            "watch",
+            "--state-dir",
+            str(state_dir),
+            *args,
+        ]
     )
     return [
         "sh",
         "-c",
-        f"{watch}; echo \"watch exited $?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon"
-        " -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; read line",
+        f'trap true INT; {watch}; echo "watch exited $?";'
+        " stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo"
+        " | tr '\\n' ' '; echo; read line",
     ]
 
 
@@ -46,15 +58,18 @@ async def quits_cleanly(term: Terminal) -> None:
     assert sorted(settings) == ["echo", "icanon"], settings
 
 
-async def test_rows_appear_for_a_live_servers_runs_and_for_one_started_after_watch(
+async def test_rows_appear_for_runs_two_live_servers_record_and_for_one_started_after_watch(
     tmp_path: Path,
 ) -> None:
-    async with started(tmp_path) as (host, _seen):
+    async with (
+        started(tmp_path, "ndjson", "--session", "alpha") as (host, _seen),
+        started(tmp_path, "lsp", "--session", "beta") as (other, _other_seen),
+    ):
         done = await host.spawn(command=("echo", "hello"), mode="task", label="greeting")
-        failed = await host.spawn(command=("sh", "-c", "echo why >&2; exit 3"), mode="task")
+        failed = await other.spawn(command=("sh", "-c", "echo why >&2; exit 3"), mode="task")
         async with terminal(watch_command(tmp_path / "state")) as term:
             await term.shows(rf"{short_id(done.run_id)}\s+completed\s+\S+\s+greeting\s+hello")
-            await term.shows(rf"{short_id(failed.run_id)}\s+failed.*exited with status 3")
+            await term.shows(rf"{short_id(failed.run_id)}\s+failed.*exited with status 3: why")
             later = await host.spawn(
                 tasks=(
                     SpawnItem(command=("sh", "-c", "echo step one; sleep 30"), label="talker"),
@@ -96,15 +111,40 @@ async def test_enter_shows_the_selected_runs_output_tail_and_escape_goes_back(
             await quits_cleanly(term)
 
 
-async def test_sigterm_ends_watch_with_143_and_gives_the_terminal_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("no_color", [False, True])
+async def test_session_shows_only_that_sessions_runs_and_no_color_turns_colours_off(
+    tmp_path: Path, no_color: bool
+) -> None:
+    async with started(tmp_path, "ndjson", "--session", "alpha") as (host, _seen):
+        alpha = await host.spawn(command=("echo", "from alpha"), mode="task")
+    async with started(tmp_path, "ndjson", "--session", "beta") as (host, _seen):
+        beta = await host.spawn(command=("echo", "from beta"), mode="task")
+    env = ("NO_COLOR=1",) if no_color else ()
+    async with terminal(watch_command(tmp_path / "state", "--session", "beta", env=env)) as term:
+        screen = (await term.shows(rf"{short_id(beta.run_id)}\s+completed")).string
+        assert "session beta  1 run, 0 running" in screen
+        assert short_id(alpha.run_id) not in screen
+        coloured = await term.tmux("capture-pane", "-p", "-e", "-t", "watch")
+        colours = re.findall(r"\x1b\[[0-9;]*(?:3[0-7]|38;[25];[0-9;]+)m", coloured)
+        assert (colours == []) is no_color, colours[:3]
+        await quits_cleanly(term)
+
+
+@pytest.mark.parametrize(("how", "status"), [("ctrl-c", 130), ("sigterm", 143)])
+async def test_ctrl_c_and_sigterm_end_watch_and_give_the_terminal_back(
+    tmp_path: Path, how: str, status: int
+) -> None:
     async with started(tmp_path) as (host, _seen):
         run = await host.spawn(command=("true",), mode="task")
         async with terminal(watch_command(tmp_path / "state")) as term:
             await term.shows(short_id(run.run_id))
-            pane = psutil.Process(await term.pane_pid())
-            (watch,) = [p for p in pane.children() if "watch" in p.cmdline()]
-            watch.terminate()
-            await term.shows(r"^watch exited 143$")
+            if how == "ctrl-c":
+                await term.keys("C-c")
+            else:
+                pane = psutil.Process(await term.pane_pid())
+                (watch,) = [p for p in pane.children() if "watch" in p.cmdline()]
+                watch.terminate()
+            await term.shows(rf"^watch exited {status}$")
             settings = (await term.shows(r"^(.*icanon.*)$")).group(1).split()
             assert sorted(settings) == ["echo", "icanon"], settings
 
