@@ -65,6 +65,10 @@ def main(argv: Sequence[str]) -> int:
         "watch", "A live view of the runs of a state directory and their children."
     )
     parser.add_argument("--session", metavar="ID", help="only this session's runs")
+    parser.epilog = (
+        "keys: up/down select a run, enter shows its output (esc or enter: back),"
+        " s stops it, q quits"
+    )
     args = parser.parse_args(argv)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(
@@ -107,6 +111,8 @@ class Watch:
                 self._live = live
                 loop.add_reader(fd, self._read_keys, fd)
                 tasks = [asyncio.create_task(self._follow()), asyncio.create_task(self._tick())]
+                for task in tasks:
+                    task.add_done_callback(self._failed)
                 try:
                     return await self._done
                 finally:
@@ -268,6 +274,15 @@ class Watch:
     def _say(self, message: str) -> None:
         self._view = attrs.evolve(self._view, message=message)
         self._draw()
+
+    def _failed(self, task: asyncio.Task[None]) -> None:
+        """A bug in reading or drawing ends the view (its traceback follows, once the
+        terminal is given back) rather than leave a screen that no longer changes."""
+        if task.cancelled() or self._done is None or self._done.done():
+            return
+        error = task.exception()
+        if error is not None:
+            self._done.set_exception(error)
 
     def _quit(self, code: int) -> None:
         if self._done is not None and not self._done.done():

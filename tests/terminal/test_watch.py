@@ -86,6 +86,17 @@ async def test_rows_appear_for_runs_two_live_servers_record_and_for_one_started_
             await quits_cleanly(term)
 
 
+async def test_watch_started_before_any_server_shows_runs_once_one_is_recorded(
+    tmp_path: Path,
+) -> None:
+    async with terminal(watch_command(tmp_path / "state")) as term:
+        await term.shows(r"no runs recorded in .*state")
+        async with started(tmp_path) as (host, _seen):
+            run = await host.spawn(command=("echo", "first"), mode="task")
+            await term.shows(rf"› {short_id(run.run_id)}\s+completed.*first")
+        await quits_cleanly(term)
+
+
 async def test_enter_shows_the_selected_runs_output_tail_and_escape_goes_back(
     tmp_path: Path,
 ) -> None:
