@@ -193,7 +193,10 @@ class StateBrowser:
     def data_version(self) -> int:
         """Changes when any connection commits a change to the database: `watch` reads
         again only then (`PRAGMA data_version`)."""
-        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        try:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise BrowseError(f"cannot read the run history: {exc}") from exc
 
     def latest_activity(self, run_id: str, scan: int = ACTIVITY_SCAN) -> dict[int, str]:
         """Each child's newest `activity` text, else the text of its newest `output` event,

@@ -150,6 +150,7 @@ class Watch:
             except BrowseError as exc:
                 self._view = attrs.evolve(self._view, problem=str(exc))
                 self._draw()
+                await self._off_loop(self._close)  # opened afresh: the file may be new
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), POLL_S)
 

@@ -88,3 +88,13 @@ async def test_each_childs_latest_activity_streamed_output_and_launch_are_read(
         launches = browser.launches(snap.run_id)
         assert launches[1] == Launch("command", ("echo", "other"), None)
         assert launches[0].argv[:2] == ("sh", "-c")
+
+
+async def test_a_database_that_cannot_be_read_any_more_is_one_clear_line(tmp_path: Path) -> None:
+    async with started(tmp_path) as (host, _seen):
+        await host.spawn(command=("true",), mode="task")
+    browser = StateBrowser.open(tmp_path / "state")
+    browser.data_version()
+    browser.close()
+    with pytest.raises(BrowseError, match="cannot read the run history"):
+        browser.data_version()
