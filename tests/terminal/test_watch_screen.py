@@ -17,7 +17,7 @@ from subagent_host.values import RunKind
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def a_run(number: int, children: int = 1, activity: str = "") -> Run:
+def a_run(number: int, children: int = 1) -> Run:
     started = NOW - timedelta(seconds=number)
     return Run(
         run_id=f"{number:08d}" + "f" * 24,
