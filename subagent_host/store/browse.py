@@ -12,14 +12,13 @@ rule `status` and `stop` follow (protocol.md §4), but in every session.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 import attrs
 
@@ -29,6 +28,11 @@ from subagent_host.store.face import MIN_PREFIX
 from subagent_host.store.reads import assemble
 from subagent_host.store.rows import event_from_record
 from subagent_host.store.schema import DB_NAME, check_version
+
+ACTIVITY_SCAN: Final = 200
+"""Events looked at, newest first, for each child's latest activity."""
+OUTPUT_SCAN: Final = 400
+"""Streamed `output` events joined for a running child's output tail."""
 
 
 class BrowseError(Exception):
@@ -50,6 +54,18 @@ class Owner:
     """The process's start time (psutil's), so a reused pid is not taken for it."""
     ended_at: datetime | None
     """When that server ended cleanly; None while it runs or if it died."""
+
+
+@attrs.frozen
+class Launch:
+    """What one child was launched as, from its stored projection."""
+
+    backend: str
+    argv: tuple[str, ...]
+    """The argv it executed (a `command` child's own command)."""
+    model: str | None
+    agent: str | None = None
+    """The agent definition it ran (protocol.md §18), if any."""
 
 
 @attrs.frozen
@@ -180,23 +196,6 @@ class StateBrowser:
             run = assemble(db, run_id, found[0]) if found else None
         return run, [event_from_record(s, json.loads(record)) for s, record in rows]
 
-    def launches(self, run_id: str) -> dict[int, dict[str, Any]]:
-        """Each child's stored launch projection (protocol.md §15) by index, as stored: for
-        showing what a child ran (`argvTemplate`, `agent`), not checked against its digest.
-        A child without one, or with one that is not a JSON object, is left out."""
-        with self._snapshot() as db:
-            rows = db.execute(
-                "SELECT idx, projection FROM children WHERE run_id = ? AND projection IS NOT NULL",
-                (run_id,),
-            ).fetchall()
-        launches: dict[int, dict[str, Any]] = {}
-        for index, projection in rows:
-            with contextlib.suppress(ValueError):
-                data = json.loads(projection)
-                if isinstance(data, dict):
-                    launches[index] = data
-        return launches
-
     def owner(self, run_id: str) -> Owner | None:
         """The server instance that recorded the run."""
         with self._snapshot() as db:
@@ -220,4 +219,54 @@ class StateBrowser:
     def data_version(self) -> int:
         """Changes when any connection commits a change to the database: `watch` reads
         again only then (`PRAGMA data_version`)."""
-        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        try:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise BrowseError(f"cannot read the run history: {exc}") from exc
+
+    def latest_activity(self, run_id: str, scan: int = ACTIVITY_SCAN) -> dict[int, str]:
+        """Each child's newest `activity` text, else the text of its newest `output` event,
+        among the run's newest `scan` events (what `watch` shows a child doing)."""
+        with self._snapshot() as db:
+            rows = db.execute(
+                "SELECT json_extract(record, '$.type'), json_extract(record, '$.fields.index'),"
+                " json_extract(record, '$.fields.text') FROM events WHERE run_id = ?"
+                " AND json_extract(record, '$.type') IN ('activity', 'output')"
+                " ORDER BY seq DESC LIMIT ?",
+                (run_id, scan),
+            ).fetchall()
+        activity: dict[int, str] = {}
+        output: dict[int, str] = {}
+        for kind, index, text in rows:  # newest first: the first of each kind wins
+            if isinstance(index, int) and isinstance(text, str) and text.strip():
+                (activity if kind == "activity" else output).setdefault(index, text)
+        return {**output, **activity}
+
+    def streamed_output(self, run_id: str, index: int, events: int = OUTPUT_SCAN) -> str:
+        """The text of the child's newest `events` streamed `output` events, in order: the
+        tail of what a running child printed (a finished child's output is in its record)."""
+        with self._snapshot() as db:
+            rows = db.execute(
+                "SELECT text FROM (SELECT seq, json_extract(record, '$.fields.text') AS text"
+                " FROM events WHERE run_id = ? AND json_extract(record, '$.type') = 'output'"
+                " AND json_extract(record, '$.fields.index') = ? ORDER BY seq DESC LIMIT ?)"
+                " ORDER BY seq",
+                (run_id, index, events),
+            ).fetchall()
+        return "".join(text for (text,) in rows if isinstance(text, str))
+
+    def launches(self, run_id: str) -> dict[int, Launch]:
+        """What each child was launched as, from its stored projection (protocol.md §15):
+        backend, argv, model, agent. Shown to a person, not checked against its digest."""
+        with self._snapshot() as db:
+            rows = db.execute(
+                "SELECT idx, json_extract(projection, '$.backend'),"
+                " json_extract(projection, '$.argvTemplate'), json_extract(projection, '$.model'),"
+                " json_extract(projection, '$.agent.name')"
+                " FROM children WHERE run_id = ? AND json_valid(projection)",
+                (run_id,),
+            ).fetchall()
+        return {
+            index: Launch(str(backend), tuple(json.loads(argv or "[]")), model, agent)
+            for index, backend, argv, model, agent in rows
+        }

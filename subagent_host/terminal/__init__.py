@@ -22,4 +22,5 @@ COMMANDS: Final[dict[str, str]] = {
     "logs": "print a run's output and activity in order; -f follows it until it ends",
     "doctor": "checks that this machine can run subagents, one line per check with its fix",
     "stop": "stops a run that a server on this state directory runs, from any process",
+    "watch": "a live full-screen view of the runs and their children (keys: arrows, enter, s, q)",
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -20,7 +20,7 @@ from rich.text import Text
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.wire import make_converter
 from subagent_host.runs.state import Run
-from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.store.browse import BrowseError, Launch, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.values.facts import ErrorInfo
@@ -91,7 +91,7 @@ def describe(out: Console, run: Run) -> None:
             out.print(Text.assemble((name.ljust(width), "bold"), "  ", value))
 
 
-def children(out: Console, run: Run, launches: dict[int, dict[str, object]]) -> None:
+def children(out: Console, run: Run, launches: Mapping[int, Launch]) -> None:
     if not run.children:
         return
     out.print()

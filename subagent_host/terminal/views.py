@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -21,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from subagent_host.runs.state import ChildRun, Run
+from subagent_host.store.browse import Launch
 from subagent_host.values.facts import Usage
 
 SHORT_ID: Final = 8
@@ -111,21 +113,22 @@ def shorten(text: str, width: int = HEAD_CHARS) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def child_head(child: ChildRun, launch: Mapping[str, Any] | None) -> str:
-    """What a child ran: its command line (from its stored launch projection), or its
-    prompt's first line, or (for an agent child recorded before prompt heads were kept)
-    its backend and agent."""
-    argv = launch.get("argvTemplate") if launch else None
-    if child.backend == "command" and isinstance(argv, list) and argv:
-        return shlex.join(str(arg) for arg in argv)
+def child_head(child: ChildRun, launch: Launch | None) -> str:
+    """What a child ran, on one line: its command line, or its prompt's first line, or
+    (for an agent child recorded before prompt heads were kept) its backend and agent or
+    model."""
+    if launch is not None and launch.backend == "command" and launch.argv:
+        return printable(shlex.join(launch.argv)).replace("\n", " ")
     if child.prompt_head:
         return f"{child.backend}: {child.prompt_head}"
-    agent = launch.get("agent") if launch else None
-    name = agent.get("name") if isinstance(agent, dict) else None
-    return f"{child.backend} agent {name}" if isinstance(name, str) else child.backend
+    if launch is not None and launch.agent:
+        return f"{child.backend} agent {launch.agent}"
+    if launch is not None and launch.model:
+        return f"{child.backend} {launch.model}"
+    return child.backend
 
 
-def launch_head(run: Run, launches: Mapping[int, Mapping[str, Any]]) -> str:
+def launch_head(run: Run, launches: Mapping[int, Launch]) -> str:
     """What a run ran, in a few words: its workflow's name, or what its first child ran
     (and how many more it had). A listing shows the run's label instead when it has one."""
     if run.workflow is not None:
@@ -290,3 +293,34 @@ def guarded(body: Callable[[], int]) -> int:
         return SIGPIPE_STATUS
     except KeyboardInterrupt:
         return INTERRUPTED_STATUS
+
+
+def size(value: int | None) -> str:
+    """`512K`, `48.2M`, `1.3G`: memory in a column (`-` when unknown or none was seen)."""
+    if not value:
+        return "-"
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20)):
+        if value >= scale:
+            return f"{value / scale:.1f}{unit}"
+    return f"{max(1, value >> 10)}K"
+
+
+# A child's text may carry terminal escapes and control characters: shown as they are,
+# they would move the cursor or recolour a view drawn around them.
+_ESCAPES: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?")
+_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """The text without terminal escapes and control characters (newlines and tabs kept; a
+    carriage return starts a new line, as the line it rewrites would show)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", _ESCAPES.sub("", lines))
+
+
+def last_line(text: str | None) -> str:
+    """The last line that says something, on one line: what a column shows of a text."""
+    for line in reversed(printable(text or "").splitlines()):
+        if line.strip():
+            return " ".join(line.split())
+    return ""

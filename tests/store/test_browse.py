@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.client import SpawnItem
+from subagent_host.store.browse import BrowseError, Launch, StateBrowser
 from subagent_host.store.schema import DB_NAME
 from tests.client.conftest import started
 
@@ -62,3 +63,38 @@ async def test_reading_changes_nothing_and_a_missing_database_is_said(tmp_path: 
         assert len(browser.runs()) == 1
         assert browser.data_version() == version
     assert _digest(database) == before
+
+
+async def test_each_childs_latest_activity_streamed_output_and_launch_are_read(
+    tmp_path: Path,
+) -> None:
+    async with started(tmp_path) as (host, _seen):
+        snap = await host.spawn(
+            tasks=(
+                SpawnItem(command=("sh", "-c", "echo first; echo second")),
+                SpawnItem(command=("echo", "other")),
+            ),
+            mode="task",
+            stream=True,
+        )
+        quiet = await host.spawn(command=("echo", "unstreamed"), mode="task")
+    with StateBrowser.open(tmp_path / "state") as browser:
+        latest = browser.latest_activity(snap.run_id)
+        assert latest[0].strip().splitlines()[-1] == "second"
+        assert latest[1] == "other\n"
+        assert browser.streamed_output(snap.run_id, 0) == "first\nsecond\n"
+        assert browser.latest_activity(quiet.run_id) == {}
+        assert browser.streamed_output(quiet.run_id, 0) == ""
+        launches = browser.launches(snap.run_id)
+        assert launches[1] == Launch("command", ("echo", "other"), None)
+        assert launches[0].argv[:2] == ("sh", "-c")
+
+
+async def test_a_database_that_cannot_be_read_any_more_is_one_clear_line(tmp_path: Path) -> None:
+    async with started(tmp_path) as (host, _seen):
+        await host.spawn(command=("true",), mode="task")
+    browser = StateBrowser.open(tmp_path / "state")
+    browser.data_version()
+    browser.close()
+    with pytest.raises(BrowseError, match="cannot read the run history"):
+        browser.data_version()

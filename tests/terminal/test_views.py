@@ -8,6 +8,7 @@ import pytest
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.runs.state import ChildRun, Run, WorkflowState
+from subagent_host.store.browse import Launch
 from subagent_host.terminal.views import (
     child_head,
     cost,
@@ -15,11 +16,14 @@ from subagent_host.terminal.views import (
     duration,
     elapsed,
     how_it_ended,
+    last_line,
     launch_head,
     megabytes,
     plural,
+    printable,
     short_id,
     shorten,
+    size,
     tail,
     tokens,
     total_usage,
@@ -69,15 +73,16 @@ def test_usage_sums_over_children_and_costs_only_when_every_part_has_one() -> No
 
 def test_a_child_is_named_by_its_command_its_prompt_or_its_backend_and_agent() -> None:
     command = ChildRun(index=0, backend="command")
-    assert child_head(command, {"argvTemplate": ["sh", "-c", "echo hi"]}) == "sh -c 'echo hi'"
+    assert (
+        child_head(command, Launch("command", ("sh", "-c", "echo hi"), None)) == "sh -c 'echo hi'"
+    )
     prompted = ChildRun(index=0, backend="pi", prompt_head="Summarize the README")
-    assert child_head(prompted, {"argvTemplate": ["pi", "--mode", "json"]}) == (
+    assert child_head(prompted, Launch("pi", ("pi", "--mode", "json"), "m")) == (
         "pi: Summarize the README"
     )
     older = ChildRun(index=0, backend="claude")  # recorded before prompt heads were kept
-    assert child_head(older, {"agent": {"name": "reviewer", "digest": "d"}}) == (
-        "claude agent reviewer"
-    )
+    assert child_head(older, Launch("claude", (), None, "reviewer")) == ("claude agent reviewer")
+    assert child_head(older, Launch("claude", (), "opus")) == "claude opus"
     assert child_head(older, None) == "claude"
 
 
@@ -90,7 +95,7 @@ def test_a_run_is_named_by_its_workflow_or_its_first_child_and_how_many_more() -
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
         children=[ChildRun(index=0, backend="command"), ChildRun(index=1, backend="command")],
     )
-    assert launch_head(run, {0: {"argvTemplate": ["true"]}}) == "true (+1 more)"
+    assert launch_head(run, {0: Launch("command", ("true",), None)}) == "true (+1 more)"
     run.workflow = WorkflowState(name="review", steps=[])
     assert launch_head(run, {}) == "workflow review"
     assert shorten("a  b\nc", 60) == "a b c" and shorten("x" * 70, 10) == "x" * 9 + "…"
@@ -103,3 +108,26 @@ def test_how_a_child_ended_and_the_tail_of_a_text_read_at_a_glance() -> None:
     assert how_it_ended(killed) == "SIGKILL, stopped by sigkill"
     assert tail("1\n2\n3\n", 2) == ("2\n3", 1) and tail("1", 5) == ("1", 0)
     assert megabytes(12_345_678) == "12.3 MB" and megabytes(0) == "-"
+
+
+def test_memory_reads_in_kilo_mega_and_gigabytes() -> None:
+    assert [size(v) for v in (None, 0, 900, 5000, 50 << 20, 3 << 30)] == [
+        "-",
+        "-",
+        "1K",
+        "4K",
+        "50.0M",
+        "3.0G",
+    ]
+
+
+def test_a_childs_text_loses_its_terminal_escapes_and_controls_but_keeps_its_lines() -> None:
+    text = "a\x1b[31mred\x1b[0m\x1b]0;title\x07 b\r\nc\x07d\x9b2J\tend"
+    assert printable(text) == "ared b\ncd2J\tend"
+    assert printable("50%\r100%") == "50%\n100%"
+
+
+def test_the_last_line_is_the_last_that_says_something_on_one_line() -> None:
+    assert last_line("first\n  second   part \n\n  \n") == "second part"
+    assert last_line("\x1b[1mbold\x1b[0m") == "bold"
+    assert last_line(None) == last_line("") == ""
