@@ -43,6 +43,7 @@ from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.liveness import START_TOLERANCE_S, process_create_time
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
+from subagent_host.values.words import plural
 
 
 class _OnFirstUse:
@@ -94,6 +95,9 @@ class LaunchSpec:
     """Written to the child's stdin, which is then closed (it is closed in any case)."""
     name: str = "child"
     """Names the child's cgroup (after a sequence number), e.g. its run, index and attempt."""
+    log_fields: Mapping[str, object] = attrs.field(factory=dict)
+    """What the supervisor's log lines about the child carry besides its `pid` (its
+    `runId` and `index`: logs.py writes them in a JSON line)."""
 
 
 class OutputSink(Protocol):
@@ -144,6 +148,7 @@ class Child:
         pidfd: int | None,
         marker: str,
         group: Group | None = None,
+        log_fields: Mapping[str, object] | None = None,
     ) -> None:
         self._loop = loop
         # Held until reaped: a Popen collected with no returncode would waitpid()
@@ -155,6 +160,8 @@ class Child:
         self.pidfd = pidfd
         self.group = group
         """The child's own cgroup (cgroup tracking): its whole tree, escapers included."""
+        self.log_fields = {**(log_fields or {}), "pid": self.pid}
+        """The `extra` of a log line about it (`Supervisor.stop`'s steps)."""
         self.leftovers_ended = 0
         """Processes of its tree other than itself that the stop sequence ended."""
         self.stopped_by = StoppedBy.EXIT
@@ -435,7 +442,7 @@ class Supervisor:
                 os.close(fd)  # the child's ends: EOF comes when its tree closes them
         # No await since the fork: nothing can have reaped it, the pid is still ours.
         pidfd = _open_pidfd(popen.pid)
-        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group)
+        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group, spec.log_fields)
         self._started[child.pid] = child
         for fd in (stdout_read, stderr_read):
             pipes.widen(fd)
@@ -566,21 +573,44 @@ class Supervisor:
         """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
         members = await asyncio.to_thread(self._snapshot, child)
         stragglers: list[Member] = []
+        # After the child's own exit, what is signalled is what it left behind.
+        tree = "what it left" if child.has_exited() else "its tree"
+        last = StopStep.NOTHING_LEFT
         try:
             if not members and child.has_exited():
-                return TreeStopReport(StopStep.NOTHING_LEFT, 0)
+                return TreeStopReport(last, 0)
             signalled = _signal_tree(child, members, signal.SIGTERM)
+            last = StopStep.SIGTERM
+            _tell(
+                child, "SIGTERM sent to %s (%s); grace %.3f s", tree, _processes(signalled), grace_s
+            )
             if await _wait_exited(child, members, grace_s) and not _has_members(child):
-                return TreeStopReport(StopStep.SIGTERM, signalled)
+                return TreeStopReport(last, signalled)
             stragglers = await asyncio.to_thread(self._snapshot, child)
-            _signal_tree(child, stragglers, signal.SIGKILL)
+            _tell(
+                child,
+                "grace of %.3f s elapsed: %s left",
+                grace_s,
+                _processes(len(stragglers) + int(not child.has_exited())),
+            )
+            killed = _signal_tree(child, stragglers, signal.SIGKILL)
+            last = StopStep.SIGKILL
             if child.group is not None:
                 child.group.kill()  # also whatever forked since the snapshot
+            _tell(child, "SIGKILL sent to %s (%s)", tree, _processes(killed))
             if not await _wait_exited(child, stragglers, KILL_WAIT_S):
                 logger.error("%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S)
-            return TreeStopReport(StopStep.SIGKILL, signalled)
+            return TreeStopReport(last, signalled)
         finally:
-            child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
+            ended = len({member.pid for member in (*members, *stragglers)})
+            child.leftovers_ended += ended
+            if last is not StopStep.NOTHING_LEFT:
+                _tell(
+                    child,
+                    "stop done at %s: %s besides the child ended",
+                    last.value,
+                    _processes(ended),
+                )
             for member in (*members, *stragglers):
                 member.close()
             with self._claiming:
@@ -721,6 +751,17 @@ class Supervisor:
             return [p for p in psutil.Process().children() if p.pid not in self._started]
         except psutil.Error:
             return []
+
+
+def _tell(child: Child, message: str, *args: object) -> None:
+    """One step of a stop sequence, at INFO: with the run's lines (runs/story.py),
+    `--log-level info` tells what ended a run's processes, and how."""
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("%r: " + message, child, *args, extra=child.log_fields)
+
+
+def _processes(count: int) -> str:
+    return plural(count, "process", "processes")
 
 
 def _has_members(child: Child) -> bool:

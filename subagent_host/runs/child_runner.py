@@ -191,6 +191,7 @@ class ChildRunner:
                     env=env,
                     stdin=launch.stdin,
                     name=f"{run.run_id}-{child.index}-{child.attempt}",
+                    log_fields={"runId": run.run_id, "index": child.index},
                 ),
                 sink,
             )

@@ -21,6 +21,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
+from subagent_host.runs import story
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
@@ -273,6 +274,8 @@ class RunStateMachine:
         if not self._apply(run, to, facts, REQUIRED_FACTS):
             return False
         self.emit(run, "status", status=str(to))
+        if to in TERMINAL:
+            story.run_ended(run)
         return True
 
     def transition_child(self, run: Run, child: ChildRun, to: RunStatus, **facts: Any) -> bool:
@@ -283,6 +286,10 @@ class RunStateMachine:
             # A run is queued until its first child starts (protocol.md §8.4): a run waiting
             # behind the server-wide limit says so.
             self.transition(run, RunStatus.RUNNING)
+        if to is RunStatus.RUNNING:
+            story.child_started(run, child)
+        elif to in TERMINAL:
+            story.child_ended(run, child)
         self.emit(run, "child", index=child.index, status=str(to))
         return True
 
@@ -331,6 +338,7 @@ class RunStateMachine:
 
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""
+        story.run_started(run)
         self.emit(run, "status", status=str(run.status))
 
     def reopen(self, run: Run) -> None:
