@@ -171,7 +171,7 @@ class RunOrchestrator:
         )
         if plan.workflow is not None:  # its children are made step by step
             run.children = []
-            run.workflow = initial_state(plan.workflow)
+            run.workflow = initial_state(plan)
             self._start_workflow(run, plan)
         self._runs[run.run_id] = run
         self._carried[run.run_id] = run

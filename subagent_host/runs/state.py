@@ -21,6 +21,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
+from subagent_host.planning.plan import STEP_COMMAND
 from subagent_host.runs import story
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
@@ -174,10 +175,20 @@ class StepState:
 
     index: int
     kind: str
+    """As planned: `prompt`, `parallel` or `forEach`."""
     status: str = STEP_PENDING
     children: list[int] = attrs.Factory(list)
     label: str | None = None
     output_name: str | None = None
+    command: bool = attrs.field(default=False, eq=False)
+    """A `prompt` step whose item runs a command: reported as kind `command`. Never
+    stored (store/records.py), no part of the step's state: known from the plan, and
+    from the stored definition when the run is read back (store/reads.py)."""
+
+    @property
+    def reported_kind(self) -> str:
+        """The kind a RunSnapshot shows (§17)."""
+        return STEP_COMMAND if self.command else self.kind
 
 
 @attrs.define
