@@ -658,7 +658,7 @@ class Supervisor:
                     logger.error("cgroup %s of a gone server still has processes", group.path)
             if members:
                 logger.warning(
-                    "ended %d processes left in the cgroups of gone servers", len(members)
+                    "ended %s left in the cgroups of gone servers", _processes(len(members))
                 )
             return len(members)
         finally:
