@@ -234,7 +234,9 @@ class Child:
         try:
             pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
         except ChildProcessError:  # reaped by someone else: a bug, but never hang on it
-            logger.error("%r was reaped elsewhere; its exit status is lost", self)
+            logger.error(
+                "%r was reaped elsewhere; its exit status is lost", self, extra=self.log_fields
+            )
             pid, status, rusage = self.pid, 255 << 8, None
         if pid == 0:
             self._reaping = False
@@ -520,13 +522,21 @@ class Supervisor:
         except TimeoutError:
             # A process the tracking could not tell was the child's holds the pipes
             # (the marker alone misses one that escaped and cleared its environment).
-            logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
+            logger.info(
+                "%r exited but its pipes stay open; ending the rest of its tree",
+                child,
+                extra=child.log_fields,
+            )
             await self.stop(child, grace_s=LEFTOVER_GRACE_S)
             try:
                 await asyncio.wait_for(asyncio.shield(child.drained), KILL_WAIT_S)
             except TimeoutError:
                 # Something unkillable (D state) still holds a pipe: stop reading it.
-                logger.error("%r: its pipes stay open after the tree was ended", child)
+                logger.error(
+                    "%r: its pipes stay open after the tree was ended",
+                    child,
+                    extra=child.log_fields,
+                )
                 child.stop_reading()
         returncode = child.returncode
         assert returncode is not None  # set when the exit was reported, before `exited`
@@ -557,7 +567,9 @@ class Supervisor:
         """Take the tree's CPU time and peak memory from its cgroup, then remove the cgroup."""
         self._take_usage(child, group)
         if not await _remove_when_empty(group):
-            logger.error("%r: its cgroup %s still has processes", child, group.path)
+            logger.error(
+                "%r: its cgroup %s still has processes", child, group.path, extra=child.log_fields
+            )
 
     def _take_usage(self, child: Child, group: Group) -> None:
         """The tree's CPU time and peak memory, from its cgroup (the largest reading wins)."""
@@ -599,7 +611,12 @@ class Supervisor:
                 child.group.kill()  # also whatever forked since the snapshot
             _tell(child, "SIGKILL sent to %s (%s)", tree, _processes(killed))
             if not await _wait_exited(child, stragglers, KILL_WAIT_S):
-                logger.error("%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S)
+                logger.error(
+                    "%r: processes survived SIGKILL for %.0f s",
+                    child,
+                    KILL_WAIT_S,
+                    extra=child.log_fields,
+                )
             return TreeStopReport(last, signalled)
         finally:
             ended = len({member.pid for member in (*members, *stragglers)})

@@ -287,7 +287,7 @@ class RunOrchestrator:
         try:
             await work
         except Exception as exc:  # a bug of ours: the run still gets a truthful end
-            logger.exception("run %s failed internally", run.run_id)
+            logger.exception("run %s failed internally", run.run_id, extra={"runId": run.run_id})
             error = internal_error(exc)
             for child in run.children:  # each child, too, ends exactly once
                 self._book.transition_child(run, child, RunStatus.FAILED, error=error)

@@ -105,13 +105,22 @@ def save(
             except UnicodeEncodeError:
                 # A lone surrogate slipped past every check (they are mended where
                 # text enters): store U+FFFD rather than lose the run.
-                logger.warning("run %s held text that is not UTF-8: stored mended", row.run_id)
+                logger.warning(
+                    "run %s held text that is not UTF-8: stored mended",
+                    row.run_id,
+                    extra={"runId": row.run_id},
+                )
                 saved.pruned += _save_batch(
                     store, instance_id, [_mended(row)], history_limit, *_mended_extras(mine, own)
                 )
             saved.reserved |= own.reservation is not None
         except Exception as exc:  # noqa: BLE001 - reported per run
-            logger.error("run %s could not be written to the run history: %s", row.run_id, exc)
+            logger.error(
+                "run %s could not be written to the run history: %s",
+                row.run_id,
+                exc,
+                extra={"runId": row.run_id},
+            )
             saved.failed.append(row.run_id)
     return saved
 

@@ -124,6 +124,8 @@ async def test_json_logs_at_info_tell_each_run_from_its_start_through_every_stop
         r"run RUN ended: cancelled \(stopped by the client\), \d+\.\d{3} s after it was created",
     ]
     assert_story(story_of(entries, stubborn), patterns)
+    for run_id in (done["runId"], stubborn):  # a line naming a run carries its id
+        assert all(e.get("runId") == run_id for e in entries if run_id in e["message"])
     about_children = [entry for entry in entries if "index" in entry]
     assert about_children and all(
         entry["index"] == 0 and entry["pid"] in (done["children"][0]["pid"], pid)
