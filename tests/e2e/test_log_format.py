@@ -31,6 +31,8 @@ KEYS: Final = {"time", "level", "logger", "message"}
 TIME: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 # Every process of its tree ignores SIGTERM: the stop must wait out the grace and SIGKILL.
 STUBBORN: Final = 'trap "" TERM; echo ready; sleep 1000 & wait'
+# Exits at once, leaving a process outside its group that the server must end.
+LEAVES: Final = "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo left"
 PING: Final = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
 
 
@@ -92,6 +94,10 @@ async def test_json_logs_at_info_tell_each_run_from_its_start_through_every_stop
     async with running_server(*args, "--grace-ms", "200") as server:
         done = await result_of(server, "spawn", {"command": ["echo", "hi"], "mode": "task"})
         assert done["status"] == "completed", done
+        leaving = await result_of(
+            server, "spawn", {"command": ["sh", "-c", LEAVES], "mode": "task"}
+        )
+        assert leaving["status"] == "completed", leaving
         stubborn = await started_stubborn(server)
         stopped = await result_of(server, "stop", {"runId": stubborn, "graceMs": 200})
         assert stopped["status"] == "cancelled", stopped
@@ -104,6 +110,20 @@ async def test_json_logs_at_info_tell_each_run_from_its_start_through_every_stop
         [
             r"run RUN started: single, 1 child, session s1",
             rf"run RUN child 0 started: pid {pid}, backend command, attempt 1",
+            r"run RUN child 0 ended: completed, exit code 0, after \d+\.\d{3} s",
+            r"run RUN ended: completed, \d+\.\d{3} s after it was created",
+        ],
+    )
+
+    pid = leaving["children"][0]["pid"]
+    assert_story(
+        story_of(entries, leaving["runId"]),
+        [
+            r"run RUN started: single, 1 child, session s1",
+            rf"run RUN child 0 started: pid {pid}, backend command, attempt 1",
+            rf"<Child pid={pid} exited 0>: SIGTERM sent to what it left \(1 process\); "
+            r"grace 0\.500 s",
+            rf"<Child pid={pid} exited 0>: stop done at sigterm: 1 process besides the child ended",
             r"run RUN child 0 ended: completed, exit code 0, after \d+\.\d{3} s",
             r"run RUN ended: completed, \d+\.\d{3} s after it was created",
         ],
@@ -124,11 +144,12 @@ async def test_json_logs_at_info_tell_each_run_from_its_start_through_every_stop
         r"run RUN ended: cancelled \(stopped by the client\), \d+\.\d{3} s after it was created",
     ]
     assert_story(story_of(entries, stubborn), patterns)
-    for run_id in (done["runId"], stubborn):  # a line naming a run carries its id
+    for run_id in (done["runId"], leaving["runId"], stubborn):  # a line naming a run carries its id
         assert all(e.get("runId") == run_id for e in entries if run_id in e["message"])
     about_children = [entry for entry in entries if "index" in entry]
     assert about_children and all(
-        entry["index"] == 0 and entry["pid"] in (done["children"][0]["pid"], pid)
+        entry["index"] == 0
+        and entry["pid"] in {run["children"][0]["pid"] for run in (done, leaving, stopped)}
         for entry in about_children
     )
 
