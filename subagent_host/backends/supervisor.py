@@ -587,17 +587,18 @@ class Supervisor:
         stragglers: list[Member] = []
         # After the child's own exit, what is signalled is what it left behind.
         tree = "what it left" if child.has_exited() else "its tree"
-        last = StopStep.NOTHING_LEFT
+        report: TreeStopReport | None = None  # None if it raised
         try:
             if not members and child.has_exited():
-                return TreeStopReport(last, 0)
+                report = TreeStopReport(StopStep.NOTHING_LEFT, 0)
+                return report
             signalled = _signal_tree(child, members, signal.SIGTERM)
-            last = StopStep.SIGTERM
             _tell(
                 child, "SIGTERM sent to %s (%s); grace %.3f s", tree, _processes(signalled), grace_s
             )
             if await _wait_exited(child, members, grace_s) and not _has_members(child):
-                return TreeStopReport(last, signalled)
+                report = TreeStopReport(StopStep.SIGTERM, signalled)
+                return report
             stragglers = await asyncio.to_thread(self._snapshot, child)
             _tell(
                 child,
@@ -606,7 +607,6 @@ class Supervisor:
                 _processes(len(stragglers) + int(not child.has_exited())),
             )
             killed = _signal_tree(child, stragglers, signal.SIGKILL)
-            last = StopStep.SIGKILL
             if child.group is not None:
                 child.group.kill()  # also whatever forked since the snapshot
             _tell(child, "SIGKILL sent to %s (%s)", tree, _processes(killed))
@@ -617,15 +617,16 @@ class Supervisor:
                     KILL_WAIT_S,
                     extra=child.log_fields,
                 )
-            return TreeStopReport(last, signalled)
+            report = TreeStopReport(StopStep.SIGKILL, signalled)
+            return report
         finally:
             ended = len({member.pid for member in (*members, *stragglers)})
             child.leftovers_ended += ended
-            if last is not StopStep.NOTHING_LEFT:
+            if report is not None and report.step is not StopStep.NOTHING_LEFT:
                 _tell(
                     child,
                     "stop done at %s: %s besides the child ended",
-                    last.value,
+                    report.step.value,
                     _processes(ended),
                 )
             for member in (*members, *stragglers):
