@@ -3,7 +3,8 @@
 `RunStateMachine`'s `transition`, `transition_child` and `transition_step` are
 the only code that assigns a status. They check `NEXT` (`STEP_NEXT` for
 steps), stamp the time, check that a terminal status carries the facts the
-protocol requires (protocol.md §12), and append a `run/event` with the run's next
+protocol requires (protocol.md §12), write the INFO log line of a run's or a
+child's start and end (`story.py`), and append a `run/event` with the run's next
 `seq` (a step's status shows in snapshots only: it has no event of its own). A
 transition out of a terminal status is refused (returns False), so every race
 — exit, stop, timeout, stall, disconnect, a dead server's recovery — resolves
