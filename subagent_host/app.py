@@ -65,6 +65,7 @@ from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.store.face import RunStore
+from subagent_host.values.words import plural
 
 logger = logging.getLogger(__name__)
 
@@ -281,9 +282,8 @@ async def _serve_with_store(
         # meant to end its background runs, and nobody is left to answer.
         if live := runs.live():
             logger.warning(
-                "cancelling %d background %s: the client is gone (%s)",
-                len(live),
-                "run" if len(live) == 1 else "runs",
+                "cancelling %s: the client is gone (%s)",
+                plural(len(live), "background run"),
                 DISCONNECTED,
             )
         await runs.shutdown(DISCONNECTED)
@@ -406,7 +406,9 @@ async def _serve_until_done(
             try:
                 await asyncio.wait_for(protocol.wait_answered(), CANCELLED_ANSWER_TIMEOUT_S)
             except TimeoutError:
-                logger.error("%d requests ignored cancellation; exiting", protocol.in_flight)
+                logger.error(
+                    "%s ignored cancellation; exiting", plural(protocol.in_flight, "request")
+                )
     finally:
         tasks = [task for task in (reading, signalled, broken, answered) if task is not None]
         for task in tasks:

@@ -22,6 +22,7 @@ from subagent_host import SERVER_NAME, __version__
 from subagent_host.config import (
     DEFAULT_GRACE_MS,
     DEFAULT_HISTORY_LIMIT,
+    DEFAULT_LOG_FORMAT,
     DEFAULT_LOG_LEVEL,
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_DEPTH,
@@ -39,6 +40,7 @@ from subagent_host.config import (
 )
 from subagent_host.settings import (
     FILE_NAME,
+    LOG_FORMATS,
     LOG_LEVELS,
     MAX_CONCURRENCY,
     MAX_HISTORY_LIMIT,
@@ -69,7 +71,7 @@ CONFIG_HELP: Final = (
     "enable_continue, default_backend, model_profiles ({agent: {model, effort}}), "
     "and, in the global and --config files only, state_dir, framing, process_tracking, "
     "max_queue, "
-    "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, session, "
+    "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, log_format, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
     "previous_cap_bytes, require_preflight, "
     "trusted_projects and backends ({pi|claude|codex: {executable}}). A bad field is "
@@ -302,6 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append logs to FILE instead of stderr",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="text, for a person, or json: one object per line with time, level, logger, "
+        "message, and runId, index and pid where the line is about a run "
+        f"(default: {DEFAULT_LOG_FORMAT})",
+    )
     return parser
 
 
@@ -363,6 +372,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         trusted_projects=tuple(dict.fromkeys((*args.trust_project, *settings.trusted_projects))),
         log_level=first(args.log_level, settings.log_level, DEFAULT_LOG_LEVEL),
         log_file=args.log_file if args.log_file is not None else settings.log_file,
+        log_format=first(args.log_format, settings.log_format, DEFAULT_LOG_FORMAT),
         depth=depth,
         settings=settings,
         config_dir=config_dir,
@@ -409,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from subagent_host.logs import configure_logging
 
     try:
-        configure_logging(config.log_level, config.log_file)
+        configure_logging(config.log_level, config.log_file, config.log_format)
     except OSError as exc:
         print(f"{SERVER_NAME}: cannot open log file: {exc}", file=sys.stderr)
         return 2

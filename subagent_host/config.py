@@ -39,6 +39,7 @@ DEFAULT_RESUME_TOKEN_TTL_MS: Final = 300_000
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * MIB
 DEFAULT_MAX_DEPTH: Final = 1
 DEFAULT_LOG_LEVEL: Final = "WARNING"
+DEFAULT_LOG_FORMAT: Final = "text"
 
 
 def user_config_dir() -> Path:
@@ -87,6 +88,8 @@ class ServerConfig:
     """Admission policy: a `spawn` without a valid `preflightId` is refused."""
     log_level: str = DEFAULT_LOG_LEVEL
     log_file: Path | None = None
+    log_format: str = DEFAULT_LOG_FORMAT
+    """`text` or `json` (logs.py)."""
     # Read from the environment, not the command line: how deep in a delegation
     # chain this server runs (a child server sees its parent's depth + 1).
     depth: int = 0

@@ -1,21 +1,76 @@
-"""Logging setup: stderr or `--log-file`, never stdout (stdout is the wire)."""
+"""Logging setup: stderr or `--log-file`, never stdout (stdout is the wire).
+
+Two formats (`--log-format`): `text` for a person, and `json`, one object per line
+for a machine (`JsonFormatter`). A line about a run carries its `runId`, and about a
+child its `index` and `pid`: the call site passes them with `extra=`, the formatter
+reads them from the record (no state of its own).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# What `extra=` may carry to a JSON line, in the order it is written.
+RUN_FIELDS: Final = ("runId", "index", "pid")
 # Like the database: a log may name paths, prompts' digests and children's errors.
 LOG_FILE_MODE: Final = 0o600
 
 
-def configure_logging(level: str, log_file: Path | None) -> None:
-    """Send every log record at `level` or above to `log_file`, or to stderr.
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: `time` (ISO 8601 UTC, milliseconds), `level`, `logger`,
+    `message`, then `runId`, `index` and `pid` when the call passed them, and for an
+    exception `exc` (its type and message, one line) and `exception` (the traceback).
+
+    Newlines inside a value are escaped, so a record is always one line; text that is
+    not valid Unicode (a child's undecodable bytes) is replaced, so every line parses.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": _valid(record.getMessage()),
+        }
+        for name in RUN_FIELDS:
+            value = record.__dict__.get(name)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            entry["exc"] = _valid(_summary(error))
+            entry["exception"] = _valid(self.formatException(record.exc_info))
+        if record.stack_info:
+            entry["stack"] = _valid(self.formatStack(record.stack_info))
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def _summary(error: BaseException) -> str:
+    """`ValueError: the first line of its message`."""
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _valid(text: str) -> str:
+    """`text` as it can be written in UTF-8: a lone surrogate becomes U+FFFD."""
+    if text.isascii():  # nearly always: no copy
+        return text
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def configure_logging(level: str, log_file: Path | None, log_format: str = "text") -> None:
+    """Send every log record at `level` or above to `log_file`, or to stderr, as
+    `text` or `json` lines.
 
     Raises OSError if the log file cannot be opened.
     """
@@ -24,7 +79,7 @@ def configure_logging(level: str, log_file: Path | None) -> None:
         handler = logging.StreamHandler(open_log_file(log_file))
     else:
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -59,6 +59,7 @@ from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
+from subagent_host.values.words import plural
 
 EXECUTABLE: Final = "claude"
 # `Bash` runs any command with the user's permissions (Claude Code's own sandbox is
@@ -222,8 +223,9 @@ class ClaudeParser(JsonEventParser):
             # afterwards (one that lingers is ended by the server).
             subtype = result.get("subtype")
             if subtype == MAX_TURNS_SUBTYPE:
-                turns = short(result.get("num_turns"))
-                message = f"claude stopped at its turn limit ({turns} turns)"
+                turns = result.get("num_turns")
+                counted = plural(turns, "turn") if type(turns) is int else f"{short(turns)} turns"
+                message = f"claude stopped at its turn limit ({counted})"
                 return answer.failed(None, message, reached_limit=MAX_TURNS_LIMIT)
             if result.get("is_error") is True or subtype != "success":
                 message = f"claude: {_error_of(result)}"

@@ -43,6 +43,7 @@ from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.liveness import START_TOLERANCE_S, process_create_time
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
+from subagent_host.values.words import plural
 
 
 class _OnFirstUse:
@@ -94,6 +95,9 @@ class LaunchSpec:
     """Written to the child's stdin, which is then closed (it is closed in any case)."""
     name: str = "child"
     """Names the child's cgroup (after a sequence number), e.g. its run, index and attempt."""
+    log_fields: Mapping[str, object] = attrs.field(factory=dict)
+    """What the supervisor's log lines about the child carry besides its `pid` (its
+    `runId` and `index`: logs.py writes them in a JSON line)."""
 
 
 class OutputSink(Protocol):
@@ -144,6 +148,7 @@ class Child:
         pidfd: int | None,
         marker: str,
         group: Group | None = None,
+        log_fields: Mapping[str, object] | None = None,
     ) -> None:
         self._loop = loop
         # Held until reaped: a Popen collected with no returncode would waitpid()
@@ -155,6 +160,8 @@ class Child:
         self.pidfd = pidfd
         self.group = group
         """The child's own cgroup (cgroup tracking): its whole tree, escapers included."""
+        self.log_fields = {**(log_fields or {}), "pid": self.pid}
+        """The `extra` of a log line about it (`Supervisor.stop`'s steps)."""
         self.leftovers_ended = 0
         """Processes of its tree other than itself that the stop sequence ended."""
         self.stopped_by = StoppedBy.EXIT
@@ -227,7 +234,9 @@ class Child:
         try:
             pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
         except ChildProcessError:  # reaped by someone else: a bug, but never hang on it
-            logger.error("%r was reaped elsewhere; its exit status is lost", self)
+            logger.error(
+                "%r was reaped elsewhere; its exit status is lost", self, extra=self.log_fields
+            )
             pid, status, rusage = self.pid, 255 << 8, None
         if pid == 0:
             self._reaping = False
@@ -435,7 +444,7 @@ class Supervisor:
                 os.close(fd)  # the child's ends: EOF comes when its tree closes them
         # No await since the fork: nothing can have reaped it, the pid is still ours.
         pidfd = _open_pidfd(popen.pid)
-        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group)
+        child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group, spec.log_fields)
         self._started[child.pid] = child
         for fd in (stdout_read, stderr_read):
             pipes.widen(fd)
@@ -513,13 +522,21 @@ class Supervisor:
         except TimeoutError:
             # A process the tracking could not tell was the child's holds the pipes
             # (the marker alone misses one that escaped and cleared its environment).
-            logger.info("%r exited but its pipes stay open; ending the rest of its tree", child)
+            logger.info(
+                "%r exited but its pipes stay open; ending the rest of its tree",
+                child,
+                extra=child.log_fields,
+            )
             await self.stop(child, grace_s=LEFTOVER_GRACE_S)
             try:
                 await asyncio.wait_for(asyncio.shield(child.drained), KILL_WAIT_S)
             except TimeoutError:
                 # Something unkillable (D state) still holds a pipe: stop reading it.
-                logger.error("%r: its pipes stay open after the tree was ended", child)
+                logger.error(
+                    "%r: its pipes stay open after the tree was ended",
+                    child,
+                    extra=child.log_fields,
+                )
                 child.stop_reading()
         returncode = child.returncode
         assert returncode is not None  # set when the exit was reported, before `exited`
@@ -550,7 +567,9 @@ class Supervisor:
         """Take the tree's CPU time and peak memory from its cgroup, then remove the cgroup."""
         self._take_usage(child, group)
         if not await _remove_when_empty(group):
-            logger.error("%r: its cgroup %s still has processes", child, group.path)
+            logger.error(
+                "%r: its cgroup %s still has processes", child, group.path, extra=child.log_fields
+            )
 
     def _take_usage(self, child: Child, group: Group) -> None:
         """The tree's CPU time and peak memory, from its cgroup (the largest reading wins)."""
@@ -566,21 +585,50 @@ class Supervisor:
         """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
         members = await asyncio.to_thread(self._snapshot, child)
         stragglers: list[Member] = []
+        # After the child's own exit, what is signalled is what it left behind.
+        tree = "what it left" if child.has_exited() else "its tree"
+        report: TreeStopReport | None = None  # None if it raised
         try:
             if not members and child.has_exited():
-                return TreeStopReport(StopStep.NOTHING_LEFT, 0)
+                report = TreeStopReport(StopStep.NOTHING_LEFT, 0)
+                return report
             signalled = _signal_tree(child, members, signal.SIGTERM)
+            _tell(
+                child, "SIGTERM sent to %s (%s); grace %.3f s", tree, _processes(signalled), grace_s
+            )
             if await _wait_exited(child, members, grace_s) and not _has_members(child):
-                return TreeStopReport(StopStep.SIGTERM, signalled)
+                report = TreeStopReport(StopStep.SIGTERM, signalled)
+                return report
             stragglers = await asyncio.to_thread(self._snapshot, child)
-            _signal_tree(child, stragglers, signal.SIGKILL)
+            _tell(
+                child,
+                "grace of %.3f s elapsed: %s left",
+                grace_s,
+                _processes(len(stragglers) + int(not child.has_exited())),
+            )
+            killed = _signal_tree(child, stragglers, signal.SIGKILL)
             if child.group is not None:
                 child.group.kill()  # also whatever forked since the snapshot
+            _tell(child, "SIGKILL sent to %s (%s)", tree, _processes(killed))
             if not await _wait_exited(child, stragglers, KILL_WAIT_S):
-                logger.error("%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S)
-            return TreeStopReport(StopStep.SIGKILL, signalled)
+                logger.error(
+                    "%r: processes survived SIGKILL for %.0f s",
+                    child,
+                    KILL_WAIT_S,
+                    extra=child.log_fields,
+                )
+            report = TreeStopReport(StopStep.SIGKILL, signalled)
+            return report
         finally:
-            child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
+            ended = len({member.pid for member in (*members, *stragglers)})
+            child.leftovers_ended += ended
+            if report is not None and report.step is not StopStep.NOTHING_LEFT:
+                _tell(
+                    child,
+                    "stop done at %s: %s besides the child ended",
+                    report.step.value,
+                    _processes(ended),
+                )
             for member in (*members, *stragglers):
                 member.close()
             with self._claiming:
@@ -628,7 +676,7 @@ class Supervisor:
                     logger.error("cgroup %s of a gone server still has processes", group.path)
             if members:
                 logger.warning(
-                    "ended %d processes left in the cgroups of gone servers", len(members)
+                    "ended %s left in the cgroups of gone servers", _processes(len(members))
                 )
             return len(members)
         finally:
@@ -721,6 +769,17 @@ class Supervisor:
             return [p for p in psutil.Process().children() if p.pid not in self._started]
         except psutil.Error:
             return []
+
+
+def _tell(child: Child, message: str, *args: object) -> None:
+    """One step of a stop sequence, at INFO: with the run's lines (runs/story.py),
+    `--log-level info` tells what ended a run's processes, and how."""
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("%r: " + message, child, *args, extra=child.log_fields)
+
+
+def _processes(count: int) -> str:
+    return plural(count, "process", "processes")
 
 
 def _has_members(child: Child) -> bool:

@@ -20,7 +20,13 @@ logger = logging.getLogger(__name__)
 def handle(params: DetachParams, ctx: HandlerContext) -> None:
     run = ctx.runs.get(params.run_id)
     if run is None or run.session_id != ctx.session_id:
-        logger.debug("run/detach: no run %s of this session here", params.run_id)
+        logger.debug(
+            "run/detach: no run %s of this session here",
+            params.run_id,
+            extra={"runId": params.run_id},
+        )
         return
     if not ctx.runs.detach(run):
-        logger.debug("run/detach: run %s has already ended", params.run_id)
+        logger.debug(
+            "run/detach: run %s has already ended", params.run_id, extra={"runId": params.run_id}
+        )

@@ -37,7 +37,11 @@ async def reply_with_run(ctx: HandlerContext, run: Run, mode: str) -> RunSnapsho
         with ctx.hold_output():
             await ctx.store.written(run)
     except RecordFailed:
-        logger.error("run %s could not be recorded: ending its children", run.run_id)
+        logger.error(
+            "run %s could not be recorded: ending its children",
+            run.run_id,
+            extra={"runId": run.run_id},
+        )
         await asyncio.shield(_abandon(ctx, run))
         raise
     return run_snapshot(run)

@@ -81,7 +81,7 @@ def _workflow(state: WorkflowState | None) -> WorkflowSnapshot | None:
         steps=tuple(
             StepSnapshot(
                 index=step.index,
-                kind=step.kind,
+                kind=step.reported_kind,
                 status=step.status,
                 children=tuple(step.children),
                 label=step.label,

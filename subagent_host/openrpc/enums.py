@@ -18,7 +18,7 @@ from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.sessions import SEALED_AT_END, SEALED_AT_RECOVERY
 from subagent_host.backends.tracking import TrackingMode
 from subagent_host.planning.access import FILESYSTEM_LEVELS
-from subagent_host.planning.plan import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.planning.plan import STEP_COMMAND, STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
 from subagent_host.planning.receipts import BEST_EFFORT, EXECUTION_BOUNDARY, HOST_HARD
 from subagent_host.planning.request import AccessRequest, ItemFields, LaunchRequest
 from subagent_host.planning.views import (
@@ -60,6 +60,8 @@ from subagent_host.values.facts import BackendInfo, Diagnostic, RunSummary
 STATUSES: Final = tuple(str(status) for status in RunStatus)
 KINDS: Final = tuple(str(kind) for kind in RunKind)
 STEP_KINDS: Final = (STEP_PROMPT, STEP_PARALLEL, STEP_FOR_EACH)
+# A run's step reports a prompt step that runs a command as `command`; a plan does not.
+REPORTED_STEP_KINDS: Final = (STEP_PROMPT, STEP_COMMAND, STEP_PARALLEL, STEP_FOR_EACH)
 
 ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     # Runs, children, steps and their events.
@@ -71,7 +73,7 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (RunSnapshot, "kind"): KINDS,
     (RunSummary, "kind"): KINDS,
     (NormalizedPlan, "kind"): KINDS,
-    (StepSnapshot, "kind"): STEP_KINDS,
+    (StepSnapshot, "kind"): REPORTED_STEP_KINDS,
     (PlanStep, "kind"): STEP_KINDS,
     (EventWire, "type"): tuple(EVENT_FIELDS),
     (RunSnapshot, "admitted_by"): (ADMITTED_PREFLIGHT, ADMITTED_DIRECT),

@@ -36,6 +36,7 @@ from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.values import MODES, RunKind
 from subagent_host.values.facts import Diagnostic
+from subagent_host.values.words import between
 
 MAX_CHAIN_ITEMS: Final = 32
 
@@ -266,4 +267,4 @@ def _check_required_limits(
 
 def _check_count(problems: Problems, name: str, count: int, most: int) -> None:
     if not 1 <= count <= most:
-        problems.error("item-count", f"{name} takes 1 to {most} items, not {count}", name)
+        problems.error("item-count", f"{name} takes {between(1, most, 'item')}, not {count}", name)

@@ -109,6 +109,10 @@ def is_empty_prompt(backend: str, prompt: str | None) -> bool:
 STEP_PROMPT: Final = "prompt"
 STEP_PARALLEL: Final = "parallel"
 STEP_FOR_EACH: Final = "forEach"
+# How a RunSnapshot reports a `prompt` step whose one item runs a command (§17). Only
+# reported: a plan, its fingerprint and a stored definition say `prompt`, as before,
+# so what earlier runs stored and were bound to stays the same.
+STEP_COMMAND: Final = "command"
 
 
 @attrs.frozen
@@ -161,6 +165,19 @@ class RunPlan:
     """The request's access, when it narrowed the default."""
     workflow: WorkflowPlan | None = None
     """A workflow's name, task and steps."""
+
+
+def command_steps(plan: RunPlan) -> frozenset[int]:
+    """The workflow's `prompt` steps whose item runs a command: the steps a RunSnapshot
+    reports as kind `command` (`STEP_COMMAND`)."""
+    if plan.workflow is None:
+        return frozenset()
+    return frozenset(
+        index
+        for index, step in enumerate(plan.workflow.steps)
+        if step.kind == STEP_PROMPT
+        and all(plan.children[item].command is not None for item in step.items)
+    )
 
 
 @attrs.frozen

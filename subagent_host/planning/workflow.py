@@ -26,6 +26,7 @@ from subagent_host.planning.plan import (
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
 from subagent_host.planning.snapshot_path import refusal
+from subagent_host.values.words import between
 
 MAX_WORKFLOW_STEPS: Final = 32
 MAX_NAME_LENGTH: Final = 128
@@ -105,7 +106,7 @@ class _StepPlanner:
             if not 1 <= count <= self._most:
                 self._problems.error(
                     "item-count",
-                    f"parallel takes 1 to {self._most} items, not {count}",
+                    f"parallel takes {between(1, self._most, 'item')}, not {count}",
                     f"{path}.parallel",
                 )
             entries = [(f"{path}.parallel[{i}]", item) for i, item in enumerate(step.parallel)]

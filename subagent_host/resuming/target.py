@@ -38,6 +38,7 @@ from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStatus
 from subagent_host.store.face import RunStore
 from subagent_host.values import RunKind
+from subagent_host.values.words import plural
 
 AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
@@ -95,7 +96,7 @@ async def resolve_target(
         raise ResumeRefused(
             "not-resumable",
             "invalid-index",
-            f"run {run.run_id} has children 0..{len(run.children) - 1}, not {chosen}",
+            f"run {run.run_id} has {_children(len(run.children))}, not {chosen}",
             "resume.index",
         )
     child = run.children[chosen]
@@ -311,3 +312,12 @@ def resumed_child(
         agent=projection.agent,
     )
     return prepare_child(child, backends[child.backend])
+
+
+def _children(count: int) -> str:
+    """`1 child (index 0)`, `3 children (indices 0..2)`, `no children`."""
+    if count == 0:
+        return "no children"
+    if count == 1:
+        return "1 child (index 0)"
+    return f"{plural(count, 'child', 'children')} (indices 0..{count - 1})"

@@ -463,7 +463,7 @@ class StepSnapshot:
     index: int
     """The step's position in `workflow.chain`, from 0."""
     kind: str
-    """`prompt`, `parallel` or `forEach`."""
+    """`prompt` (one agent item), `command` (one command item), `parallel` or `forEach`."""
     status: str
     """`pending` (not started), `running`, or the status it ended with."""
     children: tuple[int, ...]

@@ -191,6 +191,7 @@ class ChildRunner:
                     env=env,
                     stdin=launch.stdin,
                     name=f"{run.run_id}-{child.index}-{child.attempt}",
+                    log_fields={"runId": run.run_id, "index": child.index},
                 ),
                 sink,
             )
@@ -316,7 +317,11 @@ class ChildRunner:
         if cause is None or process.exited.done():
             return None  # its own exit came first: whatever else happened lost the race
         if cause is LINGERED:
-            logger.info("%r printed its final event but did not exit: ending it", process)
+            logger.info(
+                "%r printed its final event but did not exit: ending it",
+                process,
+                extra=process.log_fields,
+            )
             await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
             return None  # as if it had exited: its final event decides
         await self._supervisor.stop(process, grace_s=control.grace_s)
@@ -328,7 +333,9 @@ class ChildRunner:
             await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
             await self._supervisor.wait(process)
         except Exception:
-            logger.exception("cannot end %r after an internal error", process)
+            logger.exception(
+                "cannot end %r after an internal error", process, extra=process.log_fields
+            )
 
     # --- output ----------------------------------------------------------------------
 

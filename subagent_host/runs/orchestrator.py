@@ -24,7 +24,7 @@ from subagent_host.errors import CapacityExceeded
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
-from subagent_host.runs import heap
+from subagent_host.runs import heap, story
 from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
 from subagent_host.runs.control import RunControl
@@ -177,7 +177,7 @@ class RunOrchestrator:
         )
         if plan.workflow is not None:  # its children are made step by step
             run.children = []
-            run.workflow = initial_state(plan.workflow)
+            run.workflow = initial_state(plan)
             self._start_workflow(run, plan)
         self._runs[run.run_id] = run
         self._carried[run.run_id] = run
@@ -273,6 +273,7 @@ class RunOrchestrator:
         control = RunControl(grace_s=self._grace_s, stream=stream)
         self._controls[run.run_id] = control
         self._book.reopen(run)
+        story.run_resumed(run, run.children[index])
         control.task = asyncio.create_task(
             self._carry_out(run, control, self._execute_resume(run, index, plan, control))
         )
@@ -293,7 +294,7 @@ class RunOrchestrator:
         try:
             await work
         except Exception as exc:  # a bug of ours: the run still gets a truthful end
-            logger.exception("run %s failed internally", run.run_id)
+            logger.exception("run %s failed internally", run.run_id, extra={"runId": run.run_id})
             error = internal_error(exc)
             for child in run.children:  # each child, too, ends exactly once
                 self._book.transition_child(run, child, RunStatus.FAILED, error=error)
@@ -348,6 +349,7 @@ class RunOrchestrator:
             control.stop_reason = reason
             if grace_ms is not None:
                 control.grace_s = grace_ms / 1000
+            story.stop_requested(run, reason, control.grace_s)
             control.stopping.set_result(None)
         return control
 

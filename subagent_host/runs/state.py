@@ -3,7 +3,8 @@
 `RunStateMachine`'s `transition`, `transition_child` and `transition_step` are
 the only code that assigns a status. They check `NEXT` (`STEP_NEXT` for
 steps), stamp the time, check that a terminal status carries the facts the
-protocol requires (protocol.md §12), and append a `run/event` with the run's next
+protocol requires (protocol.md §12), write the INFO log line of a run's or a
+child's start and end (`story.py`), and append a `run/event` with the run's next
 `seq` (a step's status shows in snapshots only: it has no event of its own). A
 transition out of a terminal status is refused (returns False), so every race
 — exit, stop, timeout, stall, disconnect, a dead server's recovery — resolves
@@ -21,6 +22,8 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
+from subagent_host.planning.plan import STEP_COMMAND
+from subagent_host.runs import story
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
@@ -192,10 +195,20 @@ class StepState:
 
     index: int
     kind: str
+    """As planned: `prompt`, `parallel` or `forEach`."""
     status: str = STEP_PENDING
     children: list[int] = attrs.Factory(list)
     label: str | None = None
     output_name: str | None = None
+    command: bool = attrs.field(default=False, eq=False)
+    """A `prompt` step whose item runs a command: reported as kind `command`. Never
+    stored (store/records.py), no part of the step's state: known from the plan, and
+    from the stored definition when the run is read back (store/reads.py)."""
+
+    @property
+    def reported_kind(self) -> str:
+        """The kind a RunSnapshot shows (§17)."""
+        return STEP_COMMAND if self.command else self.kind
 
 
 @attrs.define
@@ -292,6 +305,8 @@ class RunStateMachine:
         if not self._apply(run, to, facts, REQUIRED_FACTS):
             return False
         self.emit(run, "status", status=str(to))
+        if to in TERMINAL:
+            story.run_ended(run)
         return True
 
     def transition_child(self, run: Run, child: ChildRun, to: RunStatus, **facts: Any) -> bool:
@@ -302,6 +317,10 @@ class RunStateMachine:
             # A run is queued until its first child starts (protocol.md §8.4): a run waiting
             # behind the server-wide limit says so.
             self.transition(run, RunStatus.RUNNING)
+        if to is RunStatus.RUNNING:
+            story.child_started(run, child)
+        elif to in TERMINAL:
+            story.child_ended(run, child)
         self.emit(run, "child", index=child.index, status=str(to))
         return True
 
@@ -350,6 +369,7 @@ class RunStateMachine:
 
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""
+        story.run_started(run)
         self.emit(run, "status", status=str(run.status))
 
     def reopen(self, run: Run) -> None:

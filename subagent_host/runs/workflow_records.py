@@ -51,13 +51,21 @@ async def write_snapshot(records: WorkflowRecords, run: Run, path: str | None) -
     try:
         skipped = await records.snapshot(run, path)
     except OSError as exc:  # the run goes on; the file is only a convenience
-        logger.warning("cannot write the snapshot of run %s to %s: %s", run.run_id, path, exc)
+        logger.warning(
+            "cannot write the snapshot of run %s to %s: %s",
+            run.run_id,
+            path,
+            exc,
+            extra={"runId": run.run_id},
+        )
         return
     if skipped is None:
         return
     # The path changed under the run (e.g. into a FIFO): it is left alone, the
     # run goes on, and its client learns why the file stopped changing — once.
-    logger.info("snapshot of run %s not written: %s", run.run_id, skipped)
+    logger.info(
+        "snapshot of run %s not written: %s", run.run_id, skipped, extra={"runId": run.run_id}
+    )
     warning = Diagnostic(
         severity="warning",
         code=SNAPSHOT_SKIPPED,

@@ -33,6 +33,7 @@ from subagent_host.planning.plan import (
     RunPlan,
     StepPlan,
     WorkflowPlan,
+    command_steps,
     prepare_child,
 )
 from subagent_host.planning.projection import project
@@ -59,11 +60,20 @@ WORKFLOW_PARALLELISM: Final = 4
 MAX_FOR_EACH_ITEMS: Final = 32
 
 
-def initial_state(workflow: WorkflowPlan) -> WorkflowState:
+def initial_state(plan: RunPlan) -> WorkflowState:
+    workflow = plan.workflow
+    assert workflow is not None
+    commands = command_steps(plan)
     return WorkflowState(
         name=workflow.name,
         steps=[
-            StepState(index=i, kind=step.kind, label=step.label, output_name=step.output_name)
+            StepState(
+                index=i,
+                kind=step.kind,
+                label=step.label,
+                output_name=step.output_name,
+                command=i in commands,
+            )
             for i, step in enumerate(workflow.steps)
         ],
     )

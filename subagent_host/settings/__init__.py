@@ -35,6 +35,7 @@ value and holds the table of fields; `layers` reads one file into a `Layer`;
 # `X as X` marks each name as re-exported (PEP 484); these are the names other code imports.
 from subagent_host.settings.loader import load_settings as load_settings
 from subagent_host.settings.model import FILE_NAME as FILE_NAME
+from subagent_host.settings.model import LOG_FORMATS as LOG_FORMATS
 from subagent_host.settings.model import LOG_LEVELS as LOG_LEVELS
 from subagent_host.settings.model import MAX_CONCURRENCY as MAX_CONCURRENCY
 from subagent_host.settings.model import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT

@@ -12,6 +12,7 @@ import attrs
 
 from subagent_host.settings.model import (
     BACKENDS,
+    LOG_FORMATS,
     LOG_LEVELS,
     MAX_CAP_BYTES,
     MAX_CAP_LINES,
@@ -201,6 +202,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     ),
     "log_level": FieldRule(check_log_level, in_project=False),
     "log_file": FieldRule(check_log_file, in_project=False),
+    "log_format": FieldRule(one_of(LOG_FORMATS), in_project=False),
     "session": FieldRule(check_session, in_project=False),
     # A project must not relax the admission policy its user chose.
     "require_preflight": FieldRule(check_bool, in_project=False),

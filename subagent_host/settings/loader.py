@@ -107,6 +107,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         resume_token_ttl_ms=pick(values, "resume_token_ttl_ms", int),
         log_level=pick(values, "log_level", str),
         log_file=pick(values, "log_file", Path),
+        log_format=pick(values, "log_format", str),
         session=pick(values, "session", str),
         max_parallel=pick(values, "max_parallel", int),
         workflow_parallelism=pick(values, "workflow_parallelism", int),

@@ -33,6 +33,8 @@ AGENT_BACKENDS: Final = ("pi", "claude", "codex")
 # How the server finds every process a child started (backends/tracking.py).
 PROCESS_TRACKING: Final = ("auto", "cgroup", "subreaper", "marker")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+# `text` for a person, `json` (one object per line) for a machine (logs.py).
+LOG_FORMATS: Final = ("text", "json")
 
 
 @attrs.frozen
@@ -120,6 +122,8 @@ class Settings:
     """Upper case, as `logging` spells it."""
     log_file: Path | None = None
     """As `--log-file`."""
+    log_format: str | None = None
+    """As `--log-format`: `text` or `json`."""
     session: str | None = None
     """The session the connection is bound to from the start (as `--session`)."""
     max_parallel: int | None = None

@@ -9,6 +9,8 @@ import json
 import sqlite3
 from datetime import datetime
 
+from subagent_host.planning.plan import command_steps
+from subagent_host.planning.stored_workflow import workflow_from_record
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store.database import Database
 from subagent_host.store.records import child_from_record, run_from_record
@@ -55,7 +57,27 @@ def assemble(db: sqlite3.Connection, run_id: str, record: str) -> Run:
             (run_id,),
         )
     ]
-    return run_from_record(json.loads(record), children)
+    run = run_from_record(json.loads(record), children)
+    if run.workflow is not None:
+        _mark_command_steps(db, run)
+    return run
+
+
+def _mark_command_steps(db: sqlite3.Connection, run: Run) -> None:
+    """Which of a workflow's steps run a command (reported as such, never stored: records
+    of every version say `prompt`), from its stored definition."""
+    assert run.workflow is not None
+    found = db.execute(
+        "SELECT definition FROM workflows WHERE run_id = ?", (run.run_id,)
+    ).fetchone()
+    if found is None:
+        return
+    try:
+        commands = command_steps(workflow_from_record(json.loads(found[0])))
+    except (ValueError, KeyError, TypeError, AttributeError):  # unreadable: as planned
+        return
+    for step in run.workflow.steps:
+        step.command = step.index in commands
 
 
 def events_after(store: Database, run_id: str, seq: int) -> list[RunEvent]:

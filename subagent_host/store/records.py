@@ -14,14 +14,23 @@ from typing import Any, Final
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
-from subagent_host.runs.state import ChildRun, EventLog, Run
+from subagent_host.runs.state import ChildRun, EventLog, Run, StepState
 
 _converter = cattrs.Converter(omit_if_default=True)
 _converter.register_unstructure_hook(datetime, datetime.isoformat)
 _converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
 # Never in a record (see _RUN_EXCLUDED); a run read back starts with an empty log.
 _converter.register_structure_hook(EventLog, lambda _value, _: EventLog())
+# A step's `command` is how it is reported, not what it is (reads.py marks it again):
+# a record keeps the planned kind alone, as records always have.
+_converter.register_unstructure_hook(
+    StepState,
+    make_dict_unstructure_fn(
+        StepState, _converter, _cattrs_omit_if_default=True, command=override(omit=True)
+    ),
+)
 
 # Fields of a Run that are not its own record: children are rows of their own,
 # events are rows of their own.

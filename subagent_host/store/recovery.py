@@ -23,6 +23,7 @@ from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs.state import ChildRun, RunStateMachine, utc_now
 from subagent_host.store import instances
 from subagent_host.store.database import Database
+from subagent_host.values.words import plural
 
 logger = logging.getLogger(__name__)
 
@@ -54,15 +55,15 @@ async def start_instance(
     )
     if interrupted:
         logger.warning(
-            "%d runs of an ended server process were marked interrupted", len(interrupted)
+            "marked %s of an ended server process interrupted", plural(len(interrupted), "run")
         )
     pruned = await store.call(instances.prune_stale, store, instance, utc_now())
     if pruned.sessions or pruned.instances:
         logger.info(
-            "deleted %d idle sessions (%d runs) and %d ended server records",
-            pruned.sessions,
-            pruned.runs,
-            pruned.instances,
+            "deleted %s (%s) and %s",
+            plural(pruned.sessions, "idle session"),
+            plural(pruned.runs, "run"),
+            plural(pruned.instances, "ended server record"),
         )
     # Also what an earlier server was still ending when it died: the job is on disk
     # until it is done.
@@ -101,7 +102,7 @@ async def _clean_up(
     strays = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
     await store.call(instances.finish_cleanups, store, run_ids)
     if strays:
-        logger.warning("ended %d processes left by interrupted runs", strays)
+        logger.warning("ended %s left by interrupted runs", plural(strays, "process", "processes"))
     if seal is not None:
         await store.call(instances.seal_interrupted, store, run_ids, seal)
     return ended + strays

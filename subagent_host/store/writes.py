@@ -16,6 +16,7 @@ from subagent_host.backends.mending import mend
 from subagent_host.runs.state import MAX_EVENTS_KEPT, RunStatus
 from subagent_host.store.database import Database
 from subagent_host.store.rows import RunRow, create_time
+from subagent_host.values.words import plural
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,9 @@ def save(
             reserved=extras.reservation is not None,
         )
     except Exception as exc:  # noqa: BLE001 - retried run by run below
-        logger.warning("a write of %d runs failed (%s); writing them one by one", len(rows), exc)
+        logger.warning(
+            "a write of %s failed (%s); writing them one by one", plural(len(rows), "run"), exc
+        )
     saved = Saved()
     for row in rows:
         mine = [p for p in projections if p[0] == row.run_id]
@@ -102,13 +105,22 @@ def save(
             except UnicodeEncodeError:
                 # A lone surrogate slipped past every check (they are mended where
                 # text enters): store U+FFFD rather than lose the run.
-                logger.warning("run %s held text that is not UTF-8: stored mended", row.run_id)
+                logger.warning(
+                    "run %s held text that is not UTF-8: stored mended",
+                    row.run_id,
+                    extra={"runId": row.run_id},
+                )
                 saved.pruned += _save_batch(
                     store, instance_id, [_mended(row)], history_limit, *_mended_extras(mine, own)
                 )
             saved.reserved |= own.reservation is not None
         except Exception as exc:  # noqa: BLE001 - reported per run
-            logger.error("run %s could not be written to the run history: %s", row.run_id, exc)
+            logger.error(
+                "run %s could not be written to the run history: %s",
+                row.run_id,
+                exc,
+                extra={"runId": row.run_id},
+            )
             saved.failed.append(row.run_id)
     return saved
 

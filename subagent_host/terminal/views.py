@@ -25,17 +25,15 @@ from subagent_host.runs.state import ChildRun, Run
 from subagent_host.store.browse import Launch
 from subagent_host.values.facts import Usage
 
+# The server counts things in its messages too: the word lives in values, shared.
+from subagent_host.values.words import plural as plural
+
 SHORT_ID: Final = 8
 """Characters of a run id shown: the shortest prefix `show`, `logs` and `stop` accept."""
 
 
 def short_id(run_id: str) -> str:
     return run_id[:SHORT_ID]
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """`1 run`, `2 runs`, `0 children` (with `nouns` for an irregular plural)."""
-    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
 
 
 def elapsed(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:

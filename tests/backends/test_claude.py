@@ -177,6 +177,15 @@ def test_a_synthetic_max_turns_result_is_limit_reached() -> None:
     assert outcome.usage is not None and outcome.usage.output_tokens == 4
 
 
+@pytest.mark.parametrize(("turns", "told"), [(1, "1 turn"), (3, "3 turns"), ("many", "many turns")])
+def test_the_turn_limit_message_counts_its_turns_in_agreement(turns: object, told: str) -> None:
+    data = fixture("answer_now.jsonl").splitlines(keepends=True)[:-1]
+    line = {"type": "result", "subtype": "error_max_turns", "is_error": True, "num_turns": turns}
+    parser, _ = parse(b"".join(data) + json.dumps(line).encode() + b"\n")
+    outcome = parser.outcome(EXITED_1)
+    assert outcome.error_message == f"claude stopped at its turn limit ({told})"
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

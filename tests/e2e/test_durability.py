@@ -209,6 +209,9 @@ async def test_a_crashed_servers_run_is_marked_interrupted_exactly_once_across_r
             await wait_until_no_run_survives(crashed)
             assert (await third.finish())[0] == 0
         assert (await second.finish())[0] == 0
+    # Told once, by the server that found it, its count and noun in agreement.
+    told = "marked 1 run of an ended server process interrupted"
+    assert (told in second.stderr_text, told in third.stderr_text) == (True, False)
 
     async with running_server(*state_args(tmp_path)) as fourth:  # after both ended normally
         snapshot = await result_of(fourth, "status", {"runId": run_id, "since": 0})

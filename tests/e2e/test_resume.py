@@ -504,6 +504,7 @@ async def test_unknown_runs_short_prefixes_and_bad_indexes_are_refused(tmp_path:
             server, {"runId": run_id, "index": 5, "message": "x"}, "invalid-index"
         )
         assert wrong["diagnostics"][0]["path"] == "resume.index"
+        assert wrong["diagnostics"][0]["message"].endswith(" has 1 child (index 0), not 5")
         await refused(server, {"runId": run_id, "index": 1, "message": "x"}, "invalid-index")
         assert (await observe(server, run_id)).attempts == [(0, 1, "failed")]
         await server.finish()

@@ -89,3 +89,25 @@ async def test_stored_projections_give_the_same_contracts_and_their_tokens_resum
         run = await result_of(server, "resume", {"token": before["token"], "mode": "task"})
         child = run["children"][resume["resume"]["index"]]
         assert run["status"] == "completed" and child["attempt"] == 2, (name, run)
+
+
+async def test_a_stored_workflow_reports_its_command_step_as_command_and_its_record_is_kept(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    run_id = EXPECTED["launches"]["workflow"]["runId"]
+    database = tmp_path / "state" / "subagent-host.sqlite3"
+
+    def record() -> str:
+        with sqlite3.connect(database) as db:
+            (found,) = db.execute("SELECT record FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        db.close()
+        return str(found)
+
+    before = record()
+    run = await result_of(server, "status", {"runId": run_id})
+    assert [step["kind"] for step in run["workflow"]["steps"]] == [
+        "command",  # recorded as `prompt`: its one item runs `sh`
+        "forEach",
+        "parallel",
+    ]
+    assert record() == before and '"kind":"prompt"' in before

@@ -143,10 +143,10 @@ async def test_a_fan_out_over_a_produced_json_list_gathers_its_outputs(tmp_path:
         assert run["workflow"] == {
             "name": "shout",
             "steps": [
-                {"index": 0, "kind": "prompt", "status": "completed", "children": [0],
+                {"index": 0, "kind": "command", "status": "completed", "children": [0],
                  "as": "words"},
                 {"index": 1, "kind": "forEach", "status": "completed", "children": [1, 2, 3]},
-                {"index": 2, "kind": "prompt", "status": "completed", "children": [4]},
+                {"index": 2, "kind": "command", "status": "completed", "children": [4]},
             ],
         }  # fmt: skip
         # Each step's children are added (`queued`) once the step before it has ended.
@@ -287,7 +287,7 @@ async def test_for_each_takes_a_json_array_of_at_most_32_elements(tmp_path: Path
         assert (error["code"], error["data"]) == ("foreach-not-array", {"step": 1}), error
         assert error["message"].startswith("step 1: forEach needs a JSON array"), error
         assert steps(not_array) == [
-            ("prompt", "completed", [0]), ("forEach", "failed", []), ("prompt", "pending", [])
+            ("command", "completed", [0]), ("forEach", "failed", []), ("command", "pending", [])
         ]  # fmt: skip
         assert statuses(not_array) == ["completed"]
 
@@ -300,7 +300,7 @@ async def test_for_each_takes_a_json_array_of_at_most_32_elements(tmp_path: Path
             "foreach-too-long", {"step": 1, "elements": MAX_FOR_EACH_ITEMS + 1}
         ), error  # fmt: skip
         assert steps(too_long) == [
-            ("prompt", "completed", [0]), ("forEach", "failed", []), ("prompt", "pending", [])
+            ("command", "completed", [0]), ("forEach", "failed", []), ("command", "pending", [])
         ]  # fmt: skip
         assert statuses(too_long) == ["completed"]
 
@@ -309,8 +309,8 @@ async def test_for_each_takes_a_json_array_of_at_most_32_elements(tmp_path: Path
         fanned = list(range(1, MAX_FOR_EACH_ITEMS + 1))
         last = MAX_FOR_EACH_ITEMS + 1
         assert steps(longest) == [
-            ("prompt", "completed", [0]), ("forEach", "completed", fanned),
-            ("prompt", "completed", [last]),
+            ("command", "completed", [0]), ("forEach", "completed", fanned),
+            ("command", "completed", [last]),
         ]  # fmt: skip
         assert [longest["children"][i]["output"]["text"] for i in fanned] == [
             f"{i}={i}\n" for i in range(MAX_FOR_EACH_ITEMS)
@@ -321,8 +321,8 @@ async def test_for_each_takes_a_json_array_of_at_most_32_elements(tmp_path: Path
         empty = await run_workflow(server, fan_out(printing([])))
         assert empty["status"] == "completed", empty
         assert steps(empty) == [
-            ("prompt", "completed", [0]), ("forEach", "completed", []),
-            ("prompt", "completed", [1]),
+            ("command", "completed", [0]), ("forEach", "completed", []),
+            ("command", "completed", [1]),
         ]  # fmt: skip
         assert empty["output"]["text"] == "after []"
 
@@ -367,7 +367,7 @@ async def test_the_snapshot_file_is_rewritten_after_each_step_and_at_the_end(
         final = json.loads(path.read_text())
         assert final == run
         assert final["status"] == "completed"
-        assert steps(final) == [("prompt", "completed", [0]), ("prompt", "completed", [1])]
+        assert steps(final) == [("command", "completed", [0]), ("command", "completed", [1])]
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert sorted(os.listdir(directory)) == ["run.json"]  # no temporary file left
         assert (await server.finish())[0] == 0
@@ -505,7 +505,7 @@ async def test_stop_during_a_parallel_step_ends_every_tree_and_runs_no_later_ste
         assert stopped.workflow is not None
         assert [(s.kind, s.status, s.children) for s in stopped.workflow.steps] == [
             ("parallel", "cancelled", (0, 1, 2)),
-            ("prompt", "pending", ()),
+            ("command", "pending", ()),
         ]
         assert await asyncio.to_thread(marked_processes, started.run_id) == []
         later = await host.status(started.run_id)
@@ -616,7 +616,7 @@ def assert_failed_at_step_1(run: dict[str, Any]) -> None:
     failed = run["children"][FAILED_CHILD]
     assert (failed["exitCode"], failed["output"]["text"]) == (3, "no flag for y\n"), failed
     assert steps(run) == [
-        ("prompt", "completed", [0]), ("forEach", "failed", [1, 2]), ("prompt", "pending", [])
+        ("command", "completed", [0]), ("forEach", "failed", [1, 2]), ("command", "pending", [])
     ]  # fmt: skip
 
 
@@ -654,8 +654,8 @@ def assert_completed_after_resume(before: dict[str, Any], after: dict[str, Any])
     assert children[3]["output"]["text"] == FINAL_TEXT  # the reused outputs, and the new one
     assert after["output"]["text"] == FINAL_TEXT
     assert steps(after) == [
-        ("prompt", "completed", [0]), ("forEach", "completed", [1, 2]),
-        ("prompt", "completed", [3]),
+        ("command", "completed", [0]), ("forEach", "completed", [1, 2]),
+        ("command", "completed", [3]),
     ]  # fmt: skip
 
 
@@ -767,7 +767,9 @@ async def test_a_workflow_interrupted_by_a_crash_resumes_on_the_next_server(
         interrupted = await result_of(second, "status", {"runId": run_id})
         assert interrupted["status"] == "interrupted", interrupted
         assert steps(interrupted) == [
-            ("prompt", "completed", [0]), ("prompt", "interrupted", [1]), ("prompt", "pending", [])
+            ("command", "completed", [0]),
+            ("command", "interrupted", [1]),
+            ("command", "pending", []),
         ]  # fmt: skip
         await wait_until_no_run_survives(crashed)  # the recovery ends the `sleep` left
         resume = {"resume": {"runId": run_id, "index": 1, "message": "go"}}
@@ -784,7 +786,9 @@ async def test_a_workflow_interrupted_by_a_crash_resumes_on_the_next_server(
         assert [c["attempt"] for c in resumed["children"]] == [1, 2, 1]
         assert resumed["output"]["text"] == "final got zero"
         assert steps(resumed) == [
-            ("prompt", "completed", [0]), ("prompt", "completed", [1]), ("prompt", "completed", [2])
+            ("command", "completed", [0]),
+            ("command", "completed", [1]),
+            ("command", "completed", [2]),
         ]  # fmt: skip
         assert (await second.finish())[0] == 0
     assert crashed == {run_id}

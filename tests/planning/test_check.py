@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from subagent_host.backends.base import Backend
 from subagent_host.planning.check import CheckedSpawn, check_spawn
 from subagent_host.rpc.wire import AccessRequest, SpawnParams
-from tests.planning.conftest import LIMITS
+from tests.planning.conftest import CONVERTER, LIMITS
 
 
 def check(backends: dict[str, Backend], tmp_path: Path, **fields: object) -> CheckedSpawn:
@@ -75,3 +76,21 @@ def test_access_narrows_the_tools_a_child_is_started_with(
     assert checked.accepted and checked.plan is not None
     assert checked.plan.children[0].tools == ("read",)
     assert "tools-removed" in {d.code for d in checked.diagnostics}
+
+
+def test_a_server_allowing_one_item_says_it_takes_1_item(
+    backends: dict[str, Backend], tmp_path: Path
+) -> None:
+    params = CONVERTER.structure(
+        {"tasks": [{"command": ["true"]}, {"command": ["true"]}]}, SpawnParams
+    )
+    checked = check_spawn(
+        params,
+        backends=backends,
+        limits=attrs.evolve(LIMITS, max_parallel=1),
+        depth=0,
+        server_cwd=str(tmp_path),
+    )
+    assert [d.message for d in checked.diagnostics if d.severity == "error"] == [
+        "tasks takes 1 item, not 2"
+    ]

@@ -20,6 +20,7 @@ from subagent_host.planning.plan import (
     STEP_PROMPT,
     RunPlan,
     StepPlan,
+    command_steps,
 )
 from subagent_host.planning.views import to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
@@ -432,6 +433,29 @@ def test_an_accepted_workflow_plans_its_steps_over_item_templates(
 
 def test_step_kinds_are_the_wire_names() -> None:
     assert (STEP_PROMPT, STEP_PARALLEL, STEP_FOR_EACH) == ("prompt", "parallel", "forEach")
+
+
+def test_only_a_one_item_step_running_a_command_is_a_command_step_and_it_is_planned_as_prompt(
+    backends: dict[str, Backend], tmp_path: Path
+) -> None:
+    plan = accepted_plan(
+        check(
+            backends,
+            tmp_path,
+            flow(
+                cmd("echo", "{task}"),
+                ask("go on from {previous}"),
+                {"parallel": [cmd("echo", "a"), cmd("echo", "b")]},
+                {"forEach": "{previous}", "item": cmd("echo", "{item}")},
+                cmd("echo", "{previous}"),
+            ),
+        )
+    )
+    assert plan.workflow is not None
+    assert [step.kind for step in plan.workflow.steps] == [
+        "prompt", "prompt", "parallel", "forEach", "prompt"
+    ]  # fmt: skip
+    assert command_steps(plan) == {0, 4}
 
 
 def test_a_one_step_workflow_of_a_command_is_accepted(
