@@ -212,6 +212,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
 
 
+def add_trust_project(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """`--trust-project DIR`, repeatable: `serve` and the terminal subcommands take it alike."""
+    parser.add_argument(
+        "--trust-project",
+        type=existing_directory,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help=help_text,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=SERVER_NAME,
@@ -283,13 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help=CONFIG_HELP.replace("{global_file}", str(user_config_dir() / FILE_NAME)),
     )
-    parser.add_argument(
-        "--trust-project",
-        type=existing_directory,
-        action="append",
-        default=[],
-        metavar="DIR",
-        help=f"trust the project at DIR: when the server runs there, its .pi/ agents and "
+    add_trust_project(
+        parser,
+        f"trust the project at DIR: when the server runs there, its .pi/ agents and "
         f"{PROJECT_FILE} are used (repeatable; adds to the files' trusted_projects)",
     )
     parser.add_argument(

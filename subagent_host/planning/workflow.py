@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
+import attrs
+
 from subagent_host.config import DEFAULT_MAX_PARALLEL
 from subagent_host.planning import templates
 from subagent_host.planning.items import ItemResolver
@@ -74,25 +76,17 @@ def plan_workflow(
     return tuple(children), plan
 
 
+@attrs.define
 class _StepPlanner:
     """One step: its items resolved and appended, its templates checked, its output names."""
 
-    def __init__(
-        self,
-        problems: Problems,
-        path: str,
-        *,
-        previous: bool,
-        outputs: frozenset[str],
-        most: int,
-    ) -> None:
-        self._problems = problems
-        self._most = most
-        self._path = path
-        self._previous = previous
-        self._outputs = outputs
-        self.names: list[tuple[str, str]] = []
-        """The output names this step defines, with where each was given."""
+    _problems: Problems
+    _path: str
+    _previous: bool = attrs.field(kw_only=True)
+    _outputs: frozenset[str] = attrs.field(kw_only=True)
+    _most: int = attrs.field(kw_only=True)
+    names: list[tuple[str, str]] = attrs.field(init=False, factory=list)
+    """The output names this step defines, with where each was given."""
 
     def plan(
         self,

@@ -13,7 +13,7 @@ from pathlib import Path
 from subagent_host import SERVER_NAME
 from subagent_host.cli import (
     OneLineParser,
-    existing_directory,
+    add_trust_project,
     existing_file,
     parse_config,
     state_directory,
@@ -38,14 +38,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=existing_file, metavar="FILE", help="a JSON settings file, as for serve"
     )
-    parser.add_argument(
-        "--trust-project",
-        type=existing_directory,
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="trust the project at DIR, as for serve (repeatable)",
-    )
+    add_trust_project(parser, "trust the project at DIR, as for serve (repeatable)")
 
 
 def server_arguments(args: argparse.Namespace) -> list[str]:

@@ -3,16 +3,8 @@ agent backends promise without a model behind them (§14.2, §16)."""
 
 from __future__ import annotations
 
-from subagent_host.conformance.registry import (
-    AGENTS,
-    case,
-    diagnostic_codes,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-)
-from subagent_host.conformance.trial import Trial
+from ..registry import AGENTS, case, diagnostic_codes, error_of, expect, expect_equal, result_of
+from ..trial import Trial
 
 DEFINITION = "---\nname: haiku\ndescription: Answers in a haiku\n---\nAnswer in one haiku.\n"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.steps import still_serving
-from subagent_host.conformance.connection import Connection, encode, frame, is_response
-from subagent_host.conformance.registry import Mismatch, case, expect, expect_equal, short
-from subagent_host.conformance.trial import Trial
+from ..connection import Connection, encode, frame, is_response
+from ..registry import Mismatch, case, expect, expect_equal, short
+from ..trial import Trial
+from .steps import still_serving
 
 
 async def batch(t: Trial, members: Any) -> Connection:

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from subagent_host.conformance.cases.steps import expect_status, sh, still_serving
-from subagent_host.conformance.registry import (
-    Mismatch,
-    case,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-    short,
-)
-from subagent_host.conformance.trial import Trial
+from ..registry import Mismatch, case, error_of, expect, expect_equal, result_of, short
+from ..trial import Trial
+from .steps import expect_status, sh, still_serving
 
 
 @case("cancel.task-spawn-answered-32800-with-snapshot", "§3.5")
@@ -29,7 +21,7 @@ async def cancel_task(t: Trial) -> None:
     if not isinstance(snapshot, dict):
         raise Mismatch("the run's final snapshot as error.data", short(error))
     expect_status(snapshot, "cancelled")
-    from subagent_host.conformance import processes
+    from .. import processes
 
     expect(
         not any(processes.alive(p) for p in t.learnt),

@@ -5,14 +5,37 @@ from __future__ import annotations
 
 import asyncio
 
-from subagent_host.conformance.cases.steps import still_serving
-from subagent_host.conformance.connection import encode, frame
-from subagent_host.conformance.registry import case, error_of, expect, expect_equal, result_of
-from subagent_host.conformance.trial import Trial
+from ..connection import Connection, encode, frame
+from ..registry import case, error_of, expect, expect_equal, result_of
+from ..trial import Trial
+from .steps import still_serving
 
 
 def ping(msg_id: object) -> bytes:
     return encode({"jsonrpc": "2.0", "id": msg_id, "method": "ping"})
+
+
+def under_headers(headers: bytes, body: bytes) -> bytes:
+    """`body` after a header block of our own, its `%d` the body's length."""
+    return headers % len(body) + body
+
+
+async def parse_error_for(t: Trial, body: bytes, which: str) -> Connection:
+    """Send one framed body the server must not parse: it answers -32700 with id null."""
+    conn = await t.start()
+    await conn.send_raw(frame(body, t.framing))
+    error_of(await conn.reply(None, f"-32700 {which}"), -32700)
+    return conn
+
+
+async def lsp_resynchronizes(t: Trial, junk: bytes) -> Connection:
+    """Junk, then a good message: -32700 with id null for the junk, an answer for the message."""
+    conn = await t.start()
+    await conn.send_raw(junk)
+    await conn.send_raw(frame(ping(2), "lsp"))
+    error_of(await conn.reply(None, "a -32700 with id null"), -32700)
+    result_of(await conn.reply(2), "after resynchronizing on the next Content-Length")
+    return conn
 
 
 @case("framing.ndjson.one-reply-per-line", "§2.1", framings=("ndjson",))
@@ -65,41 +88,31 @@ async def lsp_headers(t: Trial) -> None:
 @case("framing.lsp.header-variants", "§2.2", framings=("lsp",))
 async def lsp_variants(t: Trial) -> None:
     conn = await t.start()
-    body = ping(1)
-    await conn.send_raw(
+    headers = (
         b"content-LENGTH: %d\nContent-Type: application/vscode-jsonrpc; charset=utf-8\n"
-        b"X-Other: ignored\n\n%b" % (len(body), body)
+        b"X-Other: ignored\n\n"
     )
+    await conn.send_raw(under_headers(headers, ping(1)))
     result_of(await conn.reply(1), "lower-case name, bare LF, Content-Type and another header")
 
 
 @case("framing.lsp.missing-content-length", "§2.3", framings=("lsp",))
 async def lsp_missing_length(t: Trial) -> None:
-    conn = await t.start()
-    await conn.send_raw(b"Content-Type: application/json\r\n\r\n" + ping(1) + b"\r\n")
-    await conn.send_raw(frame(ping(2), "lsp"))
-    error_of(await conn.reply(None, "a -32700 with id null"), -32700)
-    result_of(await conn.reply(2), "after resynchronizing on the next Content-Length")
+    junk = b"Content-Type: application/json\r\n\r\n" + ping(1) + b"\r\n"
+    conn = await lsp_resynchronizes(t, junk)
     expect(not conn.answers(1), "the body without Content-Length not run", conn.answers(1))
 
 
 @case("framing.lsp.non-decimal-length", "§2.3", framings=("lsp",))
 async def lsp_bad_length(t: Trial) -> None:
-    conn = await t.start()
-    await conn.send_raw(b"Content-Length: 1.5\r\n\r\n")
-    await conn.send_raw(frame(ping(2), "lsp"))
-    error_of(await conn.reply(None, "a -32700 with id null"), -32700)
-    result_of(await conn.reply(2))
+    await lsp_resynchronizes(t, b"Content-Length: 1.5\r\n\r\n")
 
 
 @case("framing.lsp.charset-not-utf8", "§2.3", framings=("lsp",))
 async def lsp_charset(t: Trial) -> None:
     conn = await t.start()
-    body = ping(1)
-    await conn.send_raw(
-        b"Content-Length: %d\r\nContent-Type: application/json; charset=latin-1\r\n\r\n%b"
-        % (len(body), body)
-    )
+    headers = b"Content-Length: %d\r\nContent-Type: application/json; charset=latin-1\r\n\r\n"
+    await conn.send_raw(under_headers(headers, ping(1)))
     await still_serving(conn)
     error_of(await conn.reply(None, "a -32700 with id null"), -32700)
     expect(not conn.answers(1), "the latin-1 body skipped, not run", conn.answers(1))
@@ -164,47 +177,37 @@ async def too_large(t: Trial) -> None:
 
 @case("json.parse-error", "§3.1")
 async def parse_error(t: Trial) -> None:
-    conn = await t.start()
-    await conn.send_raw(frame(b'{"jsonrpc": "2.0", "id": 1, "method": ', t.framing))
-    error_of(await conn.reply(None, "-32700 with id null"), -32700)
+    conn = await parse_error_for(t, b'{"jsonrpc": "2.0", "id": 1, "method": ', "with id null")
     await still_serving(conn)
 
 
 @case("json.nan-refused", "§3.1")
 async def nan(t: Trial) -> None:
-    conn = await t.start()
     body = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"sessionId":NaN}}'
-    await conn.send_raw(frame(body, t.framing))
-    error_of(await conn.reply(None, "-32700 for NaN"), -32700)
+    conn = await parse_error_for(t, body, "for NaN")
     expect(not conn.answers(1), "no answer with id 1", conn.answers(1))
 
 
 @case("json.number-out-of-range", "§3.1")
 async def out_of_range(t: Trial) -> None:
-    conn = await t.start()
     body = (
         b'{"jsonrpc":"2.0","id":1,"method":"spawn","params":{"command":["true"],"timeoutMs":1e999}}'
     )
-    await conn.send_raw(frame(body, t.framing))
-    error_of(await conn.reply(None, "-32700 for 1e999"), -32700)
+    await parse_error_for(t, body, "for 1e999")
 
 
 @case("json.invalid-utf8", "§3.1")
 async def invalid_utf8(t: Trial) -> None:
-    conn = await t.start()
     body = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"sessionId":"a\xff"}}'
-    await conn.send_raw(frame(body, t.framing))
-    error_of(await conn.reply(None, "-32700 for bytes that are not UTF-8"), -32700)
+    conn = await parse_error_for(t, body, "for bytes that are not UTF-8")
     await still_serving(conn)
 
 
 @case("json.nesting-too-deep", "§3.1")
 async def too_deep(t: Trial) -> None:
-    conn = await t.start()
     nested = b"[" * 20000 + b"]" * 20000
     body = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":%b}}' % nested
-    await conn.send_raw(frame(body, t.framing))
-    error_of(await conn.reply(None, "-32700 for 20000 levels of nesting"), -32700)
+    conn = await parse_error_for(t, body, "for 20000 levels of nesting")
     await still_serving(conn)
 
 

@@ -6,22 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.steps import (
-    find_nulls,
-    sh,
-    spawn_background,
-    spawn_task,
-)
-from subagent_host.conformance.registry import (
-    Mismatch,
-    case,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-    short,
-)
-from subagent_host.conformance.trial import Trial
+from ..registry import Mismatch, case, error_of, expect, expect_equal, result_of, short
+from ..trial import Trial
+from .steps import child_running, expect_name_version, find_nulls, sh, spawn_background, spawn_task
 
 NEW_LIMITS = {"maxQueue", "workflowParallelism", "maxDepth"}
 
@@ -37,11 +24,7 @@ async def initialize(t: Trial) -> None:
     )
     expect_equal(result.get("protocolVersion"), "1", "protocolVersion")
     info = result.get("serverInfo", {})
-    expect(
-        isinstance(info.get("name"), str) and isinstance(info.get("version"), str),
-        "serverInfo {name, version}",
-        info,
-    )
+    expect_name_version(info, "serverInfo")
     expect_equal(result.get("sessionId"), "init-1", "sessionId")
     capabilities = result.get("capabilities", {})
     missing = {"methods", "notifications", "backends", "limits", "features"} - capabilities.keys()
@@ -184,15 +167,8 @@ async def work_done_cancel(t: Trial) -> None:
 async def max_queue(t: Trial) -> None:
     conn = await t.start("--max-concurrency", "1", "--max-queue", "1")
     running = await spawn_background(conn, {"command": ["sleep", "60"]})
-    await conn.wait_for(
-        lambda m: (
-            isinstance(m, dict)
-            and m.get("method") == "run/event"
-            and m["params"].get("runId") == running["runId"]
-            and m["params"].get("type") == "child"
-            and m["params"].get("status") == "running"
-        ),
-        "the first run's child running (the one slot taken)",
+    await child_running(
+        conn, running["runId"], "the first run's child running (the one slot taken)"
     )
     waiting = await spawn_background(conn, {"command": ["sleep", "60"]})
     error = error_of(await conn.request("spawn", {"command": ["true"]}), -32005)

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.steps import sh, still_serving
-from subagent_host.conformance.connection import encode, frame
-from subagent_host.conformance.registry import (
-    case,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-    short,
-)
-from subagent_host.conformance.trial import Trial
+from ..connection import encode, frame
+from ..registry import case, error_of, expect, expect_equal, result_of, short
+from ..trial import Trial
+from .steps import sh, still_serving
 
 
 async def send_object(t: Trial, message: dict[str, Any]) -> Any:
@@ -44,28 +37,27 @@ async def id_string(t: Trial) -> None:
     expect(reply.get("id") == "é 🙂", "a non-ASCII string id echoed unchanged", reply.get("id"))
 
 
+async def id_refused(t: Trial, msg_id: Any, written: str) -> None:
+    """An id that is not a string or an integer: -32600, answered with id null."""
+    conn = await send_object(t, {"jsonrpc": "2.0", "id": msg_id, "method": "ping"})
+    reply = await conn.wait_for(lambda m: isinstance(m, dict), "one answer")
+    error_of(reply, -32600, f"for id {written}")
+    expect_equal(reply.get("id", "absent"), None, "the answer's id")
+
+
 @case("jsonrpc.id.null-refused", "§3.2")
 async def id_null(t: Trial) -> None:
-    conn = await send_object(t, {"jsonrpc": "2.0", "id": None, "method": "ping"})
-    reply = await conn.wait_for(lambda m: isinstance(m, dict), "one answer")
-    error_of(reply, -32600, "for id null")
-    expect_equal(reply.get("id", "absent"), None, "the answer's id")
+    await id_refused(t, None, "null")
 
 
 @case("jsonrpc.id.fractional-refused", "§3.2")
 async def id_fraction(t: Trial) -> None:
-    conn = await send_object(t, {"jsonrpc": "2.0", "id": 1.5, "method": "ping"})
-    reply = await conn.wait_for(lambda m: isinstance(m, dict), "one answer")
-    error_of(reply, -32600, "for id 1.5")
-    expect_equal(reply.get("id", "absent"), None, "the answer's id")
+    await id_refused(t, 1.5, "1.5")
 
 
 @case("jsonrpc.id.boolean-refused", "§3.2")
 async def id_bool(t: Trial) -> None:
-    conn = await send_object(t, {"jsonrpc": "2.0", "id": True, "method": "ping"})
-    reply = await conn.wait_for(lambda m: isinstance(m, dict), "one answer")
-    error_of(reply, -32600, "for id true")
-    expect_equal(reply.get("id", "absent"), None, "the answer's id")
+    await id_refused(t, True, "true")
 
 
 @case("jsonrpc.version-must-be-2.0", "§3.2")

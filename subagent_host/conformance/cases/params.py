@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.registry import (
-    Mismatch,
-    case,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-    short,
-)
-from subagent_host.conformance.trial import Trial
+from ..registry import Mismatch, case, error_of, expect, expect_equal, result_of, short
+from ..trial import Trial
 
 
 def problems(error: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,7 +88,7 @@ async def surrogate(t: Trial) -> None:
         b'{"jsonrpc":"2.0","id":1,"method":"spawn",'
         b'"params":{"command":["true"],"env":{"A\\ud800":"x"}}}'
     )
-    from subagent_host.conformance.connection import frame
+    from ..connection import frame
 
     conn.methods[("int", 1)] = "spawn"
     await conn.send_raw(frame(body, t.framing))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from subagent_host.conformance.registry import case, error_of, expect, expect_equal, result_of
-from subagent_host.conformance.trial import Trial
+from ..registry import case, error_of, expect, expect_equal, result_of
+from ..trial import Trial
+from .steps import expect_name_version
 
 METHODS = {"ping", "spawn", "status", "stop", "preflight", "resume", "agents/list"}
 LIMITS = {
@@ -27,11 +28,7 @@ async def shape(t: Trial) -> None:
     pong = result_of(await conn.request("ping"))
     expect_equal(pong.get("pong"), True, "pong")
     server = pong.get("server", {})
-    expect(
-        isinstance(server.get("name"), str) and isinstance(server.get("version"), str),
-        "server {name, version}",
-        server,
-    )
+    expect_name_version(server, "server")
     expect_equal(pong.get("protocolVersion"), "1", "protocolVersion")
     methods = pong.get("methods")
     expect(

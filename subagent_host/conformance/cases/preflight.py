@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import re
 
-from subagent_host.conformance.cases.steps import spawn_task
-from subagent_host.conformance.registry import (
-    case,
-    diagnostic_codes,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-)
-from subagent_host.conformance.trial import Trial
+from ..registry import case, diagnostic_codes, error_of, expect, expect_equal, result_of
+from ..trial import Trial
+from .steps import spawn_task
 
 LAUNCH = {"command": ["sh", "-c", "cat"], "prompt": "hi", "timeoutMs": 60000}
 

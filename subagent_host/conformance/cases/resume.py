@@ -4,23 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.cases.steps import (
-    expect_status,
-    only_child,
-    sh,
-    spawn_background,
-    spawn_task,
-)
-from subagent_host.conformance.connection import Connection
-from subagent_host.conformance.registry import (
-    case,
-    diagnostic_codes,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-)
-from subagent_host.conformance.trial import Trial
+from ..connection import Connection
+from ..registry import case, diagnostic_codes, error_of, expect, expect_equal, result_of
+from ..trial import Trial
+from .steps import expect_status, only_child, sh, spawn_background, spawn_task
 
 FAILING = {"command": sh("cat; exit 3"), "prompt": "first try"}
 

@@ -6,23 +6,10 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from subagent_host.conformance import processes
-from subagent_host.conformance.cases.steps import (
-    expect_status,
-    only_child,
-    sh,
-    spawn_background,
-    spawn_task,
-)
-from subagent_host.conformance.registry import (
-    case,
-    diagnostic_codes,
-    error_of,
-    expect,
-    expect_equal,
-    result_of,
-)
-from subagent_host.conformance.trial import PROBE_VALUE, Trial
+from .. import processes
+from ..registry import case, diagnostic_codes, error_of, expect, expect_equal, result_of
+from ..trial import PROBE_VALUE, Trial
+from .steps import child_running, expect_status, only_child, sh, spawn_background, spawn_task
 
 
 def millis(stamp: str) -> int:
@@ -311,15 +298,7 @@ async def queued(t: Trial) -> None:
     conn = await t.start("--max-concurrency", "1")
     first = await spawn_background(conn, {"command": ["sleep", "30"]})
     second = await spawn_background(conn, {"command": ["sleep", "30"]})
-    await conn.wait_for(
-        lambda m: (
-            isinstance(m, dict)
-            and m.get("method") == "run/event"
-            and m["params"].get("runId") == first["runId"]
-            and m["params"].get("status") == "running"
-        ),
-        "the first run running",
-    )
+    await child_running(conn, first["runId"], "the first run's child running")
     now = result_of(await conn.request("status", {"runId": second["runId"]}))
     expect_status(now, "queued")
     expect_equal(only_child(now).get("status"), "queued", "the second run's child")

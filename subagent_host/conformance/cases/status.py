@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from subagent_host.conformance import processes
-from subagent_host.conformance.cases.steps import expect_status, sh, spawn_background, spawn_task
-from subagent_host.conformance.registry import case, error_of, expect, expect_equal, result_of
-from subagent_host.conformance.trial import Trial
+from .. import processes
+from ..registry import case, error_of, expect, expect_equal, result_of
+from ..trial import Trial
+from .steps import expect_status, sh, spawn_background, spawn_task, unknown_run
 
 
 @case("status.since-zero-every-event-from-seq-1", "§9")
@@ -45,8 +45,7 @@ async def listing(t: Trial) -> None:
 
 @case("status.unknown-run", "§9")
 async def unknown(t: Trial) -> None:
-    conn = await t.start()
-    error_of(await conn.request("status", {"runId": "0123456789abcdef"}), -32001)
+    await unknown_run(t, "status")
 
 
 @case("status.run-id-prefix", "§9")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagent_host.conformance.connection import Connection
-from subagent_host.conformance.registry import Mismatch, expect, short
+from ..connection import Connection
+from ..registry import Mismatch, error_of, expect, short
+from ..trial import Trial
 
 PING = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
 
@@ -48,6 +49,37 @@ def expect_status(snapshot: dict[str, Any], status: str) -> None:
         f"status {status!r}",
         f"{snapshot.get('status')!r} in {short(snapshot, 400)}",
     )
+
+
+async def child_running(conn: Connection, run_id: str, what: str) -> None:
+    """Wait for the `run/event` that says the run's child is running."""
+    await conn.wait_for(
+        lambda m: (
+            isinstance(m, dict)
+            and m.get("method") == "run/event"
+            and m["params"].get("runId") == run_id
+            and m["params"].get("type") == "child"
+            and m["params"].get("status") == "running"
+        ),
+        what,
+    )
+
+
+def expect_name_version(info: Any, what: str) -> None:
+    """`serverInfo` and `ping`'s `server`: a name and a version, both strings."""
+    expect(
+        isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str),
+        f"{what} {{name, version}}",
+        info,
+    )
+
+
+async def unknown_run(t: Trial, method: str) -> None:
+    """`method` names a run this session does not have: -32001."""
+    conn = await t.start()
+    error_of(await conn.request(method, {"runId": "0123456789abcdef"}), -32001)
 
 
 def sh(script: str) -> list[str]:

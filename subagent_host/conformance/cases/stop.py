@@ -6,31 +6,44 @@ and its descendants' to a file) and checked in /proc once `stop` has answered.
 
 from __future__ import annotations
 
-from subagent_host.conformance import processes
-from subagent_host.conformance.cases.steps import (
-    expect_status,
-    only_child,
-    sh,
-    spawn_background,
-    spawn_task,
-)
-from subagent_host.conformance.registry import case, error_of, expect, expect_equal, result_of
-from subagent_host.conformance.trial import Trial
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import processes
+from ..registry import case, error_of, expect, expect_equal, result_of
+from ..trial import Trial
+from .steps import expect_status, only_child, sh, spawn_background, spawn_task, unknown_run
 
 
 def survivors(t: Trial) -> list[int]:
     return [p.pid for p in t.learnt if processes.alive(p)]
 
 
-@case("stop.no-process-left-behind", "§10")
-async def whole_tree(t: Trial) -> None:
+async def stop_tree(
+    t: Trial, script: Callable[[Path], str], count: int, grace_ms: int
+) -> dict[str, Any]:
+    """Run `script` (given the file its processes write their pids to) in the background,
+    learn its `count` processes, then stop the run: the stopped run's snapshot."""
     conn = await t.start()
     pidfile = t.dir / "pids"
+    run = await spawn_background(conn, {"command": sh(script(pidfile))})
+    await t.learn_pids(pidfile, count)
+    stopped: dict[str, Any] = result_of(
+        await conn.request("stop", {"runId": run["runId"], "graceMs": grace_ms})
+    )
+    return stopped
+
+
+@case("stop.no-process-left-behind", "§10")
+async def whole_tree(t: Trial) -> None:
     # The child (a shell) starts a subshell that starts a sleep: child, grandchild, and more.
-    script = f"sh -c 'sleep 300 & echo $$ $! >> {pidfile}; wait' & echo $$ >> {pidfile}; wait"
-    run = await spawn_background(conn, {"command": sh(script)})
-    await t.learn_pids(pidfile, 3)
-    stopped = result_of(await conn.request("stop", {"runId": run["runId"], "graceMs": 2000}))
+    stopped = await stop_tree(
+        t,
+        lambda pids: f"sh -c 'sleep 300 & echo $$ $! >> {pids}; wait' & echo $$ >> {pids}; wait",
+        3,
+        grace_ms=2000,
+    )
     expect_status(stopped, "cancelled")
     expect_equal(stopped.get("alreadyTerminal"), False, "alreadyTerminal")
     expect_equal(stopped.get("reason"), "stopped by the client", "the default reason")
@@ -39,39 +52,37 @@ async def whole_tree(t: Trial) -> None:
 
 @case("stop.escaped-process-ended", "§10")
 async def escaped(t: Trial) -> None:
-    conn = await t.start()
-    pidfile = t.dir / "pids"
     # A double fork into a new session: the sleep leaves the child's tree and group.
-    script = (
-        f"( setsid sh -c 'echo $$ >> {pidfile}; exec sleep 300' & ); "
-        f"echo $$ >> {pidfile}; exec sleep 300"
+    stopped = await stop_tree(
+        t,
+        lambda pids: (
+            f"( setsid sh -c 'echo $$ >> {pids}; exec sleep 300' & ); "
+            f"echo $$ >> {pids}; exec sleep 300"
+        ),
+        2,
+        grace_ms=1000,
     )
-    run = await spawn_background(conn, {"command": sh(script)})
-    await t.learn_pids(pidfile, 2)
-    stopped = result_of(await conn.request("stop", {"runId": run["runId"], "graceMs": 1000}))
     expect_status(stopped, "cancelled")
     expect(not survivors(t), "the escaped process ended too", survivors(t))
 
 
 @case("stop.sigkill-after-grace", "§10")
 async def sigkill(t: Trial) -> None:
-    conn = await t.start()
-    pidfile = t.dir / "pids"
-    script = f"trap '' TERM; echo $$ >> {pidfile}; while :; do sleep 0.2; done"
-    run = await spawn_background(conn, {"command": sh(script)})
-    await t.learn_pids(pidfile, 1)
-    stopped = result_of(await conn.request("stop", {"runId": run["runId"], "graceMs": 300}))
+    stopped = await stop_tree(
+        t,
+        lambda pids: f"trap '' TERM; echo $$ >> {pids}; while :; do sleep 0.2; done",
+        1,
+        grace_ms=300,
+    )
     expect_equal(only_child(stopped).get("stoppedBy"), "sigkill", "the child's stoppedBy")
     expect(not survivors(t), "the child killed", survivors(t))
 
 
 @case("stop.sigterm-within-grace", "§10")
 async def sigterm(t: Trial) -> None:
-    conn = await t.start()
-    pidfile = t.dir / "pids"
-    run = await spawn_background(conn, {"command": sh(f"echo $$ >> {pidfile}; exec sleep 300")})
-    await t.learn_pids(pidfile, 1)
-    stopped = result_of(await conn.request("stop", {"runId": run["runId"], "graceMs": 5000}))
+    stopped = await stop_tree(
+        t, lambda pids: f"echo $$ >> {pids}; exec sleep 300", 1, grace_ms=5000
+    )
     expect_equal(only_child(stopped).get("stoppedBy"), "sigterm", "the child's stoppedBy")
 
 
@@ -113,8 +124,7 @@ async def queued(t: Trial) -> None:
 
 @case("stop.unknown-run", "§10")
 async def unknown(t: Trial) -> None:
-    conn = await t.start()
-    error_of(await conn.request("stop", {"runId": "0123456789abcdef"}), -32001)
+    await unknown_run(t, "stop")
 
 
 @case("stop.grace-out-of-range", "§10")

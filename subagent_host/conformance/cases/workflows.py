@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import json
 
-from subagent_host.conformance.cases.steps import expect_status, spawn_task
-from subagent_host.conformance.registry import (
-    case,
-    diagnostic_codes,
-    error_of,
-    expect,
-    expect_equal,
-)
-from subagent_host.conformance.trial import Trial
+from ..registry import case, diagnostic_codes, error_of, expect, expect_equal
+from ..trial import Trial
+from .steps import expect_status, spawn_task
 
 
 @case("workflow.fan-out-and-gather", "§17")
