@@ -141,8 +141,14 @@ class StateBrowser:
                 for run_id, instance_id, record in rows
             ]
 
-    def find(self, reference: str) -> Run:
-        """The run with this id, or the one whose id starts with this prefix."""
+    def find(self, reference: str | None) -> Run:
+        """The run with this id, or the one whose id starts with this prefix; None: the
+        newest run (of any session)."""
+        if reference is None:
+            newest = self.runs(limit=1)
+            if not newest:
+                raise BrowseError(f"no runs recorded in {self.state_dir}")
+            return newest[0].run
         with self._snapshot() as db:
             found = db.execute(
                 "SELECT run_id, record FROM runs WHERE run_id = ?", (reference,)

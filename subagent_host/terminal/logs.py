@@ -43,7 +43,12 @@ def main(argv: Sequence[str]) -> int:
     parser = subcommand_parser(
         "logs", "A run's output and activity, in order; with -f, until the run ends."
     )
-    parser.add_argument("run", metavar="RUN", help="a run id, or a prefix of one (8+ characters)")
+    parser.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="?",
+        help="a run id, or a prefix of one (8+ characters); default: the newest run",
+    )
     parser.add_argument(
         "-f", "--follow", action="store_true", help="follow a running run until it ends"
     )

@@ -65,7 +65,14 @@ def main(argv: Sequence[str]) -> int:
         metavar="N",
         help=f"at most N runs (default {DEFAULT_LIMIT})",
     )
-    parser.add_argument("--json", action="store_true", help="print a JSON array of runs")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print a JSON array of runs")
+    output.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the run ids, one per line (for $(...) in a shell)",
+    )
     args = parser.parse_args(argv)
     return views.guarded(lambda: list_runs(args))
 
@@ -80,6 +87,9 @@ def list_runs(args: argparse.Namespace) -> int:
     except BrowseError as exc:
         print(f"subagent-host runs: {exc}", file=sys.stderr)
         return 1
+    if args.quiet:
+        print("".join(f"{line.run_id}\n" for line in lines), end="")
+        return 0
     if args.json:
         converter = make_converter()
         return views.print_json([converter.unstructure(line) for line in lines])

@@ -31,7 +31,12 @@ TAIL_LINES: Final = 20
 
 def main(argv: Sequence[str]) -> int:
     parser = subcommand_parser("show", "One run of this state directory, of any session.")
-    parser.add_argument("run", metavar="RUN", help="a run id, or a prefix of one (8+ characters)")
+    parser.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="?",
+        help="a run id, or a prefix of one (8+ characters); default: the newest run",
+    )
     parser.add_argument(
         "--json", action="store_true", help="print the run's snapshot as `status` answers it"
     )

@@ -294,3 +294,26 @@ async def test_a_reader_that_goes_away_ends_runs_quietly_with_141(tmp_path: Path
     async with asyncio.timeout(COMMAND_TIMEOUT_S):
         _, stderr = await process.communicate()
     assert (process.returncode, stderr) == (141, b"")
+
+
+async def test_runs_quiet_prints_ids_and_show_and_logs_default_to_the_newest_run(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path, "alpha") as host:
+        older = await task(host, command=["echo", "older"])
+        newer = await task(host, command=["echo", "newer"])
+    quiet = await command("runs", "--state-dir", str(state(tmp_path)), "-q")
+    assert (quiet.status, quiet.stdout) == (0, f"{newer['runId']}\n{older['runId']}\n")
+    newest = await command("show", "--state-dir", str(state(tmp_path)), "--json")
+    assert newest.status == 0 and json.loads(newest.stdout)["runId"] == newer["runId"]
+    logged = await command("logs", "--state-dir", str(state(tmp_path)))
+    assert (logged.status, logged.stdout) == (0, "newer\n")
+    both = await command("runs", "--state-dir", str(state(tmp_path)), "-q", "--json")
+    assert both.status == 2 and "not allowed with" in both.stderr
+
+
+async def test_show_without_a_run_in_an_empty_state_directory_says_so(tmp_path: Path) -> None:
+    async with server(tmp_path, "alpha"):
+        pass
+    shown = await command("show", "--state-dir", str(state(tmp_path)))
+    assert shown.status == 1 and "no runs recorded in" in shown.stderr
