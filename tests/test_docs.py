@@ -14,14 +14,15 @@ def quick_start_lines() -> list[str]:
     return re.findall(r"```sh\n(.+?)\n```", section)
 
 
-def test_readme_quick_start_has_two_command_lines() -> None:
-    install_and_run, install_and_test = quick_start_lines()
-    assert "subagent-host" in install_and_run and '"method":"spawn"' in install_and_run
+def test_readme_quick_start_runs_a_command_then_shows_the_protocol_then_the_tests() -> None:
+    install_and_run, protocol, install_and_test = quick_start_lines()
+    assert "subagent-host run -- echo" in install_and_run
+    assert "subagent-host" in protocol and '"method":"spawn"' in protocol
     assert install_and_test.endswith("pytest")
 
 
 def test_ci_runs_the_readme_test_line_verbatim() -> None:
-    _, install_and_test = quick_start_lines()
+    *_, install_and_test = quick_start_lines()
     assert install_and_test in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
@@ -31,8 +32,8 @@ def test_readme_quick_start_runs_a_real_command() -> None:
 
     from tests.e2e.harness import assert_conforming, server_executable
 
-    install_and_run, _ = quick_start_lines()
-    request = install_and_run.split("printf '%s\\n' '", 1)[1].split("' |", 1)[0]
+    _, protocol, _ = quick_start_lines()
+    request = protocol.split("printf '%s\\n' '", 1)[1].split("' |", 1)[0]
     done = subprocess.run(  # noqa: TID251 - the quick start's own pipeline, once
         [server_executable()], input=request.encode() + b"\n", capture_output=True, timeout=60
     )

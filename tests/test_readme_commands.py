@@ -5,9 +5,13 @@ Each line of each `sh` block is one of:
   what a reader's checkout holds (`.venv`, `agents`, `scripts`), with the virtual
   environment active (its `bin` first on PATH, as `. .venv/bin/activate` makes it), its
   own HOME and state directories, and pi's providers pointing at the loopback mock
-  LLM; it must exit 0, and no JSON-RPC reply it prints may be an error;
+  LLM; it must exit 0, no JSON-RPC reply it prints may be an error, and nothing it
+  started may be left once it has ended (a line ending in `&` leaves a job running: the
+  next line is run once the job's run is running, and a later line must end it);
 - a benchmark (`.venv/bin/python bench/NAME.py`): run here the same way with the
   smallest sizes its options allow (`BENCH_SIZES`), since the full sizes take minutes;
+- a full-screen program (`subagent-host watch`): driven through a real terminal by its
+  own tests (`INTERACTIVE`);
 - one that CI runs verbatim (`.ci/run` holds the same line): the install of the agent
   CLIs, the whole test suite, the linters, the conformance harness;
 - the install itself (`python3 -m venv .venv && .venv/bin/pip install ...`): the plain
@@ -16,6 +20,8 @@ Each line of each `sh` block is one of:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -29,8 +35,10 @@ from typing import Final
 import psutil
 import pytest
 
+from subagent_host.store.browse import BrowseError, StateBrowser
 from tests.backends.fixtures.record_pi import models
 from tests.mock_llm import MockLLM
+from tests.waits import still_running
 
 pytestmark = pytest.mark.e2e
 
@@ -47,6 +55,8 @@ INSTALL: Final = re.compile(
     r"^(python3 -m venv \.venv && )?\.venv/bin/pip install (-q )?(?P<spec>(-e )?\S+)(?=$| && )"
 )
 BENCH: Final = re.compile(r"^\.venv/bin/python (?P<script>bench/\w+\.py)$")
+# Full-screen programs a person drives: each is driven through a real terminal by a test.
+INTERACTIVE: Final = {"subagent-host watch": ROOT / "tests" / "terminal" / "test_watch.py"}
 # A comment after a command: two or more spaces, then `# ` (JSON in a line has no `  # `).
 TRAILING_COMMENT: Final = re.compile(r"\s{2,}#\s.*$")
 LINE_TIMEOUT_S: Final = 180
@@ -88,8 +98,11 @@ def _without_install(line: str) -> str:
 
 
 def _kind(line: str) -> str:
-    """`ci` (CI runs it verbatim), `install`, `bench` or `run` (see the module's text)."""
+    """`ci` (CI runs it verbatim), `install`, `interactive`, `bench` or `run` (see the
+    module's text)."""
     rest = _without_install(line)
+    if rest in INTERACTIVE:
+        return "interactive"
     if line in CI_LINES or rest == "bash .ci/run":
         return "ci"
     if not rest:
@@ -112,6 +125,8 @@ def test_every_readme_line_is_run_here_or_by_ci_verbatim() -> None:
             named = re.findall(r"\[([\w,]+)\]", install["spec"])
             assert all(extra in extras for group in named for extra in group.split(",")), line
     assert "scripts/install-agents" in CI_LINES
+    for line, test in INTERACTIVE.items():
+        assert line.split()[-1] in test.read_text(), test
 
 
 @pytest.fixture
@@ -144,22 +159,35 @@ def reader_checkout(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         yield work, environment
 
 
-def _run(line: str, cwd: Path, environment: dict[str, str]) -> tuple[int, str, str]:
-    """Exit status, stdout and stderr of `line` run by bash in a session of its own; once it
-    has exited, no process of that session is left."""
-    with subprocess.Popen(  # noqa: TID251 - a README line as a reader runs it, once
+def _start(line: str, cwd: Path, environment: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`line` run by bash in a session of its own, its output to files (a job it leaves in
+    the background must not hold a pipe the test reads to its end)."""
+    return subprocess.Popen(  # noqa: TID251 - a README line as a reader runs it, once
         ["bash", "-c", line],
         cwd=cwd,
         env=environment,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=(cwd.parent / "stdout").open("wb"),
+        stderr=(cwd.parent / "stderr").open("wb"),
         start_new_session=True,
-    ) as shell:
-        stdout, stderr = shell.communicate(timeout=LINE_TIMEOUT_S)
-    assert _session_members(shell.pid) == [], f"left by {line!r}"
-    return shell.returncode, stdout, stderr
+    )
+
+
+def _finish(shell: subprocess.Popen[bytes], cwd: Path) -> tuple[int, str, str]:
+    status = shell.wait(timeout=LINE_TIMEOUT_S)
+    read = (cwd.parent / "stdout").read_text(), (cwd.parent / "stderr").read_text()
+    return status, *read
+
+
+async def _running_run(state_dir: Path) -> None:
+    """Until a run of the state directory is running: what a person pasting a line that
+    starts one in the background waits for before the next line."""
+    async with asyncio.timeout(LINE_TIMEOUT_S):
+        while True:
+            with contextlib.suppress(BrowseError), StateBrowser.open(state_dir) as browser:
+                if any(str(found.run.status) == "running" for found in browser.runs()):
+                    return
+            await asyncio.sleep(0.05)  # another process writes it and cannot wake this reader
 
 
 def _session_members(session: int) -> list[int]:
@@ -189,22 +217,34 @@ def _errors_in(stdout: str) -> list[object]:
 
 @pytest.mark.timeout(900)  # the benchmarks' block, at their smallest sizes, on a busy machine
 @pytest.mark.parametrize("block", range(len(readme_blocks())), ids=lambda index: f"block{index}")
-def test_every_readme_line_works_when_pasted(
+async def test_every_readme_line_works_when_pasted(
     block: int, reader_checkout: tuple[Path, dict[str, str]]
 ) -> None:
     work, environment = reader_checkout
+    background: list[subprocess.Popen[bytes]] = []
     for line in readme_blocks()[block]:
         kind = _kind(line)
-        if kind in ("ci", "install"):
+        if kind in ("ci", "install", "interactive"):
             continue
         line = _without_install(line)  # the install: see test_the_plain_install_works
         if kind == "bench":
             match = BENCH.match(line)
             assert match is not None
             line = f"{line} {shlex.join(BENCH_SIZES[match['script']])}"
-        status, stdout, stderr = _run(line, work, environment)
+        shell = _start(line, work, environment)
+        if line.endswith("&"):
+            status, _, stderr = _finish(shell, work)
+            assert status == 0, f"{line}\n{stderr[-2000:]}"
+            await _running_run(Path(environment["XDG_STATE_HOME"]) / "subagent-host")
+            background.append(shell)
+            continue
+        status, stdout, stderr = _finish(shell, work)
         assert status == 0, f"{line}\n{stdout[-2000:]}\n{stderr[-2000:]}"
         assert not _errors_in(stdout), f"{line}\n{stdout[-2000:]}"
+        assert _session_members(shell.pid) == [], f"left by {line!r}"
+    for shell in background:  # a later line of the block ended what it started
+        members = [psutil.Process(pid) for pid in _session_members(shell.pid)]
+        assert await still_running(members, LINE_TIMEOUT_S) == [], "a background job is left"
 
 
 @pytest.mark.timeout(900)  # an install from the package index, once
