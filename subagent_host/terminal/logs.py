@@ -26,7 +26,7 @@ from subagent_host.backends.liveness import process_is_alive
 from subagent_host.runs.state import TERMINAL, Run, RunEvent
 from subagent_host.store.browse import BrowseError, StateBrowser
 from subagent_host.terminal import views
-from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values import RunKind
 
 POLL_INTERVAL_S: Final = 0.1
@@ -43,12 +43,7 @@ def main(argv: Sequence[str]) -> int:
     parser = subcommand_parser(
         "logs", "A run's output and activity, in order; with -f, until the run ends."
     )
-    parser.add_argument(
-        "run",
-        metavar="RUN",
-        nargs="?",
-        help="a run id, or a prefix of one (8+ characters); default: the newest run",
-    )
+    add_run_argument(parser, newest_by_default=True)
     parser.add_argument(
         "-f", "--follow", action="store_true", help="follow a running run until it ends"
     )

@@ -61,3 +61,15 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
 
 def state_dir_of(args: argparse.Namespace) -> Path:
     return server_config(args).state_dir
+
+
+def add_run_argument(parser: argparse.ArgumentParser, *, newest_by_default: bool) -> None:
+    """RUN: a run id or a prefix of at least 8 characters, of any session; optional where
+    the newest run is what a person most likely means (`show`, `logs`)."""
+    help_text = "a run id, or a prefix of one (8+ characters)"
+    if newest_by_default:
+        parser.add_argument(
+            "run", metavar="RUN", nargs="?", help=f"{help_text}; default: the newest run"
+        )
+    else:
+        parser.add_argument("run", metavar="RUN", help=help_text)

@@ -22,7 +22,7 @@ from subagent_host.rpc.wire import make_converter
 from subagent_host.runs.state import Run
 from subagent_host.store.browse import BrowseError, Launch, StateBrowser
 from subagent_host.terminal import views
-from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values.facts import ErrorInfo
 
 TAIL_LINES: Final = 20
@@ -31,12 +31,7 @@ TAIL_LINES: Final = 20
 
 def main(argv: Sequence[str]) -> int:
     parser = subcommand_parser("show", "One run of this state directory, of any session.")
-    parser.add_argument(
-        "run",
-        metavar="RUN",
-        nargs="?",
-        help="a run id, or a prefix of one (8+ characters); default: the newest run",
-    )
+    add_run_argument(parser, newest_by_default=True)
     parser.add_argument(
         "--json", action="store_true", help="print the run's snapshot as `status` answers it"
     )
