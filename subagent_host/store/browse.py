@@ -35,6 +35,11 @@ OUTPUT_SCAN: Final = 400
 """Streamed `output` events joined for a running child's output tail."""
 
 
+def sqlite_library() -> tuple[str, tuple[int, int, int]]:
+    """The SQLite library this Python links: its version, as text and as numbers."""
+    return sqlite3.sqlite_version, sqlite3.sqlite_version_info
+
+
 class BrowseError(Exception):
     """The state directory cannot be read, or a run reference matches no run or several:
     the message is one line for a person."""

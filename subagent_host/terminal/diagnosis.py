@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import re
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from subagent_host.cli import read_depth
 from subagent_host.client import Host
 from subagent_host.client.errors import HostConnectionError, HostError
 from subagent_host.rpc.wire import PingResult
-from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.store.browse import BrowseError, StateBrowser, sqlite_library
 from subagent_host.values import DEPTH_VARIABLE
 from subagent_host.values.facts import BackendInfo
 
@@ -103,8 +102,8 @@ def check_state_dir(path: Path, uid: int | None = None) -> Check:
 
 
 def check_sqlite(persistence: str, journal: str | None, where: str) -> Check:
-    version = sqlite3.sqlite_version
-    if sqlite3.sqlite_version_info < MIN_SQLITE:
+    version, numbers = sqlite_library()
+    if numbers < MIN_SQLITE:
         wanted = ".".join(map(str, MIN_SQLITE))
         return Check("SQLite", False, f"{version}, older than {wanted}", "use a newer Python")
     if persistence != "sqlite":
