@@ -11,6 +11,7 @@ import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Final
 
 import psutil
@@ -80,7 +81,7 @@ async def terminal(
 ) -> AsyncIterator[Terminal]:
     """`command` running in a fresh terminal `width` x `height`; afterwards the tmux server
     is gone and so is every process it ran."""
-    term = Terminal(f"subagent-host-test-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    term = Terminal(f"subagent-host-watch-test-{uuid.uuid4().hex[:12]}")
     await term.tmux(
         "new-session", "-d", "-s", "watch", "-x", str(width), "-y", str(height), *command
     )
@@ -96,5 +97,7 @@ async def terminal(
             processes += server.children(recursive=True)
         with contextlib.suppress(AssertionError):
             await term.tmux("kill-server")
+        socket_dir = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+        (socket_dir / term.socket).unlink(missing_ok=True)  # a killed server leaves it
         left = await still_running(processes, timeout_s=10)
         assert left == [], f"processes of the terminal left behind: {left}"
