@@ -46,3 +46,28 @@ def this_process() -> tuple[int, float]:
 def process_is_alive(pid: int, create_time: float) -> bool:
     """True if `pid` still names the process that started at `create_time`."""
     return abs(process_create_time(pid) - create_time) < START_TOLERANCE_S
+
+
+def tree_usage(pid: int, create_time: float) -> tuple[float, int] | None:
+    """CPU seconds and resident bytes of the process and its descendants now; None when
+    that process is gone (a pid now another process's is not it: its start time differs).
+    For `watch`, which reads the children of other servers."""
+    import psutil  # here: a server's start does not import psutil (see the module's text)
+
+    try:
+        root = psutil.Process(pid)
+        if abs(root.create_time() - create_time) > START_TOLERANCE_S:
+            return None
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    cpu, rss = 0.0, 0
+    for process in tree:
+        try:
+            with process.oneshot():
+                times = process.cpu_times()
+                cpu += times.user + times.system
+                rss += process.memory_info().rss
+        except psutil.Error:
+            continue  # exited between the walk and the read: it counts no more
+    return cpu, rss

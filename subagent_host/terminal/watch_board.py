@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Final
 
 import attrs
-import psutil
 
+from subagent_host.backends.liveness import tree_usage
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.store.browse import Launch, StateBrowser
 from subagent_host.terminal.views import child_head, last_line, plural, printable
@@ -25,8 +25,6 @@ RUNS_SHOWN: Final = 100
 """The newest runs read: more than a screen holds, fewer than a slow read would need."""
 TAIL_LINES: Final = 500
 """Lines of output kept for the output view (it shows the last that fit)."""
-CREATE_TIME_SLACK_S: Final = 0.01
-"""psutil's start times of one process agree to the hundredth of a second across reads."""
 
 
 @attrs.frozen
@@ -166,28 +164,6 @@ def sample_child(line: ChildLine) -> ChildLine:
     cpu, rss = usage
     recorded = line.cpu_seconds or 0.0
     return attrs.evolve(line, cpu_seconds=max(cpu, recorded), rss_bytes=rss)
-
-
-def tree_usage(pid: int, create_time: float) -> tuple[float, int] | None:
-    """CPU seconds and resident bytes of the process and its descendants now; None when
-    that process is gone (a pid now another process's is not it: its start time differs)."""
-    try:
-        root = psutil.Process(pid)
-        if abs(root.create_time() - create_time) > CREATE_TIME_SLACK_S:
-            return None
-        tree = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return None
-    cpu, rss = 0.0, 0
-    for process in tree:
-        try:
-            with process.oneshot():
-                times = process.cpu_times()
-                cpu += times.user + times.system
-                rss += process.memory_info().rss
-        except psutil.Error:
-            continue  # exited between the walk and the read: it counts no more
-    return cpu, rss
 
 
 def read_tail(browser: StateBrowser, run_id: str) -> OutputTail | None:

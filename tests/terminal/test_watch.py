@@ -5,7 +5,6 @@ runs: rows appear as runs are recorded, Enter shows a run's output, `s` stops a 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import re
 import shlex
 import sys
@@ -21,8 +20,6 @@ from tests.terminal.tmux import Terminal, needs_tmux, terminal
 from tests.waits import still_running
 
 pytestmark = [pytest.mark.e2e, needs_tmux]
-
-HAS_CROSS_PROCESS_STOP = importlib.util.find_spec("subagent_host.terminal.stopping") is not None
 
 
 def watch_command(state_dir: Path, *args: str, env: tuple[str, ...] = ()) -> list[str]:
@@ -160,9 +157,6 @@ async def test_ctrl_c_and_sigterm_end_watch_and_give_the_terminal_back(
             assert sorted(settings) == ["echo", "icanon"], settings
 
 
-@pytest.mark.xfail(
-    not HAS_CROSS_PROCESS_STOP, strict=True, reason="needs cross-process stop (terminal/stopping)"
-)
 async def test_s_stops_the_selected_running_run_and_nothing_of_its_tree_survives(
     tmp_path: Path,
 ) -> None:
