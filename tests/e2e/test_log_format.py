@@ -6,7 +6,6 @@ read back as a machine would read it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import subprocess
@@ -17,13 +16,12 @@ from typing import Any, Final
 import pytest
 
 from tests.e2e.harness import (
-    EXIT_TIMEOUT_S,
-    ServerProcess,
     result_of,
     running_server,
     server_executable,
     state_args,
 )
+from tests.e2e.test_leftovers import started
 
 pytestmark = pytest.mark.e2e
 
@@ -63,30 +61,6 @@ def assert_story(story: list[str], patterns: list[str]) -> None:
         assert re.fullmatch(pattern, line), (line, pattern)
 
 
-async def started_stubborn(server: ServerProcess) -> str:
-    """Start STUBBORN in the background; return its run id once it is running."""
-    await server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "spawn",
-            "params": {"command": ["sh", "-c", STUBBORN], "stream": True},
-        }
-    )
-    run_id: str | None = None
-    text = ""
-    async with asyncio.timeout(EXIT_TIMEOUT_S):
-        while run_id is None or "ready" not in text:  # the output may come before the reply
-            message = await server.receive()
-            params = message.get("params", {})
-            if message.get("id") == 1:
-                run_id = message["result"]["runId"]
-            elif message.get("method") == "run/event" and params.get("type") == "output":
-                text += params["text"]
-    assert run_id is not None
-    return run_id
-
-
 async def test_json_logs_at_info_tell_each_run_from_its_start_through_every_stop_step_to_its_end(
     tmp_path: Path,
 ) -> None:
@@ -98,7 +72,7 @@ async def test_json_logs_at_info_tell_each_run_from_its_start_through_every_stop
             server, "spawn", {"command": ["sh", "-c", LEAVES], "mode": "task"}
         )
         assert leaving["status"] == "completed", leaving
-        stubborn = await started_stubborn(server)
+        stubborn, _ = await started(server, ["sh", "-c", STUBBORN])  # once it said ready
         stopped = await result_of(server, "stop", {"runId": stubborn, "graceMs": 200})
         assert stopped["status"] == "cancelled", stopped
         assert (await server.finish())[0] == 0

@@ -12,7 +12,7 @@ import pty
 import re
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -226,8 +226,10 @@ async def test_a_bad_command_line_is_one_line_and_exit_2(
     assert line.startswith(f"subagent-host run: {says}") and line.count("\n") == 1, line
 
 
-async def test_sigterm_stops_the_run_before_exiting_143(tmp_path: Path) -> None:
-    state_dir, started = tmp_path / "state", tmp_path / "started"
+@contextlib.asynccontextmanager
+async def running_tree(state_dir: Path, started: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`run` of a child with a grandchild, once both run; killed (by its pid) if the test
+    leaves it running."""
     process = await asyncio.create_subprocess_exec(
         *run_argv(state_dir, "--", "sh", "-c", f"sleep 300 & touch {started}; wait"),
         stdout=asyncio.subprocess.PIPE,
@@ -235,13 +237,19 @@ async def test_sigterm_stops_the_run_before_exiting_143(tmp_path: Path) -> None:
     )
     try:
         await asyncio.to_thread(wait_for_file, started)
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(EXIT_TIMEOUT_S):
-            _stdout, stderr = await process.communicate()
+        yield process
     finally:
         if process.returncode is None:
             process.kill()  # by pid: the one process this test started
             await process.wait()
+
+
+async def test_sigterm_stops_the_run_before_exiting_143(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    async with running_tree(state_dir, tmp_path / "started") as process:
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            _stdout, stderr = await process.communicate()
     assert process.returncode == 128 + signal.SIGTERM
     assert without_server_logs(stderr) == b""
     stopped = only_run(state_dir)
@@ -252,22 +260,12 @@ async def test_sigterm_stops_the_run_before_exiting_143(tmp_path: Path) -> None:
 async def test_a_server_that_dies_under_the_run_exits_75_and_the_next_one_cleans_up(
     tmp_path: Path,
 ) -> None:
-    state_dir, started = tmp_path / "state", tmp_path / "started"
-    process = await asyncio.create_subprocess_exec(
-        *run_argv(state_dir, "--", "sh", "-c", f"sleep 300 & touch {started}; wait"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        await asyncio.to_thread(wait_for_file, started)
+    state_dir = tmp_path / "state"
+    async with running_tree(state_dir, tmp_path / "started") as process:
         (server,) = psutil.Process(process.pid).children()
         server.kill()  # by pid: the server `run` started for this test
         async with asyncio.timeout(EXIT_TIMEOUT_S):
             _stdout, stderr = await process.communicate()
-    finally:
-        if process.returncode is None:
-            process.kill()  # by pid: the one process this test started
-            await process.wait()
     assert process.returncode == 75, stderr.decode()
     assert (
         without_server_logs(stderr)
