@@ -267,7 +267,7 @@ async def test_show_refuses_a_short_unknown_or_ambiguous_reference_in_one_line(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["show"], "subagent-host show: the following arguments are required: RUN"),
+        (["show", "abcdefgh", "more"], "subagent-host show: unrecognized arguments: more"),
         (["logs", "--follow=yes", "abcdefgh"], "subagent-host logs: argument -f/--follow:"),
         (["show", "abcdefgh", "--colour"], "subagent-host show: unrecognized arguments: --colour"),
     ],
