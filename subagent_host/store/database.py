@@ -29,6 +29,7 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -109,7 +110,7 @@ class Database:
             check_version(db)
             _restrict(self.path, 0o600)
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA journal_mode = WAL")
+            _use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
             migrate(db)
@@ -182,6 +183,31 @@ class Database:
                 self._db.execute("PRAGMA optimize")
             self._db.close()
             self._db = None
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (kept in the file: done once, by its first server).
+
+    Switching needs the database to itself, and while another connection is switching
+    it SQLite answers "database is locked" at once, without its busy handler: two
+    servers that start together on a new state directory meet here. The one that loses waits for the
+    other's switch (there is no event for another process's lock: it looks again, with
+    a growing pause, for at most the busy timeout); a database already in WAL mode is
+    left as it is.
+    """
+    pause_s, waited_s = 0.001, 0.0
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or waited_s >= BUSY_TIMEOUT_MS / 1000:
+                raise
+        if db.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+            return  # the other server switched it
+        time.sleep(pause_s)  # noqa: TID251 - the store's own thread, never the loop
+        waited_s += pause_s
+        pause_s = min(pause_s * 2, 0.05)
 
 
 def _nothing() -> None:
