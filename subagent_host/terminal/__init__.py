@@ -17,10 +17,10 @@ COMMANDS: Final[dict[str, str]] = {
     # name: one line for `subagent-host --help`. The module is subagent_host.terminal.<name>,
     # with `main(argv: Sequence[str]) -> int`.
     "run": "runs one command or agent and prints its output (exit status: how it ended)",
-    "runs": "list the recent runs of the state directory, of every session",
-    "show": "show one run: its children, how they ended, its error and output tail",
-    "logs": "print a run's output and activity in order; -f follows it until it ends",
-    "doctor": "checks that this machine can run subagents, one line per check with its fix",
+    "runs": "lists the recent runs of the state directory, of every session",
+    "show": "shows one run: its children, how they ended, its error and output tail",
+    "logs": "prints a run's output and activity in order (-f follows it until it ends)",
     "stop": "stops a run that a server on this state directory runs, from any process",
-    "watch": "a live full-screen view of the runs and their children (keys: arrows, enter, s, q)",
+    "watch": "shows the runs and their children live, full screen (arrows, Enter, s, q)",
+    "doctor": "checks that this machine can run subagents, one line per check with its fix",
 }
