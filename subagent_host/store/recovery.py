@@ -100,9 +100,11 @@ async def _clean_up(
         return ended
     recorded = [(left.pid, left.create_time) for left in leftovers]
     strays = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
-    await store.call(instances.finish_cleanups, store, run_ids)
     if strays:
         logger.warning("ended %s left by interrupted runs", plural(strays, "process", "processes"))
     if seal is not None:
         await store.call(instances.seal_interrupted, store, run_ids, seal)
+    # Only now may a resume of these runs be approved: its preflight must see the
+    # session files sealed as the ended processes left them, not as they were before.
+    await store.call(instances.finish_cleanups, store, run_ids)
     return ended + strays
