@@ -90,29 +90,23 @@ class RunProgress:
         elif event.type == "child" and event.status == "running" and self._since is None:
             self._since = event.at
         elif event.type in ("activity", "output") and event.text:
-            # Its text as a terminal would leave it (colours and cursor moves read by
-            # rich; a `\r` rewrites its line), printable only: they would tear ours apart.
-            plain = Text.from_ansi(event.text.replace("\r\n", "\n")).plain
-            shown = [
-                "".join(c for c in line if c.isprintable()).strip() for line in plain.splitlines()
-            ]
-            shown = [line for line in shown if line]
-            if shown:
-                self.activity = shown[-1]
+            # Its last line as a terminal would leave it, without escapes or control
+            # characters: they would tear the line apart.
+            self.activity = views.last_line(event.text) or self.activity
 
     def stopping(self) -> None:
         self.status = "stopping"
 
     def render(self) -> RenderableType:
-        parts: list[str | tuple[str, str]] = [
+        parts: list[str | Text | tuple[str, str]] = [
             (views.short_id(self.run_id) or "-", "bold"),
             " ",
-            (self.status, _STATUS_STYLE.get(self.status, "")),
+            views.status_text(self.status),
             " ",
             views.elapsed(self._since or self._began, None, datetime.now(UTC)),
         ]
         if self.activity:
-            parts += ["  ", (_cut(self.activity), "dim")]
+            parts += ["  ", (views.shorten(self.activity, ACTIVITY_CHARS), "dim")]
         if self.tokens != "-":
             parts += ["  ", self.tokens]
         self._spinner.update(text=Text.assemble(*parts))
@@ -127,10 +121,3 @@ class _Line:
 
     def __rich__(self) -> RenderableType:
         return self._progress.render()
-
-
-_STATUS_STYLE: Final = {"running": "green", "queued": "yellow", "stopping": "red"}
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= ACTIVITY_CHARS else text[: ACTIVITY_CHARS - 1] + "…"

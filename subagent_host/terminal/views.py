@@ -147,6 +147,7 @@ STATUS_STYLES: Final[Mapping[str, str]] = {
     "cancelled": "yellow",
     "interrupted": "yellow",
     "limit-reached": "yellow",
+    "stopping": "red",  # `run`'s live line, once it asked the server to stop the run
 }
 
 
