@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import signal
 import sys
@@ -37,6 +36,7 @@ from subagent_host.client import (
     RunSnapshot,
 )
 from subagent_host.rpc.wire import EventWire, make_converter
+from subagent_host.terminal import views
 from subagent_host.terminal.options import server_arguments, subcommand_parser
 from subagent_host.terminal.progress import RunProgress
 from subagent_host.values import MAX_DURATION_MS
@@ -197,10 +197,7 @@ async def _supervise(
         else:
             _write_output(ended, streamed)
     except BrokenPipeError:
-        # The reader has gone (`| head`): end as a process killed by SIGPIPE would, and
-        # without a second error when Python flushes stdout at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return SIGNAL_BASE + signal.SIGPIPE
+        return views.reader_gone()
     if interrupts.received is not None:
         return SIGNAL_BASE + interrupts.received
     _report_end(ended)

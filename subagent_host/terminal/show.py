@@ -123,7 +123,7 @@ def children(out: Console, run: Run, launches: Mapping[int, Launch]) -> None:
             views.tokens(child.usage),
             views.cost(child.usage),
             f"{resources.cpu_seconds:.2f}s" if resources else "-",
-            views.megabytes(resources.peak_rss_bytes) if resources else "-",
+            views.size(resources.peak_rss_bytes if resources else None),
             views.shorten(child.label or views.child_head(child, launches.get(child.index))),
         )
     views.show_table(out, grid)

@@ -175,11 +175,6 @@ def run_duration(run: Run | ChildRun, now: datetime | None = None) -> str:
     return elapsed(run.started_at, run.ended_at, now)
 
 
-def megabytes(size: int) -> str:
-    """`12.3 MB`: a process tree's peak memory (`-` when no sample saw it: 0)."""
-    return f"{size / 1_000_000:.1f} MB" if size else "-"
-
-
 def how_it_ended(child: ChildRun) -> str:
     """`exit 0`, `exit 3`, `SIGKILL, stopped by sigkill`: its process's end (`-` before)."""
     parts = []
@@ -277,6 +272,16 @@ def print_json(value: Any) -> int:
     return 0
 
 
+def reader_gone() -> int:
+    """The status to end with once stdout's reader has gone (`| head`): 141, as a process
+    killed by SIGPIPE. What is still buffered for the closed pipe is dropped, not reported
+    as a second error when Python flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return SIGPIPE_STATUS
+
+
 def guarded(body: Callable[[], int]) -> int:
     """Run a subcommand's body: a reader that goes away (`| head`) ends it quietly with
     141, as a pipeline's writer ends, and Ctrl-C with 130 and no traceback."""
@@ -285,11 +290,7 @@ def guarded(body: Callable[[], int]) -> int:
         sys.stdout.flush()
         return status
     except BrokenPipeError:
-        # Whatever is still buffered for the closed pipe is dropped, not reported at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return SIGPIPE_STATUS
+        return reader_gone()
     except KeyboardInterrupt:
         return INTERRUPTED_STATUS
 

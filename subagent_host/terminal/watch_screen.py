@@ -30,20 +30,11 @@ from subagent_host.terminal.views import (
     run_tokens,
     short_id,
     size,
+    status_text,
     tokens,
 )
 from subagent_host.terminal.watch_board import ChildLine, OutputTail, RunLine
 
-STATUS_STYLES: Final = {
-    RunStatus.QUEUED: "dim",
-    RunStatus.RUNNING: "bold cyan",
-    RunStatus.COMPLETED: "green",
-    RunStatus.FAILED: "bold red",
-    RunStatus.CANCELLED: "yellow",
-    RunStatus.TIMED_OUT: "yellow",
-    RunStatus.LIMIT_REACHED: "yellow",
-    RunStatus.INTERRUPTED: "magenta",
-}
 SELECTED: Final = "›"
 """Marks the selected run (also without colours, where its highlight may not show)."""
 SELECTED_STYLE: Final = "on grey23"
@@ -161,7 +152,7 @@ def table_rows(board: Sequence[RunLine], selected: str | None, now: datetime) ->
             run.run_id,
             [
                 Text(f"{marker} {short_id(run.run_id)}", style="bold" if is_selected else ""),
-                status_text(run.status),
+                status_text(str(run.status)),
                 Text(elapsed(run.started_at, run.ended_at, now)),
                 Text(line.what),
                 Text(activity, style="italic" if run.status is RunStatus.RUNNING else ""),
@@ -181,7 +172,7 @@ def child_cells(line: ChildLine, last: bool, now: datetime) -> list[Text]:
     child = line.child
     return [
         Text(f"  {'└' if last else '├'} {child.index}", style="dim"),
-        status_text(child.status),
+        status_text(str(child.status)),
         Text(elapsed(child.started_at, child.ended_at, now), style="dim"),
         Text(line.what, style="dim"),
         Text(line.activity, style="italic" if child.status is RunStatus.RUNNING else "dim"),
@@ -199,10 +190,6 @@ def children_summary(line: RunLine) -> str:
     return ", ".join(f"{counts[status]} {status}" for status in RunStatus if status in counts)
 
 
-def status_text(status: RunStatus) -> Text:
-    return Text(str(status), style=STATUS_STYLES.get(status, ""))
-
-
 def cpu(seconds: float | None) -> str:
     return "-" if seconds is None else duration(seconds)
 
@@ -215,7 +202,7 @@ def output_view(tail: OutputTail, now: datetime, height: int) -> Group:
         ("run ", "bold"),
         (short_id(run.run_id), "bold"),
         "  ",
-        status_text(run.status),
+        status_text(str(run.status)),
         "  ",
         elapsed(run.started_at, run.ended_at, now),
         *(("  ", (run.label, "dim")) if run.label else ()),
@@ -228,7 +215,7 @@ def output_view(tail: OutputTail, now: datetime, height: int) -> Group:
                     (f"── child {child.index}", "bold dim"),
                     *((" ", (child.label, "dim")) if child.label else ()),
                     " ",
-                    status_text(child.status),
+                    status_text(str(child.status)),
                 )
             )
         if text:

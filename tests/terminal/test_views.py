@@ -18,7 +18,6 @@ from subagent_host.terminal.views import (
     how_it_ended,
     last_line,
     launch_head,
-    megabytes,
     plural,
     printable,
     short_id,
@@ -107,7 +106,6 @@ def test_how_a_child_ended_and_the_tail_of_a_text_read_at_a_glance() -> None:
     killed = ChildRun(index=0, backend="pi", signal=9, stopped_by=StoppedBy("sigkill"))
     assert how_it_ended(killed) == "SIGKILL, stopped by sigkill"
     assert tail("1\n2\n3\n", 2) == ("2\n3", 1) and tail("1", 5) == ("1", 0)
-    assert megabytes(12_345_678) == "12.3 MB" and megabytes(0) == "-"
 
 
 def test_memory_reads_in_kilo_mega_and_gigabytes() -> None:
