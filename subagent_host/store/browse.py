@@ -253,16 +253,19 @@ class StateBrowser:
                 (activity if kind == "activity" else output).setdefault(index, text)
         return {**output, **activity}
 
-    def streamed_output(self, run_id: str, index: int, events: int = OUTPUT_SCAN) -> str:
-        """The text of the child's newest `events` streamed `output` events, in order: the
-        tail of what a running child printed (a finished child's output is in its record)."""
+    def streamed_output(
+        self, run_id: str, index: int | None = None, events: int = OUTPUT_SCAN
+    ) -> str:
+        """The text of the newest `events` streamed `output` events of one child (of every
+        child with `index` None), in order: the tail of what a running run printed (a
+        finished child's output is in its record)."""
+        child = "" if index is None else " AND json_extract(record, '$.fields.index') = ?"
         with self._snapshot() as db:
             rows = db.execute(
                 "SELECT text FROM (SELECT seq, json_extract(record, '$.fields.text') AS text"
                 " FROM events WHERE run_id = ? AND json_extract(record, '$.type') = 'output'"
-                " AND json_extract(record, '$.fields.index') = ? ORDER BY seq DESC LIMIT ?)"
-                " ORDER BY seq",
-                (run_id, index, events),
+                f"{child} ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                (run_id, *(() if index is None else (index,)), events),
             ).fetchall()
         return "".join(text for (text,) in rows if isinstance(text, str))
 

@@ -43,7 +43,7 @@ def show_run(args: argparse.Namespace) -> int:
     try:
         with StateBrowser.open(state_dir_of(args)) as browser:
             run = browser.find(args.run)
-            streamed = "" if run.output else streamed_output(browser, run)
+            streamed = "" if run.output else browser.streamed_output(run.run_id)
             launches = browser.launches(run.run_id)
     except BrowseError as exc:
         print(f"subagent-host show: {exc}", file=sys.stderr)
@@ -56,16 +56,6 @@ def show_run(args: argparse.Namespace) -> int:
     errors(out, run)
     output_tail(out, run, streamed)
     return 0
-
-
-def streamed_output(browser: StateBrowser, run: Run) -> str:
-    """The text its children streamed (`output` events), for a run with no final output yet."""
-    texts: list[str] = []
-    seq = 0
-    while events := browser.events_after(run.run_id, seq):
-        texts += [str(e.fields.get("text", "")) for e in events if e.type == "output"]
-        seq = events[-1].seq
-    return "".join(texts)
 
 
 def describe(out: Console, run: Run) -> None:

@@ -25,6 +25,7 @@ from tests.terminal.inspecting import (
     state,
     task,
 )
+from tests.terminal.test_logs import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -317,3 +318,25 @@ async def test_show_without_a_run_in_an_empty_state_directory_says_so(tmp_path: 
         pass
     shown = await command("show", "--state-dir", str(state(tmp_path)))
     assert shown.status == 1 and "no runs recorded in" in shown.stderr
+
+
+async def test_show_of_a_running_run_prints_what_its_children_streamed_so_far(
+    tmp_path: Path,
+) -> None:
+    release = tmp_path / "release"
+    script = f"echo first-line; echo second-line; {wait_for(release)}; echo last-line"
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request("spawn", {"command": ["sh", "-c", script], "stream": True})
+        said = ""
+        async with asyncio.timeout(COMMAND_TIMEOUT_S):
+            async for event in host.events(run["runId"]):
+                said += event.text or "" if event.type == "output" else ""
+                if "second-line" in said:
+                    break
+        await host.request("status", {"runId": run["runId"]})  # answered once it is on disk
+        shown = await command("show", run["runId"], "--state-dir", str(state(tmp_path)))
+        release.touch()
+        await host.wait(run["runId"])
+    assert shown.status == 0 and "\noutput\n" in shown.stdout, shown
+    tail = shown.stdout.split("\noutput\n", 1)[1].splitlines()
+    assert tail[:2] == ["first-line", "second-line"] and "last-line" not in shown.stdout
