@@ -326,18 +326,24 @@ def assert_snapshot_table(snapshot: dict[str, Any]) -> None:
         assert snapshot["reachedLimit"]
 
 
-def assert_no_run_survives(run_ids: set[str]) -> None:
-    """No live process anywhere carries the marker of a run this server started."""
-    if not run_ids:
-        return
-    left = []
+def marked_processes(run_ids: set[str]) -> list[psutil.Process]:
+    """Live (non-zombie) processes anywhere carrying the run marker of one of `run_ids`."""
+    found = []
     for process in psutil.process_iter():
         try:
             marker = process.environ().get("SUBAGENT_HOST_RUN_ID")
             if marker in run_ids and process.status() != psutil.STATUS_ZOMBIE:
-                left.append(process)
+                found.append(process)
         except psutil.Error:
             continue
+    return found
+
+
+def assert_no_run_survives(run_ids: set[str]) -> None:
+    """No live process anywhere carries the marker of a run this server started."""
+    if not run_ids:
+        return
+    left = marked_processes(run_ids)
     for process in left:
         process.kill()  # by pid: processes of runs this test started
     assert left == [], f"processes of runs left behind: {[p.pid for p in left]}"

@@ -28,6 +28,7 @@ from tests.e2e.harness import (
     ServerProcess,
     assert_no_run_survives,
     error_of,
+    marked_processes,
     result_of,
     running_server,
     state_args,
@@ -59,21 +60,6 @@ async def spawn_running(server: ServerProcess, command: list[str]) -> str:
             assert run["status"] in ("queued", "running"), run
             run = await result_of(server, "status", {"runId": run_id})
     return run_id
-
-
-def marked_processes(run_ids: set[str]) -> list[psutil.Process]:
-    """Live (non-zombie) processes carrying the run marker of one of `run_ids`."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if (
-                process.environ().get(RUN_MARKER) in run_ids
-                and process.status() != psutil.STATUS_ZOMBIE
-            ):
-                found.append(process)
-        except psutil.Error:
-            continue
-    return found
 
 
 async def wait_for_processes(run_id: str, count: int) -> None:

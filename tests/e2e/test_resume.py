@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import psutil
 import pytest
 
 from subagent_host.planning.fingerprint import fingerprint
@@ -29,6 +28,7 @@ from tests.e2e.harness import (
     TERMINAL,
     ServerProcess,
     error_of,
+    marked_processes,
     reply_to,
     result_of,
     running_server,
@@ -91,25 +91,10 @@ async def observe(server: ServerProcess, run_id: str) -> Observed:
     )
 
 
-def marked_processes(run_id: str) -> list[int]:
-    """Pids of live (non-zombie) processes carrying the run's marker."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if (
-                process.environ().get(RUN_MARKER) == run_id
-                and process.status() != psutil.STATUS_ZOMBIE
-            ):
-                found.append(process.pid)
-        except psutil.Error:
-            continue
-    return found
-
-
 async def assert_nothing_started(server: ServerProcess, run_id: str, before: Observed) -> None:
     """No new run, no new attempt, no new event, and no process of the run."""
     assert await observe(server, run_id) == before
-    assert await asyncio.to_thread(marked_processes, run_id) == []
+    assert await asyncio.to_thread(marked_processes, {run_id}) == []
 
 
 async def denied(server: ServerProcess, token: str, mode: str = "task") -> dict[str, Any]:
@@ -280,7 +265,7 @@ async def test_a_failed_single_run_resumes_as_attempt_2_reading_its_output_and_t
         assert approval["followUpDigest"] == digest_of("and more")
         assert parse_time(approval["expiresAt"]) > datetime.now(UTC)
         assert approval["token"] not in json.dumps(contract)
-        assert await asyncio.to_thread(marked_processes, run_id) == []  # preflight starts nothing
+        assert await asyncio.to_thread(marked_processes, {run_id}) == []  # preflight starts nothing
 
         resumed = await result_of(server, "resume", {"token": approval["token"], "mode": "task"})
         assert resumed["runId"] == run_id and resumed["status"] == "failed", resumed

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-import psutil
 import pytest
 
 from tests.e2e.harness import (
@@ -26,6 +25,7 @@ from tests.e2e.harness import (
     FramingName,
     ServerProcess,
     error_of,
+    marked_processes,
     result_of,
     running_server,
     state_args,
@@ -80,21 +80,6 @@ def ended_runs(seen: list[dict[str, Any]]) -> set[str]:
 
 def has_ended(seen: list[dict[str, Any]], run_id: str) -> bool:
     return run_id in ended_runs(seen)
-
-
-def marked_processes(run_ids: set[str]) -> list[int]:
-    """Live processes carrying the marker of one of these runs."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if (
-                process.environ().get(RUN_MARKER) in run_ids
-                and process.status() != psutil.STATUS_ZOMBIE
-            ):
-                found.append(process.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 # --- replies first -----------------------------------------------------------------------

@@ -33,12 +33,12 @@ from tests.e2e.harness import (
     TERMINAL,
     ServerProcess,
     error_of,
+    marked_processes,
     result_of,
     running_server,
 )
 from tests.e2e.test_durability import wait_until_no_run_survives
 from tests.e2e.test_preflight import FINGERPRINT, error_codes
-from tests.e2e.test_resume import marked_processes
 from tests.e2e.test_runs import call
 from tests.special_files import NOT_REGULAR, shm_path
 
@@ -471,9 +471,9 @@ async def test_a_snapshot_path_that_becomes_a_fifo_mid_run_is_left_alone_with_a_
 def sleeps_of(run_id: str) -> int:
     """How many live `sleep` processes carry the run's marker."""
     count = 0
-    for pid in marked_processes(run_id):
+    for process in marked_processes({run_id}):
         try:
-            count += psutil.Process(pid).name() == "sleep"
+            count += process.name() == "sleep"
         except psutil.Error:
             continue
     return count
@@ -507,7 +507,7 @@ async def test_stop_during_a_parallel_step_ends_every_tree_and_runs_no_later_ste
             ("parallel", "cancelled", (0, 1, 2)),
             ("command", "pending", ()),
         ]
-        assert await asyncio.to_thread(marked_processes, started.run_id) == []
+        assert await asyncio.to_thread(marked_processes, {started.run_id}) == []
         later = await host.status(started.run_id)
         assert later == attrs.evolve(stopped, already_terminal=None)
 
@@ -633,7 +633,7 @@ async def approve_failed_child(server: ServerProcess, run_id: str) -> dict[str, 
     assert (contract["runId"], contract["index"], contract["attempt"]) == (run_id, 2, 2)
     assert contract["workflow"]["step"] == 1, contract
     assert FINGERPRINT.fullmatch(contract["workflow"]["definitionDigest"]), contract
-    assert await asyncio.to_thread(marked_processes, run_id) == []  # a preflight starts nothing
+    assert await asyncio.to_thread(marked_processes, {run_id}) == []  # a preflight starts nothing
     return approval
 
 
