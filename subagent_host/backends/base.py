@@ -161,6 +161,12 @@ class OutputParser(Protocol):
         """The CLI's own session, once it said which (a resume continues it)."""
         ...
 
+    @property
+    def usage(self) -> Usage | None:
+        """Tokens and cost the CLI reported so far, summed over the child's life (None
+        until it reported any): what a child ended before its final event keeps."""
+        ...
+
 
 # The `reachedLimit` of a child that began more model responses than its `maxTurns`
 # allows, whoever stopped it (claude's own `error_max_turns`, or the server's count).

@@ -208,6 +208,11 @@ class ClaudeParser(JsonEventParser):
                 self._tools_running.discard(str(part.get("tool_use_id")))
 
     @property
+    def usage(self) -> Usage | None:
+        """What the `result` event sums (None before it)."""
+        return _usage_of(self._result)
+
+    @property
     def tool_running(self) -> bool:
         """A tool was called and its result has not come back: silence is not a stall."""
         return bool(self._tools_running) and self._result is None

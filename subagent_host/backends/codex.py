@@ -344,6 +344,10 @@ class CodexParser(JsonEventParser):
         message = f"{message}: {said}" if said else message
         return self._failed(answer, "exit-status", message, exit_status)
 
+    @property
+    def usage(self) -> Usage | None:
+        return self._usage_total()
+
     def _usage_total(self) -> Usage | None:
         if not self._saw_usage:
             return None

@@ -13,6 +13,7 @@ from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, ParsedOutcome
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import CappedText, RollingTail
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
+from subagent_host.values.facts import Usage
 
 # Stdout kept for the final text: what a snapshot shows is capped lower, but a
 # chain passes up to 64 KiB of it on as {previous}.
@@ -41,6 +42,10 @@ class CommandParser:
     @property
     def turns(self) -> int:
         return 0  # a plain command makes no model responses the server could count
+
+    @property
+    def usage(self) -> Usage | None:
+        return None  # a plain command reports no tokens
 
     @property
     def session_id(self) -> str | None:

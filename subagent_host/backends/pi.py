@@ -204,6 +204,10 @@ class PiParser(JsonEventParser):
         message = exit_message("pi", exit_status, "finishing its answer")
         return self._failed(answer, "exit-status", self._with_stderr_reason(message), exit_status)
 
+    @property
+    def usage(self) -> Usage | None:
+        return self._usage_total()
+
     def _usage_total(self) -> Usage | None:
         if not any(self._usage) and not self._saw_cost:
             return None
