@@ -8,7 +8,6 @@ servers write, and needs none to run. Newest first; `--json` prints the same run
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
@@ -18,7 +17,7 @@ import attrs
 from subagent_host.cli import int_in_range, session_id
 from subagent_host.handlers.snapshots import duration_ms
 from subagent_host.rpc.wire import make_converter
-from subagent_host.store.browse import BrowsedRun, BrowseError, NoHistory, StateBrowser
+from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.values.facts import Usage
@@ -73,8 +72,7 @@ def main(argv: Sequence[str]) -> int:
         action="store_true",
         help="print only the run ids, one per line (for $(...) in a shell)",
     )
-    args = parser.parse_args(argv)
-    return views.guarded(lambda: list_runs(args))
+    return views.guarded(parser, argv, list_runs)
 
 
 def list_runs(args: argparse.Namespace) -> int:
@@ -84,9 +82,6 @@ def list_runs(args: argparse.Namespace) -> int:
             lines = [line_of(found, browser) for found in browser.runs(args.session, args.limit)]
     except NoHistory:
         lines = []
-    except BrowseError as exc:
-        print(f"subagent-host runs: {exc}", file=sys.stderr)
-        return 1
     if args.quiet:
         print("".join(f"{line.run_id}\n" for line in lines), end="")
         return 0
