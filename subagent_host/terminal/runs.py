@@ -14,7 +14,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.cli import int_in_range, session_id
+from subagent_host.cli import add_number, session_id
 from subagent_host.handlers.snapshots import duration_ms
 from subagent_host.rpc.wire import make_converter
 from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
@@ -57,12 +57,8 @@ def main(argv: Sequence[str]) -> int:
         "runs", "The recent runs of this state directory, of every session, newest first."
     )
     parser.add_argument("--session", type=session_id, metavar="ID", help="only this session's runs")
-    parser.add_argument(
-        "--limit",
-        type=int_in_range(1, MAX_LIMIT),
-        default=DEFAULT_LIMIT,
-        metavar="N",
-        help=f"at most N runs (default {DEFAULT_LIMIT})",
+    add_number(
+        parser, "--limit", 1, MAX_LIMIT, f"at most N runs (default {DEFAULT_LIMIT})", DEFAULT_LIMIT
     )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print a JSON array of runs")
