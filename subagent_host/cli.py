@@ -160,6 +160,18 @@ def int_in_range(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def add_number(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    low: int,
+    high: int,
+    help: str,
+    default: int | None = None,
+) -> None:
+    """A whole-number option N, refused (exit 2, one line) outside low..high."""
+    parser.add_argument(flag, type=int_in_range(low, high), default=default, metavar="N", help=help)
+
+
 def session_id(text: str) -> str:
     if SESSION_ID_PATTERN.fullmatch(text) is None:
         raise argparse.ArgumentTypeError(
@@ -277,11 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
         "that this host cannot provide stops the start (default: auto, the best available)",
     )
     for number in NUMBER_OPTIONS:
-        parser.add_argument(
+        add_number(
+            parser,
             number.flag,
-            type=int_in_range(number.low, number.high),
-            metavar="N",
-            help=f"{number.help} (default: {number.default})",
+            number.low,
+            number.high,
+            f"{number.help} (default: {number.default})",
         )
     parser.add_argument(
         "--require-preflight",

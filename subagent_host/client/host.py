@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import IO, Any, Final, Generic, ParamSpec, TypeVar, overload
+from typing import IO, Any, Final, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 from subagent_host.client.connection import (
     MAX_MESSAGE_BYTES,
@@ -66,6 +66,15 @@ KILL_WAIT_S: Final = 5.0
 # and the events of the runs it stops: read for this long, so that it is not left
 # blocked on a full pipe, then stop reading.
 DRAIN_WAIT_S: Final = EXIT_WAIT_S
+
+
+class ConnectOptions(TypedDict, total=False):
+    """What `Host.connect` takes beside the streams: `Host`'s own keyword arguments."""
+
+    framing: Framing | str
+    on_message: MessageObserver | None
+    max_message_bytes: int
+
 
 StreamTarget = int | IO[Any] | None
 """Where a started server's stderr goes: None (ours), `asyncio.subprocess.DEVNULL`, or a
@@ -182,13 +191,7 @@ class Host:
 
     @classmethod
     def connect(
-        cls,
-        reader: ByteReader,
-        writer: ByteWriter,
-        *,
-        framing: Framing | str = Framing.NDJSON,
-        on_message: MessageObserver | None = None,
-        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        cls, reader: ByteReader, writer: ByteWriter, **options: Unpack[ConnectOptions]
     ) -> Host:
         """A client over streams the caller has (e.g. `asyncio.open_connection`'s pair).
 
@@ -198,13 +201,7 @@ class Host:
         event loop. `aclose()` closes the writer, reads on until the server ends its
         output (bounded), then stops reading.
         """
-        return cls(
-            reader,
-            writer,
-            framing=framing,
-            on_message=on_message,
-            max_message_bytes=max_message_bytes,
-        )
+        return cls(reader, writer, **options)
 
     @classmethod
     def start(
@@ -424,14 +421,9 @@ class _Starting:
         self._host = await self._start()
         return self._host
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         assert self._host is not None
-        await self._host.aclose()
+        await self._host.__aexit__(*exc_info)  # the started host's own ending
 
 
 def _newer(events: Sequence[EventWire] | tuple[EventWire, ...], last: int) -> dict[int, EventWire]:

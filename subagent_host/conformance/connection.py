@@ -45,31 +45,32 @@ def strict_loads(body: bytes) -> Any:
     return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
 
 
+@attrs.define(eq=False)
 class Connection:
     """A running server and everything it has written so far."""
 
-    def __init__(
-        self,
-        proc: asyncio.subprocess.Process,
-        framing: FramingName,
-        validator: Validator,
-        reply_timeout: float,
-    ) -> None:
-        self.proc = proc
-        self.framing = framing
-        self.validator = validator
-        self.reply_timeout = reply_timeout
-        self.log: list[Any] = []  # messages (and Garbage) in arrival order
-        self.headers: list[bytes] = []  # LSP header blocks as they came
-        self.eof = False
-        self.stderr = bytearray()
-        self.methods: dict[Any, str] = {}  # request id -> method, for shape checks
-        self.shape_problems: list[str] = []
-        self._next_id = 0
-        self._arrival = asyncio.Event()
-        assert proc.stdout is not None and proc.stderr is not None
-        self._reader = asyncio.create_task(self._read(proc.stdout))
-        self._stderr_reader = asyncio.create_task(self._drain(proc.stderr))
+    proc: asyncio.subprocess.Process
+    framing: FramingName
+    validator: Validator
+    reply_timeout: float
+    log: list[Any] = attrs.field(init=False, factory=list)
+    """Messages (and Garbage) in arrival order."""
+    headers: list[bytes] = attrs.field(init=False, factory=list)
+    """LSP header blocks as they came."""
+    eof: bool = attrs.field(init=False, default=False)
+    stderr: bytearray = attrs.field(init=False, factory=bytearray)
+    methods: dict[Any, str] = attrs.field(init=False, factory=dict)
+    """Request id -> method, for shape checks."""
+    shape_problems: list[str] = attrs.field(init=False, factory=list)
+    _next_id: int = attrs.field(init=False, default=0)
+    _arrival: asyncio.Event = attrs.field(init=False, factory=asyncio.Event)
+    _reader: asyncio.Task[None] = attrs.field(init=False)
+    _stderr_reader: asyncio.Task[None] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._reader = asyncio.create_task(self._read(self.proc.stdout))
+        self._stderr_reader = asyncio.create_task(self._drain(self.proc.stderr))
 
     @property
     def pid(self) -> int:

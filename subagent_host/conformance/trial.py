@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 from typing import Final
 
+import attrs
+
 from subagent_host.conformance import processes
 from subagent_host.conformance.connection import Connection
 from subagent_host.conformance.registry import FramingName, Mismatch
@@ -22,30 +24,35 @@ PROBE_VARIABLE: Final = "SUBAGENT_HOST_CONFORMANCE_PROBE"
 PROBE_VALUE: Final = "must-not-reach-children"
 
 
+@attrs.define(eq=False)
 class Trial:
     """What a case body works with."""
 
-    def __init__(
-        self,
-        server: tuple[str, ...],
-        framing: FramingName,
-        directory: Path,
-        validator: Validator,
-        reply_timeout: float,
-    ) -> None:
-        self.server_command = server
-        self.framing = framing
-        self.dir = directory
-        self.validator = validator
-        self.reply_timeout = reply_timeout
-        self.state_dir = directory / "state"
-        self.project = directory / "project"
-        self.config_home = directory / "config"
+    server_command: tuple[str, ...] = attrs.field(alias="server")
+    framing: FramingName
+    dir: Path = attrs.field(alias="directory")
+    validator: Validator
+    reply_timeout: float
+    connections: list[Connection] = attrs.field(init=False, factory=list)
+    learnt: list[processes.Pid] = attrs.field(init=False, factory=list)
+    """Processes of the case's runs."""
+    notes: list[str] = attrs.field(init=False, factory=list)
+
+    def __attrs_post_init__(self) -> None:
         for place in (self.project, self.config_home):
             place.mkdir(parents=True, exist_ok=True)
-        self.connections: list[Connection] = []
-        self.learnt: list[processes.Pid] = []  # processes of the case's runs
-        self.notes: list[str] = []
+
+    @property
+    def state_dir(self) -> Path:
+        return self.dir / "state"
+
+    @property
+    def project(self) -> Path:
+        return self.dir / "project"
+
+    @property
+    def config_home(self) -> Path:
+        return self.dir / "config"
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The server's environment: ours, without delegation depth or a user's config."""

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+import attrs
+
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.dispatch import Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
@@ -129,6 +131,7 @@ def remove_stale(directory: Path, live: set[str], made_before: float) -> int:
     return removed
 
 
+@attrs.define(eq=False)
 class ControlListener:
     """Listen on one control socket and serve each accepted connection.
 
@@ -137,22 +140,16 @@ class ControlListener:
     is still being answered before it exits (`aclose`).
     """
 
-    def __init__(
-        self,
-        path: Path,
-        table: TableFactory,
-        max_message_bytes: int,
-        *,
-        uid: int | None = None,
-    ) -> None:
-        self.path = path
-        self._table = table
-        self._max_message_bytes = max_message_bytes
-        self._uid = os.getuid() if uid is None else uid
-        """The only user allowed to connect (a test may name another to see a refusal)."""
-        self._server: asyncio.AbstractServer | None = None
-        self._connections: dict[asyncio.Task[None], asyncio.StreamReader] = {}
-        self._sweeping: asyncio.Task[None] | None = None
+    path: Path
+    _table: TableFactory
+    _max_message_bytes: int
+    _uid: int = attrs.field(kw_only=True, factory=os.getuid)
+    """The only user allowed to connect (a test may name another to see a refusal)."""
+    _server: asyncio.AbstractServer | None = attrs.field(init=False, default=None)
+    _connections: dict[asyncio.Task[None], asyncio.StreamReader] = attrs.field(
+        init=False, factory=dict
+    )
+    _sweeping: asyncio.Task[None] | None = attrs.field(init=False, default=None)
 
     async def start(self, live: Callable[[], Awaitable[set[str]]] | None = None) -> None:
         """Make the directory (0700, ours) and listen; raise OSError or UntrustedSocket

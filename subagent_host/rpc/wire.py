@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final, NewType, TypeVar, get_args
+from typing import Any, Final, Generic, NewType, TypeVar, get_args
 
 import attrs
 import cattrs
@@ -392,35 +392,28 @@ class RunOutcome:
     (`timed-out`), the limit's name (a child's `limit-reached`), or why it was `interrupted`."""
 
 
+class OutcomeField(Generic[T]):
+    """One field of a snapshot's `outcome`, read as the snapshot's own."""
+
+    def __init__(self, read: Callable[[RunOutcome], T]) -> None:
+        self._read = read
+
+    def __get__(self, snapshot: OutcomeFields, owner: type | None = None) -> T:
+        return self._read(snapshot.outcome)
+
+
 class OutcomeFields:
     """The `outcome`'s fields, read as the snapshot's own, as the wire writes them
     (`child.output.text` is `child.outcome.output.text`)."""
 
     outcome: RunOutcome
 
-    @property
-    def started_at(self) -> datetime | None:
-        return self.outcome.started_at
-
-    @property
-    def ended_at(self) -> datetime | None:
-        return self.outcome.ended_at
-
-    @property
-    def duration_ms(self) -> int | None:
-        return self.outcome.duration_ms
-
-    @property
-    def output(self) -> OutputInfo | None:
-        return self.outcome.output
-
-    @property
-    def error(self) -> ErrorInfo | None:
-        return self.outcome.error
-
-    @property
-    def reason(self) -> str | None:
-        return self.outcome.reason
+    started_at = OutcomeField(lambda outcome: outcome.started_at)
+    ended_at = OutcomeField(lambda outcome: outcome.ended_at)
+    duration_ms = OutcomeField(lambda outcome: outcome.duration_ms)
+    output = OutcomeField(lambda outcome: outcome.output)
+    error = OutcomeField(lambda outcome: outcome.error)
+    reason = OutcomeField(lambda outcome: outcome.reason)
 
 
 @attrs.frozen

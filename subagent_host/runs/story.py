@@ -12,10 +12,12 @@ not pay for it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec
 
 from subagent_host.values import RunKind
 from subagent_host.values.words import plural
@@ -25,65 +27,67 @@ if TYPE_CHECKING:  # state.py calls these: no import of it at run time
 
 logger = logging.getLogger(__name__)
 
+P = ParamSpec("P")
 
+
+def _at_info(tell: Callable[P, None]) -> Callable[P, None]:
+    """`tell`, called only while INFO is on: with logging at WARNING (the default) a line
+    costs one level check, nothing of it is built."""
+
+    @functools.wraps(tell)
+    def told(*args: P.args, **kwargs: P.kwargs) -> None:
+        if logger.isEnabledFor(logging.INFO):
+            tell(*args, **kwargs)
+
+    return told
+
+
+def _tell(run: Run, message: str, *args: object, **ids: int | None) -> None:
+    """One line of the story: `run ID ` and `message`; `runId` and `ids` (a child's `index`,
+    `pid`) go with it for `--log-format json`."""
+    logger.info("run %s " + message, run.run_id, *args, extra={"runId": run.run_id, **ids})
+
+
+@_at_info
 def run_started(run: Run) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
     if run.kind is RunKind.WORKFLOW and run.workflow is not None:
         size = plural(len(run.workflow.steps), "step")
     else:
         size = plural(len(run.children), "child", "children")
-    logger.info(
-        "run %s started: %s, %s, session %s",
-        run.run_id,
-        run.kind,
-        size,
-        run.session_id,
-        extra={"runId": run.run_id},
-    )
+    _tell(run, "started: %s, %s, session %s", run.kind, size, run.session_id)
 
 
+@_at_info
 def run_resumed(run: Run, child: ChildRun) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    logger.info(
-        "run %s resumed: child %d, attempt %d",
-        run.run_id,
-        child.index,
-        child.attempt,
-        extra={"runId": run.run_id, "index": child.index},
-    )
+    _tell(run, "resumed: child %d, attempt %d", child.index, child.attempt, index=child.index)
 
 
+@_at_info
 def stop_requested(run: Run, reason: str, grace_s: float) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    logger.info(
-        "run %s stopping (%s): SIGTERM to each running child's tree, SIGKILL after %.3f s",
-        run.run_id,
+    _tell(
+        run,
+        "stopping (%s): SIGTERM to each running child's tree, SIGKILL after %.3f s",
         reason,
         grace_s,
-        extra={"runId": run.run_id},
     )
 
 
+@_at_info
 def child_started(run: Run, child: ChildRun) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    logger.info(
-        "run %s child %d started: pid %s, backend %s, attempt %d",
-        run.run_id,
+    _tell(
+        run,
+        "child %d started: pid %s, backend %s, attempt %d",
         child.index,
         child.pid,
         child.backend,
         child.attempt,
-        extra={"runId": run.run_id, "index": child.index, "pid": child.pid},
+        index=child.index,
+        pid=child.pid,
     )
 
 
+@_at_info
 def child_ended(run: Run, child: ChildRun) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
     if child.exit_code is not None:
         how = f"exit code {child.exit_code}"
     elif child.signal is not None:
@@ -91,29 +95,28 @@ def child_ended(run: Run, child: ChildRun) -> None:
     else:
         how = "no exit code"
     why = child.error.code if child.error is not None else child.reason
-    logger.info(
-        "run %s child %d ended: %s%s, %s, %s",
-        run.run_id,
+    _tell(
+        run,
+        "child %d ended: %s%s, %s, %s",
         child.index,
         child.status,
         f" ({why})" if why else "",
         how,
         _took(child.started_at, child.ended_at, "after {} s"),
-        extra={"runId": run.run_id, "index": child.index, "pid": child.pid},
+        index=child.index,
+        pid=child.pid,
     )
 
 
+@_at_info
 def run_ended(run: Run) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
     why = run.error.code if run.error is not None else run.reason or run.reached_limit
-    logger.info(
-        "run %s ended: %s%s, %s",
-        run.run_id,
+    _tell(
+        run,
+        "ended: %s%s, %s",
         run.status,
         f" ({why})" if why else "",
         _took(run.created_at, run.ended_at, "{} s after it was created"),
-        extra={"runId": run.run_id},
     )
 
 

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from subagent_host.backends.liveness import process_is_alive
 from subagent_host.runs.state import TERMINAL, Run, RunEvent
-from subagent_host.store.browse import BrowseError, StateBrowser
+from subagent_host.store.browse import StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values import RunKind
@@ -47,19 +47,14 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "-f", "--follow", action="store_true", help="follow a running run until it ends"
     )
-    args = parser.parse_args(argv)
-    return views.guarded(lambda: print_logs(args))
+    return views.guarded(parser, argv, print_logs)
 
 
 def print_logs(args: argparse.Namespace) -> int:
-    try:
-        with StateBrowser.open(state_dir_of(args)) as browser:
-            run = browser.find(args.run)
-            several = run.kind is not RunKind.SINGLE  # a [i] prefix on each line
-            return _print(browser, run.run_id, Printer(views.console(), several), args.follow)
-    except BrowseError as exc:
-        print(f"subagent-host logs: {exc}", file=sys.stderr)
-        return 1
+    with StateBrowser.open(state_dir_of(args)) as browser:
+        run = browser.find(args.run)
+        several = run.kind is not RunKind.SINGLE  # a [i] prefix on each line
+        return _print(browser, run.run_id, Printer(views.console(), several), args.follow)
 
 
 def _print(browser: StateBrowser, run_id: str, printer: Printer, follow: bool) -> int:

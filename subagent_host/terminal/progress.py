@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Final
 
 from rich.console import Console, RenderableType
@@ -21,13 +20,14 @@ from rich.text import Text
 
 from subagent_host.rpc.wire import EventWire, RunSnapshot
 from subagent_host.terminal import views
+from subagent_host.terminal.scope import Scope
 
 REFRESHES_PER_SECOND: Final = 8
 # What the line shows of an activity or an output line: one terminal row, not a page.
 ACTIVITY_CHARS: Final = 60
 
 
-class RunProgress:
+class RunProgress(Scope):
     """What the line shows, updated from the run's events and snapshots; a no-op unless
     stderr is a terminal. Use as a context manager around following the run."""
 
@@ -45,7 +45,7 @@ class RunProgress:
         self._since: datetime | None = None
         """When the run started; until then the time is counted from this command's start."""
 
-    def __enter__(self) -> RunProgress:
+    def open(self) -> None:
         if self.shown:
             self._live = Live(
                 _Line(self),
@@ -56,14 +56,8 @@ class RunProgress:
                 redirect_stderr=False,
             )
             self._live.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         if self._live is not None:
             live, self._live = self._live, None
             with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more

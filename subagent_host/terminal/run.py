@@ -20,13 +20,12 @@ import signal
 import sys
 import tempfile
 from collections.abc import Sequence
-from types import TracebackType
 from typing import IO, Any, Final
 
 import attrs
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import existing_directory, int_in_range
+from subagent_host.cli import add_number, existing_directory
 from subagent_host.client import (
     Host,
     HostConnectionError,
@@ -39,6 +38,7 @@ from subagent_host.rpc.wire import EventWire, make_converter
 from subagent_host.terminal import views
 from subagent_host.terminal.options import server_arguments, subcommand_parser
 from subagent_host.terminal.progress import RunProgress
+from subagent_host.terminal.scope import Scope
 from subagent_host.values import MAX_DURATION_MS
 
 PROG: Final = f"{SERVER_NAME} run"
@@ -110,11 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--agent", metavar="NAME", help="a named agent definition (§18)")
     parser.add_argument("--model", metavar="M", help="an agent's model")
-    parser.add_argument(
+    add_number(
+        parser,
         "--timeout-ms",
-        type=int_in_range(1, MAX_DURATION_MS),
-        metavar="N",
-        help="end the child after N milliseconds (exit status 124)",
+        1,
+        MAX_DURATION_MS,
+        "end the child after N milliseconds (exit status 124)",
     )
     parser.add_argument(
         "--cwd", type=existing_directory, metavar="DIR", help="the child's working directory"
@@ -301,7 +302,7 @@ async def _tick(host: Host, run_id: str, progress: RunProgress) -> None:
             return
 
 
-class Interrupts:
+class Interrupts(Scope):
     """The stopping signals, caught while a run goes on: the first one is kept (later ones
     change nothing: the stop it started ends within the server's grace)."""
 
@@ -309,18 +310,12 @@ class Interrupts:
         self.received: signal.Signals | None = None
         self._event = asyncio.Event()
 
-    def __enter__(self) -> Interrupts:
+    def open(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in STOPPING_SIGNALS:
             loop.add_signal_handler(signum, self._receive, signum)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         loop = asyncio.get_running_loop()
         for signum in STOPPING_SIGNALS:
             loop.remove_signal_handler(signum)

@@ -8,17 +8,16 @@ servers write, and needs none to run. Newest first; `--json` prints the same run
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
 import attrs
 
-from subagent_host.cli import int_in_range, session_id
+from subagent_host.cli import add_number, session_id
 from subagent_host.handlers.snapshots import duration_ms
 from subagent_host.rpc.wire import make_converter
-from subagent_host.store.browse import BrowsedRun, BrowseError, NoHistory, StateBrowser
+from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.values.facts import Usage
@@ -58,12 +57,8 @@ def main(argv: Sequence[str]) -> int:
         "runs", "The recent runs of this state directory, of every session, newest first."
     )
     parser.add_argument("--session", type=session_id, metavar="ID", help="only this session's runs")
-    parser.add_argument(
-        "--limit",
-        type=int_in_range(1, MAX_LIMIT),
-        default=DEFAULT_LIMIT,
-        metavar="N",
-        help=f"at most N runs (default {DEFAULT_LIMIT})",
+    add_number(
+        parser, "--limit", 1, MAX_LIMIT, f"at most N runs (default {DEFAULT_LIMIT})", DEFAULT_LIMIT
     )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print a JSON array of runs")
@@ -73,8 +68,7 @@ def main(argv: Sequence[str]) -> int:
         action="store_true",
         help="print only the run ids, one per line (for $(...) in a shell)",
     )
-    args = parser.parse_args(argv)
-    return views.guarded(lambda: list_runs(args))
+    return views.guarded(parser, argv, list_runs)
 
 
 def list_runs(args: argparse.Namespace) -> int:
@@ -84,9 +78,6 @@ def list_runs(args: argparse.Namespace) -> int:
             lines = [line_of(found, browser) for found in browser.runs(args.session, args.limit)]
     except NoHistory:
         lines = []
-    except BrowseError as exc:
-        print(f"subagent-host runs: {exc}", file=sys.stderr)
-        return 1
     if args.quiet:
         print("".join(f"{line.run_id}\n" for line in lines), end="")
         return 0

@@ -9,7 +9,6 @@ its output are printed for a person; `--json` prints the run's snapshot exactly 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
@@ -20,7 +19,7 @@ from rich.text import Text
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.wire import make_converter
 from subagent_host.runs.state import Run
-from subagent_host.store.browse import BrowseError, Launch, StateBrowser
+from subagent_host.store.browse import Launch, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values.facts import ErrorInfo
@@ -35,19 +34,14 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--json", action="store_true", help="print the run's snapshot as `status` answers it"
     )
-    args = parser.parse_args(argv)
-    return views.guarded(lambda: show_run(args))
+    return views.guarded(parser, argv, show_run)
 
 
 def show_run(args: argparse.Namespace) -> int:
-    try:
-        with StateBrowser.open(state_dir_of(args)) as browser:
-            run = browser.find(args.run)
-            streamed = "" if run.output else browser.streamed_output(run.run_id)
-            launches = browser.launches(run.run_id)
-    except BrowseError as exc:
-        print(f"subagent-host show: {exc}", file=sys.stderr)
-        return 1
+    with StateBrowser.open(state_dir_of(args)) as browser:
+        run = browser.find(args.run)
+        streamed = "" if run.output else browser.streamed_output(run.run_id)
+        launches = browser.launches(run.run_id)
     if args.json:
         return views.print_json(make_converter().unstructure(run_snapshot(run)))
     out = views.console()

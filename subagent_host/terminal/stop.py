@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import int_in_range
+from subagent_host.cli import add_number
 from subagent_host.rpc.wire import RunSnapshot
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.terminal.stopping import StopFailed, stop_run
@@ -30,11 +30,12 @@ def main(argv: Sequence[str]) -> int:
         "tree, the grace, then SIGKILL.",
     )
     parser.add_argument("run", metavar="RUN", help="a run id, or its first 8 or more characters")
-    parser.add_argument(
+    add_number(
+        parser,
         "--grace-ms",
-        type=int_in_range(0, MAX_DURATION_MS),
-        metavar="N",
-        help="milliseconds between SIGTERM and SIGKILL (default: the server's --grace-ms)",
+        0,
+        MAX_DURATION_MS,
+        "milliseconds between SIGTERM and SIGKILL (default: the server's --grace-ms)",
     )
     args = parser.parse_args(argv)
     try:

@@ -5,13 +5,14 @@ Every terminal subcommand words these the same way, so they live here once.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -22,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from subagent_host.runs.state import ChildRun, Run
-from subagent_host.store.browse import Launch
+from subagent_host.store.browse import BrowseError, Launch
 from subagent_host.values.facts import Usage
 
 # The server counts things in its messages too: the word lives in values, shared.
@@ -282,13 +283,23 @@ def reader_gone() -> int:
     return SIGPIPE_STATUS
 
 
-def guarded(body: Callable[[], int]) -> int:
-    """Run a subcommand's body: a reader that goes away (`| head`) ends it quietly with
-    141, as a pipeline's writer ends, and Ctrl-C with 130 and no traceback."""
+def guarded(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+    body: Callable[[argparse.Namespace], int],
+) -> int:
+    """Run a subcommand's body on its parsed arguments: a state directory it cannot read
+    ends it with 1 and one line on stderr (`subagent-host show: ...`), a reader that
+    goes away (`| head`) quietly with 141, as a pipeline's writer ends, and Ctrl-C with
+    130 and no traceback."""
+    args = parser.parse_args(argv)
     try:
-        status = body()
+        status = body(args)
         sys.stdout.flush()
         return status
+    except BrowseError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return reader_gone()
     except KeyboardInterrupt:

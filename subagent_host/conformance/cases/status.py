@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import processes
 from ..registry import case, error_of, expect, expect_equal, result_of
 from ..trial import Trial
-from .steps import expect_status, sh, spawn_background, spawn_task, unknown_run
+from .steps import expect_status, sh, spawn_background, spawn_task, unknown_run_case
 
 
 @case("status.since-zero-every-event-from-seq-1", "§9")
@@ -43,9 +43,7 @@ async def listing(t: Trial) -> None:
     expect_equal(runs[0].get("label"), "second", "a summary's label")
 
 
-@case("status.unknown-run", "§9")
-async def unknown(t: Trial) -> None:
-    await unknown_run(t, "status")
+unknown_run_case("status", "§9")
 
 
 @case("status.run-id-prefix", "§9")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..connection import Connection
-from ..registry import Mismatch, error_of, expect, short
+from ..registry import Mismatch, case, error_of, expect, short
 from ..trial import Trial
 
 PING = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
@@ -76,10 +76,15 @@ def expect_name_version(info: Any, what: str) -> None:
     )
 
 
-async def unknown_run(t: Trial, method: str) -> None:
-    """`method` names a run this session does not have: -32001."""
-    conn = await t.start()
-    error_of(await conn.request(method, {"runId": "0123456789abcdef"}), -32001)
+def unknown_run_case(method: str, section: str) -> None:
+    """Register `METHOD.unknown-run`: `method` names a run this session does not have, and
+    is answered -32001."""
+
+    async def unknown_run(t: Trial) -> None:
+        conn = await t.start()
+        error_of(await conn.request(method, {"runId": "0123456789abcdef"}), -32001)
+
+    case(f"{method}.unknown-run", section)(unknown_run)
 
 
 def sh(script: str) -> list[str]:

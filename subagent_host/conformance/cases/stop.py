@@ -13,7 +13,7 @@ from typing import Any
 from .. import processes
 from ..registry import case, error_of, expect, expect_equal, result_of
 from ..trial import Trial
-from .steps import expect_status, only_child, sh, spawn_background, spawn_task, unknown_run
+from .steps import expect_status, only_child, sh, spawn_background, spawn_task, unknown_run_case
 
 
 def survivors(t: Trial) -> list[int]:
@@ -122,9 +122,7 @@ async def queued(t: Trial) -> None:
     await conn.request("stop", {"runId": first["runId"], "graceMs": 0})
 
 
-@case("stop.unknown-run", "§10")
-async def unknown(t: Trial) -> None:
-    await unknown_run(t, "stop")
+unknown_run_case("stop", "§10")
 
 
 @case("stop.grace-out-of-range", "§10")
