@@ -19,7 +19,8 @@ import attrs
 
 @attrs.frozen
 class Usage:
-    """Tokens summed over a child's run, and its cost where the CLI reports one."""
+    """Tokens summed over a child's attempt (or a run's attempts), and the cost where
+    the CLI reports one."""
 
     input_tokens: int
     """Input tokens, as the CLI reports them."""
@@ -133,8 +134,8 @@ class RunSummary:
     ended_at: datetime | None = None
     """None while the run goes on (and for a run reopened by a resume)."""
     usage: Usage | None = None
-    """Every attempt of every child that reported usage, summed (`Usage.total`); absent
-    when none did."""
+    """Every attempt of every child that reported usage, summed as in the run's snapshot;
+    absent when none did."""
 
 
 @attrs.frozen
