@@ -238,7 +238,7 @@ class ChildRunner:
             start_time_probe=process.create_time,
         )
         sink.open()
-        self._sampler.watch(process, child)
+        self._sampler.watch(process, child, parser)
         if control.stream:
             sink.throttle(process.hold_output, process.release_output)
             self.streams.join(sink)

@@ -4,18 +4,23 @@ every child (protocol.md §12). Real processes, through the run manager."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import attrs
+import pytest
 
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.planning.plan import RunPlan
 from subagent_host.planning.prepare import launch_plan
+from subagent_host.runs import sampling
 from subagent_host.runs.state import RunStatus
 from subagent_host.values import RunKind
 from subagent_host.values.facts import Usage
 from tests.backends.conftest import processes_with_marker
-from tests.runs.test_orchestrator import Harness, command
+from tests.runs.test_orchestrator import WAIT_S, Harness, command
 
 # Two lines, then a long "tool": the child is ended while it runs.
 TWO_LINES_THEN_WAIT = "echo one; echo two; exec sleep 30"
@@ -64,6 +69,32 @@ async def test_a_child_stopped_before_its_final_event_keeps_the_usage_its_parser
         assert (run.status, child.status) == (RunStatus.CANCELLED, RunStatus.CANCELLED)
         assert child.usage == Usage(2, 1, 0, 0) and run.usage == Usage(2, 1, 0, 0)
         assert child.resources is not None and child.resources.processes >= 1
+    finally:
+        await harness.manager.shutdown("test over")
+
+
+async def test_a_running_childs_usage_so_far_is_sampled_into_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sampling, "RESOURCE_SAMPLE_S", 0.05)
+    swept = asyncio.Event()
+    sample = sampling.record_usage
+
+    def record_usage(*args: Any, **kwargs: Any) -> None:
+        sample(*args, **kwargs)
+        swept.set()  # the sweep goes on to the child's usage in this same step
+
+    monkeypatch.setattr(sampling, "record_usage", record_usage)
+    harness = Harness(backend=_UsageSoFarBackend())
+    try:
+        run = harness.launch(command("sh", "-c", TWO_LINES_THEN_WAIT))
+        await harness.until(lambda: sum(e.type == "activity" for e in harness.events_of(run)) == 2)
+        async with asyncio.timeout(WAIT_S):
+            while run.children[0].usage is None:  # until a sweep after the two lines
+                swept.clear()
+                await swept.wait()
+        assert run.status is RunStatus.RUNNING
+        assert run.children[0].usage == Usage(2, 1, 0, 0) and run.usage == Usage(2, 1, 0, 0)
     finally:
         await harness.manager.shutdown("test over")
 
