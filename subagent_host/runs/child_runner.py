@@ -246,7 +246,7 @@ class ChildRunner:
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
-        outcome = kept_usage(parser, parser.outcome(exit_status))
+        outcome = _kept_usage(parser, parser.outcome(exit_status))
         if self.sessions is not None and outcome.backend_session_id is not None:
             # The file a resume of this attempt would continue, as the attempt left it.
             seal = await asyncio.to_thread(
@@ -371,7 +371,7 @@ class ChildRunner:
         return stream
 
 
-def kept_usage(parser: OutputParser, outcome: ParsedOutcome) -> ParsedOutcome:
+def _kept_usage(parser: OutputParser, outcome: ParsedOutcome) -> ParsedOutcome:
     """The outcome with the usage the CLI reported so far when its outcome has none: a
     child ended before its final event (a stop, its timeout, a stall, its turn limit)
     still used what it reported (protocol.md §12)."""
