@@ -67,6 +67,7 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         outcome=outcome(run),
         enforced_timeout_ms=run.enforced_timeout_ms,
         reached_limit=run.reached_limit,
+        usage=run.usage,
         workflow=_workflow(run.workflow),
         diagnostics=run.diagnostics or None,
         **extra,

@@ -539,6 +539,9 @@ class RunSnapshot(OutcomeFields):
     `stallTimeoutMs` for a stall)."""
     reached_limit: str | None = None
     """A `limit-reached` run's: which limit; today only `max-turns`."""
+    usage: Usage | None = None
+    """Every attempt of every child that reported usage, summed: tokens added up, `costUsd` only
+    when each of them has a cost; absent when none reported usage (protocol.md §12)."""
     workflow: WorkflowSnapshot | None = None
     """A workflow run's name and steps."""
     diagnostics: tuple[Diagnostic, ...] | None = None

@@ -19,7 +19,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser
+import attrs
+
+from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.sessions import SEALED_AT_END
@@ -33,7 +35,7 @@ from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause
 from subagent_host.runs.state import ChildRun, Run, RunStatus
-from subagent_host.values.facts import ErrorInfo
+from subagent_host.values.facts import ErrorInfo, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -204,8 +206,15 @@ class ChildRunner:
         try:
             return await self._see_through(run, child, plan, control, process, parser, sink)
         except Exception as exc:  # a bug of ours: the child still ends once, and says how
+            # and what it used, as far as that is known.
+            record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
             self._book.transition_child(
-                run, child, RunStatus.FAILED, error=internal_error(exc), **_exit_facts(process)
+                run,
+                child,
+                RunStatus.FAILED,
+                error=internal_error(exc),
+                usage=_reported_usage(parser),
+                **_exit_facts(process),
             )
             raise
 
@@ -229,7 +238,7 @@ class ChildRunner:
             start_time_probe=process.create_time,
         )
         sink.open()
-        self._sampler.watch(process, child)
+        self._sampler.watch(process, child, parser)
         if control.stream:
             sink.throttle(process.hold_output, process.release_output)
             self.streams.join(sink)
@@ -237,7 +246,7 @@ class ChildRunner:
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
-        outcome = parser.outcome(exit_status)
+        outcome = _kept_usage(parser, parser.outcome(exit_status))
         if self.sessions is not None and outcome.backend_session_id is not None:
             # The file a resume of this attempt would continue, as the attempt left it.
             seal = await asyncio.to_thread(
@@ -360,6 +369,25 @@ class ChildRunner:
             emit(text)
 
         return stream
+
+
+def _kept_usage(parser: OutputParser, outcome: ParsedOutcome) -> ParsedOutcome:
+    """The outcome with the usage the CLI reported so far when its outcome has none: a
+    child ended before its final event (a stop, its timeout, a stall, its turn limit)
+    still used what it reported (protocol.md §12)."""
+    if outcome.usage is not None:
+        return outcome
+    usage = parser.usage
+    return outcome if usage is None else attrs.evolve(outcome, usage=usage)
+
+
+def _reported_usage(parser: OutputParser) -> Usage | None:
+    """The usage the parser reported so far, or None when the parser is what failed."""
+    try:
+        return parser.usage
+    except Exception:
+        logger.exception("cannot read the usage of a child after an internal error")
+        return None
 
 
 def _exit_facts(process: Child) -> dict[str, object]:

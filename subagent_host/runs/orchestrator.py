@@ -260,13 +260,15 @@ class RunOrchestrator:
         self._runs[run.run_id] = run
         self._carried[run.run_id] = run
         old = run.children[index]
-        run.children[index] = ChildRun(
-            index=index,
-            backend=plan.backend,
-            label=old.label,
-            attempt=old.attempt + 1,
-            step=old.step,
-            prompt_head=prompt_head(plan.prompt),
+        run.replace_child(
+            ChildRun(
+                index=index,
+                backend=plan.backend,
+                label=old.label,
+                attempt=old.attempt + 1,
+                step=old.step,
+                prompt_head=prompt_head(plan.prompt),
+            )
         )
         if workflow is not None:
             self._start_workflow(run, *workflow)

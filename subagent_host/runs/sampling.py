@@ -1,10 +1,12 @@
-"""Sample the resources of running children: CPU so far, peak memory, peak process count."""
+"""Sample what running children use: CPU so far, peak memory, peak process count, and
+the tokens their CLI reported so far (so a running run's `usage` grows as it goes)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Final
 
+from subagent_host.backends.base import OutputParser
 from subagent_host.backends.supervisor import Child, Supervisor, TreeUsage
 from subagent_host.runs.state import ChildRun
 from subagent_host.values.facts import Resources
@@ -19,12 +21,13 @@ class ResourceSampler:
 
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
-        self._sampled: dict[int, tuple[Child, ChildRun]] = {}  # running children by pid
+        # Running children by pid, with the parser that knows their CLI's usage.
+        self._sampled: dict[int, tuple[Child, ChildRun, OutputParser]] = {}
         self._sampler: asyncio.Task[None] | None = None
 
-    def watch(self, process: Child, child: ChildRun) -> None:
+    def watch(self, process: Child, child: ChildRun, parser: OutputParser) -> None:
         """Sample the running child from now on (the sweep starts if it is not running)."""
-        self._sampled[process.pid] = (process, child)
+        self._sampled[process.pid] = (process, child, parser)
         if self._sampler is None or self._sampler.done():
             self._sampler = asyncio.create_task(self._sample_running())
 
@@ -38,10 +41,12 @@ class ResourceSampler:
             # The sampling interval is the point of this wait; nothing else can end it.
             await asyncio.sleep(RESOURCE_SAMPLE_S)  # noqa: ASYNC110
             running = dict(self._sampled)
-            usages = await self._supervisor.sample([p for p, _ in running.values()], trees=True)
+            usages = await self._supervisor.sample([p for p, _, _ in running.values()], trees=True)
             for pid, usage in usages.items():
                 if pid in self._sampled:
-                    record_usage(running[pid][1], usage)
+                    _, child, parser = running[pid]
+                    record_usage(child, usage)
+                    child.usage = parser.usage or child.usage
 
 
 def record_usage(

@@ -248,6 +248,10 @@ class Run:
     admitted_by: str = ADMITTED_DIRECT
     """How its spawn was admitted: `preflight` (a valid preflightId) or `direct`. A
     record without it (a direct run, or one recorded before it existed) reads as direct."""
+    earlier_usage: Usage | None = None
+    """The usage of its children's earlier attempts (those a resume replaced), summed:
+    `children` holds each child's newest attempt only. Not in the run's record: read
+    back from the stored attempts (store/reads.py), which keep every one."""
     last_seq: int = 0
     """The seq of the newest event (kept when old events are dropped or not loaded)."""
     first_retained_seq: int = 1
@@ -259,6 +263,18 @@ class Run:
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def usage(self) -> Usage | None:
+        """Every attempt of every child, summed (protocol.md §12): what the run cost."""
+        return Usage.total([self.earlier_usage, *(child.usage for child in self.children)])
+
+    def replace_child(self, child: ChildRun) -> None:
+        """A resume's new attempt takes the child's place; the attempt it replaces
+        still counts in the run's usage."""
+        old = self.children[child.index]
+        self.earlier_usage = Usage.total([self.earlier_usage, old.usage])
+        self.children[child.index] = child
 
 
 Clock = Callable[[], datetime]

@@ -226,9 +226,13 @@ class RunStore:
 
     def _fresh(self, summary: RunSummary) -> RunSummary:
         live = self.live(summary.run_id)
-        if live is None or str(live.status) == summary.status:
+        if live is None:
             return summary
-        return attrs.evolve(summary, status=str(live.status), ended_at=live.ended_at)
+        # Memory is ahead of the last write: its status, end and usage stand.
+        fresh = (str(live.status), live.ended_at, live.usage)
+        if fresh == (summary.status, summary.ended_at, summary.usage):
+            return summary
+        return attrs.evolve(summary, status=fresh[0], ended_at=fresh[1], usage=fresh[2])
 
     async def events_after(self, run: Run, seq: int) -> list[RunEvent]:
         """Every retained event of the run after `seq`: from memory while it holds

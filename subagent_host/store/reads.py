@@ -8,23 +8,36 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
+from typing import Final
 
 from subagent_host.planning.plan import command_steps
 from subagent_host.planning.stored_workflow import workflow_from_record
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store.database import Database
-from subagent_host.store.records import child_from_record, run_from_record
+from subagent_host.store.records import child_from_record, run_from_record, usage_from_record
 from subagent_host.store.rows import event_from_record
-from subagent_host.values.facts import RunSummary
+from subagent_host.values.facts import RunSummary, Usage
+
+_LISTED: Final = (
+    "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
+    " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?"
+)
 
 
 def list_runs(store: Database, session_id: str, limit: int) -> list[RunSummary]:
-    """This session's runs, newest first (as last written: see `RunStore.summaries`)."""
-    rows = store.db.execute(
-        "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
-        " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?",
+    """This session's runs, newest first (as last written: see `RunStore.summaries`),
+    each with the usage of every attempt of its children summed."""
+    db = store.db
+    rows = db.execute(_LISTED, (session_id, limit)).fetchall()
+    usages: dict[str, list[Usage | None]] = {}
+    # Only the usage member of each attempt's record: its output may be 48 KiB.
+    for run_id, usage in db.execute(
+        f"WITH listed AS ({_LISTED}) SELECT run_id, json_extract(record, '$.usage')"
+        " FROM attempts JOIN listed USING (run_id) WHERE json_extract(record, '$.usage')"
+        " IS NOT NULL",
         (session_id, limit),
-    ).fetchall()
+    ):
+        usages.setdefault(run_id, []).append(usage_from_record(usage))
     return [
         RunSummary(
             run_id=run_id,
@@ -33,6 +46,7 @@ def list_runs(store: Database, session_id: str, limit: int) -> list[RunSummary]:
             created_at=datetime.fromisoformat(created_at),
             ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
             label=label,
+            usage=Usage.total(usages.get(run_id, ())),
         )
         for run_id, kind, status, created_at, ended_at, label in rows
     ]
@@ -58,9 +72,24 @@ def assemble(db: sqlite3.Connection, run_id: str, record: str) -> Run:
         )
     ]
     run = run_from_record(json.loads(record), children)
+    if any(child.attempt > 1 for child in children):
+        run.earlier_usage = _earlier_usage(db, run_id)
     if run.workflow is not None:
         _mark_command_steps(db, run)
     return run
+
+
+def _earlier_usage(db: sqlite3.Connection, run_id: str) -> Usage | None:
+    """The usage of the run's children's attempts before their newest, summed."""
+    return Usage.total(
+        usage_from_record(usage)
+        for (usage,) in db.execute(
+            "SELECT json_extract(record, '$.usage') FROM attempts AS a WHERE run_id = ?"
+            " AND attempt < (SELECT max(attempt) FROM attempts WHERE run_id = a.run_id"
+            " AND idx = a.idx) AND json_extract(record, '$.usage') IS NOT NULL",
+            (run_id,),
+        )
+    )
 
 
 def _mark_command_steps(db: sqlite3.Connection, run: Run) -> None:

@@ -17,6 +17,7 @@ import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from subagent_host.runs.state import ChildRun, EventLog, Run, StepState
+from subagent_host.values.facts import Usage
 
 _converter = cattrs.Converter(omit_if_default=True)
 _converter.register_unstructure_hook(datetime, datetime.isoformat)
@@ -33,8 +34,9 @@ _converter.register_unstructure_hook(
 )
 
 # Fields of a Run that are not its own record: children are rows of their own,
-# events are rows of their own.
-_RUN_EXCLUDED = ("children", "events")
+# events are rows of their own, and the usage of earlier attempts is summed from
+# those attempts' rows when the run is read back (reads.py).
+_RUN_EXCLUDED = ("children", "events", "earlier_usage")
 
 
 def run_record(run: Run) -> dict[str, Any]:
@@ -70,6 +72,11 @@ def run_from_record(record: Mapping[str, Any], children: list[ChildRun]) -> Run:
 
 def child_from_record(record: Mapping[str, Any]) -> ChildRun:
     return _converter.structure(dict(record), ChildRun)
+
+
+def usage_from_record(text: str) -> Usage:
+    """A child attempt's usage as its record spells it (`json_extract(record, '$.usage')`)."""
+    return _converter.structure(json.loads(text), Usage)
 
 
 def dumps(value: Any) -> str:

@@ -72,9 +72,7 @@ class RunProgress(Scope):
         if self.status != "stopping":
             self.status = snapshot.status
         self._since = snapshot.started_at or self._since
-        # `run` starts one child: its usage is the run's.
-        usage = next((child.usage for child in snapshot.children if child.usage), None)
-        self.tokens = views.tokens(usage)
+        self.tokens = views.tokens(snapshot.usage)
 
     def event(self, event: EventWire) -> None:
         """An event: a new status, or what the child does now (an output's last line for

@@ -48,8 +48,8 @@ class RunLine:
     ended_at: datetime | None = None
     duration_ms: int | None = None
     usage: Usage | None = None
-    """Its children's usage summed, when any reported some; `costUsd` only when every
-    one of them reported a cost."""
+    """Every attempt of every child that reported usage, summed (as its snapshot's
+    `usage`); `costUsd` only when every one of them reported a cost."""
 
 
 def main(argv: Sequence[str]) -> int:
@@ -106,7 +106,7 @@ def line_of(found: BrowsedRun, browser: StateBrowser) -> RunLine:
         started_at=run.started_at,
         ended_at=run.ended_at,
         duration_ms=duration_ms(run.started_at, run.ended_at),
-        usage=views.total_usage(run.children),
+        usage=run.usage,
     )
 
 

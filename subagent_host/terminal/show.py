@@ -64,6 +64,8 @@ def describe(out: Console, run: Run) -> None:
         ("started", views.full_moment(run.started_at)),
         ("ended", views.full_moment(run.ended_at)),
         ("took", views.run_duration(run, datetime.now(UTC))),
+        ("tokens", views.tokens(run.usage)),
+        ("cost", views.cost(run.usage)),
         ("reason", run.reason or ""),
         ("limit", run.reached_limit or ""),
         ("error", _error_line(run.error) if run.error else ""),

@@ -12,7 +12,7 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -66,22 +66,6 @@ def count(value: int) -> str:
     return f"{value / 1_000_000:.1f}M"
 
 
-def total_usage(children: Iterable[ChildRun]) -> Usage | None:
-    """The usage of these children summed (None when none reported any); a cost only when
-    every child that reported usage reported one."""
-    usages = [child.usage for child in children if child.usage is not None]
-    if not usages:
-        return None
-    costs = [usage.cost_usd for usage in usages]
-    return Usage(
-        input_tokens=sum(usage.input_tokens for usage in usages),
-        output_tokens=sum(usage.output_tokens for usage in usages),
-        cache_read_tokens=sum(usage.cache_read_tokens for usage in usages),
-        cache_write_tokens=sum(usage.cache_write_tokens for usage in usages),
-        cost_usd=None if None in costs else sum(cost for cost in costs if cost is not None),
-    )
-
-
 def tokens(usage: Usage | None) -> str:
     """`1.2k in, 340 out` (`-` when unknown)."""
     if usage is None:
@@ -97,7 +81,8 @@ def cost(usage: Usage | None) -> str:
 
 
 def run_tokens(run: Run) -> str:
-    return tokens(total_usage(run.children))
+    """The tokens of every attempt of every child of the run."""
+    return tokens(run.usage)
 
 
 # --- what a run is, in a few words --------------------------------------------------------

@@ -10,7 +10,7 @@ always sent). Imports nothing of ours, so every layer may use them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,8 @@ import attrs
 
 @attrs.frozen
 class Usage:
-    """Tokens summed over a child's run, and its cost where the CLI reports one."""
+    """Tokens summed over a child's attempt (or a run's attempts), and the cost where
+    the CLI reports one."""
 
     input_tokens: int
     """Input tokens, as the CLI reports them."""
@@ -31,6 +32,27 @@ class Usage:
     """Tokens written to the prompt cache, as the CLI reports them."""
     cost_usd: float | None = None
     """Cost in US dollars; absent when the CLI reports none."""
+
+    @classmethod
+    def total(cls, parts: Iterable[Usage | None]) -> Usage | None:
+        """The parts that reported usage, summed (protocol.md §12): None when none did;
+        a cost only when every one of them has a cost, since a sum that leaves some
+        out would read as the whole."""
+        usages = [usage for usage in parts if usage is not None]
+        if not usages:
+            return None
+        if len(usages) == 1:
+            return usages[0]
+        costs = [usage.cost_usd for usage in usages]
+        return cls(
+            input_tokens=sum(usage.input_tokens for usage in usages),
+            output_tokens=sum(usage.output_tokens for usage in usages),
+            cache_read_tokens=sum(usage.cache_read_tokens for usage in usages),
+            cache_write_tokens=sum(usage.cache_write_tokens for usage in usages),
+            cost_usd=None
+            if None in costs
+            else round(sum(cost for cost in costs if cost is not None), 6),
+        )
 
 
 def _data_or_none(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -111,6 +133,9 @@ class RunSummary:
     """The call's label, when it has one."""
     ended_at: datetime | None = None
     """None while the run goes on (and for a run reopened by a resume)."""
+    usage: Usage | None = None
+    """Every attempt of every child that reported usage, summed as in the run's snapshot;
+    absent when none did."""
 
 
 @attrs.frozen

@@ -20,12 +20,12 @@ from subagent_host.terminal.views import (
     launch_head,
     plural,
     printable,
+    run_tokens,
     short_id,
     shorten,
     size,
     tail,
     tokens,
-    total_usage,
 )
 from subagent_host.values import RunKind
 from subagent_host.values.facts import Usage
@@ -57,17 +57,23 @@ def test_counts_and_ids_are_short() -> None:
     assert short_id("9ee9a9d0e9be41189813482977d4ee8b") == "9ee9a9d0"
 
 
-def test_usage_sums_over_children_and_costs_only_when_every_part_has_one() -> None:
+def test_a_runs_tokens_and_cost_read_from_every_attempt_of_its_children() -> None:
     def child(index: int, usage: Usage | None) -> ChildRun:
         return ChildRun(index=index, backend="pi", usage=usage)
 
     priced = Usage(1000, 200, 0, 0, 0.01)
-    unpriced = Usage(500, 100, 0, 0, None)
-    both = total_usage([child(0, priced), child(1, priced), child(2, None)])
-    assert both is not None and (both.input_tokens, both.output_tokens) == (2000, 400)
-    assert cost(both) == "$0.0200" and tokens(both) == "2.0k in, 400 out"
-    assert cost(total_usage([child(0, priced), child(1, unpriced)])) == "-"
-    assert total_usage([child(0, None)]) is None and tokens(None) == "-"
+    run = Run(
+        run_id="r" * 32,
+        session_id="s1",
+        kind=RunKind.PARALLEL,
+        fingerprint="sha256:v1:" + "0" * 64,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        children=[child(0, priced), child(1, None)],
+        earlier_usage=priced,
+    )
+    assert run_tokens(run) == "2.0k in, 400 out"
+    assert cost(run.usage) == "$0.0200" and tokens(None) == "-" and cost(None) == "-"
+    assert cost(Usage(500, 100, 0, 0, None)) == "-"
 
 
 def test_a_child_is_named_by_its_command_its_prompt_or_its_backend_and_agent() -> None:
