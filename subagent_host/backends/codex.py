@@ -94,6 +94,18 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
+from subagent_host.backends.events import (
+    EDIT,
+    END,
+    EXECUTE,
+    FETCH,
+    OTHER,
+    START,
+    THINK,
+    TOOL_ID_CHARS,
+    ToolCall,
+    summary_of,
+)
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, exit_message, short
@@ -224,6 +236,7 @@ class CodexParser(JsonEventParser):
     def __init__(self) -> None:
         super().__init__()
         self._announced: set[str] = set()  # items whose activity was reported
+        self._tools_started: set[str] = set()  # tool items whose start event was sent
         self._final_text: str | None = None
         self._usage = [0, 0, 0, 0]  # input (all of it), output, cached input, cache write
         self._saw_usage = False
@@ -280,12 +293,16 @@ class CodexParser(JsonEventParser):
         if kind == "agent_message":
             if completed and isinstance(item.get("text"), str):
                 self._final_text = item["text"]
+                # An agent message comes whole, once: all of the response's text.
+                self._events.text(item["text"])
+                self._events.end_response()
             return
         name = TOOL_ITEMS.get(kind) if isinstance(kind, str) else None
         if kind == "mcp_tool_call":
             name = f"mcp {short(item.get('server'))}.{short(item.get('tool'))}"
         if name is None:
             return
+        self._tell_tool(item, name, completed=completed)
         item_id = item.get("id")
         if completed and not (self._tools_running - {item_id}):
             # The tools' results go back to the model: what comes next is a new response.
@@ -301,6 +318,27 @@ class CodexParser(JsonEventParser):
         elif not completed:
             return  # without an id it is told once, when it completes
         self._pending_activity.append(f"tool {name}")
+
+    def _tell_tool(self, item: dict[str, Any], name: str, *, completed: bool) -> None:
+        """Normalized tool events: a start once, an end when it completes (an item that
+        only ever completes starts and ends at once)."""
+        item_id = item.get("id")
+        tool_id = short(item_id, TOOL_ID_CHARS) if isinstance(item_id, str) else None
+        started = tool_id is not None and tool_id in self._tools_started
+        if not started:
+            kind, summary = _tool_kind(item)
+            self._events.tool(
+                ToolCall(START, tool_id or "", name.removeprefix("mcp "), kind, summary)
+            )
+            if tool_id is not None:
+                self._tools_started.add(tool_id)
+        if completed:
+            kind, _ = _tool_kind(item)
+            self._events.tool(
+                ToolCall(
+                    END, tool_id or "", name.removeprefix("mcp "), kind, is_error=_failed(item)
+                )
+            )
 
     def _count_turn(self, item: dict[str, Any]) -> None:
         """A new item (not a warning) after the tools' results begins a model response."""
@@ -365,6 +403,33 @@ class CodexParser(JsonEventParser):
         lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
         return _message(said[-1]) if said else None
+
+
+def _tool_kind(item: dict[str, Any]) -> tuple[str, str | None]:
+    """A tool item's ACP kind and the summary of what it does."""
+    kind = item.get("type")
+    if kind == "command_execution":
+        return EXECUTE, summary_of(item.get("command"))
+    if kind == "file_change":
+        changes = item.get("changes")
+        paths = [
+            change["path"]
+            for change in (changes if isinstance(changes, list) else ())
+            if isinstance(change, dict) and isinstance(change.get("path"), str)
+        ]
+        return EDIT, summary_of(", ".join(paths))
+    if kind == "web_search":
+        return FETCH, summary_of(item.get("query"))
+    if kind == "todo_list":
+        return THINK, None
+    return OTHER, None
+
+
+def _failed(item: dict[str, Any]) -> bool:
+    """Whether a completed tool item failed: its status, or a command's exit code."""
+    exit_code = item.get("exit_code")
+    nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+    return item.get("status") == "failed" or nonzero or item.get("error") not in (None, "")
 
 
 def _message(value: object) -> str | None:

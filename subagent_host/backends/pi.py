@@ -33,6 +33,18 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
+from subagent_host.backends.events import (
+    EDIT,
+    END,
+    EXECUTE,
+    OTHER,
+    READ,
+    SEARCH,
+    START,
+    TOOL_ID_CHARS,
+    ToolCall,
+    input_summary,
+)
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
@@ -85,6 +97,16 @@ ENV_ALLOWED: Final = frozenset(
     }
 )
 FAILED_STOP_REASONS: Final = ("error", "aborted")
+# Each tool's ACP kind, and the arguments that summarise a call of it.
+TOOL_KINDS: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
+    "read": (READ, ("path",)),
+    "ls": (READ, ("path",)),
+    "grep": (SEARCH, ("pattern",)),
+    "find": (SEARCH, ("pattern",)),
+    "bash": (EXECUTE, ("command",)),
+    "edit": (EDIT, ("path",)),
+    "write": (EDIT, ("path",)),
+}
 
 
 class PiBackend(AgentCLI):
@@ -157,11 +179,18 @@ class PiParser(JsonEventParser):
             self._turns = max(self._turns, self._responses + 1)
         elif kind == "agent_end":
             self._finished = True
+        elif kind == "message_update":
+            update = event.get("assistantMessageEvent")
+            if isinstance(update, dict) and update.get("type") == "text_delta":
+                delta = update.get("delta")
+                self._events.text(delta if isinstance(delta, str) else "")
         elif kind == "tool_execution_start":
             self._pending_activity.append(f"tool {short(event.get('toolName'))}")
             self._tools_running.add(str(event.get("toolCallId")))
+            self._events.tool(_tool_call(START, event))
         elif kind == "tool_execution_end":
             self._tools_running.discard(str(event.get("toolCallId")))
+            self._events.tool(_tool_call(END, event, is_error=event.get("isError") is True))
         elif kind == "auto_retry_start":
             attempt, most = event.get("attempt"), event.get("maxAttempts")
             self._finished = False
@@ -172,6 +201,7 @@ class PiParser(JsonEventParser):
         elif kind == "message_end":
             message = event.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
+                self._events.end_response()
                 self._last_assistant = message
                 self._add_usage(message.get("usage"))
                 if message.get("stopReason") not in FAILED_STOP_REASONS:
@@ -218,6 +248,20 @@ class PiParser(JsonEventParser):
             cache_write_tokens=self._usage[3],
             cost_usd=round(self._cost, 6) if self._saw_cost else None,
         )
+
+
+def _tool_call(phase: str, event: dict[str, Any], is_error: bool | None = None) -> ToolCall:
+    """A `tool_execution_*` event as a normalized tool event."""
+    name = short(event.get("toolName"))
+    kind, keys = TOOL_KINDS.get(name, (OTHER, ()))
+    return ToolCall(
+        phase=phase,
+        tool_id=short(event.get("toolCallId"), TOOL_ID_CHARS),
+        name=name,
+        kind=kind,
+        summary=input_summary(event.get("args"), keys) if phase == START else None,
+        is_error=is_error,
+    )
 
 
 def _text_of(message: dict[str, Any] | None) -> str:

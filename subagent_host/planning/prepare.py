@@ -32,6 +32,7 @@ def launch_plan(plan: RunPlan, backends: Mapping[str, Backend]) -> LaunchPlan:
         children=children,
         label=plan.label,
         stream=plan.stream,
+        raw_output=plan.raw_output,
         access=plan.access,
         workflow=plan.workflow,
         normalized=normalized,
