@@ -12,7 +12,13 @@ from typing import Any, Final
 import pytest
 
 from tests.e2e.agents import needs_cli, server_args
-from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, result_of, running_server
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    ServerProcess,
+    assert_conforming,
+    result_of,
+    running_server,
+)
 from tests.e2e.test_agent_clis import CLAUDE, CODEX, PI, Cli
 from tests.mock_llm import (
     DEFAULT_TOOL_COMMAND,
@@ -39,19 +45,20 @@ pytestmark = pytest.mark.parametrize(
 
 
 async def spawn_and_collect(server: ServerProcess, spawn: Json) -> tuple[Json, list[Json]]:
-    """Spawn a `task`-mode run; its reply and every `run/event` sent before it."""
+    """Spawn a `task`-mode run; its reply and every `run/event` sent before it, each
+    message checked against the schema (schema/openrpc.json)."""
     server._next_id += 1
-    msg_id = server._next_id
-    await server.send({"jsonrpc": "2.0", "id": msg_id, "method": "spawn", "params": spawn})
-    events: list[Json] = []
+    request = {"jsonrpc": "2.0", "id": server._next_id, "method": "spawn", "params": spawn}
+    await server.send(request)
+    received: list[Json] = []
     async with asyncio.timeout(EXIT_TIMEOUT_S * 4):
-        while True:
-            message: Json = await server.receive()
-            if message.get("method") == "run/event":
-                events.append(message["params"])
-            elif message.get("id") == msg_id:
-                assert "result" in message, message
-                return message["result"], events
+        while not received or received[-1].get("id") != request["id"]:
+            received.append(await server.receive())
+    assert_conforming([request], received)
+    reply = received.pop()
+    assert "result" in reply, reply
+    events = [message["params"] for message in received if message.get("method") == "run/event"]
+    return reply["result"], events
 
 
 def shape(events: list[Json]) -> list[str]:
