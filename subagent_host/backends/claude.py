@@ -56,20 +56,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
-from subagent_host.backends.events import (
-    EDIT,
-    END,
-    EXECUTE,
-    FETCH,
-    OTHER,
-    READ,
-    SEARCH,
-    START,
-    THINK,
-    TOOL_ID_CHARS,
-    ToolCall,
-    input_summary,
-)
+from subagent_host.backends.events import ToolCatalog, ToolKind
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
@@ -123,21 +110,20 @@ ENV_ALLOWED: Final = frozenset(
         "IS_SANDBOX",
     }
 )
-# Each tool's ACP kind, and the input fields that summarise a call of it.
-TOOL_KINDS: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
-    "Read": (READ, ("file_path",)),
-    "LS": (READ, ("path",)),
-    "Grep": (SEARCH, ("pattern",)),
-    "Glob": (SEARCH, ("pattern",)),
-    "Bash": (EXECUTE, ("command",)),
-    "Edit": (EDIT, ("file_path",)),
-    "MultiEdit": (EDIT, ("file_path",)),
-    "Write": (EDIT, ("file_path",)),
-    "NotebookEdit": (EDIT, ("notebook_path",)),
-    "WebFetch": (FETCH, ("url",)),
-    "WebSearch": (FETCH, ("query",)),
-    "TodoWrite": (THINK, ()),
-    "Task": (OTHER, ("description",)),
+TOOL_KINDS: Final[ToolCatalog] = {
+    "Read": (ToolKind.READ, ("file_path",)),
+    "LS": (ToolKind.READ, ("path",)),
+    "Grep": (ToolKind.SEARCH, ("pattern",)),
+    "Glob": (ToolKind.SEARCH, ("pattern",)),
+    "Bash": (ToolKind.EXECUTE, ("command",)),
+    "Edit": (ToolKind.EDIT, ("file_path",)),
+    "MultiEdit": (ToolKind.EDIT, ("file_path",)),
+    "Write": (ToolKind.EDIT, ("file_path",)),
+    "NotebookEdit": (ToolKind.EDIT, ("notebook_path",)),
+    "WebFetch": (ToolKind.FETCH, ("url",)),
+    "WebSearch": (ToolKind.FETCH, ("query",)),
+    "TodoWrite": (ToolKind.THINK, ()),
+    "Task": (ToolKind.OTHER, ("description",)),
 }
 ERROR_MESSAGE_CHARS: Final = 1000
 MAX_TURNS_SUBTYPE: Final = "error_max_turns"
@@ -190,7 +176,6 @@ class ClaudeParser(JsonEventParser):
         self._last_texts: list[str] = []
         # The newest usage of each message (its events repeat it), summed until `result`.
         self._message_usage: dict[object, Usage] = {}
-        self._tool_calls: dict[str, ToolCall] = {}  # started, by id: what their end repeats
         self.session_id: str | None = None
 
     @property
@@ -239,18 +224,12 @@ class ClaudeParser(JsonEventParser):
                 self._tools_running.add(str(part.get("id")))
                 # Blocks come whole: the text before a tool call is all of it.
                 self._events.end_response()
-                self._start_tool(part)
+                self._events.tool_started(
+                    part.get("id"), part.get("name"), part.get("input"), TOOL_KINDS
+                )
             elif top_level and part.get("type") == "text" and isinstance(part.get("text"), str):
                 self._last_texts.append(part["text"])
                 self._events.text(part["text"])
-
-    def _start_tool(self, part: dict[str, Any]) -> None:
-        name = short(part.get("name"))
-        kind, keys = TOOL_KINDS.get(name, (OTHER, ()))
-        tool_id = short(part.get("id"), TOOL_ID_CHARS)
-        call = ToolCall(START, tool_id, name, kind, input_summary(part.get("input"), keys))
-        self._tool_calls[tool_id] = call
-        self._events.tool(call)
 
     def _on_tool_results(self, event: dict[str, Any]) -> None:
         message = event.get("message")
@@ -258,12 +237,8 @@ class ClaudeParser(JsonEventParser):
         for part in content if isinstance(content, list) else ():
             if isinstance(part, dict) and part.get("type") == "tool_result":
                 self._tools_running.discard(str(part.get("tool_use_id")))
-                started = self._tool_calls.pop(short(part.get("tool_use_id"), TOOL_ID_CHARS), None)
-                if started is not None:
-                    is_error = part.get("is_error") is True
-                    self._events.tool(
-                        attrs.evolve(started, phase=END, summary=None, is_error=is_error)
-                    )
+                is_error = part.get("is_error") is True
+                self._events.tool_ended(part.get("tool_use_id"), is_error=is_error)
 
     @property
     def usage(self) -> Usage | None:

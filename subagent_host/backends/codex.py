@@ -94,18 +94,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
-from subagent_host.backends.events import (
-    EDIT,
-    END,
-    EXECUTE,
-    FETCH,
-    OTHER,
-    START,
-    THINK,
-    TOOL_ID_CHARS,
-    ToolCall,
-    summary_of,
-)
+from subagent_host.backends.events import ToolKind, summary_of
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, exit_message, short
@@ -236,7 +225,6 @@ class CodexParser(JsonEventParser):
     def __init__(self) -> None:
         super().__init__()
         self._announced: set[str] = set()  # items whose activity was reported
-        self._tools_started: set[str] = set()  # tool items whose start event was sent
         self._final_text: str | None = None
         self._usage = [0, 0, 0, 0]  # input (all of it), output, cached input, cache write
         self._saw_usage = False
@@ -323,22 +311,11 @@ class CodexParser(JsonEventParser):
         """Normalized tool events: a start once, an end when it completes (an item that
         only ever completes starts and ends at once)."""
         item_id = item.get("id")
-        tool_id = short(item_id, TOOL_ID_CHARS) if isinstance(item_id, str) else None
-        started = tool_id is not None and tool_id in self._tools_started
-        if not started:
+        if not self._events.is_tool_running(item_id):
             kind, summary = _tool_kind(item)
-            self._events.tool(
-                ToolCall(START, tool_id or "", name.removeprefix("mcp "), kind, summary)
-            )
-            if tool_id is not None:
-                self._tools_started.add(tool_id)
+            self._events.tool_began(item_id, name.removeprefix("mcp "), kind, summary)
         if completed:
-            kind, _ = _tool_kind(item)
-            self._events.tool(
-                ToolCall(
-                    END, tool_id or "", name.removeprefix("mcp "), kind, is_error=_failed(item)
-                )
-            )
+            self._events.tool_ended(item_id, is_error=_failed(item))
 
     def _count_turn(self, item: dict[str, Any]) -> None:
         """A new item (not a warning) after the tools' results begins a model response."""
@@ -405,11 +382,11 @@ class CodexParser(JsonEventParser):
         return _message(said[-1]) if said else None
 
 
-def _tool_kind(item: dict[str, Any]) -> tuple[str, str | None]:
+def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:
     """A tool item's ACP kind and the summary of what it does."""
     kind = item.get("type")
     if kind == "command_execution":
-        return EXECUTE, summary_of(item.get("command"))
+        return ToolKind.EXECUTE, summary_of(item.get("command"))
     if kind == "file_change":
         changes = item.get("changes")
         paths = [
@@ -417,12 +394,12 @@ def _tool_kind(item: dict[str, Any]) -> tuple[str, str | None]:
             for change in (changes if isinstance(changes, list) else ())
             if isinstance(change, dict) and isinstance(change.get("path"), str)
         ]
-        return EDIT, summary_of(", ".join(paths))
+        return ToolKind.EDIT, summary_of(", ".join(paths))
     if kind == "web_search":
-        return FETCH, summary_of(item.get("query"))
+        return ToolKind.FETCH, summary_of(item.get("query"))
     if kind == "todo_list":
-        return THINK, None
-    return OTHER, None
+        return ToolKind.THINK, None
+    return ToolKind.OTHER, None
 
 
 def _failed(item: dict[str, Any]) -> bool:

@@ -9,9 +9,10 @@ output (`OutputParser.events`) and the run sends as `run/event`s of types
 - `MessageText`: the assistant's text as the CLI streams it, deltas where it
   emits them, whole blocks otherwise; `final` on the last text of a model
   response (a response whose text was all sent already ends with an empty one).
-- `ToolCall`: a tool starting or ending, with the CLI's own name, ACP's kind
-  (so a UI can treat the three CLIs alike) and a short one-line summary of
-  its input (the command, the path, the pattern), never file contents.
+- `ToolStarted` / `ToolEnded`: a tool call beginning and its result back, with
+  the CLI's own name, ACP's kind (so a UI can treat the three CLIs alike), a
+  short one-line summary of its input (the command, the path, the pattern),
+  never file contents, and whether the tool reported a failure.
 - `UsageSoFar`: the child's cumulative usage, whenever it changed.
 
 `NormalizedEvents` is what the parsers share to produce them: text pieces of
@@ -21,28 +22,41 @@ sent at the end of a chunk, only when it differs from what was sent last.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Final
 
 import attrs
 
+from subagent_host.backends.reports import short
 from subagent_host.values.facts import Usage
 
-# ACP's tool kinds (agentclientprotocol.com, `ToolKind`).
-READ: Final = "read"
-EDIT: Final = "edit"
-DELETE: Final = "delete"
-MOVE: Final = "move"
-SEARCH: Final = "search"
-EXECUTE: Final = "execute"
-THINK: Final = "think"
-FETCH: Final = "fetch"
-OTHER: Final = "other"
-TOOL_KINDS: Final = (READ, EDIT, DELETE, MOVE, SEARCH, EXECUTE, THINK, FETCH, OTHER)
 
-START: Final = "start"
-END: Final = "end"
-PHASES: Final = (START, END)
+class ToolKind(enum.StrEnum):
+    """What a tool does, in ACP's words (agentclientprotocol.com, `ToolKind`)."""
+
+    READ = "read"
+    EDIT = "edit"
+    DELETE = "delete"
+    MOVE = "move"
+    SEARCH = "search"
+    EXECUTE = "execute"
+    THINK = "think"
+    FETCH = "fetch"
+    OTHER = "other"
+
+
+class Phase(enum.StrEnum):
+    START = "start"
+    END = "end"
+
+
+TOOL_KINDS: Final = tuple(str(kind) for kind in ToolKind)
+PHASES: Final = tuple(str(phase) for phase in Phase)
+
+ToolCatalog = Mapping[str, tuple[ToolKind, tuple[str, ...]]]
+"""A CLI's tools by name: each one's kind, and the input fields that summarise a call
+of it (the first one present is shown). A tool not listed is `other`, unsummarised."""
 
 SUMMARY_CHARS: Final = 200
 """A tool summary's bound: one line a UI can show beside the tool's name."""
@@ -63,16 +77,23 @@ class MessageText:
 
 
 @attrs.frozen
-class ToolCall:
-    """A tool call starting (`phase` `start`) or ending (`end`)."""
+class ToolStarted:
+    """A tool call began (`tool` event, `phase` `start`)."""
 
-    phase: str
     tool_id: str
     name: str
-    kind: str
+    kind: ToolKind
     summary: str | None = None
-    is_error: bool | None = None
-    """Set on `end` only: whether the tool reported a failure."""
+
+
+@attrs.frozen
+class ToolEnded:
+    """A tool call's result is back (`tool` event, `phase` `end`)."""
+
+    tool_id: str
+    name: str
+    kind: ToolKind
+    is_error: bool
 
 
 @attrs.frozen
@@ -82,7 +103,7 @@ class UsageSoFar:
     usage: Usage
 
 
-AgentEvent = MessageText | ToolCall | UsageSoFar
+AgentEvent = MessageText | ToolStarted | ToolEnded | UsageSoFar
 
 
 def summary_of(value: object) -> str | None:
@@ -125,6 +146,7 @@ class NormalizedEvents:
         self._text: list[str] = []  # text of the response not yet made an event
         self._response_has_text = False  # text of the response was made an event
         self._usage_sent: Usage | None = None
+        self._tools: dict[str, ToolStarted] = {}  # started and not ended, by id
 
     def text(self, piece: str) -> None:
         """Assistant text of the current response (a delta, or a whole block)."""
@@ -139,9 +161,31 @@ class NormalizedEvents:
             self._pending.append(MessageText("", final=True))
         self._response_has_text = False
 
-    def tool(self, call: ToolCall) -> None:
+    def tool_started(
+        self, tool_id: object, name: object, arguments: object, catalog: ToolCatalog
+    ) -> None:
+        """A call of a tool of `catalog` began, with these arguments."""
+        shown = short(name)
+        kind, keys = catalog.get(shown, (ToolKind.OTHER, ()))
+        self.tool_began(tool_id, shown, kind, input_summary(arguments, keys))
+
+    def tool_began(self, tool_id: object, name: str, kind: ToolKind, summary: str | None) -> None:
+        """A call began, its kind and summary known."""
+        call = ToolStarted(short(tool_id, TOOL_ID_CHARS), name, kind, summary)
+        self._tools[call.tool_id] = call
         self._flush_text(final=False)  # text said before the tool comes first
         self._pending.append(call)
+
+    def tool_ended(self, tool_id: object, *, is_error: bool) -> None:
+        """A call's result is back (one that was never said to begin is not told)."""
+        started = self._tools.pop(short(tool_id, TOOL_ID_CHARS), None)
+        if started is not None:
+            call = ToolEnded(started.tool_id, started.name, started.kind, is_error)
+            self._pending.append(call)
+
+    def is_tool_running(self, tool_id: object) -> bool:
+        """Whether a call with this id began and has not ended."""
+        return short(tool_id, TOOL_ID_CHARS) in self._tools
 
     def drain(self, usage: Usage | None) -> list[AgentEvent]:
         """Everything since the last call, the text of one chunk as one event; then

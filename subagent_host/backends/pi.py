@@ -33,18 +33,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
-from subagent_host.backends.events import (
-    EDIT,
-    END,
-    EXECUTE,
-    OTHER,
-    READ,
-    SEARCH,
-    START,
-    TOOL_ID_CHARS,
-    ToolCall,
-    input_summary,
-)
+from subagent_host.backends.events import ToolCatalog, ToolKind
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
@@ -97,15 +86,14 @@ ENV_ALLOWED: Final = frozenset(
     }
 )
 FAILED_STOP_REASONS: Final = ("error", "aborted")
-# Each tool's ACP kind, and the arguments that summarise a call of it.
-TOOL_KINDS: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
-    "read": (READ, ("path",)),
-    "ls": (READ, ("path",)),
-    "grep": (SEARCH, ("pattern",)),
-    "find": (SEARCH, ("pattern",)),
-    "bash": (EXECUTE, ("command",)),
-    "edit": (EDIT, ("path",)),
-    "write": (EDIT, ("path",)),
+TOOL_KINDS: Final[ToolCatalog] = {
+    "read": (ToolKind.READ, ("path",)),
+    "ls": (ToolKind.READ, ("path",)),
+    "grep": (ToolKind.SEARCH, ("pattern",)),
+    "find": (ToolKind.SEARCH, ("pattern",)),
+    "bash": (ToolKind.EXECUTE, ("command",)),
+    "edit": (ToolKind.EDIT, ("path",)),
+    "write": (ToolKind.EDIT, ("path",)),
 }
 
 
@@ -187,10 +175,12 @@ class PiParser(JsonEventParser):
         elif kind == "tool_execution_start":
             self._pending_activity.append(f"tool {short(event.get('toolName'))}")
             self._tools_running.add(str(event.get("toolCallId")))
-            self._events.tool(_tool_call(START, event))
+            self._events.tool_started(
+                event.get("toolCallId"), event.get("toolName"), event.get("args"), TOOL_KINDS
+            )
         elif kind == "tool_execution_end":
             self._tools_running.discard(str(event.get("toolCallId")))
-            self._events.tool(_tool_call(END, event, is_error=event.get("isError") is True))
+            self._events.tool_ended(event.get("toolCallId"), is_error=event.get("isError") is True)
         elif kind == "auto_retry_start":
             attempt, most = event.get("attempt"), event.get("maxAttempts")
             self._finished = False
@@ -248,20 +238,6 @@ class PiParser(JsonEventParser):
             cache_write_tokens=self._usage[3],
             cost_usd=round(self._cost, 6) if self._saw_cost else None,
         )
-
-
-def _tool_call(phase: str, event: dict[str, Any], is_error: bool | None = None) -> ToolCall:
-    """A `tool_execution_*` event as a normalized tool event."""
-    name = short(event.get("toolName"))
-    kind, keys = TOOL_KINDS.get(name, (OTHER, ()))
-    return ToolCall(
-        phase=phase,
-        tool_id=short(event.get("toolCallId"), TOOL_ID_CHARS),
-        name=name,
-        kind=kind,
-        summary=input_summary(event.get("args"), keys) if phase == START else None,
-        is_error=is_error,
-    )
 
 
 def _text_of(message: dict[str, Any] | None) -> str:

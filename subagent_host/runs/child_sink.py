@@ -24,7 +24,14 @@ from typing import Any
 import attrs
 
 from subagent_host.backends.base import OutputParser
-from subagent_host.backends.events import AgentEvent, MessageText, ToolCall, UsageSoFar
+from subagent_host.backends.events import (
+    AgentEvent,
+    MessageText,
+    Phase,
+    ToolEnded,
+    ToolStarted,
+    UsageSoFar,
+)
 
 EventSender = Callable[[str, dict[str, Any]], None]
 """Sends one `run/event` of a child: its type and its fields besides `index`."""
@@ -143,9 +150,10 @@ def event_fields(event: AgentEvent) -> tuple[str, dict[str, Any]]:
     they are stored as they are), absent fields left out."""
     if isinstance(event, MessageText):
         return "message", {"text": event.text, **({"final": True} if event.final else {})}
-    if isinstance(event, ToolCall):
+    if isinstance(event, ToolStarted | ToolEnded):
+        phase = Phase.START if isinstance(event, ToolStarted) else Phase.END
         fields = attrs.asdict(event, filter=lambda _field, value: value is not None)
-        return "tool", fields
+        return "tool", {"phase": str(phase), **fields}
     assert isinstance(event, UsageSoFar)
     usage = attrs.asdict(event.usage, filter=lambda _field, value: value is not None)
     return "usage", {"usage": usage}

@@ -17,14 +17,12 @@ from subagent_host.backends.claude import ClaudeParser
 from subagent_host.backends.codex import CodexParser
 from subagent_host.backends.command import CommandParser
 from subagent_host.backends.events import (
-    END,
-    EXECUTE,
     MESSAGE_PIECE_CHARS,
-    START,
     SUMMARY_CHARS,
     AgentEvent,
     MessageText,
-    ToolCall,
+    ToolEnded,
+    ToolStarted,
     UsageSoFar,
     summary_of,
 )
@@ -60,8 +58,10 @@ def shape(events: list[AgentEvent]) -> list[str]:
         if isinstance(event, MessageText):
             if seen[-1:] != ["message"]:
                 seen.append("message")
-        elif isinstance(event, ToolCall):
-            seen.append(f"tool {event.phase} {event.kind}")
+        elif isinstance(event, ToolStarted):
+            seen.append(f"tool start {event.kind}")
+        elif isinstance(event, ToolEnded):
+            seen.append(f"tool end {event.kind}")
     return seen
 
 
@@ -85,17 +85,18 @@ def test_a_narrated_tool_turn_is_the_same_events_for_every_cli(cli: str, seed: i
     events = replay(parser, (FIXTURES / cli / "narrated_tool.jsonl").read_bytes(), seed)
     assert shape(events) == [
         "message",
-        f"tool {START} {EXECUTE}",
-        f"tool {END} {EXECUTE}",
+        "tool start execute",
+        "tool end execute",
         "message",
     ]
     narration, answer = responses(events)
     assert narration == NARRATION_TEXT
     assert answer.startswith(FINAL_TEXT_PREFIX)
-    start, end = [event for event in events if isinstance(event, ToolCall)]
+    start, end = [event for event in events if isinstance(event, ToolStarted | ToolEnded)]
+    assert isinstance(start, ToolStarted) and isinstance(end, ToolEnded)
     assert start.tool_id and start.tool_id == end.tool_id and start.name == end.name
     assert start.summary is not None and DEFAULT_TOOL_COMMAND in start.summary
-    assert (start.is_error, end.summary, end.is_error) == (None, None, False)
+    assert end.is_error is False
 
 
 @pytest.mark.parametrize("cli", sorted(PARSERS))
@@ -113,7 +114,7 @@ def test_usage_is_sent_when_it_changed_and_the_last_is_the_outcomes(cli: str) ->
 def test_the_tool_then_answer_streams_replay_to_a_tool_and_a_final_answer(cli: str) -> None:
     parser = PARSERS[cli]()
     events = replay(parser, (FIXTURES / cli / "tool_then_answer.jsonl").read_bytes(), seed=7)
-    assert shape(events) == [f"tool {START} {EXECUTE}", f"tool {END} {EXECUTE}", "message"]
+    assert shape(events) == ["tool start execute", "tool end execute", "message"]
     assert responses(events) == [parser.outcome(EXITED_0).final_text]
 
 
@@ -153,8 +154,8 @@ def test_a_tool_that_failed_ends_with_is_error_for_every_cli() -> None:
     )
     for parser in (pi, claude, codex):
         start, end = parser.events()
-        assert isinstance(start, ToolCall) and isinstance(end, ToolCall)
-        assert (start.phase, start.summary, end.phase, end.is_error) == (START, "false", END, True)
+        assert isinstance(start, ToolStarted) and isinstance(end, ToolEnded)
+        assert (start.summary, end.tool_id, end.is_error) == ("false", start.tool_id, True)
 
 
 def test_a_codex_tool_item_seen_only_completed_starts_and_ends_at_once() -> None:
@@ -164,9 +165,9 @@ def test_a_codex_tool_item_seen_only_completed_starts_and_ends_at_once() -> None
         b'"changes":[{"path":"/w/a.py","kind":"update"},{"path":"/w/b.py","kind":"add"}]}}\n'
     )
     start, end = parser.events()
-    assert isinstance(start, ToolCall) and isinstance(end, ToolCall)
-    assert (start.phase, start.kind, start.summary) == (START, "edit", "/w/a.py, /w/b.py")
-    assert (end.phase, end.tool_id, end.is_error) == (END, "i9", False)
+    assert isinstance(start, ToolStarted) and isinstance(end, ToolEnded)
+    assert (start.kind, start.summary) == ("edit", "/w/a.py, /w/b.py")
+    assert (end.tool_id, end.is_error) == ("i9", False)
 
 
 def test_a_tool_summary_is_one_printable_line_of_at_most_200_characters() -> None:
@@ -175,7 +176,7 @@ def test_a_tool_summary_is_one_printable_line_of_at_most_200_characters() -> Non
     event = {"type": "tool_execution_start", "toolCallId": "c", "toolName": "bash"}
     parser.on_stdout(json.dumps({**event, "args": {"command": command}}).encode() + b"\n")
     (start,) = parser.events()
-    assert isinstance(start, ToolCall) and start.summary is not None
+    assert isinstance(start, ToolStarted) and start.summary is not None
     assert len(start.summary) == SUMMARY_CHARS and start.summary.endswith("…")
     assert start.summary.startswith("cat <<'EOF' > notes.txt xxx") and "\n" not in start.summary
     assert summary_of("  \n ") is None and summary_of(42) is None
@@ -188,7 +189,7 @@ def test_a_tool_the_server_does_not_know_is_of_kind_other_without_a_summary() ->
         b'"args":{"token":"hunter2"}}\n'
     )
     (start,) = parser.events()
-    assert isinstance(start, ToolCall)
+    assert isinstance(start, ToolStarted)
     assert (start.name, start.kind, start.summary) == ("secret_tool", "other", None)
 
 
