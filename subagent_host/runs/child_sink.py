@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,6 @@ from subagent_host.backends.events import (
     AgentEvent,
     MessageText,
     Phase,
-    ToolEnded,
     ToolStarted,
     UsageSoFar,
 )
@@ -87,28 +87,22 @@ class ChildSink:
         for send in held:
             send()
 
-    def _send(self, deliver: Callable[[str], None], text: str) -> None:
+    def _send(self, send: Callable[[], None]) -> None:
+        """Send an event now, or once the child is marked running."""
         if self._held is None:
-            deliver(text)
+            send()
         else:
-            self._held.append(lambda: deliver(text))
-
-    def _send_event(self, deliver: EventSender, event: AgentEvent) -> None:
-        event_type, fields = event_fields(event)
-        if self._held is None:
-            deliver(event_type, fields)
-        else:
-            self._held.append(lambda: deliver(event_type, fields))
+            self._held.append(send)
 
     def on_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
         self.last_active = self._loop.time()
         for summary in self.parser.activity():
-            self._send(self._report_activity, summary)
+            self._send(functools.partial(self._report_activity, summary))
         events = self.parser.events()  # drained whether sent or not: they must not pile up
         if self._report_event is not None:
             for event in events:
-                self._send_event(self._report_event, event)
+                self._send(functools.partial(self._report_event, *event_fields(event)))
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
@@ -116,7 +110,7 @@ class ChildSink:
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
-                self._send(self._stream, text)
+                self._send(functools.partial(self._stream, text))
 
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
@@ -146,17 +140,21 @@ def _nothing() -> None:
 
 
 def event_fields(event: AgentEvent) -> tuple[str, dict[str, Any]]:
-    """A normalized event as a `run/event`'s type and fields (snake_case, JSON values:
-    they are stored as they are), absent fields left out."""
+    """A normalized event as a `run/event`'s type and fields: snake_case names and plain
+    JSON values, as they are stored; absent fields left out."""
     if isinstance(event, MessageText):
         return "message", {"text": event.text, **({"final": True} if event.final else {})}
-    if isinstance(event, ToolStarted | ToolEnded):
-        phase = Phase.START if isinstance(event, ToolStarted) else Phase.END
-        fields = attrs.asdict(event, filter=lambda _field, value: value is not None)
-        return "tool", {"phase": str(phase), **fields}
-    assert isinstance(event, UsageSoFar)
-    usage = attrs.asdict(event.usage, filter=lambda _field, value: value is not None)
-    return "usage", {"usage": usage}
+    if isinstance(event, UsageSoFar):
+        return "usage", {"usage": attrs.asdict(event.usage, filter=_present)}
+    call = {"tool_id": event.tool_id, "name": event.name, "kind": str(event.kind)}
+    if isinstance(event, ToolStarted):
+        summary = {} if event.summary is None else {"summary": event.summary}
+        return "tool", {"phase": str(Phase.START), **call, **summary}
+    return "tool", {"phase": str(Phase.END), **call, "is_error": event.is_error}
+
+
+def _present(_field: attrs.Attribute[Any], value: object) -> bool:
+    return value is not None
 
 
 class StreamGate:
