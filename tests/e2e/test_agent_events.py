@@ -86,6 +86,9 @@ async def test_a_narrated_tool_turn_gives_the_same_events_for_every_cli(
         }
         run, events = await spawn_and_collect(server, spawn)
         assert run["status"] == "completed", run
+        await server.finish()
+    # Stored like every event: the next server replays them from disk as they were sent.
+    async with running_server(*server_args(tmp_path), env=env) as server:
         replayed = await result_of(server, "status", {"runId": run["runId"], "since": 0})
         await server.finish()
     child = run["children"][0]
@@ -106,7 +109,6 @@ async def test_a_narrated_tool_turn_gives_the_same_events_for_every_cli(
     assert DEFAULT_TOOL_COMMAND in start["summary"] and end["isError"] is False
     usage = [event["usage"] for event in mine if event["type"] == "usage"]
     assert usage and usage[-1] == child["usage"]
-    # Stored like every event: `status {since}` replays them as they were sent.
     assert [e for e in replayed["events"] if e["type"] in AGENT_TYPES] == [
         e for e in mine if e["type"] in AGENT_TYPES
     ]
