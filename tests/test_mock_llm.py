@@ -27,6 +27,8 @@ from tests.mock_llm import (
     BASE_INPUT_TOKENS,
     DEFAULT_TOOL_COMMAND,
     FINAL_TEXT_PREFIX,
+    KEYWORD_NARRATE_TOOL,
+    NARRATION_TEXT,
     OUTPUT_TOKENS,
     MockLLM,
     RecordedRequest,
@@ -503,6 +505,25 @@ def test_answer_now_gives_final_text_at_once_on_every_api(mock: MockLLM) -> None
     response_text = responses[-1]["response"]["output"][0]["content"][0]["text"]
     assert "scenario=answer-now" in response_text
     assert "scenario=answer-now" in anthropic["content"][0]["partial"]
+
+
+def test_narrate_tool_says_something_and_calls_the_shell_in_one_response(mock: MockLLM) -> None:
+    prompt = f"{KEYWORD_NARRATE_TOOL} please"
+    chat = stream_events(mock, "/v1/chat/completions", chat_body(user(prompt)))
+    name, arguments = chat_tool_call(mock, prompt)
+    claude = anthropic_blocks(stream_events(mock, "/v1/messages", anthropic_body(user(prompt))))
+    responses = payloads(
+        stream_events(mock, "/v1/responses", responses_body(responses_user(prompt)))
+    )
+
+    assert chat_text(chat) == NARRATION_TEXT
+    assert (name, arguments) == ("bash", {"command": DEFAULT_TOOL_COMMAND})
+    assert [block["type"] for block in claude["content"]] == ["text", "tool_use"]
+    assert claude["content"][0]["partial"] == NARRATION_TEXT
+    assert claude["stop_reason"] == "tool_use"
+    output = responses[-1]["response"]["output"]
+    assert [item["type"] for item in output] == ["message", "function_call"]
+    assert output[0]["content"][0]["text"] == NARRATION_TEXT
 
 
 def test_sleep_tool_runs_the_sleep_command_with_a_long_enough_tool_timeout(mock: MockLLM) -> None:

@@ -99,7 +99,7 @@ def instance(cls: type[Any], *, full: bool) -> Any:
     hints = typing.get_type_hints(cls)
     values = {}
     for field in attrs.fields(cls):
-        if cls is EventWire and field.name in ("index", "text"):
+        if cls is EventWire and field.default is None and field.name != "status":
             continue  # a `status` event carries its status only (EVENT_FIELDS)
         if not full and field.default is not attrs.NOTHING and field.name != "status":
             continue

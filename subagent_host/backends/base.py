@@ -14,6 +14,7 @@ from typing import Final, Protocol
 
 import attrs
 
+from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.values import FULL
 from subagent_host.values.facts import Usage
@@ -137,6 +138,13 @@ class OutputParser(Protocol):
         """Short, safe summaries of what the child did since the last call (may be empty).
 
         Called after every chunk of output; never raw arguments or file contents.
+        """
+        ...
+
+    def events(self) -> list[AgentEvent]:
+        """The normalized events (text, tools, usage) since the last call (may be empty).
+
+        Called after every chunk of output, like `activity` (backends/events.py).
         """
         ...
 

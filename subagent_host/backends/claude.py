@@ -43,6 +43,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+import attrs
+
 from subagent_host.backends.base import (
     EFFECTS,
     FILESYSTEM_READ,
@@ -54,6 +56,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
+from subagent_host.backends.events import ToolCatalog, ToolKind
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
@@ -107,6 +110,21 @@ ENV_ALLOWED: Final = frozenset(
         "IS_SANDBOX",
     }
 )
+TOOL_KINDS: Final[ToolCatalog] = {
+    "Read": (ToolKind.READ, ("file_path",)),
+    "LS": (ToolKind.READ, ("path",)),
+    "Grep": (ToolKind.SEARCH, ("pattern",)),
+    "Glob": (ToolKind.SEARCH, ("pattern",)),
+    "Bash": (ToolKind.EXECUTE, ("command",)),
+    "Edit": (ToolKind.EDIT, ("file_path",)),
+    "MultiEdit": (ToolKind.EDIT, ("file_path",)),
+    "Write": (ToolKind.EDIT, ("file_path",)),
+    "NotebookEdit": (ToolKind.EDIT, ("notebook_path",)),
+    "WebFetch": (ToolKind.FETCH, ("url",)),
+    "WebSearch": (ToolKind.FETCH, ("query",)),
+    "TodoWrite": (ToolKind.THINK, ()),
+    "Task": (ToolKind.OTHER, ("description",)),
+}
 ERROR_MESSAGE_CHARS: Final = 1000
 MAX_TURNS_SUBTYPE: Final = "error_max_turns"
 
@@ -151,11 +169,13 @@ class ClaudeParser(JsonEventParser):
     """Turns Claude Code's `stream-json` events into a run's outcome."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(whole_blocks=True)  # text comes as whole content blocks
         self._result: dict[str, Any] | None = None
         # The text of the last top-level assistant message (its events share an id).
         self._last_message_id: object = None
         self._last_texts: list[str] = []
+        # The newest usage of each message (its events repeat it), summed until `result`.
+        self._message_usage: dict[object, Usage] = {}
         self.session_id: str | None = None
 
     @property
@@ -178,6 +198,7 @@ class ClaudeParser(JsonEventParser):
         elif kind == "user":
             self._on_tool_results(event)
         elif kind == "result":
+            self._events.end_response()
             self._result = event
             if isinstance(event.get("session_id"), str):
                 self.session_id = event["session_id"]
@@ -188,17 +209,27 @@ class ClaudeParser(JsonEventParser):
             return
         top_level = event.get("parent_tool_use_id") is None
         if top_level and message.get("id") != self._last_message_id:
+            self._events.end_response()
             self._last_message_id = message.get("id")
             self._last_texts = []
             self._turns += 1
+        usage = _tokens_of(message.get("usage"))
+        if usage is not None:
+            self._message_usage[message.get("id")] = usage
         for part in message["content"]:
             if not isinstance(part, dict):
                 continue
             if part.get("type") == "tool_use":
                 self._pending_activity.append(f"tool {short(part.get('name'))}")
                 self._tools_running.add(str(part.get("id")))
+                # Blocks come whole: the text before a tool call is all of it.
+                self._events.end_response()
+                self._events.tool_started(
+                    part.get("id"), part.get("name"), part.get("input"), TOOL_KINDS
+                )
             elif top_level and part.get("type") == "text" and isinstance(part.get("text"), str):
                 self._last_texts.append(part["text"])
+                self._events.text(part["text"])
 
     def _on_tool_results(self, event: dict[str, Any]) -> None:
         message = event.get("message")
@@ -206,11 +237,22 @@ class ClaudeParser(JsonEventParser):
         for part in content if isinstance(content, list) else ():
             if isinstance(part, dict) and part.get("type") == "tool_result":
                 self._tools_running.discard(str(part.get("tool_use_id")))
+                is_error = part.get("is_error") is True
+                self._events.tool_ended(part.get("tool_use_id"), is_error=is_error)
 
     @property
     def usage(self) -> Usage | None:
-        """What the `result` event sums (None before it)."""
-        return _usage_of(self._result)
+        """What the `result` event sums; before it, the tokens of the messages so far
+        (no cost: Claude Code reports it in the `result` only)."""
+        if self._result is not None or not self._message_usage:
+            return _usage_of(self._result)
+        parts = self._message_usage.values()
+        return Usage(
+            input_tokens=sum(u.input_tokens for u in parts),
+            output_tokens=sum(u.output_tokens for u in parts),
+            cache_read_tokens=sum(u.cache_read_tokens for u in parts),
+            cache_write_tokens=sum(u.cache_write_tokens for u in parts),
+        )
 
     @property
     def tool_running(self) -> bool:
@@ -251,7 +293,15 @@ def _usage_of(result: dict[str, Any] | None) -> Usage | None:
         cost = float(total)
     if not isinstance(usage, dict) and cost is None:
         return None
-    usage = usage if isinstance(usage, dict) else {}
+    tokens = _tokens_of(usage if isinstance(usage, dict) else {})
+    assert tokens is not None
+    return attrs.evolve(tokens, cost_usd=round(cost, 6) if cost is not None else None)
+
+
+def _tokens_of(usage: object) -> Usage | None:
+    """An API `usage` object's tokens (a missing count is 0); None when it is not one."""
+    if not isinstance(usage, dict):
+        return None
 
     def tokens(name: str) -> int:
         value = usage.get(name)
@@ -262,7 +312,6 @@ def _usage_of(result: dict[str, Any] | None) -> Usage | None:
         output_tokens=tokens("output_tokens"),
         cache_read_tokens=tokens("cache_read_input_tokens"),
         cache_write_tokens=tokens("cache_creation_input_tokens"),
-        cost_usd=round(cost, 6) if cost is not None else None,
     )
 
 

@@ -94,6 +94,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
+from subagent_host.backends.events import ToolKind, summary_of
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, exit_message, short
@@ -280,12 +281,16 @@ class CodexParser(JsonEventParser):
         if kind == "agent_message":
             if completed and isinstance(item.get("text"), str):
                 self._final_text = item["text"]
+                # An agent message comes whole, once: all of the response's text.
+                self._events.text(item["text"])
+                self._events.end_response()
             return
         name = TOOL_ITEMS.get(kind) if isinstance(kind, str) else None
         if kind == "mcp_tool_call":
             name = f"mcp {short(item.get('server'))}.{short(item.get('tool'))}"
         if name is None:
             return
+        self._tell_tool(item, name, completed=completed)
         item_id = item.get("id")
         if completed and not (self._tools_running - {item_id}):
             # The tools' results go back to the model: what comes next is a new response.
@@ -301,6 +306,16 @@ class CodexParser(JsonEventParser):
         elif not completed:
             return  # without an id it is told once, when it completes
         self._pending_activity.append(f"tool {name}")
+
+    def _tell_tool(self, item: dict[str, Any], name: str, *, completed: bool) -> None:
+        """Normalized tool events: a start once, an end when it completes (an item that
+        only ever completes starts and ends at once)."""
+        item_id = item.get("id")
+        if not self._events.is_tool_running(item_id):
+            kind, summary = _tool_kind(item)
+            self._events.tool_began(item_id, name.removeprefix("mcp "), kind, summary)
+        if completed:
+            self._events.tool_ended(item_id, is_error=_failed(item))
 
     def _count_turn(self, item: dict[str, Any]) -> None:
         """A new item (not a warning) after the tools' results begins a model response."""
@@ -365,6 +380,33 @@ class CodexParser(JsonEventParser):
         lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
         return _message(said[-1]) if said else None
+
+
+def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:
+    """A tool item's ACP kind and the summary of what it does."""
+    kind = item.get("type")
+    if kind == "command_execution":
+        return ToolKind.EXECUTE, summary_of(item.get("command"))
+    if kind == "file_change":
+        changes = item.get("changes")
+        paths = [
+            change["path"]
+            for change in (changes if isinstance(changes, list) else ())
+            if isinstance(change, dict) and isinstance(change.get("path"), str)
+        ]
+        return ToolKind.EDIT, summary_of(", ".join(paths))
+    if kind == "web_search":
+        return ToolKind.FETCH, summary_of(item.get("query"))
+    if kind == "todo_list":
+        return ToolKind.THINK, None
+    return ToolKind.OTHER, None
+
+
+def _failed(item: dict[str, Any]) -> bool:
+    """Whether a completed tool item failed: its status, or a command's exit code."""
+    exit_code = item.get("exit_code")
+    nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+    return item.get("status") == "failed" or nonzero or item.get("error") not in (None, "")
 
 
 def _message(value: object) -> str | None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, ParsedOutcome
+from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import CappedText, RollingTail
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
@@ -34,6 +35,9 @@ class CommandParser:
 
     def activity(self) -> list[str]:
         return []  # a plain command reports no structured activity
+
+    def events(self) -> list[AgentEvent]:
+        return []  # nor text, tools or usage: its output is its own
 
     @property
     def finished(self) -> bool:

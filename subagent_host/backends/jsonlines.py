@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from subagent_host.backends.base import ParsedOutcome
+from subagent_host.backends.events import AgentEvent, NormalizedEvents
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, last_meaningful_line
+from subagent_host.values.facts import Usage
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 
@@ -88,16 +90,19 @@ class JsonLines:
 
 class JsonEventParser:
     """What every agent CLI's parser shares: JSON events read from stdout, a tail of
-    stderr, activity lines waiting to be reported, the tools running now, and the
-    model responses begun (each CLI says in its own way where one begins).
+    stderr, activity lines and normalized events waiting to be reported, the tools
+    running now, and the model responses begun (each CLI says in its own way where
+    one begins).
 
-    A subclass handles each event in `_on_event`.
+    A subclass handles each event in `_on_event` and tells its usage so far (`usage`),
+    which is reported when it changed, at most once per chunk of output.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, whole_blocks: bool = False) -> None:
         self._lines = JsonLines()
         self._stderr = RollingTail()
         self._pending_activity: list[str] = []
+        self._events = NormalizedEvents(whole_blocks=whole_blocks)
         self._tools_running: set[str] = set()
         """Ids of tool calls started and not yet ended."""
         self._turns = 0
@@ -117,6 +122,14 @@ class JsonEventParser:
     def activity(self) -> list[str]:
         pending, self._pending_activity = self._pending_activity, []
         return pending
+
+    def events(self) -> list[AgentEvent]:
+        """The normalized events since the last call, the usage last if it changed."""
+        return self._events.drain(self.usage)
+
+    @property
+    def usage(self) -> Usage | None:
+        raise NotImplementedError
 
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         """The child's outcome once it exited (a last line without a newline read first)."""

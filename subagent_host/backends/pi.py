@@ -33,6 +33,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
+from subagent_host.backends.events import ToolCatalog, ToolKind
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
@@ -85,6 +86,15 @@ ENV_ALLOWED: Final = frozenset(
     }
 )
 FAILED_STOP_REASONS: Final = ("error", "aborted")
+TOOL_KINDS: Final[ToolCatalog] = {
+    "read": (ToolKind.READ, ("path",)),
+    "ls": (ToolKind.READ, ("path",)),
+    "grep": (ToolKind.SEARCH, ("pattern",)),
+    "find": (ToolKind.SEARCH, ("pattern",)),
+    "bash": (ToolKind.EXECUTE, ("command",)),
+    "edit": (ToolKind.EDIT, ("path",)),
+    "write": (ToolKind.EDIT, ("path",)),
+}
 
 
 class PiBackend(AgentCLI):
@@ -157,11 +167,20 @@ class PiParser(JsonEventParser):
             self._turns = max(self._turns, self._responses + 1)
         elif kind == "agent_end":
             self._finished = True
+        elif kind == "message_update":
+            update = event.get("assistantMessageEvent")
+            if isinstance(update, dict) and update.get("type") == "text_delta":
+                delta = update.get("delta")
+                self._events.text(delta if isinstance(delta, str) else "")
         elif kind == "tool_execution_start":
             self._pending_activity.append(f"tool {short(event.get('toolName'))}")
             self._tools_running.add(str(event.get("toolCallId")))
+            self._events.tool_started(
+                event.get("toolCallId"), event.get("toolName"), event.get("args"), TOOL_KINDS
+            )
         elif kind == "tool_execution_end":
             self._tools_running.discard(str(event.get("toolCallId")))
+            self._events.tool_ended(event.get("toolCallId"), is_error=event.get("isError") is True)
         elif kind == "auto_retry_start":
             attempt, most = event.get("attempt"), event.get("maxAttempts")
             self._finished = False
@@ -172,6 +191,7 @@ class PiParser(JsonEventParser):
         elif kind == "message_end":
             message = event.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
+                self._events.end_response()
                 self._last_assistant = message
                 self._add_usage(message.get("usage"))
                 if message.get("stopReason") not in FAILED_STOP_REASONS:

@@ -26,7 +26,7 @@ import attrs
 from subagent_host.openrpc.docstrings import class_description, field_description
 from subagent_host.openrpc.enums import enum_of
 from subagent_host.planning.views import UNPROBED
-from subagent_host.rpc.wire import EVENT_FIELDS, INLINE, EventWire, SessionId
+from subagent_host.rpc.wire import EVENT_FIELDS, EVENT_MAY_CARRY, INLINE, EventWire, SessionId
 from subagent_host.values import SESSION_ID_PATTERN, camel_case
 
 Schema = dict[str, Any]
@@ -212,7 +212,10 @@ def _event_union(schema: Schema) -> None:
     variants = []
     for event_type, carried in EVENT_FIELDS.items():
         keys = [camel_case(name) for name in carried]
-        absent: dict[str, Any] = {name: False for name in optional if name not in keys}
+        may = [camel_case(name) for name in EVENT_MAY_CARRY.get(event_type, ())]
+        absent: dict[str, Any] = {
+            name: False for name in optional if name not in keys and name not in may
+        }
         variants.append(
             {
                 "title": event_type,

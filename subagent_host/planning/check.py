@@ -27,6 +27,7 @@ from subagent_host.planning.prepare import launch_plan
 from subagent_host.planning.problems import Problems, raise_if_rejected
 from subagent_host.planning.receipts import HOST_HARD, receipts
 from subagent_host.planning.request import (
+    RAW_STREAM,
     AccessRequest,
     LaunchRequest,
     ParallelStep,
@@ -139,7 +140,8 @@ def check_spawn(
         kind=kind,
         children=children,
         label=params.label,
-        stream=bool(params.stream),
+        stream=params.stream is not None and params.stream is not False,
+        raw_output=params.stream == RAW_STREAM,
         access=None if is_full(access) else access,
         workflow=workflow,
     )

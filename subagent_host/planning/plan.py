@@ -160,7 +160,10 @@ class RunPlan:
     label: str | None = None
     """The call's label, when it has one."""
     stream: bool = False
-    """True: the children's output is sent as `output` events."""
+    """True: the children's events are sent as they happen (a command's output, an agent's
+    `message`, `tool` and `usage` events)."""
+    raw_output: bool = False
+    """With `stream`: an agent's raw output lines are sent as `output` events too."""
     access: Access | None = None
     """The request's access, when it narrowed the default."""
     workflow: WorkflowPlan | None = None

@@ -26,14 +26,8 @@ from subagent_host.planning.plan import LaunchPlan, RunPlan, prepare_child
 def launch_plan(plan: RunPlan, backends: Mapping[str, Backend]) -> LaunchPlan:
     """The plan with every child's launch prepared, its normalized view and fingerprint."""
     children = tuple(prepare_child(child, backends[child.backend]) for child in plan.children)
-    normalized = normalized_plan(attrs.evolve(plan, children=children), backends, plan.access)
-    return LaunchPlan(
-        kind=plan.kind,
-        children=children,
-        label=plan.label,
-        stream=plan.stream,
-        access=plan.access,
-        workflow=plan.workflow,
-        normalized=normalized,
-        fingerprint=plan_fingerprint(normalized),
-    )
+    ready = attrs.evolve(plan, children=children)
+    normalized = normalized_plan(ready, backends, plan.access)
+    # Every field of the plan as it is: none can be left behind when RunPlan grows one.
+    fields = {field.name: getattr(ready, field.name) for field in attrs.fields(RunPlan)}
+    return LaunchPlan(**fields, normalized=normalized, fingerprint=plan_fingerprint(normalized))

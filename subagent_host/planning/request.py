@@ -8,7 +8,14 @@ share one set of types instead of copying fields between twins.
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 import attrs
+
+RAW_STREAM: Final = "raw"
+"""`stream`'s one string value: an agent child's raw output lines too."""
+StreamChoice = bool | Literal["raw"] | None
+"""What `stream` takes: `true`, `false` or `"raw"` (absent: false)."""
 
 
 @attrs.frozen
@@ -127,8 +134,10 @@ class LaunchRequest(ItemFields):
     mode: str | None = None
     """`background` (answered at once) or `task` (answered when the run is terminal); absent: a
     single agent's `subagent_mode`, else the configured `default_mode`, else `background`."""
-    stream: bool | None = None
-    """True: the children's output is sent as `output` events."""
+    stream: StreamChoice = None
+    """`true`: each child's events are sent as they happen: a command's output as `output` events,
+    an agent's `message`, `tool` and `usage` events; `"raw"`: an agent's raw output lines as
+    `output` events too; absent or `false`: neither."""
     access: AccessRequest | None = None
     """What the children may do; absent: everything."""
     required_limits: tuple[str, ...] | None = None

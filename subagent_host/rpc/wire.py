@@ -23,12 +23,14 @@ from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from subagent_host.planning.request import (
+    RAW_STREAM,
     AccessRequest,
     ForEachStep,
     ItemFields,
     LaunchRequest,
     ParallelStep,
     SpawnItem,
+    StreamChoice,
     WorkflowRequest,
     WorkflowStep,
 )
@@ -476,12 +478,20 @@ class WorkflowSnapshot:
 
 
 # Each `type` of a `run/event`, and the optional fields of `EventWire` an event of that
-# type always carries (and the only ones it carries): the schema's discriminated union.
+# type always carries; with those it may carry (EVENT_MAY_CARRY), the only ones it
+# carries: the schema's discriminated union.
 EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "status": ("status",),
     "child": ("index", "status"),
     "output": ("index", "text"),
     "activity": ("index", "text"),
+    "message": ("index", "text"),
+    "tool": ("index", "phase", "tool_id", "name", "kind"),
+    "usage": ("index", "usage"),
+}
+EVENT_MAY_CARRY: Final[Mapping[str, tuple[str, ...]]] = {
+    "message": ("final",),
+    "tool": ("summary", "is_error"),
 }
 
 
@@ -495,16 +505,33 @@ class EventWire:
     seq: int
     """From 1 for each run, one more per event, without gaps."""
     type: str
-    """`status`, `child`, `output` or `activity`."""
+    """`status`, `child`, `output`, `activity`, or an agent child's `message`, `tool` or `usage`."""
     at: datetime
     """When it happened."""
     status: str | None = None
     """The run's new status (a `status` event) or the child's (a `child` event)."""
     index: int | None = None
-    """The child it concerns (`child`, `output` and `activity` events)."""
+    """The child it concerns (every event but `status`)."""
     text: str | None = None
-    """What the child printed (`output`: UTF-8, split where it arrived) or a backend's short summary
-    of what it does (`activity`)."""
+    """What the child printed (`output`: UTF-8, split where it arrived), a backend's short summary
+    of what it does (`activity`), or the assistant's text (`message`: a delta or a whole block)."""
+    final: bool | None = None
+    """`message`: true on the last text of a model response (its text may be empty)."""
+    phase: str | None = None
+    """`tool`: `start` or `end`."""
+    tool_id: str | None = None
+    """`tool`: the CLI's own id of the call (its `start` and `end` carry the same)."""
+    name: str | None = None
+    """`tool`: the CLI's own name of the tool (`bash`, `Bash`, `shell`, ...)."""
+    kind: str | None = None
+    """`tool`: what the tool does, as ACP's tool kinds say it (the same for every CLI)."""
+    summary: str | None = None
+    """`tool` `start`: one line (at most 200 characters) of its input: a command, a path, a
+    pattern; never file contents."""
+    is_error: bool | None = None
+    """`tool` `end`: whether the tool reported a failure."""
+    usage: Usage | None = None
+    """`usage`: the child's tokens (and cost where the CLI reports one) so far."""
 
 
 @attrs.frozen
@@ -695,6 +722,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     converter.register_structure_hook_func(
         lambda t: t in (MsgToken, MsgToken | None), _structure_token
     )
+    converter.register_structure_hook_func(lambda t: t == StreamChoice, _structure_stream)
     converter.register_structure_hook_func(lambda t: t == tuple[str, ...], _structure_strings)
     converter.register_structure_hook_func(lambda t: t == dict[str, str], _structure_string_map)
     converter.register_structure_hook_func(lambda t: t == dict[str, Any], _structure_object)
@@ -795,6 +823,13 @@ def _attrs_type(attribute: attrs.Attribute[Any]) -> type[Any]:
     if not (isinstance(kind, type) and attrs.has(kind)):
         raise TypeError(f"inline field {attribute.name} must be an attrs class")
     return kind
+
+
+def _structure_stream(value: Any, _type: type) -> bool | str | None:
+    """`stream`: a boolean, or `"raw"`."""
+    if value is None or type(value) is bool or value == RAW_STREAM:
+        return value  # type: ignore[no-any-return]
+    raise WireValueError(f'expected a boolean or "{RAW_STREAM}", got {json_type_name(value)}')
 
 
 def _structure_moment(value: Any, _type: type) -> datetime:

@@ -17,7 +17,7 @@ import asyncio
 import errno
 import logging
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -28,7 +28,7 @@ from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
-from subagent_host.runs.child_sink import ChildSink, StreamGate
+from subagent_host.runs.child_sink import ChildSink, EventSender, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.sampling import ResourceSampler, record_usage
@@ -180,10 +180,14 @@ class ChildRunner:
             depth=self._depth,
         )
         parser = backend.parser()
+        # A command's output is what it says; an agent's raw lines are sent only when
+        # asked (`stream: "raw"`): its normalized events say what it does.
+        raw = control.stream and (plan.command is not None or control.raw_output)
         sink = ChildSink(
             parser,
-            self._streamer(run, child, "output") if control.stream else None,
+            self._streamer(run, child, "output") if raw else None,
             self._activity_streamer(run, child, parser),
+            self._event_streamer(run, child) if control.stream else None,
         )
         try:
             process = await self._supervisor.start(
@@ -355,6 +359,14 @@ class ChildRunner:
             self._book.emit(run, event_type, index=child.index, text=text)
 
         return stream
+
+    def _event_streamer(self, run: Run, child: ChildRun) -> EventSender:
+        """Emit an agent child's normalized events (`message`, `tool`, `usage`)."""
+
+        def send(event_type: str, fields: dict[str, Any]) -> None:
+            self._book.emit(run, event_type, index=child.index, **fields)
+
+        return send
 
     def _activity_streamer(
         self, run: Run, child: ChildRun, parser: OutputParser

@@ -3,6 +3,11 @@
 The supervisor hands each chunk of a child's stdout and stderr to its sink. The
 sink also watches for a stall: no output (and no agent tool running) for too long.
 
+After each chunk the sink drains what the parser made of it: activity lines, and
+the normalized events of an agent child (`message`, `tool`, `usage`,
+protocol.md §11), which go out as `run/event` fields when the run streams and
+are dropped otherwise; the raw chunk goes out as `output` when asked.
+
 A streamed child's output goes to the client: while the client's outgoing queue
 is full, the `StreamGate` holds every streamed child back (its stdout is not
 read, so it blocks on write as on a slow terminal). Time held back is not a
@@ -13,9 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 from collections.abc import Callable
+from typing import Any
+
+import attrs
 
 from subagent_host.backends.base import OutputParser
+from subagent_host.backends.events import (
+    AgentEvent,
+    MessageText,
+    Phase,
+    ToolStarted,
+    UsageSoFar,
+)
+
+EventSender = Callable[[str, dict[str, Any]], None]
+"""Sends one `run/event` of a child: its type and its fields besides `index`."""
 
 
 class ChildSink:
@@ -26,10 +45,12 @@ class ChildSink:
         parser: OutputParser,
         stream: Callable[[str], None] | None,
         report_activity: Callable[[str], None],
+        report_event: EventSender | None = None,
     ) -> None:
         self.parser = parser
         self._stream = stream
         self._report_activity = report_activity
+        self._report_event = report_event
         self._loop = asyncio.get_running_loop()
         self.last_active = self._loop.time()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -66,17 +87,22 @@ class ChildSink:
         for send in held:
             send()
 
-    def _send(self, deliver: Callable[[str], None], text: str) -> None:
+    def _send(self, send: Callable[[], None]) -> None:
+        """Send an event now, or once the child is marked running."""
         if self._held is None:
-            deliver(text)
+            send()
         else:
-            self._held.append(lambda: deliver(text))
+            self._held.append(send)
 
     def on_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
         self.last_active = self._loop.time()
         for summary in self.parser.activity():
-            self._send(self._report_activity, summary)
+            self._send(functools.partial(self._report_activity, summary))
+        events = self.parser.events()  # drained whether sent or not: they must not pile up
+        if self._report_event is not None:
+            for event in events:
+                self._send(functools.partial(self._report_event, *event_fields(event)))
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
@@ -84,7 +110,7 @@ class ChildSink:
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
-                self._send(self._stream, text)
+                self._send(functools.partial(self._stream, text))
 
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
@@ -111,6 +137,24 @@ class ChildSink:
 
 def _nothing() -> None:
     pass
+
+
+def event_fields(event: AgentEvent) -> tuple[str, dict[str, Any]]:
+    """A normalized event as a `run/event`'s type and fields: snake_case names and plain
+    JSON values, as they are stored; absent fields left out."""
+    if isinstance(event, MessageText):
+        return "message", {"text": event.text, **({"final": True} if event.final else {})}
+    if isinstance(event, UsageSoFar):
+        return "usage", {"usage": attrs.asdict(event.usage, filter=_present)}
+    call = {"tool_id": event.tool_id, "name": event.name, "kind": str(event.kind)}
+    if isinstance(event, ToolStarted):
+        summary = {} if event.summary is None else {"summary": event.summary}
+        return "tool", {"phase": str(Phase.START), **call, **summary}
+    return "tool", {"phase": str(Phase.END), **call, "is_error": event.is_error}
+
+
+def _present(_field: attrs.Attribute[Any], value: object) -> bool:
+    return value is not None
 
 
 class StreamGate:

@@ -183,7 +183,7 @@ class RunOrchestrator:
         self._carried[run.run_id] = run
         for child in run.children:
             self._children.remember_env(run, child.index, plan.children[child.index].env)
-        control = RunControl(grace_s=self._grace_s, stream=plan.stream)
+        control = RunControl(grace_s=self._grace_s, stream=plan.stream, raw_output=plan.raw_output)
         self._controls[run.run_id] = control
         # Queued until its first child starts (the run book moves it to running then).
         self._book.created(run)

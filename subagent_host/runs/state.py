@@ -59,8 +59,9 @@ class RunEvent:
 
 
 def event_bytes(event: RunEvent) -> int:
-    """What one event counts against MAX_EVENT_BYTES_KEPT: its text in UTF-8, plus the rest."""
-    text = event.fields.get("text")
+    """What one event counts against MAX_EVENT_BYTES_KEPT: its text (an `output`, `activity` or
+    `message` event's) or a `tool` event's summary in UTF-8, plus the rest."""
+    text = event.fields.get("text", event.fields.get("summary"))
     if not isinstance(text, str):
         return EVENT_OVERHEAD_BYTES
     if text.isascii():  # the common case, without encoding a copy

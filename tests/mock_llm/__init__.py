@@ -5,7 +5,8 @@ responses, Anthropic messages) and decides each answer statelessly from the requ
 a tool result last -> final text `MOCK-FINAL: ...`; else keywords in the latest user
 text: `ANSWER-NOW` (final text), `SLEEP-TOOL` (a long shell tool call), `STALL`
 (stream starts, then hangs until close); else one shell tool call. `LOOP-TOOL` in the
-latest user text makes a shell tool call every time, even after a tool result. See
+latest user text makes a shell tool call every time, even after a tool result;
+`NARRATE-TOOL` a response with text and a shell tool call. See
 `tests/mock_llm/scenario.py` for the rules and `tests/mock_llm/server.py` for the API.
 """
 
@@ -16,8 +17,10 @@ from tests.mock_llm.scenario import (
     FINAL_TEXT_PREFIX,
     KEYWORD_ANSWER_NOW,
     KEYWORD_LOOP_TOOL,
+    KEYWORD_NARRATE_TOOL,
     KEYWORD_SLEEP_TOOL,
     KEYWORD_STALL,
+    NARRATION_TEXT,
     OUTPUT_TOKENS,
     STALL_TEXT,
     JSONObject,
@@ -33,9 +36,11 @@ __all__ = [
     "FINAL_TEXT_PREFIX",
     "KEYWORD_ANSWER_NOW",
     "KEYWORD_LOOP_TOOL",
+    "KEYWORD_NARRATE_TOOL",
     "KEYWORD_SLEEP_TOOL",
     "KEYWORD_STALL",
     "LOOPBACK_HOST",
+    "NARRATION_TEXT",
     "OUTPUT_TOKENS",
     "STALL_TEXT",
     "JSONObject",

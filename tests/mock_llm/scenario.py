@@ -14,7 +14,9 @@ Rules, in order:
 2. the latest user text holds `STALL` -> start streaming, then hang until close;
 3. `SLEEP-TOOL` -> one shell tool call running the configured sleep command;
 4. `ANSWER-NOW` -> final text at once;
-5. otherwise one shell tool call running the configured default command.
+5. `NARRATE-TOOL` -> text (`NARRATION_TEXT`) and one shell tool call running the
+   configured default command, in one response (a turn that says what it does first);
+6. otherwise one shell tool call running the configured default command.
 A tool call needs a shell-like tool in the request's `tools`; without one the
 answer is final text (`Scenario.NO_SHELL_TOOL`).
 """
@@ -40,6 +42,8 @@ KEYWORD_ANSWER_NOW = "ANSWER-NOW"
 KEYWORD_SLEEP_TOOL = "SLEEP-TOOL"
 KEYWORD_STALL = "STALL"
 KEYWORD_LOOP_TOOL = "LOOP-TOOL"
+KEYWORD_NARRATE_TOOL = "NARRATE-TOOL"
+NARRATION_TEXT = "MOCK-NARRATION: let me run a command first."
 DEFAULT_TOOL_COMMAND = "echo mock-tool-ran"
 DEFAULT_SLEEP_COMMAND = "sleep 300"
 
@@ -88,6 +92,7 @@ class Scenario(enum.StrEnum):
     SLEEP_TOOL = "sleep-tool"
     STALL = "stall"
     LOOP_TOOL = "loop-tool"
+    NARRATE_TOOL = "narrate-tool"
     DEFAULT = "default"
     NO_SHELL_TOOL = "no-shell-tool"
 
@@ -221,7 +226,12 @@ def decide_reply(
     if scenario is Scenario.AFTER_TOOL:
         tool_call = _poll_running_session(conversation, ids)
         scenario = Scenario.AFTER_TOOL if tool_call is None else Scenario.POLL_TOOL
-    if scenario in (Scenario.SLEEP_TOOL, Scenario.DEFAULT, Scenario.LOOP_TOOL):
+    if scenario in (
+        Scenario.SLEEP_TOOL,
+        Scenario.DEFAULT,
+        Scenario.LOOP_TOOL,
+        Scenario.NARRATE_TOOL,
+    ):
         is_long = scenario is Scenario.SLEEP_TOOL
         command = sleep_command if is_long else tool_command
         tool = find_shell_tool(conversation.tools)
@@ -232,6 +242,8 @@ def decide_reply(
     text: str | None = None
     if scenario is Scenario.STALL:
         text = STALL_TEXT
+    elif scenario is Scenario.NARRATE_TOOL:
+        text = NARRATION_TEXT
     elif tool_call is None:
         text = (
             f"{FINAL_TEXT_PREFIX} scenario={scenario} api={conversation.api} "
@@ -298,6 +310,7 @@ def _pick_scenario(conversation: Conversation) -> Scenario:
         (KEYWORD_STALL, Scenario.STALL),
         (KEYWORD_SLEEP_TOOL, Scenario.SLEEP_TOOL),
         (KEYWORD_ANSWER_NOW, Scenario.ANSWER_NOW),
+        (KEYWORD_NARRATE_TOOL, Scenario.NARRATE_TOOL),
     ):
         if _has_keyword(text, keyword):
             return scenario

@@ -51,8 +51,11 @@ async def coerced(t: Trial) -> None:
             f"for timeoutMs {value!r}",
         )
         expect_equal(paths(error), ["timeoutMs"], f"the paths for timeoutMs {value!r}")
-    error = error_of(await conn.request("spawn", {"command": ["true"], "stream": 1}), -32602)
-    expect_equal(paths(error), ["stream"], "the paths for stream 1")
+    for value in (1, "yes"):  # a boolean, or the one string "raw"
+        error = error_of(
+            await conn.request("spawn", {"command": ["true"], "stream": value}), -32602
+        )
+        expect_equal(paths(error), ["stream"], f"the paths for stream {value!r}")
 
 
 @case("params.nested-paths", "§3.3")

@@ -268,11 +268,17 @@ async def chain_stops(t: Trial) -> None:
 @case("run.stream-output-events", "§11")
 async def stream(t: Trial) -> None:
     conn = await t.start()
-    snapshot = await spawn_task(
-        conn, {"command": ["printf", "line one\\nline two\\n"], "stream": True}
-    )
-    texts = [e.get("text") for e in conn.events(snapshot["runId"]) if e.get("type") == "output"]
-    expect_equal("".join(str(x) for x in texts), "line one\nline two\n", "the output events' text")
+    for value in (True, "raw"):  # a command child streams its output with either
+        snapshot = await spawn_task(
+            conn, {"command": ["printf", "line one\\nline two\\n"], "stream": value}
+        )
+        events = conn.events(snapshot["runId"])
+        texts = [e.get("text") for e in events if e.get("type") == "output"]
+        expect_equal(
+            "".join(str(x) for x in texts),
+            "line one\nline two\n",
+            f"the output events' text with stream {value!r}",
+        )
 
 
 @case("run.events-in-order", "§11")

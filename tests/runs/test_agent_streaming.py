@@ -1,0 +1,88 @@
+"""What a streamed agent child sends (protocol.md §11): with `stream: true` its normalized
+events (`message`, `tool`, `usage`) and activity, not its raw lines; with `"raw"` both;
+without `stream` only activity. A real process prints a stream recorded from pi."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from subagent_host.backends.base import ItemSpec, Launch
+from subagent_host.backends.pi import PiBackend
+from subagent_host.planning.plan import ChildPlan, RunPlan
+from subagent_host.planning.prepare import launch_plan
+from subagent_host.runs.state import RunEvent, RunStatus, event_bytes
+from subagent_host.values import RunKind
+from tests.backends.conftest import processes_with_marker
+from tests.runs.test_orchestrator import FAKES, Harness
+
+RECORDED: Final = Path(__file__).resolve().parents[1] / "backends/fixtures/pi/narrated_tool.jsonl"
+AGENT_TYPES: Final = {"message", "tool", "usage"}
+
+
+class _ReplayingPi(PiBackend):
+    """pi's parser, reading a stream recorded from pi, printed by `cat`."""
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        return Launch(argv=("cat", str(RECORDED)), stdin=None, env={}, cwd=item.cwd)
+
+
+def agent_child() -> ChildPlan:
+    return ChildPlan(
+        backend="pi", cwd=str(FAKES), timeout_ms=60_000, stall_timeout_ms=60_000, prompt="go"
+    )
+
+
+async def streamed_events(tmp_path: Path, stream: bool, raw: bool) -> list[RunEvent]:
+    harness = Harness(more={"pi": _ReplayingPi(tmp_path)})
+    plan = RunPlan(kind=RunKind.SINGLE, children=(agent_child(),), stream=stream, raw_output=raw)
+    try:
+        run = harness.manager.launch(launch_plan(plan, harness.backends), "s1")
+        harness.runs.append(run)
+        await harness.finish(run)
+        assert run.status is RunStatus.COMPLETED, run
+        assert processes_with_marker(run.run_id) == []
+        return harness.events_of(run)
+    finally:
+        await harness.manager.shutdown("test over")
+
+
+async def test_a_streamed_agent_sends_its_normalized_events_and_not_its_raw_lines(
+    tmp_path: Path,
+) -> None:
+    events = await streamed_events(tmp_path, stream=True, raw=False)
+    types = [event.type for event in events]
+    assert "output" not in types
+    assert AGENT_TYPES <= set(types) and "activity" in types
+    tools = [event.fields for event in events if event.type == "tool"]
+    assert [(t["phase"], t["kind"], t["name"]) for t in tools] == [
+        ("start", "execute", "bash"),
+        ("end", "execute", "bash"),
+    ]
+    assert tools[0]["summary"] == "echo mock-tool-ran" and tools[1]["is_error"] is False
+    assert all(event.fields["index"] == 0 for event in events if event.type in AGENT_TYPES)
+    usage = [event.fields["usage"] for event in events if event.type == "usage"][-1]
+    assert usage["input_tokens"] > 0 and usage["cost_usd"] > 0  # stored as plain JSON
+
+
+async def test_a_raw_stream_sends_the_clis_lines_as_well(tmp_path: Path) -> None:
+    events = await streamed_events(tmp_path, stream=True, raw=True)
+    output = "".join(event.fields["text"] for event in events if event.type == "output")
+    assert output == RECORDED.read_text()
+    assert AGENT_TYPES <= {event.type for event in events}
+
+
+@pytest.mark.parametrize("raw", [False, True])
+async def test_an_agent_without_stream_sends_activity_only(tmp_path: Path, raw: bool) -> None:
+    events = await streamed_events(tmp_path, stream=False, raw=raw)
+    types = {event.type for event in events}
+    assert "activity" in types and not (types & (AGENT_TYPES | {"output"}))
+
+
+async def test_a_message_event_weighs_its_text_like_an_output_event(tmp_path: Path) -> None:
+    events = await streamed_events(tmp_path, stream=True, raw=False)
+    message = next(event for event in events if event.type == "message" and event.fields["text"])
+    output = RunEvent(seq=0, type="output", at=message.at, fields={"text": message.fields["text"]})
+    assert event_bytes(message) == event_bytes(output) > len(message.fields["text"])
