@@ -267,6 +267,9 @@ class RunOrchestrator:
             attempt=old.attempt + 1,
             step=old.step,
             prompt_head=prompt_head(plan.prompt),
+            # A resumed attempt works in the worktree the earlier one left.
+            workspace=old.workspace,
+            workspace_cwd=old.workspace_cwd,
         )
         if workflow is not None:
             self._start_workflow(run, *workflow)

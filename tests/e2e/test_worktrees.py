@@ -1,0 +1,210 @@
+"""Isolated children over real stdio: each in a git worktree and on a branch of its own.
+
+`isolation: "worktree"` (protocol.md §8.7) gives each child a worktree of the
+repository around its `cwd`, under the state directory, on the branch
+`subagent/<first 8 of runId>-<index>` made from `HEAD`. When it ends, its
+snapshot's `workspace` tells what it left; a worktree holding nothing is removed
+with its branch, one with commits or changes is kept. Every test makes its own
+repositories, and proves at its end that no process and no worktree is left.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Final
+
+from tests.e2e.harness import error_of, reply_to, result_of, running_server, state_args
+from tests.e2e.test_preflight import LAUNCH_REJECTED, error_codes, rejection_codes
+
+GIT_TIMEOUT_S: Final = 30.0
+# Appends its line to the shared file and commits it on its branch.
+COMMIT_LINE: Final = (
+    'echo "$1" >> shared.txt && git add shared.txt && '
+    'git -c user.name=child -c user.email=child@example.invalid commit -q -m "$1"'
+)
+
+
+def git(repo: Path, *args: str) -> str:
+    """git's output in `repo` (a test's own repository; bounded)."""
+    done = subprocess.run(  # noqa: TID251 - a test's own setup, not the server's loop
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT_S,
+        check=True,
+    )
+    return done.stdout
+
+
+def make_repository(path: Path) -> Path:
+    """A repository with one commit holding `shared.txt` (one line) and `sub/`."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "shared.txt").write_text("base\n")
+    (path / "sub").mkdir()
+    (path / "sub" / "keep.txt").write_text("kept\n")
+    git(path, "add", ".")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "b")
+    return path
+
+
+def worktrees_of(repo: Path) -> list[str]:
+    """The repository's linked worktrees (its own checkout left out)."""
+    listing = git(repo, "worktree", "list", "--porcelain")
+    paths = [line.split(" ", 1)[1] for line in listing.splitlines() if line.startswith("worktree ")]
+    return paths[1:]
+
+
+def branches_of(repo: Path) -> list[str]:
+    return git(repo, "branch", "--format=%(refname:short)").split()
+
+
+def remove_kept(repo: Path) -> None:
+    """Remove what a test kept on purpose, so it can prove nothing else is left."""
+    for path in worktrees_of(repo):
+        git(repo, "worktree", "remove", "--force", path)
+
+
+def assert_no_worktree_left(repo: Path, state: Path) -> None:
+    assert worktrees_of(repo) == []
+    left = sorted(os.listdir(state / "worktrees")) if (state / "worktrees").exists() else []
+    assert left == [], left
+
+
+def assert_gone(repo: Path, space: dict[str, Any]) -> None:
+    """A worktree and its branch that were removed."""
+    assert not Path(space["path"]).exists()
+    assert space["branch"] not in branches_of(repo)
+    assert space["path"] not in worktrees_of(repo)
+
+
+def isolated(command: list[str], **extra: Any) -> dict[str, Any]:
+    return {"command": command, "isolation": "worktree", **extra}
+
+
+async def test_parallel_isolated_children_edit_one_file_each_on_its_own_branch(
+    tmp_path: Path,
+) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(
+            server,
+            "spawn",
+            {
+                "tasks": [
+                    isolated(["sh", "-c", COMMIT_LINE, "sh", "from child 0"]),
+                    isolated(["sh", "-c", COMMIT_LINE, "sh", "from child 1"]),
+                    isolated(["sh", "-c", 'echo "not committed" >> shared.txt']),
+                    isolated(["true"]),
+                ],
+                "cwd": str(repo),
+                "mode": "task",
+            },
+        )
+        assert run["status"] == "completed", run
+        run_id = run["runId"]
+        base = git(repo, "rev-parse", "HEAD").strip()
+        spaces = [child["workspace"] for child in run["children"]]
+        for index, space in enumerate(spaces):
+            assert space["branch"] == f"subagent/{run_id[:8]}-{index}"
+            assert space["path"] == str(state.resolve() / "worktrees" / f"{run_id}-{index}")
+            assert space["baseCommit"] == base
+
+        for index in (0, 1):  # each branch holds its own change, and only it
+            space = spaces[index]
+            assert space["commits"] == 1 and space["uncommitted"] == 0, space
+            assert space["changedFiles"] == ["shared.txt"], space
+            assert space["diffStat"] == {"files": 1, "insertions": 1, "deletions": 0}, space
+            assert space["kept"] is True and space["headCommit"] != base, space
+            shown = git(repo, "show", f"{space['branch']}:shared.txt")
+            assert shown == f"base\nfrom child {index}\n"
+
+        dirty = spaces[2]
+        assert (dirty["commits"], dirty["uncommitted"], dirty["kept"]) == (0, 1, True), dirty
+        assert dirty["changedFiles"] == ["shared.txt"] and dirty["headCommit"] == base, dirty
+        assert (Path(dirty["path"]) / "shared.txt").read_text() == "base\nnot committed\n"
+
+        clean = spaces[3]  # nothing in it: the worktree and its branch are gone
+        assert clean["kept"] is False and clean["changedFiles"] == [], clean
+        assert_gone(repo, clean)
+        assert sorted(worktrees_of(repo)) == sorted(s["path"] for s in spaces[:3])
+
+        # The shared checkout itself was never touched.
+        assert (repo / "shared.txt").read_text() == "base\n"
+        assert git(repo, "status", "--porcelain") == ""
+        await server.finish()
+    remove_kept(repo)
+    assert_no_worktree_left(repo, state)
+
+
+async def test_new_untracked_files_count_as_uncommitted_changes_and_keep_the_worktree(
+    tmp_path: Path,
+) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    writes = "printf 'a\\nb\\n' > new.txt && mkdir -p deep && echo x > deep/also.txt && pwd"
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(
+            server,
+            "spawn",
+            isolated(["sh", "-c", writes], cwd=str(repo / "sub"), mode="task"),
+        )
+        assert run["status"] == "completed", run
+        space = run["children"][0]["workspace"]
+        # It ran in `sub/` of its worktree, as it was asked to run in `sub/` of the repository.
+        assert run["output"]["text"].strip() == os.path.join(space["path"], "sub")
+        assert space["changedFiles"] == ["sub/deep/also.txt", "sub/new.txt"], space
+        assert space["diffStat"] == {"files": 2, "insertions": 3, "deletions": 0}, space
+        assert (space["uncommitted"], space["commits"], space["kept"]) == (2, 0, True), space
+        # Measuring staged nothing of the child's own: the files are still untracked.
+        assert git(Path(space["path"]), "status", "--porcelain") == "?? sub/deep/\n?? sub/new.txt\n"
+        status = await result_of(server, "status", {"runId": run["runId"]})
+        assert status["children"][0]["workspace"] == space  # as stored
+        await server.finish()
+    remove_kept(repo)
+    assert_no_worktree_left(repo, state)
+
+
+async def test_isolation_outside_a_git_repository_is_refused_at_preflight_and_spawn(
+    tmp_path: Path,
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        launch = isolated(["true"], cwd=str(plain))
+        result = await result_of(server, "preflight", launch)
+        assert result["accepted"] is False, result
+        assert error_codes(result) == ["not-a-git-repository"], result
+        assert result["diagnostics"][0]["path"] == "isolation"
+
+        error = await error_of(server, "spawn", launch)
+        assert error["code"] == LAUNCH_REJECTED, error
+        assert rejection_codes(error) == ["not-a-git-repository"]
+
+        item = {"tasks": [{"command": ["true"]}, isolated(["true"])], "cwd": str(plain)}
+        error = await error_of(server, "spawn", item)
+        assert [(d["code"], d["path"]) for d in error["data"]["diagnostics"]] == [
+            ("not-a-git-repository", "tasks[1].isolation")
+        ]
+        wrong = await reply_to(server, "preflight", {"command": ["true"], "isolation": "chroot"})
+        assert error_codes(wrong["result"]) == ["invalid-isolation"]
+        assert (await result_of(server, "status", {}))["runs"] == []  # nothing ran
+        await server.finish()
+    assert not (state / "worktrees").exists()
+
+
+async def test_the_plan_and_receipts_show_isolation_only_when_asked(tmp_path: Path) -> None:
+    repo = make_repository(tmp_path / "repo")
+    async with running_server(*state_args(tmp_path / "state")) as server:
+        shared = await result_of(server, "preflight", {"command": ["true"], "cwd": str(repo)})
+        alone = await result_of(server, "preflight", isolated(["true"], cwd=str(repo)))
+        assert "isolation" not in shared["plan"]["children"][0]
+        assert "isolation" not in shared["receipts"]["access"]["children"][0]
+        assert alone["plan"]["children"][0]["isolation"] == "worktree"
+        assert alone["receipts"]["access"]["children"][0]["isolation"] == "worktree"
+        assert alone["fingerprint"] != shared["fingerprint"]
+        await server.finish()
