@@ -208,3 +208,77 @@ async def test_the_plan_and_receipts_show_isolation_only_when_asked(tmp_path: Pa
         assert alone["receipts"]["access"]["children"][0]["isolation"] == "worktree"
         assert alone["fingerprint"] != shared["fingerprint"]
         await server.finish()
+
+
+# First attempt: writes note.txt and fails. A later one finds it, adds a line, says where.
+NOTE_THEN_FAIL: Final = [
+    "sh",
+    "-c",
+    "if [ -f note.txt ]; then echo again >> note.txt; pwd; else echo first > note.txt; exit 3; fi",
+]
+
+
+async def approve_resume(server: Any, run_id: str) -> str:
+    approval = await result_of(server, "preflight", {"resume": {"runId": run_id, "message": "go"}})
+    assert approval["accepted"] is True, approval
+    token: str = approval["token"]
+    return token
+
+
+async def test_a_resumed_isolated_child_runs_again_in_its_own_worktree(tmp_path: Path) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(server, "spawn", isolated(NOTE_THEN_FAIL, cwd=str(repo), mode="task"))
+        assert run["status"] == "failed", run
+        first = run["children"][0]["workspace"]
+        assert (first["uncommitted"], first["changedFiles"], first["kept"]) == (
+            1,
+            ["note.txt"],
+            True,
+        )
+
+        token = await approve_resume(server, run["runId"])
+        resumed = await result_of(server, "resume", {"token": token, "mode": "task"})
+        child = resumed["children"][0]
+        assert (resumed["status"], child["attempt"]) == ("completed", 2), resumed
+        assert child["output"]["text"].strip() == first["path"]  # the same worktree
+        again = child["workspace"]
+        assert {k: again[k] for k in ("path", "branch", "baseCommit")} == {
+            k: first[k] for k in ("path", "branch", "baseCommit")
+        }
+        assert again["diffStat"] == {"files": 1, "insertions": 2, "deletions": 0}, again
+        assert (Path(first["path"]) / "note.txt").read_text() == "first\nagain\n"
+        assert not (repo / "note.txt").exists()
+        await server.finish()
+    remove_kept(repo)
+    assert_no_worktree_left(repo, state)
+
+
+async def test_a_child_whose_worktree_is_gone_is_not_resumed(tmp_path: Path) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        kept = await result_of(
+            server, "spawn", isolated(NOTE_THEN_FAIL, cwd=str(repo), mode="task")
+        )
+        git(repo, "worktree", "remove", "--force", kept["children"][0]["workspace"]["path"])
+        assert await resume_refusal(server, kept["runId"]) == "workspace-gone"
+
+        # A clean child's worktree was removed when it ended: nothing to resume in either.
+        clean = await result_of(
+            server, "spawn", isolated(["sh", "-c", "exit 3"], cwd=str(repo), mode="task")
+        )
+        assert clean["children"][0]["workspace"]["kept"] is False, clean
+        assert await resume_refusal(server, clean["runId"]) == "workspace-gone"
+        await server.finish()
+    assert_no_worktree_left(repo, state)
+
+
+async def resume_refusal(server: Any, run_id: str) -> str:
+    """The one error code of a `preflight {resume}` that is refused (no token)."""
+    reply = await reply_to(server, "preflight", {"resume": {"runId": run_id, "message": "go"}})
+    assert reply["result"]["accepted"] is False and "token" not in reply["result"], reply
+    codes = error_codes(reply["result"])
+    assert len(codes) == 1, reply
+    return codes[0]
