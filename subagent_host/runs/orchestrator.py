@@ -87,6 +87,8 @@ class RunOrchestrator:
         self._carried: dict[str, Run] = {}
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, RunControl] = {}
+        self._cleanups: set[asyncio.Task[object]] = set()
+        """Removals of the worktrees of pruned runs still going on (awaited at shutdown)."""
 
     @property
     def sessions(self) -> SessionFiles | None:
@@ -371,6 +373,7 @@ class RunOrchestrator:
         live = self.live()
         await asyncio.gather(
             *(self.stop(run, grace_ms=None, reason=reason) for run in live),
+            *self._cleanups,
             return_exceptions=True,
         )
 
@@ -421,13 +424,28 @@ class RunOrchestrator:
         A run that is live again here (resumed since the prune chose it) is kept:
         its next write records it anew.
         """
+        deleted = set()
         for run_id in run_ids:
             run = self._runs.get(run_id)
-            if run is None or not run.is_terminal:
+            if run is not None and not run.is_terminal:
+                continue
+            deleted.add(run_id)
+            if run is None:
                 continue
             with contextlib.suppress(ValueError):
                 self._finished.remove(run_id)
             self._drop(run_id)
+        self._remove_worktrees(deleted)
+
+    def _remove_worktrees(self, run_ids: set[str]) -> None:
+        """Remove the git worktrees of runs the history deleted (protocol.md §8.7), in the
+        background: git runs a while, and the write that pruned them must not wait."""
+        worktrees = self._children.worktrees
+        if not run_ids or worktrees is None:
+            return
+        task = asyncio.create_task(worktrees.remove_of_runs(run_ids))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:

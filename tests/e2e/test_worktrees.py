@@ -10,12 +10,21 @@ repositories, and proves at its end that no process and no worktree is left.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
 from typing import Any, Final
 
-from tests.e2e.harness import error_of, reply_to, result_of, running_server, state_args
+from tests.e2e.harness import (
+    EXIT_TIMEOUT_S,
+    error_of,
+    reply_to,
+    result_of,
+    running_server,
+    server_executable,
+    state_args,
+)
 from tests.e2e.test_preflight import LAUNCH_REJECTED, error_codes, rejection_codes
 
 GIT_TIMEOUT_S: Final = 30.0
@@ -282,3 +291,85 @@ async def resume_refusal(server: Any, run_id: str) -> str:
     codes = error_codes(reply["result"])
     assert len(codes) == 1, reply
     return codes[0]
+
+
+async def subcommand(state: Path, *args: str) -> tuple[int, str, str]:
+    """`subagent-host worktrees ARGS` on the state directory: its status, stdout, stderr."""
+    process = await asyncio.create_subprocess_exec(
+        server_executable(),
+        "worktrees",
+        *args,
+        "--state-dir",
+        str(state),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), EXIT_TIMEOUT_S)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_kept_worktrees_are_listed_and_removed_by_the_worktrees_subcommand(
+    tmp_path: Path,
+) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(
+            server,
+            "spawn",
+            {
+                "tasks": [
+                    isolated(["sh", "-c", COMMIT_LINE, "sh", "committed"]),
+                    isolated(["sh", "-c", "echo changed >> shared.txt"]),
+                ],
+                "cwd": str(repo),
+                "mode": "task",
+            },
+        )
+        await server.finish()
+    run_id = run["runId"]
+    committed, changed = (child["workspace"] for child in run["children"])
+
+    status, out, _ = await subcommand(state)
+    assert status == 0
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert lines[0].startswith(f"{run_id[:8]}-0  {committed['branch']}  1 commit, 0 uncommitted")
+    assert lines[0].endswith(committed["path"])
+    assert lines[1].startswith(f"{run_id[:8]}-1  {changed['branch']}  0 commits, 1 uncommitted")
+
+    status, _, err = await subcommand(state, "remove", "nosuchrun")
+    assert status == 1 and "no worktree of run 'nosuchrun'" in err, err
+
+    status, out, _ = await subcommand(state, "remove", run_id[:8], "--index", "1")
+    assert (status, out) == (0, f"removed {changed['path']} and its branch {changed['branch']}\n")
+    assert_gone(repo, changed)
+
+    status, out, _ = await subcommand(state, "remove", run_id)
+    assert status == 0
+    assert out.startswith(f"removed {committed['path']}; kept its branch {committed['branch']}")
+    # The branch keeps the child's commit; the worktree is gone.
+    assert git(repo, "show", f"{committed['branch']}:shared.txt") == "base\ncommitted\n"
+    assert (await subcommand(state))[1] == f"no worktrees in {state / 'worktrees'}\n"
+    assert_no_worktree_left(repo, state)
+
+
+async def test_the_worktrees_of_runs_the_history_deletes_are_removed_with_them(
+    tmp_path: Path,
+) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    async with running_server(*state_args(state, "s1", "--history-limit", "1")) as server:
+        first = await result_of(
+            server,
+            "spawn",
+            isolated(["sh", "-c", "echo changed >> shared.txt"], cwd=str(repo), mode="task"),
+        )
+        kept = first["children"][0]["workspace"]
+        assert kept["kept"] is True
+        await result_of(server, "spawn", {"command": ["true"], "mode": "task"})  # prunes first
+        await error_of(server, "status", {"runId": first["runId"]})
+        await server.finish()  # the server ends once the removals it started are done
+    assert_gone(repo, kept)
+    assert_no_worktree_left(repo, state)
