@@ -373,3 +373,39 @@ async def test_the_worktrees_of_runs_the_history_deletes_are_removed_with_them(
         await server.finish()  # the server ends once the removals it started are done
     assert_gone(repo, kept)
     assert_no_worktree_left(repo, state)
+
+
+async def test_isolated_workflow_items_each_get_a_worktree(tmp_path: Path) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    writes = ["sh", "-c", "echo {index} > item.txt"]
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(
+            server,
+            "spawn",
+            {
+                "workflow": {
+                    "name": "fan-out",
+                    "task": "t",
+                    "chain": [
+                        {"forEach": '["a", "b"]', "item": isolated(writes)},
+                        {"command": ["true"]},  # not isolated: no workspace
+                    ],
+                },
+                "cwd": str(repo),
+                "mode": "task",
+            },
+        )
+        assert run["status"] == "completed", run
+        isolated_ones = [child["workspace"] for child in run["children"][:2]]
+        assert [s["branch"] for s in isolated_ones] == [
+            f"subagent/{run['runId'][:8]}-0",
+            f"subagent/{run['runId'][:8]}-1",
+        ]
+        for index, space in enumerate(isolated_ones):
+            assert space["changedFiles"] == ["item.txt"] and space["kept"] is True
+            assert (Path(space["path"]) / "item.txt").read_text() == f"{index}\n"
+        assert "workspace" not in run["children"][2]
+        await server.finish()
+    remove_kept(repo)
+    assert_no_worktree_left(repo, state)
