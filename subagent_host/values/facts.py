@@ -126,7 +126,7 @@ class Workspace:
     diff_stat: DiffStat
     """Commits and uncommitted changes against `baseCommit`, together."""
     uncommitted: int
-    """Files with changes not committed, new untracked files included."""
+    """Files with changes not committed, new untracked files included (a rename counts once)."""
     kept: bool
     """False: no commits and no changes, so the worktree and its branch were removed."""
 
