@@ -39,8 +39,14 @@ from subagent_host.runs.settling import Settler, StopCause
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import WORKTREE
 from subagent_host.values.facts import ErrorInfo
-from subagent_host.workspaces import worktrees
-from subagent_host.workspaces.worktrees import Git, GitFailed, Opened, Worktrees
+from subagent_host.workspaces.worktrees import (
+    Git,
+    GitFailed,
+    Opened,
+    Worktrees,
+    reopened,
+    unmeasured,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -368,13 +374,13 @@ class ChildRunner:
                     f"the worktree {child.workspace.path!r} of this child was removed: "
                     "there is no workspace to resume in"
                 )
-            return worktrees.reopened(child.workspace, child.workspace_cwd)
+            return reopened(child.workspace, child.workspace_cwd)
         if self.worktrees is None:
             raise GitFailed("this server has no state directory to make worktrees in")
         opened = await self.worktrees.open(run.run_id, child.index, cwd)
         # Recorded with the child's start: a server that dies while it runs leaves a
         # record that still names its worktree (listed, resumable in it).
-        child.workspace, child.workspace_cwd = worktrees.unmeasured(opened), opened.cwd
+        child.workspace, child.workspace_cwd = unmeasured(opened), opened.cwd
         return opened
 
     async def _settle_workspace(self, child: ChildRun, opened: Opened | None) -> None:
