@@ -25,7 +25,6 @@ from subagent_host.runs.state import Run
 from subagent_host.store.browse import MIN_PREFIX, BrowseError, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
-from subagent_host.values.facts import Workspace
 from subagent_host.workspaces.worktrees import (
     WORKTREES_DIR,
     Git,
@@ -89,15 +88,7 @@ def _what_it_left(run: Run | None, entry: Listed) -> str:
         return "(not measured)"
     if not run.is_terminal:
         return "running"
-    return _summary(child.workspace)
-
-
-def _summary(workspace: Workspace) -> str:
-    stat = workspace.diff_stat
-    return (
-        f"{views.plural(workspace.commits, 'commit')}, {workspace.uncommitted} uncommitted, "
-        f"{views.plural(stat.files, 'file')} +{stat.insertions} -{stat.deletions}"
-    )
+    return views.workspace_summary(child.workspace)
 
 
 def _recorded_runs(state: Path, run_ids: set[str]) -> dict[str, Run]:

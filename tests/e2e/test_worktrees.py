@@ -293,11 +293,11 @@ async def resume_refusal(server: Any, run_id: str) -> str:
     return codes[0]
 
 
-async def subcommand(state: Path, *args: str) -> tuple[int, str, str]:
-    """`subagent-host worktrees ARGS` on the state directory: its status, stdout, stderr."""
+async def subcommand(state: Path, *args: str, name: str = "worktrees") -> tuple[int, str, str]:
+    """`subagent-host NAME ARGS` on the state directory: its status, stdout, stderr."""
     process = await asyncio.create_subprocess_exec(
         server_executable(),
-        "worktrees",
+        name,
         *args,
         "--state-dir",
         str(state),
@@ -338,6 +338,12 @@ async def test_kept_worktrees_are_listed_and_removed_by_the_worktrees_subcommand
     assert lines[0].startswith(f"{run_id[:8]}-0  {committed['branch']}  1 commit, 0 uncommitted")
     assert lines[0].endswith(committed["path"])
     assert lines[1].startswith(f"{run_id[:8]}-1  {changed['branch']}  0 commits, 1 uncommitted")
+
+    status, shown, _ = await subcommand(state, run_id, name="show")
+    assert status == 0
+    assert (
+        f"child 0 worktree  {committed['branch']}  1 commit, 0 uncommitted, 1 file +1 -0" in shown
+    )
 
     status, _, err = await subcommand(state, "remove", "nosuchrun")
     assert status == 1 and "no worktree of run 'nosuchrun'" in err, err
