@@ -271,8 +271,17 @@ async def test_a_child_whose_worktree_is_gone_is_not_resumed(tmp_path: Path) -> 
         kept = await result_of(
             server, "spawn", isolated(NOTE_THEN_FAIL, cwd=str(repo), mode="task")
         )
+        token = await approve_resume(server, kept["runId"])  # approved while it is there
         git(repo, "worktree", "remove", "--force", kept["children"][0]["workspace"]["path"])
         assert await resume_refusal(server, kept["runId"]) == "workspace-gone"
+        error = await error_of(server, "resume", {"token": token, "mode": "task"})
+        assert error["code"] == -32004, error
+        assert (error["data"]["reason"], error["data"]["code"]) == (
+            "not-resumable",
+            "workspace-gone",
+        )
+        status = await result_of(server, "status", {"runId": kept["runId"]})
+        assert status["children"][0]["attempt"] == 1  # nothing was started
 
         # A clean child's worktree was removed when it ended: nothing to resume in either.
         clean = await result_of(
