@@ -445,6 +445,7 @@ class RunOrchestrator:
             return
         task = asyncio.create_task(worktrees.remove_of_runs(run_ids))
         self._cleanups.add(task)
+        task.add_done_callback(_worktrees_removed)
         task.add_done_callback(self._cleanups.discard)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
@@ -455,3 +456,10 @@ class RunOrchestrator:
                 RunStatus.CANCELLED,
                 reason=f"not run: step {failed_index} did not complete",
             )
+
+
+def _worktrees_removed(task: asyncio.Task[object]) -> None:
+    """Log a removal of pruned runs' worktrees that failed (`subagent-host worktrees` lists
+    what is left)."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        logger.warning("cannot remove the worktrees of pruned runs: %r", error)

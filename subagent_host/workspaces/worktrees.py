@@ -148,11 +148,17 @@ class Worktrees:
             raise GitFailed(
                 f"the repository at {top!r} has no commit yet: a {WORKTREE} starts from HEAD"
             ) from None
-        await asyncio.to_thread(self.root.mkdir, mode=0o700, parents=True, exist_ok=True)
+        try:
+            await asyncio.to_thread(self.root.mkdir, mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GitFailed(f"cannot make {str(self.root)!r}: {exc.strerror or exc}") from None
         path = str(self.root / worktree_name(run_id, index))
         branch = branch_name(run_id, index)
         await git("worktree", "add", "--quiet", "-b", branch, path, base, cwd=top)
-        inside = await asyncio.to_thread(_same_place, path, top, cwd)
+        try:
+            inside = await asyncio.to_thread(_same_place, path, top, cwd)
+        except OSError as exc:
+            raise GitFailed(f"cannot make the child's directory in {path!r}: {exc}") from None
         return Opened(path=path, branch=branch, base_commit=base, cwd=inside)
 
     async def settle(self, opened: Opened) -> Workspace:
@@ -276,7 +282,7 @@ def _same_place(worktree: str, top: str, cwd: str) -> str:
 def _directories(root: Path) -> list[str]:
     try:
         return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
-    except FileNotFoundError:
+    except OSError:  # no such directory (none was made), or the state directory is unusable
         return []
 
 

@@ -424,3 +424,21 @@ async def test_isolated_workflow_items_each_get_a_worktree(tmp_path: Path) -> No
         await server.finish()
     remove_kept(repo)
     assert_no_worktree_left(repo, state)
+
+
+async def test_an_isolated_child_whose_worktree_cannot_be_made_fails_without_starting(
+    tmp_path: Path,
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")  # a repository, but no commit to start a worktree from
+    state = tmp_path / "state"
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(server, "spawn", isolated(["true"], cwd=str(empty), mode="task"))
+        child = run["children"][0]
+        assert (run["status"], child["status"]) == ("failed", "failed"), run
+        assert child["error"]["code"] == "workspace-failed", child
+        assert "has no commit yet" in child["error"]["message"], child
+        assert "pid" not in child and "workspace" not in child, child
+        await server.finish()
+    assert_no_worktree_left(empty, state)
