@@ -66,6 +66,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.store.face import RunStore
 from subagent_host.values.words import plural
+from subagent_host.workspaces.worktrees import WORKTREES_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def build_run_manager(
         server_env=os.environ,
         depth=config.depth,
         sessions=sessions if sessions is not None else session_files(config),
+        worktrees=config.state_dir / WORKTREES_DIR,
     )
     return RunOrchestrator(
         services,

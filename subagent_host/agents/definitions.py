@@ -9,6 +9,7 @@ model: anthropic/claude-sonnet-4-5
 effort: high
 subagent_mode: task
 session_resources: lean
+isolation: worktree
 ---
 You review code. Be terse.
 ```
@@ -33,7 +34,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.values import DIGEST_PREFIX, EFFORTS, MODES, SESSION_RESOURCES
+from subagent_host.values import DIGEST_PREFIX, EFFORTS, ISOLATIONS, MODES, SESSION_RESOURCES
 
 USER: Final = "user"
 PROJECT: Final = "project"
@@ -54,6 +55,7 @@ FIELDS: Final = (
     "effort",
     "subagent_mode",
     "session_resources",
+    "isolation",
 )
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -80,6 +82,8 @@ class AgentDefinition:
     mode: str | None = None
     session_resources: str | None = None
     """`lean` or `full`; None when the definition does not say."""
+    isolation: str | None = None
+    """`worktree`: its children run in a git worktree of their own; None when it does not say."""
 
     @property
     def key(self) -> str:
@@ -338,6 +342,9 @@ _CHOICES: Final = (
         "invalid-session-resources",
         SESSION_RESOURCES.__contains__,
         _one_of(SESSION_RESOURCES),
+    ),
+    _Choice(
+        "isolation", "isolation", "invalid-isolation", ISOLATIONS.__contains__, _one_of(ISOLATIONS)
     ),
 )
 

@@ -110,6 +110,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
         backend_session_id=child.backend_session_id,
         resources=child.resources,
         step=child.step,
+        workspace=child.workspace,
     )
 
 

@@ -55,7 +55,7 @@ from subagent_host.runs.state import (
 )
 from subagent_host.settings.model import BACKENDS
 from subagent_host.store.database import PERSISTENCE_MEMORY, PERSISTENCE_SQLITE
-from subagent_host.values import MODES, SESSION_RESOURCES, RunKind
+from subagent_host.values import ISOLATIONS, MODES, SESSION_RESOURCES, RunKind
 from subagent_host.values.facts import BackendInfo, Diagnostic, RunSummary
 
 STATUSES: Final = tuple(str(status) for status in RunStatus)
@@ -97,6 +97,10 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (PlanChild, "session_resources"): SESSION_RESOURCES,
     (ChildReceipt, "session_resources"): SESSION_RESOURCES,
     (Projection, "session_resources"): SESSION_RESOURCES,
+    (ItemFields, "isolation"): ISOLATIONS,
+    (PlanChild, "isolation"): ISOLATIONS,
+    (ChildReceipt, "isolation"): ISOLATIONS,
+    (Projection, "isolation"): ISOLATIONS,
     (AccessRequest, "filesystem"): FILESYSTEM_LEVELS,
     (Access, "filesystem"): FILESYSTEM_LEVELS,
     (ToolEffects, "effects"): EFFECTS,

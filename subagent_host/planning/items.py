@@ -27,7 +27,8 @@ from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import LaunchRequest, SpawnItem
 from subagent_host.planning.views import AgentRef
 from subagent_host.settings import Settings
-from subagent_host.values import MAX_DURATION_MS, SESSION_RESOURCES
+from subagent_host.values import ISOLATIONS, MAX_DURATION_MS, SESSION_RESOURCES, WORKTREE
+from subagent_host.workspaces.worktrees import repository_root
 
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Most model responses `maxTurns` may allow (a day of one-second responses).
@@ -166,6 +167,12 @@ def _resolve_item(
         settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS,
     )
     max_turns = _turns(problems, at("maxTurns"), pick("max_turns"))
+    isolation = _isolation(
+        problems,
+        at("isolation"),
+        pick("isolation") or (definition.isolation if definition is not None else None),
+        cwd,
+    )
     is_agent = name != "command"
     return ChildPlan(
         backend=name,
@@ -184,6 +191,7 @@ def _resolve_item(
         agent=_agent_ref(definition),
         output_name=item.as_,
         max_turns=max_turns if is_agent else None,
+        isolation=isolation,
     )
 
 
@@ -315,6 +323,27 @@ def _duration(problems: Problems, path: str, value: int | None, default: int) ->
 def _turns(problems: Problems, path: str, value: int | None) -> int | None:
     if value is not None and not 1 <= value <= MAX_TURNS:
         problems.error("invalid-max-turns", f"must be 1..{MAX_TURNS} model responses", path)
+    return value
+
+
+def _isolation(problems: Problems, path: str, value: str | None, cwd: str) -> str | None:
+    """`worktree` needs a git repository around the working directory (found by its `.git`,
+    without starting git: planning starts nothing)."""
+    if value is None:
+        return None
+    if value not in ISOLATIONS:
+        problems.error(
+            "invalid-isolation",
+            f"isolation must be one of {', '.join(ISOLATIONS)}, not {value!r}",
+            path,
+        )
+    elif value == WORKTREE and os.path.isdir(cwd) and repository_root(cwd) is None:
+        problems.error(
+            "not-a-git-repository",
+            f"isolation {WORKTREE!r} needs a git repository, and {cwd!r} is in none: "
+            "run `git init` there (with a first commit), or leave isolation out",
+            path,
+        )
     return value
 
 

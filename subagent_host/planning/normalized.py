@@ -50,6 +50,7 @@ def normalized_plan(
                 removed_tools=tuple(sorted(tools.removed)) if tools.removed else None,
                 agent=child.agent,
                 as_=child.output_name,
+                isolation=child.isolation,
             )
         )
     return NormalizedPlan(

@@ -61,6 +61,8 @@ class ChildPlan:
     resumed from a projection recorded before the field existed (it ran `full`)."""
     max_turns: int | None = None
     """Model responses an agent child may make; the server counts them (None: no limit)."""
+    isolation: str | None = None
+    """`worktree`: it runs in a git worktree of its own (protocol.md §8.7); None: in `cwd`."""
     launch: Launch | None = attrs.field(default=None, init=False, eq=False, repr=False)
     """What the backend executes for it (argv, stdin, extra env, cwd), prepared once
     from the fields above by `prepare_child`. Not an init argument: any copy

@@ -63,6 +63,7 @@ def project(child: ChildPlan, backend: Backend) -> Projection:
         access=child.access,
         instructions=child.instructions,
         session_resources=child.session_resources,
+        isolation=child.isolation,
     )
 
 

@@ -54,6 +54,7 @@ def receipts(
                 effects=tuple(sorted({e for kept in tools.kept.values() for e in kept})),
                 restrictable=backend.restrictable,
                 session_resources=child.session_resources,
+                isolation=child.isolation,
             )
         )
     return Receipts(

@@ -55,6 +55,9 @@ class ItemFields:
     """`lean` or `full`: what an agent child loads of the user's and project's resources."""
     max_turns: int | None = None
     """Model responses an agent child may make (protocol.md §8.1); agent backends only."""
+    isolation: str | None = None
+    """`worktree`: the child works in a git worktree and on a branch of its own (protocol.md
+    §8.7); absent: in its `cwd` itself (an agent definition may ask for a worktree)."""
 
 
 @attrs.frozen

@@ -125,6 +125,9 @@ class PlanChild:
     """The agent definition it runs, when it runs one."""
     as_: str | None = None
     """Wire name `as`: a workflow item's output name."""
+    isolation: str | None = None
+    """`worktree` when it runs in a git worktree of its own; absent otherwise (so the
+    fingerprints of plans without it are what they always were)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -210,6 +213,9 @@ class ChildReceipt:
     version: str | None | Unprobed = UNPROBED
     """Its CLI's probed version; absent on the wire when the CLI gave none or was not asked (a
     `command` child)."""
+    isolation: str | None = None
+    """`worktree` when it works in a git worktree of its own, not in the shared checkout;
+    absent otherwise."""
 
 
 @attrs.frozen(kw_only=True)
@@ -276,6 +282,8 @@ class Projection:
     """The agent definition's body, for a child of a definition."""
     session_resources: str | None = None
     """Absent in projections recorded before it existed: those children ran `full`."""
+    isolation: str | None = None
+    """`worktree`: a resume runs in the child's worktree (absent: it had none)."""
 
 
 @attrs.frozen(kw_only=True)

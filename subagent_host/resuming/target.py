@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ from subagent_host.planning.stored_workflow import (
 )
 from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
+from subagent_host.runs.child_runner import WORKSPACE_GONE
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStatus
 from subagent_host.store.face import RunStore
@@ -131,6 +133,15 @@ async def resolve_target(
             "this child was launched with `env` values, which are never stored and this "
             f"server process no longer has; {GUIDANCE}",
         )
+    if child.workspace is not None and not await asyncio.to_thread(
+        os.path.isdir, child.workspace.path
+    ):
+        raise ResumeRefused(
+            "not-resumable",
+            WORKSPACE_GONE,
+            f"the worktree {child.workspace.path!r} this child worked in is gone (it held no "
+            f"changes, or was removed): {GUIDANCE}",
+        )
     session_file = await _check_session(manager, run, child, projection)
     agents = [projection.agent] if projection.agent is not None else []
     workflow: tuple[RunPlan, dict[int, str]] | None = None
@@ -187,7 +198,8 @@ async def _check_session(
             child.backend_session_id,
             child.session_digest,
             env=env,
-            cwd=projection.cwd,
+            # An isolated child's CLI ran (and keeps its session by) its worktree.
+            cwd=child.workspace_cwd or projection.cwd,
         )
     except SessionProblem as problem:
         raise ResumeRefused("not-resumable", problem.code, problem.message) from None
@@ -310,6 +322,7 @@ def resumed_child(
         # A projection from before `sessionResources` has none: that child ran `full`.
         session_resources=projection.session_resources,
         agent=projection.agent,
+        isolation=projection.isolation,
     )
     return prepare_child(child, backends[child.backend])
 

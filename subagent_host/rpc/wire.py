@@ -51,6 +51,7 @@ from subagent_host.values.facts import (
     Resources,
     RunSummary,
     Usage,
+    Workspace,
 )
 
 # The launch request's types are planning's (they import nothing of ours): listed
@@ -197,7 +198,7 @@ class PingResult:
     limits: Limits
     """The limits a client should plan with (durations in milliseconds, sizes in bytes)."""
     process_tracking: str
-    """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.3)."""
+    """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.7)."""
     persistence: str
     """sqlite, or memory when the state directory cannot be used (protocol.md §13)."""
     admission: Admission
@@ -449,6 +450,9 @@ class ChildSnapshot(OutcomeFields):
     """CPU time, peak memory and process count of its whole process tree (protocol.md §12)."""
     step: int | None = None
     """A workflow child's step."""
+    workspace: Workspace | None = None
+    """An isolated child's git worktree (protocol.md §8.7): made when it starts, measured
+    when it ends (commits, changed files, uncommitted changes, kept or removed)."""
 
 
 @attrs.frozen

@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
 
 from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
+from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.sessions import SEALED_AT_END
@@ -35,13 +37,26 @@ from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause
 from subagent_host.runs.state import ChildRun, Run, RunStatus
+from subagent_host.values import WORKTREE
 from subagent_host.values.facts import ErrorInfo, Usage
+from subagent_host.workspaces.worktrees import (
+    Git,
+    GitFailed,
+    Opened,
+    Worktrees,
+    reopened,
+    unmeasured,
+)
 
 logger = logging.getLogger(__name__)
 
 # How long an agent CLI may take to exit after printing its final event; it then
 # gets the supervisor's LEFTOVER_GRACE_S to go on SIGTERM.
 FINISHED_GRACE_S: Final = 5.0
+# A resumed isolated child whose worktree was removed since its last attempt.
+WORKSPACE_GONE: Final = "workspace-gone"
+# An isolated child whose worktree could not be made (git failed, or no state directory).
+WORKSPACE_FAILED: Final = "workspace-failed"
 # How much of a program name a spawn-failed message quotes.
 PROGRAM_SHOWN_CHARS: Final = 200
 
@@ -70,6 +85,12 @@ class ChildRunner:
         self._caps = services.caps
         self._server_env = dict(services.server_env)
         self._depth = services.depth
+        self.worktrees = (
+            Worktrees(services.worktrees, Git(HelperRunner(services.supervisor)))
+            if services.worktrees is not None
+            else None
+        )
+        """Where isolated children work (None: no state directory, none can run)."""
         self.sessions = services.sessions
         """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
         # Each child's environment values, by run: never stored, so a resume of a
@@ -172,6 +193,17 @@ class ChildRunner:
             if prompt == plan.prompt and plan.launch
             else backend.prepare(plan.item(prompt))
         )
+        opened: Opened | None = None
+        if plan.isolation == WORKTREE:
+            try:
+                opened = await self._open_workspace(run, child, plan.cwd)
+            except GitFailed as exc:
+                error = ErrorInfo(
+                    WORKSPACE_GONE if child.workspace is not None else WORKSPACE_FAILED, str(exc)
+                )
+                self._book.transition_child(run, child, RunStatus.FAILED, error=error)
+                return None
+            launch = attrs.evolve(launch, cwd=opened.cwd)
         env = child_environment(
             self._server_env,
             backend_allowed=backend.env_allowed,
@@ -203,12 +235,13 @@ class ChildRunner:
             )
         except OSError as exc:
             message = _start_failure(launch.argv[0], exc)
+            await self._settle_workspace(child, opened)
             self._book.transition_child(
                 run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
             )
             return None
         try:
-            return await self._see_through(run, child, plan, control, process, parser, sink)
+            return await self._see_through(run, child, plan, control, process, parser, sink, opened)
         except Exception as exc:  # a bug of ours: the child still ends once, and says how
             # and what it used, as far as that is known.
             record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
@@ -231,6 +264,7 @@ class ChildRunner:
         process: Child,
         parser: OutputParser,
         sink: ChildSink,
+        opened: Opened | None,
     ) -> str | None:
         """The started child: running, supervised until it ends, then settled."""
         self._book.transition_child(
@@ -258,6 +292,7 @@ class ChildRunner:
             )
             child.session_digest = seal.digest if seal else None
             child.session_digest_source = seal.source if seal else None
+        await self._settle_workspace(child, opened)
         self._settler.settle_child(run, child, outcome, exit_status, process.stopped_by, cause)
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
@@ -339,6 +374,35 @@ class ChildRunner:
             return None  # as if it had exited: its final event decides
         await self._supervisor.stop(process, grace_s=control.grace_s)
         return cause
+
+    # --- an isolated child's worktree ---------------------------------------------------
+
+    async def _open_workspace(self, run: Run, child: ChildRun, cwd: str) -> Opened:
+        """The child's worktree: its earlier attempt's (a resume), else a new one. GitFailed."""
+        if child.workspace is not None and child.workspace_cwd is not None:
+            if not await asyncio.to_thread(os.path.isdir, child.workspace.path):
+                raise GitFailed(
+                    f"the worktree {child.workspace.path!r} of this child was removed: "
+                    "there is no workspace to resume in"
+                )
+            return reopened(child.workspace, child.workspace_cwd)
+        if self.worktrees is None:
+            raise GitFailed("this server has no state directory to make worktrees in")
+        opened = await self.worktrees.open(run.run_id, child.index, cwd)
+        # Recorded with the child's start: a server that dies while it runs leaves a
+        # record that still names its worktree (listed, resumable in it).
+        child.workspace, child.workspace_cwd = unmeasured(opened), opened.cwd
+        return opened
+
+    async def _settle_workspace(self, child: ChildRun, opened: Opened | None) -> None:
+        """Record what the attempt left in its worktree (removed when nothing), before the
+        child's terminal status is: its snapshot then carries `workspace`."""
+        if opened is None or self.worktrees is None:
+            return
+        try:
+            child.workspace = await self.worktrees.settle(opened)
+        except GitFailed as exc:  # the worktree stays, and `subagent-host worktrees` lists it
+            logger.warning("cannot measure the worktree %s: %s", opened.path, exc)
 
     async def _end_after_bug(self, process: Child) -> None:
         """End and reap the tree of a child whose supervision failed (best effort, logged)."""

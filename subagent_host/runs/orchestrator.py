@@ -87,6 +87,8 @@ class RunOrchestrator:
         self._carried: dict[str, Run] = {}
         self._finished: collections.deque[str] = collections.deque()
         self._controls: dict[str, RunControl] = {}
+        self._cleanups: set[asyncio.Task[object]] = set()
+        """Removals of the worktrees of pruned runs still going on (awaited at shutdown)."""
 
     @property
     def sessions(self) -> SessionFiles | None:
@@ -268,6 +270,9 @@ class RunOrchestrator:
                 attempt=old.attempt + 1,
                 step=old.step,
                 prompt_head=prompt_head(plan.prompt),
+                # A resumed attempt works in the worktree the earlier one left.
+                workspace=old.workspace,
+                workspace_cwd=old.workspace_cwd,
             )
         )
         if workflow is not None:
@@ -370,6 +375,7 @@ class RunOrchestrator:
         live = self.live()
         await asyncio.gather(
             *(self.stop(run, grace_ms=None, reason=reason) for run in live),
+            *self._cleanups,
             return_exceptions=True,
         )
 
@@ -420,13 +426,29 @@ class RunOrchestrator:
         A run that is live again here (resumed since the prune chose it) is kept:
         its next write records it anew.
         """
+        deleted = set()
         for run_id in run_ids:
             run = self._runs.get(run_id)
-            if run is None or not run.is_terminal:
+            if run is not None and not run.is_terminal:
+                continue
+            deleted.add(run_id)
+            if run is None:
                 continue
             with contextlib.suppress(ValueError):
                 self._finished.remove(run_id)
             self._drop(run_id)
+        self._remove_worktrees(deleted)
+
+    def _remove_worktrees(self, run_ids: set[str]) -> None:
+        """Remove the git worktrees of runs the history deleted (protocol.md §8.7), in the
+        background: git runs a while, and the write that pruned them must not wait."""
+        worktrees = self._children.worktrees
+        if not run_ids or worktrees is None:
+            return
+        task = asyncio.create_task(worktrees.remove_of_runs(run_ids))
+        self._cleanups.add(task)
+        task.add_done_callback(_worktrees_removed)
+        task.add_done_callback(self._cleanups.discard)
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
@@ -436,3 +458,10 @@ class RunOrchestrator:
                 RunStatus.CANCELLED,
                 reason=f"not run: step {failed_index} did not complete",
             )
+
+
+def _worktrees_removed(task: asyncio.Task[object]) -> None:
+    """Log a removal of pruned runs' worktrees that failed (`subagent-host worktrees` lists
+    what is left)."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        logger.warning("cannot remove the worktrees of pruned runs: %r", error)

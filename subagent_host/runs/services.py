@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import attrs
 
@@ -31,3 +32,6 @@ class ChildServices:
     """This server's depth in a delegation chain; its children are one deeper."""
     sessions: SessionFiles | None = None
     """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
+    worktrees: Path | None = None
+    """Where isolated children's worktrees are made (`<state>/worktrees`); None: nowhere,
+    and an isolated child fails (`workspace-failed`)."""

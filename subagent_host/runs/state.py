@@ -29,7 +29,14 @@ from subagent_host.runs import story
 from subagent_host.values import TERMINAL as TERMINAL
 from subagent_host.values import RunKind
 from subagent_host.values import RunStatus as RunStatus
-from subagent_host.values.facts import Diagnostic, ErrorInfo, OutputInfo, Resources, Usage
+from subagent_host.values.facts import (
+    Diagnostic,
+    ErrorInfo,
+    OutputInfo,
+    Resources,
+    Usage,
+    Workspace,
+)
 
 NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
     # A queued child may end without running: stopped, or its chain ended first.
@@ -161,6 +168,11 @@ class ChildRun:
     """The first line of an agent child's prompt, cut to PROMPT_HEAD_CHARS: what the
     terminal's `runs` and `show` name it by (stored, never sent on the wire). None for
     a command child and in records from before it was kept."""
+    workspace: Workspace | None = None
+    """An isolated child's worktree as its last ended attempt left it (protocol.md §8.7);
+    a resumed attempt runs in it again."""
+    workspace_cwd: str | None = None
+    """Where in that worktree it ran (stored, never sent on the wire)."""
 
 
 PROMPT_HEAD_CHARS: Final = 80

@@ -24,7 +24,7 @@ import attrs
 
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store.database import BUSY_TIMEOUT_MS
-from subagent_host.store.face import MIN_PREFIX
+from subagent_host.store.face import MIN_PREFIX as MIN_PREFIX
 from subagent_host.store.reads import assemble
 from subagent_host.store.rows import event_from_record
 from subagent_host.store.schema import DB_NAME, check_version

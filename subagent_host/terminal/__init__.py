@@ -23,4 +23,5 @@ COMMANDS: Final[dict[str, str]] = {
     "stop": "stops a run that a server on this state directory runs, from any process",
     "watch": "shows the runs and their children live, full screen (arrows, Enter, s, q)",
     "doctor": "checks that this machine can run subagents, one line per check with its fix",
+    "worktrees": "lists the git worktrees isolated children kept; 'worktrees remove RUN' removes",
 }

@@ -48,6 +48,7 @@ def show_run(args: argparse.Namespace) -> int:
     describe(out, run)
     children(out, run, launches)
     errors(out, run)
+    worktrees(out, run)
     output_tail(out, run, streamed)
     return 0
 
@@ -126,6 +127,18 @@ def errors(out: Console, run: Run) -> None:
         out.print(_error_line(child.error), markup=False, highlight=False)
         for line in _stderr_tail(child.error):
             out.print(f"  {line}", markup=False, highlight=False)
+
+
+def worktrees(out: Console, run: Run) -> None:
+    """Each isolated child's worktree: its branch, what the child left there, where."""
+    for child in run.children:
+        space = child.workspace
+        if space is None:
+            continue
+        left = views.workspace_summary(space) if space.kept else "removed: nothing was left in it"
+        out.print()
+        out.print(Text.assemble((f"child {child.index} worktree", "bold"), "  "), end="")
+        out.print(f"{space.branch}  {left}  {space.path}", markup=False, highlight=False)
 
 
 def output_tail(out: Console, run: Run, streamed: str) -> None:

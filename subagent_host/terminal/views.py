@@ -24,7 +24,7 @@ from rich.text import Text
 
 from subagent_host.runs.state import ChildRun, Run
 from subagent_host.store.browse import BrowseError, Launch
-from subagent_host.values.facts import Usage
+from subagent_host.values.facts import Usage, Workspace
 
 # The server counts things in its messages too: the word lives in values, shared.
 from subagent_host.values.words import plural as plural
@@ -320,3 +320,12 @@ def last_line(text: str | None) -> str:
         if line.strip():
             return " ".join(line.split())
     return ""
+
+
+def workspace_summary(workspace: Workspace) -> str:
+    """`1 commit, 0 uncommitted, 1 file +1 -0`: what an isolated child left in its worktree."""
+    stat = workspace.diff_stat
+    return (
+        f"{plural(workspace.commits, 'commit')}, {workspace.uncommitted} uncommitted, "
+        f"{plural(stat.files, 'file')} +{stat.insertions} -{stat.deletions}"
+    )

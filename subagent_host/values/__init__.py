@@ -78,6 +78,11 @@ FULL: Final = "full"
 """Whatever the CLI loads by itself."""
 SESSION_RESOURCES: Final = (LEAN, FULL)
 
+# Where a child works (protocol.md §8.7): `worktree` gives it a git worktree and a
+# branch of its own, so children editing the same checkout never trample each other.
+WORKTREE: Final = "worktree"
+ISOLATIONS: Final = (WORKTREE,)
+
 # Digests of what a client may compare across servers (plan fingerprints, agent
 # definition files): this prefix, then the SHA-256 in hex; `v1` names the scheme.
 DIGEST_PREFIX: Final = "sha256:v1:"

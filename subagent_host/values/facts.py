@@ -117,6 +117,43 @@ class Resources:
 
 
 @attrs.frozen
+class DiffStat:
+    """How much a child's worktree differs from where it began (commits and uncommitted
+    changes together, new untracked files included)."""
+
+    files: int
+    """Files changed, added or deleted."""
+    insertions: int
+    """Lines added (0 for a binary file)."""
+    deletions: int
+    """Lines removed (0 for a binary file)."""
+
+
+@attrs.frozen(kw_only=True)
+class Workspace:
+    """An isolated child's git worktree as its attempt left it (protocol.md §8.7)."""
+
+    path: str
+    """The worktree's root: `<state>/worktrees/<runId>-<index>`."""
+    branch: str
+    """Its branch: `subagent/<first 8 of runId>-<index>`."""
+    base_commit: str
+    """The commit it was made from (the repository's `HEAD` then)."""
+    head_commit: str
+    """The branch's commit when the attempt ended."""
+    commits: int
+    """Commits on the branch since `baseCommit`."""
+    changed_files: tuple[str, ...]
+    """The changed files (at most 200, sorted), relative to the worktree's root."""
+    diff_stat: DiffStat
+    """Commits and uncommitted changes against `baseCommit`, together."""
+    uncommitted: int
+    """Files with changes not committed, new untracked files included (a rename counts once)."""
+    kept: bool
+    """False: no commits and no changes, so the worktree and its branch were removed."""
+
+
+@attrs.frozen
 class RunSummary:
     """One run of `status` without a run id: read from the store, its status and end
     taken from memory while it is live (fields in the order the wire sends them)."""

@@ -590,3 +590,19 @@ def test_every_error_is_reported_not_just_the_first() -> None:
 def test_an_unknown_source_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="source must be one of"):
         parse_definition(EXAMPLE.encode(), path=PATH, source="global")
+
+
+def test_isolation_worktree_is_read_and_absent_means_unset() -> None:
+    assert valid("name: a\ndescription: d\nisolation: worktree").isolation == "worktree"
+    assert valid("name: a\ndescription: d").isolation is None
+
+
+def test_an_unknown_isolation_is_an_error() -> None:
+    found = errors("name: a\ndescription: d\nisolation: container")
+
+    assert [(d.code, d.message) for d in found] == [
+        (
+            "invalid-isolation",
+            "/defs/reviewer.md: field 'isolation' is 'container': expected one of worktree",
+        )
+    ]

@@ -18,6 +18,7 @@ from tests.e2e.agents import (
     server_args,
 )
 from tests.e2e.harness import error_of, result_of, running_server
+from tests.e2e.test_worktrees import assert_no_worktree_left, make_repository, remove_kept
 from tests.mock_llm import MockLLM
 
 pytestmark = needs_cli("pi")
@@ -107,3 +108,38 @@ async def test_a_read_only_pi_launch_cannot_write_a_file(tmp_path: Path) -> None
     assert receipt["removedTools"][0]["name"] == "bash"
     assert "filesystem-write" in receipt["removedTools"][0]["exceeds"]
     assert receipt["effects"] == ["filesystem-read"]
+
+
+async def test_parallel_isolated_pi_children_each_write_in_their_own_worktree(
+    tmp_path: Path,
+) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    with MockLLM(tool_command='echo "$(basename "$PWD")" >> shared.txt') as mock:
+        env = pi_environment(tmp_path, mock.openai_base_url)
+        async with running_server(*server_args(tmp_path), env=env) as server:
+            run = await result_of(
+                server,
+                "spawn",
+                {
+                    **SPAWN,
+                    "tasks": [{"prompt": "append your name"}, {"prompt": "append yours"}],
+                    "isolation": "worktree",
+                    "cwd": str(repo),
+                    "mode": "task",
+                },
+            )
+            assert run["status"] == "completed", run
+            await server.finish()
+    spaces = [child["workspace"] for child in run["children"]]
+    for space in spaces:  # each wrote its own worktree's name into its own copy
+        assert (space["uncommitted"], space["changedFiles"], space["kept"]) == (
+            1,
+            ["shared.txt"],
+            True,
+        ), space
+        name = Path(space["path"]).name
+        assert (Path(space["path"]) / "shared.txt").read_text() == f"base\n{name}\n"
+    assert (repo / "shared.txt").read_text() == "base\n"  # the shared checkout is untouched
+    remove_kept(repo)
+    assert_no_worktree_left(repo, state)

@@ -1,0 +1,310 @@
+"""Make, measure, list and remove the worktrees of isolated children (protocol.md §8.7).
+
+Each isolated child gets `<state>/worktrees/<runId>-<index>`, a worktree of the
+repository around its `cwd` on a new branch `subagent/<first 8 of runId>-<index>`
+made from `HEAD`; it runs in the same relative directory inside it. When an
+attempt ends, `settle` measures what it left (commits on the branch, uncommitted
+changes and new untracked files, against the commit it began from) and removes
+a worktree that holds nothing, with its branch. Kept ones are listed and removed
+on request (`subagent-host worktrees`), and with the runs history pruning deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from subagent_host.values import WORKTREE
+from subagent_host.values.facts import DiffStat, Workspace
+from subagent_host.workspaces.git import Git, GitFailed
+
+__all__ = ["Git", "GitFailed", "Opened", "Removal", "Worktrees", "repository_root"]
+
+# The worktrees' directory in the state directory.
+WORKTREES_DIR: Final = "worktrees"
+BRANCH_PREFIX: Final = "subagent/"
+# How many changed files a report names; `diffStat.files` counts them all.
+MAX_CHANGED_FILES: Final = 200
+# The part of a run id a branch name carries: short enough to type, long enough to
+# tell the runs of one repository apart.
+BRANCH_RUN_ID_CHARS: Final = 8
+# Beside a worktree while it is measured: the index its changes are staged in, so
+# the child's own index (what it staged) is left as it was.
+MEASURING_INDEX_SUFFIX: Final = ".index"
+
+
+def repository_root(directory: str) -> str | None:
+    """The root of the git work tree around `directory` (the nearest with a `.git`), or None.
+
+    Reads the filesystem only, so planning can tell a repository without starting git.
+    """
+    current = os.path.realpath(directory)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def worktree_name(run_id: str, index: int) -> str:
+    """The worktree's directory name under `<state>/worktrees`."""
+    return f"{run_id}-{index}"
+
+
+def branch_name(run_id: str, index: int) -> str:
+    return f"{BRANCH_PREFIX}{run_id[:BRANCH_RUN_ID_CHARS]}-{index}"
+
+
+@attrs.frozen
+class Opened:
+    """A child's worktree, ready for it to run in."""
+
+    path: str
+    """The worktree's root."""
+    branch: str
+    base_commit: str
+    cwd: str
+    """Where the child runs: its `cwd`'s place relative to the repository, inside the worktree."""
+
+
+@attrs.frozen
+class Removal:
+    """What removing a worktree did."""
+
+    removed: bool
+    """The worktree is gone (it may have been gone already)."""
+    branch: str | None
+    """Its branch, when it had one."""
+    branch_deleted: bool
+    """False when the branch was kept: it holds commits not merged into the repository's HEAD."""
+
+
+@attrs.frozen
+class Listed:
+    """A worktree found under `<state>/worktrees`."""
+
+    name: str
+    """`<runId>-<index>`."""
+    path: str
+    branch: str | None
+    """Its branch; None when git could not tell (a worktree damaged by hand)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.name.rpartition("-")[0]
+
+    @property
+    def index(self) -> int | None:
+        index = self.name.rpartition("-")[2]
+        return int(index) if index.isdigit() else None
+
+
+def reopened(workspace: Workspace, cwd: str) -> Opened:
+    """A kept worktree as a resumed attempt runs in it again."""
+    return Opened(
+        path=workspace.path, branch=workspace.branch, base_commit=workspace.base_commit, cwd=cwd
+    )
+
+
+def unmeasured(opened: Opened) -> Workspace:
+    """The report of a worktree just made (or whose child has not ended): nothing in it yet."""
+    return Workspace(
+        path=opened.path,
+        branch=opened.branch,
+        base_commit=opened.base_commit,
+        head_commit=opened.base_commit,
+        commits=0,
+        changed_files=(),
+        diff_stat=DiffStat(files=0, insertions=0, deletions=0),
+        uncommitted=0,
+        kept=True,
+    )
+
+
+class Worktrees:
+    """The worktrees under one directory (`<state>/worktrees`), through one `Git`."""
+
+    def __init__(self, root: Path, git: Git) -> None:
+        self.root = root
+        self._git = git
+
+    async def open(self, run_id: str, index: int, cwd: str) -> Opened:
+        """Make the child's worktree and branch from the `HEAD` of the repository around `cwd`.
+
+        Raises GitFailed (nothing is left behind then but what git itself keeps).
+        """
+        git = self._git
+        top = (await git("rev-parse", "--show-toplevel", cwd=cwd)).strip()
+        try:
+            base = (await git("rev-parse", "--verify", "HEAD^{commit}", cwd=top)).strip()
+        except GitFailed:
+            raise GitFailed(
+                f"the repository at {top!r} has no commit yet: a {WORKTREE} starts from HEAD"
+            ) from None
+        try:
+            await asyncio.to_thread(self.root.mkdir, mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GitFailed(f"cannot make {str(self.root)!r}: {exc.strerror or exc}") from None
+        path = str(self.root / worktree_name(run_id, index))
+        branch = branch_name(run_id, index)
+        await git("worktree", "add", "--quiet", "-b", branch, path, base, cwd=top)
+        try:
+            inside = await asyncio.to_thread(_same_place, path, top, cwd)
+        except OSError as exc:
+            raise GitFailed(f"cannot make the child's directory in {path!r}: {exc}") from None
+        return Opened(path=path, branch=branch, base_commit=base, cwd=inside)
+
+    async def settle(self, opened: Opened) -> Workspace:
+        """What the attempt left in its worktree; one holding nothing is removed with its
+        branch (kept: false)."""
+        report = await self.measure(opened)
+        if report.commits or report.uncommitted:
+            return report
+        try:
+            await self.remove(opened.path, branch=opened.branch, force=False, merged_only=False)
+        except GitFailed:
+            return report  # kept, and listed: `subagent-host worktrees remove` can try again
+        return attrs.evolve(report, kept=False)
+
+    async def measure(self, opened: Opened) -> Workspace:
+        """Commits on the branch and changes in the worktree since its base (kept: True)."""
+        git, path = self._git, opened.path
+        head = (await git("rev-parse", "HEAD", cwd=path)).strip()
+        commits = int(await git("rev-list", "--count", f"{opened.base_commit}..HEAD", cwd=path))
+        status = await git("status", "--porcelain=v1", "-z", "--untracked-files=all", cwd=path)
+        uncommitted = _status_entries(status)
+        changes = await self._changes(path, opened.base_commit) if commits or uncommitted else []
+        files = sorted(name for _added, _removed, name in changes)
+        return Workspace(
+            path=path,
+            branch=opened.branch,
+            base_commit=opened.base_commit,
+            head_commit=head,
+            commits=commits,
+            changed_files=tuple(files[:MAX_CHANGED_FILES]),
+            diff_stat=DiffStat(
+                files=len(files),
+                insertions=sum(added for added, _removed, _name in changes),
+                deletions=sum(removed for _added, removed, _name in changes),
+            ),
+            uncommitted=uncommitted,
+            kept=True,
+        )
+
+    async def _changes(self, path: str, base: str) -> list[tuple[int, int, str]]:
+        """Every file the worktree differs in from `base` (lines added, removed; 0 for a
+        binary file), staged in an index of our own: untracked files count, and the
+        child's own index stays as it left it."""
+        index = path + MEASURING_INDEX_SUFFIX
+        env = {"GIT_INDEX_FILE": index}
+        try:
+            await self._git("read-tree", "HEAD", cwd=path, env=env)
+            await self._git("add", "--all", cwd=path, env=env)
+            numstat = await self._git(
+                "diff", "--cached", "--numstat", "--no-renames", "-z", base, cwd=path, env=env
+            )
+        finally:
+            await asyncio.to_thread(_unlink, index)
+        changes = []
+        for entry in numstat.split("\0"):
+            if entry:
+                added, removed, name = entry.split("\t", 2)
+                changes.append((_lines(added), _lines(removed), name))
+        return changes
+
+    async def remove(
+        self, path: str, *, branch: str | None = None, force: bool, merged_only: bool
+    ) -> Removal:
+        """Remove the worktree at `path` and its branch (with `merged_only`, only a branch
+        whose commits are merged into the repository's HEAD). `force` removes a worktree
+        with whatever changes it holds. Raises GitFailed."""
+        git = self._git
+        if not await asyncio.to_thread(os.path.isdir, path):
+            return Removal(removed=True, branch=branch, branch_deleted=False)
+        common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=path)
+        common = common.strip()
+        if branch is None:
+            branch = (await git("branch", "--show-current", cwd=path)).strip() or None
+        await git("worktree", "remove", *(("--force",) if force else ()), path, cwd=common)
+        deleted = False
+        if branch is not None:
+            try:
+                await git("branch", "-d" if merged_only else "-D", branch, cwd=common)
+                deleted = True
+            except GitFailed:
+                if not merged_only:
+                    raise
+        return Removal(removed=True, branch=branch, branch_deleted=deleted)
+
+    async def listed(self) -> list[Listed]:
+        """The worktrees under the directory, by name."""
+        names = await asyncio.to_thread(_directories, self.root)
+        found = []
+        for name in names:
+            path = str(self.root / name)
+            try:
+                branch = (await self._git("branch", "--show-current", cwd=path)).strip() or None
+            except GitFailed:
+                branch = None
+            found.append(Listed(name=name, path=path, branch=branch))
+        return found
+
+    async def remove_of_runs(self, run_ids: set[str]) -> list[Removal]:
+        """Remove the worktrees of these runs (the history deleted them), changes and all;
+        a branch holding commits not merged is kept."""
+        removals = []
+        for entry in await self.listed():
+            if entry.run_id in run_ids:
+                with contextlib.suppress(GitFailed):
+                    removals.append(
+                        await self.remove(
+                            entry.path, branch=entry.branch, force=True, merged_only=True
+                        )
+                    )
+        return removals
+
+
+def _same_place(worktree: str, top: str, cwd: str) -> str:
+    """`cwd`'s place relative to the repository's root `top`, inside `worktree`; a
+    directory HEAD does not hold (untracked, or ignored) is made, empty."""
+    inside = os.path.normpath(os.path.join(worktree, os.path.relpath(os.path.realpath(cwd), top)))
+    os.makedirs(inside, exist_ok=True)
+    return inside
+
+
+def _directories(root: Path) -> list[str]:
+    try:
+        return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+    except OSError:  # no such directory (none was made), or the state directory is unusable
+        return []
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _lines(count: str) -> int:
+    return 0 if count == "-" else int(count)  # `-`: a binary file
+
+
+def _status_entries(status: str) -> int:
+    """Paths `git status --porcelain -z` lists (a rename's origin path is not another)."""
+    fields = status.split("\0")
+    count = position = 0
+    while position < len(fields):
+        entry = fields[position]
+        position += 1
+        if not entry:
+            continue
+        count += 1
+        if entry[:1] in ("R", "C"):  # its origin path follows
+            position += 1
+    return count
