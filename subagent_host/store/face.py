@@ -64,6 +64,8 @@ class RunStore:
         self._db = db
         self.history_limit = history_limit
         self._instance: str | None = None
+        # Runs `start` deleted with idle sessions, until `on_pruned` hears of them.
+        self._pruned_at_start: tuple[str, ...] = ()
         self._recorder: Recorder | None = None
         self._run_ids = RunIds()
         self.live: Callable[[str], Run | None] = lambda _run_id: None
@@ -103,7 +105,7 @@ class RunStore:
         Returns the task ending leftover processes: await it before exiting.
         """
         generation, reserved = self._run_ids.reservation() or (0, None)
-        self._instance, cleaning = await start_instance(
+        self._instance, cleaning, self._pruned_at_start = await start_instance(
             self._db, supervisor, grace_ms, sessions, reserved
         )
         self._run_ids.confirm(generation)
@@ -172,8 +174,12 @@ class RunStore:
         self.recorder.watch_backlog(full, drained)
 
     def on_pruned(self, forget: Callable[[Sequence[str]], None]) -> None:
-        """Tell `forget` the ids of the runs each write pruned (before any waiter resumes)."""
+        """Tell `forget` the ids of the runs each write pruned (before any waiter resumes),
+        and at once those `start` deleted with idle sessions."""
         self.recorder.on_pruned = forget
+        pruned, self._pruned_at_start = self._pruned_at_start, ()
+        if pruned:
+            forget(pruned)
 
     async def written(self, run: Run | None = None) -> None:
         """Return once everything recorded so far is committed; with `run`, raise

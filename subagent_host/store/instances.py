@@ -198,6 +198,8 @@ class Pruned:
     sessions: int
     runs: int
     instances: int
+    run_ids: tuple[str, ...] = attrs.field(default=(), eq=False)
+    """The deleted runs' ids: what they left outside the database (git worktrees) goes too."""
 
 
 def prune_stale(store: Database, instance_id: str, now: datetime) -> Pruned:
@@ -221,15 +223,19 @@ def prune_stale(store: Database, instance_id: str, now: datetime) -> Pruned:
                 (cutoff, *LIVE),
             )
         ]
-        runs = 0
+        run_ids: list[str] = []
         for session_id in stale:
-            runs += db.execute("DELETE FROM runs WHERE session_id = ?", (session_id,)).rowcount
+            found = db.execute("SELECT run_id FROM runs WHERE session_id = ?", (session_id,))
+            run_ids += [run_id for (run_id,) in found]
+            db.execute("DELETE FROM runs WHERE session_id = ?", (session_id,))
         instances = db.execute(
             "DELETE FROM instances WHERE instance_id != ? AND ended_at IS NOT NULL"
             " AND instance_id NOT IN (SELECT instance_id FROM runs WHERE status IN (?, ?))",
             (instance_id, *LIVE),
         ).rowcount
-    return Pruned(sessions=len(stale), runs=runs, instances=instances)
+    return Pruned(
+        sessions=len(stale), runs=len(run_ids), instances=instances, run_ids=tuple(run_ids)
+    )
 
 
 def pending_cleanups(store: Database) -> tuple[list[str], list[Leftover]]:

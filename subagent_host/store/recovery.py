@@ -34,14 +34,14 @@ async def start_instance(
     grace_ms: int,
     sessions: SessionFiles | None = None,
     reserved: str | None = None,
-) -> tuple[str, asyncio.Task[int]]:
+) -> tuple[str, asyncio.Task[int], tuple[str, ...]]:
     """Register this process; mark dead servers' runs interrupted; end their leftovers.
 
     `reserved` is the run ids this server reserves (run_ids.py), written with
     its record. An interrupted attempt's session file is sealed as this server finds it
     (`recovered`): the attempt's own end never came to seal it.
-    Returns this instance's id and the task ending leftover processes; the
-    server awaits it before it exits.
+    Returns this instance's id, the task ending leftover processes (the server
+    awaits it before it exits) and the ids of the runs deleted with idle sessions.
     """
     instance = uuid.uuid4().hex
     pid, create_time = this_process()
@@ -69,7 +69,7 @@ async def start_instance(
     # until it is done.
     pending, leftovers = await store.call(instances.pending_cleanups, store)
     task = asyncio.create_task(_clean_up(store, supervisor, pending, leftovers, grace_ms, seal))
-    return instance, task
+    return instance, task, pruned.run_ids
 
 
 def _sealer(sessions: SessionFiles | None) -> Callable[[ChildRun], Seal | None] | None:

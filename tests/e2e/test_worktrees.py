@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from subagent_host.store.instances import SESSION_RETENTION
+from subagent_host.store.schema import DB_NAME
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     error_of,
@@ -385,6 +389,34 @@ async def test_the_worktrees_of_runs_the_history_deletes_are_removed_with_them(
         assert kept["kept"] is True
         await result_of(server, "spawn", {"command": ["true"], "mode": "task"})  # prunes first
         await error_of(server, "status", {"runId": first["runId"]})
+        await server.finish()  # the server ends once the removals it started are done
+    assert_gone(repo, kept)
+    assert_no_worktree_left(repo, state)
+
+
+async def test_the_worktrees_of_idle_sessions_a_starting_server_deletes_are_removed_with_them(
+    tmp_path: Path,
+) -> None:
+    repo = make_repository(tmp_path / "repo")
+    state = tmp_path / "state"
+    async with running_server(*state_args(state, "s1")) as server:
+        run = await result_of(
+            server,
+            "spawn",
+            isolated(["sh", "-c", "echo changed >> shared.txt"], cwd=str(repo), mode="task"),
+        )
+        kept = run["children"][0]["workspace"]
+        assert kept["kept"] is True
+        await server.finish()
+    # The session has been idle for longer than it is kept (protocol.md §13).
+    long_ago = (datetime.now(UTC) - SESSION_RETENTION - timedelta(days=1)).isoformat()
+    db = sqlite3.connect(state / DB_NAME, isolation_level=None)
+    try:
+        db.execute("UPDATE runs SET created_at = ?, ended_at = ?", (long_ago, long_ago))
+    finally:
+        db.close()
+    async with running_server(*state_args(state, "s2")) as server:
+        await result_of(server, "ping", {})
         await server.finish()  # the server ends once the removals it started are done
     assert_gone(repo, kept)
     assert_no_worktree_left(repo, state)

@@ -1036,6 +1036,7 @@ async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store:
     pruned = await store.call(instances.prune_stale, store, ME, now)
 
     assert pruned == instances.Pruned(sessions=30, runs=30, instances=30)
+    assert sorted(pruned.run_ids) == sorted(f"r{n}" for n in range(30))
     sessions = await query(store, "SELECT DISTINCT session_id FROM runs ORDER BY 1")
     assert sessions == [("s-live",), ("s-recent",)]
     kept = await query(store, "SELECT instance_id FROM instances ORDER BY 1")
