@@ -1,8 +1,9 @@
 """`subagent-host logs RUN [-f]`: what a run's children printed and did, in order (protocol.md §7).
 
-From the run's recorded events: each `output` event's text as it streamed, each
-`activity` event as a line of its own (`» tool bash`); a child that did not stream
-(a spawn without `stream`) shows its final output text where it ended. Each line of
+From the run's recorded events: each `output` event's text as it streamed, an agent
+child's `message` events (what it said, as it streamed), each `activity` event as a
+line of its own (`» tool bash`); a child that did not stream (a spawn without
+`stream`) shows its final output text where it ended. Each line of
 a run of several children (tasks, chain, workflow) starts with the child's index
 (`[1] `). `-f` follows a run that is still going until it ends.
 
@@ -130,6 +131,11 @@ class Printer:
         if event.type == "output":
             self._streamed.add(index)
             self._output(index, str(event.fields.get("text", "")))
+        elif event.type == "message":  # an agent's own words: its raw lines were not streamed
+            self._streamed.add(index)
+            self._output(index, str(event.fields.get("text", "")))
+            if event.fields.get("final") is True:
+                self._end_line(index)  # a response ends its line, whatever it ended with
         elif event.type == "activity":
             self._end_line(index)
             self._activity(index, str(event.fields.get("text", "")))
