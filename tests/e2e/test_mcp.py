@@ -13,6 +13,8 @@ import anyio
 import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from subagent_host.client import Host
 from subagent_host.mcp_face.arguments import SpawnArguments
@@ -171,3 +173,16 @@ async def test_a_killed_face_still_stops_its_runs(tmp_path: Path) -> None:
                 os.kill(server.face.pid, signal.SIGKILL)  # by pid: the face this test started
                 await assert_gone(server.face, server.serve)
     assert_no_run_survives({run_id})
+
+
+async def test_an_unknown_tool_and_a_dead_server_are_mcp_errors(tmp_path: Path) -> None:
+    async with mcp_server(tmp_path) as server:
+        with pytest.raises(MCPError) as unknown:
+            await server.call("launch", {})
+        assert unknown.value.error.code == INVALID_PARAMS
+        server.serve.kill()  # by pid: the serve child this test's face started
+        await assert_gone(server.serve)
+        with pytest.raises(MCPError) as gone:
+            await server.call("status", {})
+        assert gone.value.error.code == INTERNAL_ERROR
+        assert "the subagent-host server is gone" in gone.value.error.message
