@@ -18,7 +18,7 @@ from typing import Final
 from subagent_host import SERVER_NAME
 from subagent_host.cli import OneLineParser, add_serve_options
 
-PROG: Final = f"{SERVER_NAME} mcp"
+PROG: Final = f"{SERVER_NAME} mcp"  # as mcp_face/server.py names it
 EXIT_USAGE: Final = 2
 MISSING_SDK: Final = (
     f"{PROG}: the MCP face needs the official MCP SDK, an optional extra: "

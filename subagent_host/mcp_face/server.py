@@ -12,7 +12,10 @@ kernel closes that pipe for it: the child sees the same end of input.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -39,6 +42,11 @@ INSTRUCTIONS: Final = (
     "terminal (completed, failed, cancelled, timed-out, limit-reached, interrupted)."
 )
 _CONVERTER: Final = make_converter()
+PROG: Final = f"{SERVER_NAME} mcp"
+EXIT_NOT_STARTED: Final = 1
+# A server whose output ended before its first answer is exiting: how long to wait to
+# read its exit status.
+SERVER_EXIT_S: Final = 5.0
 
 
 class Progress:
@@ -78,6 +86,7 @@ def build_server(host: Host) -> Server[Any]:
     )
 
 
+@functools.cache  # the schemas never change while a server runs
 def describe(tool: Tool) -> types.Tool:
     return types.Tool(
         name=tool.name,
@@ -134,10 +143,18 @@ def error_text(exc: HostError) -> str:
 
 
 async def serve(serve_arguments: Sequence[str]) -> int:
-    """Serve MCP on stdin/stdout until the client closes stdin; 0 then."""
+    """Serve MCP on stdin/stdout until the client closes stdin; 0 then, 1 when the serve
+    child could not start (its own line on stderr says why)."""
     # NDJSON whatever the configuration files say: it is what `Host` speaks.
     arguments = ["--framing", "ndjson", *serve_arguments]
     async with Host.start(arguments, own_session=True) as host:
+        try:
+            await host.ping()  # a server that cannot start is told before any client waits
+        except HostConnectionError:
+            assert host.process is not None
+            status = await asyncio.wait_for(host.process.wait(), SERVER_EXIT_S)
+            print(f"{PROG}: the server could not start (exit status {status})", file=sys.stderr)
+            return EXIT_NOT_STARTED
         server = build_server(host)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -83,6 +83,7 @@ async def spawn(host: Host, arguments: SpawnArguments, report: Report) -> Answer
     launch = {field.name: getattr(arguments, field.name) for field in attrs.fields(LaunchRequest)}
     params = SpawnParams(**{**launch, "mode": "background"})
     started = asyncio.ensure_future(host.call("spawn", params, RunSnapshot))
+    started.add_done_callback(_retrieved)  # a cancelled caller no longer reads its outcome
     run = await asyncio.shield(started)
     run = await wait_for_run(host, run, seconds, report)
     return run, run_text(run)
@@ -180,6 +181,11 @@ def read_arguments(tool: Tool, arguments: Mapping[str, Any]) -> Any:
         return _CONVERTER.structure(dict(arguments), tool.arguments)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         raise InvalidParams(param_problems(exc)) from None
+
+
+def _retrieved(future: asyncio.Future[RunSnapshot]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _seconds(given: int | None, *, default: int) -> int:

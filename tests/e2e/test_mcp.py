@@ -186,3 +186,20 @@ async def test_an_unknown_tool_and_a_dead_server_are_mcp_errors(tmp_path: Path) 
             await server.call("status", {})
         assert gone.value.error.code == INTERNAL_ERROR
         assert "the subagent-host server is gone" in gone.value.error.message
+
+
+async def test_a_server_that_cannot_start_ends_the_face_with_one_line(tmp_path: Path) -> None:
+    # /proc/version cannot be opened for writing: the serve child exits 2 at start.
+    face = await asyncio.create_subprocess_exec(
+        server_executable(),
+        *mcp_arguments(tmp_path, "--log-file", "/proc/version"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(face.communicate(), EXIT_TIMEOUT_S)
+    assert face.returncode == 1
+    assert out == b""
+    assert err.decode().splitlines()[-1] == (
+        "subagent-host mcp: the server could not start (exit status 2)"
+    )
