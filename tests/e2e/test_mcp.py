@@ -203,3 +203,10 @@ async def test_a_server_that_cannot_start_ends_the_face_with_one_line(tmp_path: 
     assert err.decode().splitlines()[-1] == (
         "subagent-host mcp: the server could not start (exit status 2)"
     )
+
+
+async def test_a_face_at_the_maximum_depth_refuses_every_spawn(tmp_path: Path) -> None:
+    async with mcp_server(tmp_path, env={"SUBAGENT_HOST_DEPTH": "1"}) as server:
+        refused = await server.call("spawn", {"command": ["true"]})
+        assert refused.is_error
+        assert "error -32003" in text_of(refused) and "max-depth" in text_of(refused)
