@@ -13,8 +13,8 @@ kernel closes that pipe for it: the child sees the same end of input.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, Final
@@ -28,12 +28,10 @@ from mcp.shared.exceptions import MCPError
 from subagent_host import SERVER_NAME, __version__
 from subagent_host.client import Host, HostConnectionError, HostError
 from subagent_host.mcp_face.render import diagnostics_lines
-from subagent_host.mcp_face.tools import TOOLS, Tool, read_arguments
+from subagent_host.mcp_face.tools import CONVERTER, TOOLS, Tool, read_arguments
 from subagent_host.rpc.errors import InvalidParams
 from subagent_host.rpc.wire import make_converter
 from subagent_host.values.facts import Diagnostic
-
-logger = logging.getLogger(__name__)
 
 INSTRUCTIONS: Final = (
     "Runs coding-agent CLIs (pi, claude, codex) and commands as supervised subagents. "
@@ -41,7 +39,9 @@ INSTRUCTIONS: Final = (
     "status and stop follow it. Long work: spawn, then call wait until the status is "
     "terminal (completed, failed, cancelled, timed-out, limit-reached, interrupted)."
 )
-_CONVERTER: Final = make_converter()
+# Error data comes from the server: read as the client reads results, a key that a newer
+# server adds is ignored.
+_READER: Final = make_converter(forbid_extra_keys=False)
 PROG: Final = f"{SERVER_NAME} mcp"
 EXIT_NOT_STARTED: Final = 1
 # A server whose output ended before its first answer is exiting: how long to wait to
@@ -118,7 +118,7 @@ async def call(
         raise MCPError(types.INTERNAL_ERROR, f"the subagent-host server is gone: {exc}") from exc
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
-        structured_content=_CONVERTER.unstructure(result),
+        structured_content=CONVERTER.unstructure(result),
     )
 
 
@@ -133,11 +133,7 @@ def error_text(exc: HostError) -> str:
     diagnostics = data.get("diagnostics")
     if isinstance(diagnostics, list):
         lines += diagnostics_lines(
-            [
-                _CONVERTER.structure(item, Diagnostic)
-                for item in diagnostics
-                if isinstance(item, dict)
-            ]
+            [_READER.structure(item, Diagnostic) for item in diagnostics if isinstance(item, dict)]
         )
     return "\n".join(lines)
 
@@ -152,7 +148,9 @@ async def serve(serve_arguments: Sequence[str]) -> int:
             await host.ping()  # a server that cannot start is told before any client waits
         except HostConnectionError:
             assert host.process is not None
-            status = await asyncio.wait_for(host.process.wait(), SERVER_EXIT_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(host.process.wait(), SERVER_EXIT_S)
+            status = host.process.returncode  # None: still exiting; `Host` ends it
             print(f"{PROG}: the server could not start (exit status {status})", file=sys.stderr)
             return EXIT_NOT_STARTED
         server = build_server(host)

@@ -168,7 +168,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
     )
 }
 
-_CONVERTER: Final = make_converter()
+CONVERTER: Final = make_converter()
+"""The wire's own converter: arguments are read, and results written, as the server does."""
 
 
 def read_arguments(tool: Tool, arguments: Mapping[str, Any]) -> Any:
@@ -178,7 +179,7 @@ def read_arguments(tool: Tool, arguments: Mapping[str, Any]) -> Any:
     if offered:
         raise InvalidParams([ParamProblem(key, "unknown field") for key in offered])
     try:
-        return _CONVERTER.structure(dict(arguments), tool.arguments)
+        return CONVERTER.structure(dict(arguments), tool.arguments)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         raise InvalidParams(param_problems(exc)) from None
 

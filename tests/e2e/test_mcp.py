@@ -72,8 +72,10 @@ async def test_spawn_wait_status_and_stop_run_through_the_face_and_leave_nothing
         started = await server.ok("spawn", {"command": ["sleep", "300"], "label": "long"})
         assert started["status"] in ("queued", "running")
         run_id = started["runId"]
-        waited = await server.ok("wait", {"runId": run_id, "waitSeconds": 1})
-        assert waited["status"] == "running"
+        waited = await server.call("wait", {"runId": run_id, "waitSeconds": 1})
+        assert waited.structured_content is not None
+        assert waited.structured_content["status"] == "running"
+        assert f"still going: call wait with runId {run_id}" in text_of(waited)
         listing = await server.ok("status", {})
         assert [run["runId"] for run in listing["runs"]] == [
             run_id,
