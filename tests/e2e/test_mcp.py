@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import jsonschema
@@ -115,7 +117,6 @@ async def test_progress_is_sent_at_the_start_on_each_change_and_at_least_every_5
         seen.append((time.monotonic(), progress, message))
 
     async with mcp_server(tmp_path) as server:
-        began = time.monotonic()
         done = await server.ok(
             "spawn",
             {"command": ["sleep", "9"], "waitSeconds": 30},
@@ -128,7 +129,7 @@ async def test_progress_is_sent_at_the_start_on_each_change_and_at_least_every_5
     assert any("still going" in message for message in messages)
     assert messages[-1].endswith(": completed")
     assert [value for _at, value, _message in seen] == list(range(1, len(seen) + 1))
-    moments = [began, *(at for at, _value, _message in seen), ended]
+    moments = [*(at for at, _value, _message in seen), ended]
     assert max(later - earlier for earlier, later in itertools.pairwise(moments)) <= 5.0
 
 
@@ -212,3 +213,45 @@ async def test_a_face_at_the_maximum_depth_refuses_every_spawn(tmp_path: Path) -
         refused = await server.call("spawn", {"command": ["true"]})
         assert refused.is_error
         assert "error -32003" in text_of(refused) and "max-depth" in text_of(refused)
+
+
+async def test_the_end_of_input_during_a_waiting_call_stops_the_run_at_once(tmp_path: Path) -> None:
+    face = await asyncio.create_subprocess_exec(
+        server_executable(),
+        *mcp_arguments(tmp_path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert face.stdin is not None and face.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert face.stdin is not None
+        face.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    client = {"name": "test", "version": "1"}
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+    send({"id": 1, "method": "initialize", "params": hello})
+    await asyncio.wait_for(face.stdout.readline(), EXIT_TIMEOUT_S)
+    send({"method": "notifications/initialized"})
+    spawn = {"command": ["sleep", "300"], "waitSeconds": 50}
+    token = {"progressToken": "p"}
+    send(
+        {
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "spawn", "arguments": spawn, "_meta": token},
+        }
+    )
+    progress = json.loads(await asyncio.wait_for(face.stdout.readline(), EXIT_TIMEOUT_S))
+    assert progress["method"] == "notifications/progress"  # the run is running: the wait began
+    run_id = progress["params"]["message"].split()[1].rstrip(":")
+    face.stdin.close()
+    rest, err = await asyncio.wait_for(face.communicate(), EXIT_TIMEOUT_S)
+    assert face.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode()
+    assert [json.loads(line)["id"] for line in rest.splitlines()] == [2]  # "connection closed"
+    async with Host.start(["--state-dir", str(tmp_path / "state"), "--session", SESSION]) as host:
+        final = await host.status(run_id)
+    assert final.status == "cancelled" and final.reason == "client-disconnected"
+    assert_no_run_survives({run_id})
