@@ -23,7 +23,7 @@ from typing import Any, Final
 import attrs
 import cattrs
 
-from subagent_host.client import Host
+from subagent_host.client import AgentsListResult, Host, RunList, RunSnapshot
 from subagent_host.mcp_face.arguments import (
     DEFAULT_WAIT_SECONDS,
     MAX_WAIT_SECONDS,
@@ -37,9 +37,6 @@ from subagent_host.planning.request import LaunchRequest
 from subagent_host.rpc.errors import InvalidParams, ParamProblem, param_problems
 from subagent_host.rpc.wire import (
     AgentsListParams,
-    AgentsListResult,
-    RunList,
-    RunSnapshot,
     SpawnParams,
     StatusParams,
     StopParams,
