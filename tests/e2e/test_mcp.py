@@ -255,3 +255,10 @@ async def test_the_end_of_input_during_a_waiting_call_stops_the_run_at_once(tmp_
         final = await host.status(run_id)
     assert final.status == "cancelled" and final.reason == "client-disconnected"
     assert_no_run_survives({run_id})
+
+
+async def test_a_face_whose_server_requires_preflight_refuses_every_spawn(tmp_path: Path) -> None:
+    async with mcp_server(tmp_path, "--require-preflight") as server:
+        refused = await server.call("spawn", {"command": ["true"]})
+        assert refused.is_error
+        assert "error -32003" in text_of(refused) and "preflight-required" in text_of(refused)
