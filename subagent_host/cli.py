@@ -256,13 +256,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve on stdio (the default; 'subagent-host serve' is the same), or print "
         "the protocol's OpenRPC 1.3 document ('schema'), generated from the wire types. "
         "'subagent-host conformance' runs the protocol's conformance cases against a server "
-        "(see 'subagent-host conformance --help')"
+        "(see 'subagent-host conformance --help'); 'subagent-host mcp' serves the same runs "
+        "to an MCP client over stdio (see 'subagent-host mcp --help')"
         + "".join(
             f"; 'subagent-host {name}' {summary}" for name, summary in TERMINAL_COMMANDS.items()
         )
         + (" (each has its own --help)" if TERMINAL_COMMANDS else ""),
     )
     parser.add_argument("--version", action="version", version=f"{SERVER_NAME} {__version__}")
+    add_serve_options(parser)
+    return parser
+
+
+def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) -> None:
+    """Every option of `serve` (protocol.md §7): `serve` takes them all, and `mcp` all but
+    `--framing` (it speaks NDJSON to the server it starts)."""
     parser.add_argument(
         "--state-dir",
         type=state_directory,
@@ -276,11 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="bind this connection to session ID (default: a fresh session)",
     )
-    parser.add_argument(
-        "--framing",
-        choices=FRAMINGS,
-        help="message framing on stdin/stdout (default: auto, detected from the first byte)",
-    )
+    if framing:
+        parser.add_argument(
+            "--framing",
+            choices=FRAMINGS,
+            help="message framing on stdin/stdout (default: auto, detected from the first byte)",
+        )
     parser.add_argument(
         "--process-tracking",
         choices=PROCESS_TRACKING,
@@ -332,7 +341,6 @@ def build_parser() -> argparse.ArgumentParser:
         "message, and runId, index and pid where the line is about a run "
         f"(default: {DEFAULT_LOG_FORMAT})",
     )
-    return parser
 
 
 def read_depth(environ: Mapping[str, str]) -> tuple[int, str | None]:
@@ -423,6 +431,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from subagent_host.conformance.command import main as conformance
 
         return conformance(args[1:])
+    if args[:1] == ["mcp"]:
+        # The MCP face is a client of a server it starts: its code (and the optional SDK)
+        # is loaded for this subcommand only.
+        from subagent_host.mcp_face.command import main as mcp_face
+
+        return mcp_face(args[1:])
     if args[:1] and args[0] in TERMINAL_COMMANDS:
         # Commands for a person at a terminal: clients of the core, loaded only when asked for.
         from subagent_host.terminal.command import main as terminal

@@ -26,6 +26,7 @@ import pytest
 from tests.mock_llm import (
     BASE_INPUT_TOKENS,
     DEFAULT_TOOL_COMMAND,
+    DELEGATIONS,
     FINAL_TEXT_PREFIX,
     KEYWORD_NARRATE_TOOL,
     NARRATION_TEXT,
@@ -554,6 +555,38 @@ def test_loop_tool_calls_the_shell_again_after_every_tool_result(mock: MockLLM) 
     assert json.loads("".join(c["function"]["arguments"] for c in calls)) == {
         "command": DEFAULT_TOOL_COMMAND
     }
+
+
+MCP_SPAWN_TOOL: dict[str, Any] = {
+    "name": "mcp__subagent-host__spawn",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "array"}}},
+}
+
+
+def tool_use(block: dict[str, Any]) -> dict[str, Any]:
+    return {key: block[key] for key in ("type", "id", "name")}
+
+
+def test_delegate_mcp_calls_the_spawn_tool_twice_then_answers(mock: MockLLM) -> None:
+    messages: list[dict[str, Any]] = [user("DELEGATE-MCP please")]
+    for expected in DELEGATIONS:
+        body = {**anthropic_body(*messages), "tools": [CLAUDE_BASH_TOOL, MCP_SPAWN_TOOL]}
+        [block] = anthropic_blocks(stream_events(mock, "/v1/messages", body))["content"]
+        assert block["type"] == "tool_use" and block["name"] == "mcp__subagent-host__spawn"
+        assert json.loads(block["partial"]) == expected
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{**tool_use(block), "input": expected}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": "ok"}],
+            },
+        ]
+    body = {**anthropic_body(*messages), "tools": [CLAUDE_BASH_TOOL, MCP_SPAWN_TOOL]}
+    [block] = anthropic_blocks(stream_events(mock, "/v1/messages", body))["content"]
+    assert block["type"] == "text" and block["partial"].startswith(FINAL_TEXT_PREFIX)
 
 
 def test_tool_commands_are_configurable() -> None:

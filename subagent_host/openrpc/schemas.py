@@ -17,7 +17,7 @@ import collections.abc
 import enum
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -224,3 +224,65 @@ def _event_union(schema: Schema) -> None:
             }
         )
     schema["oneOf"] = variants
+
+
+DEFS_PREFIX: Final = "#/$defs/"
+
+
+def standalone_schema(
+    roots: Sequence[type[Any]], direction: Direction, *, leave_out: Collection[str] = ()
+) -> Schema:
+    """The JSON Schema of attrs types on their own, as a document of one schema (an MCP
+    tool's `inputSchema` or `outputSchema`): the object of the one root, or `oneOf` the
+    roots' objects; the types they refer to under `$defs`, as `#/$defs/NAME`.
+
+    `leave_out` names wire keys taken out of the roots' properties (fields a face does
+    not offer); the `$defs` only they needed go with them.
+    """
+    builder = SchemaBuilder()
+    bodies = [builder.object_schema(cls, direction) for cls in roots]
+    for body in bodies:
+        for key in leave_out:
+            body["properties"].pop(key, None)
+        if "required" in body:
+            body["required"] = [key for key in body["required"] if key not in leave_out]
+    schema: Schema = bodies[0] if len(bodies) == 1 else {"type": "object", "oneOf": bodies}
+    used = _referenced(schema, builder.components)
+    if used:
+        schema["$defs"] = {name: builder.components[name] for name in sorted(used)}
+    rewritten: Schema = _rewrite_refs(schema)
+    return rewritten
+
+
+def _referenced(schema: Any, components: dict[str, Schema]) -> set[str]:
+    """The component names `schema` refers to, and those they refer to in turn."""
+    found: set[str] = set()
+    pending = [schema]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            ref = value.get("$ref")
+            if isinstance(ref, str) and ref.startswith(REF_PREFIX):
+                name = ref.removeprefix(REF_PREFIX)
+                if name not in found:
+                    found.add(name)
+                    pending.append(components[name])
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return found
+
+
+def _rewrite_refs(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: (
+                DEFS_PREFIX + item.removeprefix(REF_PREFIX)
+                if key == "$ref" and isinstance(item, str)
+                else _rewrite_refs(item)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_rewrite_refs(item) for item in value]
+    return value

@@ -38,6 +38,9 @@ NOT_BEFORE_THE_FIRST_REPLY = (
     # Never loaded by a server: the schema is printed by `subagent-host schema`.
     "subagent_host.openrpc",
     "jsonschema",
+    # Nor the MCP face and its SDK: `subagent-host mcp` is a client of a server.
+    "subagent_host.mcp_face",
+    "mcp",
 )
 
 

@@ -6,7 +6,8 @@ a tool result last -> final text `MOCK-FINAL: ...`; else keywords in the latest 
 text: `ANSWER-NOW` (final text), `SLEEP-TOOL` (a long shell tool call), `STALL`
 (stream starts, then hangs until close); else one shell tool call. `LOOP-TOOL` in the
 latest user text makes a shell tool call every time, even after a tool result;
-`NARRATE-TOOL` a response with text and a shell tool call. See
+`NARRATE-TOOL` a response with text and a shell tool call; `DELEGATE-MCP` calls of an
+MCP `spawn` tool (a command child, then a pi agent), then final text. See
 `tests/mock_llm/scenario.py` for the rules and `tests/mock_llm/server.py` for the API.
 """
 
@@ -14,8 +15,12 @@ from tests.mock_llm.scenario import (
     BASE_INPUT_TOKENS,
     DEFAULT_SLEEP_COMMAND,
     DEFAULT_TOOL_COMMAND,
+    DELEGATED_AGENT_PROMPT,
+    DELEGATED_COMMAND_TEXT,
+    DELEGATIONS,
     FINAL_TEXT_PREFIX,
     KEYWORD_ANSWER_NOW,
+    KEYWORD_DELEGATE_MCP,
     KEYWORD_LOOP_TOOL,
     KEYWORD_NARRATE_TOOL,
     KEYWORD_SLEEP_TOOL,
@@ -32,9 +37,13 @@ from tests.mock_llm.server import LOOPBACK_HOST, MockLLM, RecordedRequest, refus
 __all__ = [
     "BASE_INPUT_TOKENS",
     "DEFAULT_SLEEP_COMMAND",
+    "DELEGATED_AGENT_PROMPT",
+    "DELEGATED_COMMAND_TEXT",
+    "DELEGATIONS",
     "DEFAULT_TOOL_COMMAND",
     "FINAL_TEXT_PREFIX",
     "KEYWORD_ANSWER_NOW",
+    "KEYWORD_DELEGATE_MCP",
     "KEYWORD_LOOP_TOOL",
     "KEYWORD_NARRATE_TOOL",
     "KEYWORD_SLEEP_TOOL",

@@ -7,7 +7,10 @@ wire encoders (`tests/mock_llm/wire.py`) turn the resulting `Reply` into bytes.
 Rules, in order:
 0. the latest user text holds `LOOP-TOOL` -> one shell tool call running the configured
    default command, every time, tool result or not (`Scenario.LOOP_TOOL`): a model that
-   never stops calling tools, for turn limits;
+   never stops calling tools, for turn limits; `DELEGATE-MCP` -> a call of an MCP
+   `spawn` tool (a tool named `spawn` or `..._spawn`, as Claude Code names
+   `mcp__<server>__spawn`) with `DELEGATIONS[n]`'s arguments, n the tool results so
+   far (`Scenario.DELEGATE`): a `command` child, then a pi agent; then final text;
 1. the last input item is a tool result -> final text (`Scenario.AFTER_TOOL`), except
    when it is codex reporting a command still running ("Process running with session
    ID N"): then a `write_stdin` poll of that session (`Scenario.POLL_TOOL`);
@@ -43,6 +46,21 @@ KEYWORD_SLEEP_TOOL = "SLEEP-TOOL"
 KEYWORD_STALL = "STALL"
 KEYWORD_LOOP_TOOL = "LOOP-TOOL"
 KEYWORD_NARRATE_TOOL = "NARRATE-TOOL"
+KEYWORD_DELEGATE_MCP = "DELEGATE-MCP"
+DELEGATED_COMMAND_TEXT = "delegated-command-ran"
+DELEGATED_AGENT_PROMPT = f"{KEYWORD_ANSWER_NOW} you are the delegated pi agent"
+# What a model delegating through `subagent-host mcp` asks for, one call per turn: a
+# command child, then a pi agent on this mock (the test's server environment points
+# pi here); each waits for its end within the call.
+DELEGATIONS: tuple[JSONObject, ...] = (
+    {"command": ["echo", DELEGATED_COMMAND_TEXT], "waitSeconds": 30},
+    {
+        "prompt": DELEGATED_AGENT_PROMPT,
+        "backend": "pi",
+        "model": "mock/mock-model",
+        "waitSeconds": 50,
+    },
+)
 NARRATION_TEXT = "MOCK-NARRATION: let me run a command first."
 DEFAULT_TOOL_COMMAND = "echo mock-tool-ran"
 DEFAULT_SLEEP_COMMAND = "sleep 300"
@@ -93,6 +111,7 @@ class Scenario(enum.StrEnum):
     STALL = "stall"
     LOOP_TOOL = "loop-tool"
     NARRATE_TOOL = "narrate-tool"
+    DELEGATE = "delegate"
     DEFAULT = "default"
     NO_SHELL_TOOL = "no-shell-tool"
 
@@ -223,6 +242,9 @@ def decide_reply(
     """Pick the scenario for `conversation` and build the reply (see the module rules)."""
     scenario = _pick_scenario(conversation)
     tool_call: ToolCall | None = None
+    if scenario is Scenario.DELEGATE:
+        tool_call = _delegation(conversation, ids)
+        scenario = Scenario.DELEGATE if tool_call is not None else Scenario.AFTER_TOOL
     if scenario is Scenario.AFTER_TOOL:
         tool_call = _poll_running_session(conversation, ids)
         scenario = Scenario.AFTER_TOOL if tool_call is None else Scenario.POLL_TOOL
@@ -304,6 +326,8 @@ def _pick_scenario(conversation: Conversation) -> Scenario:
     text = conversation.latest_user_text
     if _has_keyword(text, KEYWORD_LOOP_TOOL):
         return Scenario.LOOP_TOOL
+    if _has_keyword(text, KEYWORD_DELEGATE_MCP):
+        return Scenario.DELEGATE
     if conversation.last_is_tool_result:
         return Scenario.AFTER_TOOL
     for keyword, scenario in (
@@ -320,6 +344,24 @@ def _pick_scenario(conversation: Conversation) -> Scenario:
 def _has_keyword(text: str, keyword: str) -> bool:
     # Whole words only: "INSTALL" must not stall.
     return re.search(rf"(?<![\w-]){re.escape(keyword)}(?![\w-])", text) is not None
+
+
+def _delegation(conversation: Conversation, ids: IdSource) -> ToolCall | None:
+    """The next `DELEGATIONS` call of the MCP `spawn` tool; None once all were made (or
+    when no such tool is offered): then the final text."""
+    tool = next(
+        (tool for tool in conversation.tools if re.fullmatch(r"(?:.*_)?spawn", tool.name)),
+        None,
+    )
+    if tool is None or conversation.tool_results >= len(DELEGATIONS):
+        return None
+    return ToolCall(
+        call_id=ids.make("toolu" if conversation.api is Api.ANTHROPIC else "call"),
+        item_id=ids.make("fc"),
+        name=tool.name,
+        command="",
+        arguments=DELEGATIONS[conversation.tool_results],
+    )
 
 
 def _poll_running_session(conversation: Conversation, ids: IdSource) -> ToolCall | None:

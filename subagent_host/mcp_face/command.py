@@ -1,0 +1,53 @@
+"""`subagent-host mcp [serve options]`: the MCP face on stdio (protocol.md §22).
+
+The options are `serve`'s (but `--framing`), checked by the same code, and handed to
+the `serve` child as they are: the same state directory, session, configuration,
+agent definitions and limits. Without the `mcp` extra it says so in one line and
+exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+from subagent_host import SERVER_NAME
+from subagent_host.cli import OneLineParser, add_serve_options
+
+PROG: Final = f"{SERVER_NAME} mcp"  # as mcp_face/server.py names it
+EXIT_USAGE: Final = 2
+MISSING_SDK: Final = (
+    f"{PROG}: the MCP face needs the official MCP SDK, an optional extra: "
+    f"pip install '{SERVER_NAME}[mcp]'"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog=PROG,
+        description="Serve MCP (Model Context Protocol) on stdin/stdout: the tools spawn, "
+        "wait, status, stop and agents_list, for an MCP client such as Claude Code or Codex. "
+        "Runs go through a 'subagent-host serve' this command starts with the options "
+        "below; when the client closes stdin or exits, every run it started is stopped.",
+    )
+    add_serve_options(parser, framing=False)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    build_parser().parse_args(argv)  # a bad option: one line, exit 2
+    try:
+        from subagent_host.mcp_face.server import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
+        print(MISSING_SDK, file=sys.stderr)
+        return EXIT_USAGE
+    # A signal ends this process at once (no KeyboardInterrupt mid-way): its serve child
+    # then sees the end of its input and stops every run (protocol.md §22).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return asyncio.run(serve(argv))

@@ -1,0 +1,159 @@
+"""The MCP server over stdio: the SDK's low-level `Server`, its two handlers, and the
+`subagent-host serve` child every tool call goes through.
+
+Lifecycle (protocol.md §22): the serve child is started first, in a session of its own
+(`Host.start(own_session=True)`), so that a client ending this process's group (the
+SDK's stdio client sends SIGTERM, then SIGKILL, to the group after 2 s) cannot cut the
+child's stop sequence short. When the MCP client closes our stdin, the SDK's loop
+ends, and the child's stdin is closed: it stops every run still going, as `serve`
+does at the end of its input (§6), and exits. If this process is killed instead, the
+kernel closes that pipe for it: the child sees the same end of input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import sys
+from collections.abc import Sequence
+from typing import Any, Final
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from subagent_host import SERVER_NAME, __version__
+from subagent_host.client import Host, HostConnectionError, HostError
+from subagent_host.mcp_face.render import diagnostics_lines
+from subagent_host.mcp_face.tools import CONVERTER, TOOLS, Tool, read_arguments
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.wire import make_converter
+from subagent_host.values.facts import Diagnostic
+
+INSTRUCTIONS: Final = (
+    "Runs coding-agent CLIs (pi, claude, codex) and commands as supervised subagents. "
+    "spawn starts a run and answers its runId at once (or waits up to waitSeconds); wait, "
+    "status and stop follow it. Long work: spawn, then call wait until the status is "
+    "terminal (completed, failed, cancelled, timed-out, limit-reached, interrupted)."
+)
+# Error data comes from the server: read as the client reads results, a key that a newer
+# server adds is ignored.
+_READER: Final = make_converter(forbid_extra_keys=False)
+PROG: Final = f"{SERVER_NAME} mcp"
+EXIT_NOT_STARTED: Final = 1
+# A server whose output ended before its first answer is exiting: how long to wait to
+# read its exit status.
+SERVER_EXIT_S: Final = 5.0
+
+
+class Progress:
+    """One tool call's progress: numbered lines, sent only if the caller gave a token."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+        self._sent = 0
+
+    async def __call__(self, message: str) -> None:
+        self._sent += 1
+        await self._ctx.session.report_progress(self._sent, None, message)
+
+
+def build_server(host: Host) -> Server[Any]:
+    """The MCP server whose tools call `host`."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[describe(tool) for tool in TOOLS.values()])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = TOOLS.get(params.name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
+        return await call(tool, host, params.arguments or {}, Progress(ctx))
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+@functools.cache  # the schemas never change while a server runs
+def describe(tool: Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema(),
+        output_schema=tool.output_schema(),
+        annotations=types.ToolAnnotations(
+            read_only_hint=tool.read_only,
+            destructive_hint=tool.name == "stop",
+            idempotent_hint=tool.read_only,
+            open_world_hint=tool.name == "spawn",
+        ),
+    )
+
+
+async def call(
+    tool: Tool, host: Host, arguments: dict[str, Any], progress: Progress
+) -> types.CallToolResult:
+    """Run one tool call. What the protocol refuses (bad arguments, an unknown run, a launch
+    rejected) is a tool error the model can read and correct, in the protocol's words;
+    a serve child that is gone is an MCP error."""
+    try:
+        result, text = await tool.run(host, read_arguments(tool, arguments), progress)
+    except InvalidParams as exc:
+        return refused(f"{exc.message}")
+    except HostError as exc:
+        return refused(error_text(exc))
+    except HostConnectionError as exc:
+        raise MCPError(types.INTERNAL_ERROR, f"the subagent-host server is gone: {exc}") from exc
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=CONVERTER.unstructure(result),
+    )
+
+
+def refused(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def error_text(exc: HostError) -> str:
+    """The server's error as a model reads it: code and message, then each diagnostic."""
+    lines = [f"error {exc.code}: {exc.message}"]
+    data = exc.data if isinstance(exc.data, dict) else {}
+    diagnostics = data.get("diagnostics")
+    if isinstance(diagnostics, list):
+        lines += diagnostics_lines(
+            [_READER.structure(item, Diagnostic) for item in diagnostics if isinstance(item, dict)]
+        )
+    return "\n".join(lines)
+
+
+async def serve(serve_arguments: Sequence[str]) -> int:
+    """Serve MCP on stdin/stdout until the client closes stdin; 0 then, 1 when the serve
+    child could not start (its own line on stderr says why)."""
+    # NDJSON whatever the configuration files say: it is what `Host` speaks.
+    arguments = ["--framing", "ndjson", *serve_arguments]
+    async with Host.start(arguments, own_session=True) as host:
+        try:
+            await host.ping()  # a server that cannot start is told before any client waits
+        except HostConnectionError:
+            assert host.process is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(host.process.wait(), SERVER_EXIT_S)
+            status = host.process.returncode  # None: still exiting; `Host` ends it
+            print(f"{PROG}: the server could not start (exit status {status})", file=sys.stderr)
+            return EXIT_NOT_STARTED
+        server = build_server(host)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    return 0

@@ -1,0 +1,65 @@
+"""The tools' schemas and arguments: the wire's types, read by the wire's converter."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import attrs
+import pytest
+
+from subagent_host.mcp_face.arguments import SpawnArguments
+from subagent_host.mcp_face.render import run_text
+from subagent_host.mcp_face.tools import TOOLS, read_arguments
+from subagent_host.planning.request import LaunchRequest
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.wire import RunSnapshot, StopParams
+from subagent_host.values import camel_case
+from subagent_host.values.facts import OutputInfo
+
+
+def test_spawn_offers_every_launch_field_but_mode_and_stream_and_adds_wait_seconds() -> None:
+    offered = set(TOOLS["spawn"].input_schema()["properties"])
+    launch = {camel_case(field.name) for field in attrs.fields(LaunchRequest)}
+    assert offered == launch - {"mode", "stream"} | {"waitSeconds"}
+    assert TOOLS["spawn"].input_schema()["properties"]["waitSeconds"]["maximum"] == 50
+
+
+def test_arguments_are_read_strictly_in_the_wire_s_words() -> None:
+    spawn = read_arguments(TOOLS["spawn"], {"command": ["echo", "hi"], "waitSeconds": 5})
+    assert spawn == SpawnArguments(command=("echo", "hi"), wait_seconds=5)
+    assert read_arguments(TOOLS["stop"], {"runId": "abc", "graceMs": 0}) == StopParams(
+        run_id="abc", grace_ms=0
+    )
+    with pytest.raises(InvalidParams) as wrong:
+        read_arguments(TOOLS["spawn"], {"command": ["true"], "waitSeconds": "5", "cwdd": "/"})
+    assert wrong.value.message == (
+        "invalid params: waitSeconds: expected an integer, got a string; "
+        "cwdd: unknown field (did you mean cwd?)"
+    )
+    with pytest.raises(InvalidParams) as offered:
+        read_arguments(TOOLS["spawn"], {"command": ["true"], "stream": True})
+    assert offered.value.message == "invalid params: stream: unknown field"
+    with pytest.raises(InvalidParams):
+        read_arguments(TOOLS["wait"], {})
+
+
+def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output() -> None:
+    run = RunSnapshot(
+        run_id="r1",
+        session_id="s",
+        kind="single",
+        status="running",
+        created_at=datetime(2026, 12, 2, tzinfo=UTC),
+        fingerprint="sha256:v1:0",
+        last_seq=2,
+        children=(),
+        admitted_by="direct",
+    )
+    assert run_text(run) == (
+        "run r1 (single): running\nstill going: call wait with runId r1 (or stop it)"
+    )
+    output = OutputInfo(text="hi\n", truncated=False, bytes=3, lines=1, partial=False)
+    done = attrs.evolve(
+        run, status="completed", outcome=attrs.evolve(run.outcome, duration_ms=1500, output=output)
+    )
+    assert run_text(done) == "run r1 (single): completed in 1.5 s\noutput:\nhi\n"
