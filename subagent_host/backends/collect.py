@@ -1,4 +1,5 @@
-"""Run a short helper program (git, for worktrees) to its end and collect its output.
+"""Run a short helper program (git for worktrees, a CLI's `--version`) to its end and
+collect its output.
 
 The server's own helper processes go through the supervisor like its children:
 it is the one code that forks and reaps, and it reaps every child it did not
@@ -22,31 +23,34 @@ HELPER_GRACE_S: Final = 1.0
 
 
 class _Collect:
-    """An output sink keeping up to COLLECTED_BYTES of each stream."""
+    """An output sink keeping up to `limit` bytes of each stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
         self.stdout = bytearray()
         self.stderr = bytearray()
 
     def on_stdout(self, data: bytes) -> None:
-        self.stdout += data[: max(0, COLLECTED_BYTES - len(self.stdout))]
+        self.stdout += data[: max(0, self._limit - len(self.stdout))]
 
     def on_stderr(self, data: bytes) -> None:
-        self.stderr += data[: max(0, COLLECTED_BYTES - len(self.stderr))]
+        self.stderr += data[: max(0, self._limit - len(self.stderr))]
 
 
 class HelperRunner:
-    """Runs helper programs through the server's supervisor (workspaces' git runner)."""
+    """Runs helper programs through the server's supervisor (workspaces' git runner, the
+    version probes), keeping up to `limit` bytes of what each prints on each stream."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, limit: int = COLLECTED_BYTES) -> None:
         self._supervisor = supervisor
+        self._limit = limit
 
     async def __call__(
         self, argv: tuple[str, ...], cwd: str, env: Mapping[str, str], timeout_s: float
     ) -> tuple[int | None, bytes, bytes]:
         """(exit status, stdout, stderr); exit status None when it took longer than
         `timeout_s` and was ended. OSError when it cannot be started."""
-        sink = _Collect()
+        sink = _Collect(self._limit)
         child = await self._supervisor.start(
             LaunchSpec(argv=argv, cwd=cwd, env=env, name="helper"), sink
         )

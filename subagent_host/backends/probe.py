@@ -13,7 +13,8 @@ import shutil
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
+from subagent_host.backends.collect import HelperRunner
+from subagent_host.backends.supervisor import Supervisor
 
 
 def find_executable(program: str, cwd: str, path: str | None) -> str | None:
@@ -24,20 +25,6 @@ def find_executable(program: str, cwd: str, path: str | None) -> str | None:
             return os.path.realpath(candidate)
         return None
     return shutil.which(program, path=path if path is not None else os.environ.get("PATH", ""))
-
-
-class _Collect:
-    """An output sink that keeps the first few KiB of each stream."""
-
-    def __init__(self) -> None:
-        self.stdout = bytearray()
-        self.stderr = bytearray()
-
-    def on_stdout(self, data: bytes) -> None:
-        self.stdout += data[: max(0, VERSION_OUTPUT_BYTES - len(self.stdout))]
-
-    def on_stderr(self, data: bytes) -> None:
-        self.stderr += data[: max(0, VERSION_OUTPUT_BYTES - len(self.stderr))]
 
 
 VERSION_OUTPUT_BYTES: Final = 4096
@@ -53,7 +40,7 @@ class VersionProbes:
     """
 
     def __init__(self, supervisor: Supervisor, env: Mapping[str, str]) -> None:
-        self._supervisor = supervisor
+        self._run = HelperRunner(supervisor, VERSION_OUTPUT_BYTES)
         self._env = dict(env)
         self._known: dict[str, asyncio.Task[str | None]] = {}
         self._located: dict[str, str | None] = {}
@@ -100,30 +87,19 @@ class VersionProbes:
             self.settled += 1
 
     async def _run_probe(self, program: str) -> str | None:
-        sink = _Collect()
-        spec = LaunchSpec(argv=(program, "--version"), cwd=os.getcwd(), env=self._env)
+        # Too slow (status None), or the server is going: the runner ends its tree.
         try:
-            child = await self._supervisor.start(spec, sink)
+            status, stdout, stderr = await self._run(
+                (program, "--version"), os.getcwd(), self._env, VERSION_TIMEOUT_S
+            )
         except OSError:
             return None
-        try:
-            status = await asyncio.wait_for(self._supervisor.wait(child), VERSION_TIMEOUT_S)
-        except (TimeoutError, asyncio.CancelledError) as stopped:
-            # Too slow, or the server is going: nothing of the probe may outlive it.
-            await asyncio.shield(self._end(child))
-            if isinstance(stopped, asyncio.CancelledError):
-                raise
+        if status != 0:
             return None
-        if status.exit_code != 0:
-            return None
-        return _first_line(sink)
-
-    async def _end(self, child: Child) -> None:
-        await self._supervisor.stop(child, grace_s=1.0)
-        await self._supervisor.wait(child)
+        return _first_line(stdout, stderr)
 
 
-def _first_line(sink: _Collect) -> str | None:
+def _first_line(stdout: bytes, stderr: bytes) -> str | None:
     # Some CLIs print their version on stderr when stdout is not a terminal.
-    text = (bytes(sink.stdout) or bytes(sink.stderr)).decode("utf-8", "replace").strip()
+    text = (stdout or stderr).decode("utf-8", "replace").strip()
     return text.splitlines()[0][:100] if text else None
