@@ -22,6 +22,7 @@ from subagent_host.store.instances import SESSION_RETENTION
 from subagent_host.store.schema import DB_NAME
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
+    ServerProcess,
     error_of,
     reply_to,
     result_of,
@@ -97,25 +98,27 @@ def isolated(command: list[str], **extra: Any) -> dict[str, Any]:
     return {"command": command, "isolation": "worktree", **extra}
 
 
+async def isolated_tasks(server: ServerProcess, repo: Path, *commands: list[str]) -> dict[str, Any]:
+    """A task-mode run of these commands in parallel, each isolated, in `repo`: its snapshot."""
+    tasks = [isolated(command) for command in commands]
+    spawn = {"tasks": tasks, "cwd": str(repo), "mode": "task"}
+    snapshot: dict[str, Any] = await result_of(server, "spawn", spawn)
+    return snapshot
+
+
 async def test_parallel_isolated_children_edit_one_file_each_on_its_own_branch(
     tmp_path: Path,
 ) -> None:
     repo = make_repository(tmp_path / "repo")
     state = tmp_path / "state"
     async with running_server(*state_args(state)) as server:
-        run = await result_of(
+        run = await isolated_tasks(
             server,
-            "spawn",
-            {
-                "tasks": [
-                    isolated(["sh", "-c", COMMIT_LINE, "sh", "from child 0"]),
-                    isolated(["sh", "-c", COMMIT_LINE, "sh", "from child 1"]),
-                    isolated(["sh", "-c", 'echo "not committed" >> shared.txt']),
-                    isolated(["true"]),
-                ],
-                "cwd": str(repo),
-                "mode": "task",
-            },
+            repo,
+            ["sh", "-c", COMMIT_LINE, "sh", "from child 0"],
+            ["sh", "-c", COMMIT_LINE, "sh", "from child 1"],
+            ["sh", "-c", 'echo "not committed" >> shared.txt'],
+            ["true"],
         )
         assert run["status"] == "completed", run
         run_id = run["runId"]
@@ -328,17 +331,11 @@ async def test_kept_worktrees_are_listed_and_removed_by_the_worktrees_subcommand
     repo = make_repository(tmp_path / "repo")
     state = tmp_path / "state"
     async with running_server(*state_args(state)) as server:
-        run = await result_of(
+        run = await isolated_tasks(
             server,
-            "spawn",
-            {
-                "tasks": [
-                    isolated(["sh", "-c", COMMIT_LINE, "sh", "committed"]),
-                    isolated(["sh", "-c", "echo changed >> shared.txt"]),
-                ],
-                "cwd": str(repo),
-                "mode": "task",
-            },
+            repo,
+            ["sh", "-c", COMMIT_LINE, "sh", "committed"],
+            ["sh", "-c", "echo changed >> shared.txt"],
         )
         await server.finish()
     run_id = run["runId"]
