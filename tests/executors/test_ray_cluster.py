@@ -80,17 +80,19 @@ def two_nodes() -> Iterator[TwoNodes]:
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     began = time.monotonic()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"head": 1}},
-    )
-    worker = cluster.add_node(num_cpus=1, resources={"worker": 1})
-    cluster.wait_for_nodes()
-    startup_s = time.monotonic() - began
+    cluster = None
     try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 1, "resources": {"head": 1}},
+        )
+        worker = cluster.add_node(num_cpus=1, resources={"worker": 1})
+        cluster.wait_for_nodes()
+        startup_s = time.monotonic() - began
         yield TwoNodes(cluster, cluster.head_node.node_id, worker.node_id, startup_s)
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
         for name, value in saved.items():
             if value is None:
