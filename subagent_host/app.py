@@ -38,6 +38,7 @@ from subagent_host.config import (
     ServerConfig,
 )
 from subagent_host.errors import RunNotFound
+from subagent_host.executors.select import executor_for
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.snapshot_file import snapshot_writer
@@ -125,6 +126,7 @@ def build_run_manager(
 ) -> RunOrchestrator:
     services = ChildServices(
         supervisor=supervisor,
+        executor=executor_for(config.executor, supervisor),
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
         book=RunStateMachine(listener=listener),

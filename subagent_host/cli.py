@@ -39,7 +39,9 @@ from subagent_host.config import (
     working_project,
 )
 from subagent_host.settings import (
+    EXECUTORS,
     FILE_NAME,
+    LOCAL,
     LOG_FORMATS,
     LOG_LEVELS,
     MAX_CONCURRENCY,
@@ -50,6 +52,8 @@ from subagent_host.settings import (
     MIN_RESUME_TOKEN_TTL_MS,
     PROCESS_TRACKING,
     PROJECT_FILE,
+    ExecutorChoice,
+    Settings,
     load_settings,
 )
 from subagent_host.terminal import COMMANDS as TERMINAL_COMMANDS
@@ -297,6 +301,24 @@ def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) 
         "cgroup v2 hierarchy), subreaper, or marker (the run marker alone); a forced one "
         "that this host cannot provide stops the start (default: auto, the best available)",
     )
+    parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where children run: local (this machine) or ray (a Ray cluster; needs "
+        "pip install 'subagent-host[ray]') (default: local)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        type=_word,
+        metavar="ADDR",
+        help="the Ray cluster to join (HOST:PORT of its head, or auto) (default: auto)",
+    )
+    parser.add_argument(
+        "--ray-namespace",
+        type=_word,
+        metavar="NAME",
+        help="the Ray namespace of the server's actors (default: the server's own)",
+    )
     for number in NUMBER_OPTIONS:
         add_number(
             parser,
@@ -385,6 +407,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         session_id=args.session if args.session is not None else settings.session,
         framing=None if framing == "auto" else Framing(framing),
         process_tracking=first(args.process_tracking, settings.process_tracking, "auto"),
+        executor=_executor_choice(parser, args, settings),
         **{
             number.name: first(
                 getattr(args, number.name), getattr(settings, number.name), number.default
@@ -409,6 +432,30 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         project_trusted=project_trusted,
     )
     return config, warning
+
+
+def _executor_choice(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, settings: Settings
+) -> ExecutorChoice:
+    """`--executor` and the `--ray-*` options over the files' `executor`; the cluster's
+    options only with a cluster executor."""
+    from_files = settings.executor or ExecutorChoice()
+    kind = first(args.executor, from_files.kind, LOCAL)
+    same = kind == from_files.kind  # the file's address is for the file's executor
+    choice = ExecutorChoice(
+        kind=kind,
+        address=args.ray_address or (from_files.address if same else None),
+        namespace=args.ray_namespace or (from_files.namespace if same else None),
+    )
+    if kind == LOCAL and (choice.address is not None or choice.namespace is not None):
+        parser.error("--ray-address and --ray-namespace need --executor ray")
+    return choice
+
+
+def _word(text: str) -> str:
+    if not text or any(char.isspace() for char in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-empty word without spaces")
+    return text
 
 
 def first(option: T | None, from_files: T | None, default: T) -> T:
@@ -470,11 +517,15 @@ def _serve(config: ServerConfig) -> int:
     from subagent_host.app import serve
     from subagent_host.backends.tracking import TrackingUnavailable
     from subagent_host.backends.tracking import choose as choose_tracking
+    from subagent_host.executors.select import unavailable
 
     try:
         tracking = choose_tracking(config.process_tracking)
     except TrackingUnavailable as exc:
         print(f"{SERVER_NAME}: {exc}", file=sys.stderr)
+        return 2
+    if (reason := unavailable(config.executor)) is not None:
+        print(f"{SERVER_NAME}: {reason}", file=sys.stderr)
         return 2
     logger.info("serving on stdio (process tracking: %s): %s", tracking.mode.value, config)
     return asyncio.run(serve(config, tracking))

@@ -15,7 +15,7 @@ import attrs
 import platformdirs
 
 from subagent_host import SERVER_NAME
-from subagent_host.settings import Settings
+from subagent_host.settings import ExecutorChoice, Settings
 from subagent_host.values import Framing
 
 KIB: Final = 1024
@@ -65,6 +65,8 @@ class ServerConfig:
     """A forced framing; None detects it from the first byte (`--framing auto`)."""
     process_tracking: str = "auto"
     """auto (the best this host allows), or a forced cgroup, subreaper or marker."""
+    executor: ExecutorChoice = attrs.Factory(ExecutorChoice)
+    """Where children run: here (`local`, the default) or on a Ray cluster (`ray`)."""
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     max_queue: int = DEFAULT_MAX_QUEUE
     """Children waiting `queued` across the server; a spawn or resume beyond it is -32005."""

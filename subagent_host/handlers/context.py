@@ -17,6 +17,7 @@ from subagent_host.planning.plan import ServerLimits
 from subagent_host.planning.toolchain import Toolchain
 from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
+from subagent_host.settings import LOCAL
 from subagent_host.store.face import RunStore
 
 if TYPE_CHECKING:
@@ -95,7 +96,11 @@ class HandlerContext:
         from subagent_host.planning.items import AgentSources
 
         catalog = await self.agent_catalog() if with_definitions else None
-        return AgentSources(settings=self.config.settings, catalog=catalog)
+        return AgentSources(
+            settings=self.config.settings,
+            catalog=catalog,
+            placeable=self.config.executor.kind != LOCAL,
+        )
 
     @property
     def resume_enabled(self) -> bool:

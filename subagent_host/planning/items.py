@@ -9,6 +9,7 @@ and thinking level.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -24,7 +25,7 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.planning.problems import Problems
-from subagent_host.planning.request import LaunchRequest, SpawnItem
+from subagent_host.planning.request import LaunchRequest, Placement, SpawnItem
 from subagent_host.planning.views import AgentRef
 from subagent_host.settings import Settings
 from subagent_host.values import ISOLATIONS, MAX_DURATION_MS, SESSION_RESOURCES, WORKTREE
@@ -50,6 +51,9 @@ class AgentSources:
     settings: Settings = attrs.Factory(Settings)
     catalog: AgentCatalog | None = None
     """The agent definitions found for this request (None: none were looked for)."""
+    placeable: bool = False
+    """True when the server's executor places children on a cluster (`--executor ray`);
+    the local one runs them all here, and refuses a `placement` it could not honour."""
 
 
 @attrs.frozen
@@ -173,6 +177,7 @@ def _resolve_item(
         pick("isolation") or (definition.isolation if definition is not None else None),
         cwd,
     )
+    placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
     is_agent = name != "command"
     return ChildPlan(
         backend=name,
@@ -192,6 +197,7 @@ def _resolve_item(
         output_name=item.as_,
         max_turns=max_turns if is_agent else None,
         isolation=isolation,
+        placement=placement,
     )
 
 
@@ -344,6 +350,31 @@ def _isolation(problems: Problems, path: str, value: str | None, cwd: str) -> st
             "run `git init` there (with a first commit), or leave isolation out",
             path,
         )
+    return value
+
+
+def _placement(
+    problems: Problems, path: str, value: Placement | None, placeable: bool
+) -> Placement | None:
+    """A placement needs an executor that places (a cluster) and amounts it can hold."""
+    if value is None:
+        return None
+    if not placeable:
+        problems.error(
+            "placement-not-supported",
+            "placement needs a cluster executor (`--executor ray`): this server runs "
+            "every child on its own machine",
+            path,
+        )
+    for name, amount in (value.resources or {}).items():
+        if not name or not math.isfinite(amount) or amount <= 0:
+            problems.error(
+                "invalid-placement",
+                f"resource {name!r} needs a name and a positive amount, not {amount!r}",
+                f"{path}.resources",
+            )
+    if value.node_id is not None and not value.node_id:
+        problems.error("invalid-placement", "nodeId must not be empty", f"{path}.nodeId")
     return value
 
 

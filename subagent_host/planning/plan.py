@@ -14,6 +14,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
+from subagent_host.planning.request import Placement
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
 from subagent_host.values import FULL, RunKind
 
@@ -63,6 +64,8 @@ class ChildPlan:
     """Model responses an agent child may make; the server counts them (None: no limit)."""
     isolation: str | None = None
     """`worktree`: it runs in a git worktree of its own (protocol.md §8.7); None: in `cwd`."""
+    placement: Placement | None = None
+    """Where on a cluster it runs (protocol.md §8.8); None: anywhere the executor likes."""
     launch: Launch | None = attrs.field(default=None, init=False, eq=False, repr=False)
     """What the backend executes for it (argv, stdin, extra env, cwd), prepared once
     from the fields above by `prepare_child`. Not an init argument: any copy

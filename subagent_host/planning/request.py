@@ -19,6 +19,19 @@ StreamChoice = bool | Literal["raw"] | None
 
 
 @attrs.frozen
+class Placement:
+    """Where on a cluster a child may run (protocol.md §8.8); only a cluster executor
+    places children, so the local one refuses it."""
+
+    resources: dict[str, float] | None = None
+    """Custom resources the node must offer, by name (`{"gpu": 1}`), held while the child runs."""
+    node_id: str | None = None
+    """Wire name `nodeId`: the one node the child must run on."""
+    labels: dict[str, str] | None = None
+    """Node labels the node must carry, all of them."""
+
+
+@attrs.frozen
 class ItemFields:
     """What an item and the call both take; an item's own value overrides the call's."""
 
@@ -58,6 +71,8 @@ class ItemFields:
     isolation: str | None = None
     """`worktree`: the child works in a git worktree and on a branch of its own (protocol.md
     §8.7); absent: in its `cwd` itself (an agent definition may ask for a worktree)."""
+    placement: Placement | None = None
+    """Where on a cluster the child runs (protocol.md §8.8); refused by the local executor."""
 
 
 @attrs.frozen

@@ -3,11 +3,11 @@
 Every child of every run kind (`single`, `parallel` tasks, a `chain`, a
 workflow's steps) and every resumed attempt goes this one way. The child waits
 for a server-wide slot (`queued`), is prepared by its backend and started by
-the supervisor (`running`), and ends in exactly one terminal status. What ends
-it is decided in one place, `_supervise`: its own exit, a stop request, its
-timeout, a stall, or its turn limit (`maxTurns`, counted from the CLI's
-events) — the first of them wins, and the run book refuses any later status.
-Nothing the child started outlives it: the supervisor's `wait` returns only
+its executor (`running`; executors/: here, or on a cluster), and ends in exactly
+one terminal status. What ends it is decided in one place, `_supervise`: its
+own exit, a stop request, its timeout, a stall, or its turn limit (`maxTurns`,
+counted from the CLI's events) — the first of them wins, and the run book refuses any later status.
+Nothing the child started outlives it: the executor's `wait` returns only
 once its tree is gone, and a bug of ours while it runs ends the tree too.
 """
 
@@ -77,7 +77,7 @@ class ChildRunner:
     """Runs children for every run of this server; keeps what a later attempt needs."""
 
     def __init__(self, services: ChildServices, settler: Settler) -> None:
-        self._supervisor = services.supervisor
+        self._executor = services.executor or services.supervisor
         self._backends = services.backends
         self._slots = services.slots
         self._book = services.book
@@ -222,7 +222,7 @@ class ChildRunner:
             self._event_streamer(run, child) if control.stream else None,
         )
         try:
-            process = await self._supervisor.start(
+            process = await self._executor.start(
                 LaunchSpec(
                     argv=launch.argv,
                     cwd=launch.cwd,
@@ -302,7 +302,7 @@ class ChildRunner:
         """Supervise the child until its tree is gone: what ended it, and its exit."""
         try:
             cause = await self._supervise(process, plan, sink, control)
-            return cause, await self._supervisor.wait(process)
+            return cause, await self._executor.wait(process)
         except Exception:  # a bug of ours: nothing of the child may outlive it
             await self._end_after_bug(process)
             raise
@@ -370,9 +370,9 @@ class ChildRunner:
                 process,
                 extra=process.log_fields,
             )
-            await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
+            await self._executor.stop(process, grace_s=LEFTOVER_GRACE_S)
             return None  # as if it had exited: its final event decides
-        await self._supervisor.stop(process, grace_s=control.grace_s)
+        await self._executor.stop(process, grace_s=control.grace_s)
         return cause
 
     # --- an isolated child's worktree ---------------------------------------------------
@@ -407,8 +407,8 @@ class ChildRunner:
     async def _end_after_bug(self, process: Child) -> None:
         """End and reap the tree of a child whose supervision failed (best effort, logged)."""
         try:
-            await self._supervisor.stop(process, grace_s=LEFTOVER_GRACE_S)
-            await self._supervisor.wait(process)
+            await self._executor.stop(process, grace_s=LEFTOVER_GRACE_S)
+            await self._executor.wait(process)
         except Exception:
             logger.exception(
                 "cannot end %r after an internal error", process, extra=process.log_fields

@@ -10,6 +10,7 @@ import attrs
 from subagent_host.backends.base import Backend
 from subagent_host.backends.sessions import SessionFiles
 from subagent_host.backends.supervisor import Supervisor
+from subagent_host.executors.base import Executor
 from subagent_host.runs.outputs import OutputCaps
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.state import RunStateMachine
@@ -21,6 +22,7 @@ class ChildServices:
     orchestrator and the child runner."""
 
     supervisor: Supervisor
+    """This machine's processes: the local executor, git, version probes, sampling."""
     backends: Mapping[str, Backend]
     slots: Slots
     """The server-wide concurrency slots a child waits for."""
@@ -32,6 +34,8 @@ class ChildServices:
     """This server's depth in a delegation chain; its children are one deeper."""
     sessions: SessionFiles | None = None
     """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
+    executor: Executor | None = None
+    """Where children run (executors/); None: here, through `supervisor`."""
     worktrees: Path | None = None
     """Where isolated children's worktrees are made (`<state>/worktrees`); None: nowhere,
     and an isolated child fails (`workspace-failed`)."""

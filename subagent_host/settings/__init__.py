@@ -34,7 +34,9 @@ value and holds the table of fields; `layers` reads one file into a `Layer`;
 
 # `X as X` marks each name as re-exported (PEP 484); these are the names other code imports.
 from subagent_host.settings.loader import load_settings as load_settings
+from subagent_host.settings.model import EXECUTORS as EXECUTORS
 from subagent_host.settings.model import FILE_NAME as FILE_NAME
+from subagent_host.settings.model import LOCAL as LOCAL
 from subagent_host.settings.model import LOG_FORMATS as LOG_FORMATS
 from subagent_host.settings.model import LOG_LEVELS as LOG_LEVELS
 from subagent_host.settings.model import MAX_CONCURRENCY as MAX_CONCURRENCY
@@ -45,6 +47,8 @@ from subagent_host.settings.model import MIN_MESSAGE_BYTES as MIN_MESSAGE_BYTES
 from subagent_host.settings.model import MIN_RESUME_TOKEN_TTL_MS as MIN_RESUME_TOKEN_TTL_MS
 from subagent_host.settings.model import PROCESS_TRACKING as PROCESS_TRACKING
 from subagent_host.settings.model import PROJECT_FILE as PROJECT_FILE
+from subagent_host.settings.model import RAY as RAY
+from subagent_host.settings.model import ExecutorChoice as ExecutorChoice
 from subagent_host.settings.model import ModelProfile as ModelProfile
 from subagent_host.settings.model import Settings as Settings
 from subagent_host.settings.model import SettingsDiagnostic as SettingsDiagnostic

@@ -12,6 +12,8 @@ import attrs
 
 from subagent_host.settings.model import (
     BACKENDS,
+    EXECUTORS,
+    LOCAL,
     LOG_FORMATS,
     LOG_LEVELS,
     MAX_CAP_BYTES,
@@ -25,6 +27,7 @@ from subagent_host.settings.model import (
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
     PROCESS_TRACKING,
+    ExecutorChoice,
 )
 from subagent_host.values import (
     EFFORTS,
@@ -169,6 +172,31 @@ def check_session(value: object, _base: Path) -> str:
     return value
 
 
+def check_executor(value: object, _base: Path) -> ExecutorChoice:
+    """`{kind, address?, namespace?}`: where children run; a cluster's fields only for one."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{show(value)} is not an object {{kind, address, namespace}}")
+    unknown = sorted(set(value) - {"kind", "address", "namespace"})
+    if unknown:
+        raise ValueError(
+            f"unknown member {unknown[0]!r} (an executor is {{kind, address, namespace}})"
+        )
+    kind = value.get("kind")
+    if kind not in EXECUTORS:
+        raise ValueError(f"kind {show(kind)} is not one of {', '.join(EXECUTORS)}")
+    words = {}
+    for key in ("address", "namespace"):
+        word = value.get(key)
+        if word is None:
+            continue
+        if not isinstance(word, str) or not word or any(char.isspace() for char in word):
+            raise ValueError(f"{key} {show(word)} is not a non-empty word without spaces")
+        if kind == LOCAL:
+            raise ValueError(f"{key} is for a cluster executor, not {LOCAL!r}")
+        words[key] = word
+    return ExecutorChoice(kind=str(kind), **words)
+
+
 def check_log_level(value: object, base: Path) -> str:
     checked = one_of(LOG_LEVELS, fold_case=True)(value, base)
     assert isinstance(checked, str)
@@ -193,6 +221,8 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "state_dir": FieldRule(check_state_dir, in_project=False),
     "framing": FieldRule(one_of(FRAMINGS), in_project=False),
     "process_tracking": FieldRule(one_of(PROCESS_TRACKING), in_project=False),
+    # A project must not send its user's children to another machine.
+    "executor": FieldRule(check_executor, in_project=False),
     "max_message_bytes": FieldRule(
         int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES), in_project=False
     ),

@@ -13,6 +13,7 @@ from subagent_host.settings.layers import Layer, Scope, read_layer
 from subagent_host.settings.model import (
     FILE_NAME,
     PROJECT_FILE,
+    ExecutorChoice,
     ModelProfile,
     Settings,
     SettingsDiagnostic,
@@ -102,6 +103,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         state_dir=pick(values, "state_dir", Path),
         framing=pick(values, "framing", str),
         process_tracking=pick(values, "process_tracking", str),
+        executor=pick(values, "executor", ExecutorChoice),
         max_message_bytes=pick(values, "max_message_bytes", int),
         grace_ms=pick(values, "grace_ms", int),
         resume_token_ttl_ms=pick(values, "resume_token_ttl_ms", int),

@@ -32,6 +32,10 @@ BACKENDS: Final = ("command", "pi", "claude", "codex")
 AGENT_BACKENDS: Final = ("pi", "claude", "codex")
 # How the server finds every process a child started (backends/tracking.py).
 PROCESS_TRACKING: Final = ("auto", "cgroup", "subreaper", "marker")
+# Where children run (executors/): here, or on a Ray cluster.
+LOCAL: Final = "local"
+RAY: Final = "ray"
+EXECUTORS: Final = (LOCAL, RAY)
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 # `text` for a person, `json` (one object per line) for a machine (logs.py).
 LOG_FORMATS: Final = ("text", "json")
@@ -53,6 +57,19 @@ class SettingsDiagnostic:
     """The path of the file it was found in."""
     field: str | None = None
     """A dotted path (`model_profiles.scout.model`); None for the whole file."""
+
+
+@attrs.frozen
+class ExecutorChoice:
+    """Where the server runs its children (`executor` in a file, `--executor` on the
+    command line; protocol.md §19)."""
+
+    kind: str = LOCAL
+    """`local` (this machine, the supervisor) or `ray` (a Ray cluster)."""
+    address: str | None = None
+    """The cluster to join (`ray`): `HOST:PORT` of its head, or `auto`; None: `auto`."""
+    namespace: str | None = None
+    """The Ray namespace the server's actors live in; None: the server's own."""
 
 
 @attrs.frozen
@@ -111,6 +128,8 @@ class Settings:
     """auto, lsp or ndjson."""
     process_tracking: str | None = None
     """auto, cgroup, subreaper or marker."""
+    executor: ExecutorChoice | None = None
+    """Where children run (`executor: {kind, address, namespace}`)."""
     max_message_bytes: int | None = None
     """As `--max-message-bytes`."""
     grace_ms: int | None = None

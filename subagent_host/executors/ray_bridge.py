@@ -1,0 +1,199 @@
+"""The bridge: the Ray driver, in a process of its own between the server and the cluster.
+
+Run as `python -m subagent_host.executors.ray_bridge [--address ADDR] [--namespace NS]`
+by the server (bridge.py), supervised like any child. Never inside the stdio
+server: Ray prints to its driver's stdout and replaces its SIGTERM handler.
+
+It speaks NDJSON on the stdin and stdout it was started with (Ray's own prints
+go to stderr: fd 1 is pointed there before Ray is imported).
+
+In (one object a line):
+- `{"op": "start", "id", "argv", "cwd", "env", "stdin", "graceS", "placement"?,
+  "placementTimeoutS"}`: one child, in an actor of its own (`num_cpus=0`, the
+  placement's resources, node and labels, never restarted);
+- `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree.
+End of input: every actor is killed (their shims end the trees) and the bridge exits.
+
+Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
+worker, node}`, `output {id, stream, data}` (base64), then `exit {id, returncode,
+stoppedBy, leftovers}` or `failed {id, reason, message}` with reason
+`unplaceable` (no node took it within `placementTimeoutS`), `spawn-failed` or
+`node-lost` (its actor or node died). An unreachable cluster: `{"event":
+"unreachable", "message"}` and exit status 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import socket
+import sys
+from typing import Any, Final
+
+# Ray prints to the driver's stdout: the protocol keeps the real one, Ray gets stderr.
+PROTOCOL_FD: Final = os.dup(1)
+os.dup2(2, 1)
+
+import ray  # noqa: E402 -- only once fd 1 points away from the protocol
+from ray.exceptions import (  # noqa: E402
+    ActorDiedError,
+    ActorUnavailableError,
+    GetTimeoutError,
+    RayActorError,
+    RayTaskError,
+)
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
+
+from subagent_host.executors.ray_actor import RemoteChildActor  # noqa: E402
+
+EXIT_UNREACHABLE: Final = 3
+# How long the head's port may take to answer before the cluster counts as unreachable
+# (Ray itself retries for a minute and more before it gives up).
+PROBE_TIMEOUT_S: Final = 5.0
+UNPLACEABLE: Final = "unplaceable"
+NODE_LOST: Final = "node-lost"
+SPAWN_FAILED: Final = "spawn-failed"
+
+
+class Bridge:
+    """The children this driver holds, by the server's id for each."""
+
+    def __init__(self) -> None:
+        self._actors: dict[int, Any] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def send(self, message: dict[str, Any]) -> None:
+        os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
+
+    def handle(self, message: dict[str, Any]) -> None:
+        if message["op"] == "start":
+            task = asyncio.create_task(self._run(message))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif message["op"] == "stop" and (actor := self._actors.get(message["id"])) is not None:
+            actor.stop.remote(float(message["graceS"]))
+
+    async def _run(self, message: dict[str, Any]) -> None:
+        child_id = message["id"]
+        actor = RemoteChildActor.options(**_options(message.get("placement") or {})).remote()
+        self._actors[child_id] = actor
+        try:
+            await self._carry(child_id, actor, message)
+        except (ActorDiedError, ActorUnavailableError, RayActorError) as exc:
+            self.send({"event": "failed", "id": child_id, "reason": NODE_LOST, "message": str(exc)})
+        finally:
+            self._actors.pop(child_id, None)
+            ray.kill(actor, no_restart=True)
+
+    async def _carry(self, child_id: int, actor: Any, message: dict[str, Any]) -> None:
+        start = actor.start.remote(message)
+        try:
+            started = await asyncio.wait_for(start, float(message["placementTimeoutS"]))
+        except (TimeoutError, GetTimeoutError):
+            placement = json.dumps(message.get("placement") or {})
+            self.send(
+                {
+                    "event": "failed",
+                    "id": child_id,
+                    "reason": UNPLACEABLE,
+                    "message": f"no node of the cluster took the placement {placement} "
+                    f"within {message['placementTimeoutS']} s",
+                }
+            )
+            return
+        except RayTaskError as exc:
+            cause = exc.as_instanceof_cause()
+            self.send(
+                {"event": "failed", "id": child_id, "reason": SPAWN_FAILED, "message": str(cause)}
+            )
+            return
+        self.send({"event": "started", "id": child_id, **started})
+        async for ref in actor.output.remote():
+            stream, data = await ref
+            self.send(
+                {
+                    "event": "output",
+                    "id": child_id,
+                    "stream": stream,
+                    "data": base64.b64encode(data).decode(),
+                }
+            )
+        ended = await actor.exit.remote()
+        self.send({"event": "exit", "id": child_id, **ended})
+
+    async def close(self) -> None:
+        """The server is gone: kill every actor (the shims end the trees)."""
+        for actor in list(self._actors.values()):
+            ray.kill(actor, no_restart=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _options(placement: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if placement.get("resources"):
+        options["resources"] = placement["resources"]
+    if placement.get("nodeId"):
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            placement["nodeId"], soft=False
+        )
+    if placement.get("labels"):
+        options["label_selector"] = placement["labels"]
+    return options
+
+
+def _probe(address: str) -> str | None:
+    """Why the head at `HOST:PORT` cannot be reached (None: it answers, or `auto`)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit():
+        return None  # `auto`, or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return f"the head at {address} does not answer: {exc.strerror or exc}"
+    return None
+
+
+async def serve(bridge: Bridge) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        while line := await reader.readline():
+            bridge.handle(json.loads(line))
+    finally:
+        await bridge.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="subagent_host.executors.ray_bridge")
+    parser.add_argument("--address", default="auto")
+    parser.add_argument("--namespace")
+    args = parser.parse_args(argv)
+    bridge = Bridge()
+    if (unreachable := _probe(args.address)) is not None:
+        bridge.send({"event": "unreachable", "message": unreachable})
+        return EXIT_UNREACHABLE
+    try:
+        ray.init(
+            address=args.address,
+            namespace=args.namespace,
+            log_to_driver=False,
+        )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        bridge.send({"event": "unreachable", "message": str(exc)})
+        return EXIT_UNREACHABLE
+    try:
+        bridge.send({"event": "ready", "node": ray.get_runtime_context().get_node_id()})
+        asyncio.run(serve(bridge))
+    finally:
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""The shim between a remote executor and one child: nothing the child starts outlives it.
+
+Run as `python -m subagent_host.executors.shim LIFELINE_FD STATUS_FD` with the
+child's stdin, stdout and stderr as its own. Pure stdlib, importing nothing of
+ours and never Ray: it runs on every node, under a Ray worker that may die at
+any moment, and must hold without it.
+
+Why each step (measured with Ray 2.60, reference RAY.md): Ray SIGKILLs a
+worker's *direct* children when the worker ends, but not their descendants,
+so the shim double-forks (it is then nobody's direct child there and lives to
+clean up), calls `setsid` (no signal to the worker's group reaches the tree),
+and makes itself a child subreaper (every orphan of the tree is re-parented to
+it, so a walk of its descendants finds them all, daemons included).
+
+The two pipes, both inherited:
+- the **lifeline** (caller -> shim): its first line is the launch as JSON
+  (`{argv, cwd, env, graceS}`; the environment never appears in an argv);
+  a later line `stop GRACE_S` asks for the stop sequence; end of file means the
+  caller is gone (its process died, whatever killed it) and ends the tree too.
+- the **status** (shim -> caller): JSON lines. `{"pid", "shim"}` once the child
+  runs, or `{"error", "errno"}` when it cannot start; then `{"returncode",
+  "stoppedBy", "leftovers"}` once nothing of the tree is left (`returncode` as
+  `subprocess` spells it: negative for a signal). The caller takes the exit from
+  here, not from waiting on the shim (which holds the child's pipes).
+
+Ending a tree is SIGTERM to every descendant, a grace, then SIGKILL to what is
+left, reaping as they go; a child that exits by itself leaves its lingering
+descendants to the same sequence (with its own grace, `graceS`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any, Final
+
+PR_SET_CHILD_SUBREAPER: Final = 36
+# How often the shim looks again while it waits for a tree to go (it reaps in between).
+POLL_S: Final = 0.02
+# After SIGKILL, how long the shim waits for the kernel to end the tree before it
+# reports what is left (a process in uninterruptible sleep dies when it wakes).
+KILL_WAIT_S: Final = 5.0
+# The most a lifeline's first line (the launch) may hold.
+MAX_SPEC_BYTES: Final = 16 * 1024 * 1024
+STOPPED_BY_TERM: Final = "sigterm"
+STOPPED_BY_KILL: Final = "sigkill"
+
+
+def main(argv: list[str]) -> None:
+    """The shim's first process: fork the real shim and exit, so it is nobody's direct child."""
+    lifeline, status = int(argv[1]), int(argv[2])
+    if os.fork() != 0:
+        os._exit(0)  # the caller reaps this one at once; the tree is the grandchild's
+    try:
+        code = _serve(lifeline, status)
+    except BaseException:  # the shim itself failed: say so, and never run the caller's code
+        code = 1
+    os._exit(code)
+
+
+def _serve(lifeline: int, status: int) -> int:
+    os.setsid()
+    _become_subreaper()
+    # A Ray worker's threads block signals and the child would inherit the mask.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    reader = _Lines(lifeline)
+    spec = json.loads(reader.first_line())
+    child = _start(spec, lifeline, status)
+    if child is None:
+        return 0
+    shim = os.getpid()
+    _report(status, {"pid": child, "shim": shim})
+    returncode, stopped_by = _wait_for_child(child, reader, float(spec.get("graceS", 5.0)))
+    if stopped_by is None:
+        # The child is done; what it left behind goes as a stopped tree would.
+        leftovers = _end_tree(shim, float(spec.get("graceS", 5.0)))
+    else:
+        leftovers = 0
+    _report(status, {"returncode": returncode, "stoppedBy": stopped_by, "leftovers": leftovers})
+    return 0
+
+
+def _become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _start(spec: dict[str, Any], lifeline: int, status: int) -> int | None:
+    """Fork and exec the child; its pid, or None once an `error` was reported."""
+    argv = [str(arg) for arg in spec["argv"]]
+    env = {str(key): str(value) for key, value in spec.get("env", {}).items()}
+    failure_r, failure_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the shim's but its stdio
+        try:
+            os.close(failure_r)
+            os.close(lifeline)
+            os.close(status)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
+                signal.signal(signum, signal.SIG_DFL)
+            os.chdir(spec.get("cwd") or "/")
+            os.execvpe(argv[0], argv, env)
+        except OSError as exc:
+            os.write(failure_w, json.dumps([exc.errno or 0, str(exc)]).encode())
+        finally:
+            os._exit(127)
+    os.close(failure_w)
+    failure = _read_all(failure_r)
+    if not failure:  # closed on exec: it runs
+        return pid
+    os.waitpid(pid, 0)
+    number, message = json.loads(failure)
+    _report(status, {"error": message, "errno": number})
+    return None
+
+
+def _wait_for_child(child: int, reader: _Lines, grace_s: float) -> tuple[int, str | None]:
+    """Wait for the child's exit, a stop request or the lifeline's end; reap meanwhile.
+
+    Returns the child's returncode and, when the shim ended the tree, how.
+    """
+    pidfd = os.pidfd_open(child)
+    try:
+        while True:
+            ready, _, _ = select.select([pidfd, reader.fd], [], [])
+            if pidfd in ready:
+                return _reap(child), None
+            command = reader.next_line()
+            if command is None:  # the caller is gone
+                return _stop(child, grace_s)
+            word, _, value = command.partition(" ")
+            if word == "stop":
+                return _stop(child, float(value) if value else grace_s)
+    finally:
+        os.close(pidfd)
+
+
+def _stop(child: int, grace_s: float) -> tuple[int, str]:
+    """End the whole tree (the stop sequence) and return the child's status and the step
+    that ended it."""
+    shim = os.getpid()
+    stopped_by = STOPPED_BY_KILL if _end_tree(shim, grace_s, count_only=False) else STOPPED_BY_TERM
+    return _reap(child), stopped_by
+
+
+def _end_tree(shim: int, grace_s: float, *, count_only: bool = True) -> int:
+    """SIGTERM every descendant, wait up to `grace_s`, SIGKILL what is left, reap them all.
+
+    Returns how many processes there were (`count_only`), else whether SIGKILL was needed.
+    """
+    found = _descendants(shim)
+    if not found:
+        return 0
+    _signal_all(found, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    left = found
+    while left and time.monotonic() < deadline:
+        _reap_any()
+        time.sleep(POLL_S)  # noqa: TID251 -- the shim has no loop; it reaps between looks
+        left = _descendants(shim)
+    killed = bool(left)
+    deadline = time.monotonic() + KILL_WAIT_S
+    while left and time.monotonic() < deadline:
+        _signal_all(left, signal.SIGKILL)
+        _reap_any()
+        time.sleep(POLL_S)  # noqa: TID251 -- likewise
+        left = _descendants(shim)
+    _reap_any()
+    return len(found) if count_only else int(killed)
+
+
+def _signal_all(pids: Iterable[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:  # gone since the walk
+            pass
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root` (zombies, already dead, left out), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:  # exited during the walk
+            continue
+        if fields[0] == b"Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _reap(child: int) -> int:
+    """Wait for the child and return its returncode (negative: the signal that ended it)."""
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+        except ChildProcessError:  # reaped by `_reap_any` meanwhile
+            return _reaped.pop(child, 0)
+        except InterruptedError:
+            continue
+        return os.waitstatus_to_exitcode(status)
+
+
+_reaped: dict[int, int] = {}
+"""Returncodes of processes `_reap_any` reaped (the child may be one of them)."""
+
+
+def _reap_any() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _reaped[pid] = os.waitstatus_to_exitcode(status)
+
+
+def _report(status: int, message: dict[str, Any]) -> None:
+    try:
+        os.write(status, json.dumps(message).encode() + b"\n")
+    except BrokenPipeError:  # the caller is gone; the tree is ended all the same
+        pass
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+class _Lines:
+    """Lines of the lifeline, read without buffering past what select reports."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = b""
+        self._closed = False
+
+    def first_line(self) -> str:
+        while b"\n" not in self._buffer:
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise EOFError("the lifeline ended before the launch")
+            self._buffer += chunk
+            if len(self._buffer) > MAX_SPEC_BYTES:
+                raise ValueError("the launch is too large")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+    def next_line(self) -> str | None:
+        """After select said readable: a whole line, "" for a partial one, None at EOF."""
+        if b"\n" not in self._buffer and not self._closed:
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                self._closed = True
+            self._buffer += chunk
+        if b"\n" in self._buffer:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            return line.decode()
+        return None if self._closed else ""
+
+
+if __name__ == "__main__":
+    main(sys.argv)

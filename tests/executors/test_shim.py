@@ -1,0 +1,164 @@
+"""The shim (executors/shim.py) on this machine: nothing a shimmed child starts outlives it.
+
+Each test starts real processes under a real shim and proves at its end, through the
+run marker in the children's environment, that none of them is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from subagent_host.executors.shimmed import ShimExit, ShimmedChild, start_shimmed
+
+FAKES = Path(__file__).parent.parent / "fakes"
+EXIT_TIMEOUT_S = 20.0
+MARKER = "SUBAGENT_HOST_SHIM_TEST"
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    """Every process whose environment carries this test's marker."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(MARKER) == marker:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.fixture
+async def marker() -> AsyncIterator[str]:
+    """A marker for this test's children; afterwards, none of them may be left."""
+    value = uuid.uuid4().hex
+    yield value
+    left = await asyncio.to_thread(marked, value)
+    assert [p for p in left if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+def env_of(marker: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], MARKER: marker}
+
+
+async def start(marker: str, *argv: str, grace_s: float = 5.0) -> ShimmedChild:
+    return await start_shimmed(argv, cwd=os.getcwd(), env=env_of(marker), grace_s=grace_s)
+
+
+async def ended(child: ShimmedChild) -> ShimExit:
+    return await asyncio.wait_for(child.exit(), EXIT_TIMEOUT_S)
+
+
+async def tree_ready(child: ShimmedChild) -> None:
+    line = await asyncio.wait_for(child.stdout.readline(), EXIT_TIMEOUT_S)
+    assert line == b"ready\n", line
+
+
+async def test_the_child_s_output_and_exit_status_come_back_over_the_pipes(marker: str) -> None:
+    child = await start(marker, "sh", "-c", "echo out; echo err >&2; exit 3")
+    out = await asyncio.wait_for(child.stdout.read(), EXIT_TIMEOUT_S)
+    err = await asyncio.wait_for(child.stderr.read(), EXIT_TIMEOUT_S)
+    assert (out, err) == (b"out\n", b"err\n")
+    assert await ended(child) == ShimExit(returncode=3, stopped_by=None, leftovers=0)
+
+
+async def test_the_child_gets_exactly_the_environment_and_stdin_it_was_given(
+    marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "not-for-children")
+    child = await start_shimmed(
+        ["sh", "-c", "env | sort; cat"],
+        cwd="/",
+        env=env_of(marker),
+        grace_s=1.0,
+        stdin=b"the prompt",
+    )
+    out = await asyncio.wait_for(child.stdout.read(), EXIT_TIMEOUT_S)
+    assert await ended(child) == ShimExit(0, None, 0)
+    *variables, prompt = out.decode().splitlines()
+    names = {line.partition("=")[0] for line in variables}
+    assert {"PATH", MARKER} <= names and "RAY_ADDRESS" not in names, names
+    assert prompt == "the prompt"
+
+
+async def test_the_shim_leads_its_own_session_and_is_not_the_caller_s_child(marker: str) -> None:
+    child = await start(marker, "sh", "-c", "echo ready; exec sleep 60")
+    await tree_ready(child)
+    shim = psutil.Process(child.shim)
+    assert shim.ppid() != os.getpid()
+    assert os.getsid(child.shim) == child.shim
+    assert psutil.Process(child.pid).ppid() == child.shim
+    child.stop(1.0)
+    assert (await ended(child)).stopped_by == "sigterm"
+
+
+async def test_a_program_that_cannot_start_is_an_oserror_with_its_errno(marker: str) -> None:
+    with pytest.raises(OSError) as raised:
+        await start(marker, "/nonexistent/program")
+    assert raised.value.errno == 2
+
+
+async def test_a_stop_ends_a_tree_that_ignores_sigterm_with_sigkill_after_the_grace(
+    marker: str,
+) -> None:
+    child = await start(
+        marker, sys.executable, str(FAKES / "tree.py"), "5", "--ignore-term", grace_s=0.3
+    )
+    await tree_ready(child)
+    assert len(await asyncio.to_thread(marked, marker)) == 5  # the shim has not the marker
+    child.stop(0.3)
+    assert await ended(child) == ShimExit(-signal.SIGKILL, "sigkill", 0)
+
+
+async def test_the_lifeline_s_end_ends_every_descendant_even_one_in_its_own_session(
+    marker: str,
+) -> None:
+    script = "setsid sleep 300 & echo ready; exec sleep 300"
+    child = await start(marker, "sh", "-c", script, grace_s=1.0)
+    await tree_ready(child)
+    child.abandon()  # as the caller's death would
+    assert await ended(child) == ShimExit(-signal.SIGTERM, "sigterm", 0)
+
+
+async def test_a_daemon_left_by_a_child_that_exited_is_ended_and_counted(marker: str) -> None:
+    script = "setsid sh -c 'trap \"\" TERM; exec sleep 300' </dev/null >/dev/null 2>&1 & exit 0"
+    child = await start(marker, "sh", "-c", script, grace_s=0.3)
+    assert await ended(child) == ShimExit(0, None, 1)
+
+
+async def test_a_caller_killed_with_sigkill_leaves_nothing_of_the_tree(
+    marker: str, tmp_path: Path
+) -> None:
+    caller = tmp_path / "caller.py"
+    caller.write_text(
+        "import asyncio, os, sys\n"
+        "from subagent_host.executors.shimmed import start_shimmed\n"
+        "async def main():\n"
+        "    child = await start_shimmed(['sh', '-c', 'setsid sleep 300 & echo ready; "
+        "exec sleep 300'], cwd='/', env={'PATH': os.environ['PATH'], "
+        f"'{MARKER}': '{marker}'}}, grace_s=0.5)\n"
+        "    print(await child.stdout.readline(), flush=True)\n"
+        "    await asyncio.sleep(300)\n"
+        "asyncio.run(main())\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(caller), stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    line = await asyncio.wait_for(process.stdout.readline(), EXIT_TIMEOUT_S)
+    assert b"ready" in line
+    process.kill()  # by pid: the one process this test started
+    await process.wait()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + EXIT_TIMEOUT_S
+    while await asyncio.to_thread(marked, marker):
+        assert loop.time() < deadline, "the shim did not end the tree"
+        await asyncio.sleep(0.05)  # polling /proc: nothing of ours to await on
