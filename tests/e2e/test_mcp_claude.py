@@ -26,6 +26,7 @@ pytestmark = [*needs_cli("claude"), *needs_cli("pi")]
 
 SESSION: Final = "claude-mcp"
 CLAUDE_TIMEOUT_S: Final = 180.0  # two delegated runs and three model turns, with room
+CONNECT_TIMEOUT_MS: Final = 60_000
 
 
 async def test_claude_code_delegates_a_command_and_a_pi_agent_through_subagent_host_mcp(
@@ -35,6 +36,12 @@ async def test_claude_code_delegates_a_command_and_a_pi_agent_through_subagent_h
     env = {
         **pi_environment(tmp_path / "pi", mock.base_url),
         **claude_environment(tmp_path, mock.base_url),
+        # Headless Claude Code connects MCP servers in the background and may ask the
+        # model before the face is there (its tools are then missing from the first
+        # turn): told to wait for the connection, with room for a loaded machine, as
+        # README "Use from an MCP client" says.
+        "MCP_CONNECTION_NONBLOCKING": "false",
+        "MCP_CONNECT_TIMEOUT_MS": str(CONNECT_TIMEOUT_MS),
     }
     state = tmp_path / "state"
     config = tmp_path / "mcp.json"

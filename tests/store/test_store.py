@@ -28,6 +28,7 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.store import instances, reads, writes
+from subagent_host.store import recorder as recorder_module
 from subagent_host.store.database import Database
 from subagent_host.store.recorder import STORE_BACKLOG_BYTES, Recorder
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
@@ -954,14 +955,24 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
 
 
 async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after_the_commit(
-    store: Database,
+    store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The write prunes a run: its `on_pruned` is queued on the loop by the store's
-    # thread as the write completes, just ahead of the waiter's own wake-up.
+    # thread as the write completes, ahead of the waiter's own wake-up. How many turns
+    # pass between the two depends on when the store's thread runs (a loaded machine
+    # may split them); from the wake-up on, the waiter must take exactly one turn.
     recorder = Recorder(store, ME, history_limit=1)
     turns = 0
     pruned_in: list[int] = []
+    woken_in: list[int] = []
     recorder.on_pruned = lambda _run_ids: pruned_in.append(turns)
+    set_done = recorder_module._set_done
+
+    def noting_wake(waiter: asyncio.Future[None]) -> None:
+        woken_in.append(turns)
+        set_done(waiter)
+
+    monkeypatch.setattr(recorder_module, "_set_done", noting_wake)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     completed_run(book, "r0", minute=0)
     await recorder.durable()
@@ -975,13 +986,15 @@ async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after
             loop.call_soon(tick)
 
     tick()
+    woken_in.clear()
     completed_run(book, "r1", minute=1)
     await recorder.durable()
     resumed_in = turns
     ticking_on = False
 
-    assert len(pruned_in) == 1
-    assert resumed_in - pruned_in[0] == 1
+    assert len(pruned_in) == 1 and len(woken_in) == 1
+    assert pruned_in[0] <= woken_in[0]  # the pruned runs are forgotten first
+    assert resumed_in - woken_in[0] == 1  # then no extra hop: the next turn resumes it
 
 
 async def test_pruning_a_session_walks_its_index_without_sorting_its_runs(
