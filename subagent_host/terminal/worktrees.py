@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from subagent_host import SERVER_NAME
+from subagent_host.cli import add_number
 from subagent_host.runs.state import Run
 from subagent_host.store.browse import MIN_PREFIX, BrowseError, StateBrowser
 from subagent_host.terminal import views
@@ -34,6 +35,8 @@ from subagent_host.workspaces.worktrees import (
 )
 
 NAME: Final = "worktrees"
+# A child's index: any whole number from 0 (no run has this many children).
+ANY_INDEX: Final = 2**31 - 1
 REMOVE: Final = "remove"
 
 
@@ -47,7 +50,7 @@ def main(argv: Sequence[str]) -> int:
         parser.add_argument(
             "run", metavar="RUN", help="a run id, or its first 8 or more characters"
         )
-        parser.add_argument("--index", type=int, metavar="N", help="only child N's worktree")
+        add_number(parser, "--index", 0, ANY_INDEX, "only child N's worktree")
         return views.guarded(parser, argv[1:], lambda args: asyncio.run(remove(args)))
     parser = subcommand_parser(
         NAME,

@@ -325,6 +325,14 @@ async def subcommand(state: Path, *args: str, name: str = "worktrees") -> tuple[
     return process.returncode, out.decode(), err.decode()
 
 
+async def test_a_child_index_below_0_is_refused_in_one_line_naming_the_option(
+    tmp_path: Path,
+) -> None:
+    status, out, err = await subcommand(tmp_path / "state", "remove", "abcdefgh", "--index", "-1")
+    assert (status, out) == (2, "")
+    assert len(err.splitlines()) == 1 and "--index" in err and "out of range" in err
+
+
 async def test_kept_worktrees_are_listed_and_removed_by_the_worktrees_subcommand(
     tmp_path: Path,
 ) -> None:
