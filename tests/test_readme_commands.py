@@ -75,6 +75,10 @@ BENCH_SIZES: Final[dict[str, tuple[str, ...]]] = {
     "bench/hostile_strings.py": (),
     "bench/leftovers.py": ("--modes", "subreaper"),
     "bench/startup.py": ("--repeat", "1"),
+    "bench/cluster.py": (
+        *("--spawns", "3", "--parallel", "3", "--lines", "1000", "--concurrent", "4"),
+        *("--sleep", "0.5"),
+    ),
 }
 
 
