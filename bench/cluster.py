@@ -22,13 +22,16 @@ driver, on its first child). The table's ratio is ray / local.
    `output` event that brought its last line, and the time to its first
    `output` event (the detail line adds the rate after that first event). The
    events' text joined must be exactly seq's output, in order.
-4. 100 concurrent children. 100 background spawns of `sleep S` (S = 5) written at
-   once; on the ray server with `placement.resources` `{"head": 1}` and
-   `{"worker": 1}` alternating (each node offers 100 of its resource, so the
-   placement picks the node without limiting how many run there), on the local
-   one without placement. Reported: the wall time from the first write to the
-   last run's terminal `status` event, the most children running at once (from
-   their `child` events), and how many completed (all must).
+4. 100 concurrent children. 100 background spawns of `sleep S` written at
+   once (S = 60: long enough for all 100 to be running at once on the ray side,
+   where each child's actor starts a Ray worker process of its own); on the ray
+   server with `placement.resources` `{"head": 1}` and `{"worker": 1}`
+   alternating (each node offers 100 of its resource, so the placement picks the
+   node without limiting how many run there), on the local one without
+   placement. Reported: the wall time from the first write to the last run's
+   terminal `status` event, the most children running at once (from their
+   `child` events) and how long after the first write that many were, and how
+   many completed (all must).
 
 Cleanliness checks
 ------------------
@@ -310,7 +313,10 @@ def compare(name: str, unit: str, key: str, local: dict[str, float], ray: dict[s
     """Ray's figure against local's; the local figure alone when ray did not run."""
     if key not in ray:
         return Row(name, unit, local[key], "local only", None)
-    return Row(name, unit, ray[key], "-", None, local[key])
+    value, base = ray[key], local[key]
+    # The ratio column rounds a far smaller figure to 0.00: say how many times.
+    note = f"ray 1/{base / value:,.0f}" if 0 < value < base / 10 else "-"
+    return Row(name, unit, value, note, None, base)
 
 
 # --- 1 and 2. spawn latency and throughput -------------------------------------------
@@ -403,18 +409,21 @@ def is_run_terminal(event: Json) -> bool:
     return event.get("type") == "status" and event.get("status") in TERMINAL
 
 
-def peak_running(events: Sequence[Json]) -> int:
-    """The most children running at once, from `child` events (in arrival order)."""
+def peak_running(events: Sequence[Json]) -> tuple[int, float]:
+    """The most children running at once, from `child` events (in arrival order), and
+    when that many first were."""
     changes = sorted(
         (float(e["_received"]), 1 if e.get("status") == "running" else -1)
         for e in events
         if e.get("type") == "child" and e.get("status") in {"running", *TERMINAL}
     )
     running = peak = 0
-    for _, step in changes:
+    reached = 0.0
+    for at, step in changes:
         running += step
-        peak = max(peak, running)
-    return peak
+        if running > peak:
+            peak, reached = running, at
+    return peak, reached
 
 
 def placement_of(side: Side, index: int) -> Json | None:
@@ -452,13 +461,14 @@ async def measure_concurrent(server: Server, side: Side, ctx: Context) -> dict[s
     if completed != count:
         statuses = sorted({str(e.get("status")) for e in finals})
         server.problems.append(f"{side.name}: {completed}/{count} completed ({statuses})")
-    peak = peak_running([e for r in run_ids for e in server.events.get(r, [])])
+    peak, reached = peak_running([e for r in run_ids for e in server.events.get(r, [])])
+    ramp = reached - began
     placed = "alternating head/worker" if side.name == "ray" else "no placement"
     detail(
         f"{side.name}: {count} x `{shlex.join(command)}` ({placed}): {completed} completed, "
-        f"wall {wall:.2f} s, at most {peak} running at once"
+        f"wall {wall:.2f} s, at most {peak} running at once ({ramp:.2f} s after the first spawn)"
     )
-    return {"wall": wall, "peak": float(peak), "completed": float(completed)}
+    return {"wall": wall, "peak": float(peak), "ramp": ramp, "completed": float(completed)}
 
 
 # --- orchestration -------------------------------------------------------------------
@@ -481,6 +491,7 @@ async def measure_all(ctx: Context) -> list[Row]:
     local, ray = await measure_both(ctx, measure_concurrent)
     rows.append(compare(f"{ctx.opts.concurrent} children, wall", "s", "wall", local, ray))
     rows.append(compare(f"{ctx.opts.concurrent} children, most at once", "", "peak", local, ray))
+    rows.append(compare(f"{ctx.opts.concurrent} children, to the most", "s", "ramp", local, ray))
     rows.append(compare(f"{ctx.opts.concurrent} children, completed", "", "completed", local, ray))
     return rows
 
@@ -529,6 +540,7 @@ async def run(opts: Options) -> int:
         seen, left = await sweep_marker(marker)
         problems += left
         detail(f"marker sweep: {seen} marked processes at the first look, {len(left)} left")
+        rows.append(Row("marked processes left", "", float(len(left)), "0", not left))
         shutil.rmtree(temp_dir, ignore_errors=True)
     if cluster is not None:
         rows.insert(0, Row("cluster start (2 nodes)", "s", cluster.started_s, "-", None))
@@ -549,7 +561,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--parallel", type=positive_int, default=20, metavar="N")
     parser.add_argument("--lines", type=positive_int, default=1_000_000, metavar="M")
     parser.add_argument("--concurrent", type=positive_int, default=MAX_CONCURRENCY, metavar="N")
-    parser.add_argument("--sleep", type=positive_float, default=5.0, metavar="S")
+    parser.add_argument("--sleep", type=positive_float, default=60.0, metavar="S")
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
     args = parser.parse_args(argv)
     if args.concurrent > MAX_CONCURRENCY or args.parallel > MAX_CONCURRENCY:
