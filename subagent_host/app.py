@@ -19,7 +19,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
@@ -38,6 +38,8 @@ from subagent_host.config import (
     ServerConfig,
 )
 from subagent_host.errors import RunNotFound
+from subagent_host.executors.base import Executor
+from subagent_host.executors.ray_executor import RayExecutor
 from subagent_host.executors.select import executor_for
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.progress import EventPublisher
@@ -123,10 +125,11 @@ def build_run_manager(
     workflow_records: WorkflowRecords | None = None,
     sessions: SessionFiles | None = None,
     new_run_id: Callable[[], str] | None = None,
+    executor: Executor[Any] | None = None,
 ) -> RunOrchestrator:
     services = ChildServices(
         supervisor=supervisor,
-        executor=executor_for(config.executor, supervisor),
+        executor=executor or executor_for(config.executor, supervisor, os.environ),
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
         book=RunStateMachine(listener=listener),
@@ -230,6 +233,9 @@ async def _serve_with_store(
             record_projection(run, index, projection)
 
     backends = build_backends(config, pi_sessions)
+    executor = executor_for(config.executor, supervisor, os.environ)
+    if isinstance(executor, RayExecutor):
+        executor.open_soon()  # joining a cluster takes seconds: not on a first spawn's path
     workflow_records = WorkflowRecords(
         definition=lambda run, plan: store.record_workflow(run, workflow_record(plan)),
         child_added=record_projection,
@@ -246,6 +252,7 @@ async def _serve_with_store(
         workflow_records,
         sessions,
         new_run_id=store.new_run_id,  # reserved on disk: a run may be written late
+        executor=executor,
     )
     store.on_pruned(runs.forget)  # a pruned run is gone from memory too
     store.live = runs.get  # a run this server holds is answered from memory
@@ -265,6 +272,7 @@ async def _serve_with_store(
         framing=lambda: connection.framing.value,
         after_answer=after_answer,
         stop_elsewhere=_stop_elsewhere(config, store) if store.durable else None,
+        executor_ready=executor.bridge if isinstance(executor, RayExecutor) else None,
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.
@@ -291,6 +299,8 @@ async def _serve_with_store(
                 DISCONNECTED,
             )
         await runs.shutdown(DISCONNECTED)
+        if isinstance(executor, RayExecutor):
+            await executor.close()  # every remote child has ended: leave the cluster
         if control is not None:
             await control.aclose()
         if recovering is not None:  # leftovers of a dead server are ended before we go

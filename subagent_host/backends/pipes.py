@@ -89,18 +89,36 @@ class OutputPipe:
 class InputPipe:
     """Writes `data` to a child's stdin, then closes it; `closed` is done then.
 
-    A child that exits or closes its stdin early ends the write quietly: what it
-    did not read is its own business, its exit status tells the rest.
+    Kept open (`keep_open`), it takes more with `send` until `close`: a child
+    that reads commands on its stdin (the cluster executor's bridge). A child
+    that exits or closes its stdin early ends the write quietly: what it did
+    not read is its own business, its exit status tells the rest.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, data: bytes | None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        data: bytes | None,
+        *,
+        keep_open: bool = False,
+    ) -> None:
         self._loop = loop
         self._fd = fd
-        self._pending = memoryview(data or b"")
+        self._pending = bytearray(data or b"")
+        self._keep_open = keep_open
         self._waiting = False
         self.closed: asyncio.Future[None] = loop.create_future()
         os.set_blocking(fd, False)
         self._write()
+
+    def send(self, data: bytes) -> None:
+        """Write more (a pipe kept open); nothing once it is closed."""
+        if self._fd < 0:
+            return
+        self._pending += data
+        if not self._waiting:
+            self._write()
 
     def _write(self) -> None:
         while self._pending:
@@ -112,17 +130,23 @@ class InputPipe:
                     self._waiting = True
                 return
             except OSError:  # EPIPE: the reader is gone
-                break
-            self._pending = self._pending[written:]
-        self.close()
+                self.close()
+                return
+            del self._pending[:written]
+        if self._waiting:
+            self._loop.remove_writer(self._fd)
+            self._waiting = False
+        if not self._keep_open:
+            self.close()
 
     def close(self) -> None:
         if self._fd < 0:
             return
         if self._waiting:
             self._loop.remove_writer(self._fd)
+            self._waiting = False
         os.close(self._fd)
         self._fd = -1
-        self._pending = memoryview(b"")
+        self._pending.clear()
         if not self.closed.done():
             self.closed.set_result(None)

@@ -93,6 +93,15 @@ class LaunchSpec:
     """The child's whole environment (allowlisted by the caller), including the marker."""
     stdin: bytes | None = None
     """Written to the child's stdin, which is then closed (it is closed in any case)."""
+    placement: Mapping[str, Any] | None = None
+    """Where on a cluster it may run (protocol.md §8.8: `resources`, `nodeId`, `labels`),
+    for a cluster executor; the supervisor runs everything here and never gets one."""
+    placement_wait_s: float | None = None
+    """The most a cluster executor may wait for a node that can hold it (None: its own
+    bound); the supervisor starts at once."""
+    keep_stdin: bool = False
+    """Leave stdin open after `stdin`: the caller writes more with `Child.input.send`
+    and ends it with `Child.input.close()` (a child that reads commands there)."""
     name: str = "child"
     """Names the child's cgroup (after a sequence number), e.g. its run, index and attempt."""
     log_fields: Mapping[str, object] = attrs.field(factory=dict)
@@ -156,6 +165,7 @@ class Child:
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
+        self.node: str | None = None  # this machine
         self.marker = marker
         self.pidfd = pidfd
         self.group = group
@@ -179,6 +189,8 @@ class Child:
         grandchild still holds its pipes."""
         self._exit_listeners: list[Callable[[], None]] = []
         self.outputs: list[pipes.OutputPipe] = []
+        self.input: pipes.InputPipe | None = None
+        """Its stdin, while open (`LaunchSpec.keep_stdin`: until the caller closes it)."""
         self.drained: asyncio.Future[list[None]] | None = None
         """Done once stdin was written and closed and both outputs reached EOF."""
         if pidfd is not None:
@@ -452,8 +464,8 @@ class Supervisor:
             pipes.OutputPipe(loop, stdout_read, sink.on_stdout),
             pipes.OutputPipe(loop, stderr_read, sink.on_stderr),
         ]
-        feeding = pipes.InputPipe(loop, stdin_write, spec.stdin)
-        child.drained = asyncio.gather(feeding.closed, *(pipe.closed for pipe in child.outputs))
+        child.input = pipes.InputPipe(loop, stdin_write, spec.stdin, keep_open=spec.keep_stdin)
+        child.drained = asyncio.gather(child.input.closed, *(pipe.closed for pipe in child.outputs))
         return child
 
     def _step_into(self, group: Group) -> bool:

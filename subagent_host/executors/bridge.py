@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
+
+from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
 
 # How long joining a cluster may take (Ray's own connection attempts are within it).
 BRIDGE_START_TIMEOUT_S: Final = 60.0
@@ -24,8 +26,15 @@ BRIDGE_START_TIMEOUT_S: Final = 60.0
 BRIDGE_EXIT_TIMEOUT_S: Final = 30.0
 # How long a child may wait for a node that can hold its placement before it fails.
 PLACEMENT_TIMEOUT_S: Final = 60.0
-# Lines of the bridge's stderr (Ray's logs) kept to explain a failure.
+# Lines of the bridge's stderr (Ray's logs) kept to explain a failure, and how much of each.
 STDERR_LINES_KEPT: Final = 50
+STDERR_LINE_BYTES: Final = 2000
+# The grace of the stop sequence for a bridge that did not exit when told to.
+BRIDGE_KILL_GRACE_S: Final = 2.0
+# Why a remote child failed (the failed child's error code).
+UNPLACEABLE: Final = "unplaceable"
+NODE_LOST: Final = "node-lost"
+SPAWN_FAILED: Final = "spawn-failed"
 # What the bridge's environment adds: Ray must not phone home from a server.
 BRIDGE_ENVIRONMENT: Final = {"RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -66,6 +75,13 @@ class RemoteChild:
         """The stop sequence for its whole tree, carried out by its shim."""
         self._bridge.send({"op": "stop", "id": self.child_id, "graceS": grace_s})
 
+    def hold_output(self) -> None:
+        """Take no more of its output for now: its actor stops reading, the child blocks."""
+        self._bridge.send({"op": "pause", "id": self.child_id})
+
+    def release_output(self) -> None:
+        self._bridge.send({"op": "resume", "id": self.child_id})
+
     def fail(self, failure: RemoteFailure) -> None:
         for future in (self.started, self.ended):
             if not future.done():
@@ -73,58 +89,108 @@ class RemoteChild:
         self.ended.exception()  # read: a child never started is told through `started`
 
 
-class RayBridge:
-    """A running bridge: one per server, holding every remote child of it."""
+class _BridgeOutput:
+    """The bridge's stdout, split into protocol lines, and the tail of its stderr."""
 
-    def __init__(self, process: asyncio.subprocess.Process, node: str) -> None:
+    def __init__(self) -> None:
+        self._partial = bytearray()
+        self.first: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        """The bridge's first line: `ready` once it joined the cluster, else why not."""
+        self.dispatch: Callable[[dict[str, Any]], None] | None = None
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self._stderr_partial = bytearray()
+
+    def on_stdout(self, data: bytes) -> None:
+        self._partial += data
+        while (end := self._partial.find(b"\n")) >= 0:
+            line = bytes(self._partial[:end])
+            del self._partial[: end + 1]
+            if not self.first.done():
+                self.first.set_result(line)
+            elif self.dispatch is not None:
+                self.dispatch(json.loads(line))  # the bridge writes nothing else there
+
+    def on_stderr(self, data: bytes) -> None:
+        self._stderr_partial += data
+        *lines, rest = self._stderr_partial.split(b"\n")
+        self._stderr_partial = bytearray(rest[-STDERR_LINE_BYTES:])
+        self.stderr.extend(line.decode("utf-8", "replace")[:STDERR_LINE_BYTES] for line in lines)
+
+
+class RayBridge:
+    """A running bridge: one per server, holding every remote child of it.
+
+    It is a child of the server's supervisor like any other (its own session and
+    cgroup, its tree ended by the stop sequence), started with its stdin kept
+    open: that pipe carries the commands, and its end ends the bridge.
+    """
+
+    def __init__(self, supervisor: Supervisor, process: Child, output: _BridgeOutput) -> None:
+        self._supervisor = supervisor
         self._process = process
-        self.node: str = node
+        self._output = output
+        self.node: str = ""
         """The node the bridge (the driver) runs on."""
         self._children: dict[int, RemoteChild] = {}
         self._next_id = 0
-        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
-        self._reading: asyncio.Task[None] | None = None
-        self._draining: asyncio.Task[None] | None = None
+        self.ended: asyncio.Task[ProcessExit] = asyncio.create_task(self._watch())
+        """Done once the bridge has exited (its children are then lost)."""
 
     @property
     def pid(self) -> int:
         return self._process.pid
 
+    @property
+    def alive(self) -> bool:
+        return not self.ended.done()
+
     @classmethod
     async def open(
-        cls, *, address: str | None, namespace: str | None, env: Mapping[str, str]
+        cls,
+        supervisor: Supervisor,
+        *,
+        address: str | None,
+        namespace: str | None,
+        env: Mapping[str, str],
     ) -> RayBridge:
         """Start the bridge and wait until it joined the cluster. ClusterUnreachable."""
         argv = [sys.executable, "-m", "subagent_host.executors.ray_bridge"]
         argv += ["--address", address or "auto"]
         if namespace is not None:
             argv += ["--namespace", namespace]
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**env, **BRIDGE_ENVIRONMENT},
-            start_new_session=True,  # the server's terminal signals are not the cluster's
-            limit=64 * 1024 * 1024,
-        )
-        bridge = cls(process, "")
-        bridge._draining = asyncio.create_task(bridge._drain_stderr())
-        assert process.stdout is not None
+        output = _BridgeOutput()
         try:
-            line = await asyncio.wait_for(process.stdout.readline(), BRIDGE_START_TIMEOUT_S)
+            process = await supervisor.start(
+                LaunchSpec(
+                    argv=tuple(argv),
+                    cwd=os.getcwd(),
+                    env={**env, **BRIDGE_ENVIRONMENT},
+                    keep_stdin=True,
+                    name="ray-bridge",
+                    log_fields={"executor": "ray"},
+                ),
+                output,
+            )
+        except OSError as exc:
+            raise ClusterUnreachable(f"cannot start the Ray bridge: {exc}") from None
+        bridge = cls(supervisor, process, output)
+        try:
+            async with asyncio.timeout(BRIDGE_START_TIMEOUT_S):
+                either: list[asyncio.Future[Any]] = [output.first, bridge.ended]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         except TimeoutError:
             await bridge.close(grace_s=0)
             raise ClusterUnreachable(
                 f"the Ray bridge did not join the cluster within {BRIDGE_START_TIMEOUT_S:g} s"
             ) from None
+        line = output.first.result() if output.first.done() else b""
         first = json.loads(line) if line else {"event": "unreachable", "message": ""}
         if first["event"] != "ready":
             await bridge.close()
-            said = first.get("message") or " / ".join(bridge._stderr) or "the bridge exited"
+            said = first.get("message") or " / ".join(output.stderr) or "the bridge exited"
             raise ClusterUnreachable(f"cannot join the Ray cluster: {said}")
         bridge.node = first["node"]
-        bridge._reading = asyncio.create_task(bridge._read())
+        output.dispatch = bridge._dispatch
         return bridge
 
     async def start(
@@ -160,19 +226,18 @@ class RayBridge:
         return child
 
     def send(self, message: dict[str, Any]) -> None:
-        assert self._process.stdin is not None
-        if not self._process.stdin.is_closing():
-            self._process.stdin.write(json.dumps(message).encode() + b"\n")
+        if self._process.input is not None:
+            self._process.input.send(json.dumps(message).encode() + b"\n")
 
-    async def _read(self) -> None:
-        assert self._process.stdout is not None
-        while line := await self._process.stdout.readline():
-            self._dispatch(json.loads(line))
-        # The bridge is gone: every child it held is lost with it.
-        lost = RemoteFailure("node-lost", "the Ray bridge exited")
-        for child in self._children.values():
-            child.fail(lost)
-        self._children.clear()
+    async def _watch(self) -> ProcessExit:
+        """Wait for the bridge's end; every child it still held is lost with it."""
+        try:
+            return await self._supervisor.wait(self._process)
+        finally:
+            lost = RemoteFailure(NODE_LOST, "the Ray bridge (the cluster's driver) exited")
+            for child in self._children.values():
+                child.fail(lost)
+            self._children.clear()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         child = self._children.get(message.get("id", -1))
@@ -191,21 +256,13 @@ class RayBridge:
             child.fail(RemoteFailure(message["reason"], message["message"]))
             del self._children[child.child_id]
 
-    async def _drain_stderr(self) -> None:
-        assert self._process.stderr is not None
-        while line := await self._process.stderr.readline():
-            self._stderr.append(line.decode("utf-8", "replace").rstrip())
-
     async def close(self, grace_s: float = BRIDGE_EXIT_TIMEOUT_S) -> None:
         """End the bridge: its actors are killed and their shims end the trees."""
-        if self._process.stdin is not None:
-            self._process.stdin.close()
+        if self._process.input is not None:
+            self._process.input.close()
         try:
-            await asyncio.wait_for(self._process.wait(), grace_s)
+            await asyncio.wait_for(asyncio.shield(self.ended), grace_s)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._process.pid, 9)  # its own session: the bridge and Ray's helpers
-            await self._process.wait()
-        for task in (self._reading, self._draining):
-            if task is not None:
-                await asyncio.wait_for(task, BRIDGE_EXIT_TIMEOUT_S)
+            # Its tree (the driver and what Ray started in it) gets the stop sequence.
+            await self._supervisor.stop(self._process, grace_s=BRIDGE_KILL_GRACE_S)
+            await asyncio.wait_for(asyncio.shield(self.ended), BRIDGE_EXIT_TIMEOUT_S)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.executors.base import Executor
 from subagent_host.executors.local import local_executor
+from subagent_host.executors.ray_executor import RayExecutor
 from subagent_host.settings import LOCAL, RAY, ExecutorChoice
 
 MISSING_RAY: Final = "the ray executor needs Ray: pip install 'subagent-host[ray]'"
-# This release plans and refuses placements; the cluster executor itself is not in it yet.
-RAY_NOT_BUILT: Final = "the ray executor is not part of this version of subagent-host yet"
 
 
 def unavailable(choice: ExecutorChoice) -> str | None:
@@ -25,11 +25,16 @@ def unavailable(choice: ExecutorChoice) -> str | None:
         return None
     if choice.kind == RAY and importlib.util.find_spec("ray") is None:
         return MISSING_RAY
-    return RAY_NOT_BUILT
+    return None
 
 
-def executor_for(choice: ExecutorChoice, supervisor: Supervisor) -> Executor:
-    """The executor children run on; `unavailable(choice)` was None (cli.py checked)."""
-    if choice.kind != LOCAL:
-        raise ValueError(f"no {choice.kind!r} executor in this version")
+def executor_for(
+    choice: ExecutorChoice, supervisor: Supervisor, env: Mapping[str, str]
+) -> Executor[Any]:
+    """The executor children run on; `unavailable(choice)` was None (cli.py checked).
+
+    `env` is the server's environment, which a cluster's bridge process gets.
+    """
+    if choice.kind == RAY:
+        return RayExecutor(supervisor, choice, env)
     return local_executor(supervisor)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from subagent_host.config import ServerConfig
+from subagent_host.errors import BackendUnavailable
+from subagent_host.executors.base import CLUSTER_UNAVAILABLE, ExecutorUnavailable
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.planning.toolchain import Toolchain
@@ -60,6 +62,9 @@ class HandlerContext:
     """Stop a run another live server on this state directory holds, through its control
     socket (protocol.md §10.1): True if it had already ended; raises RunNotFound when that
     cannot be done. None: such a run is refused."""
+    executor_ready: Callable[[], Awaitable[object]] | None = None
+    """Waits until the executor can take children (a cluster joined); raises
+    ExecutorUnavailable when it cannot. None: the local executor, always ready."""
     last_ping: tuple[tuple[object, ...], PingResult] | None = attrs.field(default=None, repr=False)
     """`ping`'s last answer with what it was made of, answered again while that is equal."""
 
@@ -69,6 +74,18 @@ class HandlerContext:
         if mode != "background":
             return contextlib.nullcontext()
         return self.progress.announcing(self.after_answer)
+
+    async def require_executor(self) -> None:
+        """-32002 when children cannot go where this server runs them: a launch or a
+        resume asks before anything is started or spent (protocol.md §8.8)."""
+        if self.executor_ready is None:
+            return
+        try:
+            await self.executor_ready()
+        except ExecutorUnavailable as exc:
+            message = str(exc)
+            problem = {"severity": "error", "code": CLUSTER_UNAVAILABLE, "message": message}
+            raise BackendUnavailable(message, data={"diagnostics": [problem]}) from None
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""

@@ -51,6 +51,7 @@ async def handle(params: PreflightParams, ctx: HandlerContext) -> PreflightResul
     )
     if not accepted:
         return result
+    await ctx.require_executor()
     sealed = plan.fingerprint
     if (unavailable := ctx.store.needs_durable("preflight ids")) is not None:
         # The plan stands; only the id a spawn would carry is not issued.

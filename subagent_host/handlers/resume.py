@@ -62,6 +62,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
         )
     if digest(grant.message) != grant.follow_up_digest:
         deny("mismatch", "the follow-up message no longer matches what was approved")
+    await ctx.require_executor()
     ctx.runs.admit(1)  # before the token is spent: a full queue refuses with nothing recorded
     if (refusal := await ctx.store.redeem_token(params.token, ctx.session_id)) is not None:
         deny(refusal.code, refusal.message)

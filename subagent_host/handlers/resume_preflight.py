@@ -46,6 +46,7 @@ async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> Prefl
             "resume.message",
         )
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
+    await ctx.require_executor()  # no token for a child that could not run
     now = utc_now()
     expires = now + timedelta(milliseconds=ctx.config.resume_token_ttl_ms)
     grant = ResumeGrant(

@@ -102,6 +102,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
         attempt=child.attempt,
         label=child.label,
         pid=child.pid,
+        node=child.node,
         exit_code=child.exit_code,
         signal=signal.Signals(child.signal).name if child.signal else None,
         stopped_by=str(child.stopped_by) if child.stopped_by else None,

@@ -34,6 +34,7 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     if params.preflight_id is None and ctx.config.require_preflight:
         checked = attrs.evolve(checked, diagnostics=(*checked.diagnostics, PREFLIGHT_REQUIRED))
     resolved = accept(checked)
+    await ctx.require_executor()
     # Before a preflight id is spent: a full queue refuses with nothing recorded.
     ctx.runs.admit(ctx.runs.children_added(resolved.plan))
     admitted_by = ADMITTED_DIRECT

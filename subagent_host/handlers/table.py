@@ -87,8 +87,9 @@ ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
 # method may answer (invalid params, internal error, cancelled): `rpc/errors.py` maps
 # them to codes, and the schema lists those codes as the method's `errors`.
 RAISES: Mapping[str, tuple[type[HostError], ...]] = {
-    "preflight": (RunNotFound, AmbiguousRunId),
-    "resume": (ResumeDenied, CapacityExceeded),
+    # BackendUnavailable: a cluster executor that cannot reach its cluster (§8.8).
+    "preflight": (RunNotFound, AmbiguousRunId, BackendUnavailable),
+    "resume": (ResumeDenied, CapacityExceeded, BackendUnavailable),
     "spawn": (BackendUnavailable, LaunchRejected, CapacityExceeded),
     "status": (RunNotFound, AmbiguousRunId),
     "stop": (RunNotFound, AmbiguousRunId),

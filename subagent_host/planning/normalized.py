@@ -19,6 +19,7 @@ from subagent_host.planning.views import (
     Access,
     NormalizedPlan,
     PlanChild,
+    PlannedPlacement,
     PlanStep,
     PlanWorkflow,
     to_json,
@@ -51,6 +52,7 @@ def normalized_plan(
                 agent=child.agent,
                 as_=child.output_name,
                 isolation=child.isolation,
+                placement=PlannedPlacement.of(child.placement),
             )
         )
     return NormalizedPlan(

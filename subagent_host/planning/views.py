@@ -30,6 +30,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
+from subagent_host.planning.request import Placement
 from subagent_host.values import camel_case
 
 T = TypeVar("T")
@@ -93,6 +94,16 @@ class ToolEffects:
 # --- the normalized plan: what preflight shows and a fingerprint seals -------------------
 
 
+@attrs.frozen
+class PlannedPlacement(Placement):
+    """A child's `placement` as its plan shows it (the request's own type, on the result
+    side of the wire)."""
+
+    @classmethod
+    def of(cls, placement: Placement | None) -> PlannedPlacement | None:
+        return None if placement is None else cls(**attrs.asdict(placement, recurse=False))
+
+
 @attrs.frozen(kw_only=True)
 class PlanChild:
     """One child as the plan shows it (environment values left out: they may be secrets)."""
@@ -128,6 +139,8 @@ class PlanChild:
     isolation: str | None = None
     """`worktree` when it runs in a git worktree of its own; absent otherwise (so the
     fingerprints of plans without it are what they always were)."""
+    placement: PlannedPlacement | None = None
+    """Where on a cluster it must run (protocol.md §8.8), as asked; absent otherwise."""
 
 
 @attrs.frozen(kw_only=True)

@@ -435,6 +435,9 @@ class ChildSnapshot(OutcomeFields):
     """Its item's label, when it has one."""
     pid: int | None = None
     """Its process id; absent until its process is started."""
+    node: str | None = None
+    """The id of the cluster node its process runs on (`--executor ray`, protocol.md §8.8;
+    `pid` is that node's); absent for a child of this machine."""
     exit_code: int | None = None
     """The exit status of its process, when it exited with one."""
     signal: str | None = None

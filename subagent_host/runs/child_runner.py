@@ -27,7 +27,8 @@ from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.sessions import SEALED_AT_END
-from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, Child, LaunchSpec
+from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
+from subagent_host.executors.base import ChildLost, Executor, StartedChild
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.runs.child_sink import ChildSink, EventSender, StreamGate
@@ -77,7 +78,7 @@ class ChildRunner:
     """Runs children for every run of this server; keeps what a later attempt needs."""
 
     def __init__(self, services: ChildServices, settler: Settler) -> None:
-        self._executor = services.executor or services.supervisor
+        self._executor: Executor[Any] = services.executor or services.supervisor
         self._backends = services.backends
         self._slots = services.slots
         self._book = services.book
@@ -230,9 +231,18 @@ class ChildRunner:
                     stdin=launch.stdin,
                     name=f"{run.run_id}-{child.index}-{child.attempt}",
                     log_fields={"runId": run.run_id, "index": child.index},
+                    placement=_placement(plan),
+                    # A child waits for a node no longer than it may run.
+                    placement_wait_s=plan.timeout_ms / 1000,
                 ),
                 sink,
             )
+        except ChildLost as lost:  # it never ran where its executor sent it
+            await self._settle_workspace(child, opened)
+            self._book.transition_child(
+                run, child, RunStatus.FAILED, error=ErrorInfo(lost.code, lost.message)
+            )
+            return None
         except OSError as exc:
             message = _start_failure(launch.argv[0], exc)
             await self._settle_workspace(child, opened)
@@ -261,7 +271,7 @@ class ChildRunner:
         child: ChildRun,
         plan: ChildPlan,
         control: RunControl,
-        process: Child,
+        process: StartedChild,
         parser: OutputParser,
         sink: ChildSink,
         opened: Opened | None,
@@ -273,6 +283,7 @@ class ChildRunner:
             RunStatus.RUNNING,
             pid=process.pid,
             pgid=process.pgid,
+            node=process.node,
             start_time_probe=process.create_time,
         )
         sink.open()
@@ -280,7 +291,19 @@ class ChildRunner:
         if control.stream:
             sink.throttle(process.hold_output, process.release_output)
             self.streams.join(sink)
-        cause, exit_status = await self._run_to_exit(process, plan, sink, control)
+        try:
+            cause, exit_status = await self._run_to_exit(process, plan, sink, control)
+        except ChildLost as lost:  # its node, or the way to it, went away while it ran
+            record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
+            await self._settle_workspace(child, opened)
+            self._book.transition_child(
+                run,
+                child,
+                RunStatus.FAILED,
+                error=ErrorInfo(lost.code, lost.message),
+                usage=_reported_usage(parser),
+            )
+            return None
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
@@ -297,12 +320,14 @@ class ChildRunner:
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
     async def _run_to_exit(
-        self, process: Child, plan: ChildPlan, sink: ChildSink, control: RunControl
+        self, process: StartedChild, plan: ChildPlan, sink: ChildSink, control: RunControl
     ) -> tuple[StopCause | None, ProcessExit]:
         """Supervise the child until its tree is gone: what ended it, and its exit."""
         try:
             cause = await self._supervise(process, plan, sink, control)
             return cause, await self._executor.wait(process)
+        except ChildLost:
+            raise  # nothing of it is left to end: its executor says so
         except Exception:  # a bug of ours: nothing of the child may outlive it
             await self._end_after_bug(process)
             raise
@@ -311,7 +336,7 @@ class ChildRunner:
             self._sampler.unwatch(process)
 
     async def _supervise(
-        self, process: Child, plan: ChildPlan, sink: ChildSink, control: RunControl
+        self, process: StartedChild, plan: ChildPlan, sink: ChildSink, control: RunControl
     ) -> StopCause | None:
         """Wait for whichever comes first: exit, stop, stall, timeout, turn limit. End the
         tree unless exit.
@@ -404,7 +429,7 @@ class ChildRunner:
         except GitFailed as exc:  # the worktree stays, and `subagent-host worktrees` lists it
             logger.warning("cannot measure the worktree %s: %s", opened.path, exc)
 
-    async def _end_after_bug(self, process: Child) -> None:
+    async def _end_after_bug(self, process: StartedChild) -> None:
         """End and reap the tree of a child whose supervision failed (best effort, logged)."""
         try:
             await self._executor.stop(process, grace_s=LEFTOVER_GRACE_S)
@@ -466,7 +491,19 @@ def _reported_usage(parser: OutputParser) -> Usage | None:
         return None
 
 
-def _exit_facts(process: Child) -> dict[str, object]:
+def _placement(plan: ChildPlan) -> dict[str, Any] | None:
+    """The child's placement as a cluster executor takes it (wire names)."""
+    if plan.placement is None:
+        return None
+    placement = {
+        "resources": plan.placement.resources,
+        "nodeId": plan.placement.node_id,
+        "labels": plan.placement.labels,
+    }
+    return {name: value for name, value in placement.items() if value is not None}
+
+
+def _exit_facts(process: StartedChild) -> dict[str, object]:
     """How a child's process ended, for a child that could not be settled from its output."""
     facts: dict[str, object] = {"stopped_by": process.stopped_by}
     if process.returncode is not None:

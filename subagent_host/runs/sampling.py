@@ -8,6 +8,7 @@ from typing import Final
 
 from subagent_host.backends.base import OutputParser
 from subagent_host.backends.supervisor import Child, Supervisor, TreeUsage
+from subagent_host.executors.base import StartedChild
 from subagent_host.runs.state import ChildRun
 from subagent_host.values.facts import Resources
 
@@ -21,19 +22,20 @@ class ResourceSampler:
 
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
-        # Running children by pid, with the parser that knows their CLI's usage.
-        self._sampled: dict[int, tuple[Child, ChildRun, OutputParser]] = {}
+        # Running children (by identity: a remote child's pid is another machine's),
+        # with the parser that knows their CLI's usage.
+        self._sampled: dict[int, tuple[StartedChild, ChildRun, OutputParser]] = {}
         self._sampler: asyncio.Task[None] | None = None
 
-    def watch(self, process: Child, child: ChildRun, parser: OutputParser) -> None:
+    def watch(self, process: StartedChild, child: ChildRun, parser: OutputParser) -> None:
         """Sample the running child from now on (the sweep starts if it is not running)."""
-        self._sampled[process.pid] = (process, child, parser)
+        self._sampled[id(process)] = (process, child, parser)
         if self._sampler is None or self._sampler.done():
             self._sampler = asyncio.create_task(self._sample_running())
 
-    def unwatch(self, process: Child) -> None:
+    def unwatch(self, process: StartedChild) -> None:
         """Sample the child no more: it has exited."""
-        self._sampled.pop(process.pid, None)
+        self._sampled.pop(id(process), None)
 
     async def _sample_running(self) -> None:
         """Every `RESOURCE_SAMPLE_S`, sample the trees of all running children in one sweep."""
@@ -41,12 +43,15 @@ class ResourceSampler:
             # The sampling interval is the point of this wait; nothing else can end it.
             await asyncio.sleep(RESOURCE_SAMPLE_S)  # noqa: ASYNC110
             running = dict(self._sampled)
-            usages = await self._supervisor.sample([p for p, _, _ in running.values()], trees=True)
-            for pid, usage in usages.items():
-                if pid in self._sampled:
-                    _, child, parser = running[pid]
+            # A remote child's tree is measured on its node, at its end (its shim's report).
+            local = [p for p, _, _ in running.values() if isinstance(p, Child)]
+            usages = await self._supervisor.sample(local, trees=True) if local else {}
+            for key, (process, child, parser) in running.items():
+                if key not in self._sampled:
+                    continue  # it ended while the sweep ran
+                if isinstance(process, Child) and (usage := usages.get(process.pid)) is not None:
                     record_usage(child, usage)
-                    child.usage = parser.usage or child.usage
+                child.usage = parser.usage or child.usage
 
 
 def record_usage(

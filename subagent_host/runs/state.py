@@ -155,6 +155,8 @@ class ChildRun:
     session_digest_source: str | None = None
     """When it was taken: `attempt-end`, or `recovered` by the next server."""
     pgid: int | None = None
+    node: str | None = None
+    """The cluster node its process runs on (a cluster executor); None: this machine."""
     create_time: float | None = None
     """The process's start time as psutil reports it: with the pid and the run
     marker, how a later server recognises a process this child left."""

@@ -16,7 +16,7 @@ import pytest
 
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.cli import parse_config
-from subagent_host.executors.select import MISSING_RAY, RAY_NOT_BUILT, executor_for, unavailable
+from subagent_host.executors.select import MISSING_RAY, executor_for, unavailable
 from subagent_host.settings import ExecutorChoice
 from tests.e2e.harness import server_executable
 
@@ -108,12 +108,13 @@ def test_cluster_options_without_a_cluster_executor_exit_2(
 async def test_the_local_executor_is_the_supervisor_with_nothing_in_between() -> None:
     supervisor = Supervisor()
     try:
-        assert executor_for(ExecutorChoice("local"), supervisor) is supervisor
+        assert executor_for(ExecutorChoice("local"), supervisor, {}) is supervisor
     finally:
         supervisor.close()
 
 
-async def test_a_server_told_to_use_ray_exits_2_naming_the_pip_command_or_what_is_missing(
+@pytest.mark.skipif(HAS_RAY, reason="the ray extra is installed here")
+async def test_a_server_told_to_use_ray_without_the_extra_exits_2_naming_the_pip_command(
     tmp_path: Path,
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
@@ -129,5 +130,15 @@ async def test_a_server_told_to_use_ray_exits_2_naming_the_pip_command_or_what_i
     out, err = await asyncio.wait_for(proc.communicate(), EXIT_TIMEOUT_S)
     assert proc.returncode == 2
     assert out == b""
-    # Without the extra, the pip command; with it, that this version cannot use it yet.
-    assert err.decode() == f"subagent-host: {RAY_NOT_BUILT if HAS_RAY else MISSING_RAY}\n"
+    assert err.decode() == f"subagent-host: {MISSING_RAY}\n"
+
+
+def test_without_ray_installed_the_ray_executor_is_unavailable_naming_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    assert unavailable(ExecutorChoice("ray")) == MISSING_RAY
+    assert unavailable(ExecutorChoice("local")) is None

@@ -28,6 +28,7 @@ pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from subagent_host.backends.supervisor import Supervisor  # noqa: E402
 from subagent_host.executors.bridge import (  # noqa: E402
     ClusterUnreachable,
     RayBridge,
@@ -129,9 +130,19 @@ async def marker() -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def bridge(two_nodes: TwoNodes) -> AsyncIterator[RayBridge]:
+async def supervisor() -> AsyncIterator[Supervisor]:
+    """The server's side: the bridge is its child, as any other."""
+    made = Supervisor()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+async def bridge(two_nodes: TwoNodes, supervisor: Supervisor) -> AsyncIterator[RayBridge]:
     opened = await RayBridge.open(
-        address=two_nodes.cluster.address, namespace="tests", env=dict(os.environ)
+        supervisor, address=two_nodes.cluster.address, namespace="tests", env=dict(os.environ)
     )
     try:
         yield opened
@@ -260,9 +271,11 @@ async def test_a_worker_killed_with_sigkill_loses_the_child_and_leaves_nothing_o
     await none_left(marker)
 
 
-async def test_the_bridge_s_death_ends_every_remote_tree(two_nodes: TwoNodes, marker: str) -> None:
+async def test_the_bridge_s_death_ends_every_remote_tree(
+    two_nodes: TwoNodes, supervisor: Supervisor, marker: str
+) -> None:
     bridge = await RayBridge.open(
-        address=two_nodes.cluster.address, namespace="tests", env=dict(os.environ)
+        supervisor, address=two_nodes.cluster.address, namespace="tests", env=dict(os.environ)
     )
     children: list[Any] = []
     for node in ("head", "worker"):
@@ -286,9 +299,13 @@ async def test_the_bridge_s_death_ends_every_remote_tree(two_nodes: TwoNodes, ma
     await none_left(marker)
 
 
-async def test_an_unreachable_cluster_is_refused_when_the_bridge_starts() -> None:
+async def test_an_unreachable_cluster_is_refused_when_the_bridge_starts(
+    supervisor: Supervisor,
+) -> None:
     with pytest.raises(ClusterUnreachable) as refused:
-        await RayBridge.open(address="127.0.0.1:9", namespace=None, env=dict(os.environ))
+        await RayBridge.open(
+            supervisor, address="127.0.0.1:9", namespace=None, env=dict(os.environ)
+        )
     assert "the head at 127.0.0.1:9 does not answer" in str(refused.value)
 
 
