@@ -31,7 +31,8 @@ driver, on its first child). The table's ratio is ray / local.
    placement. Reported: the wall time from the first write to the last run's
    terminal `status` event, the most children running at once (from their
    `child` events) and how long after the first write that many were, and how
-   many completed (all must).
+   many completed (all must); on the ray side, `status` of each run must show
+   its child on the node its placement named.
 
 Cleanliness checks
 ------------------
@@ -161,6 +162,8 @@ class ClusterProcess:
     proc: asyncio.subprocess.Process
     address: str
     started_s: float
+    # The node id behind each custom resource: {"head": id, "worker": id}.
+    nodes: dict[str, str] = field(default_factory=dict)
     tail: bytearray = field(default_factory=bytearray)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -191,10 +194,11 @@ async def start_cluster(opts: Options, temp_dir: str) -> ClusterProcess:
     try:
         named = await bounded(read_named(proc.stdout), "starting", CLUSTER_START_TIMEOUT_S)
     except BenchError as exc:
-        await stop_cluster(ClusterProcess(proc, "", 0.0, tail, [stderr_task]))
+        await stop_cluster(ClusterProcess(proc, "", 0.0, {}, tail, [stderr_task]))
         raise BenchError(f"{exc}; cluster stderr: {tail.decode(errors='replace')}") from None
     started_s = time.perf_counter() - began
-    cluster = ClusterProcess(proc, str(named["address"]), started_s, tail, [stderr_task])
+    nodes = {name: str(named[name]) for name in ("head", "worker")}
+    cluster = ClusterProcess(proc, str(named["address"]), started_s, nodes, tail, [stderr_task])
     cluster.tasks.append(asyncio.create_task(drain_stdout(proc.stdout, tail)))
     detail(
         f"cluster at {cluster.address} up in {started_s:.1f} s: head {named['head'][:12]}…, "
@@ -267,6 +271,7 @@ class Context:
     opts: Options
     local: Side
     ray: Side
+    nodes: dict[str, str]
     problems: list[str] = field(default_factory=list)
 
 
@@ -426,10 +431,27 @@ def peak_running(events: Sequence[Json]) -> tuple[int, float]:
     return peak, reached
 
 
+def resource_of(index: int) -> str:
+    return "head" if index % 2 == 0 else "worker"
+
+
 def placement_of(side: Side, index: int) -> Json | None:
     if side.name != "ray":
         return None
-    return {"resources": {"head" if index % 2 == 0 else "worker": 1}}
+    return {"resources": {resource_of(index): 1}}
+
+
+async def check_nodes(server: Server, run_ids: Sequence[str], ctx: Context) -> None:
+    """Each child ran on the node its placement named (its snapshot's `node`)."""
+    snapshots = await asyncio.gather(*(request(server, "status", {"runId": r}) for r in run_ids))
+    wrong = 0
+    for index, snapshot in enumerate(snapshots):
+        children = snapshot.get("children") or [{}]
+        if children[0].get("node") != ctx.nodes[resource_of(index)]:
+            wrong += 1
+    if wrong:
+        server.problems.append(f"ray: {wrong}/{len(run_ids)} children ran on another node")
+    detail(f"ray: {len(run_ids) - wrong}/{len(run_ids)} children ran on the node they asked for")
 
 
 async def measure_concurrent(server: Server, side: Side, ctx: Context) -> dict[str, float]:
@@ -461,6 +483,8 @@ async def measure_concurrent(server: Server, side: Side, ctx: Context) -> dict[s
     if completed != count:
         statuses = sorted({str(e.get("status")) for e in finals})
         server.problems.append(f"{side.name}: {completed}/{count} completed ({statuses})")
+    if side.name == "ray":
+        await check_nodes(server, run_ids, ctx)
     peak, reached = peak_running([e for r in run_ids for e in server.events.get(r, [])])
     ramp = reached - began
     placed = "alternating head/worker" if side.name == "ray" else "no placement"
@@ -525,7 +549,7 @@ async def run(opts: Options) -> int:
         up = len(await asyncio.to_thread(marked, marker))
         detail(f"{up} processes carry the bench's marker with the cluster up")
         local, ray = sides(cluster)
-        ctx = Context(opts, local, ray, problems)
+        ctx = Context(opts, local, ray, cluster.nodes, problems)
         await probe(ctx, ray)
         rows += await measure_all(ctx)
     except BenchError as exc:
