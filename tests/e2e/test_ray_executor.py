@@ -326,3 +326,28 @@ async def test_each_agent_cli_runs_on_a_cluster_node_as_it_runs_here(
         await server.finish()
         await none_left(server.run_ids)
     cli.completed(child, mock)
+
+
+async def test_remote_children_count_against_the_server_s_concurrency_limit(
+    two_nodes: TwoNodes, tmp_path: Path
+) -> None:
+    options = ("--executor", "ray", "--ray-address", two_nodes.address, "--max-concurrency", "1")
+    async with running_server(*options, *state_args(tmp_path / "state")) as server:
+        first = await result_of(
+            server,
+            "spawn",
+            {
+                "command": ["sh", "-c", "echo ready; exec sleep 300"],
+                "stream": True,
+                "placement": placed(WORKER_RESOURCE),
+            },
+        )
+        await events_until(server, first["runId"], "output")
+        second = await result_of(
+            server, "spawn", {"command": ["echo", "second"], "placement": placed(HEAD_RESOURCE)}
+        )
+        assert second["status"] == "queued", second  # the one slot is the first's
+        await result_of(server, "stop", {"runId": first["runId"]})
+        await events_until(server, second["runId"], "status", "completed")
+        await server.finish()
+        await none_left(server.run_ids)
