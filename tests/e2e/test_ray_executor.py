@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("ray")
 
 from tests import raycluster  # noqa: E402
+from tests.e2e.agents import needs_cli, server_args  # noqa: E402
 from tests.e2e.harness import (  # noqa: E402
     ServerProcess,
     error_of,
@@ -32,7 +33,14 @@ from tests.e2e.harness import (  # noqa: E402
     running_server,
     state_args,
 )
-from tests.raycluster import HEAD_RESOURCE, WORKER_RESOURCE, TwoNodes  # noqa: E402
+from tests.e2e.test_agent_clis import CLAUDE, CODEX, PI, Cli  # noqa: E402
+from tests.mock_llm import MockLLM  # noqa: E402
+from tests.raycluster import (  # noqa: E402
+    CLUSTER_ENVIRONMENT,
+    HEAD_RESOURCE,
+    WORKER_RESOURCE,
+    TwoNodes,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -274,3 +282,72 @@ async def test_an_unreachable_cluster_is_backend_unavailable_at_preflight_and_sp
             assert "127.0.0.1:9" in error["message"], error
             assert error["data"]["diagnostics"][0]["code"] == "cluster-unavailable", error
         await server.finish()
+
+
+async def test_a_silent_remote_child_is_timed_out_by_its_stall_timeout(
+    ray_server: ServerProcess,
+) -> None:
+    run = await result_of(
+        ray_server,
+        "spawn",
+        {
+            "command": ["sh", "-c", "echo started; exec sleep 300"],
+            "mode": "task",
+            "stallTimeoutMs": 1500,
+            "placement": placed(HEAD_RESOURCE),
+        },
+    )
+    assert run["status"] == "timed-out" and run["reason"] == "stall", run
+    await none_left({run["runId"]})
+
+
+@pytest.mark.parametrize(
+    "cli",
+    [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in (PI, CLAUDE, CODEX)],
+)
+async def test_each_agent_cli_runs_on_a_cluster_node_as_it_runs_here(
+    two_nodes: TwoNodes, tmp_path: Path, mock: MockLLM, cli: Cli
+) -> None:
+    env = {**cli.environment(tmp_path, cli.base_url(mock)), **CLUSTER_ENVIRONMENT}
+    options = ("--executor", "ray", "--ray-address", two_nodes.address)
+    async with running_server(*options, *server_args(tmp_path), env=env) as server:
+        spawn = {
+            **cli.spawn,
+            "prompt": "look around",
+            "mode": "task",
+            "placement": placed(WORKER_RESOURCE),
+        }
+        run = await result_of(server, "spawn", spawn)
+        child = run["children"][0]
+        assert run["status"] == "completed", run
+        assert child["node"] == two_nodes.worker
+        assert child["output"]["text"].startswith("MOCK-FINAL: scenario=after-tool")
+        assert child["usage"]["inputTokens"] > 0 and child["backendSessionId"]
+        await server.finish()
+        await none_left(server.run_ids)
+    cli.completed(child, mock)
+
+
+async def test_remote_children_count_against_the_server_s_concurrency_limit(
+    two_nodes: TwoNodes, tmp_path: Path
+) -> None:
+    options = ("--executor", "ray", "--ray-address", two_nodes.address, "--max-concurrency", "1")
+    async with running_server(*options, *state_args(tmp_path / "state")) as server:
+        first = await result_of(
+            server,
+            "spawn",
+            {
+                "command": ["sh", "-c", "echo ready; exec sleep 300"],
+                "stream": True,
+                "placement": placed(WORKER_RESOURCE),
+            },
+        )
+        await events_until(server, first["runId"], "output")
+        second = await result_of(
+            server, "spawn", {"command": ["echo", "second"], "placement": placed(HEAD_RESOURCE)}
+        )
+        assert second["status"] == "queued", second  # the one slot is the first's
+        await result_of(server, "stop", {"runId": first["runId"]})
+        await events_until(server, second["runId"], "status", "completed")
+        await server.finish()
+        await none_left(server.run_ids)
