@@ -107,11 +107,9 @@ ROOT: Final = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from subagent_host.values import TERMINAL  # noqa: E402
+from tests.raycluster import CLUSTER_ENVIRONMENT, HEAD_RESOURCE, WORKER_RESOURCE  # noqa: E402
 
 MARKER_VAR: Final = "SUBAGENT_HOST_CLUSTER_BENCH"
-# What Ray needs here: no usage report, no token file in ~/.ray, and a temporary
-# directory short enough for its Unix socket paths (107 bytes at most).
-RAY_ENVIRONMENT: Final = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 CLUSTER_START_TIMEOUT_S: Final = 180.0
 CLUSTER_STOP_TIMEOUT_S: Final = 60.0
 # Ray's processes may take a moment to go once the raylets are gone.
@@ -121,20 +119,22 @@ WARMUP: Final = 5
 MAX_CONCURRENCY: Final = 100
 CLUSTER_LINE: Final = "CLUSTER "
 
-# Runs in a child process: starts the two nodes, prints one line naming them,
-# then holds the cluster until its stdin closes (the bench's end, or its death).
+# Runs in a child process: starts the two nodes (as tests/raycluster.py does, but
+# with `amount` of each node's resource, so that many children fit on it at once),
+# prints one line naming them, then holds the cluster until its stdin closes (the
+# bench's end, or its death).
 CLUSTER_HOLDER: Final = """
 import json, sys
 from ray.cluster_utils import Cluster
-amount = int(sys.argv[1])
+head, worker, amount = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cluster = Cluster(
-    initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": amount}}
+    initialize_head=True, head_node_args={"num_cpus": 1, "resources": {head: amount}}
 )
 try:
-    worker = cluster.add_node(num_cpus=1, resources={"worker": amount})
+    second = cluster.add_node(num_cpus=1, resources={worker: amount})
     cluster.wait_for_nodes()
-    named = {"address": cluster.address, "head": cluster.head_node.node_id,
-             "worker": worker.node_id}
+    named = {"address": cluster.address, head: cluster.head_node.node_id,
+             worker: second.node_id}
     print("CLUSTER " + json.dumps(named), flush=True)
     sys.stdin.read()
 finally:
@@ -186,7 +186,8 @@ async def drain_stdout(stdout: asyncio.StreamReader, tail: bytearray) -> None:
 
 async def start_cluster(opts: Options, temp_dir: str) -> ClusterProcess:
     began = time.perf_counter()
-    argv = [sys.executable, "-c", CLUSTER_HOLDER, str(opts.concurrent)]
+    argv = [sys.executable, "-c", CLUSTER_HOLDER, HEAD_RESOURCE, WORKER_RESOURCE]
+    argv.append(str(opts.concurrent))
     proc = await start_piped(argv, "the cluster", 1024 * 1024)
     assert proc.stdout is not None and proc.stderr is not None
     tail = bytearray()
@@ -197,12 +198,12 @@ async def start_cluster(opts: Options, temp_dir: str) -> ClusterProcess:
         await stop_cluster(ClusterProcess(proc, "", 0.0, {}, tail, [stderr_task]))
         raise BenchError(f"{exc}; cluster stderr: {tail.decode(errors='replace')}") from None
     started_s = time.perf_counter() - began
-    nodes = {name: str(named[name]) for name in ("head", "worker")}
+    nodes = {name: str(named[name]) for name in (HEAD_RESOURCE, WORKER_RESOURCE)}
     cluster = ClusterProcess(proc, str(named["address"]), started_s, nodes, tail, [stderr_task])
     cluster.tasks.append(asyncio.create_task(drain_stdout(proc.stdout, tail)))
     detail(
-        f"cluster at {cluster.address} up in {started_s:.1f} s: head {named['head'][:12]}…, "
-        f"worker {named['worker'][:12]}…, RAY_TMPDIR {temp_dir}"
+        f"cluster at {cluster.address} up in {started_s:.1f} s: head {nodes[HEAD_RESOURCE]:.12}…, "
+        f"worker {nodes[WORKER_RESOURCE]:.12}…, RAY_TMPDIR {temp_dir}"
     )
     return cluster
 
@@ -432,7 +433,7 @@ def peak_running(events: Sequence[Json]) -> tuple[int, float]:
 
 
 def resource_of(index: int) -> str:
-    return "head" if index % 2 == 0 else "worker"
+    return HEAD_RESOURCE if index % 2 == 0 else WORKER_RESOURCE
 
 
 def placement_of(side: Side, index: int) -> Json | None:
@@ -536,8 +537,10 @@ async def run(opts: Options) -> int:
         flush=True,
     )
     marker = uuid.uuid4().hex
+    # Ray's environment (tests/raycluster.py's) and a short temporary directory: Unix
+    # socket paths are limited to 107 bytes. Inherited by the cluster and the servers.
     temp_dir = tempfile.mkdtemp(prefix="rb", dir="/tmp")
-    os.environ.update({**RAY_ENVIRONMENT, "RAY_TMPDIR": temp_dir, MARKER_VAR: marker})
+    os.environ.update({**CLUSTER_ENVIRONMENT, "RAY_TMPDIR": temp_dir, MARKER_VAR: marker})
     rows: list[Row] = []
     problems: list[str] = []
     failure: BenchError | None = None
