@@ -5,7 +5,10 @@ What is measured
 The bench starts its own two-node Ray cluster on this machine (a
 `ray.cluster_utils.Cluster`, as tests/executors does: the head offers the
 custom resource `head`, the second node `worker`, one CPU each, a short
-RAY_TMPDIR, usage stats and token auth off) and times its start. Every
+RAY_TMPDIR, usage stats and token auth off) and times its start. Its holder
+process then measures Ray alone: N sequential actors (`num_cpus=0`, as the
+executor's) each created, called once and killed, the part of a remote spawn
+that is Ray's own (each actor is a worker process of its own). Every
 measurement then runs twice, each time against a freshly started real server
 (a throw-away `--state-dir`, `--max-concurrency` 100, answered one `ping`
 before anything is timed): plain `subagent-host serve` (local) and
@@ -124,17 +127,36 @@ CLUSTER_LINE: Final = "CLUSTER "
 # prints one line naming them, then holds the cluster until its stdin closes (the
 # bench's end, or its death).
 CLUSTER_HOLDER: Final = """
-import json, sys
+import json, sys, time
+import ray
 from ray.cluster_utils import Cluster
-head, worker, amount = sys.argv[1], sys.argv[2], int(sys.argv[3])
+head, worker, amount, actors = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+began = time.perf_counter()
 cluster = Cluster(
     initialize_head=True, head_node_args={"num_cpus": 1, "resources": {head: amount}}
 )
 try:
     second = cluster.add_node(num_cpus=1, resources={worker: amount})
     cluster.wait_for_nodes()
+    startup = time.perf_counter() - began
+
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class Empty:
+        def ping(self):
+            return 1
+
+    # Ray alone: an actor (a worker process of its own) created, called once, killed.
+    ray.init(address=cluster.address, log_to_driver=False)
+    times = []
+    for _ in range(actors):
+        start = time.perf_counter()
+        actor = Empty.remote()
+        ray.get(actor.ping.remote())
+        ray.kill(actor)
+        times.append(time.perf_counter() - start)
+    ray.shutdown()
     named = {"address": cluster.address, head: cluster.head_node.node_id,
-             worker: second.node_id}
+             worker: second.node_id, "startup": startup, "actors": times}
     print("CLUSTER " + json.dumps(named), flush=True)
     sys.stdin.read()
 finally:
@@ -162,6 +184,8 @@ class ClusterProcess:
     proc: asyncio.subprocess.Process
     address: str
     started_s: float
+    # Seconds per Ray actor created, called once and killed (after a warm-up).
+    actor_s: list[float]
     # The node id behind each custom resource: {"head": id, "worker": id}.
     nodes: dict[str, str] = field(default_factory=dict)
     tail: bytearray = field(default_factory=bytearray)
@@ -187,7 +211,7 @@ async def drain_stdout(stdout: asyncio.StreamReader, tail: bytearray) -> None:
 async def start_cluster(opts: Options, temp_dir: str) -> ClusterProcess:
     began = time.perf_counter()
     argv = [sys.executable, "-c", CLUSTER_HOLDER, HEAD_RESOURCE, WORKER_RESOURCE]
-    argv.append(str(opts.concurrent))
+    argv += [str(opts.concurrent), str(WARMUP + opts.spawns)]
     proc = await start_piped(argv, "the cluster", 1024 * 1024)
     assert proc.stdout is not None and proc.stderr is not None
     tail = bytearray()
@@ -195,15 +219,23 @@ async def start_cluster(opts: Options, temp_dir: str) -> ClusterProcess:
     try:
         named = await bounded(read_named(proc.stdout), "starting", CLUSTER_START_TIMEOUT_S)
     except BenchError as exc:
-        await stop_cluster(ClusterProcess(proc, "", 0.0, {}, tail, [stderr_task]))
+        await stop_cluster(ClusterProcess(proc, "", 0.0, [], {}, tail, [stderr_task]))
         raise BenchError(f"{exc}; cluster stderr: {tail.decode(errors='replace')}") from None
-    started_s = time.perf_counter() - began
+    spent = time.perf_counter() - began
+    started_s = float(named["startup"])
+    actor_s = [float(t) for t in named["actors"]][WARMUP:]
     nodes = {name: str(named[name]) for name in (HEAD_RESOURCE, WORKER_RESOURCE)}
-    cluster = ClusterProcess(proc, str(named["address"]), started_s, nodes, tail, [stderr_task])
+    address = str(named["address"])
+    cluster = ClusterProcess(proc, address, started_s, actor_s, nodes, tail, [stderr_task])
     cluster.tasks.append(asyncio.create_task(drain_stdout(proc.stdout, tail)))
     detail(
-        f"cluster at {cluster.address} up in {started_s:.1f} s: head {nodes[HEAD_RESOURCE]:.12}…, "
+        f"cluster at {address} up in {started_s:.1f} s: head {nodes[HEAD_RESOURCE]:.12}…, "
         f"worker {nodes[WORKER_RESOURCE]:.12}…, RAY_TMPDIR {temp_dir}"
+    )
+    detail(
+        f"Ray alone: {len(actor_s)} actors created, called, killed: median "
+        f"{ms(median(actor_s)):.1f} ms, p95 {ms(p95(actor_s)):.1f} ms "
+        f"({spent:.1f} s from the holder's start to here)"
     )
     return cluster
 
@@ -570,7 +602,10 @@ async def run(opts: Options) -> int:
         rows.append(Row("marked processes left", "", float(len(left)), "0", not left))
         shutil.rmtree(temp_dir, ignore_errors=True)
     if cluster is not None:
-        rows.insert(0, Row("cluster start (2 nodes)", "s", cluster.started_s, "-", None))
+        rows[:0] = [
+            Row("cluster start (2 nodes)", "s", cluster.started_s, "-", None),
+            Row("Ray alone: actor start, median", "ms", ms(median(cluster.actor_s)), "-", None),
+        ]
     print("\n".join(["", "ratio = ray / local", *format_table(rows)]))
     for problem in problems:
         print(f"cluster bench: ERROR: {problem}", file=sys.stderr)
