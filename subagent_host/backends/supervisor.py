@@ -347,6 +347,8 @@ def _open_pidfd(pid: int) -> int | None:
 class Supervisor:
     """Starts children, drains them, and ends their trees. One per server."""
 
+    starts_at_once: Final = True  # as the local executor: a start never waits to be placed
+
     def __init__(self, tracking: Tracking | None = None) -> None:
         self.tracking = tracking if tracking is not None else choose()
         # Children we started, by pid, until `wait` is done with them. Every other

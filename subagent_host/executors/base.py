@@ -74,6 +74,12 @@ C = TypeVar("C", bound=StartedChild)
 class Executor(Protocol[C]):
     """Starts a prepared launch, reports its exit, ends its tree (runs/child_runner.py)."""
 
+    @property
+    def starts_at_once(self) -> bool:
+        """True: `start` never waits for somewhere to run (this machine); False: it may
+        (a cluster's node), and a stop of the run cancels it, which calls the start off."""
+        ...
+
     async def start(self, spec: LaunchSpec, sink: OutputSink) -> C:
         """Start the child; its output goes to `sink` as it comes.
 

@@ -222,7 +222,14 @@ class RayBridge:
                 "placementTimeoutS": placement_timeout_s,
             }
         )
-        await child.started
+        try:
+            await child.started
+        except asyncio.CancelledError:
+            # Called off before it ran (its run was stopped while it waited for a node):
+            # the bridge drops it wherever it is, and its shim ends whatever it started.
+            self._children.pop(child.child_id, None)
+            self.send({"op": "cancel", "id": child.child_id})
+            raise
         return child
 
     def send(self, message: dict[str, Any]) -> None:

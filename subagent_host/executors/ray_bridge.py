@@ -11,7 +11,9 @@ In (one object a line):
 - `{"op": "start", "id", "argv", "cwd", "env", "stdin", "graceS", "placement"?,
   "placementTimeoutS"}`: one child, in an actor of its own (`num_cpus=0`, the
   placement's resources, node and labels, never restarted);
-- `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree.
+- `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree;
+- `{"op": "cancel", "id"}`: the child is not wanted any more, wherever it is (waiting
+  for a node, starting, running): its actor is killed and its shim ends the tree.
 End of input: every actor is killed (their shims end the trees) and the bridge exits.
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
@@ -63,16 +65,19 @@ class Bridge:
 
     def __init__(self) -> None:
         self._actors: dict[int, Any] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[int, asyncio.Task[None]] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
 
     def handle(self, message: dict[str, Any]) -> None:
         if message["op"] == "start":
+            child_id = message["id"]
             task = asyncio.create_task(self._run(message))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[child_id] = task
+            task.add_done_callback(lambda _: self._tasks.pop(child_id, None))
+        elif message["op"] == "cancel" and (running := self._tasks.get(message["id"])):
+            running.cancel()  # `_run` kills its actor on the way out
         elif message["op"] == "stop" and (actor := self._actors.get(message["id"])) is not None:
             actor.stop.remote(float(message["graceS"]))
 
@@ -128,9 +133,9 @@ class Bridge:
         """The server is gone: kill every actor (the shims end the trees)."""
         for actor in list(self._actors.values()):
             ray.kill(actor, no_restart=True)
-        for task in list(self._tasks):
+        for task in list(self._tasks.values()):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
 
 def _options(placement: dict[str, Any]) -> dict[str, Any]:

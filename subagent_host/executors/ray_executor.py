@@ -125,6 +125,8 @@ def _discard(listeners: list[Callable[[], None]], listener: Callable[[], None]) 
 class RayExecutor:
     """Runs children on a Ray cluster; one bridge per server, opened again when it is gone."""
 
+    starts_at_once: Final = False  # a child may wait for a node that can hold it
+
     def __init__(
         self, supervisor: Supervisor, choice: ExecutorChoice, env: Mapping[str, str]
     ) -> None:

@@ -18,7 +18,7 @@ import errno
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 
@@ -67,6 +67,10 @@ LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event
 MAX_TURNS: Final = StopCause(
     RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT
 )
+
+
+class StoppedBeforeStart(Exception):
+    """The run was stopped while its child waited for somewhere to run."""
 
 
 def internal_error(exc: BaseException) -> ErrorInfo:
@@ -223,7 +227,8 @@ class ChildRunner:
             self._event_streamer(run, child) if control.stream else None,
         )
         try:
-            process = await self._executor.start(
+            process = await self._start_process(
+                control,
                 LaunchSpec(
                     argv=launch.argv,
                     cwd=launch.cwd,
@@ -237,6 +242,10 @@ class ChildRunner:
                 ),
                 sink,
             )
+        except StoppedBeforeStart:  # it waited for somewhere to run, and its run was stopped
+            await self._settle_workspace(child, opened)
+            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            return None
         except ChildLost as lost:  # it never ran where its executor sent it
             await self._settle_workspace(child, opened)
             self._book.transition_child(
@@ -264,6 +273,24 @@ class ChildRunner:
                 **_exit_facts(process),
             )
             raise
+
+    async def _start_process(
+        self, control: RunControl, spec: LaunchSpec, sink: ChildSink
+    ) -> StartedChild:
+        """Start the child; a start that may wait (for a cluster's node) gives way to a
+        stop of its run (StoppedBeforeStart), and is then called off."""
+        if self._executor.starts_at_once:  # no extra task on a local child's path
+            return cast(StartedChild, await self._executor.start(spec, sink))
+        starting = asyncio.ensure_future(self._executor.start(spec, sink))
+        await asyncio.wait({starting, control.stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()  # the executor calls off whatever it had begun
+        try:
+            return cast(StartedChild, await starting)
+        except asyncio.CancelledError:
+            if not control.stopping.done():
+                raise  # it is this task that is being cancelled
+            raise StoppedBeforeStart from None
 
     async def _see_through(
         self,

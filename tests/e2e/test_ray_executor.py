@@ -351,3 +351,22 @@ async def test_remote_children_count_against_the_server_s_concurrency_limit(
         await events_until(server, second["runId"], "status", "completed")
         await server.finish()
         await none_left(server.run_ids)
+
+
+async def test_a_stop_while_a_child_waits_for_a_node_cancels_it_at_once(
+    ray_server: ServerProcess,
+) -> None:
+    run = await result_of(
+        ray_server,
+        "spawn",
+        {"command": ["true"], "placement": {"resources": {"gpu": 8}}, "timeoutMs": 120_000},
+    )
+    stopped = await asyncio.wait_for(
+        result_of(ray_server, "stop", {"runId": run["runId"]}), 20
+    )  # far below the 60 s a placement may wait
+    assert stopped["status"] == "cancelled", stopped
+    assert stopped["children"][0]["status"] == "cancelled", stopped
+    assert "pid" not in stopped["children"][0]
+    # The bridge dropped it: a later child on the same cluster runs.
+    again = await result_of(ray_server, "spawn", {"command": ["echo", "next"], "mode": "task"})
+    assert again["status"] == "completed", again
