@@ -3,9 +3,10 @@
 What is measured
 ----------------
 The bench starts its own two-node Ray cluster on this machine (a
-`ray.cluster_utils.Cluster`, as tests/executors does: the head offers the
-custom resource `head`, the second node `worker`, one CPU each, a short
-RAY_TMPDIR, usage stats and token auth off) and times its start. Its holder
+`ray.cluster_utils.Cluster`, as tests/raycluster.py does: the head offers the
+custom resource `head`, the second node `worker`, one CPU each unless
+`--node-cpus` says more, a short RAY_TMPDIR, usage stats and token auth off)
+and times its start. Its holder
 process then measures Ray alone: N sequential actors (`num_cpus=0`, as the
 executor's) each created, called once and killed, the part of a remote spawn
 that is Ray's own (each actor is a worker process of its own). Every
@@ -55,7 +56,8 @@ installed), the local figures are still printed, with the server's reason.
 How to run
 ----------
     .venv/bin/python bench/cluster.py [--spawns N] [--parallel N] [--lines M]
-                                      [--concurrent N] [--sleep S] [--server CMD]
+                                      [--concurrent N] [--sleep S] [--node-cpus N]
+                                      [--server CMD]
 
 Needs the ray extra (`pip install -e '.[ray]'`) for the cluster. Exits 0
 whatever the figures; 1 on any protocol error, timeout, failed child, or
@@ -130,13 +132,14 @@ CLUSTER_HOLDER: Final = """
 import json, sys, time
 import ray
 from ray.cluster_utils import Cluster
-head, worker, amount, actors = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+head, worker = sys.argv[1], sys.argv[2]
+amount, actors, cpus = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 began = time.perf_counter()
 cluster = Cluster(
-    initialize_head=True, head_node_args={"num_cpus": 1, "resources": {head: amount}}
+    initialize_head=True, head_node_args={"num_cpus": cpus, "resources": {head: amount}}
 )
 try:
-    second = cluster.add_node(num_cpus=1, resources={worker: amount})
+    second = cluster.add_node(num_cpus=cpus, resources={worker: amount})
     cluster.wait_for_nodes()
     startup = time.perf_counter() - began
 
@@ -172,6 +175,7 @@ class Options:
     lines: int
     concurrent: int
     sleep_s: float
+    node_cpus: int
 
 
 # --- the cluster ---------------------------------------------------------------------
@@ -211,7 +215,7 @@ async def drain_stdout(stdout: asyncio.StreamReader, tail: bytearray) -> None:
 async def start_cluster(opts: Options, temp_dir: str) -> ClusterProcess:
     began = time.perf_counter()
     argv = [sys.executable, "-c", CLUSTER_HOLDER, HEAD_RESOURCE, WORKER_RESOURCE]
-    argv += [str(opts.concurrent), str(WARMUP + opts.spawns)]
+    argv += [str(opts.concurrent), str(WARMUP + opts.spawns), str(opts.node_cpus)]
     proc = await start_piped(argv, "the cluster", 1024 * 1024)
     assert proc.stdout is not None and proc.stderr is not None
     tail = bytearray()
@@ -624,6 +628,14 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--lines", type=positive_int, default=1_000_000, metavar="M")
     parser.add_argument("--concurrent", type=positive_int, default=MAX_CONCURRENCY, metavar="N")
     parser.add_argument("--sleep", type=positive_float, default=60.0, metavar="S")
+    parser.add_argument(
+        "--node-cpus",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="CPUs each node offers (default: 1, as the tests' cluster); a raylet starts "
+        "at most min(N, cores) Ray worker processes at once",
+    )
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
     args = parser.parse_args(argv)
     if args.concurrent > MAX_CONCURRENCY or args.parallel > MAX_CONCURRENCY:
@@ -638,6 +650,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         lines=args.lines,
         concurrent=args.concurrent,
         sleep_s=args.sleep,
+        node_cpus=args.node_cpus,
     )
 
 
