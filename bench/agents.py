@@ -27,18 +27,23 @@ or a timeout.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Final
 
-from common import BenchError, bounded
-from runs import (
+from bench.common import BenchError, bounded
+from bench.runs import (
     Row,
     Server,
     close_server,
@@ -51,7 +56,6 @@ from runs import (
 )
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tests.backends.fixtures.record_pi import models  # noqa: E402
 from tests.mock_llm import MockLLM  # noqa: E402

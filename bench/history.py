@@ -26,20 +26,25 @@ Exits 0 whether or not the target is met; 1 on any protocol error or timeout.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Final
 
-from common import BenchError, bounded
-from runs import (
+from bench.common import BenchError, bounded
+from bench.runs import (
     Row,
     Server,
     close_server,
@@ -53,7 +58,6 @@ from runs import (
     wait_event,
     wait_ready,
 )
-
 from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.store import rows as stored_rows
 from subagent_host.store import writes

@@ -21,15 +21,19 @@ Exits 0 when every promise held, 1 otherwise (each broken one is printed).
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import asyncio
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tests.e2e.hostile import attack, summary  # noqa: E402
 

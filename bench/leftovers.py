@@ -60,6 +60,13 @@ itself breaks: a protocol error, a timeout, or a process it could not clean up.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import contextlib
@@ -67,17 +74,16 @@ import os
 import platform
 import shlex
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
 import psutil
-from common import BenchError, bounded
-from runs import (
+
+from bench.common import BenchError, bounded
+from bench.runs import (
     EXIT_TIMEOUT_S,
     RUN_ID_VAR,
     Json,

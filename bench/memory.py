@@ -35,6 +35,13 @@ lost byte or process left behind.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import contextlib
@@ -42,17 +49,16 @@ import hashlib
 import json
 import os
 import shlex
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 import psutil
-from common import BenchError, bounded, drain_stderr
-from runs import Row, default_server, format_table
+
+from bench.common import BenchError, bounded, drain_stderr
+from bench.runs import Row, default_server, format_table
 
 Json = dict[str, Any]
 

@@ -43,6 +43,13 @@ any protocol error, timeout or misbehaving server process.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import contextlib
@@ -52,16 +59,14 @@ import platform
 import shlex
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Final
 
-from common import READ_CHUNK, BenchError, bounded, drain_stderr, start_piped
+from bench.common import READ_CHUNK, BenchError, bounded, drain_stderr, start_piped
 
 # A server must exit this soon after its stdin is closed, or it is killed.
 EXIT_TIMEOUT_S: Final = 10.0
@@ -73,7 +78,6 @@ TARGET_RATIO: Final = 0.6
 BASELINE_SERVER: Final = """
 import asyncio
 import json
-import sys
 
 # The very result object the real server answers ping with (passed by the bench),
 # so both servers parse the same requests and serialize the same replies.

@@ -62,6 +62,13 @@ error, timeout, misbehaving server process or child left behind.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import contextlib
@@ -72,17 +79,16 @@ import shlex
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 import psutil
-from common import BenchError, bounded, drain_stderr, start_piped
+
+from bench.common import BenchError, bounded, drain_stderr, start_piped
 
 Json = dict[str, Any]
 
@@ -106,7 +112,6 @@ TARGET_IDLE_CPU_PCT: Final = 2.0
 
 # Writes int(argv[1]) chunks of 64 KiB (64 lines of 1 KiB each) to stdout.
 WRITER: Final = """
-import sys
 chunk = (b"x" * 1023 + b"\\n") * 64
 out = sys.stdout.buffer
 for _ in range(int(sys.argv[1])):

@@ -36,6 +36,13 @@ or misbehaving process.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import json
@@ -43,15 +50,14 @@ import os
 import platform
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from common import BenchError, bounded, drain_stderr, start_piped
-from ping import BASELINE_SERVER
-from runs import Row, default_server, format_table, positive_int
+from bench.common import BenchError, bounded, drain_stderr, start_piped
+from bench.ping import BASELINE_SERVER
+from bench.runs import Row, default_server, format_table, positive_int
 
 STREAM_LIMIT: Final = 16 * 1024 * 1024
 EXIT_TIMEOUT_S: Final = 15.0

@@ -75,7 +75,7 @@ BENCH_SIZES: Final[dict[str, tuple[str, ...]]] = {
     "bench/hostile_strings.py": (),
     "bench/leftovers.py": ("--modes", "subreaper"),
     "bench/startup.py": ("--repeat", "1"),
-    "bench/cluster.py": (
+    "bench/ray.py": (
         *("--spawns", "3", "--parallel", "3", "--lines", "1000", "--concurrent", "4"),
         *("--sleep", "0.5"),
     ),

@@ -48,14 +48,14 @@ bridges inherit; once the cluster is shut down, no process but the bench itself
 may carry it. Anything found is reported as an error and killed by pid (psutil
 checks the pid was not reused), never by name.
 
-The bench never imports Ray: the cluster lives in a child process of its own
-(this file could not even be named `ray.py`: it would shadow the package). When
+The bench never imports Ray: the cluster lives in a child process of its own,
+started from the repository's root (this file, `bench.ray`, is not Ray). When
 the server refuses `--executor ray` (a version without it, or Ray not
 installed), the local figures are still printed, with the server's reason.
 
 How to run
 ----------
-    .venv/bin/python bench/cluster.py [--spawns N] [--parallel N] [--lines M]
+    .venv/bin/python bench/ray.py [--spawns N] [--parallel N] [--lines M]
                                       [--concurrent N] [--sleep S] [--node-cpus N]
                                       [--server CMD]
 
@@ -66,6 +66,13 @@ process left behind.
 
 from __future__ import annotations
 
+import sys  # noqa: I001 -- the path is set before any other import
+from pathlib import Path
+
+# Run as `python bench/NAME.py`, imports start at the repository's root, not in
+# bench/: `bench.common` is found, and bench/ray.py does not stand in for Ray.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
 import argparse
 import asyncio
 import contextlib
@@ -74,7 +81,6 @@ import os
 import platform
 import shlex
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -82,12 +88,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Final
 
 import psutil
-from common import BenchError, bounded, drain_stderr, start_piped
-from runs import (
+
+from bench.common import BenchError, bounded, drain_stderr, start_piped
+from bench.runs import (
     Json,
     Row,
     Server,
@@ -109,7 +115,6 @@ from runs import (
 )
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from subagent_host.values import TERMINAL  # noqa: E402
 from tests.raycluster import CLUSTER_ENVIRONMENT, HEAD_RESOURCE, WORKER_RESOURCE  # noqa: E402
@@ -130,6 +135,7 @@ CLUSTER_LINE: Final = "CLUSTER "
 # bench's end, or its death).
 CLUSTER_HOLDER: Final = """
 import json, sys, time
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]  # run from bench/, ray.py is ours
 import ray
 from ray.cluster_utils import Cluster
 head, worker = sys.argv[1], sys.argv[2]
