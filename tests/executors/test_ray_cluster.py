@@ -11,136 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import sys
-import tempfile
-import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 pytest.importorskip("ray")
-
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from subagent_host.executors.bridge import (  # noqa: E402
     ClusterUnreachable,
     RayBridge,
     RemoteFailure,
 )
+from tests.raycluster import (  # noqa: E402
+    EXIT_TIMEOUT_S,
+    Collected,
+    TwoNodes,
+    env_of,
+    marked,
+    none_left,
+    open_bridge,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
 FAKES = Path(__file__).parent.parent / "fakes"
-MARKER = "SUBAGENT_HOST_RAY_TEST"
-EXIT_TIMEOUT_S = 60.0
-CLUSTER_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
-
-
-class Collected:
-    """An output sink that keeps what came."""
-
-    def __init__(self) -> None:
-        self.stdout = bytearray()
-        self.stderr = bytearray()
-        self.grew = asyncio.Event()
-
-    def on_stdout(self, data: bytes) -> None:
-        self.stdout += data
-        self.grew.set()
-
-    def on_stderr(self, data: bytes) -> None:
-        self.stderr += data
-
-    async def until(self, text: bytes) -> None:
-        async with asyncio.timeout(EXIT_TIMEOUT_S):
-            while text not in self.stdout:
-                self.grew.clear()
-                await self.grew.wait()
-
-
-class TwoNodes:
-    def __init__(self, cluster: Cluster, head: str, worker: str, startup_s: float) -> None:
-        self.cluster = cluster
-        self.head = head
-        self.worker = worker
-        self.startup_s = startup_s
-
-
-@pytest.fixture(scope="module")
-def two_nodes() -> Iterator[TwoNodes]:
-    # Unix socket paths are limited to 107 bytes: a short temporary directory.
-    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    environment = {**CLUSTER_ENVIRONMENT, "RAY_TMPDIR": temp_dir}
-    saved = {name: os.environ.get(name) for name in environment}
-    os.environ.update(environment)
-    began = time.monotonic()
-    cluster = None
-    try:
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 1, "resources": {"head": 1}},
-        )
-        worker = cluster.add_node(num_cpus=1, resources={"worker": 1})
-        cluster.wait_for_nodes()
-        startup_s = time.monotonic() - began
-        yield TwoNodes(cluster, cluster.head_node.node_id, worker.node_id, startup_s)
-    finally:
-        if cluster is not None:
-            cluster.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def marked(marker: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if process.environ().get(MARKER) == marker and process.status() != "zombie":
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-async def none_left(marker: str) -> None:
-    """Wait (bounded) until no process carries the marker: the remote trees are gone."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + EXIT_TIMEOUT_S
-    while left := await asyncio.to_thread(marked, marker):
-        assert loop.time() < deadline, f"left behind: {left}"
-        await asyncio.sleep(0.1)  # other processes' ends: nothing of ours to await
-
-
-@pytest.fixture
-async def marker() -> AsyncIterator[str]:
-    value = uuid.uuid4().hex
-    yield value
-    await none_left(value)
-
-
-@pytest.fixture
-async def bridge(two_nodes: TwoNodes) -> AsyncIterator[RayBridge]:
-    opened = await RayBridge.open(
-        address=two_nodes.cluster.address, namespace="tests", env=dict(os.environ)
-    )
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-def env_of(marker: str) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], MARKER: marker}
 
 
 async def test_a_child_runs_on_the_node_its_placement_asks_for_and_its_output_comes_back(
@@ -261,9 +158,7 @@ async def test_a_worker_killed_with_sigkill_loses_the_child_and_leaves_nothing_o
 
 
 async def test_the_bridge_s_death_ends_every_remote_tree(two_nodes: TwoNodes, marker: str) -> None:
-    bridge = await RayBridge.open(
-        address=two_nodes.cluster.address, namespace="tests", env=dict(os.environ)
-    )
+    bridge = await open_bridge(two_nodes)
     children: list[Any] = []
     for node in ("head", "worker"):
         sink = Collected()

@@ -1,0 +1,175 @@
+"""A local two-node Ray cluster for tests, and the sweep that proves nothing of theirs survives.
+
+Any test module may run against a cluster of its own (module-scoped: started once for
+the module, ~10 s, shut down after it). tests/executors/conftest.py makes the fixtures
+below available there; a module elsewhere imports them from here. Both nodes run on
+this machine, so one sweep of its processes for the run marker (`marked`,
+`none_left`) covers both. Ray is imported only when a cluster starts: the modules that
+need it skip themselves first (`pytest.importorskip("ray")`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import attrs
+import psutil
+import pytest
+
+from subagent_host.executors.bridge import RayBridge
+
+MARKER = "SUBAGENT_HOST_RAY_TEST"
+"""The environment variable each test's children carry (its value is the test's own)."""
+EXIT_TIMEOUT_S = 60.0
+# Ray must not phone home from a test, nor write a token under the user's home.
+CLUSTER_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+HEAD_RESOURCE = "head"
+WORKER_RESOURCE = "worker"
+
+
+@attrs.frozen
+class TwoNodes:
+    cluster: Any
+    """The `ray.cluster_utils.Cluster` (add and remove nodes through it)."""
+    head: str
+    """The head node's id."""
+    worker: str
+    """The second node's id."""
+    startup_s: float
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def node_of(self, resource: str) -> str:
+        """The id of the node that offers `resource` (`head` or `worker`)."""
+        return {HEAD_RESOURCE: self.head, WORKER_RESOURCE: self.worker}[resource]
+
+
+@contextlib.contextmanager
+def cluster_environment() -> Iterator[str]:
+    """Ray's environment for a cluster started here, restored afterwards; yields its
+    temporary directory (short: Unix socket paths are limited to 107 bytes)."""
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    environment = {**CLUSTER_ENVIRONMENT, "RAY_TMPDIR": temp_dir}
+    saved = {name: os.environ.get(name) for name in environment}
+    os.environ.update(environment)
+    try:
+        yield temp_dir
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def two_node_cluster() -> Iterator[TwoNodes]:
+    """A head offering the resource `head` and a second node offering `worker`, one CPU
+    each; shut down (every node's processes) on the way out, even when it failed to start."""
+    from ray.cluster_utils import Cluster
+
+    with cluster_environment():
+        began = time.monotonic()
+        cluster = None
+        try:
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}},
+            )
+            worker = cluster.add_node(num_cpus=1, resources={WORKER_RESOURCE: 1})
+            cluster.wait_for_nodes()
+            startup_s = time.monotonic() - began
+            yield TwoNodes(cluster, cluster.head_node.node_id, worker.node_id, startup_s)
+        finally:
+            if cluster is not None:
+                cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[TwoNodes]:
+    """The module's own two-node cluster."""
+    with two_node_cluster() as nodes:
+        yield nodes
+
+
+async def open_bridge(nodes: TwoNodes) -> RayBridge:
+    """A bridge (the Ray driver, a process of its own) joined to the cluster."""
+    return await RayBridge.open(address=nodes.address, namespace="tests", env=dict(os.environ))
+
+
+@pytest.fixture
+async def bridge(two_nodes: TwoNodes) -> AsyncIterator[RayBridge]:
+    """A bridge for one test, closed after it (its actors and their trees end with it)."""
+    opened = await open_bridge(two_nodes)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    """Every live process (zombies left out) whose environment carries `marker`."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(MARKER) == marker and process.status() != "zombie":
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+async def none_left(marker: str) -> None:
+    """Wait (bounded) until no process carries the marker: the remote trees are gone."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + EXIT_TIMEOUT_S
+    while left := await asyncio.to_thread(marked, marker):
+        assert loop.time() < deadline, f"left behind: {left}"
+        await asyncio.sleep(0.1)  # other processes' ends: nothing of ours to await
+
+
+@pytest.fixture
+async def marker() -> AsyncIterator[str]:
+    """A marker for this test's children; afterwards, none of them may be left."""
+    value = uuid.uuid4().hex
+    yield value
+    await none_left(value)
+
+
+def env_of(marker: str) -> dict[str, str]:
+    """A child's whole environment: PATH and the marker, nothing of Ray's."""
+    return {"PATH": os.environ["PATH"], MARKER: marker}
+
+
+class Collected:
+    """An output sink that keeps what came."""
+
+    def __init__(self) -> None:
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.grew = asyncio.Event()
+
+    def on_stdout(self, data: bytes) -> None:
+        self.stdout += data
+        self.grew.set()
+
+    def on_stderr(self, data: bytes) -> None:
+        self.stderr += data
+
+    async def until(self, text: bytes) -> None:
+        """Wait (bounded) until stdout holds `text`."""
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while text not in self.stdout:
+                self.grew.clear()
+                await self.grew.wait()
