@@ -85,6 +85,9 @@ class ChildActor:
             "returncode": ended.returncode,
             "stoppedBy": ended.stopped_by,
             "leftovers": ended.leftovers,
+            "cpuSeconds": ended.cpu_seconds,
+            "peakRssBytes": ended.peak_rss_bytes,
+            "processes": ended.processes,
         }
 
 

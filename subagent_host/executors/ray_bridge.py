@@ -16,7 +16,8 @@ End of input: every actor is killed (their shims end the trees) and the bridge e
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
 worker, node}`, `output {id, stream, data}` (base64), then `exit {id, returncode,
-stoppedBy, leftovers}` or `failed {id, reason, message}` with reason
+stoppedBy, leftovers, cpuSeconds, peakRssBytes, processes}` (with the tree's
+usage, as its shim counted it) or `failed {id, reason, message}` with reason
 `unplaceable` (no node took it within `placementTimeoutS`), `spawn-failed` or
 `node-lost` (its actor or node died). An unreachable cluster: `{"event":
 "unreachable", "message"}` and exit status 3.

@@ -59,6 +59,8 @@ async def test_a_child_runs_on_the_node_its_placement_asks_for_and_its_output_co
         assert child.started.result()["node"] == node
         ended = await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)
         assert (ended["returncode"], ended["stoppedBy"], ended["leftovers"]) == (3, None, 0)
+        assert ended["processes"] == 1 and ended["peakRssBytes"] > 0, ended
+        assert ended["cpuSeconds"] >= 0, ended
         assert (bytes(sink.stdout), bytes(sink.stderr)) == (b"hello\n", b"oops\n")
 
 
