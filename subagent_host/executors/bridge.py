@@ -67,6 +67,13 @@ class RemoteChild:
         """The stop sequence for its whole tree, carried out by its shim."""
         self._bridge.send({"op": "stop", "id": self.child_id, "graceS": grace_s})
 
+    def hold_output(self) -> None:
+        """Take no more of its output for now: its actor stops reading, the child blocks."""
+        self._bridge.send({"op": "pause", "id": self.child_id})
+
+    def release_output(self) -> None:
+        self._bridge.send({"op": "resume", "id": self.child_id})
+
     def fail(self, failure: RemoteFailure) -> None:
         for future in (self.started, self.ended):
             if not future.done():

@@ -11,7 +11,11 @@ In (one object a line):
 - `{"op": "start", "id", "argv", "cwd", "env", "stdin", "graceS", "placement"?,
   "placementTimeoutS"}`: one child, in an actor of its own (`num_cpus=0`, the
   placement's resources, node and labels, never restarted);
-- `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree.
+- `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree;
+- `{"op": "pause", "id"}` / `{"op": "resume", "id"}`: take no more of that child's
+  output for now / again. While paused, its actor streams a bounded few chunks
+  ahead, then stops reading the child's pipes and the child blocks on write; the
+  other children flow on. Its `exit` comes after all its output, so after a resume.
 End of input: every actor is killed (their shims end the trees) and the bridge exits.
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
@@ -64,18 +68,27 @@ class Bridge:
 
     def __init__(self) -> None:
         self._actors: dict[int, Any] = {}
+        self._flowing: dict[int, asyncio.Event] = {}
+        """Per child, set while its output is taken (cleared by `pause`)."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, message: dict[str, Any]) -> None:
         os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
 
     def handle(self, message: dict[str, Any]) -> None:
-        if message["op"] == "start":
+        op, child_id = message["op"], message["id"]
+        if op == "start":
+            self._flowing[child_id] = asyncio.Event()
+            self._flowing[child_id].set()
             task = asyncio.create_task(self._run(message))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        elif message["op"] == "stop" and (actor := self._actors.get(message["id"])) is not None:
+        elif op == "stop" and (actor := self._actors.get(child_id)) is not None:
             actor.stop.remote(float(message["graceS"]))
+        elif op == "pause" and child_id in self._flowing:
+            self._flowing[child_id].clear()
+        elif op == "resume" and child_id in self._flowing:
+            self._flowing[child_id].set()
 
     async def _run(self, message: dict[str, Any]) -> None:
         child_id = message["id"]
@@ -87,6 +100,7 @@ class Bridge:
             self.send({"event": "failed", "id": child_id, "reason": NODE_LOST, "message": str(exc)})
         finally:
             self._actors.pop(child_id, None)
+            self._flowing.pop(child_id, None)
             ray.kill(actor, no_restart=True)
 
     async def _carry(self, child_id: int, actor: Any, message: dict[str, Any]) -> None:
@@ -112,6 +126,7 @@ class Bridge:
             )
             return
         self.send({"event": "started", "id": child_id, **started})
+        flowing = self._flowing[child_id]
         async for ref in actor.output.remote():
             stream, data = await ref
             self.send(
@@ -122,6 +137,8 @@ class Bridge:
                     "data": base64.b64encode(data).decode(),
                 }
             )
+            # Paused: pull no more; the actor's generator stops CHUNKS_AHEAD chunks on.
+            await flowing.wait()
         ended = await actor.exit.remote()
         self.send({"event": "exit", "id": child_id, **ended})
 

@@ -112,6 +112,59 @@ async def test_a_daemon_left_by_a_finished_remote_child_is_ended(
     assert (ended["returncode"], ended["leftovers"]) == (0, 1)
 
 
+def _read_or_gone(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:  # the process is gone
+        return ""
+
+
+async def blocked_on_write(pid: int) -> None:
+    """Wait (bounded) until the process sleeps in a write to a full pipe."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + EXIT_TIMEOUT_S
+    wchan = Path(f"/proc/{pid}/wchan")
+    while not (await asyncio.to_thread(_read_or_gone, wchan)).endswith("pipe_write"):
+        assert wchan.parent.exists(), "the child ran to its end: its output was not held"
+        assert loop.time() < deadline, "the child never blocked on its output"
+        await asyncio.sleep(0.05)  # a process's kernel state: nothing to await
+
+
+async def test_a_held_child_blocks_on_write_while_others_flow_and_its_output_arrives_whole(
+    bridge: RayBridge, marker: str
+) -> None:
+    lines = 1_000_000
+    expected = b"".join(b"%08d\n" % i for i in range(lines))  # 9 MB, every line numbered
+    flood = f"import sys; sys.stdout.buffer.write(b''.join(b'%08d\\n' % i for i in range({lines})))"
+    held_sink = Collected()
+    held = await bridge.start(
+        [sys.executable, "-c", flood],
+        cwd="/",
+        env=env_of(marker),
+        grace_s=1.0,
+        sink=held_sink,
+        placement={"resources": {"worker": 1}},
+    )
+    held.hold_output()
+    await blocked_on_write(held.started.result()["pid"])
+    taken = len(held_sink.stdout)
+    # The others flow on meanwhile, whole.
+    other_sink = Collected()
+    other = await bridge.start(
+        ["seq", "1", "20000"], cwd="/", env=env_of(marker), grace_s=1.0, sink=other_sink
+    )
+    assert (await asyncio.wait_for(other.ended, EXIT_TIMEOUT_S))["returncode"] == 0
+    assert other_sink.stdout.decode().split() == [str(i) for i in range(1, 20001)]
+    # Holding still: no absence of progress can be awaited, so it is watched for a while.
+    await asyncio.sleep(1.0)
+    assert not held.ended.done() and len(held_sink.stdout) == taken
+    assert taken < len(expected) // 2, taken  # a bounded few chunks in flight, not all of it
+    held.release_output()
+    ended = await asyncio.wait_for(held.ended, EXIT_TIMEOUT_S)
+    assert (ended["returncode"], ended["stoppedBy"]) == (0, None)
+    assert held_sink.stdout == expected
+
+
 async def test_a_placement_no_node_can_hold_fails_after_a_bounded_wait(
     bridge: RayBridge, marker: str
 ) -> None:
