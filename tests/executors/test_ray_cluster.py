@@ -25,6 +25,7 @@ from subagent_host.executors.bridge import (  # noqa: E402
     RayBridge,
     RemoteFailure,
 )
+from subagent_host.executors.ray_actor import CHUNK_BYTES  # noqa: E402
 from tests.raycluster import (  # noqa: E402
     EXIT_TIMEOUT_S,
     Collected,
@@ -131,38 +132,44 @@ async def blocked_on_write(pid: int) -> None:
 
 
 async def test_a_held_child_blocks_on_write_while_others_flow_and_its_output_arrives_whole(
-    bridge: RayBridge, marker: str
+    bridge: RayBridge, marker: str, tmp_path: Path
 ) -> None:
     lines = 1_000_000
-    expected = b"".join(b"%08d\n" % i for i in range(lines))  # 9 MB, every line numbered
     flood = f"import sys; sys.stdout.buffer.write(b''.join(b'%08d\\n' % i for i in range({lines})))"
+    go = tmp_path / "go"
+    script = f'echo ready; while [ ! -e {go} ]; do sleep 0.02; done; exec {sys.executable} -c "$0"'
     held_sink = Collected()
     held = await bridge.start(
-        [sys.executable, "-c", flood],
+        ["sh", "-c", script, flood],
         cwd="/",
         env=env_of(marker),
         grace_s=1.0,
         sink=held_sink,
         placement={"resources": {"worker": 1}},
     )
+    await held_sink.until(b"ready\n")
     held.hold_output()
-    await blocked_on_write(held.started.result()["pid"])
-    taken = len(held_sink.stdout)
-    # The others flow on meanwhile, whole.
+    # The bridge reads its input in order: once the next child started, the hold is in
+    # effect, and of what the held child writes after it, at most the one chunk the
+    # bridge was already waiting for comes through.
     other_sink = Collected()
     other = await bridge.start(
         ["seq", "1", "20000"], cwd="/", env=env_of(marker), grace_s=1.0, sink=other_sink
     )
+    await asyncio.to_thread(go.touch)
+    most = len(b"ready\n") + CHUNK_BYTES
+    await blocked_on_write(held.started.result()["pid"])
+    # The others flow on meanwhile, whole.
     assert (await asyncio.wait_for(other.ended, EXIT_TIMEOUT_S))["returncode"] == 0
     assert other_sink.stdout.decode().split() == [str(i) for i in range(1, 20001)]
     # Holding still: no absence of progress can be awaited, so it is watched for a while.
     await asyncio.sleep(1.0)
-    assert not held.ended.done() and len(held_sink.stdout) == taken
-    assert taken < len(expected) // 2, taken  # a bounded few chunks in flight, not all of it
+    assert not held.ended.done()
+    assert len(held_sink.stdout) <= most, len(held_sink.stdout)
     held.release_output()
     ended = await asyncio.wait_for(held.ended, EXIT_TIMEOUT_S)
     assert (ended["returncode"], ended["stoppedBy"]) == (0, None)
-    assert held_sink.stdout == expected
+    assert held_sink.stdout == b"ready\n" + b"".join(b"%08d\n" % i for i in range(lines))
 
 
 async def test_a_placement_no_node_can_hold_fails_after_a_bounded_wait(
