@@ -19,12 +19,13 @@ In (one object a line):
 End of input: every actor is killed (their shims end the trees) and the bridge exits.
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
-worker, node}`, `output {id, stream, data}` (base64), then `exit {id, returncode,
-stoppedBy, leftovers, cpuSeconds, peakRssBytes, processes}` (with the tree's
-usage, as its shim counted it) or `failed {id, reason, message}` with reason
-`unplaceable` (no node took it within `placementTimeoutS`), `spawn-failed` or
-`node-lost` (its actor or node died). An unreachable cluster: `{"event":
-"unreachable", "message"}` and exit status 3.
+worker, node, actor}` (`actor`: its actor's name in the namespace), `output {id,
+stream, data}` (base64), then `exit {id, returncode, stoppedBy, leftovers,
+cpuSeconds, peakRssBytes, processes}` (with the tree's usage, as its shim
+counted it) or `failed {id, reason, message}` with reason `unplaceable` (no
+node took it within `placementTimeoutS`), `spawn-failed` or `node-lost` (its
+actor or node died). An unreachable cluster: `{"event": "unreachable",
+"message"}` and exit status 3.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import json
 import os
 import socket
 import sys
+import uuid
 from typing import Any, Final
 
 # Ray prints to the driver's stdout: the protocol keeps the real one, Ray gets stderr.
@@ -71,6 +73,9 @@ class Bridge:
         self._flowing: dict[int, asyncio.Event] = {}
         """Per child, set while its output is taken (cleared by `pause`)."""
         self._tasks: set[asyncio.Task[None]] = set()
+        # Actors are named, so an operator (or a test) can find a child's in the namespace;
+        # the names of two bridges sharing a namespace never meet.
+        self._names = f"subagent-host-{uuid.uuid4().hex[:12]}"
 
     def send(self, message: dict[str, Any]) -> None:
         os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
@@ -90,9 +95,13 @@ class Bridge:
         elif op == "resume" and child_id in self._flowing:
             self._flowing[child_id].set()
 
+    def _name_of(self, child_id: int) -> str:
+        return f"{self._names}-{child_id}"
+
     async def _run(self, message: dict[str, Any]) -> None:
         child_id = message["id"]
-        actor = RemoteChildActor.options(**_options(message.get("placement") or {})).remote()
+        placed = _options(message.get("placement") or {})
+        actor = RemoteChildActor.options(name=self._name_of(child_id), **placed).remote()
         self._actors[child_id] = actor
         try:
             await self._carry(child_id, actor, message)
@@ -125,7 +134,7 @@ class Bridge:
                 {"event": "failed", "id": child_id, "reason": SPAWN_FAILED, "message": str(cause)}
             )
             return
-        self.send({"event": "started", "id": child_id, **started})
+        self.send({"event": "started", "id": child_id, "actor": self._name_of(child_id), **started})
         flowing = self._flowing[child_id]
         async for ref in actor.output.remote():
             stream, data = await ref

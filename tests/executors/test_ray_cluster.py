@@ -1,8 +1,9 @@
 """The Ray bridge and its actors against a local two-node cluster (`ray.cluster_utils`).
 
 Each child runs in an actor of its own under the shim; the tests prove that its
-output and exit come back, that placement picks the node, and that nothing of a
-remote tree survives a stop, a killed worker or the bridge's death. Every test
+output and exit come back, that placement picks the node, that a held child's
+output waits, and that nothing of a remote tree survives the bridge's death (the
+other survivor cases, per node: test_ray_survivors.py). Every test
 ends with a sweep of the machine (both nodes run here) for the run marker.
 Skipped when the `ray` extra is not installed.
 """
@@ -31,7 +32,6 @@ from tests.raycluster import (  # noqa: E402
     Collected,
     TwoNodes,
     env_of,
-    marked,
     none_left,
     open_bridge,
 )
@@ -81,36 +81,6 @@ async def test_a_child_gets_its_stdin_and_exactly_its_environment(
     first, *variables = sink.stdout.decode().splitlines()
     assert first == "the prompt"
     assert not [line for line in variables if line.startswith(("RAY_", "PYTHONPATH="))]
-
-
-async def test_stop_ends_a_remote_tree_that_ignores_sigterm_with_sigkill(
-    bridge: RayBridge, marker: str
-) -> None:
-    sink = Collected()
-    child = await bridge.start(
-        [sys.executable, str(FAKES / "tree.py"), "5", "--ignore-term"],
-        cwd="/",
-        env=env_of(marker),
-        grace_s=0.5,
-        sink=sink,
-        placement={"resources": {"worker": 1}},
-    )
-    await sink.until(b"ready\n")
-    assert len(await asyncio.to_thread(marked, marker)) == 5
-    child.stop(0.5)
-    ended = await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)
-    assert (ended["returncode"], ended["stoppedBy"]) == (-signal.SIGKILL, "sigkill")
-
-
-async def test_a_daemon_left_by_a_finished_remote_child_is_ended(
-    bridge: RayBridge, marker: str
-) -> None:
-    script = "setsid sh -c 'trap \"\" TERM; exec sleep 300' </dev/null >/dev/null 2>&1 & exit 0"
-    child = await bridge.start(
-        ["sh", "-c", script], cwd="/", env=env_of(marker), grace_s=0.3, sink=Collected()
-    )
-    ended = await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)
-    assert (ended["returncode"], ended["leftovers"]) == (0, 1)
 
 
 def _read_or_gone(path: Path) -> str:
@@ -197,26 +167,6 @@ async def test_a_program_that_cannot_start_remotely_is_spawn_failed(
             ["/nonexistent/program"], cwd="/", env=env_of(marker), grace_s=1.0, sink=Collected()
         )
     assert failed.value.reason == "spawn-failed"
-
-
-async def test_a_worker_killed_with_sigkill_loses_the_child_and_leaves_nothing_of_its_tree(
-    bridge: RayBridge, marker: str
-) -> None:
-    sink = Collected()
-    child = await bridge.start(
-        ["sh", "-c", "setsid sleep 300 & echo ready; exec sleep 300"],
-        cwd="/",
-        env=env_of(marker),
-        grace_s=0.5,
-        sink=sink,
-        placement={"resources": {"worker": 1}},
-    )
-    await sink.until(b"ready\n")
-    os.kill(child.started.result()["worker"], signal.SIGKILL)  # the actor's worker, by pid
-    with pytest.raises(RemoteFailure) as failed:
-        await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)
-    assert failed.value.reason == "node-lost"
-    await none_left(marker)
 
 
 async def test_the_bridge_s_death_ends_every_remote_tree(two_nodes: TwoNodes, marker: str) -> None:
