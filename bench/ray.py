@@ -141,9 +141,10 @@ from ray.cluster_utils import Cluster
 head, worker = sys.argv[1], sys.argv[2]
 amount, actors, cpus = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 began = time.perf_counter()
-cluster = Cluster(
-    initialize_head=True, head_node_args={"num_cpus": cpus, "resources": {head: amount}}
-)
+# No fixed ports (a test suite's cluster may run meanwhile).
+head_args = {"num_cpus": cpus, "resources": {head: amount}, "include_dashboard": False,
+             "dashboard_agent_listen_port": None}
+cluster = Cluster(initialize_head=True, head_node_args=head_args)
 try:
     second = cluster.add_node(num_cpus=cpus, resources={worker: amount})
     cluster.wait_for_nodes()

@@ -32,6 +32,7 @@ MARKER = "SUBAGENT_HOST_RAY_TEST"
 EXIT_TIMEOUT_S = 60.0
 # Ray must not phone home from a test, nor write a token under the user's home.
 CLUSTER_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+NAMESPACE = "tests"
 HEAD_RESOURCE = "head"
 WORKER_RESOURCE = "worker"
 
@@ -86,7 +87,14 @@ def two_node_cluster() -> Iterator[TwoNodes]:
         try:
             cluster = Cluster(
                 initialize_head=True,
-                head_node_args={"num_cpus": 1, "resources": {HEAD_RESOURCE: 1}},
+                head_node_args={
+                    "num_cpus": 1,
+                    "resources": {HEAD_RESOURCE: 1},
+                    # No fixed ports (as Ray gives its other nodes): clusters of other
+                    # suites or benchmarks on this machine may run meanwhile.
+                    "include_dashboard": False,
+                    "dashboard_agent_listen_port": None,
+                },
             )
             worker = cluster.add_node(num_cpus=1, resources={WORKER_RESOURCE: 1})
             cluster.wait_for_nodes()
@@ -107,7 +115,7 @@ def two_nodes() -> Iterator[TwoNodes]:
 async def open_bridge(nodes: TwoNodes, supervisor: Supervisor) -> RayBridge:
     """A bridge (the Ray driver, a child of `supervisor`, as in a server) joined to the cluster."""
     return await RayBridge.open(
-        supervisor, address=nodes.address, namespace="tests", env=dict(os.environ)
+        supervisor, address=nodes.address, namespace=NAMESPACE, env=dict(os.environ)
     )
 
 

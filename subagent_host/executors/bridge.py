@@ -67,9 +67,11 @@ class RemoteChild:
         self.child_id = child_id
         self.sink = sink
         self.started: asyncio.Future[dict[str, Any]] = loop.create_future()
-        """`{pid, shim, worker, node}` once it runs; RemoteFailure when it never does."""
+        """`{pid, shim, worker, node, actor}` once it runs (`actor`: its actor's name in the
+        bridge's namespace); RemoteFailure when it never does."""
         self.ended: asyncio.Future[dict[str, Any]] = loop.create_future()
-        """`{returncode, stoppedBy, leftovers}`; RemoteFailure when its node was lost."""
+        """`{returncode, stoppedBy, leftovers, cpuSeconds, peakRssBytes, processes}` (what its
+        whole tree used, as its shim counted it); RemoteFailure when its node was lost."""
 
     def stop(self, grace_s: float) -> None:
         """The stop sequence for its whole tree, carried out by its shim."""

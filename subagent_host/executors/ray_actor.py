@@ -18,6 +18,11 @@ from subagent_host.executors.shimmed import ShimmedChild, start_shimmed
 
 # The most one streamed chunk holds: fewer round trips than lines, and bounded.
 CHUNK_BYTES: Final = 64 * 1024
+# How many chunks the actor streams ahead of what the bridge took (at most 1 MiB in flight
+# per child). Past that its generator waits, the queue behind it fills, the actor reads no
+# more of the child's pipes and the child blocks on write: a held child (the bridge stops
+# taking its output) holds still, and nothing piles up in the cluster meanwhile.
+CHUNKS_AHEAD: Final = 16
 
 
 class ChildActor:
@@ -45,11 +50,14 @@ class ChildActor:
             "node": context.get_node_id(),
         }
 
-    @ray.method(num_returns="streaming")  # type: ignore[untyped-decorator]
+    @ray.method(  # type: ignore[untyped-decorator]
+        num_returns="streaming", _generator_backpressure_num_objects=CHUNKS_AHEAD
+    )
     async def output(self) -> AsyncIterator[tuple[str, bytes]]:
-        """The child's stdout and stderr as they come, in chunks, until both end."""
+        """The child's stdout and stderr as they come, in chunks, until both end; never more
+        than CHUNKS_AHEAD chunks ahead of the reader (and one waiting per pipe)."""
         assert self._child is not None
-        queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(maxsize=1)
 
         async def drain(name: str, reader: asyncio.StreamReader) -> None:
             while chunk := await reader.read(CHUNK_BYTES):
@@ -85,6 +93,9 @@ class ChildActor:
             "returncode": ended.returncode,
             "stoppedBy": ended.stopped_by,
             "leftovers": ended.leftovers,
+            "cpuSeconds": ended.cpu_seconds,
+            "peakRssBytes": ended.peak_rss_bytes,
+            "processes": ended.processes,
         }
 
 

@@ -13,15 +13,21 @@ In (one object a line):
   placement's resources, node and labels, never restarted);
 - `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree;
 - `{"op": "cancel", "id"}`: the child is not wanted any more, wherever it is (waiting
-  for a node, starting, running): its actor is killed and its shim ends the tree.
+  for a node, starting, running): its actor is killed and its shim ends the tree;
+- `{"op": "pause", "id"}` / `{"op": "resume", "id"}`: take no more of that child's
+  output for now / again. While paused, its actor streams a bounded few chunks
+  ahead, then stops reading the child's pipes and the child blocks on write; the
+  other children flow on. Its `exit` comes after all its output, so after a resume.
 End of input: every actor is killed (their shims end the trees) and the bridge exits.
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
-worker, node}`, `output {id, stream, data}` (base64), then `exit {id, returncode,
-stoppedBy, leftovers}` or `failed {id, reason, message}` with reason
-`unplaceable` (no node took it within `placementTimeoutS`), `spawn-failed` or
-`node-lost` (its actor or node died). An unreachable cluster: `{"event":
-"unreachable", "message"}` and exit status 3.
+worker, node, actor}` (`actor`: its actor's name in the namespace), `output {id,
+stream, data}` (base64), then `exit {id, returncode, stoppedBy, leftovers,
+cpuSeconds, peakRssBytes, processes}` (with the tree's usage, as its shim
+counted it) or `failed {id, reason, message}` with reason `unplaceable` (no
+node took it within `placementTimeoutS`), `spawn-failed` or `node-lost` (its
+actor or node died). An unreachable cluster: `{"event": "unreachable",
+"message"}` and exit status 3.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import json
 import os
 import socket
 import sys
+import uuid
 from typing import Any, Final
 
 # Ray prints to the driver's stdout: the protocol keeps the real one, Ray gets stderr.
@@ -66,24 +73,39 @@ class Bridge:
     def __init__(self) -> None:
         self._actors: dict[int, Any] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._flowing: dict[int, asyncio.Event] = {}
+        """Per child, set while its output is taken (cleared by `pause`)."""
+        # Actors are named, so an operator (or a test) can find a child's in the namespace;
+        # the names of two bridges sharing a namespace never meet.
+        self._names = f"subagent-host-{uuid.uuid4().hex[:12]}"
 
     def send(self, message: dict[str, Any]) -> None:
         os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
 
     def handle(self, message: dict[str, Any]) -> None:
-        if message["op"] == "start":
-            child_id = message["id"]
+        op, child_id = message["op"], message["id"]
+        if op == "start":
+            self._flowing[child_id] = asyncio.Event()
+            self._flowing[child_id].set()
             task = asyncio.create_task(self._run(message))
             self._tasks[child_id] = task
             task.add_done_callback(lambda _: self._tasks.pop(child_id, None))
-        elif message["op"] == "cancel" and (running := self._tasks.get(message["id"])):
+        elif op == "cancel" and (running := self._tasks.get(child_id)):
             running.cancel()  # `_run` kills its actor on the way out
-        elif message["op"] == "stop" and (actor := self._actors.get(message["id"])) is not None:
+        elif op == "stop" and (actor := self._actors.get(child_id)) is not None:
             actor.stop.remote(float(message["graceS"]))
+        elif op == "pause" and child_id in self._flowing:
+            self._flowing[child_id].clear()
+        elif op == "resume" and child_id in self._flowing:
+            self._flowing[child_id].set()
+
+    def _name_of(self, child_id: int) -> str:
+        return f"{self._names}-{child_id}"
 
     async def _run(self, message: dict[str, Any]) -> None:
         child_id = message["id"]
-        actor = RemoteChildActor.options(**_options(message.get("placement") or {})).remote()
+        placed = _options(message.get("placement") or {})
+        actor = RemoteChildActor.options(name=self._name_of(child_id), **placed).remote()
         self._actors[child_id] = actor
         try:
             await self._carry(child_id, actor, message)
@@ -91,6 +113,7 @@ class Bridge:
             self.send({"event": "failed", "id": child_id, "reason": NODE_LOST, "message": str(exc)})
         finally:
             self._actors.pop(child_id, None)
+            self._flowing.pop(child_id, None)
             ray.kill(actor, no_restart=True)
 
     async def _carry(self, child_id: int, actor: Any, message: dict[str, Any]) -> None:
@@ -115,7 +138,8 @@ class Bridge:
                 {"event": "failed", "id": child_id, "reason": SPAWN_FAILED, "message": str(cause)}
             )
             return
-        self.send({"event": "started", "id": child_id, **started})
+        self.send({"event": "started", "id": child_id, "actor": self._name_of(child_id), **started})
+        flowing = self._flowing[child_id]
         async for ref in actor.output.remote():
             stream, data = await ref
             self.send(
@@ -126,6 +150,8 @@ class Bridge:
                     "data": base64.b64encode(data).decode(),
                 }
             )
+            # Paused: pull no more; the actor's generator stops CHUNKS_AHEAD chunks on.
+            await flowing.wait()
         ended = await actor.exit.remote()
         self.send({"event": "exit", "id": child_id, **ended})
 

@@ -19,9 +19,19 @@ The two pipes, both inherited:
   caller is gone (its process died, whatever killed it) and ends the tree too.
 - the **status** (shim -> caller): JSON lines. `{"pid", "shim"}` once the child
   runs, or `{"error", "errno"}` when it cannot start; then `{"returncode",
-  "stoppedBy", "leftovers"}` once nothing of the tree is left (`returncode` as
-  `subprocess` spells it: negative for a signal). The caller takes the exit from
-  here, not from waiting on the shim (which holds the child's pipes).
+  "stoppedBy", "leftovers", "cpuSeconds", "peakRssBytes", "processes"}` once
+  nothing of the tree is left (`returncode` as `subprocess` spells it: negative
+  for a signal). The caller takes the exit from here, not from waiting on the
+  shim (which holds the child's pipes).
+
+What the tree used comes with its exit. The shim is the subreaper, so every
+descendant ends reaped by it or by one of its own reaped ancestors, and
+`RUSAGE_CHILDREN` holds the CPU of the whole tree. Memory is the larger of that
+usage's `ru_maxrss` (the largest single process, a fork's pages before its exec
+included) and the largest sum of the tree's RSS a walk of it saw; `processes` is
+the most processes (the child included) a walk saw at once. The shim walks the
+tree soon after the start, then less and less often (every walk reads all of
+/proc, and a node may hold many shims), and at every step of ending it.
 
 Ending a tree is SIGTERM to every descendant, a grace, then SIGKILL to what is
 left, reaping as they go; a child that exits by itself leaves its lingering
@@ -33,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import select
 import signal
 import sys
@@ -50,6 +61,11 @@ KILL_WAIT_S: Final = 5.0
 MAX_SPEC_BYTES: Final = 16 * 1024 * 1024
 STOPPED_BY_TERM: Final = "sigterm"
 STOPPED_BY_KILL: Final = "sigkill"
+# When the shim first walks the running tree to count it, and the longest it waits
+# between two walks (the wait doubles from the first up to this).
+FIRST_SAMPLE_S: Final = 0.1
+LAST_SAMPLE_S: Final = 2.0
+PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 
 
 def main(argv: list[str]) -> None:
@@ -82,7 +98,9 @@ def _serve(lifeline: int, status: int) -> int:
         leftovers = _end_tree(shim, float(spec.get("graceS", 5.0)))
     else:
         leftovers = 0
-    _report(status, {"returncode": returncode, "stoppedBy": stopped_by, "leftovers": leftovers})
+    _reap_any()  # descendants that ended by themselves: their usage counts once reaped
+    ended = {"returncode": returncode, "stoppedBy": stopped_by, "leftovers": leftovers}
+    _report(status, {**ended, **_seen.usage()})
     return 0
 
 
@@ -127,9 +145,15 @@ def _wait_for_child(child: int, reader: _Lines, grace_s: float) -> tuple[int, st
     Returns the child's returncode and, when the shim ended the tree, how.
     """
     pidfd = os.pidfd_open(child)
+    wait_s = FIRST_SAMPLE_S
     try:
         while True:
-            ready, _, _ = select.select([pidfd, reader.fd], [], [])
+            ready, _, _ = select.select([pidfd, reader.fd], [], [], wait_s)
+            if not ready:  # time for a look at the tree (the walk records what it sees)
+                _reap_any()
+                _descendants(os.getpid())
+                wait_s = min(wait_s * 2, LAST_SAMPLE_S)
+                continue
             if pidfd in ready:
                 return _reap(child), None
             command = reader.next_line()
@@ -184,9 +208,36 @@ def _signal_all(pids: Iterable[int], signum: int) -> None:
             pass
 
 
+class _Seen:
+    """The most of the tree any walk of it saw: processes at once, and the sum of their RSS."""
+
+    def __init__(self) -> None:
+        self.processes = 1  # the child, however quickly it ended
+        self.rss_bytes = 0
+
+    def walked(self, rss_pages: Iterable[int]) -> None:
+        pages = list(rss_pages)
+        self.processes = max(self.processes, len(pages))
+        self.rss_bytes = max(self.rss_bytes, sum(pages) * PAGE_BYTES)
+
+    def usage(self) -> dict[str, Any]:
+        """The tree's usage, once every process of it was reaped."""
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {
+            "cpuSeconds": round(reaped.ru_utime + reaped.ru_stime, 3),
+            "peakRssBytes": max(reaped.ru_maxrss * 1024, self.rss_bytes),
+            "processes": self.processes,
+        }
+
+
+_seen = _Seen()
+"""What the walks of the shim's tree saw (every `_descendants` is one)."""
+
+
 def _descendants(root: int) -> list[int]:
     """Every live process below `root` (zombies, already dead, left out), from /proc."""
     children: dict[int, list[int]] = {}
+    rss_pages: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -198,12 +249,14 @@ def _descendants(root: int) -> list[int]:
         if fields[0] == b"Z":
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
+        rss_pages[int(entry)] = int(fields[21])
     found: list[int] = []
     todo = list(children.get(root, []))
     while todo:
         pid = todo.pop()
         found.append(pid)
         todo.extend(children.get(pid, []))
+    _seen.walked(rss_pages.get(pid, 0) for pid in found)
     return found
 
 

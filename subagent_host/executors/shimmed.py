@@ -34,6 +34,12 @@ class ShimExit:
     """`sigterm` or `sigkill` when the shim ended the tree (a stop, the lifeline's end)."""
     leftovers: int
     """Processes the child left behind when it exited by itself (the shim ended them)."""
+    cpu_seconds: float
+    """CPU time of the whole tree (every process of it was reaped before the report)."""
+    peak_rss_bytes: int
+    """The most memory seen: the largest single process or the largest sum of the tree's."""
+    processes: int
+    """The most processes of the tree (the child included) the shim saw at once."""
 
 
 class ShimmedChild:
@@ -80,6 +86,9 @@ class ShimmedChild:
             returncode=int(message["returncode"]),
             stopped_by=message["stoppedBy"],
             leftovers=int(message["leftovers"]),
+            cpu_seconds=float(message["cpuSeconds"]),
+            peak_rss_bytes=int(message["peakRssBytes"]),
+            processes=int(message["processes"]),
         )
 
 

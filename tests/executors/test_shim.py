@@ -22,6 +22,9 @@ from subagent_host.executors.shimmed import ShimExit, ShimmedChild, start_shimme
 FAKES = Path(__file__).parent.parent / "fakes"
 EXIT_TIMEOUT_S = 20.0
 MARKER = "SUBAGENT_HOST_SHIM_TEST"
+BURN_HALF_A_SECOND = (
+    "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+)
 
 
 def marked(marker: str) -> list[psutil.Process]:
@@ -54,7 +57,16 @@ async def start(marker: str, *argv: str, grace_s: float = 5.0) -> ShimmedChild:
 
 
 async def ended(child: ShimmedChild) -> ShimExit:
-    return await asyncio.wait_for(child.exit(), EXIT_TIMEOUT_S)
+    """The child's exit, and the end of its pipes (no transport of the test outlives it)."""
+    exit = await asyncio.wait_for(child.exit(), EXIT_TIMEOUT_S)
+    await asyncio.wait_for(asyncio.gather(child.stdout.read(), child.stderr.read()), EXIT_TIMEOUT_S)
+    return exit
+
+
+async def outcome(child: ShimmedChild) -> tuple[int, str | None, int]:
+    """How the child ended: its returncode, what stopped it, the leftovers ended."""
+    exit = await ended(child)
+    return exit.returncode, exit.stopped_by, exit.leftovers
 
 
 async def tree_ready(child: ShimmedChild) -> None:
@@ -67,7 +79,7 @@ async def test_the_child_s_output_and_exit_status_come_back_over_the_pipes(marke
     out = await asyncio.wait_for(child.stdout.read(), EXIT_TIMEOUT_S)
     err = await asyncio.wait_for(child.stderr.read(), EXIT_TIMEOUT_S)
     assert (out, err) == (b"out\n", b"err\n")
-    assert await ended(child) == ShimExit(returncode=3, stopped_by=None, leftovers=0)
+    assert await outcome(child) == (3, None, 0)
 
 
 async def test_the_child_gets_exactly_the_environment_and_stdin_it_was_given(
@@ -82,7 +94,7 @@ async def test_the_child_gets_exactly_the_environment_and_stdin_it_was_given(
         stdin=b"the prompt",
     )
     out = await asyncio.wait_for(child.stdout.read(), EXIT_TIMEOUT_S)
-    assert await ended(child) == ShimExit(0, None, 0)
+    assert await outcome(child) == (0, None, 0)
     *variables, prompt = out.decode().splitlines()
     names = {line.partition("=")[0] for line in variables}
     assert {"PATH", MARKER} <= names and "RAY_ADDRESS" not in names, names
@@ -97,7 +109,7 @@ async def test_the_shim_leads_its_own_session_and_is_not_the_caller_s_child(mark
     assert os.getsid(child.shim) == child.shim
     assert psutil.Process(child.pid).ppid() == child.shim
     child.stop(1.0)
-    assert (await ended(child)).stopped_by == "sigterm"
+    assert (await outcome(child))[1] == "sigterm"
 
 
 async def test_a_program_that_cannot_start_is_an_oserror_with_its_errno(marker: str) -> None:
@@ -115,7 +127,7 @@ async def test_a_stop_ends_a_tree_that_ignores_sigterm_with_sigkill_after_the_gr
     await tree_ready(child)
     assert len(await asyncio.to_thread(marked, marker)) == 5  # the shim has not the marker
     child.stop(0.3)
-    assert await ended(child) == ShimExit(-signal.SIGKILL, "sigkill", 0)
+    assert await outcome(child) == (-signal.SIGKILL, "sigkill", 0)
 
 
 async def test_the_lifeline_s_end_ends_every_descendant_even_one_in_its_own_session(
@@ -125,13 +137,47 @@ async def test_the_lifeline_s_end_ends_every_descendant_even_one_in_its_own_sess
     child = await start(marker, "sh", "-c", script, grace_s=1.0)
     await tree_ready(child)
     child.abandon()  # as the caller's death would
-    assert await ended(child) == ShimExit(-signal.SIGTERM, "sigterm", 0)
+    assert await outcome(child) == (-signal.SIGTERM, "sigterm", 0)
 
 
 async def test_a_daemon_left_by_a_child_that_exited_is_ended_and_counted(marker: str) -> None:
     script = "setsid sh -c 'trap \"\" TERM; exec sleep 300' </dev/null >/dev/null 2>&1 & exit 0"
     child = await start(marker, "sh", "-c", script, grace_s=0.3)
-    assert await ended(child) == ShimExit(0, None, 1)
+    assert await outcome(child) == (0, None, 1)
+
+
+async def test_the_exit_counts_the_cpu_of_the_whole_tree_an_orphan_the_shim_reaped_included(
+    marker: str,
+) -> None:
+    # The burner is orphaned at once (its subshell exits) and comes back to the shim, the
+    # subreaper; `cat` holds the child until the burner closes the pipe by exiting.
+    burn = f"{sys.executable} -c '{BURN_HALF_A_SECOND}'"
+    child = await start(marker, "sh", "-c", f"({burn} &) | cat")
+    exit = await ended(child)
+    assert (exit.returncode, exit.leftovers) == (0, 0)
+    assert exit.cpu_seconds >= 0.5, exit
+    assert exit.processes >= 3, exit  # sh, cat and the burner at least
+
+
+async def test_the_exit_counts_the_most_processes_and_the_memory_of_the_tree_at_once(
+    marker: str,
+) -> None:
+    child = await start(marker, sys.executable, str(FAKES / "tree.py"), "5", grace_s=5.0)
+    await tree_ready(child)
+    tree = await asyncio.to_thread(marked, marker)
+    # Forked copies of one interpreter: the tree's sum is well above its largest process.
+    rss = sum(process.memory_info().rss for process in tree)
+    child.stop(5.0)
+    exit = await ended(child)
+    assert (exit.stopped_by, exit.processes) == ("sigterm", 5)
+    assert exit.peak_rss_bytes >= rss * 0.9, (exit, rss)
+
+
+async def test_the_exit_counts_the_peak_memory_of_a_process_that_has_ended(marker: str) -> None:
+    child = await start(marker, sys.executable, "-c", "data = b'x' * (64 << 20)")
+    exit = await ended(child)
+    assert (exit.returncode, exit.processes) == (0, 1)
+    assert exit.peak_rss_bytes >= 64 << 20, exit
 
 
 async def test_a_caller_killed_with_sigkill_leaves_nothing_of_the_tree(
