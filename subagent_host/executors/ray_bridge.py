@@ -10,7 +10,9 @@ go to stderr: fd 1 is pointed there before Ray is imported).
 In (one object a line):
 - `{"op": "start", "id", "argv", "cwd", "env", "stdin", "graceS", "placement"?,
   "placementTimeoutS"}`: one child, in an actor of its own (`num_cpus=0`, the
-  placement's resources, node and labels, never restarted);
+  placement's resources, node and labels, never restarted, killed when the child
+  ends); a few actors are kept started ahead for placements that reserve nothing
+  (`WARM_ACTORS`), so such a child need not wait for a new Ray worker;
 - `{"op": "stop", "id", "graceS"}`: the stop sequence for that child's tree;
 - `{"op": "cancel", "id"}`: the child is not wanted any more, wherever it is (waiting
   for a node, starting, running): its actor is killed and its shim ends the tree;
@@ -65,6 +67,16 @@ PROBE_TIMEOUT_S: Final = 5.0
 UNPLACEABLE: Final = "unplaceable"
 NODE_LOST: Final = "node-lost"
 SPAWN_FAILED: Final = "spawn-failed"
+# Actors kept started ahead of demand, per placement that reserves nothing (no
+# `resources`): a new actor is a new Ray worker process, about half a second here,
+# while a started one takes a child in milliseconds. An idle actor holds no CPU
+# (`num_cpus=0`) and none of a node's custom resources, so it keeps nothing from
+# anyone; it costs its worker's memory (tens of MB).
+WARM_ACTORS: Final = 2
+# An actor whose child ended (its whole tree gone, as its shim reported) goes back to
+# the warm ones of its placement, up to this many idle: a sequential stream of children
+# then starts no new worker at all.
+IDLE_ACTORS: Final = 8
 
 
 class Bridge:
@@ -75,9 +87,13 @@ class Bridge:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._flowing: dict[int, asyncio.Event] = {}
         """Per child, set while its output is taken (cleared by `pause`)."""
+        self._started: set[int] = set()
         # Actors are named, so an operator (or a test) can find a child's in the namespace;
         # the names of two bridges sharing a namespace never meet.
         self._names = f"subagent-host-{uuid.uuid4().hex[:12]}"
+        self._made = 0
+        self._warm: dict[str, list[tuple[Any, str]]] = {}
+        """Started, idle actors (with their names) by placement (its canonical JSON)."""
 
     def send(self, message: dict[str, Any]) -> None:
         os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
@@ -99,24 +115,58 @@ class Bridge:
         elif op == "resume" and child_id in self._flowing:
             self._flowing[child_id].set()
 
-    def _name_of(self, child_id: int) -> str:
-        return f"{self._names}-{child_id}"
+    def _new_actor(self, placement: dict[str, Any]) -> tuple[Any, str]:
+        self._made += 1
+        name = f"{self._names}-{self._made}"
+        return RemoteChildActor.options(name=name, **_options(placement)).remote(), name
+
+    def warm_up(self) -> None:
+        """Start the actors the first children without a placement will take."""
+        self._warm[_key({})] = [self._new_actor({}) for _ in range(WARM_ACTORS)]
+
+    def _actor_for(self, placement: dict[str, Any]) -> tuple[Any, str, bool]:
+        """An actor for one child: a warm one when its placement keeps some (then one
+        more is started for the next), else a new one. True: it was warm."""
+        if placement.get("resources"):
+            return (*self._new_actor(placement), False)  # would hold them while idle
+        warm = self._warm.setdefault(_key(placement), [])
+        taken = warm.pop() if warm else None  # the newest: a returned one is surely up
+        while len(warm) < WARM_ACTORS:
+            warm.append(self._new_actor(placement))
+        return (*taken, True) if taken is not None else (*self._new_actor(placement), False)
 
     async def _run(self, message: dict[str, Any]) -> None:
         child_id = message["id"]
-        placed = _options(message.get("placement") or {})
-        actor = RemoteChildActor.options(name=self._name_of(child_id), **placed).remote()
+        placement = message.get("placement") or {}
+        actor, name, warm = self._actor_for(placement)
         self._actors[child_id] = actor
+        ended = False
         try:
-            await self._carry(child_id, actor, message)
+            try:
+                ended = await self._carry(child_id, actor, name, message)
+            except (ActorDiedError, ActorUnavailableError, RayActorError):
+                if not warm or child_id in self._started:
+                    raise
+                # A warm actor lost while it waited (its node went): a new one, once.
+                ray.kill(actor, no_restart=True)
+                actor, name = self._new_actor(placement)
+                self._actors[child_id] = actor
+                ended = await self._carry(child_id, actor, name, message)
         except (ActorDiedError, ActorUnavailableError, RayActorError) as exc:
             self.send({"event": "failed", "id": child_id, "reason": NODE_LOST, "message": str(exc)})
         finally:
+            self._started.discard(child_id)
             self._actors.pop(child_id, None)
             self._flowing.pop(child_id, None)
-            ray.kill(actor, no_restart=True)
+            idle = None if placement.get("resources") else self._warm.get(_key(placement))
+            if ended and idle is not None and len(idle) < IDLE_ACTORS:
+                idle.append((actor, name))  # nothing of its child is left: it takes another
+            else:
+                ray.kill(actor, no_restart=True)
 
-    async def _carry(self, child_id: int, actor: Any, message: dict[str, Any]) -> None:
+    async def _carry(self, child_id: int, actor: Any, name: str, message: dict[str, Any]) -> bool:
+        """See one child through on its actor; True once it exited with nothing of its
+        tree left (else it never started: the failure was sent)."""
         start = actor.start.remote(message)
         try:
             started = await asyncio.wait_for(start, float(message["placementTimeoutS"]))
@@ -128,17 +178,18 @@ class Bridge:
                     "id": child_id,
                     "reason": UNPLACEABLE,
                     "message": f"no node of the cluster took the placement {placement} "
-                    f"within {message['placementTimeoutS']} s",
+                    f"within {message['placementTimeoutS']:g} s",
                 }
             )
-            return
+            return False
         except RayTaskError as exc:
             cause = exc.as_instanceof_cause()
             self.send(
                 {"event": "failed", "id": child_id, "reason": SPAWN_FAILED, "message": str(cause)}
             )
-            return
-        self.send({"event": "started", "id": child_id, "actor": self._name_of(child_id), **started})
+            return False
+        self._started.add(child_id)
+        self.send({"event": "started", "id": child_id, "actor": name, **started})
         flowing = self._flowing[child_id]
         async for ref in actor.output.remote():
             stream, data = await ref
@@ -154,14 +205,21 @@ class Bridge:
             await flowing.wait()
         ended = await actor.exit.remote()
         self.send({"event": "exit", "id": child_id, **ended})
+        return True
 
     async def close(self) -> None:
         """The server is gone: kill every actor (the shims end the trees)."""
-        for actor in list(self._actors.values()):
+        idle = [actor for warm in self._warm.values() for actor, _ in warm]
+        for actor in [*self._actors.values(), *idle]:
             ray.kill(actor, no_restart=True)
         for task in list(self._tasks.values()):
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+
+def _key(placement: dict[str, Any]) -> str:
+    """The placement as the warm actors are kept by: its canonical JSON."""
+    return json.dumps(placement, sort_keys=True)
 
 
 def _options(placement: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNREACHABLE
     try:
         bridge.send({"event": "ready", "node": ray.get_runtime_context().get_node_id()})
+        bridge.warm_up()
         asyncio.run(serve(bridge))
     finally:
         ray.shutdown()

@@ -84,6 +84,29 @@ async def test_a_child_gets_its_stdin_and_exactly_its_environment(
     assert not [line for line in variables if line.startswith(("RAY_", "PYTHONPATH="))]
 
 
+async def test_children_without_a_placement_take_warm_actors_and_each_one_serves_the_next(
+    bridge: RayBridge, marker: str
+) -> None:
+    workers = []
+    for round_ in range(4):
+        sink = Collected()
+        child = await bridge.start(
+            ["sh", "-c", f"setsid sleep 300 & echo round {round_}"],
+            cwd="/",
+            env=env_of(marker),
+            grace_s=0.5,
+            sink=sink,
+        )
+        ended = await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)
+        assert ended["returncode"] == 0 and ended["leftovers"] == 1, ended
+        assert sink.stdout == f"round {round_}\n".encode()
+        workers.append(child.started.result()["worker"])
+        await none_left(marker)  # its daemon went with it, before its actor served again
+    # After the first, each child ran in a worker that was already up: an actor that
+    # served a child whose tree was gone took the next one.
+    assert len(set(workers[1:])) < len(workers[1:]), workers
+
+
 def _read_or_gone(path: Path) -> str:
     try:
         return path.read_text()
