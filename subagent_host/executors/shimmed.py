@@ -20,6 +20,9 @@ import attrs
 
 # How long the shim may take to report its child started (a Python start and an exec).
 START_TIMEOUT_S: Final = 30.0
+# How much of the child's output may wait here to be read in one go: a chatty child's
+# output then leaves in few large chunks (each a round trip through Ray), not many small.
+OUTPUT_BUFFER_BYTES: Final = 1024 * 1024
 # What the shim's own interpreter needs of the caller's environment to find this package.
 SHIM_ENVIRONMENT: Final = ("PATH", "PYTHONPATH", "LANG", "LC_ALL")
 
@@ -116,6 +119,7 @@ async def start_shimmed(
             stderr=asyncio.subprocess.PIPE,
             pass_fds=(lifeline_r, status_w),
             env={name: os.environ[name] for name in SHIM_ENVIRONMENT if name in os.environ},
+            limit=OUTPUT_BUFFER_BYTES,
         )
     except BaseException:
         for fd in (lifeline_r, lifeline_w, status_r, status_w):
