@@ -9,7 +9,6 @@ child's shim, every remote tree.
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import json
 import os
@@ -98,19 +97,38 @@ class _BridgeOutput:
         self._partial = bytearray()
         self.first: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         """The bridge's first line: `ready` once it joined the cluster, else why not."""
-        self.dispatch: Callable[[dict[str, Any]], None] | None = None
+        self.dispatch: Callable[[dict[str, Any], bytes], None] | None = None
+        self._awaited: tuple[dict[str, Any], int] | None = None
+        """An output's line, and how many bytes of it are still to come."""
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
         self._stderr_partial = bytearray()
 
     def on_stdout(self, data: bytes) -> None:
         self._partial += data
-        while (end := self._partial.find(b"\n")) >= 0:
+        while True:
+            if self._awaited is not None:  # an output's bytes follow its line
+                message, size = self._awaited
+                if len(self._partial) < size:
+                    return
+                payload = bytes(self._partial[:size])
+                del self._partial[:size]
+                self._awaited = None
+                if self.dispatch is not None:
+                    self.dispatch(message, payload)
+                continue
+            end = self._partial.find(b"\n")
+            if end < 0:
+                return
             line = bytes(self._partial[:end])
             del self._partial[: end + 1]
             if not self.first.done():
                 self.first.set_result(line)
+                continue
+            message = json.loads(line)  # the bridge writes nothing else there
+            if "bytes" in message:
+                self._awaited = (message, int(message["bytes"]))
             elif self.dispatch is not None:
-                self.dispatch(json.loads(line))  # the bridge writes nothing else there
+                self.dispatch(message, b"")
 
     def on_stderr(self, data: bytes) -> None:
         self._stderr_partial += data
@@ -248,7 +266,7 @@ class RayBridge:
                 child.fail(lost)
             self._children.clear()
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
+    def _dispatch(self, message: dict[str, Any], payload: bytes) -> None:
         child = self._children.get(message.get("id", -1))
         if child is None:
             return
@@ -256,8 +274,8 @@ class RayBridge:
         if event == "started":
             child.started.set_result(message)
         elif event == "output":
-            data = base64.b64decode(message["data"])
-            (child.sink.on_stdout if message["stream"] == "stdout" else child.sink.on_stderr)(data)
+            sink = child.sink.on_stdout if message["stream"] == "stdout" else child.sink.on_stderr
+            sink(payload)
         elif event == "exit":
             child.ended.set_result(message)
             del self._children[child.child_id]

@@ -18,7 +18,7 @@ from subagent_host.executors.shimmed import ShimmedChild, start_shimmed
 
 # The most one streamed chunk holds: fewer round trips than lines, and bounded.
 CHUNK_BYTES: Final = 256 * 1024
-# How many chunks the actor streams ahead of what the bridge took (at most 1 MiB in flight
+# How many chunks the actor streams ahead of what the bridge took (at most 4 MiB in flight
 # per child). Past that its generator waits, the queue behind it fills, the actor reads no
 # more of the child's pipes and the child blocks on write: a held child (the bridge stops
 # taking its output) holds still, and nothing piles up in the cluster meanwhile.

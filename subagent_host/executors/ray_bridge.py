@@ -24,19 +24,19 @@ End of input: every actor is killed (their shims end the trees) and the bridge e
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
 worker, node, actor}` (`actor`: its actor's name in the namespace), `output {id,
-stream, data}` (base64), then `exit {id, returncode, stoppedBy, leftovers,
-cpuSeconds, peakRssBytes, processes}` (with the tree's usage, as its shim
-counted it) or `failed {id, reason, message}` with reason `unplaceable` (no
-node took it within `placementTimeoutS`), `spawn-failed` or `node-lost` (its
-actor or node died). An unreachable cluster: `{"event": "unreachable",
-"message"}` and exit status 3.
+stream, bytes}` followed right after its newline by that many bytes of output as
+they are (no encoding: the one copy a chunk takes here), then `exit {id,
+returncode, stoppedBy, leftovers, cpuSeconds, peakRssBytes, processes}` (with
+the tree's usage, as its shim counted it) or `failed {id, reason, message}` with
+reason `unplaceable` (no node took it within `placementTimeoutS`), `spawn-failed`
+or `node-lost` (its actor or node died). An unreachable cluster: `{"event":
+"unreachable", "message"}` and exit status 3.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import socket
@@ -95,8 +95,11 @@ class Bridge:
         self._warm: dict[str, list[tuple[Any, str]]] = {}
         """Started, idle actors (with their names) by placement (its canonical JSON)."""
 
-    def send(self, message: dict[str, Any]) -> None:
-        os.write(PROTOCOL_FD, json.dumps(message).encode() + b"\n")
+    def send(self, message: dict[str, Any], payload: bytes = b"") -> None:
+        """One line of JSON, and after it `payload`'s bytes as they are (an output's)."""
+        data = memoryview(json.dumps(message).encode() + b"\n" + payload)
+        while data:  # a pipe may take a large write in parts
+            data = data[os.write(PROTOCOL_FD, data) :]
 
     def handle(self, message: dict[str, Any]) -> None:
         op, child_id = message["op"], message["id"]
@@ -194,12 +197,7 @@ class Bridge:
         async for ref in actor.output.remote():
             stream, data = await ref
             self.send(
-                {
-                    "event": "output",
-                    "id": child_id,
-                    "stream": stream,
-                    "data": base64.b64encode(data).decode(),
-                }
+                {"event": "output", "id": child_id, "stream": stream, "bytes": len(data)}, data
             )
             # Paused: pull no more; the actor's generator stops CHUNKS_AHEAD chunks on.
             await flowing.wait()

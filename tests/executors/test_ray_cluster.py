@@ -107,6 +107,27 @@ async def test_children_without_a_placement_take_warm_actors_and_each_one_serves
     assert len(set(workers[1:])) < len(workers[1:]), workers
 
 
+async def test_output_comes_back_byte_for_byte_whatever_its_bytes(
+    bridge: RayBridge, marker: str
+) -> None:
+    # Every byte value, newlines and NULs among them, in writes of odd sizes.
+    program = (
+        "import sys\n"
+        "data = bytes(range(256)) * 4099\n"
+        "for at in range(0, len(data), 70001):\n"
+        "    sys.stdout.buffer.write(data[at:at + 70001]); sys.stdout.buffer.flush()\n"
+        "sys.stderr.buffer.write(b'\\x00err\\n')\n"
+    )
+    sink = Collected()
+    child = await bridge.start(
+        [sys.executable, "-c", program], cwd="/", env=env_of(marker), grace_s=0.5, sink=sink
+    )
+    ended = await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)
+    assert ended["returncode"] == 0, ended
+    assert bytes(sink.stdout) == bytes(range(256)) * 4099
+    assert bytes(sink.stderr) == b"\x00err\n"
+
+
 def _read_or_gone(path: Path) -> str:
     try:
         return path.read_text()
