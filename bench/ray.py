@@ -100,7 +100,6 @@ from bench.runs import (
     Row,
     Server,
     check_leftovers,
-    default_server,
     detail,
     format_table,
     kill_leftovers,
@@ -111,6 +110,7 @@ from bench.runs import (
     positive_int,
     request,
     run_id_of,
+    server_command,
     serving,
     status_problem,
     timed_request,
@@ -659,11 +659,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     args = parser.parse_args(argv)
     if args.concurrent > MAX_CONCURRENCY or args.parallel > MAX_CONCURRENCY:
         parser.error(f"--concurrent and --parallel are at most {MAX_CONCURRENCY}")
-    server = tuple(shlex.split(args.server)) if args.server else (default_server(),)
-    if not server:
-        raise BenchError("--server is empty")
     return Options(
-        server=server,
+        server=server_command(args.server),
         spawns=args.spawns,
         parallel=args.parallel,
         lines=args.lines,

@@ -806,6 +806,14 @@ def default_server() -> str:
     return found
 
 
+def server_command(option: str | None) -> tuple[str, ...]:
+    """`--server CMD` as an argv, else the installed server."""
+    server = tuple(shlex.split(option)) if option else (default_server(),)
+    if not server:
+        raise BenchError("--server is empty")
+    return server
+
+
 def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--spawns", type=positive_int, default=200, metavar="N")
@@ -816,11 +824,8 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--idle-seconds", type=positive_float, default=5.0, metavar="S")
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
     args = parser.parse_args(argv)
-    server = tuple(shlex.split(args.server)) if args.server else (default_server(),)
-    if not server:
-        raise BenchError("--server is empty")
     return Options(
-        server=server,
+        server=server_command(args.server),
         spawns=args.spawns,
         drain_mib=args.drain_mib,
         drain_repeat=args.drain_repeat,
