@@ -78,6 +78,7 @@ TARGET_RATIO: Final = 0.6
 BASELINE_SERVER: Final = """
 import asyncio
 import json
+import sys
 
 # The very result object the real server answers ping with (passed by the bench),
 # so both servers parse the same requests and serialize the same replies.

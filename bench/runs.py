@@ -112,6 +112,7 @@ TARGET_IDLE_CPU_PCT: Final = 2.0
 
 # Writes int(argv[1]) chunks of 64 KiB (64 lines of 1 KiB each) to stdout.
 WRITER: Final = """
+import sys
 chunk = (b"x" * 1023 + b"\\n") * 64
 out = sys.stdout.buffer
 for _ in range(int(sys.argv[1])):
