@@ -40,11 +40,22 @@ def environment() -> dict[str, str]:
     return {**env, "COLUMNS": "80"}
 
 
+# Starts `python -m subagent_host ARGS...` with SIGINT at its default disposition, as a
+# person's shell gives a command. A test suite run as a background job (`.ci/run &`)
+# inherits SIGINT ignored, an ignored signal stays ignored across exec, and Python then
+# never turns Ctrl-C into KeyboardInterrupt: the command would not see it at all.
+WITH_CTRL_C: Final = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'subagent_host', *sys.argv[1:]])"
+)
+
+
 async def start(*args: str) -> asyncio.subprocess.Process:
+    """`subagent-host ARGS...` started with pipes, Ctrl-C reaching it as from a shell."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "subagent_host",
+        "-c",
+        WITH_CTRL_C,
         *args,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,

@@ -25,10 +25,8 @@ from tests.terminal.inspecting import (
 
 pytestmark = pytest.mark.e2e
 
-WAIT_FOR: Final = "for i in $(seq 6000); do [ -e {0} ] && break; sleep 0.01; done"
-"""Shell: until file {0} exists (at most a minute: on a loaded machine a follower may take
-seconds to start, and a child that ended on its own first would leave it nothing to
-follow): how a child waits on the test, bounded."""
+WAIT_FOR: Final = "for i in $(seq 1000); do [ -e {0} ] && break; sleep 0.01; done"
+"""Shell: until file {0} exists (at most 10 s): how a child waits on the test, bounded."""
 
 
 @pytest.fixture
