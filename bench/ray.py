@@ -48,6 +48,8 @@ cluster's processes (GCS, raylets, workers: the actors), the servers and their
 bridges inherit; once the cluster is shut down, no process but the bench itself
 may carry it. Anything found is reported as an error and killed by pid (psutil
 checks the pid was not reused), never by name.
+Last, the bench waits until no process started since it began is left in its
+session (a Ray process still ending, or its zombie), so it exits leaving nothing.
 
 The bench never imports Ray: the cluster lives in a child process of its own,
 started from the repository's root (this file, `bench.ray`, is not Ray). When
@@ -300,6 +302,31 @@ async def sweep_marker(marker: str) -> tuple[int, list[str]]:
             ]
         await asyncio.sleep(SWEEP_POLL_S)  # Ray's processes ending on their own: nothing to await
     return first, []
+
+
+def session_members() -> list[int]:
+    """Processes of this bench's session started since it began, other than itself (a Ray
+    process ending after the cluster's shutdown, or its zombie not yet reaped); the
+    session's older processes (the shell's other jobs) are not its."""
+    session, began = os.getsid(0), psutil.Process().create_time()
+    members = []
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError, psutil.Error):
+            if pid != os.getpid() and os.getsid(pid) == session:
+                if psutil.Process(pid).create_time() >= began:
+                    members.append(pid)
+    return members
+
+
+async def session_cleared() -> list[str]:
+    """Wait (bounded) until nothing this bench started is left in its session: it exits
+    leaving nothing behind, whatever carried its marker or not."""
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while members := await asyncio.to_thread(session_members):
+        if time.monotonic() >= deadline:
+            return [f"left in the bench's session: {members}"]
+        await asyncio.sleep(SWEEP_POLL_S)  # other processes' ends: nothing to await
+    return []
 
 
 # --- the two servers -----------------------------------------------------------------
@@ -621,6 +648,7 @@ async def run(opts: Options) -> int:
                 problems.append(str(exc))
         seen, left = await sweep_marker(marker)
         problems += left
+        problems += await session_cleared()
         detail(f"marker sweep: {seen} marked processes at the first look, {len(left)} left")
         rows.append(Row("marked processes left", "", float(len(left)), "0", not left))
         shutil.rmtree(temp_dir, ignore_errors=True)
