@@ -58,15 +58,13 @@ from ray.exceptions import (  # noqa: E402
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
+from subagent_host.executors.bridge import NODE_LOST, SPAWN_FAILED, UNPLACEABLE  # noqa: E402
 from subagent_host.executors.ray_actor import RemoteChildActor  # noqa: E402
 
 EXIT_UNREACHABLE: Final = 3
 # How long the head's port may take to answer before the cluster counts as unreachable
 # (Ray itself retries for a minute and more before it gives up).
 PROBE_TIMEOUT_S: Final = 5.0
-UNPLACEABLE: Final = "unplaceable"
-NODE_LOST: Final = "node-lost"
-SPAWN_FAILED: Final = "spawn-failed"
 # Actors kept started ahead of demand, per placement that reserves nothing (no
 # `resources`): a new actor is a new Ray worker process, about half a second here,
 # while a started one takes a child in milliseconds. An idle actor holds no CPU
