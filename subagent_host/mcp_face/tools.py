@@ -9,13 +9,13 @@
 | `agents_list` | `AgentsListParams` | `agents/list` | AgentsListResult |
 
 Schemas are generated from these types (`openrpc.schemas.standalone_schema`), so a
-tool takes and answers exactly what the protocol's types say; a RunSnapshot's
-`status {since}` fields are left out of the output schemas, since the face never asks
-with `since`. Each schema holds the types it refers to once, under `$defs`: MCP
-has no definitions shared between tools, and a client loads every tool's schemas
-when it starts. Arguments are read with
-the wire's own converter: an argument the server would refuse is refused here with
-the server's words (`invalid params: ...`), before anything is sent.
+tool takes and answers exactly what the protocol's types say. Each holds the types it
+refers to once, under `$defs` (MCP shares no definitions between tools, and a client
+loads every tool's schemas when it starts); a RunSnapshot's `status {since}` fields
+are left out of the output schemas, since the face never asks with `since`.
+Arguments are read with the wire's own converter: an argument the server would
+refuse is refused here with the server's words (`invalid params: ...`), before
+anything is sent.
 """
 
 from __future__ import annotations

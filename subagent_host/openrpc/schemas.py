@@ -24,7 +24,7 @@ import collections.abc
 import enum
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -40,8 +40,6 @@ Schema = dict[str, Any]
 REF_PREFIX: Final = "#/components/schemas/"
 SEQUENCES: Final = (list, collections.abc.Sequence)
 MAPPINGS: Final = (dict, collections.abc.Mapping)
-# The always-false schema, written as an object: a bare `false` is not portable.
-NEVER: Final[Mapping[str, Any]] = types.MappingProxyType({"not": {}})
 PRIMITIVES: Final[dict[type[Any], str]] = {
     str: "string",
     bool: "boolean",
@@ -231,7 +229,7 @@ def _event_union(schema: Schema) -> None:
         keys = [camel_case(name) for name in carried]
         may = [camel_case(name) for name in EVENT_MAY_CARRY.get(event_type, ())]
         declared = {name: _undescribed(properties[name]) for name in keys}
-        absent = {name: dict(NEVER) for name in optional if name not in keys and name not in may}
+        absent = {name: never() for name in optional if name not in keys and name not in may}
         variants.append(
             {
                 "title": event_type,
@@ -240,6 +238,11 @@ def _event_union(schema: Schema) -> None:
             }
         )
     schema["oneOf"] = variants
+
+
+def never() -> Schema:
+    """The schema no value matches, as an object: a bare `false` is not portable."""
+    return {"not": {}}
 
 
 def _undescribed(schema: Schema) -> Schema:
