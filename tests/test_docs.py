@@ -85,6 +85,7 @@ def test_the_readme_layout_and_architecture_name_only_modules_that_exist() -> No
     others = {"tests/", "bench/", "agents/", "subagent_host/", "scripts/", "schema/"}
     others |= {path.name for path in (ROOT / "bench").glob("*.py")}
     others |= {path.name for path in (ROOT / "tests").rglob("*.py")}
+    others |= {path.name + "/" for path in (ROOT / "tests").iterdir() if path.is_dir()}
     for text in (layout, architecture):
         assert _named_paths(text) - existing - others == set()
     # And the layout names every package of ours.

@@ -9,9 +9,13 @@
 | `agents_list` | `AgentsListParams` | `agents/list` | AgentsListResult |
 
 Schemas are generated from these types (`openrpc.schemas.standalone_schema`), so a
-tool takes and answers exactly what the protocol's types say. Arguments are read with
-the wire's own converter: an argument the server would refuse is refused here with
-the server's words (`invalid params: ...`), before anything is sent.
+tool takes and answers exactly what the protocol's types say. Each holds the types it
+refers to once, under `$defs` (MCP shares no definitions between tools, and a client
+loads every tool's schemas when it starts); a RunSnapshot's `status {since}` fields
+are left out of the output schemas, since the face never asks with `since`.
+Arguments are read with the wire's own converter: an argument the server would
+refuse is refused here with the server's words (`invalid params: ...`), before
+anything is sent.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ from subagent_host.rpc.wire import (
     make_converter,
 )
 
+# What only `status {since}` answers (events replayed): never in the face's results.
+REPLAY_ONLY: Final = ("events", "firstRetainedSeq")
+
 Answer = tuple[object, str]
 """A tool's result: the protocol's result (a wire type: the structured content) and its text."""
 Run = Callable[[Host, Any, Report], Awaitable[Answer]]
@@ -70,7 +77,7 @@ class Tool:
         return schema
 
     def output_schema(self) -> Schema:
-        return standalone_schema(self.results, Direction.RESULT)
+        return standalone_schema(self.results, Direction.RESULT, leave_out=REPLAY_ONLY)
 
 
 async def spawn(host: Host, arguments: SpawnArguments, report: Report) -> Answer:

@@ -9,6 +9,13 @@ results leave `additionalProperties` open, so that a client checking a reply
 against an older schema keeps working when a later version adds a field. Every
 attrs class becomes one entry of `components.schemas`, named as the class,
 referenced by `$ref`.
+
+Every schema is portable (`openrpc/portable.py` checks it): no boolean subschema
+(a key that must be absent is `{"not": {}}`), no `type` array (a union of
+primitives is `anyOf` its types), and each name a `oneOf` branch requires is
+declared in that branch's own `properties`. Tools that read JSON Schema
+through a narrower dialect (OpenAPI-style function declarations, MCP clients'
+portability checks, Ajv's strict mode) then take them as they are.
 """
 
 from __future__ import annotations
@@ -169,7 +176,9 @@ class SchemaBuilder:
 
     def _union(self, args: tuple[Any, ...], direction: Direction) -> Schema:
         if all(arg in PRIMITIVES for arg in args):
-            return {"type": [PRIMITIVES[arg] for arg in args]}
+            # `anyOf`, not a `type` array (not portable), nor `oneOf` (`int | float`: an
+            # integer is a number too).
+            return {"anyOf": [{"type": PRIMITIVES[arg]} for arg in args]}
         return {"oneOf": [self.type_schema(arg, direction) for arg in args]}
 
 
@@ -207,23 +216,37 @@ def _validator_options(field: attrs.Attribute[Any]) -> tuple[str, ...] | None:
 
 
 def _event_union(schema: Schema) -> None:
-    """A `run/event` by its `type`: the fields each type carries, and no others."""
-    optional = [name for name in schema["properties"] if name not in schema.get("required", ())]
+    """A `run/event` by its `type`: the fields each type carries, and no others.
+
+    Each branch declares the fields it requires (their schemas as the object's, without
+    the description), so that the branch reads on its own; the optional fields it never
+    carries are `{"not": {}}`.
+    """
+    properties = schema["properties"]
+    optional = [name for name in properties if name not in schema.get("required", ())]
     variants = []
     for event_type, carried in EVENT_FIELDS.items():
         keys = [camel_case(name) for name in carried]
         may = [camel_case(name) for name in EVENT_MAY_CARRY.get(event_type, ())]
-        absent: dict[str, Any] = {
-            name: False for name in optional if name not in keys and name not in may
-        }
+        declared = {name: _undescribed(properties[name]) for name in keys}
+        absent = {name: never() for name in optional if name not in keys and name not in may}
         variants.append(
             {
                 "title": event_type,
-                "properties": {"type": {"const": event_type}, **absent},
+                "properties": {"type": {"const": event_type}, **declared, **absent},
                 "required": keys,
             }
         )
     schema["oneOf"] = variants
+
+
+def never() -> Schema:
+    """The schema no value matches, as an object: a bare `false` is not portable."""
+    return {"not": {}}
+
+
+def _undescribed(schema: Schema) -> Schema:
+    return {key: value for key, value in schema.items() if key != "description"}
 
 
 DEFS_PREFIX: Final = "#/$defs/"

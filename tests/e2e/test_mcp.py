@@ -20,6 +20,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from subagent_host.client import Host
 from subagent_host.mcp_face.arguments import SpawnArguments
+from subagent_host.mcp_face.tools import REPLAY_ONLY
 from subagent_host.openrpc.schemas import Direction, standalone_schema
 from subagent_host.rpc.wire import RunSnapshot
 from tests.e2e.harness import EXIT_TIMEOUT_S, assert_no_run_survives, server_executable
@@ -49,7 +50,9 @@ async def test_an_mcp_client_lists_five_tools_whose_schemas_are_the_wire_types(
         spawn["properties"]
     )
     assert "mode" not in spawn["properties"] and "stream" not in spawn["properties"]
-    assert tools["spawn"].output_schema == standalone_schema([RunSnapshot], Direction.RESULT)
+    assert tools["spawn"].output_schema == standalone_schema(
+        [RunSnapshot], Direction.RESULT, leave_out=REPLAY_ONLY
+    )
     assert tools["wait"].input_schema["required"] == ["runId"]
     for tool in tools.values():
         jsonschema.Draft202012Validator.check_schema(tool.input_schema)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any, Final
 
 import attrs
+import mcp_types as types
 import pytest
 
 from subagent_host.mcp_face.arguments import SpawnArguments
 from subagent_host.mcp_face.render import run_text
-from subagent_host.mcp_face.tools import TOOLS, read_arguments
+from subagent_host.mcp_face.server import describe
+from subagent_host.mcp_face.tools import REPLAY_ONLY, TOOLS, read_arguments
 from subagent_host.planning.request import LaunchRequest
 from subagent_host.rpc.errors import InvalidParams
 from subagent_host.rpc.wire import RunSnapshot, StopParams
@@ -63,3 +69,54 @@ def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output
         run, status="completed", outcome=attrs.evolve(run.outcome, duration_ms=1500, output=output)
     )
     assert run_text(done) == "run r1 (single): completed in 1.5 s\noutput:\nhi\n"
+
+
+# tools/list is what an MCP client loads of every server when it starts: 80.6 KB when each
+# RunSnapshot schema carried `status {since}`'s events, 64.7 KB without.
+TOOLS_LIST_BOUND: Final = 72_000
+
+
+def tools_list_bytes() -> int:
+    """The size of the `tools/list` result as the SDK writes it."""
+    listed = types.ListToolsResult(tools=[describe(tool) for tool in TOOLS.values()])
+    return len(listed.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+def test_tools_list_stays_small() -> None:
+    assert tools_list_bytes() < TOOLS_LIST_BOUND
+
+
+def test_each_tool_schema_holds_each_type_once() -> None:
+    """Types are shared under `$defs` and referenced (`#/$defs/NAME`), never written out
+    again: no object schema occurs twice in one tool's schema."""
+    for tool in TOOLS.values():
+        for schema in (tool.input_schema(), tool.output_schema()):
+            objects = Counter(
+                json.dumps(node, sort_keys=True)
+                for node in _nodes(schema)
+                if isinstance(node, dict) and "properties" in node
+            )
+            twice = [text[:120] for text, count in objects.items() if count > 1]
+            assert twice == [], tool.name
+            assert all(ref.startswith("#/$defs/") for ref in _refs(schema))
+
+
+def test_results_leave_out_what_only_status_since_answers() -> None:
+    for tool in TOOLS.values():
+        schema = tool.output_schema()
+        for body in schema.get("oneOf", [schema]):
+            assert set(REPLAY_ONLY).isdisjoint(body["properties"]), tool.name
+        assert "EventWire" not in schema.get("$defs", {}), tool.name
+
+
+def _nodes(value: Any) -> Iterator[Any]:
+    yield value
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    for child in children:
+        yield from _nodes(child)
+
+
+def _refs(schema: Any) -> list[str]:
+    return [node["$ref"] for node in _nodes(schema) if isinstance(node, dict) and "$ref" in node]
