@@ -2,12 +2,12 @@
 
 What is measured
 ----------------
-Four measurements, each against its own freshly started server (NDJSON framing,
-a throw-away `--state-dir`), answered one `ping` before anything is timed so no
-measurement includes the server's start-up. Every request is timed from its
-write to the arrival of the reply with its id; `run/event` notifications
-arriving in between are recorded by run id, so a reply is never mistaken for
-an event.
+Four measurements (the second in two parts), each against its own freshly
+started server (NDJSON framing, a throw-away `--state-dir`), answered one `ping`
+before anything is timed so no measurement includes the server's start-up.
+Every request is timed from its write to the arrival of the reply with its id;
+`run/event` notifications arriving in between are recorded by run id, so a
+reply is never mistaken for an event.
 
 1. Spawn latency. N (200) sequential `spawn {"command": ["true"], "mode": "task"}`
    requests, each sent once the previous reply arrived. Baseline: N sequential
