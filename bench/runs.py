@@ -2,12 +2,12 @@
 
 What is measured
 ----------------
-Four measurements, each against its own freshly started server (NDJSON framing,
-a throw-away `--state-dir`), answered one `ping` before anything is timed so no
-measurement includes the server's start-up. Every request is timed from its
-write to the arrival of the reply with its id; `run/event` notifications
-arriving in between are recorded by run id, so a reply is never mistaken for
-an event.
+Four measurements (the second in two parts), each against its own freshly
+started server (NDJSON framing, a throw-away `--state-dir`), answered one `ping`
+before anything is timed so no measurement includes the server's start-up.
+Every request is timed from its write to the arrival of the reply with its id;
+`run/event` notifications arriving in between are recorded by run id, so a
+reply is never mistaken for an event.
 
 1. Spawn latency. N (200) sequential `spawn {"command": ["true"], "mode": "task"}`
    requests, each sent once the previous reply arrived. Baseline: N sequential
@@ -30,6 +30,25 @@ an event.
    alternate (5 times by default) and the medians are compared. Target: ratio <= 1.5,
    and the server's peak RSS (VmHWM from /proc/<pid>/status, read after the
    replies) < 100 MB (decimal MB).
+2b. Output without newlines. 200 MiB once as lines of 1 KiB and once without
+   a single newline, on a server of its own, from three pairs of writers: the
+   writer above (64 KiB writes); a coreutils pipeline (`yes` lines of 1 KiB
+   through `head -c` and `tr`, whose 8 KiB writes reach the server as small
+   reads; `tr 0 x` keeps the newlines, `tr '0\n' xx` turns them into `x` too);
+   and `yes | head -c` against `head -c /dev/zero | tr '\0' x`, two different
+   writers (the second is the slower even into `cat`). Each spawn is timed from
+   its write to its reply, with the CPU time of the server's event loop (its
+   main thread, /proc/<pid>/task/<pid>/schedstat) meanwhile and its peak RSS
+   (VmHWM, reset through /proc/<pid>/clear_refs before the spawn); the reply's
+   `output.bytes` and `output.lines` must be exact; then the same writer is
+   timed into `cat > /dev/null`. Lines and no newlines alternate (5
+   times by default). Target, for each pair: median without newlines / median
+   of lines <= 1.25 through the server, times the same ratio into `cat` where
+   that is over 1 (what the writers themselves differ by); the peak RSS of
+   either < 100 MB. Then the components alone, in this process: a command
+   child's output parser, and an agent child's line reader (lines of one JSON
+   event each), fed the same 200 MiB in chunks of 8 KiB (a small read) and of
+   256 KiB (the largest read), best of 5; target ratio <= 1.25.
 3. Stop latency. A 20-process tree (`tests/fakes/tree.py 20`) spawned in the
    background with `stream: true`; once its first `output` event ("ready": all
    20 processes exist) arrives, `stop` is timed; its reply must say `cancelled`.
@@ -89,6 +108,8 @@ from typing import Any, Final
 import psutil
 
 from bench.common import BenchError, bounded, drain_stderr, start_piped
+from subagent_host.backends.command import CommandParser
+from subagent_host.backends.jsonlines import JsonLines
 
 Json = dict[str, Any]
 
@@ -105,15 +126,18 @@ IDLE_CHILDREN: Final = 8
 
 TARGET_SPAWN_RATIO: Final = 3.0
 TARGET_DRAIN_RATIO: Final = 1.5
+TARGET_FLAT_RATIO: Final = 1.25
 TARGET_PEAK_RSS_MB: Final = 100.0
 TARGET_STOP_MS: Final = 100.0
 TARGET_STOP_IGNORED_MS: Final = STOP_GRACE_MS + 150.0
 TARGET_IDLE_CPU_PCT: Final = 2.0
 
-# Writes int(argv[1]) chunks of 64 KiB (64 lines of 1 KiB each) to stdout.
+# Writes int(argv[1]) chunks of 64 KiB to stdout: 64 lines of 1 KiB each, or
+# with argv[2] == "flat" no newline at all.
 WRITER: Final = """
 import sys
-chunk = (b"x" * 1023 + b"\\n") * 64
+flat = sys.argv[2:] == ["flat"]
+chunk = b"x" * 65536 if flat else (b"x" * 1023 + b"\\n") * 64
 out = sys.stdout.buffer
 for _ in range(int(sys.argv[1])):
     out.write(chunk)
@@ -515,11 +539,16 @@ async def time_server_drain(server: Server, chunks: int) -> float:
 
 async def time_pipe_drain(chunks: int) -> float:
     """The writer piped into `cat > /dev/null`: seconds from start to both exits."""
+    return await time_into_cat([sys.executable, "-c", WRITER, str(chunks)])
+
+
+async def time_into_cat(command: Sequence[str]) -> float:
+    """`command` piped into `cat > /dev/null`: seconds from start to both exits."""
     read_fd, write_fd = os.pipe()
     start = time.perf_counter()
     try:
         writer = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", WRITER, str(chunks), stdin=subprocess.DEVNULL, stdout=write_fd
+            *command, stdin=subprocess.DEVNULL, stdout=write_fd
         )
         cat = await asyncio.create_subprocess_exec("cat", stdin=read_fd, stdout=subprocess.DEVNULL)
     finally:
@@ -573,6 +602,200 @@ async def bench_drain(server: Server, opts: Options) -> list[Row]:
             rss < TARGET_PEAK_RSS_MB,
         ),
     ]
+
+
+# --- 2b. output without newlines -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One way of writing the drain's bytes, as lines of 1 KiB and without a newline."""
+
+    name: str
+    lines: Sequence[str]
+    flat: Sequence[str]
+
+
+def drain_writers(total: int) -> tuple[Writer, ...]:
+    chunks = str(total // WRITER_CHUNK)
+    # `yes` repeats a line of 1023 zeros; `head` cuts the stream at `total` bytes.
+    source = f'yes "$(printf %01023d 0)" | head -c {total}'
+    return (
+        Writer(
+            "64 KiB writes",
+            [sys.executable, "-c", WRITER, chunks, "lines"],
+            [sys.executable, "-c", WRITER, chunks, "flat"],
+        ),
+        Writer(
+            "yes|head|tr",
+            ["sh", "-c", f"{source} | tr 0 x"],
+            ["sh", "-c", f"{source} | tr '0\\n' xx"],
+        ),
+        Writer(
+            "yes|head vs tr",
+            ["sh", "-c", source],
+            ["sh", "-c", f"head -c {total} /dev/zero | tr '\\0' x"],
+        ),
+    )
+
+
+@dataclass
+class Drained:
+    """What the drains of one kind of output took, through the server and into `cat`."""
+
+    seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    peak_mb: float = 0.0
+    cat: list[float] = field(default_factory=list)
+
+
+def loop_cpu_seconds(pid: int) -> float:
+    """CPU time of `pid`'s main thread, its event loop, to the nanosecond (psutil counts
+    in clock ticks of 10 ms, too coarse for a drain of a tenth of a second)."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start VmHWM afresh from the current RSS (Linux: writing 5 to clear_refs)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+async def time_drain_of(
+    server: Server, command: Sequence[str], total: int, lines: int, into: Drained
+) -> None:
+    """One drain of `total` bytes in `lines` lines through the server, then into `cat`."""
+    pid = server.proc.pid
+    reset_peak_rss(pid)
+    cpu = loop_cpu_seconds(pid)
+    elapsed, result = await timed_request(
+        server, "spawn", {"command": list(command), "mode": "task"}
+    )
+    into.cpu.append(loop_cpu_seconds(pid) - cpu)
+    into.peak_mb = max(into.peak_mb, peak_rss_mb(pid))
+    expect_status(result, "completed", f"the writer {shlex.join(command)[:60]}")
+    output = result.get("output")
+    counts = (output.get("bytes"), output.get("lines")) if isinstance(output, dict) else None
+    if counts != (total, lines):
+        raise BenchError(f"output (bytes, lines) is {counts!r}, not {(total, lines)}")
+    into.seconds.append(elapsed)
+    into.cat.append(await time_into_cat(command))
+
+
+async def bench_drain_flat(server: Server, opts: Options) -> list[Row]:
+    total = opts.drain_mib * 1024 * 1024 // WRITER_CHUNK * WRITER_CHUNK
+    await time_spawns(server, 1)  # warm-up: the first spawn of a server is slower
+    rows: list[Row] = []
+    for writer in drain_writers(total):
+        lines, flat = Drained(), Drained()
+        for _ in range(opts.drain_repeat):
+            await time_drain_of(server, writer.lines, total, total // 1024, lines)
+            await time_drain_of(server, writer.flat, total, 1, flat)
+        rows += flat_rows(writer.name, lines, flat)
+    return rows + time_parsers(total)
+
+
+def flat_rows(name: str, lines: Drained, flat: Drained) -> list[Row]:
+    """The rows of one writer: the server's ratio (no newline / lines), against the
+    same writers' ratio into `cat`, which is what the writers alone make of it."""
+    for label, drained in (("lines", lines), ("no newline", flat)):
+        detail(
+            f"{name}, {label}: {', '.join(f'{t:.3f}' for t in drained.seconds)} s; "
+            f"server loop CPU {', '.join(f'{t:.3f}' for t in drained.cpu)} s; "
+            f"server VmHWM {drained.peak_mb:.1f} MB; "
+            f"into cat {', '.join(f'{t:.3f}' for t in drained.cat)} s"
+        )
+    served = median(flat.seconds) / median(lines.seconds)
+    alone = median(flat.cat) / median(lines.cat)
+    met = served <= TARGET_FLAT_RATIO * max(alone, 1.0)
+    detail(
+        f"{name}: no newline / lines = {served:.2f} through the server, {alone:.2f} into cat "
+        f"(goal <= {TARGET_FLAT_RATIO:g}, times cat's where that is over 1: "
+        f"{'met' if met else 'NOT met'})"
+    )
+    return [
+        Row(
+            f"no newline vs lines, {name}",
+            "s",
+            median(flat.seconds),
+            f"<= {TARGET_FLAT_RATIO:g} x cat",
+            met,
+            median(lines.seconds),
+        ),
+        Row("  the same into cat", "s", median(flat.cat), "-", None, median(lines.cat)),
+        Row("  server loop CPU, same", "s", median(flat.cpu), "-", None, median(lines.cpu)),
+        Row(
+            "  server peak RSS, same",
+            "MB",
+            flat.peak_mb,
+            f"< {TARGET_PEAK_RSS_MB:g} MB",
+            max(lines.peak_mb, flat.peak_mb) < TARGET_PEAK_RSS_MB,
+            lines.peak_mb,
+        ),
+    ]
+
+
+PARSER_CHUNKS: Final = (8 * 1024, 256 * 1024)
+PARSER_REPEAT: Final = 5
+# A line of 1 KiB as an agent CLI prints it: one JSON event.
+AGENT_LINE: Final = b'{"type":"text","text":"' + b"x" * 998 + b'"}\n'
+
+
+def command_feed() -> Callable[[bytes], None]:
+    return CommandParser().on_stdout
+
+
+def agent_feed() -> Callable[[bytes], None]:
+    lines = JsonLines()
+
+    def feed(data: bytes) -> None:
+        for _event in lines.feed(data):
+            pass
+
+    return feed
+
+
+def time_parsers(total: int) -> list[Row]:
+    parsers = (
+        ("command parser", command_feed, b"x" * 1023 + b"\n"),
+        ("agent lines", agent_feed, AGENT_LINE),
+    )
+    return [
+        time_parser(total, size, name, make, line)
+        for name, make, line in parsers
+        for size in PARSER_CHUNKS
+    ]
+
+
+def time_parser(
+    total: int, size: int, name: str, make: Callable[[], Callable[[bytes], None]], line: bytes
+) -> Row:
+    """A child's output parser fed `total` bytes in chunks of `size`: no newline vs lines.
+
+    Best of PARSER_REPEAT, the two kinds alternating so that a busy moment of the
+    machine is as likely to fall on either."""
+    chunks = {"lines": line * (size // len(line)), "flat": b"x" * (size // len(line) * len(line))}
+    seconds = dict.fromkeys(chunks, float("inf"))
+    for _ in range(PARSER_REPEAT):
+        for kind, data in chunks.items():
+            feed = make()
+            start = time.perf_counter()
+            for _ in range(total // len(data)):
+                feed(data)
+            seconds[kind] = min(seconds[kind], time.perf_counter() - start)
+    ratio = seconds["flat"] / seconds["lines"]
+    label = f"{name}, {size // 1024} KiB chunks"
+    detail(
+        f"{label}: lines {seconds['lines']:.4f} s, "
+        f"no newline {seconds['flat']:.4f} s (ratio {ratio:.2f})"
+    )
+    return Row(
+        label,
+        "s",
+        seconds["flat"],
+        f"ratio <= {TARGET_FLAT_RATIO:g}",
+        ratio <= TARGET_FLAT_RATIO,
+        seconds["lines"],
+    )
 
 
 # --- 3. stop latency -----------------------------------------------------------------
@@ -711,6 +934,7 @@ SECTIONS: Final = (
     ),
     Section("1c. spawn latency, marker", bench_spawn_tracking, ("--process-tracking", "marker")),
     Section("2. output drain", bench_drain),
+    Section("2b. output without newlines", bench_drain_flat),
     Section("3. stop latency", bench_stop),
     Section("4. idle cost", bench_idle, ("--max-concurrency", str(IDLE_CHILDREN))),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -90,3 +91,65 @@ def test_counting_newlines_agrees_with_bytes_count(
     # Long enough that both ways of counting are taken, for short and long lines.
     data = (b"x" * (line_bytes - 1) + b"\n") * lines + tail
     assert count_newlines(data) == data.count(b"\n")
+
+
+@given(data=st.lists(st.sampled_from([b"x", b"\n", b"\r", b"\r\n", b"x" * 300]), max_size=80))
+def test_counting_newlines_agrees_with_bytes_count_wherever_the_newlines_are(
+    data: list[bytes],
+) -> None:
+    # Dense at the start and sparse after it, or the other way round: the sample
+    # at the start picks the way of counting, and either way must be exact.
+    joined = b"".join(data)
+    assert count_newlines(joined) == joined.count(b"\n")
+
+
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 4096, 8192, 16384, 262144])
+@pytest.mark.parametrize("head", [b"", b"\n" * 300, b"ab\r\n" * 100])
+def test_counting_newlines_around_the_sample_size(size: int, head: bytes) -> None:
+    for data in (head + b"x" * size, b"x" * size + head, head + b"x\n" * size):
+        assert count_newlines(data) == data.count(b"\n")
+
+
+@pytest.mark.parametrize("chunk", [1, 255, 256, 257, 8192, 256 * 1024])
+def test_a_stream_without_a_newline_is_one_line_whatever_its_chunks(chunk: int) -> None:
+    data = b"x" * (600 * 1024 + 3)
+    capped = CappedText(cap_bytes=1000, cap_lines=10)
+    for start in range(0, len(data), chunk):
+        capped.feed(data[start : start + chunk])
+    expected = CappedOutput("x" * 1000 + "\n" + TRUNCATION_MARKER, True, len(data), 1)
+    assert capped.result() == expected
+
+
+@given(
+    pieces=st.lists(st.sampled_from([b"x" * 97, b"\r\n", b"\n", b"\xc3\xa9", b"\r"]), max_size=60),
+    cuts=st.lists(st.integers(min_value=0, max_value=6000), max_size=8),
+)
+def test_chunk_boundaries_change_nothing_captured(pieces: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(pieces)
+    whole, chunked = CappedText(700, 20), CappedText(700, 20)
+    whole.feed(data)
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        chunked.feed(data[start:end])
+    assert chunked.result() == whole.result()
+    assert whole.result().lines == data.count(b"\n") + (
+        0 if data.endswith(b"\n") or not data else 1
+    )
+
+
+def test_memory_stays_flat_for_a_huge_stream_without_a_newline() -> None:
+    capped, tail = CappedText(48 * 1024, 600), RollingTail(1024)
+    chunk = b"x" * 8192
+    tracemalloc.start()
+    try:
+        for _ in range(6_400):  # 50 MiB, no newline anywhere
+            capped.feed(chunk)
+            tail.feed(chunk)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, f"{peak} bytes traced while feeding 50 MiB"
+    assert capped.result() == CappedOutput(
+        "x" * 48 * 1024 + "\n" + TRUNCATION_MARKER, True, 6_400 * 8192, 1
+    )
+    assert tail.text() == "x" * 1024

@@ -270,6 +270,36 @@ async def test_a_child_printing_200_mb_is_capped_and_the_server_stays_small() ->
         await server.finish()
 
 
+async def test_a_child_printing_200_mib_without_a_newline_is_one_capped_line() -> None:
+    # `tr` writes 8 KiB at a time: the server reads the stream in small chunks.
+    total = 200 * 1024 * 1024
+    flat = ["sh", "-c", f"head -c {total} /dev/zero | tr '\\0' x"]
+    async with running_server() as server:
+        reply, _ = await call(server, "spawn", {"command": flat, "mode": "task"})
+        output = reply["result"]["output"]
+        assert (output["bytes"], output["lines"], output["truncated"]) == (total, 1, True)
+        assert output["text"] == "x" * 48 * 1024 + "\n[output truncated]"
+        peak = _peak_rss_bytes(server.pid)
+        assert peak < 100 * 1024 * 1024, f"server peak RSS {peak} bytes"
+        await server.finish()
+
+
+async def test_a_streamed_child_without_a_newline_arrives_whole_in_gap_free_events() -> None:
+    total = 4 * 1024 * 1024 + 5  # small writes of `tr`, and an odd end
+    flat = ["sh", "-c", f"head -c {total} /dev/zero | tr '\\0' x"]
+    async with running_server() as server:
+        reply, notes = await call(
+            server, "spawn", {"command": flat, "mode": "task", "stream": True}
+        )
+        run = reply["result"]
+        events = [n["params"] for n in notes if n["method"] == "run/event"]
+        assert [e["seq"] for e in events] == list(range(1, run["lastSeq"] + 1))
+        streamed = "".join(e["text"] for e in events if e["type"] == "output")
+        assert streamed == "x" * total
+        assert (run["output"]["bytes"], run["output"]["lines"]) == (total, 1)
+        assert await server.finish() == (0, [])
+
+
 def _peak_rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
