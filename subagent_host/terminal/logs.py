@@ -38,6 +38,10 @@ OWNER_CHECK_S: Final = 1.0
 PAGE: Final = 1000
 """Events read at once."""
 ACTIVITY_MARK: Final = "» "
+HELD_LINE_MAX: Final = 64 * 1024
+"""The most of one child's unfinished line held back in a run of several children (so
+that lines of children never mix); a longer line is shown in pieces of about this size,
+each on a line of its own. A single child's output is written as it comes."""
 
 
 def main(argv: Sequence[str]) -> int:
@@ -118,8 +122,11 @@ class Printer:
     def __init__(self, out: Console, several: bool) -> None:
         self._out = out
         self._several = several
-        self._partial: dict[int, str] = {}
-        """Per child, what it printed after its last newline."""
+        self._partial: dict[int, list[str]] = {}
+        """Per child, what it printed after its last newline, in pieces (joined once the
+        line ends: a long line costs what its length costs, not its length squared)."""
+        self._held: dict[int, int] = {}
+        """Per child, the characters in `_partial`."""
         self._streamed: set[int] = set()
         self._shown: set[tuple[int, int]] = set()
         """(index, attempt) of each final output already printed."""
@@ -161,18 +168,45 @@ class Printer:
         return f"[{index}] " if self._several else ""
 
     def _output(self, index: int, text: str) -> None:
-        pending = self._partial.pop(index, "") + text
-        *lines, rest = pending.split("\n")
-        if lines:
-            prefix = self._prefix(index)
-            self._out.file.write("".join(f"{prefix}{line}\n" for line in lines))
-        if rest:
-            self._partial[index] = rest
+        if not text:
+            return
+        if not self._several:
+            # One child: nothing to keep apart, its text goes out as it comes.
+            self._out.file.write(text)
+            if text.endswith("\n"):
+                self._partial.pop(index, None)
+            else:
+                self._partial[index] = []  # an open line, ended by _end_line
+            return
+        first, newline, rest = text.partition("\n")
+        if not newline:
+            self._hold(index, text)
+            return
+        held = "".join(self._partial.pop(index, []))
+        self._held.pop(index, None)
+        lines = [held + first, *rest.split("\n")]
+        tail = lines.pop()
+        prefix = self._prefix(index)
+        self._out.file.write("".join(f"{prefix}{line}\n" for line in lines))
+        self._hold(index, tail)
+
+    def _hold(self, index: int, text: str) -> None:
+        if not text:
+            return
+        self._partial.setdefault(index, []).append(text)
+        self._held[index] = self._held.get(index, 0) + len(text)
+        if self._held[index] >= HELD_LINE_MAX:
+            self._end_line(index)
 
     def _end_line(self, index: int) -> None:
-        rest = self._partial.pop(index, None)
-        if rest is not None:
-            self._out.file.write(f"{self._prefix(index)}{rest}\n")
+        pieces = self._partial.pop(index, None)
+        self._held.pop(index, None)
+        if pieces is None:
+            return
+        if not self._several:
+            self._out.file.write("\n")  # the open line's end: its text is out already
+            return
+        self._out.file.write(f"{self._prefix(index)}{''.join(pieces)}\n")
 
     def _activity(self, index: int, text: str) -> None:
         line = Text(f"{self._prefix(index)}{ACTIVITY_MARK}{' '.join(text.split())}", style="dim")
