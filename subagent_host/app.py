@@ -1,9 +1,10 @@
 """Wire the server together and run its lifecycle (protocol.md §6).
 
-Order of events: read and dispatch until stdin ends (or SIGTERM/SIGINT), answer
-every request already read (a task-mode spawn runs to its end; after a signal,
-requests are cancelled first, which stops their runs), stop the remaining
-background runs (`cancelled`, reason `client-disconnected`), flush stdout, exit 0.
+Order of events: read and dispatch until stdin ends (or LSP's `exit` arrives, or
+SIGTERM/SIGINT), answer every request already read (a task-mode spawn runs to its
+end; after a signal, requests are cancelled first, which stops their runs), stop
+the remaining background runs (`cancelled`, reason `client-disconnected`), flush
+stdout, exit 0 (1 after an `exit` that no `shutdown` came before, as LSP says).
 """
 
 from __future__ import annotations
@@ -273,6 +274,7 @@ async def _serve_with_store(
         after_answer=after_answer,
         stop_elsewhere=_stop_elsewhere(config, store) if store.durable else None,
         executor_ready=executor.bridge if isinstance(executor, RayExecutor) else None,
+        lifecycle=protocol.lifecycle,
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.
@@ -287,6 +289,11 @@ async def _serve_with_store(
         loop.add_signal_handler(signum, _on_stop_signal, signum, stopping)
     try:
         await _serve_until_done(connection, protocol, source, sink, stopping)
+        if protocol.lifecycle.has_exited:
+            logger.info(
+                "the client sent exit%s: ending as at end of input",
+                "" if protocol.lifecycle.is_shut_down else " without shutdown",
+            )
         if control is not None:  # nobody may start a stop once the client is gone
             control.stop_accepting()
         # The client is gone (or the server was told to stop): end what still runs.
@@ -316,8 +323,12 @@ async def _serve_with_store(
             loop.remove_signal_handler(signum)
         source.close()
         await probes.close()  # a probe still running is ended with its tree
-    logger.info("server stopped")
-    return 0
+    status = protocol.lifecycle.exit_status
+    if status:
+        logger.info("server stopped (exit status %d: exit without shutdown)", status)
+    else:
+        logger.info("server stopped")
+    return status
 
 
 async def _open_control(

@@ -130,9 +130,10 @@ class Host:
     use it as an async context manager, or call `aclose()`.
 
     Methods (each a coroutine; keywords are the params' snake_case fields):
-    `initialize`, `ping`, `preflight`, `spawn`, `status`, `stop`, `resume`, `agents_list`, and the
-    notification `detach`. `events(run_id)` follows a run, `wait(run_id)` returns its
-    final snapshot; `request(method, params)` sends any method with plain JSON.
+    `initialize`, `ping`, `preflight`, `spawn`, `status`, `stop`, `resume`, `agents_list`,
+    LSP's `shutdown`, and the notifications `detach` and `exit`. `events(run_id)` follows
+    a run, `wait(run_id)` returns its final snapshot; `request(method, params)` sends any
+    method with plain JSON.
     Errors are `HostError` subclasses (`client/errors.py`); a call cancelled while it
     waits sends `$/cancelRequest` and raises `CancelledError`.
     """
@@ -267,6 +268,17 @@ class Host:
         await self._connection.notify(
             "run/detach", self._converter.unstructure(DetachParams(run_id=run_id))
         )
+
+    async def shutdown(self) -> None:
+        """`shutdown` (LSP's, §6): answered null; from then on the server refuses every
+        request (`InvalidRequest`) and takes only `exit`. Its runs go on until it ends."""
+        await self._connection.request("shutdown", None)
+
+    async def exit(self) -> None:
+        """`exit` (LSP's, §6): the server reads nothing more and ends as at end of input
+        (background runs end `cancelled`), with status 0 after `shutdown()`, else 1.
+        `aclose()` then waits for it."""
+        await self._connection.notify("exit", None)
 
     # --- events ----------------------------------------------------------------------
 

@@ -44,6 +44,8 @@ RESULT_KEYS: Final[dict[str, frozenset[str]]] = {
     "initialize": frozenset({"protocolVersion", "serverInfo", "sessionId", "capabilities"}),
 }
 SNAPSHOT_METHODS: Final = frozenset({"spawn", "stop", "resume"})
+# Methods whose result is null (LSP's `shutdown`, protocol.md §6); every other is an object.
+NULL_RESULT_METHODS: Final = frozenset({"shutdown"})
 EVENT_KEYS: Final = frozenset({"runId", "seq", "type", "at"})
 
 
@@ -63,6 +65,8 @@ class KnownKeys:
     name = "required keys (protocol.md §12)"
 
     def result(self, method: str, value: Any) -> list[str]:
+        if method in NULL_RESULT_METHODS:
+            return [] if value is None else [f"{method}: the result is not null"]
         if not isinstance(value, dict):
             return [f"{method}: the result is not an object"]
         if method in SNAPSHOT_METHODS or (method == "status" and "runs" not in value):

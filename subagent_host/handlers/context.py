@@ -17,6 +17,7 @@ from subagent_host.executors.base import CLUSTER_UNAVAILABLE, ExecutorUnavailabl
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.planning.toolchain import Toolchain
+from subagent_host.rpc.lifecycle import Lifecycle
 from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.settings import LOCAL
@@ -65,6 +66,8 @@ class HandlerContext:
     executor_ready: Callable[[], Awaitable[object]] | None = None
     """Waits until the executor can take children (a cluster joined); raises
     ExecutorUnavailable when it cannot. None: the local executor, always ready."""
+    lifecycle: Lifecycle = attrs.Factory(Lifecycle)
+    """LSP's `shutdown` and `exit` on this connection: the dispatcher's own, shared here."""
     last_ping: tuple[tuple[object, ...], PingResult] | None = attrs.field(default=None, repr=False)
     """`ping`'s last answer with what it was made of, answered again while that is equal."""
 

@@ -1,7 +1,7 @@
 """The method table: every JSON-RPC method this server answers, spelled out.
 
-A method missing here is answered -32601. Only `ping`, `initialize` and the
-notifications' handlers are imported with the table: every other handler module
+A method missing here is answered -32601. Only `ping`, `initialize`, LSP's
+`shutdown` and the notifications' handlers are imported with the table: every other handler module
 is imported on its method's first call, so the first reply (to `initialize` or
 `ping`, as a rule) waits for none of what launching, checking or resuming runs
 needs.
@@ -26,13 +26,24 @@ from subagent_host.errors import (
     ResumeDenied,
     RunNotFound,
 )
-from subagent_host.handlers import detach, initialize, ping, progress_cancel
+from subagent_host.handlers import (
+    detach,
+    initialize,
+    initialized,
+    ping,
+    progress_cancel,
+    shutdown,
+)
+from subagent_host.handlers import exit as exit_
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.dispatch import Method
+from subagent_host.rpc.lifecycle import EXIT, SHUTDOWN
 from subagent_host.rpc.wire import (
     AgentsListParams,
     DetachParams,
+    InitializedParams,
     InitializeParams,
+    NoParams,
     PingParams,
     PreflightParams,
     ResumeParams,
@@ -79,6 +90,7 @@ ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     "ping": (PingParams, ping.handle),
     "preflight": (PreflightParams, later("preflight")),
     "resume": (ResumeParams, later("resume")),
+    SHUTDOWN: (NoParams, shutdown.handle),
     "spawn": (SpawnParams, later("spawn")),
     "status": (StatusParams, later("status")),
     "stop": (StopParams, later("stop")),
@@ -96,6 +108,8 @@ RAISES: Mapping[str, tuple[type[HostError], ...]] = {
 }
 # Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
 NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
+    EXIT: (NoParams, exit_.handle),
+    "initialized": (InitializedParams, initialized.handle),
     "run/detach": (DetachParams, detach.handle),
     "window/workDoneProgress/cancel": (WorkDoneProgressCancelParams, progress_cancel.handle),
 }

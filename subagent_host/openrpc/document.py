@@ -119,9 +119,16 @@ def _method(name: str, builder: SchemaBuilder) -> dict[str, Any]:
     result_type = typing.get_type_hints(answer)["return"]
     return {
         **_call(name, params_type, builder, summary=summary_of(answer)),
-        "result": {"name": "result", "schema": builder.type_schema(result_type, Direction.RESULT)},
+        "result": {"name": "result", "schema": _result_schema(result_type, builder)},
         "errors": _errors(name, is_async=inspect.iscoroutinefunction(answer)),
     }
+
+
+def _result_schema(result_type: Any, builder: SchemaBuilder) -> Schema:
+    """A method's result: null for one that answers nothing else (LSP's `shutdown`)."""
+    if result_type is type(None):
+        return {"type": "null"}
+    return builder.type_schema(result_type, Direction.RESULT)
 
 
 def summary_of(handler: Any) -> str | None:

@@ -38,9 +38,11 @@ from subagent_host.planning.views import (
 )
 from subagent_host.rpc.wire import (
     EVENT_FIELDS,
+    TRACE_VALUES,
     AgentInfo,
     ChildSnapshot,
     EventWire,
+    InitializeParams,
     PingResult,
     ResumeParams,
     RunSnapshot,
@@ -115,6 +117,7 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (AgentRef, "source"): SOURCES,
     (PingResult, "process_tracking"): tuple(mode.value for mode in TrackingMode),
     (PingResult, "persistence"): (PERSISTENCE_SQLITE, PERSISTENCE_MEMORY),
+    (InitializeParams, "trace"): TRACE_VALUES,
 }
 
 

@@ -107,11 +107,17 @@ class Connection:
             self._output.write(data)
 
     async def read_until_eof(self, source: InputStream) -> None:
-        """Dispatch every message until end of input."""
+        """Dispatch every message until end of input, or until LSP's `exit` (protocol.md §6):
+        nothing after it is read, not even the rest of the chunk it came in."""
+        lifecycle = self._protocol.lifecycle
         while chunk := await source.read():
             for frame in self._decoder.feed(chunk):
                 self._protocol.receive(frame)
+                if lifecycle.has_exited:
+                    return
             # Flow control: read no further while the client is not reading our replies.
             await self._output.drain()
         for frame in self._decoder.finish():
             self._protocol.receive(frame)
+            if lifecycle.has_exited:
+                return

@@ -44,6 +44,7 @@ from subagent_host.rpc.errors import (
 )
 from subagent_host.rpc.framing import BadFrame, Frame
 from subagent_host.rpc.json_codec import JsonEncodeError, encode_json
+from subagent_host.rpc.lifecycle import Lifecycle
 from subagent_host.rpc.messages import (
     InvalidRequest,
     MsgId,
@@ -63,6 +64,10 @@ STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireVal
 _UNSET: Final = object()
 # The largest encoded result remembered for reuse (`_encode_result`): one per type.
 REMEMBERED_BYTES: Final = 64 * 1024
+# Said once, without the word the error's own message starts with ("invalid params: ...").
+POSITIONAL_REFUSED: Final = (
+    "expected an object (this server takes them by name, not by position), got an array"
+)
 
 
 @attrs.frozen
@@ -124,6 +129,8 @@ class HostProtocol(PyglsHooks):
         # pygls sets the request id in a context var; tasks copy the context when
         # they start, so one context for the dispatch step is enough.
         self._context = contextvars.copy_context()
+        self.lifecycle = Lifecycle()
+        """LSP's `shutdown` and `exit` on this connection (the handlers mark it)."""
 
     def attach(self, methods: Mapping[str, Method], emit: Callable[[bytes], None]) -> None:
         """Install the method table and the function that writes one JSON text to the client."""
@@ -155,10 +162,13 @@ class HostProtocol(PyglsHooks):
 
     def _accept(self, value: Any, batch: _Batch | None, slot: int) -> None:
         incoming = classify(value)
-        if isinstance(incoming, Request) and incoming.id in self._in_flight:
-            incoming = InvalidRequest(
-                incoming.id, f"a request with id {incoming.id!r} is still in flight"
-            )
+        if isinstance(incoming, Request):
+            if incoming.id in self._in_flight:
+                incoming = InvalidRequest(
+                    incoming.id, f"a request with id {incoming.id!r} is still in flight"
+                )
+            elif (refusal := self.lifecycle.refusal()) is not None:
+                incoming = InvalidRequest(incoming.id, refusal)  # LSP: InvalidRequest
         if isinstance(incoming, InvalidRequest):
             reply = _encode_error(
                 incoming.id, error_object(INVALID_REQUEST, f"invalid request: {incoming.reason}")
@@ -168,7 +178,10 @@ class HostProtocol(PyglsHooks):
             else:
                 batch.replies[slot] = reply
         elif isinstance(incoming, Notification):
-            self.on_notification(incoming.method, incoming.params)
+            if self.lifecycle.ignores(incoming.method):
+                logger.debug("ignoring notification %s after shutdown", incoming.method)
+            else:
+                self.on_notification(incoming.method, incoming.params)
         else:
             self._in_flight[incoming.id] = batch
             self._answered.clear()
@@ -253,11 +266,12 @@ class HostProtocol(PyglsHooks):
 
     def structure_params(self, raw: Any, params_type: type[Any]) -> Any:
         """Turn raw params into the method's attrs type, or raise `InvalidParams`."""
-        if raw is None or raw == {}:
-            # No params, or {}: the same every time, so structured once per type.
+        if raw is None or raw == {} or raw == []:
+            # No params, {} or [] (what some clients send for "none", @open-rpc/client-js
+            # among them): the same every time, so structured once per type.
             return self._empty_params(params_type)
         if not isinstance(raw, dict):
-            problem = ParamProblem("", "params must be an object: this server takes named params")
+            problem = ParamProblem("", POSITIONAL_REFUSED)
             raise InvalidParams([problem])
         try:
             raw = without_meta(raw)  # every method's params may carry it: read nowhere else

@@ -88,7 +88,9 @@ class InvalidParams(JsonRpcException):
     MESSAGE = "invalid params"
 
     def __init__(self, problems: list[ParamProblem]) -> None:
-        summary = "; ".join(f"{p.path or 'params'}: {p.message}" for p in problems[:3])
+        # A problem of params as a whole (path "") is said as it is: "invalid params: params:
+        # ..." would name them twice.
+        summary = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems[:3])
         super().__init__(
             message=f"invalid params: {summary}",
             data={"errors": [attrs.asdict(p) for p in problems]},

@@ -215,8 +215,27 @@ class ClientInfo:
     """The client's version, when it gives one."""
 
 
+TRACE_VALUES: Final = ("off", "messages", "verbose")
+"""LSP's `TraceValue`s, which `initialize`'s `trace` may be."""
+
+
+@attrs.frozen
+class WorkspaceFolder:
+    """An LSP workspace folder, as an editor sends it in `initialize`."""
+
+    uri: str
+    """The folder's URI (`file:///...`)."""
+    name: str
+    """The folder's name, as the editor shows it."""
+
+
 @attrs.frozen
 class InitializeParams:
+    """What a client may say in `initialize`: this protocol's fields, and the rest of LSP
+    3.17's `InitializeParams`, so that an LSP client's own handshake is taken as it is sent.
+    Only `protocolVersion`, `clientInfo` and `processId` are read (logged); the others are
+    checked and ignored."""
+
     protocol_version: str | None = None
     """The protocol version the client speaks; another one than the server's is not refused (the
     result says which the server speaks, and the client decides)."""
@@ -224,6 +243,26 @@ class InitializeParams:
     """Who the client is: logged, never acted on."""
     capabilities: dict[str, Any] | None = None
     """What the client supports: an object, today ignored (no client capability is defined)."""
+    process_id: int | None = None
+    """LSP: the process id of the client that started the server; logged with `clientInfo`."""
+    locale: str | None = None
+    """LSP: the client's user-interface language (`en`, `de-CH`); ignored (messages are in
+    English)."""
+    root_path: str | None = None
+    """LSP (deprecated there for `rootUri`): the workspace's root path; ignored (a child's
+    directory is each spawn's `cwd`)."""
+    root_uri: str | None = None
+    """LSP (deprecated there for `workspaceFolders`): the workspace's root URI; ignored."""
+    workspace_folders: tuple[WorkspaceFolder, ...] | None = None
+    """LSP: the folders open in the editor; ignored."""
+    initialization_options: Any = None
+    """LSP: options for the server, any JSON value; ignored (the server is configured by its
+    command line and configuration file)."""
+    trace: str | None = None
+    """LSP: `off`, `messages` or `verbose`; ignored (`$/setTrace` and `$/logTrace` are not
+    used: the log is the server's stderr)."""
+    work_done_token: MsgToken | None = None
+    """LSP: a token to report the handshake's progress under; ignored (it waits for nothing)."""
 
 
 @attrs.frozen
@@ -663,6 +702,16 @@ class StopParams:
 class DetachParams:
     run_id: str
     """The run's full id: its waiting `task`-mode requests are answered now."""
+
+
+@attrs.frozen
+class NoParams:
+    """No params: omitted, `{}` or `[]` (LSP's `shutdown` and `exit` take none)."""
+
+
+@attrs.frozen
+class InitializedParams:
+    """LSP's `initialized` params: an empty object."""
 
 
 @attrs.frozen

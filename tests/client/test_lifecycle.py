@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from subagent_host.client import Host, HostConnectionError
+from subagent_host.client import Host, HostConnectionError, InvalidRequest
 from subagent_host.client import host as client_host
 from tests.client.conftest import Seen, started
 from tests.e2e.harness import assert_no_run_survives, assert_nothing_left, server_executable
@@ -21,6 +21,30 @@ async def test_closing_ends_the_server_and_the_runs_it_still_had(tmp_path: Path)
         run = await host.spawn(command=("sleep", "30"))
     # `started` proved the server exited and no process of the run survives.
     assert run.run_id in seen.run_ids
+
+
+async def test_shutdown_then_exit_ends_the_server_with_status_0_and_its_runs(
+    tmp_path: Path, framing: str
+) -> None:
+    async with started(tmp_path, framing) as (host, seen):
+        run = await host.spawn(command=("sleep", "30"))
+        await host.shutdown()
+        with pytest.raises(InvalidRequest, match="the server is shut down"):
+            await host.ping()
+        await host.exit()
+        assert host.process is not None
+        async with asyncio.timeout(20):  # stdin still open: exit alone ends it
+            assert await host.process.wait() == 0
+    assert run.run_id in seen.run_ids  # `started` proved no process of it survives
+
+
+async def test_exit_without_shutdown_ends_the_server_with_status_1(tmp_path: Path) -> None:
+    async with started(tmp_path) as (host, _seen):
+        assert (await host.ping()).pong
+        await host.exit()
+        assert host.process is not None
+        async with asyncio.timeout(20):
+            assert await host.process.wait() == 1
 
 
 async def test_connect_speaks_over_streams_the_caller_has(tmp_path: Path, framing: str) -> None:

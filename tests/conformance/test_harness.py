@@ -61,7 +61,8 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
 ) -> None:
     pattern = (
         "(framing.lsp or framing.ndjson or framing.message-split or json.parse or batch.mixed"
-        " or params.unknown or ping.result or stop.no-process)"
+        " or params.unknown or ping.result or stop.no-process or lifecycle.shutdown"
+        " or lifecycle.exit-without or params.empty or initialize.lsp)"
     )
     code, output, results = await conformance(tmp_path, "-k", pattern)
     assert code == 0, output

@@ -165,6 +165,11 @@ class ServerProcess:
     async def finish(self) -> tuple[int, list[Any]]:
         """Close stdin, read every remaining message, and wait for the exit status."""
         await self.close_stdin()
+        return await self.until_exit()
+
+    async def until_exit(self) -> tuple[int, list[Any]]:
+        """Read every remaining message and wait for the exit status, stdin left as it is
+        (open, for a server that must end on a message alone: LSP's `exit`)."""
         rest: list[Any] = []
         while True:
             try:
@@ -256,12 +261,16 @@ async def running_server(
 
 
 def nulls_in(message: Any) -> list[str]:
-    """Where a message holds a null, as `.a.b[2].c` paths; the `id` of an error answering
-    a message whose id could not be read is the one null JSON-RPC asks for."""
+    """Where a message holds a null, as `.a.b[2].c` paths. Two are JSON-RPC's and LSP's
+    own: the `id` of an error answering a message whose id could not be read, and the
+    null `result` of `shutdown` (the schema check refuses a null result of any other
+    method)."""
     if isinstance(message, list):  # a batch's answers
         return [path for item in message for path in nulls_in(item)]
     if isinstance(message, dict) and "error" in message and message.get("id", ...) is None:
         message = {key: item for key, item in message.items() if key != "id"}
+    if isinstance(message, dict) and "result" in message and message["result"] is None:
+        message = {key: item for key, item in message.items() if key != "result"}
     return _null_paths(message, "")
 
 

@@ -48,7 +48,13 @@ async def test_initialize_reports_everything_ping_does_and_more(
         assert "initialize" in capabilities["methods"]
         assert capabilities["notifications"] == {
             "sent": ["$/progress", "run/event"],
-            "accepted": ["$/cancelRequest", "run/detach", "window/workDoneProgress/cancel"],
+            "accepted": [
+                "$/cancelRequest",
+                "exit",
+                "initialized",
+                "run/detach",
+                "window/workDoneProgress/cancel",
+            ],
         }
         assert capabilities["limits"] == ping["limits"]
         assert {"maxQueue", "workflowParallelism", "maxDepth"} <= capabilities["limits"].keys()

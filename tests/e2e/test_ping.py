@@ -54,6 +54,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                     "ping",
                     "preflight",
                     "resume",
+                    "shutdown",
                     "spawn",
                     "status",
                     "stop",

@@ -190,7 +190,9 @@ async def test_cancelling_a_task_mode_spawn_stops_its_run_and_answers_the_snapsh
             while (reply := await server.receive()).get("id") != "long":
                 pass
         assert reply["error"]["code"] == -32800
+        assert reply["error"]["message"] == "request cancelled; its run was stopped"  # §3.5
         assert reply["error"]["data"]["status"] == "cancelled"
+        assert reply["error"]["data"]["reason"] == "request cancelled"
         assert_terminal_snapshot(reply["error"]["data"])
         await server.finish()
 

@@ -160,12 +160,45 @@ async def test_primitives_are_checked_not_coerced(rpc: Harness, value: Any, mess
         assert reply["error"]["data"]["errors"] == [{"path": "repeatCount", "message": message}]
 
 
-async def test_positional_params_are_invalid_params(rpc: Harness) -> None:
-    rpc.send(request(4, "echo", ["x"]))
-    [reply] = await rpc.settle()
-    assert reply["error"]["code"] == -32602
-    assert reply["error"]["data"]["errors"] == [
-        {"path": "", "message": "params must be an object: this server takes named params"}
+POSITIONAL = "expected an object (this server takes them by name, not by position), got an array"
+
+
+@pytest.mark.parametrize("params", [["x"], [None], [{}], [[]]])
+async def test_positional_params_are_invalid_params_said_once(rpc: Harness, params: Any) -> None:
+    rpc.send(request(4, "echo", params))
+    assert await rpc.settle() == [
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "error": {
+                "code": -32602,
+                "message": f"invalid params: {POSITIONAL}",
+                "data": {"errors": [{"path": "", "message": POSITIONAL}]},
+            },
+        }
+    ]
+    assert rpc.sent == [] and rpc.echoed == []
+
+
+async def test_an_empty_params_array_means_no_params(rpc: Harness) -> None:
+    # @open-rpc/client-js sends `"params": []` for every call without params.
+    rpc.send(request(1, "slow", []))
+    rpc.send(request(2, "echo", []))  # no params: its required field is missing
+    rpc.send({"jsonrpc": "2.0", "method": "echo", "params": []})  # a notification alike
+    await asyncio.wait_for(rpc.slow_started.wait(), 5)
+    rpc.release.set()
+    replies = sorted(await rpc.settle(), key=lambda reply: reply["id"])
+    assert replies == [
+        {"jsonrpc": "2.0", "id": 1, "result": {"released": True}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {
+                "code": -32602,
+                "message": "invalid params: text: required field missing",
+                "data": {"errors": [{"path": "text", "message": "required field missing"}]},
+            },
+        },
     ]
 
 

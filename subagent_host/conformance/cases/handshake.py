@@ -1,6 +1,7 @@
-"""The handshake and the wire's edges: `initialize`, `_meta` and did-you-mean, a
-background reply before its run's events, cancellable `$/progress`, `--max-queue`
-and -32005, and no `null` in any reply."""
+"""The handshake and the wire's edges: `initialize` (an LSP client's own too),
+LSP's `shutdown` and `exit`, `_meta` and did-you-mean, a background reply before
+its run's events, cancellable `$/progress`, `--max-queue` and -32005, and no
+`null` in any reply."""
 
 from __future__ import annotations
 
@@ -11,6 +12,24 @@ from ..trial import Trial
 from .steps import child_running, expect_name_version, find_nulls, sh, spawn_background, spawn_task
 
 NEW_LIMITS = {"maxQueue", "workflowParallelism", "maxDepth"}
+ACCEPTED = {
+    "$/cancelRequest",
+    "run/detach",
+    "window/workDoneProgress/cancel",
+    "initialized",
+    "exit",
+}
+# What vscode-languageclient sends in `initialize` (its capabilities cut short).
+LSP_INITIALIZE: dict[str, Any] = {
+    "processId": 1234,
+    "clientInfo": {"name": "Visual Studio Code", "version": "1.95.0"},
+    "locale": "en",
+    "rootPath": "/tmp/x",
+    "rootUri": "file:///tmp/x",
+    "capabilities": {"window": {"workDoneProgress": True}, "general": {"markdown": {}}},
+    "trace": "off",
+    "workspaceFolders": [{"uri": "file:///tmp/x", "name": "x"}],
+}
 
 
 @case("initialize.result-shape", "§5.1")
@@ -30,16 +49,16 @@ async def initialize(t: Trial) -> None:
     missing = {"methods", "notifications", "backends", "limits", "features"} - capabilities.keys()
     expect(not missing, "capabilities {methods, notifications, backends, limits, features}", result)
     expect(
-        {"ping", "spawn", "initialize"} <= set(capabilities["methods"]),
-        "methods listing initialize, ping and spawn",
+        {"ping", "spawn", "initialize", "shutdown"} <= set(capabilities["methods"]),
+        "methods listing initialize, ping, shutdown and spawn",
         capabilities["methods"],
     )
     notifications = capabilities["notifications"]
     sent = set(notifications.get("sent", [])) if isinstance(notifications, dict) else set()
     accepted = set(notifications.get("accepted", [])) if isinstance(notifications, dict) else set()
     expect(
-        {"run/event", "$/progress"} <= sent and {"$/cancelRequest", "run/detach"} <= accepted,
-        "notifications {sent: [$/progress, run/event], accepted: [$/cancelRequest, run/detach]}",
+        {"run/event", "$/progress"} <= sent and ACCEPTED <= accepted,
+        f"notifications {{sent: [$/progress, run/event], accepted: {sorted(ACCEPTED)}}}",
         notifications,
     )
     features = capabilities["features"]
@@ -54,6 +73,39 @@ async def initialize(t: Trial) -> None:
         f"limits with {sorted(NEW_LIMITS)}",
         capabilities["limits"],
     )
+
+
+@case("initialize.lsp-client-handshake", "§5.1")
+async def lsp_handshake(t: Trial) -> None:
+    conn = await t.start()
+    result = result_of(await conn.request("initialize", LSP_INITIALIZE), "an LSP initialize")
+    expect_equal(result.get("protocolVersion"), "1", "protocolVersion")
+    await conn.notify("initialized", {})
+    pong = result_of(await conn.request("ping"), "ping after initialized")
+    expect_equal(pong.get("pong"), True, "pong")
+
+
+@case("lifecycle.shutdown-then-exit-status-0", "§6")
+async def shutdown_exit(t: Trial) -> None:
+    conn = await t.start()
+    answer = await conn.request("shutdown")
+    expect(
+        isinstance(answer, dict) and "result" in answer and answer["result"] is None,
+        "shutdown answered with a null result",
+        short(answer),
+    )
+    error_of(await conn.request("ping"), -32600, "for a request after shutdown")
+    error_of(await conn.request("shutdown"), -32600, "for a second shutdown")
+    await conn.notify("exit")  # stdin stays open: exit alone ends the server
+    expect_equal(await conn.wait_exit(t.reply_timeout), 0, "the exit status after shutdown")
+
+
+@case("lifecycle.exit-without-shutdown-status-1", "§6")
+async def exit_alone(t: Trial) -> None:
+    conn = await t.start()
+    result_of(await conn.request("ping"), "ping")
+    await conn.notify("exit")
+    expect_equal(await conn.wait_exit(t.reply_timeout), 1, "the exit status without shutdown")
 
 
 @case("initialize.other-version-not-refused", "§3.7")

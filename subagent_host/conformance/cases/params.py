@@ -23,7 +23,21 @@ def paths(error: dict[str, Any]) -> list[str]:
 @case("params.positional-refused", "§3.3")
 async def positional(t: Trial) -> None:
     conn = await t.start()
-    error_of(await conn.request("ping", []), -32602, "for positional params")
+    arrays: list[list[Any]] = [[None], [{}], ["s-1"]]
+    for params in arrays:
+        error = error_of(
+            await conn.request("ping", params), -32602, f"for positional params {params!r}"
+        )
+        message = str(error.get("message", ""))
+        expect(message.count("params") == 1, "a message that says params once", message)
+
+
+@case("params.empty-array-is-none", "§3.3")
+async def empty_array(t: Trial) -> None:
+    conn = await t.start()
+    pong = result_of(await conn.request("ping", []), "ping with params []")
+    expect_equal(pong.get("pong"), True, "pong")
+    result_of(await conn.request("status", []), "status with params []")
 
 
 @case("params.unknown-field", "§3.3")
