@@ -1,0 +1,188 @@
+"""The guardian program (backends/guardian.py) on its own: told of real processes over a
+real lifeline, it ends them when the lifeline ends without a `bye`, and only them.
+
+The test plays the server: it holds the write end, starts the processes (each in
+a session of its own, as the supervisor does) and reaps them, so how each one
+ended is known exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final
+
+import pytest
+
+from subagent_host.backends import cgroups, lifeline
+from subagent_host.backends.supervisor import RUN_MARKER
+from tests.backends.conftest import poll_until
+
+WAIT_S: Final = 30.0  # generous: the guardian's grace is one second, a loaded machine slower
+IGNORES_TERM: Final = "trap '' TERM; sleep 1000 & echo $!; wait"
+
+
+class Lifeline:
+    """A running guardian and the lifeline's write end."""
+
+    def __init__(self, process: asyncio.subprocess.Process, write_end: int) -> None:
+        self.process = process
+        self._write_end: int | None = write_end
+
+    def tell(self, *messages: dict[str, Any]) -> None:
+        assert self._write_end is not None
+        for message in messages:
+            os.write(self._write_end, json.dumps(message).encode() + b"\n")
+
+    def close(self) -> None:
+        if self._write_end is not None:
+            os.close(self._write_end)
+            self._write_end = None
+
+    async def exit(self) -> tuple[int, str]:
+        """Close the lifeline; the guardian's exit status and what it logged."""
+        self.close()
+        _, stderr = await asyncio.wait_for(self.process.communicate(), WAIT_S)
+        assert self.process.returncode is not None
+        return self.process.returncode, stderr.decode()
+
+
+@pytest.fixture
+async def guardian() -> AsyncIterator[Lifeline]:
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        "-S",
+        lifeline.PROGRAM,
+        str(read_end),
+        str(os.getpid()),
+        "text",
+        pass_fds=(read_end,),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    os.close(read_end)
+    line = Lifeline(process, write_end)
+    try:
+        yield line
+    finally:
+        line.close()
+        if process.returncode is None:
+            await asyncio.wait_for(process.wait(), WAIT_S)
+
+
+async def start(marker: str, *argv: str) -> asyncio.subprocess.Process:
+    """A child as the supervisor starts one: its own session, the run marker in its env."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        env={"PATH": os.environ["PATH"], RUN_MARKER: marker},
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+async def ended_by(process: asyncio.subprocess.Process) -> int:
+    """How the process ended: minus the signal that ended it."""
+    return await asyncio.wait_for(process.wait(), WAIT_S)
+
+
+async def test_the_lifelines_end_without_bye_ends_every_told_tree_term_first_then_kill(
+    guardian: Lifeline, marker: str
+) -> None:
+    honours = await start(marker, "sleep", "1000")
+    ignores = await start(marker, "sh", "-c", IGNORES_TERM)
+    assert ignores.stdout is not None
+    grandchild = int(await asyncio.wait_for(ignores.stdout.readline(), WAIT_S))
+    guardian.tell(
+        {"child": 1, "pid": honours.pid, "marker": marker},
+        {"child": 2, "pid": ignores.pid, "marker": marker},
+    )
+    code, logged = await guardian.exit()
+    assert code == 0
+    assert await ended_by(honours) == -signal.SIGTERM
+    assert await ended_by(ignores) == -signal.SIGKILL
+    # Its grandchild ignored SIGTERM too; the `marker` fixture proves it is gone.
+    assert await poll_until(lambda: not _alive(grandchild), WAIT_S)
+    assert "SIGTERM sent to the 3 processes of its 1 run; SIGKILL to the 2 left" in logged, logged
+
+
+async def test_a_bye_leaves_every_process_alone(guardian: Lifeline, marker: str) -> None:
+    child = await start(marker, "sleep", "1000")
+    guardian.tell({"child": 1, "pid": child.pid, "marker": marker}, {"bye": True})
+    assert await guardian.exit() == (0, "")
+    assert child.returncode is None and _alive(child.pid)
+    child.kill()  # by pid: the process this test started
+    assert await ended_by(child) == -signal.SIGKILL
+
+
+async def test_an_ended_child_is_forgotten(guardian: Lifeline, marker: str) -> None:
+    child = await start(marker, "sleep", "1000")
+    guardian.tell({"child": 1, "pid": child.pid, "marker": marker}, {"ended": 1})
+    assert await guardian.exit() == (0, "")
+    assert _alive(child.pid)
+    child.kill()
+    await ended_by(child)
+
+
+async def test_a_pid_that_does_not_carry_the_childs_marker_is_never_signalled(
+    guardian: Lifeline, marker: str
+) -> None:
+    # As a recycled pid would be: the told child is gone, another process has its pid.
+    other = await start(f"{marker}-other", "sleep", "1000")
+    guardian.tell({"child": 1, "pid": other.pid, "marker": marker})
+    assert await guardian.exit() == (0, "")
+    assert _alive(other.pid)
+    other.kill()
+    await ended_by(other)
+
+
+@pytest.fixture
+def instance_cgroup() -> Iterator[cgroups.Group]:
+    """An instance cgroup as a server's (removed after the test if the guardian did not)."""
+    hierarchy = cgroups.find_hierarchy()
+    if hierarchy is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this host")
+    group = cgroups.Group(hierarchy.root / f"test-guardian-{uuid.uuid4().hex}")
+    group.path.mkdir()
+    try:
+        yield group
+    finally:
+        for below in group.children():
+            below.kill()
+            below.remove()
+        group.remove()
+
+
+async def test_every_member_of_the_instances_cgroups_is_ended_escapers_included(
+    guardian: Lifeline, instance_cgroup: cgroups.Group, marker: str
+) -> None:
+    inside = instance_cgroup.child("1-run")
+    # Left its session and cleared its environment: only its cgroup still tells it.
+    escaper = "env -i setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; exec sleep 1000"
+    child = await start(marker, *cgroups.entering(inside, ("sh", "-c", escaper), pwd=None))
+    assert child.stdout is not None
+    escaped = int(await asyncio.wait_for(child.stdout.readline(), WAIT_S))
+    guardian.tell({"cgroup": str(instance_cgroup.path)})
+    code, logged = await guardian.exit()
+    assert code == 0
+    assert await ended_by(child) == -signal.SIGTERM
+    assert await poll_until(lambda: not _alive(escaped), WAIT_S)
+    assert not instance_cgroup.path.exists()  # emptied, then removed
+    assert "SIGTERM sent to the 2 processes" in logged, logged
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        return False
