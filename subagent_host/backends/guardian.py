@@ -60,7 +60,8 @@ READ_BYTES: Final = 65536
 class Known:
     """What the server told: its instance cgroup and its live children."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: int) -> None:
+        self.server = server
         self.instance: str | None = None
         self.children: dict[int, tuple[int, int | None, str]] = {}
         """By the server's key: the child's pid, its start time as read here (None: it
@@ -79,7 +80,11 @@ class Known:
             self.instance = str(message["cgroup"])
         elif "child" in message:
             pid, marker = int(message["pid"]), str(message.get("marker", ""))
-            self.children[int(message["child"])] = (pid, _child_ticks(pid, marker), marker)
+            self.children[int(message["child"])] = (
+                pid,
+                _child_ticks(pid, marker, self.server),
+                marker,
+            )
         elif "ended" in message:
             self.children.pop(int(message["ended"]), None)
         elif message.get("bye"):
@@ -97,20 +102,22 @@ class Known:
         return found if found else [self.instance]
 
 
-def _child_ticks(pid: int, marker: str) -> int | None:
-    """The child's start time, once it is sure the pid is still the child: a child of a
-    run carries its marker (a recycled pid carrying it would be of the same run)."""
-    ticks = _stat(pid)
-    if ticks is None:
+def _child_ticks(pid: int, marker: str, server: int) -> int | None:
+    """The child's start time, once it is sure the pid still names the child: a process
+    whose parent is the server (then it is the child, or a newer child of the server the
+    server will tell of), or one carrying the child's run marker (its server gone, or a
+    recycled pid of the same run). None: the pid names another process now."""
+    stat = _stat(pid)
+    if stat is None:
         return None
-    if marker and _marker(pid) != marker.encode():
-        return None
-    return ticks[3]
+    if stat[0] == server or (marker and _marker(pid) == marker.encode()):
+        return stat[3]
+    return None
 
 
 def main(argv: list[str]) -> int:
     lifeline, server, log_format = int(argv[1]), int(argv[2]), argv[3]
-    known = Known()
+    known = Known(server)
     pending = b""
     while True:
         try:
@@ -127,12 +134,16 @@ def main(argv: list[str]) -> int:
     runs = len(known.markers)
     termed, killed = end_runs(known)
     if termed or killed:
+        then = (
+            f"SIGKILL to the {killed} left after {DEAD_SERVER_GRACE_S:.1f} s"
+            if killed
+            else "none was left after it"
+        )
         _log(
             log_format,
             "WARNING",
-            f"server {server} died: SIGTERM sent to the {_count(termed)} of its "
-            f"{_count(runs, 'run')}; SIGKILL to the {killed} left after "
-            f"{DEAD_SERVER_GRACE_S:.1f} s",
+            f"server {server} died: SIGTERM sent to {_count(termed)} of its "
+            f"{_count(runs, 'run')}; {then}",
         )
     return 0
 

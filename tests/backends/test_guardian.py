@@ -111,7 +111,7 @@ async def test_the_lifelines_end_without_bye_ends_every_told_tree_term_first_the
     assert await ended_by(ignores) == -signal.SIGKILL
     # Its grandchild ignored SIGTERM too; the `marker` fixture proves it is gone.
     assert await poll_until(lambda: not _alive(grandchild), WAIT_S)
-    assert "SIGTERM sent to the 3 processes of its 1 run; SIGKILL to the 2 left" in logged, logged
+    assert "SIGTERM sent to 3 processes of its 1 run; SIGKILL to the 2 left" in logged, logged
 
 
 async def test_a_bye_leaves_every_process_alone(guardian: Lifeline, marker: str) -> None:
@@ -132,16 +132,32 @@ async def test_an_ended_child_is_forgotten(guardian: Lifeline, marker: str) -> N
     await ended_by(child)
 
 
-async def test_a_pid_that_does_not_carry_the_childs_marker_is_never_signalled(
+async def test_a_pid_that_is_neither_the_servers_child_nor_the_runs_is_never_signalled(
     guardian: Lifeline, marker: str
 ) -> None:
-    # As a recycled pid would be: the told child is gone, another process has its pid.
-    other = await start(f"{marker}-other", "sleep", "1000")
-    guardian.tell({"child": 1, "pid": other.pid, "marker": marker})
+    # As a recycled pid would be: the told child is gone, an unrelated process has its pid
+    # (an orphan of another run, so not a child of the test that plays the server).
+    shell = await start(f"{marker}-other", "sh", "-c", "sleep 1000 >/dev/null & echo $!")
+    assert shell.stdout is not None
+    other = int(await asyncio.wait_for(shell.stdout.readline(), WAIT_S))
+    assert await ended_by(shell) == 0
+    guardian.tell({"child": 1, "pid": other, "marker": marker})
     assert await guardian.exit() == (0, "")
-    assert _alive(other.pid)
-    other.kill()
-    await ended_by(other)
+    try:
+        assert _alive(other)
+    finally:
+        os.kill(other, signal.SIGKILL)  # by pid: the orphan this test started, still alive
+    assert await poll_until(lambda: not _alive(other), WAIT_S)
+
+
+async def test_a_child_of_no_run_is_known_as_the_servers_own_child(guardian: Lifeline) -> None:
+    # A version probe, a git command: no run marker, but the server's child.
+    child = await start("", "sleep", "1000")
+    guardian.tell({"child": 1, "pid": child.pid, "marker": ""})
+    code, logged = await guardian.exit()
+    assert code == 0
+    assert await ended_by(child) == -signal.SIGTERM
+    assert "SIGTERM sent to 1 process of its 0 runs; none was left" in logged, logged
 
 
 @pytest.fixture
@@ -176,7 +192,7 @@ async def test_every_member_of_the_instances_cgroups_is_ended_escapers_included(
     assert await ended_by(child) == -signal.SIGTERM
     assert await poll_until(lambda: not _alive(escaped), WAIT_S)
     assert not instance_cgroup.path.exists()  # emptied, then removed
-    assert "SIGTERM sent to the 2 processes" in logged, logged
+    assert "SIGTERM sent to 2 processes of its 0 runs; none was left" in logged, logged
 
 
 def _alive(pid: int) -> bool:

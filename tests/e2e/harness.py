@@ -375,6 +375,17 @@ def guardians_of(server: int) -> list[psutil.Process]:
     return found
 
 
+def kill_with_its_guardian(server: ServerProcess) -> None:
+    """SIGKILL the server and its guardian together, as if both were killed at once: the
+    runs' processes then outlive the server until the next server ends them (protocol.md
+    §13). The guardian is stopped first, so it cannot act on the server's death; stopped,
+    it still dies of SIGKILL. By pid: the processes of the server this test started."""
+    (guardian,) = guardians_of(server.pid)
+    guardian.suspend()
+    server.signal(signal.SIGKILL)
+    guardian.kill()
+
+
 async def assert_no_guardian_left(server: int) -> None:
     """The server's guardian is gone: at once after a clean exit, within moments after a
     SIGKILL (it ends the runs first); killed (by pid) and failed otherwise. The server is
