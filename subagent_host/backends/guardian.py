@@ -1,7 +1,7 @@
 """The guardian: when its server dies, whatever killed it, the server's runs die with it.
 
 Run by the server (lifeline.py) as `python -I -S guardian.py LIFELINE_FD SERVER_PID
-LOG_FORMAT`, in a session of its own (a terminal's Ctrl-C to the server's group
+SERVER_START_TICKS LOG_FORMAT`, in a session of its own (a terminal's Ctrl-C to the server's group
 does not reach it) and outside every cgroup it may end. Pure standard library and
 nothing of ours, run by path without `site`: it starts in a few milliseconds, in
 parallel with the server, and never costs the server its own start.
@@ -17,8 +17,11 @@ no child inherits it). The server writes JSON lines on it:
 - `{"ended": KEY}`: that child and its whole tree are gone;
 - `{"bye": true}`: the server is leaving cleanly, its children all ended.
 
-End of file without a `bye` means the server is gone (SIGKILL, the OOM killer,
-a crash). The guardian then sends SIGTERM to every process of every child it
+The server's death (SIGKILL, the OOM killer, a crash) is told by a pidfd on it
+(checked to be the server by its start time), and by the lifeline's end: a
+copy of the write end leaked into a process that outlives the server would hold
+the pipe open, the pidfd is not fooled. With no `bye` read when the server is
+gone, the guardian sends SIGTERM to every process of every child it
 knows of: the members of the children's cgroups, each child (recognised by its
 start time, so a recycled pid is never hit), the members of its process group,
 every process carrying one of the children's markers, and everything below
@@ -67,6 +70,13 @@ class Known:
         """By the server's key: the child's pid, its start time as read here (None: it
         was not the child any more when read), and its run marker."""
         self.bye = False
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        """Take the complete lines of `data` (with what came before it)."""
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            self.take(line)
 
     def take(self, line: bytes) -> None:
         """Apply one line of the lifeline (a line that does not parse is ignored)."""
@@ -116,21 +126,11 @@ def _child_ticks(pid: int, marker: str, server: int) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    lifeline, server, log_format = int(argv[1]), int(argv[2]), argv[3]
+    lifeline, server, ticks, log_format = int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     known = Known(server)
-    pending = b""
-    while True:
-        try:
-            data = os.read(lifeline, READ_BYTES)
-        except InterruptedError:  # pragma: no cover - retried by Python itself (PEP 475)
-            continue
-        if not data:
-            break
-        *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
-            known.take(line)
-        if known.bye:
-            return 0  # a clean exit: the server ended its runs itself
+    watch(lifeline, _pin_server(server, ticks), known)
+    if known.bye:
+        return 0  # a clean exit: the server ended its runs itself
     runs = len(known.markers)
     termed, killed = end_runs(known)
     if termed or killed:
@@ -146,6 +146,63 @@ def main(argv: list[str]) -> int:
             f"{_count(runs, 'run')}; {then}",
         )
     return 0
+
+
+def watch(lifeline: int, server: int | None, known: Known) -> None:
+    """Take what the lifeline says until a `bye`, or until the server is gone: its pidfd
+    (`server`) readable, then the rest of the lifeline read. Without a pidfd, the
+    lifeline's end alone tells. The lifeline's end while the server lives (it closed
+    it, leaving with children still running) is not its death: that is waited for."""
+    poller = select.poll()
+    poller.register(lifeline, select.POLLIN)
+    if server is not None:
+        poller.register(server, select.POLLIN)
+    while True:
+        for fd, _ in poller.poll():
+            if fd == server:
+                _read_rest(lifeline, known)
+                return
+            data = os.read(lifeline, READ_BYTES)
+            if data:
+                known.feed(data)
+                if known.bye:
+                    return
+                continue
+            poller.unregister(lifeline)
+            if server is None:
+                return
+
+
+def _pin_server(server: int, ticks: int) -> int | None:
+    """A pidfd on the server, if it is still the process that started this guardian (its
+    start time); None if it is gone already, or pidfds are unknown here."""
+    try:
+        pidfd = os.pidfd_open(server)
+    except ProcessLookupError:
+        return _closed_pidfd()
+    except OSError:
+        return None
+    stat = _stat(server)
+    if stat is None or stat[3] != ticks:
+        os.close(pidfd)  # gone, and its pid another's now
+        return _closed_pidfd()
+    return pidfd
+
+
+def _closed_pidfd() -> int:
+    """A descriptor that is readable at once: the server is gone already."""
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    return read_end
+
+
+def _read_rest(lifeline: int, known: Known) -> None:
+    """Take what the dead server wrote before it died (never waits: a copy of the write end
+    that leaked into another process must not hold the guardian up)."""
+    os.set_blocking(lifeline, False)
+    with contextlib.suppress(BlockingIOError):
+        while data := os.read(lifeline, READ_BYTES):
+            known.feed(data)
 
 
 def end_runs(known: Known) -> tuple[int, int]:
@@ -323,6 +380,7 @@ def _remove_cgroups(groups: list[str]) -> None:
 
 
 def _count(count: int, noun: str = "process") -> str:
+    """values/words.py's `plural`, for the two nouns said here: nothing of ours is imported."""
     plural = "processes" if noun == "process" else f"{noun}s"
     return f"{count} {noun if count == 1 else plural}"
 

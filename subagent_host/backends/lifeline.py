@@ -31,7 +31,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends import pipes
+from subagent_host.backends import cgroups, pipes
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ class Guardian:
     def __init__(self, instance: Path | None, log: GuardianLog) -> None:
         self._instance = instance
         self._log = log
+        me = os.getpid()
+        self._server = (str(me), str(cgroups.start_ticks(me)))
+        """This server, as the guardian checks it: its pid and start time."""
         self._keys = itertools.count(1)
         self._children: dict[object, tuple[int, int, str]] = {}
         """What every guardian must know, by the server's child: its key, pid and marker."""
@@ -93,7 +96,7 @@ class Guardian:
             pipes.widen(write_end)  # what it is told at its start fits in the pipe at once
             log_format = "off" if self._log.fd is None else "json" if self._log.json else "text"
             self._process = subprocess.Popen(  # noqa: ASYNC220 - a vfork and an exec, as a child's
-                [sys.executable, "-I", "-S", PROGRAM, str(read_end), str(os.getpid()), log_format],
+                [sys.executable, "-I", "-S", PROGRAM, str(read_end), *self._server, log_format],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._log.fd if self._log.fd is not None else subprocess.DEVNULL,
@@ -159,9 +162,10 @@ class Guardian:
         self._restart = self._loop.call_later(RESTART_PAUSE_S if quick else 0, self.start)
 
     async def aclose(self) -> None:
-        """The server is leaving: close the lifeline (`close`), then wait, bounded, for the
-        guardian to exit, and reap it."""
-        gone = self._gone if self._process is not None else None
+        """The server is leaving: close the lifeline (`close`); after a `bye`, wait (bounded)
+        for the guardian to exit, and reap it. Without one it waits for this process to
+        exit, then ends what is left."""
+        gone = self._gone if self._process is not None and not self._children else None
         self.close()
         if gone is not None:
             with contextlib.suppress(TimeoutError):
@@ -169,7 +173,8 @@ class Guardian:
 
     def close(self) -> None:
         """Say `bye` when every child has ended (the guardian then exits quietly), and close
-        the lifeline: a guardian not told `bye` ends what is left, as after a crash."""
+        the lifeline: a guardian not told `bye` ends what is left once this process has
+        exited, as after a crash."""
         self._closing = True
         if self._restart is not None:
             self._restart.cancel()

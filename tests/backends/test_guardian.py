@@ -1,18 +1,24 @@
 """The guardian program (backends/guardian.py) on its own: told of real processes over a
-real lifeline, it ends them when the lifeline ends without a `bye`, and only them.
+real lifeline, it ends them once its server is gone without a `bye`, and only them.
 
-The test plays the server: it holds the write end, starts the processes (each in
-a session of its own, as the supervisor does) and reaps them, so how each one
-ended is known exactly.
+A stand-in server (a `sleep`, or a shell with a child of its own) is the process
+the guardian watches; the test holds the lifeline's write end and starts the
+run processes (each in a session of its own, as the supervisor does), and reaps
+them, so how each one ended is known exactly. "The server dies": the test
+SIGKILLs the stand-in and closes the write end.
 """
 
 from __future__ import annotations
 
+import array
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import sys
+import termios
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
@@ -25,13 +31,21 @@ from tests.backends.conftest import poll_until
 
 WAIT_S: Final = 30.0  # generous: the guardian's grace is one second, a loaded machine slower
 IGNORES_TERM: Final = "trap '' TERM; sleep 1000 & echo $!; wait"
+# A stand-in server with a child of no run (a version probe, say): it prints its pid.
+WITH_A_CHILD: Final = "sleep 1000 >/dev/null & echo $!; exec sleep 1000"
 
 
 class Lifeline:
-    """A running guardian and the lifeline's write end."""
+    """A running guardian, the lifeline's write end and the stand-in server."""
 
-    def __init__(self, process: asyncio.subprocess.Process, write_end: int) -> None:
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        write_end: int,
+        server: asyncio.subprocess.Process,
+    ) -> None:
         self.process = process
+        self.server = server
         self._write_end: int | None = write_end
 
     def tell(self, *messages: dict[str, Any]) -> None:
@@ -39,21 +53,37 @@ class Lifeline:
         for message in messages:
             os.write(self._write_end, json.dumps(message).encode() + b"\n")
 
+    async def taken(self) -> None:
+        """Wait until the guardian has taken every line told so far: a no-op line after
+        them is read (the pipe is empty) only once those before it were taken."""
+        self.tell({"ended": 0})
+        assert self._write_end is not None
+        fd = self._write_end
+        assert await poll_until(lambda: _unread(fd) == 0, WAIT_S)
+
     def close(self) -> None:
         if self._write_end is not None:
             os.close(self._write_end)
             self._write_end = None
 
-    async def exit(self) -> tuple[int, str]:
-        """Close the lifeline; the guardian's exit status and what it logged."""
+    async def server_dies(self) -> tuple[int, str]:
+        """SIGKILL the stand-in server (its lifeline ends with it); the guardian's exit
+        status and what it logged."""
+        with contextlib.suppress(ProcessLookupError):
+            self.server.kill()  # by pid: the stand-in this test started
+        await asyncio.wait_for(self.server.wait(), WAIT_S)
         self.close()
         _, stderr = await asyncio.wait_for(self.process.communicate(), WAIT_S)
         assert self.process.returncode is not None
         return self.process.returncode, stderr.decode()
 
 
-@pytest.fixture
-async def guardian() -> AsyncIterator[Lifeline]:
+@contextlib.asynccontextmanager
+async def guarding(*server: str) -> AsyncIterator[Lifeline]:
+    """A guardian watching the stand-in server `server` (an argv)."""
+    stand_in = await asyncio.create_subprocess_exec(
+        *server, stdout=asyncio.subprocess.PIPE, start_new_session=True
+    )
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -61,7 +91,8 @@ async def guardian() -> AsyncIterator[Lifeline]:
         "-S",
         lifeline.PROGRAM,
         str(read_end),
-        str(os.getpid()),
+        str(stand_in.pid),
+        str(cgroups.start_ticks(stand_in.pid)),
         "text",
         pass_fds=(read_end,),
         stdin=asyncio.subprocess.DEVNULL,
@@ -70,13 +101,18 @@ async def guardian() -> AsyncIterator[Lifeline]:
         start_new_session=True,
     )
     os.close(read_end)
-    line = Lifeline(process, write_end)
+    line = Lifeline(process, write_end, stand_in)
     try:
         yield line
     finally:
-        line.close()
         if process.returncode is None:
-            await asyncio.wait_for(process.wait(), WAIT_S)
+            await line.server_dies()
+
+
+@pytest.fixture
+async def guardian() -> AsyncIterator[Lifeline]:
+    async with guarding("sleep", "1000") as line:
+        yield line
 
 
 async def start(marker: str, *argv: str) -> asyncio.subprocess.Process:
@@ -105,7 +141,7 @@ async def test_the_lifelines_end_without_bye_ends_every_told_tree_term_first_the
         {"child": 1, "pid": honours.pid, "marker": marker},
         {"child": 2, "pid": ignores.pid, "marker": marker},
     )
-    code, logged = await guardian.exit()
+    code, logged = await guardian.server_dies()
     assert code == 0
     assert await ended_by(honours) == -signal.SIGTERM
     assert await ended_by(ignores) == -signal.SIGKILL
@@ -117,7 +153,7 @@ async def test_the_lifelines_end_without_bye_ends_every_told_tree_term_first_the
 async def test_a_bye_leaves_every_process_alone(guardian: Lifeline, marker: str) -> None:
     child = await start(marker, "sleep", "1000")
     guardian.tell({"child": 1, "pid": child.pid, "marker": marker}, {"bye": True})
-    assert await guardian.exit() == (0, "")
+    assert await guardian.server_dies() == (0, "")
     assert child.returncode is None and _alive(child.pid)
     child.kill()  # by pid: the process this test started
     assert await ended_by(child) == -signal.SIGKILL
@@ -126,7 +162,7 @@ async def test_a_bye_leaves_every_process_alone(guardian: Lifeline, marker: str)
 async def test_an_ended_child_is_forgotten(guardian: Lifeline, marker: str) -> None:
     child = await start(marker, "sleep", "1000")
     guardian.tell({"child": 1, "pid": child.pid, "marker": marker}, {"ended": 1})
-    assert await guardian.exit() == (0, "")
+    assert await guardian.server_dies() == (0, "")
     assert _alive(child.pid)
     child.kill()
     await ended_by(child)
@@ -142,7 +178,7 @@ async def test_a_pid_that_is_neither_the_servers_child_nor_the_runs_is_never_sig
     other = int(await asyncio.wait_for(shell.stdout.readline(), WAIT_S))
     assert await ended_by(shell) == 0
     guardian.tell({"child": 1, "pid": other, "marker": marker})
-    assert await guardian.exit() == (0, "")
+    assert await guardian.server_dies() == (0, "")
     try:
         assert _alive(other)
     finally:
@@ -150,14 +186,34 @@ async def test_a_pid_that_is_neither_the_servers_child_nor_the_runs_is_never_sig
     assert await poll_until(lambda: not _alive(other), WAIT_S)
 
 
-async def test_a_child_of_no_run_is_known_as_the_servers_own_child(guardian: Lifeline) -> None:
-    # A version probe, a git command: no run marker, but the server's child.
-    child = await start("", "sleep", "1000")
-    guardian.tell({"child": 1, "pid": child.pid, "marker": ""})
-    code, logged = await guardian.exit()
+async def test_a_child_of_no_run_is_known_as_the_servers_own_child() -> None:
+    # A version probe, a git command: no run marker, but the server's child, which the
+    # server's death leaves to init.
+    async with guarding("sh", "-c", WITH_A_CHILD) as guardian:
+        assert guardian.server.stdout is not None
+        child = int(await asyncio.wait_for(guardian.server.stdout.readline(), WAIT_S))
+        guardian.tell({"child": 1, "pid": child, "marker": ""})
+        await guardian.taken()  # while the server lives, as a running server's guardian does
+        code, logged = await guardian.server_dies()
+    assert code == 0
+    assert await poll_until(lambda: not _alive(child), WAIT_S)
+    assert "SIGTERM sent to 1 process of its 0 runs; none was left" in logged, logged
+
+
+async def test_the_lifelines_end_while_the_server_lives_is_not_its_death(
+    guardian: Lifeline, marker: str
+) -> None:
+    # A server leaving with children still running closes the lifeline without a `bye`:
+    # the guardian ends them once the server is gone, not before.
+    child = await start(marker, "sleep", "1000")
+    guardian.tell({"child": 1, "pid": child.pid, "marker": marker})
+    guardian.close()
+    done = asyncio.ensure_future(guardian.process.wait())
+    await asyncio.wait([done, asyncio.ensure_future(child.wait())], timeout=0.5)
+    assert not done.done() and child.returncode is None  # both still running
+    code, _ = await guardian.server_dies()
     assert code == 0
     assert await ended_by(child) == -signal.SIGTERM
-    assert "SIGTERM sent to 1 process of its 0 runs; none was left" in logged, logged
 
 
 @pytest.fixture
@@ -187,12 +243,19 @@ async def test_every_member_of_the_instances_cgroups_is_ended_escapers_included(
     assert child.stdout is not None
     escaped = int(await asyncio.wait_for(child.stdout.readline(), WAIT_S))
     guardian.tell({"cgroup": str(instance_cgroup.path)})
-    code, logged = await guardian.exit()
+    code, logged = await guardian.server_dies()
     assert code == 0
     assert await ended_by(child) == -signal.SIGTERM
     assert await poll_until(lambda: not _alive(escaped), WAIT_S)
     assert not instance_cgroup.path.exists()  # emptied, then removed
     assert "SIGTERM sent to 2 processes of its 0 runs; none was left" in logged, logged
+
+
+def _unread(fd: int) -> int:
+    """Bytes written to the pipe and not read yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
 
 
 def _alive(pid: int) -> bool:
