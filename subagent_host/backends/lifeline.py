@@ -114,8 +114,12 @@ class Guardian:
         self._lifeline = write_end
         self._started_at = loop.time()
         self._gone = loop.create_future()
-        self._pidfd = os.pidfd_open(self._process.pid)
-        loop.add_reader(self._pidfd, self.reap)
+        try:
+            self._pidfd = os.pidfd_open(self._process.pid)
+        except OSError:  # no pidfds here: its exit is reaped at SIGCHLD (Supervisor.reap_exited)
+            self._pidfd = None
+        else:
+            loop.add_reader(self._pidfd, self.reap)
         if self._instance is not None:
             self._send({"cgroup": str(self._instance)})
         for key, pid, marker in self._children.values():
@@ -214,9 +218,11 @@ class Guardian:
 
     def _kill(self) -> None:
         """End a guardian that stopped reading; its exit starts another."""
-        if self._pidfd is not None:
-            with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError):
+            if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            elif self._process is not None:  # not reaped yet: its pid is still its own
+                os.kill(self._process.pid, signal.SIGKILL)
         self._close_lifeline()
 
     def _close_lifeline(self) -> None:
