@@ -375,6 +375,14 @@ def guardians_of(server: int) -> list[psutil.Process]:
     return found
 
 
+def processes_below(server: int) -> list[psutil.Process]:
+    """Every descendant of the server process but its guardian: the processes of its runs
+    (and its version probes)."""
+    guardians = {process.pid for process in guardians_of(server)}
+    below = psutil.Process(server).children(recursive=True)
+    return [process for process in below if process.pid not in guardians]
+
+
 def kill_with_its_guardian(server: ServerProcess) -> None:
     """SIGKILL the server and its guardian together, as if both were killed at once: the
     runs' processes then outlive the server until the next server ends them (protocol.md
