@@ -82,10 +82,12 @@ class Known:
         """Apply one line of the lifeline (a line that does not parse is ignored)."""
         try:
             message = json.loads(line)
-        except ValueError:
+            if isinstance(message, dict):
+                self._apply(message)
+        except (ValueError, TypeError, KeyError):
             return
-        if not isinstance(message, dict):
-            return
+
+    def _apply(self, message: dict[str, Any]) -> None:
         if "cgroup" in message:
             self.instance = str(message["cgroup"])
         elif "child" in message:
