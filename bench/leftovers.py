@@ -6,8 +6,8 @@ For each process tracking mode (`--process-tracking cgroup`, `subreaper`,
 `marker`; `cgroup` is skipped, with a note, where the server refuses it on this
 host) the installed server is started with a throw-away `--state-dir`, one
 `--session` (so a later server on that directory can answer `status` for the
-runs of an earlier one) and `--grace-ms 300`, and every process shape of issue
-11 runs through it:
+runs of an earlier one), `--grace-ms 300` and `--max-concurrency 6` (every live
+run of 10-13 at once), and every process shape runs through it:
 
  1. a run that completes while a `setsid` child with stdio on /dev/null lives on;
  2. the same with a Python double fork (`tests/fakes/escapes.py detach`);
@@ -23,10 +23,18 @@ runs of an earlier one) and `--grace-ms 300`, and every process shape of issue
     escaper and a double fork (10), and the escaper of shape 3 (10b);
 11. the same runs live when the server gets SIGTERM (11, 11b);
 12. the same runs live when the server gets SIGKILL, then a new server on the
-    same state directory (12, 12b).
+    same state directory (12, 12b);
+13. the same runs live when the server gets SIGKILL and no other server starts
+    (13, 13b): survivors are counted once none is left or 3 s after the SIGKILL
+    (its guardian sends SIGTERM, waits 1 s, sends SIGKILL), and only then is a
+    new server started, to read `leftoversEnded`.
+
+The live runs of 10-13 are a tree of 3 that honours SIGTERM, a tree of 3 that
+ignores it, a `setsid` escaper and a double fork, and apart (b) the escaper of
+shape 3.
 
 Shapes 1-9 share one server per mode (each one ends before the next starts);
-10-12 each start their own. A shape's processes are known by the pids they
+10-13 each start their own. A shape's processes are known by the pids they
 print and by a scan of every process's environment for the marker
 `SUBAGENT_HOST_RUN_ID=<runId>` of its runs, while they run and again after. A
 *survivor* is one of them still alive (not a zombie) once its run, or its
@@ -35,7 +43,7 @@ has exited), after at most 1 s more for the kernel to finish what the server
 sent. After the SIGKILL (12) they are counted once the new server has answered
 a `ping` and nothing is left, or 10 s have passed: its start-up clean-up may run
 after that reply. Next to the count is the child's `resources.leftoversEnded`
-(for 10-12 as a later server's `status` reports it, summed over the runs; `-`
+(for 10-13 as a later server's `status` reports it, summed over the runs; `-`
 where no child reports one). Each shape's detail line lists the pids it printed,
 every process of it seen (a zombie not yet reaped included), those alive at the
 reply (or the server's exit), the survivors, and `leftoversEnded` per run.
@@ -43,8 +51,8 @@ reply (or the server's exit), the survivors, and `leftoversEnded` per run.
 A cell that protocol.md §8.3 and §13 do not promise for its mode is marked "not
 guaranteed" and not counted as a failure: without cgroups, a process that left
 its tree and cleared its environment is found only by a live subreaper, so
-shapes 3, 10b and 11b in `marker` mode, and 12b in `subreaper` and `marker`
-mode.
+shapes 3, 10b and 11b in `marker` mode, and 12b and 13b in `subreaper` and
+`marker` mode.
 
 Whatever survives a shape is killed by this bench when the shape is measured,
 by pid (psutil checks that the pid was not reused), never by name; a last scan
@@ -105,6 +113,9 @@ SESSION: Final = "leftovers-bench"
 SETTLE_S: Final = 1.0
 # After a SIGKILL the next server's start-up clean-up may outlast its first reply.
 RESTART_SETTLE_S: Final = 10.0
+# After a SIGKILL with no other server: the dead server's guardian gives its runs 1 s
+# between SIGTERM and SIGKILL; this is when the survivors were first measured.
+ALONE_SETTLE_S: Final = 3.0
 POLL_S: Final = 0.05
 FIRST_LINE_TIMEOUT_S: Final = 15.0
 # The shapes of issue 11, each printing the pid it leaves (escapes.py: "ready PID").
@@ -113,7 +124,15 @@ ENV_CLEARED: Final = "(env -i setsid sleep 1000 </dev/null >/dev/null 2>&1 & ech
 # Cells protocol.md §8.3/§13 promise nothing for: an escaper that cleared its
 # environment is found without cgroups only by a live subreaper.
 NOT_GUARANTEED: Final = frozenset(
-    {("3", "marker"), ("10b", "marker"), ("11b", "marker"), ("12b", "subreaper"), ("12b", "marker")}
+    {
+        ("3", "marker"),
+        ("10b", "marker"),
+        ("11b", "marker"),
+        ("12b", "subreaper"),
+        ("12b", "marker"),
+        ("13b", "subreaper"),
+        ("13b", "marker"),
+    }
 )
 
 
@@ -304,11 +323,13 @@ async def open_server(argv: Sequence[str], mode: str) -> Server | None:
 
 
 async def end_server(server: Server, ending: str) -> int:
-    """End the server by closing stdin or by a signal; return its exit status."""
+    """End the server by closing stdin or by a signal; return its exit status. After a
+    SIGKILL the exit is seen once its guardian, which holds its stderr, is done too.
+    `SIGKILL alone`: it was sent already (`killed_alone`)."""
     server.closing = True
     if ending == "stdin EOF":
         server.stdin.close()
-    else:
+    elif ending != "SIGKILL alone":
         server.proc.send_signal(signal.SIGTERM if ending == "SIGTERM" else signal.SIGKILL)
     try:
         code = await bounded(server.proc.wait(), f"waiting for exit after {ending}", EXIT_TIMEOUT_S)
@@ -321,6 +342,18 @@ async def end_server(server: Server, ending: str) -> int:
     for task in server.tasks:
         task.cancel()
     return code
+
+
+async def killed_alone(server: Server, groups: Sequence[Tracked]) -> tuple[Alive, Alive, float]:
+    """SIGKILL the server and, with no other server started, count what is alive at once
+    and once nothing is or `ALONE_SETTLE_S` has passed; also how long that took."""
+    server.closing = True
+    server.proc.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    first, left = await survivors(groups, ALONE_SETTLE_S)
+    took = time.monotonic() - killed_at
+    await end_server(server, "SIGKILL alone")
+    return first, left, took
 
 
 async def leftovers_after(argv: Sequence[str], mode: str, runs: Sequence[str]) -> list[int | None]:
@@ -375,9 +408,10 @@ RUN_SHAPES: Final[tuple[tuple[str, str, RunShape], ...]] = (
         completes(["sh", "-c", "setsid sleep 1000 & echo $!"]),
     ),
 )
-# Shapes 10-12: runs live while the server ends; the env -i escaper counted apart (b).
+# Shapes 10-13: runs live while the server ends; the env -i escaper counted apart (b).
 LIVE_SHAPES: Final = (
     fake("tree.py", "3"),
+    fake("tree.py", "3", "--ignore-term"),
     fake("escapes.py", "setsid"),
     fake("escapes.py", "daemon"),
 )
@@ -385,6 +419,7 @@ ENDINGS: Final = (
     ("10", "stdin EOF", "stdin EOF, tree + escaper + fork live", "stdin EOF, env -i escaper live"),
     ("11", "SIGTERM", "server SIGTERM, same runs live", "server SIGTERM, env -i escaper live"),
     ("12", "SIGKILL", "SIGKILL + new server, same runs", "SIGKILL + new server, env -i escaper"),
+    ("13", "SIGKILL alone", "SIGKILL, no other server, 3 s", "SIGKILL alone, env -i escaper"),
 )
 SHAPE_NAMES: Final = {
     **{key: name for key, name, _ in RUN_SHAPES},
@@ -425,8 +460,13 @@ async def ending_shape(argv: Sequence[str], mode: str, key: str, ending: str) ->
     try:
         live_runs = [await started(server, command, live) for command in LIVE_SHAPES]
         escaper_run = await started(server, ["sh", "-c", ENV_CLEARED], escaper)
-        code = await end_server(server, ending)
-        if ending == "SIGKILL":
+        gone_in = ""
+        if ending == "SIGKILL alone":
+            first, left, took = await killed_alone(server, groups)
+            gone_in = f" (all gone {took:.2f} s after it)" if not any(left) else ""
+            ended = await leftovers_after(argv, mode, [*live_runs, escaper_run])
+        elif ending == "SIGKILL":
+            await end_server(server, ending)
             restarted = await open_server(argv, mode)
             if restarted is None:
                 raise BenchError(f"the server refused {mode} tracking after the restart")
@@ -441,12 +481,16 @@ async def ending_shape(argv: Sequence[str], mode: str, key: str, ending: str) ->
                 if problem:
                     detail(f"{mode} {key}: the new server: {problem}")
         else:
+            code = await end_server(server, ending)
             if code != 0:
                 detail(f"{mode} {key}: the server exited {code} after {ending}")
             first, left = await survivors(groups, SETTLE_S)
             ended = await leftovers_after(argv, mode, [*live_runs, escaper_run])
         cells: dict[str, Cell] = {}
-        when = "after the new server's ping" if ending == "SIGKILL" else "at exit"
+        when = {
+            "SIGKILL": "after the new server's ping",
+            "SIGKILL alone": "at the SIGKILL",
+        }.get(ending, "at exit")
         for index, (name, group, counts) in enumerate(
             ((key, live, ended[:-1]), (f"{key}b", escaper, ended[-1:]))
         ):
@@ -454,7 +498,7 @@ async def ending_shape(argv: Sequence[str], mode: str, key: str, ending: str) ->
             cells[name] = Cell(len(alive), total(counts), (name, mode) not in NOT_GUARANTEED)
             detail(
                 f"{mode} {name}: {seen(group)}; alive {when} {describe(first[index])}; "
-                f"survivors {describe(alive)}; leftoversEnded {counts}"
+                f"survivors {describe(alive)}{gone_in}; leftoversEnded {counts}"
             )
         return cells
     finally:
@@ -472,6 +516,7 @@ async def bench_mode(opts: Options, mode: str) -> dict[str, Cell] | None:
             *opts.server,
             *("--state-dir", state_dir, "--session", SESSION),
             *("--process-tracking", mode, "--grace-ms", str(GRACE_MS)),
+            *("--max-concurrency", str(len(LIVE_SHAPES) + 1)),  # every live run at once
         ]
         server = await open_server(argv, mode)
         if server is None:

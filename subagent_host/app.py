@@ -27,6 +27,7 @@ from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import allowed_environment
+from subagent_host.backends.lifeline import GuardianLog
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
 from subagent_host.backends.sessions import SessionFiles
@@ -46,6 +47,7 @@ from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.handlers.snapshot_file import snapshot_writer
 from subagent_host.handlers.table import build_method_table
+from subagent_host.logs import destination
 from subagent_host.planning.projection import seal
 from subagent_host.planning.stored_workflow import workflow_record
 from subagent_host.planning.toolchain import Toolchain
@@ -165,6 +167,8 @@ async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
     one that is unavailable); without it, the best this host allows.
     """
     supervisor = Supervisor(tracking or choose_tracking(config.process_tracking))
+    # From here on, this process dying (SIGKILL included) ends its runs' processes.
+    supervisor.guard(guardian_log())
     try:
         with StdioGuard() as stdio:
             try:
@@ -183,7 +187,14 @@ async def serve(config: ServerConfig, tracking: Tracking | None = None) -> int:
             finally:
                 await store.close()
     finally:
-        supervisor.close()  # every child was waited for: our cgroups are empty
+        # Every child was waited for: our cgroups are empty, the guardian is told `bye`.
+        await supervisor.aclose()
+
+
+def guardian_log() -> GuardianLog:
+    """The guardian writes its line (a WARNING) where the server's log goes, in its format."""
+    log = destination(logging.WARNING)
+    return GuardianLog(fd=log[0], json=log[1]) if log is not None else GuardianLog(fd=None)
 
 
 @contextlib.contextmanager

@@ -108,3 +108,20 @@ def open_log_file(path: Path) -> TextIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def destination(level: int) -> tuple[int, bool] | None:
+    """Where records at `level` go: the descriptor of the log's stream and whether it takes
+    JSON lines, for another process of the server's to write its lines in the same log
+    (the guardian); None when such records are not written, or not to a stream."""
+    root = logging.getLogger()
+    if not root.isEnabledFor(level):
+        return None
+    for handler in root.handlers:
+        if isinstance(handler, logging.StreamHandler):
+            try:
+                fd = handler.stream.fileno()
+            except (AttributeError, OSError, ValueError):
+                continue
+            return fd, isinstance(handler.formatter, JsonFormatter)
+    return None

@@ -41,6 +41,7 @@ import attrs
 from subagent_host.backends import cgroups, pipes, programs
 from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.exits import ProcessExit, StoppedBy
+from subagent_host.backends.lifeline import Guardian, GuardianLog
 from subagent_host.backends.liveness import START_TOLERANCE_S, process_create_time
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 from subagent_host.values.words import plural
@@ -362,6 +363,8 @@ class Supervisor:
         # from snapshot threads, hence the lock.
         self._claimed: dict[int, Child] = {}
         self._claiming = threading.Lock()
+        self.guardian: Guardian | None = None
+        """Ends every child's tree if this server dies (`guard`); None: nothing does."""
 
     @property
     def mode(self) -> TrackingMode:
@@ -371,8 +374,25 @@ class Supervisor:
     def is_subreaper(self) -> bool:
         return self.tracking.is_subreaper
 
+    def guard(self, log: GuardianLog) -> None:
+        """Start the guardian (lifeline.py): from now on, should this process die, whatever
+        kills it, every child's tree is ended within moments. On the loop; never waits."""
+        instance = self.tracking.instance
+        self.guardian = Guardian(instance.path if instance is not None else None, log)
+        self.guardian.start()
+        for child in self._started.values():
+            self.guardian.child_started(child, child.pid, child.marker)
+
     def close(self) -> None:
         """Remove this server's cgroups: call once every child has been waited for."""
+        if self.guardian is not None:
+            self.guardian.close()
+        self.tracking.close()
+
+    async def aclose(self) -> None:
+        """`close`, and wait (bounded) for the guardian to be gone."""
+        if self.guardian is not None:
+            await self.guardian.aclose()
         self.tracking.close()
 
     def reap_on_sigchld(self) -> None:
@@ -401,6 +421,9 @@ class Supervisor:
             ours = self._started.get(exited.si_pid)
             if ours is not None and not ours.has_exited():
                 ours.reap()
+                continue
+            if self.guardian is not None and self.guardian.owns(exited.si_pid):
+                self.guardian.reap()  # it died on its own: reaped, and another started
                 continue
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(exited.si_pid, os.WNOHANG)
@@ -460,6 +483,8 @@ class Supervisor:
         pidfd = _open_pidfd(popen.pid)
         child = Child(loop, popen, pidfd, spec.env.get(RUN_MARKER, ""), group, spec.log_fields)
         self._started[child.pid] = child
+        if self.guardian is not None:
+            self.guardian.child_started(child, child.pid, child.marker)
         for fd in (stdout_read, stderr_read):
             pipes.widen(fd)
         child.outputs = [
@@ -557,6 +582,8 @@ class Supervisor:
         if child.group is not None and not finished:
             await self._finish_group(child, child.group)
         del self._started[child.pid]
+        if self.guardian is not None:
+            self.guardian.child_ended(child)
         child.close()
         return ProcessExit.from_returncode(returncode)
 
@@ -778,9 +805,16 @@ class Supervisor:
         return usages
 
     def _adopted(self) -> list[psutil.Process]:
-        """Our own children that we did not start: orphans reparented to us."""
+        """Our own children that we did not start (nor the guardian): orphans reparented to us."""
         try:
-            return [p for p in psutil.Process().children() if p.pid not in self._started]
+            # Listed first, then told apart: a guardian listed was started before.
+            listed = psutil.Process().children()
+            guardian = self.guardian
+            return [
+                p
+                for p in listed
+                if p.pid not in self._started and not (guardian and guardian.owns(p.pid))
+            ]
         except psutil.Error:
             return []
 

@@ -20,8 +20,9 @@ from typing import Any, Final, Literal
 
 import psutil
 
-from subagent_host.backends import cgroups
+from subagent_host.backends import cgroups, lifeline
 from subagent_host.openrpc.check import MessageChecker
+from tests.waits import still_running
 
 # Generous bounds: tests assert behaviour, never speed.
 REPLY_TIMEOUT_S: Final = 20.0
@@ -253,6 +254,7 @@ async def running_server(
                 await proc.wait()
         await asyncio.wait_for(server._stderr_task, EXIT_TIMEOUT_S)
         assert_nothing_left(proc.pid)
+        await assert_no_guardian_left(proc.pid)
         assert_no_run_survives(server.run_ids)
         if not program and proc.returncode != -signal.SIGKILL:
             # A server that was not SIGKILLed removes its cgroups as it exits.
@@ -365,6 +367,53 @@ def assert_no_instance_cgroup(pid: int, started_at: int | None) -> None:
         return
     instance = hierarchy.root / f"i{pid}-{started_at}"
     assert not instance.exists(), f"server {pid} left its cgroups: {instance}"
+
+
+def guardians_of(server: int) -> list[psutil.Process]:
+    """The live guardian processes (backends/guardian.py) of the server process `server`:
+    its argv names the server's pid after the lifeline's descriptor."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if lifeline.PROGRAM in cmdline[:5]:
+            at = cmdline.index(lifeline.PROGRAM)
+            if cmdline[at + 2 : at + 3] == [str(server)]:
+                with contextlib.suppress(psutil.Error):
+                    if process.status() != psutil.STATUS_ZOMBIE:
+                        found.append(process)
+    return found
+
+
+def processes_below(server: int) -> list[psutil.Process]:
+    """Every descendant of the server process but its guardian: the processes of its runs
+    (and its version probes)."""
+    guardians = {process.pid for process in guardians_of(server)}
+    below = psutil.Process(server).children(recursive=True)
+    return [process for process in below if process.pid not in guardians]
+
+
+def kill_with_its_guardian(server: ServerProcess) -> None:
+    """SIGKILL the server and its guardian together, as if both were killed at once: the
+    runs' processes then outlive the server until the next server ends them (protocol.md
+    §13). The guardian is stopped first, so it cannot act on the server's death; stopped,
+    it still dies of SIGKILL. By pid: the processes of the server this test started."""
+    (guardian,) = guardians_of(server.pid)
+    guardian.suspend()
+    server.signal(signal.SIGKILL)
+    guardian.kill()
+
+
+async def assert_no_guardian_left(server: int) -> None:
+    """The server's guardian is gone: at once after a clean exit, within moments after a
+    SIGKILL (it ends the runs first); killed (by pid) and failed otherwise. The server is
+    gone, so no new guardian of it can start meanwhile."""
+    found = await asyncio.to_thread(guardians_of, server)
+    await still_running(found, EXIT_TIMEOUT_S)
+    left = await asyncio.to_thread(guardians_of, server)
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()  # by pid: the guardian of the server this test started
+    assert left == [], f"guardians of server {server} left behind: {[p.pid for p in left]}"
 
 
 def assert_nothing_left(pid: int) -> None:

@@ -28,6 +28,7 @@ from tests.e2e.harness import (
     ServerProcess,
     assert_no_run_survives,
     error_of,
+    kill_with_its_guardian,
     marked_processes,
     result_of,
     running_server,
@@ -87,9 +88,15 @@ async def wait_until_no_run_survives(
     assert_no_run_survives(run_ids)  # kills (by pid) and fails if any is still there
 
 
-async def crash(server: ServerProcess) -> set[str]:
-    """SIGKILL the server; hand its runs over to the caller, whose job it is to check them."""
-    server.signal(signal.SIGKILL)
+async def crash(server: ServerProcess, *, with_guardian: bool = False) -> set[str]:
+    """SIGKILL the server; hand its runs over to the caller, whose job it is to check them.
+
+    Its guardian ends their processes within moments (protocol.md §8.3); `with_guardian`
+    kills the guardian too, so they are left for the next server to end."""
+    if with_guardian:
+        kill_with_its_guardian(server)
+    else:
+        server.signal(signal.SIGKILL)
     assert await asyncio.wait_for(server.proc.wait(), EXIT_TIMEOUT_S) == -signal.SIGKILL
     taken = set(server.run_ids)
     server.run_ids.clear()  # their processes outlive this server until another ends them
@@ -551,9 +558,9 @@ async def test_a_task_runs_tree_is_ended_by_the_next_server_when_its_server_dies
                 if params.get("type") == "child" and params.get("status") == "running":
                     break
         run_id = params["runId"]
-        crashed = await crash(first)
+        crashed = await crash(first, with_guardian=True)
         assert run_id in crashed
-    await wait_for_processes(run_id, 1)  # the tree outlived its server
+    await wait_for_processes(run_id, 1)  # the tree outlived its server and its guardian
 
     async with running_server(*args) as second:
         assert (await result_of(second, "ping", {}))["pong"] is True

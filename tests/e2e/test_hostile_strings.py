@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.e2e.harness import error_of, result_of, running_server, state_args
+from tests.e2e.harness import error_of, processes_below, result_of, running_server, state_args
 from tests.e2e.hostile import attack, summary
 
 SURROGATE_MESSAGE = (
@@ -26,7 +26,7 @@ async def test_a_spawn_whose_label_is_a_lone_surrogate_is_invalid_params_and_sta
         error = await error_of(server, "spawn", {"command": ["sleep", "1000"], "label": "\ud800"})
         assert error["code"] == -32602
         assert error["data"]["errors"] == [{"path": "label", "message": SURROGATE_MESSAGE}]
-        assert psutil.Process(server.pid).children(recursive=True) == []
+        assert processes_below(server.pid) == []
         assert (await result_of(server, "status", {}))["runs"] == []
 
 

@@ -24,6 +24,7 @@ from tests.backends.conftest import assert_gone
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     ServerProcess,
+    kill_with_its_guardian,
     result_of,
     running_server,
     state_args,
@@ -223,9 +224,10 @@ async def test_a_server_that_ends_leaves_no_process_of_its_runs(
 async def test_a_sigkilled_servers_processes_are_ended_by_the_next_server(
     tmp_path: Path, mode: str
 ) -> None:
+    # Its guardian killed with it: what the guardian would end is left to the next server.
     async with running_server(*server_args(tmp_path, mode)) as first:
         pids = await start_every_shape(first, mode, crash=True)
-        first.signal(signal.SIGKILL)
+        kill_with_its_guardian(first)
         assert await asyncio.wait_for(first.proc.wait(), EXIT_TIMEOUT_S) == -signal.SIGKILL
         taken = set(first.run_ids)
         first.run_ids.clear()  # the next server ends them
@@ -242,7 +244,7 @@ async def test_a_sigkilled_servers_cgroups_are_swept_from_another_state_director
         pytest.skip("no writable cgroup v2 hierarchy on this host")
     async with running_server(*server_args(tmp_path / "one", "cgroup")) as first:
         pids = await start_every_shape(first, "cgroup", crash=True)
-        first.signal(signal.SIGKILL)
+        kill_with_its_guardian(first)
         assert await asyncio.wait_for(first.proc.wait(), EXIT_TIMEOUT_S) == -signal.SIGKILL
         first.run_ids.clear()  # no database the next server reads knows them
     async with running_server(*server_args(tmp_path / "two", "cgroup")) as second:

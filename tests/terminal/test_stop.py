@@ -20,7 +20,12 @@ from subagent_host.client import Host, InvalidParams, MethodNotFound, RunNotFoun
 from subagent_host.client.control import connect_control
 from subagent_host.rpc.control import CONTROL_DIR, reachable
 from subagent_host.store.browse import StateBrowser
-from tests.e2e.harness import _run_ids_in, assert_no_run_survives, assert_nothing_left
+from tests.e2e.harness import (
+    _run_ids_in,
+    assert_no_run_survives,
+    assert_nothing_left,
+    processes_below,
+)
 from tests.waits import still_running
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +65,7 @@ class Server:
 
     def tree(self) -> list[psutil.Process]:
         assert self.host.process is not None
-        return psutil.Process(self.host.process.pid).children(recursive=True)
+        return processes_below(self.host.process.pid)  # its runs', not its guardian
 
 
 @contextlib.asynccontextmanager

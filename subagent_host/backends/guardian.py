@@ -1,0 +1,412 @@
+"""The guardian: when its server dies, whatever killed it, the server's runs die with it.
+
+Run by the server (lifeline.py) as `python -I -S guardian.py LIFELINE_FD SERVER_PID
+SERVER_START_TICKS LOG_FORMAT`, in a session of its own (a terminal's Ctrl-C to the server's group
+does not reach it) and outside every cgroup it may end. Pure standard library and
+nothing of ours, run by path without `site`: it starts in a few milliseconds, in
+parallel with the server, and never costs the server its own start.
+
+The **lifeline** is a pipe whose write end only the server holds (close-on-exec:
+no child inherits it). The server writes JSON lines on it:
+
+- `{"cgroup": PATH}`: the server's instance cgroup (cgroup tracking): every
+  cgroup below it is a child's;
+- `{"child": KEY, "pid": PID, "marker": RUN_ID}`: a child started (it leads its
+  own process group; `marker` is its `SUBAGENT_HOST_RUN_ID`, empty for a child of
+  no run);
+- `{"ended": KEY}`: that child and its whole tree are gone;
+- `{"bye": true}`: the server is leaving cleanly, its children all ended.
+
+The server's death (SIGKILL, the OOM killer, a crash) is told by a pidfd on it
+(checked to be the server by its start time), and by the lifeline's end: a
+copy of the write end leaked into a process that outlives the server would hold
+the pipe open, the pidfd is not fooled. With no `bye` read when the server is
+gone, the guardian sends SIGTERM to every process of every child it
+knows of: the members of the children's cgroups, each child (recognised by its
+start time, so a recycled pid is never hit), the members of its process group,
+every process carrying one of the children's markers, and everything below
+those. It waits up to `DEAD_SERVER_GRACE_S` for them to go, sends SIGKILL to
+whatever is left (and `cgroup.kill` to the cgroups), removes the emptied
+cgroups, writes one log line and exits. A dead server's runs get this short
+grace, not their own: nobody is left to wait for them.
+
+Every process is signalled through a pidfd opened after it was found and checked
+again (its start time) once open: a pid recycled between the two is never hit.
+Processes the guardian signals are not its children: their parents, or init,
+reap them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+RUN_MARKER: Final = b"SUBAGENT_HOST_RUN_ID="
+LOGGER: Final = "subagent_host.backends.guardian"
+# What a dead server's runs get between SIGTERM and SIGKILL (protocol.md §8.3).
+DEAD_SERVER_GRACE_S: Final = 1.0
+# After SIGKILL the kernel ends processes at once; this bounds the wait for one
+# stuck in uninterruptible sleep (it dies when it wakes).
+KILL_WAIT_S: Final = 5.0
+# How often an emptied cgroup is tried for removal (no event says it became empty).
+EMPTY_CHECK_S: Final = 0.01
+READ_BYTES: Final = 65536
+
+
+class Known:
+    """What the server told: its instance cgroup and its live children."""
+
+    def __init__(self, server: int) -> None:
+        self.server = server
+        self.instance: str | None = None
+        self.children: dict[int, tuple[int, int | None, str]] = {}
+        """By the server's key: the child's pid, its start time as read here (None: it
+        was not the child any more when read), and its run marker."""
+        self.bye = False
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        """Take the complete lines of `data` (with what came before it)."""
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            self.take(line)
+
+    def take(self, line: bytes) -> None:
+        """Apply one line of the lifeline (a line that does not parse is ignored)."""
+        try:
+            message = json.loads(line)
+            if isinstance(message, dict):
+                self._apply(message)
+        except (ValueError, TypeError, KeyError):
+            return
+
+    def _apply(self, message: dict[str, Any]) -> None:
+        if "cgroup" in message:
+            self.instance = str(message["cgroup"])
+        elif "child" in message:
+            pid, marker = int(message["pid"]), str(message.get("marker", ""))
+            self.children[int(message["child"])] = (
+                pid,
+                _child_ticks(pid, marker, self.server),
+                marker,
+            )
+        elif "ended" in message:
+            self.children.pop(int(message["ended"]), None)
+        elif message.get("bye"):
+            self.bye = True
+
+    @property
+    def markers(self) -> frozenset[bytes]:
+        return frozenset(marker.encode() for _, _, marker in self.children.values() if marker)
+
+    def cgroups(self) -> list[str]:
+        """Every child's cgroup (below the instance), deepest first, then the instance."""
+        if self.instance is None:
+            return []
+        found = [path for path, _, _ in os.walk(self.instance, topdown=False)]
+        return found if found else [self.instance]
+
+
+def _child_ticks(pid: int, marker: str, server: int) -> int | None:
+    """The child's start time, once it is sure the pid still names the child: a process
+    whose parent is the server (then it is the child, or a newer child of the server the
+    server will tell of), or one carrying the child's run marker (its server gone, or a
+    recycled pid of the same run). None: the pid names another process now."""
+    stat = _stat(pid)
+    if stat is None:
+        return None
+    if stat[0] == server or (marker and _marker(pid) == marker.encode()):
+        return stat[3]
+    return None
+
+
+def main(argv: list[str]) -> int:
+    lifeline, server, ticks, log_format = int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
+    known = Known(server)
+    watch(lifeline, _pin_server(server, ticks), known)
+    if known.bye:
+        return 0  # a clean exit: the server ended its runs itself
+    runs = len(known.markers)
+    termed, killed = end_runs(known)
+    if termed or killed:
+        then = (
+            f"SIGKILL to the {killed} left after {DEAD_SERVER_GRACE_S:.1f} s"
+            if killed
+            else "none was left after it"
+        )
+        _log(
+            log_format,
+            "WARNING",
+            f"server {server} died: SIGTERM sent to {_count(termed)} of its "
+            f"{_count(runs, 'run')}; {then}",
+        )
+    return 0
+
+
+def watch(lifeline: int, server: int | None, known: Known) -> None:
+    """Take what the lifeline says until a `bye`, or until the server is gone: its pidfd
+    (`server`) readable, then the rest of the lifeline read. Without a pidfd, the
+    lifeline's end alone tells. The lifeline's end while the server lives (it closed
+    it, leaving with children still running) is not its death: that is waited for."""
+    poller = select.poll()
+    poller.register(lifeline, select.POLLIN)
+    if server is not None:
+        poller.register(server, select.POLLIN)
+    while True:
+        for fd, _ in poller.poll():
+            if fd == server:
+                _read_rest(lifeline, known)
+                return
+            data = os.read(lifeline, READ_BYTES)
+            if data:
+                known.feed(data)
+                if known.bye:
+                    return
+                continue
+            poller.unregister(lifeline)
+            if server is None:
+                return
+
+
+def _pin_server(server: int, ticks: int) -> int | None:
+    """A pidfd on the server, if it is still the process that started this guardian (its
+    start time); None if it is gone already, or pidfds are unknown here."""
+    try:
+        pidfd = os.pidfd_open(server)
+    except ProcessLookupError:
+        return _closed_pidfd()
+    except OSError:
+        return None
+    stat = _stat(server)
+    if stat is None or stat[3] != ticks:
+        os.close(pidfd)  # gone, and its pid another's now
+        return _closed_pidfd()
+    return pidfd
+
+
+def _closed_pidfd() -> int:
+    """A descriptor that is readable at once: the server is gone already."""
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    return read_end
+
+
+def _read_rest(lifeline: int, known: Known) -> None:
+    """Take what the dead server wrote before it died (never waits: a copy of the write end
+    that leaked into another process must not hold the guardian up)."""
+    os.set_blocking(lifeline, False)
+    with contextlib.suppress(BlockingIOError):
+        while data := os.read(lifeline, READ_BYTES):
+            known.feed(data)
+
+
+def end_runs(known: Known) -> tuple[int, int]:
+    """SIGTERM every process of the known children, the grace, SIGKILL what is left.
+
+    Returns how many processes got SIGTERM, and how many SIGKILL.
+    """
+    groups = known.cgroups()
+    first = _pin(_tree(known, groups))
+    later: dict[int, int] = {}
+    try:
+        for pidfd in first.values():
+            _send(pidfd, signal.SIGTERM)
+        _wait_exited(first.values(), DEAD_SERVER_GRACE_S)
+        left = {pid: pidfd for pid, pidfd in first.items() if not _has_exited(pidfd)}
+        # Whatever else is there now: forked since the first look (no SIGTERM for it).
+        later = _pin(_tree(known, groups), skip=left)
+        left.update(later)
+        for pidfd in left.values():
+            _send(pidfd, signal.SIGKILL)
+        for group in groups:
+            _kill_cgroup(group)
+        _wait_exited(left.values(), KILL_WAIT_S)
+        _remove_cgroups(groups)
+        return len(first), len(left)
+    finally:
+        for pidfd in (*first.values(), *later.values()):
+            os.close(pidfd)
+
+
+def _tree(known: Known, groups: Iterable[str]) -> dict[int, int]:
+    """Every live process of the known children, with its start time (never this one)."""
+    table = dict(_process_table())
+    chosen: set[int] = set()
+    for group in groups:
+        chosen.update(_cgroup_members(group))
+    led: set[int] = set()
+    for pid, ticks, _ in known.children.values():
+        if ticks is None:
+            continue  # not found as the child: its pid (and group id) may be another's
+        entry = table.get(pid)
+        if entry is not None and entry[3] == ticks:
+            chosen.add(pid)
+        if entry is None or entry[3] == ticks:
+            # The group outlives its leader, and its id is not reused while it does.
+            led.add(pid)
+    markers = known.markers
+    for pid, (_, pgid, _, _) in table.items():
+        if pgid in led or (markers and _marker(pid) in markers):
+            chosen.add(pid)
+    below: dict[int, list[int]] = {}
+    for pid, (ppid, _, _, _) in table.items():
+        below.setdefault(ppid, []).append(pid)
+    todo = list(chosen)
+    while todo:
+        for pid in below.get(todo.pop(), ()):
+            if pid not in chosen:
+                chosen.add(pid)
+                todo.append(pid)
+    chosen.discard(os.getpid())
+    return {pid: table[pid][3] for pid in chosen if pid in table}
+
+
+def _process_table() -> Iterator[tuple[int, tuple[int, int, str, int]]]:
+    """Every live (not zombie) process: pid -> (ppid, pgid, state, start ticks)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[2] != "Z":
+                yield int(entry), stat
+
+
+def _stat(pid: int) -> tuple[int, int, str, int] | None:
+    """(ppid, pgid, state, start ticks) of `pid` from /proc/PID/stat; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return int(fields[1]), int(fields[2]), fields[0].decode(), int(fields[19])
+
+
+def _marker(pid: int) -> bytes | None:
+    """The run marker in the process's environment, None if it has none (or is gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            for item in environ.read().split(b"\0"):
+                if item.startswith(RUN_MARKER):
+                    return item[len(RUN_MARKER) :]
+    except OSError:
+        pass
+    return None
+
+
+def _cgroup_members(group: str) -> list[int]:
+    try:
+        with open(os.path.join(group, "cgroup.procs"), "rb") as procs:
+            return [int(pid) for pid in procs.read().split()]
+    except OSError:
+        return []
+
+
+def _pin(found: dict[int, int], skip: Iterable[int] = ()) -> dict[int, int]:
+    """A pidfd for each process found, kept only if its start time still matches."""
+    pinned: dict[int, int] = {}
+    skipped = set(skip)
+    for pid, ticks in found.items():
+        if pid in skipped:
+            continue
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone already
+        stat = _stat(pid)
+        if stat is None or stat[3] != ticks:
+            os.close(pidfd)  # the pid names another process now
+            continue
+        pinned[pid] = pidfd
+    return pinned
+
+
+def _send(pidfd: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(pidfd, signum)
+
+
+def _has_exited(pidfd: int) -> bool:
+    return bool(select.select([pidfd], [], [], 0)[0])
+
+
+def _wait_exited(pidfds: Iterable[int], timeout_s: float) -> None:
+    """Wait up to `timeout_s` until every process has exited (a pidfd is readable then)."""
+    waiting = set(pidfds)
+    deadline = time.monotonic() + timeout_s
+    poller = select.poll()
+    for pidfd in waiting:
+        poller.register(pidfd, select.POLLIN)
+    while waiting:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        for pidfd, _ in poller.poll(remaining * 1000):
+            poller.unregister(pidfd)
+            waiting.discard(pidfd)
+
+
+def _kill_cgroup(group: str) -> None:
+    """SIGKILL every process of the cgroup and below, forks included (Linux 5.14+);
+    one by one on an older kernel."""
+    try:
+        with open(os.path.join(group, "cgroup.kill"), "w") as kill:
+            kill.write("1")
+        return
+    except OSError:
+        pass
+    for pid in _cgroup_members(group):  # alive while listed: not recycled yet
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _remove_cgroups(groups: list[str]) -> None:
+    """Remove the emptied cgroups, deepest first (a killed process leaves in a moment)."""
+    deadline = time.monotonic() + KILL_WAIT_S
+    for group in groups:
+        while True:
+            try:
+                os.rmdir(group)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # the next server on this host removes it
+                time.sleep(EMPTY_CHECK_S)  # noqa: TID251 -- the guardian has no loop
+
+
+def _count(count: int, noun: str = "process") -> str:
+    """values/words.py's `plural`, for the two nouns said here: nothing of ours is imported."""
+    plural = "processes" if noun == "process" else f"{noun}s"
+    return f"{count} {noun if count == 1 else plural}"
+
+
+def _log(log_format: str, level: str, message: str) -> None:
+    """One line on stderr (the server's log), in the server's format; `off`: none."""
+    if log_format == "off":
+        return
+    now = time.time()
+    if log_format == "json":
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+        entry: dict[str, Any] = {
+            "time": f"{stamp}.{int(now % 1 * 1000):03d}Z",
+            "level": level,
+            "logger": LOGGER,
+            "message": message,
+        }
+        line = json.dumps(entry)
+    else:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        line = f"{stamp},{int(now % 1 * 1000):03d} {level} {LOGGER}: {message}"
+    with contextlib.suppress(OSError):
+        os.write(2, line.encode() + b"\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
