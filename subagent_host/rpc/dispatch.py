@@ -30,11 +30,8 @@ from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
 from subagent_host.rpc.answering import AfterAnswer
+from subagent_host.rpc.codes import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED
 from subagent_host.rpc.errors import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    REQUEST_CANCELLED,
     InvalidParams,
     ParamProblem,
     error_for_exception,

@@ -1,16 +1,17 @@
-"""JSON-RPC error codes and error objects: the one place a failure becomes a wire error.
+"""JSON-RPC error objects: the one place a failure becomes a wire error.
 
 Domain code raises the code-free exceptions of `subagent_host.errors`; `CODES`
-maps each to its protocol.md §4 code. Anything unmapped is an internal error: the
-client gets a short message, the traceback goes to the log only.
+(`rpc/codes.py`, the one table of codes) maps each to its protocol.md §4 code.
+Anything unmapped is an internal error: the client gets a short message, the
+traceback goes to the log only.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Any
 
 import attrs
 from cattrs.errors import (
@@ -20,55 +21,11 @@ from cattrs.errors import (
 )
 from pygls.exceptions import JsonRpcException
 
-from subagent_host.errors import (
-    AmbiguousRunId,
-    BackendUnavailable,
-    CapacityExceeded,
-    HostError,
-    LaunchRejected,
-    RecordFailed,
-    RequestCancelled,
-    ResumeDenied,
-    RunNotFound,
-)
+from subagent_host.errors import HostError
+from subagent_host.rpc.codes import CODES, INTERNAL_ERROR, INVALID_PARAMS
 from subagent_host.rpc.wire import WireValueError, camel_case
 
 logger = logging.getLogger(__name__)
-
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-REQUEST_CANCELLED: Final = -32800
-
-CODES: Final[Mapping[type[HostError], int]] = {
-    RunNotFound: -32001,
-    BackendUnavailable: -32002,
-    LaunchRejected: -32003,
-    ResumeDenied: -32004,
-    CapacityExceeded: -32005,
-    AmbiguousRunId: -32006,
-    RequestCancelled: REQUEST_CANCELLED,
-    # The store failed, not the request: internal, but a known failure, said plainly.
-    RecordFailed: INTERNAL_ERROR,
-}
-
-# What each code means, in a few words (protocol.md §4; the schema's error `message`s).
-MEANINGS: Final[Mapping[int, str]] = {
-    PARSE_ERROR: "parse error",
-    INVALID_REQUEST: "invalid request",
-    METHOD_NOT_FOUND: "method not found",
-    INVALID_PARAMS: "invalid params",
-    INTERNAL_ERROR: "internal error",
-    REQUEST_CANCELLED: "request cancelled",
-    CODES[RunNotFound]: "run not found",
-    CODES[BackendUnavailable]: "backend unavailable",
-    CODES[LaunchRejected]: "launch rejected",
-    CODES[ResumeDenied]: "resume denied",
-    CODES[CapacityExceeded]: "capacity exceeded",
-    CODES[AmbiguousRunId]: "ambiguous run id",
-}
 
 
 @attrs.frozen
