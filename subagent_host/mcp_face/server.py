@@ -28,8 +28,7 @@ from mcp.shared.exceptions import MCPError
 from subagent_host import SERVER_NAME, __version__
 from subagent_host.client import Host, HostConnectionError, HostError
 from subagent_host.mcp_face.render import diagnostics_lines
-from subagent_host.mcp_face.tools import CONVERTER, TOOLS, Tool, read_arguments
-from subagent_host.rpc.errors import InvalidParams
+from subagent_host.mcp_face.tools import CONVERTER, TOOLS, BadArguments, Tool, read_arguments
 from subagent_host.rpc.wire import make_converter
 from subagent_host.values.facts import Diagnostic
 
@@ -110,7 +109,7 @@ async def call(
     a serve child that is gone is an MCP error."""
     try:
         result, text = await tool.run(host, read_arguments(tool, arguments), progress)
-    except InvalidParams as exc:
+    except BadArguments as exc:
         return refused(f"{exc.message}")
     except HostError as exc:
         return refused(error_text(exc))
