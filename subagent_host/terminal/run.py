@@ -5,9 +5,10 @@ A client of the core like any other: it starts a server first of all (with the s
 --state-dir, --config and --trust-project, in a session of its own so that a terminal's
 Ctrl-C reaches this process only), and only then imports the client library and the
 rest (terminal/run_follow.py), while the server starts; it spawns the child in
-background mode, follows its events, and reads its final snapshot. It never runs a child itself. A signal (Ctrl-C,
-SIGTERM, SIGHUP) stops the run through the server (the stop sequence, the server's
-grace) before this process exits with 128+n, so nothing is left behind.
+background mode, follows its events, and reads its final snapshot. It never runs a
+child itself. A signal (Ctrl-C, SIGTERM, SIGHUP) stops the run through the server (the
+stop sequence, the server's grace) before this process exits with 128+n, so nothing is
+left behind.
 """
 
 from __future__ import annotations
