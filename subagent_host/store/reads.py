@@ -10,8 +10,6 @@ import sqlite3
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from subagent_host.planning.plan import command_steps
-from subagent_host.planning.stored_workflow import workflow_from_record
 from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store.records import child_from_record, run_from_record, usage_from_record
 from subagent_host.store.rows import event_from_record
@@ -106,6 +104,11 @@ def _mark_command_steps(db: sqlite3.Connection, run: Run) -> None:
     ).fetchone()
     if found is None:
         return
+    # Planning is loaded for a workflow's run only: `runs` and `show` of other runs
+    # start faster without it.
+    from subagent_host.planning.plan import command_steps
+    from subagent_host.planning.stored_workflow import workflow_from_record
+
     try:
         commands = command_steps(workflow_from_record(json.loads(found[0])))
     except (ValueError, KeyError, TypeError, AttributeError):  # unreadable: as planned
