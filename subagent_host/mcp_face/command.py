@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import signal
 import sys
@@ -61,7 +62,8 @@ async def _start_and_serve(argv: Sequence[str]) -> int:
     try:
         from subagent_host.mcp_face.server import serve
     except BaseException as exc:
-        process.kill()  # the one process started here: nothing would end it now
+        with contextlib.suppress(ProcessLookupError):  # already gone is fine
+            process.kill()  # the one process started here: nothing would end it now
         await process.wait()
         if isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] in (
             SDK_PACKAGES

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import signal
 import sys
@@ -173,7 +174,8 @@ async def _start_and_follow(
     try:
         from subagent_host.terminal.run_follow import supervise
     except BaseException:
-        process.kill()  # the one process started here: nothing would end it now
+        with contextlib.suppress(ProcessLookupError):  # already gone is fine
+            process.kill()  # the one process started here: nothing would end it now
         await process.wait()
         raise
     return await supervise(process, args, spawn, interrupts)
