@@ -65,9 +65,8 @@ async def _start_and_serve(argv: Sequence[str]) -> int:
         with contextlib.suppress(ProcessLookupError):  # already gone is fine
             process.kill()  # the one process started here: nothing would end it now
         await process.wait()
-        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] in (
-            SDK_PACKAGES
-        ):
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if (missing or "").partition(".")[0] in SDK_PACKAGES:
             print(MISSING_SDK, file=sys.stderr)  # an SDK found but not whole
             return EXIT_USAGE
         raise
