@@ -71,6 +71,7 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
 
 
 def did_you_mean(key: str, known: list[str]) -> str:
+    """` (did you mean cwd?)` when `key` is close to one or two of `known`; else empty."""
     close = difflib.get_close_matches(key, known, n=2, cutoff=0.75)
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
