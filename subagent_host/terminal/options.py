@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from subagent_host import SERVER_NAME
 from subagent_host.cli import (
@@ -19,7 +20,9 @@ from subagent_host.cli import (
     parse_config,
     state_directory,
 )
-from subagent_host.config import ServerConfig
+
+if TYPE_CHECKING:
+    from subagent_host.config import ServerConfig
 
 
 def subcommand_parser(
