@@ -54,7 +54,8 @@ from subagent_host.planning.toolchain import Toolchain
 from subagent_host.planning.views import Projection
 from subagent_host.rpc.answering import after_answer
 from subagent_host.rpc.connection import Connection
-from subagent_host.rpc.control import ControlListener, UntrustedSocket, socket_path
+from subagent_host.rpc.control import ControlListener
+from subagent_host.rpc.control_socket import UntrustedSocket, socket_path
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
 from subagent_host.rpc.notifier import Notifier

@@ -8,54 +8,17 @@ before anything is served. An option given here beats the configuration files
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
+import gc
 import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final, NoReturn, TypeVar
-
-import attrs
-import platformdirs
+from typing import TYPE_CHECKING, Final, NamedTuple, NoReturn, TypeVar
 
 from subagent_host import SERVER_NAME, __version__
-from subagent_host.config import (
-    DEFAULT_GRACE_MS,
-    DEFAULT_HISTORY_LIMIT,
-    DEFAULT_LOG_FORMAT,
-    DEFAULT_LOG_LEVEL,
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_MAX_PARALLEL,
-    DEFAULT_MAX_QUEUE,
-    DEFAULT_RESUME_TOKEN_TTL_MS,
-    DEFAULT_WORKFLOW_PARALLELISM,
-    OUTPUT_CAP_BYTES,
-    OUTPUT_CAP_LINES,
-    PREVIOUS_CAP_BYTES,
-    ServerConfig,
-    user_config_dir,
-    working_project,
-)
-from subagent_host.settings import (
-    EXECUTORS,
-    FILE_NAME,
-    LOCAL,
-    LOG_FORMATS,
-    LOG_LEVELS,
-    MAX_CONCURRENCY,
-    MAX_HISTORY_LIMIT,
-    MAX_MESSAGE_BYTES,
-    MAX_QUEUE,
-    MIN_MESSAGE_BYTES,
-    MIN_RESUME_TOKEN_TTL_MS,
-    PROCESS_TRACKING,
-    PROJECT_FILE,
-    ExecutorChoice,
-    Settings,
-    load_settings,
-)
 from subagent_host.terminal import COMMANDS as TERMINAL_COMMANDS
 from subagent_host.values import (
     DEPTH_VARIABLE,
@@ -66,9 +29,15 @@ from subagent_host.values import (
     Framing,
 )
 
+if TYPE_CHECKING:
+    from subagent_host.config import ServerConfig
+    from subagent_host.settings import ExecutorChoice, Settings
+
+# The configuration's modules (its defaults, the settings files) load when an option's
+# defaults are needed, not before: `run` starts its server from here first of all.
 CONFIG_HELP: Final = (
     "a JSON settings file (an object), read after the global file ({global_file}) and "
-    f"a trusted project's {PROJECT_FILE}: it wins over them field by field, and "
+    "a trusted project's {project_file}: it wins over them field by field, and "
     "command-line options win over every file. Keys: default_model, "
     "default_effort (or default_thinking_level, thinkingLevel), timeout_ms, "
     "stall_timeout_ms, max_concurrency, default_tools, default_mode, history_limit, "
@@ -85,8 +54,7 @@ CONFIG_HELP: Final = (
 T = TypeVar("T")
 
 
-@attrs.frozen
-class NumberOption:
+class NumberOption(NamedTuple):
     """A whole-number option: its range, its default, and the `ServerConfig` field and
     settings key of the same name it fills."""
 
@@ -101,51 +69,72 @@ class NumberOption:
         return "--" + self.name.replace("_", "-")
 
 
-NUMBER_OPTIONS: Final = (
-    NumberOption(
-        "max_concurrency",
-        1,
-        MAX_CONCURRENCY,
-        DEFAULT_MAX_CONCURRENCY,
-        "children running at once across the server",
-    ),
-    NumberOption(
-        "max_queue",
-        0,
-        MAX_QUEUE,
-        DEFAULT_MAX_QUEUE,
-        "children waiting (queued) across the server; a spawn or resume that would queue "
-        "more is refused (-32005)",
-    ),
-    NumberOption(
-        "max_message_bytes",
-        MIN_MESSAGE_BYTES,
-        MAX_MESSAGE_BYTES,
-        DEFAULT_MAX_MESSAGE_BYTES,
-        "largest message accepted; larger ones are answered -32600 and skipped",
-    ),
-    NumberOption(
-        "grace_ms",
-        0,
-        MAX_DURATION_MS,
+@functools.cache
+def number_options() -> tuple[NumberOption, ...]:
+    """Every whole-number option of `serve`, with its range and default."""
+    from subagent_host.config import (
         DEFAULT_GRACE_MS,
-        "wait between SIGTERM and SIGKILL when stopping a run",
-    ),
-    NumberOption(
-        "resume_token_ttl_ms",
-        MIN_RESUME_TOKEN_TTL_MS,
-        MAX_DURATION_MS,
-        DEFAULT_RESUME_TOKEN_TTL_MS,
-        "lifetime of a resume token and of a preflight id",
-    ),
-    NumberOption(
-        "history_limit",
-        1,
-        MAX_HISTORY_LIMIT,
         DEFAULT_HISTORY_LIMIT,
-        "runs kept per session; older finished ones are deleted",
-    ),
-)
+        DEFAULT_MAX_CONCURRENCY,
+        DEFAULT_MAX_MESSAGE_BYTES,
+        DEFAULT_MAX_QUEUE,
+        DEFAULT_RESUME_TOKEN_TTL_MS,
+    )
+    from subagent_host.settings import (
+        MAX_CONCURRENCY,
+        MAX_HISTORY_LIMIT,
+        MAX_MESSAGE_BYTES,
+        MAX_QUEUE,
+        MIN_MESSAGE_BYTES,
+        MIN_RESUME_TOKEN_TTL_MS,
+    )
+
+    return (
+        NumberOption(
+            "max_concurrency",
+            1,
+            MAX_CONCURRENCY,
+            DEFAULT_MAX_CONCURRENCY,
+            "children running at once across the server",
+        ),
+        NumberOption(
+            "max_queue",
+            0,
+            MAX_QUEUE,
+            DEFAULT_MAX_QUEUE,
+            "children waiting (queued) across the server; a spawn or resume that would queue "
+            "more is refused (-32005)",
+        ),
+        NumberOption(
+            "max_message_bytes",
+            MIN_MESSAGE_BYTES,
+            MAX_MESSAGE_BYTES,
+            DEFAULT_MAX_MESSAGE_BYTES,
+            "largest message accepted; larger ones are answered -32600 and skipped",
+        ),
+        NumberOption(
+            "grace_ms",
+            0,
+            MAX_DURATION_MS,
+            DEFAULT_GRACE_MS,
+            "wait between SIGTERM and SIGKILL when stopping a run",
+        ),
+        NumberOption(
+            "resume_token_ttl_ms",
+            MIN_RESUME_TOKEN_TTL_MS,
+            MAX_DURATION_MS,
+            DEFAULT_RESUME_TOKEN_TTL_MS,
+            "lifetime of a resume token and of a preflight id",
+        ),
+        NumberOption(
+            "history_limit",
+            1,
+            MAX_HISTORY_LIMIT,
+            DEFAULT_HISTORY_LIMIT,
+            "runs kept per session; older finished ones are deleted",
+        ),
+    )
+
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +204,8 @@ def log_file(text: str) -> Path:
 
 
 def log_level(text: str) -> str:
+    from subagent_host.settings import LOG_LEVELS
+
     if text.lower() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
     return text.upper()
@@ -275,6 +266,18 @@ def build_parser() -> argparse.ArgumentParser:
 def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) -> None:
     """Every option of `serve` (protocol.md §7): `serve` takes them all, and `mcp` all but
     `--framing` (it speaks NDJSON to the server it starts)."""
+    import platformdirs
+
+    from subagent_host.config import DEFAULT_LOG_FORMAT, user_config_dir
+    from subagent_host.settings import (
+        EXECUTORS,
+        FILE_NAME,
+        LOG_FORMATS,
+        LOG_LEVELS,
+        PROCESS_TRACKING,
+        PROJECT_FILE,
+    )
+
     parser.add_argument(
         "--state-dir",
         type=state_directory,
@@ -319,7 +322,7 @@ def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) 
         metavar="NAME",
         help="the Ray namespace of the server's actors (default: the server's own)",
     )
-    for number in NUMBER_OPTIONS:
+    for number in number_options():
         add_number(
             parser,
             number.flag,
@@ -337,7 +340,9 @@ def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) 
         "--config",
         type=existing_file,
         metavar="FILE",
-        help=CONFIG_HELP.replace("{global_file}", str(user_config_dir() / FILE_NAME)),
+        help=CONFIG_HELP.replace("{global_file}", str(user_config_dir() / FILE_NAME)).replace(
+            "{project_file}", str(PROJECT_FILE)
+        ),
     )
     add_trust_project(
         parser,
@@ -371,6 +376,8 @@ def read_depth(environ: Mapping[str, str]) -> tuple[int, str | None]:
     A malformed marker fails closed: the server counts as deepest, so it runs no
     children, rather than risk unbounded recursion.
     """
+    from subagent_host.config import DEFAULT_MAX_DEPTH
+
     raw = environ.get(DEPTH_VARIABLE)
     if raw is None:
         return 0, None
@@ -385,6 +392,22 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
     Reads the files (once, synchronously: the loop has not started). Their problems
     are kept in `config.settings.diagnostics` for the server to log, never fatal.
     """
+    import platformdirs
+
+    from subagent_host.config import (
+        DEFAULT_LOG_FORMAT,
+        DEFAULT_LOG_LEVEL,
+        DEFAULT_MAX_PARALLEL,
+        DEFAULT_WORKFLOW_PARALLELISM,
+        OUTPUT_CAP_BYTES,
+        OUTPUT_CAP_LINES,
+        PREVIOUS_CAP_BYTES,
+        ServerConfig,
+        user_config_dir,
+        working_project,
+    )
+    from subagent_host.settings import load_settings
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -412,7 +435,7 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
             number.name: first(
                 getattr(args, number.name), getattr(settings, number.name), number.default
             )
-            for number in NUMBER_OPTIONS
+            for number in number_options()
         },
         require_preflight=first(args.require_preflight, settings.require_preflight, False),
         max_parallel=settings.max_parallel or DEFAULT_MAX_PARALLEL,
@@ -439,6 +462,8 @@ def _executor_choice(
 ) -> ExecutorChoice:
     """`--executor` and the `--ray-*` options over the files' `executor`; the cluster's
     options only with a cluster executor."""
+    from subagent_host.settings import LOCAL, ExecutorChoice
+
     from_files = settings.executor or ExecutorChoice()
     kind = first(args.executor, from_files.kind, LOCAL)
     same = kind == from_files.kind  # the file's address is for the file's executor
@@ -473,6 +498,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     answer without it.
     """
     args = sys.argv[1:] if argv is None else list(argv)
+    # At exit, whatever is loaded stays loaded to the end: frozen, it is skipped by the
+    # interpreter's last collection, which would otherwise walk every object of every
+    # module (tens of milliseconds of each command's end).
+    atexit.register(gc.freeze)
     if args[:1] == ["conformance"]:
         # The harness is a client of servers: its code is loaded for this subcommand only.
         from subagent_host.conformance.command import main as conformance

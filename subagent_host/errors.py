@@ -1,6 +1,6 @@
 """Domain errors: raised by handlers and runs, mapped to JSON-RPC codes in one place.
 
-The codes live in `rpc/errors.py` (protocol.md §4); this module imports nothing of
+The codes live in `rpc/codes.py` (protocol.md §4); this module imports nothing of
 ours so every layer can raise these without knowing about the wire.
 """
 

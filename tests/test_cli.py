@@ -414,3 +414,32 @@ def test_version_and_help_load_none_of_the_server(option: str) -> None:
     # The last line, apart from the help's words (which name `subagent-host mcp`).
     loaded = set(done.stdout.splitlines()[-1].removeprefix("LOADED ").split())
     assert loaded & set(SERVER_ONLY_MODULES) == set()
+
+
+# What reading the history must not load: the server's dispatch, the wire's types and
+# converter (only `--json` asks for them), the event loop, planning, process work.
+NOT_FOR_READING_HISTORY = (
+    "pygls",
+    "lsprotocol",
+    "asyncio",
+    "psutil",
+    "subagent_host.rpc.wire",
+    "subagent_host.planning.plan",
+    "subagent_host.client",
+    "subagent_host.app",
+)
+
+
+@pytest.mark.parametrize("command", ["runs", "show"])
+def test_runs_and_show_load_no_server_no_wire_and_no_event_loop(
+    command: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(  # noqa: TID251 - a one-shot interpreter, no event loop here
+        [sys.executable, "-c", LOADED_AFTER, command, "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    loaded = set(done.stdout.splitlines()[-1].removeprefix("LOADED ").split())
+    assert "subagent_host.store.browse" in loaded  # it did read the state directory
+    assert loaded & set(NOT_FOR_READING_HISTORY) == set()

@@ -21,8 +21,8 @@ from jsonschema.validators import Draft202012Validator
 
 from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS
 from subagent_host.openrpc import document
+from subagent_host.openrpc.builder import PROTOCOL_NOTIFICATIONS, SERVER_NOTIFICATIONS
 from subagent_host.openrpc.check import close_objects
-from subagent_host.openrpc.document import PROTOCOL_NOTIFICATIONS, SERVER_NOTIFICATIONS
 from subagent_host.openrpc.enums import enum_of
 from subagent_host.openrpc.schemas import REF_PREFIX
 from subagent_host.planning.views import VIEWS, from_json, to_json

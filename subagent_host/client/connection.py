@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from subagent_host.client.errors import HostConnectionError, error_from
-from subagent_host.rpc.errors import METHOD_NOT_FOUND
+from subagent_host.rpc.codes import METHOD_NOT_FOUND
 from subagent_host.rpc.framing import BadFrame, LspDecoder, NdjsonDecoder, encode_frame
 from subagent_host.rpc.json_codec import encode_json
 from subagent_host.values import Framing

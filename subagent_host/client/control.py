@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from subagent_host.client.host import Host
-from subagent_host.rpc.control import (
+from subagent_host.rpc.control_socket import (
     UntrustedSocket,
     check_private,
     peer_credentials,

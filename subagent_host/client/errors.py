@@ -1,6 +1,6 @@
 """What a failed call raises: one `HostError` subclass per JSON-RPC error code the server uses.
 
-The codes are the server's own (`rpc/errors.py`: the JSON-RPC ones and `CODES`,
+The codes are the server's own (`rpc/codes.py`: the JSON-RPC ones and `CODES`,
 which maps each domain error to its code), read from there, never repeated
 here; `ERRORS` maps each code to its class in this one place. A code this
 client does not know (a newer server's) is raised as `HostError` itself.
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from subagent_host import errors as domain
-from subagent_host.rpc import errors as codes
+from subagent_host.rpc import codes
 
 
 class HostError(Exception):

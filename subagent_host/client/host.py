@@ -14,10 +14,9 @@ import contextlib
 import logging
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import IO, Any, Final, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Final, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 from subagent_host.client.connection import (
     MAX_MESSAGE_BYTES,
@@ -47,6 +46,7 @@ from subagent_host.rpc.wire import (
     StopParams,
     make_converter,
 )
+from subagent_host.server_process import StreamTarget, server_command, start_server_process
 from subagent_host.values import TERMINAL, Framing
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,6 @@ class ConnectOptions(TypedDict, total=False):
     max_message_bytes: int
 
 
-StreamTarget = int | IO[Any] | None
 """Where a started server's stderr goes: None (ours), `asyncio.subprocess.DEVNULL`, or a
 file. Not `PIPE`: nothing would read it, and a full pipe would stall the server."""
 
@@ -229,8 +228,24 @@ class Host:
         (SIGINT to the foreground process group) then reaches the caller only, which
         decides how its runs end (`subagent-host run` stops its run, then closes).
         """
-        command = [*(program or (sys.executable, "-m", "subagent_host")), *args]
+        command = server_command(args, program)
         return _Starting(cls, command, framing, stderr, env, cwd, on_message, own_session)
+
+    @classmethod
+    def adopt(
+        cls,
+        process: asyncio.subprocess.Process,
+        *,
+        framing: Framing | str = Framing.NDJSON,
+        on_message: MessageObserver | None = None,
+    ) -> Host:
+        """A client of a server process the caller started with piped stdin and stdout
+        (`server_process.start_server_process`): from here on it is as if `start` had
+        started it, and `aclose()` ends it the same way. Needs a running event loop."""
+        assert process.stdout is not None and process.stdin is not None
+        return cls(
+            process.stdout, process.stdin, framing=framing, on_message=on_message, process=process
+        )
 
     # --- methods ---------------------------------------------------------------------
 
@@ -408,23 +423,14 @@ class _Starting:
         self._host: Host | None = None
 
     async def _start(self) -> Host:
-        process = await asyncio.create_subprocess_exec(
-            *self._command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+        process = await start_server_process(
+            self._command,
             stderr=self._stderr,
             env=self._env,
             cwd=self._cwd,
-            start_new_session=self._own_session,
+            own_session=self._own_session,
         )
-        assert process.stdout is not None and process.stdin is not None
-        return self._kind(
-            process.stdout,
-            process.stdin,
-            framing=self._framing,
-            on_message=self._on_message,
-            process=process,
-        )
+        return self._kind.adopt(process, framing=self._framing, on_message=self._on_message)
 
     def __await__(self) -> Generator[Any, None, Host]:
         return self._start().__await__()

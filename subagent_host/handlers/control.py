@@ -20,7 +20,8 @@ from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.handlers.stop import check_grace, stop_here
 from subagent_host.handlers.table import AsyncHandler, SyncHandler, bind
 from subagent_host.rpc.dispatch import Method
-from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import PingParams, PingResult, RunSnapshot, StatusParams, StopParams
 from subagent_host.runs.state import Run
 

@@ -7,7 +7,8 @@ import logging
 from subagent_host import PROTOCOL_VERSION
 from subagent_host.handlers.capabilities import SERVER_INFO, capabilities_of
 from subagent_host.handlers.context import HandlerContext
-from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import TRACE_VALUES, InitializeParams, InitializeResult
 
 logger = logging.getLogger(__name__)

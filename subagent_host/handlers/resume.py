@@ -19,7 +19,8 @@ from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.fingerprint import digest
 from subagent_host.resuming.definition_check import definition_check
 from subagent_host.resuming.target import ResumeRefused, resolve_target, resumed_child
-from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, Refusal
 from subagent_host.runs.state import Run, restore_events

@@ -9,8 +9,7 @@ and moments are `datetime`s the wire's converter writes (`rpc/wire.timestamp`).
 from __future__ import annotations
 
 import signal
-from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from subagent_host.rpc.wire import (
     ChildSnapshot,
@@ -22,23 +21,7 @@ from subagent_host.rpc.wire import (
 )
 from subagent_host.runs.state import ChildRun, Run, RunEvent, WorkflowState
 from subagent_host.values.facts import Usage
-
-MILLISECOND: Final = timedelta(milliseconds=1)
-
-
-def duration_ms(start: datetime | None, end: datetime | None) -> int | None:
-    """`endedAt - startedAt` exactly as the two timestamps read (whole milliseconds each).
-
-    From the moments cut to the millisecond, as `timestamp` writes them: rounding the
-    true difference instead could be 1 ms off what a client computes from the two.
-    """
-    if start is None or end is None:
-        return None
-    return (_to_ms(end) - _to_ms(start)) // MILLISECOND
-
-
-def _to_ms(moment: datetime) -> datetime:
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+from subagent_host.values.moments import duration_ms
 
 
 def outcome(run: Run | ChildRun) -> RunOutcome:

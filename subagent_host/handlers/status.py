@@ -6,7 +6,8 @@ import attrs
 
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import event_wire, run_snapshot
-from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import RunList, RunSnapshot, StatusParams
 
 

@@ -7,7 +7,8 @@ from typing import Final
 from subagent_host.errors import RunNotFound
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.rpc.errors import InvalidParams, ParamProblem
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import RunSnapshot, StopParams
 from subagent_host.runs.state import Run
 from subagent_host.values import MAX_DURATION_MS

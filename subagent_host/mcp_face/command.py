@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
 import signal
 import sys
 from collections.abc import Sequence
@@ -17,9 +19,11 @@ from typing import Final
 
 from subagent_host import SERVER_NAME
 from subagent_host.cli import OneLineParser, add_serve_options
+from subagent_host.server_process import server_command, start_server_process
 
 PROG: Final = f"{SERVER_NAME} mcp"  # as mcp_face/server.py names it
 EXIT_USAGE: Final = 2
+SDK_PACKAGES: Final = ("mcp", "mcp_types")  # the `mcp` extra's top-level packages
 MISSING_SDK: Final = (
     f"{PROG}: the MCP face needs the official MCP SDK, an optional extra: "
     f"pip install '{SERVER_NAME}[mcp]'"
@@ -40,14 +44,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     build_parser().parse_args(argv)  # a bad option: one line, exit 2
-    try:
-        from subagent_host.mcp_face.server import serve
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
-            raise
-        print(MISSING_SDK, file=sys.stderr)
+    if not all(importlib.util.find_spec(name) for name in SDK_PACKAGES):
+        print(MISSING_SDK, file=sys.stderr)  # before anything starts
         return EXIT_USAGE
     # A signal ends this process at once (no KeyboardInterrupt mid-way): its serve child
     # then sees the end of its input and stops every run (protocol.md §22).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    return asyncio.run(serve(argv))
+    return asyncio.run(_start_and_serve(argv))
+
+
+async def _start_and_serve(argv: Sequence[str]) -> int:
+    """Start the serve child first of all, then import the SDK (about half a second)
+    while it starts: the client's `initialize` waits for the longer of the two, not both."""
+    # NDJSON whatever the configuration files say: it is what `Host` speaks.
+    command = server_command(["--framing", "ndjson", *argv])
+    process = await start_server_process(command, own_session=True)
+    try:
+        from subagent_host.mcp_face.server import serve
+    except BaseException as exc:
+        with contextlib.suppress(ProcessLookupError):  # already gone is fine
+            process.kill()  # the one process started here: nothing would end it now
+        await process.wait()
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if (missing or "").partition(".")[0] in SDK_PACKAGES:
+            print(MISSING_SDK, file=sys.stderr)  # an SDK found but not whole
+            return EXIT_USAGE
+        raise
+    return await serve(process)

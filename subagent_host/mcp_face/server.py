@@ -1,10 +1,11 @@
 """The MCP server over stdio: the SDK's low-level `Server`, its two handlers, and the
 `subagent-host serve` child every tool call goes through.
 
-Lifecycle (protocol.md §22): the serve child is started first, in a session of its own
-(`Host.start(own_session=True)`), so that a client ending this process's group (the
-SDK's stdio client sends SIGTERM, then SIGKILL, to the group after 2 s) cannot cut the
-child's stop sequence short. When the MCP client closes our stdin, the SDK's loop
+Lifecycle (protocol.md §22): the serve child is started first (`command.py`, before
+the SDK is imported, which takes about as long as the child's start), in a session of
+its own, so that a client ending this process's group (the SDK's stdio client sends
+SIGTERM, then SIGKILL, to the group after 2 s) cannot cut the child's stop sequence
+short. When the MCP client closes our stdin, the SDK's loop
 ends, and the child's stdin is closed: it stops every run still going, as `serve`
 does at the end of its input (§6), and exits. If this process is killed instead, the
 kernel closes that pipe for it: the child sees the same end of input.
@@ -16,7 +17,6 @@ import asyncio
 import contextlib
 import functools
 import sys
-from collections.abc import Sequence
 from typing import Any, Final
 
 import mcp_types as types
@@ -28,8 +28,7 @@ from mcp.shared.exceptions import MCPError
 from subagent_host import SERVER_NAME, __version__
 from subagent_host.client import Host, HostConnectionError, HostError
 from subagent_host.mcp_face.render import diagnostics_lines
-from subagent_host.mcp_face.tools import CONVERTER, TOOLS, Tool, read_arguments
-from subagent_host.rpc.errors import InvalidParams
+from subagent_host.mcp_face.tools import CONVERTER, TOOLS, BadArguments, Tool, read_arguments
 from subagent_host.rpc.wire import make_converter
 from subagent_host.values.facts import Diagnostic
 
@@ -110,7 +109,7 @@ async def call(
     a serve child that is gone is an MCP error."""
     try:
         result, text = await tool.run(host, read_arguments(tool, arguments), progress)
-    except InvalidParams as exc:
+    except BadArguments as exc:
         return refused(f"{exc.message}")
     except HostError as exc:
         return refused(error_text(exc))
@@ -138,12 +137,11 @@ def error_text(exc: HostError) -> str:
     return "\n".join(lines)
 
 
-async def serve(serve_arguments: Sequence[str]) -> int:
-    """Serve MCP on stdin/stdout until the client closes stdin; 0 then, 1 when the serve
-    child could not start (its own line on stderr says why)."""
-    # NDJSON whatever the configuration files say: it is what `Host` speaks.
-    arguments = ["--framing", "ndjson", *serve_arguments]
-    async with Host.start(arguments, own_session=True) as host:
+async def serve(process: asyncio.subprocess.Process) -> int:
+    """Serve MCP on stdin/stdout until the client closes stdin, through the serve child
+    `process` (started by command.py, NDJSON, in a session of its own), which is ended
+    on the way out; 0 then, 1 when it could not start (its own line on stderr says why)."""
+    async with Host.adopt(process) as host:
         try:
             await host.ping()  # a server that cannot start is told before any client waits
         except HostConnectionError:

@@ -38,7 +38,7 @@ from subagent_host.mcp_face.render import agents_text, run_text, runs_text
 from subagent_host.mcp_face.waiting import Report, wait_for_run
 from subagent_host.openrpc.schemas import Direction, Schema, standalone_schema
 from subagent_host.planning.request import LaunchRequest
-from subagent_host.rpc.errors import InvalidParams, ParamProblem, param_problems
+from subagent_host.rpc.param_problems import ParamProblem, param_problems, summary
 from subagent_host.rpc.wire import (
     AgentsListParams,
     SpawnParams,
@@ -172,20 +172,30 @@ TOOLS: Final[Mapping[str, Tool]] = {
     )
 }
 
+
+class BadArguments(Exception):
+    """Arguments the server would refuse as params (-32602): `message` in its words."""
+
+    def __init__(self, problems: list[ParamProblem]) -> None:
+        self.problems = problems
+        self.message = summary(problems)
+        super().__init__(self.message)
+
+
 CONVERTER: Final = make_converter()
 """The wire's own converter: arguments are read, and results written, as the server does."""
 
 
 def read_arguments(tool: Tool, arguments: Mapping[str, Any]) -> Any:
-    """The arguments as `tool.arguments`; raises InvalidParams naming every problem, in the
+    """The arguments as `tool.arguments`; raises BadArguments naming every problem, in the
     wire's words (camelCase paths), as the server would for the same params."""
     offered = [key for key in arguments if key in tool.leave_out]
     if offered:
-        raise InvalidParams([ParamProblem(key, "unknown field") for key in offered])
+        raise BadArguments([ParamProblem(key, "unknown field") for key in offered])
     try:
         return CONVERTER.structure(dict(arguments), tool.arguments)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        raise InvalidParams(param_problems(exc)) from None
+        raise BadArguments(param_problems(exc)) from None
 
 
 def _retrieved(future: asyncio.Future[RunSnapshot]) -> None:
@@ -196,7 +206,7 @@ def _retrieved(future: asyncio.Future[RunSnapshot]) -> None:
 def _seconds(given: int | None, *, default: int) -> int:
     seconds = default if given is None else given
     if not 0 <= seconds <= MAX_WAIT_SECONDS:
-        raise InvalidParams(
+        raise BadArguments(
             [ParamProblem("waitSeconds", f"{seconds} is out of range (0..{MAX_WAIT_SECONDS})")]
         )
     return seconds

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from subagent_host.openrpc.document import build_document
-
 
 def document() -> dict[str, Any]:
     """The document as JSON values."""
+    # Imported here: the document needs the method table (and with it the server's
+    # dispatch), which the MCP face's tool schemas (`schemas.py`) do not.
+    from subagent_host.openrpc.builder import build_document
+
     return build_document()
 
 

@@ -29,7 +29,7 @@ except ImportError as missing:  # pragma: no cover - said plainly, not as a bare
         "pip install 'subagent-host[conformance]'"
     ) from missing
 
-from subagent_host.openrpc.document import ERROR_SCHEMA
+from subagent_host.openrpc.builder import ERROR_SCHEMA
 from subagent_host.openrpc.schemas import REF_PREFIX
 
 JSONRPC: Final = "2.0"

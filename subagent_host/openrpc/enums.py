@@ -19,7 +19,6 @@ from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.sessions import SEALED_AT_END, SEALED_AT_RECOVERY
 from subagent_host.backends.tracking import TrackingMode
 from subagent_host.planning.access import FILESYSTEM_LEVELS
-from subagent_host.planning.plan import STEP_COMMAND, STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
 from subagent_host.planning.receipts import BEST_EFFORT, EXECUTION_BOUNDARY, HOST_HARD
 from subagent_host.planning.request import AccessRequest, ItemFields, LaunchRequest
 from subagent_host.planning.views import (
@@ -57,7 +56,16 @@ from subagent_host.runs.state import (
 )
 from subagent_host.settings.model import BACKENDS
 from subagent_host.store.database import PERSISTENCE_MEMORY, PERSISTENCE_SQLITE
-from subagent_host.values import ISOLATIONS, MODES, SESSION_RESOURCES, RunKind
+from subagent_host.values import (
+    ISOLATIONS,
+    MODES,
+    SESSION_RESOURCES,
+    STEP_COMMAND,
+    STEP_FOR_EACH,
+    STEP_PARALLEL,
+    STEP_PROMPT,
+    RunKind,
+)
 from subagent_host.values.facts import BackendInfo, Diagnostic, RunSummary
 
 STATUSES: Final = tuple(str(status) for status in RunStatus)

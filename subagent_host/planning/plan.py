@@ -16,7 +16,7 @@ import attrs
 from subagent_host.backends.base import Backend, ItemSpec, Launch
 from subagent_host.planning.request import Placement
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
-from subagent_host.values import FULL, RunKind
+from subagent_host.values import FULL, STEP_PROMPT, RunKind
 
 
 @attrs.frozen
@@ -109,15 +109,6 @@ EMPTY_PROMPT: Final = "empty-prompt"
 def is_empty_prompt(backend: str, prompt: str | None) -> bool:
     """An agent backend's prompt that is empty or only whitespace (never `command`'s)."""
     return backend != "command" and prompt is not None and not prompt.strip()
-
-
-STEP_PROMPT: Final = "prompt"
-STEP_PARALLEL: Final = "parallel"
-STEP_FOR_EACH: Final = "forEach"
-# How a RunSnapshot reports a `prompt` step whose one item runs a command (§17). Only
-# reported: a plan, its fingerprint and a stored definition say `prompt`, as before,
-# so what earlier runs stored and were bound to stays the same.
-STEP_COMMAND: Final = "command"
 
 
 @attrs.frozen

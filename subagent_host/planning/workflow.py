@@ -17,17 +17,11 @@ import attrs
 from subagent_host.config import DEFAULT_MAX_PARALLEL
 from subagent_host.planning import templates
 from subagent_host.planning.items import ItemResolver
-from subagent_host.planning.plan import (
-    STEP_FOR_EACH,
-    STEP_PARALLEL,
-    STEP_PROMPT,
-    ChildPlan,
-    StepPlan,
-    WorkflowPlan,
-)
+from subagent_host.planning.plan import ChildPlan, StepPlan, WorkflowPlan
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
 from subagent_host.planning.snapshot_path import refusal
+from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
 from subagent_host.values.words import between
 
 MAX_WORKFLOW_STEPS: Final = 32

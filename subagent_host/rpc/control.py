@@ -19,25 +19,27 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import stat
-import struct
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 import attrs
 
 from subagent_host.rpc.connection import Connection
+from subagent_host.rpc.control_socket import (
+    SOCKET_SUFFIX,
+    check_private,
+    peer_credentials,
+    reachable,
+)
 from subagent_host.rpc.dispatch import Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
 from subagent_host.values import Framing
 
 logger = logging.getLogger(__name__)
 
-CONTROL_DIR: Final = "control"
-SOCKET_SUFFIX: Final = ".sock"
 # A handful of operators at once is plenty; more are refused (closed at once) so a
 # local loop of connects cannot take the server's memory or descriptors.
 MAX_CONNECTIONS: Final = 8
@@ -48,70 +50,12 @@ READ_CHUNK: Final = 16 * 1024
 # Once the server stops, control requests still waiting get this long to be answered
 # (their runs are being stopped by the shutdown anyway).
 CLOSE_TIMEOUT_S: Final = 10.0
-# sun_path holds 108 bytes on Linux; a longer path is reached through the directory's
-# descriptor (/proc/self/fd/N/name), which the kernel resolves like the path itself.
-MAX_SOCKET_PATH: Final = 100
 # A socket younger than this when the sweep starts is never swept: it may be a server's
 # that registered after the sweep read which servers live (file times lag time.time()
 # by up to a clock tick; a second covers it many times over).
 SWEEP_MARGIN_S: Final = 1.0
-_UCRED: Final = "3i"  # struct ucred: pid, uid, gid
 
 TableFactory = Callable[[], Mapping[str, Method]]
-
-
-class UntrustedSocket(Exception):
-    """A control directory or socket that is not this user's alone: never used."""
-
-
-def socket_path(state_dir: Path, instance_id: str) -> Path:
-    """Where the server instance `instance_id` listens."""
-    return state_dir / CONTROL_DIR / f"{instance_id}{SOCKET_SUFFIX}"
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int] | None:
-    """The peer's pid and uid (`SO_PEERCRED`), or None where they cannot be had."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    try:
-        pid, uid, _gid = struct.unpack(
-            _UCRED, sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize(_UCRED))
-        )
-    except OSError:
-        return None
-    return pid, uid
-
-
-def check_private(path: Path, *, kind: int, uid: int) -> None:
-    """Raise UntrustedSocket unless `path` is of `kind` (stat.S_IFDIR / S_IFSOCK), owned by
-    `uid` and closed to group and others. Symlinks are not followed: one is refused."""
-    try:
-        found = path.lstat()
-    except OSError as exc:
-        raise UntrustedSocket(f"{path}: {exc.strerror or exc}") from exc
-    if stat.S_IFMT(found.st_mode) != kind:
-        raise UntrustedSocket(
-            f"{path} is not a {'directory' if kind == stat.S_IFDIR else 'socket'}"
-        )
-    if found.st_uid != uid:
-        raise UntrustedSocket(f"{path} belongs to uid {found.st_uid}, not to us ({uid})")
-    if found.st_mode & 0o077:
-        raise UntrustedSocket(f"{path} is open to others (mode {stat.S_IMODE(found.st_mode):o})")
-
-
-@contextlib.contextmanager
-def reachable(path: Path) -> Iterator[str]:
-    """A name for `path` short enough for sun_path: the path itself, or the directory's
-    descriptor's /proc name while the block runs."""
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
-        yield str(path)
-        return
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
 
 
 def remove_stale(directory: Path, live: set[str], made_before: float) -> int:

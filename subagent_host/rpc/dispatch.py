@@ -30,17 +30,12 @@ from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
 from subagent_host.rpc.answering import AfterAnswer
+from subagent_host.rpc.codes import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED
 from subagent_host.rpc.errors import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    REQUEST_CANCELLED,
     InvalidParams,
-    ParamProblem,
     error_for_exception,
     error_object,
     method_suggestion,
-    param_problems,
 )
 from subagent_host.rpc.framing import BadFrame, Frame
 from subagent_host.rpc.json_codec import JsonEncodeError, encode_json
@@ -53,6 +48,7 @@ from subagent_host.rpc.messages import (
     classify,
     is_valid_id,
 )
+from subagent_host.rpc.param_problems import ParamProblem, param_problems
 from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
 from subagent_host.rpc.wire import META, WireValueError, make_converter, without_meta

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from subagent_host.rpc.errors import ParamProblem
+from subagent_host.rpc.param_problems import ParamProblem
 
 _UNSAFE: Final = re.compile("[\x00\ud800-\udfff]")
 

@@ -22,12 +22,11 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
-from subagent_host.planning.plan import STEP_COMMAND
 from subagent_host.runs import story
+from subagent_host.values import STEP_COMMAND, RunKind
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
-from subagent_host.values import RunKind
 from subagent_host.values import RunStatus as RunStatus
 from subagent_host.values.facts import (
     Diagnostic,

@@ -26,9 +26,6 @@ import attrs
 
 from subagent_host.planning import templates
 from subagent_host.planning.plan import (
-    STEP_FOR_EACH,
-    STEP_PARALLEL,
-    STEP_PROMPT,
     ChildPlan,
     RunPlan,
     StepPlan,
@@ -54,6 +51,7 @@ from subagent_host.runs.state import (
     prompt_head,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
+from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
 from subagent_host.values.facts import ErrorInfo
 
 WORKFLOW_PARALLELISM: Final = 4

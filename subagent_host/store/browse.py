@@ -23,11 +23,10 @@ from typing import Final
 import attrs
 
 from subagent_host.runs.state import Run, RunEvent
-from subagent_host.store.database import BUSY_TIMEOUT_MS
-from subagent_host.store.face import MIN_PREFIX as MIN_PREFIX
+from subagent_host.store.reads import MIN_PREFIX as MIN_PREFIX
 from subagent_host.store.reads import assemble
 from subagent_host.store.rows import event_from_record
-from subagent_host.store.schema import DB_NAME, check_version
+from subagent_host.store.schema import BUSY_TIMEOUT_MS, DB_NAME, check_version
 
 ACTIVITY_SCAN: Final = 200
 """Events looked at, newest first, for each child's latest activity."""

@@ -34,11 +34,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from subagent_host.store.schema import DB_NAME, StoreError, check_version, migrate
+from subagent_host.store.schema import (
+    BUSY_TIMEOUT_MS,
+    DB_NAME,
+    StoreError,
+    check_version,
+    migrate,
+)
 
 logger = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_MS: Final = 10_000
 
 T = TypeVar("T")
 

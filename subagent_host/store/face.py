@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
@@ -47,12 +47,11 @@ from subagent_host.runs.approvals import (
 from subagent_host.runs.state import Run, RunEvent, utc_now
 from subagent_host.store import approvals, instances, reads
 from subagent_host.store.database import Database, open_database
+from subagent_host.store.reads import MIN_PREFIX
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.recovery import start_instance
 from subagent_host.store.run_ids import RunIds
 from subagent_host.values.facts import RunSummary
-
-MIN_PREFIX: Final = 8
 
 __all__ = ["MIN_PREFIX", "PERSISTENCE_UNAVAILABLE", "Refusal", "RunStore"]
 

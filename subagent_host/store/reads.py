@@ -8,16 +8,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from subagent_host.planning.plan import command_steps
-from subagent_host.planning.stored_workflow import workflow_from_record
 from subagent_host.runs.state import Run, RunEvent
-from subagent_host.store.database import Database
 from subagent_host.store.records import child_from_record, run_from_record, usage_from_record
 from subagent_host.store.rows import event_from_record
 from subagent_host.values.facts import RunSummary, Usage
 
+if TYPE_CHECKING:  # the store's connection; the read-only browser (browse.py) needs none
+    from subagent_host.store.database import Database
+
+# A run is found by a prefix of its id only from this many characters on: shorter ones
+# would match by chance.
+MIN_PREFIX: Final = 8
 _LISTED: Final = (
     "SELECT run_id, kind, status, created_at, ended_at, label FROM runs"
     " WHERE session_id = ? ORDER BY created_at DESC, run_id DESC LIMIT ?"
@@ -101,6 +104,11 @@ def _mark_command_steps(db: sqlite3.Connection, run: Run) -> None:
     ).fetchone()
     if found is None:
         return
+    # Planning is loaded for a workflow's run only: `runs` and `show` of other runs
+    # start faster without it.
+    from subagent_host.planning.plan import command_steps
+    from subagent_host.planning.stored_workflow import workflow_from_record
+
     try:
         commands = command_steps(workflow_from_record(json.loads(found[0])))
     except (ValueError, KeyError, TypeError, AttributeError):  # unreadable: as planned

@@ -10,6 +10,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+# How long a statement waits for another connection's lock (a writer's, or a reader's
+# checkpoint) before it fails: every connection to a state directory uses it.
+BUSY_TIMEOUT_MS: Final = 10_000
+
 DB_NAME: Final = "subagent-host.sqlite3"
 SCHEMA_VERSION: Final = 3
 

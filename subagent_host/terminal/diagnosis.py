@@ -207,10 +207,10 @@ async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
     """Every check, in report order. `server_args` select the same configuration as
     `serve` would (without `--state-dir`: the one to use is chosen here)."""
     checks = [check_python(), check_state_dir(state_dir)]
-    if not await asyncio.to_thread(state_dir.is_dir):
-        scratch = "the state directory does not exist yet"
-    elif checks[1].passed is not True:
+    if checks[1].passed is not True:  # a file, say: never served on, never touched
         scratch = "the state directory is not usable"
+    elif not await asyncio.to_thread(state_dir.is_dir):
+        scratch = "the state directory does not exist yet"
     else:
         scratch = None
     async with _server_state(state_dir, scratch) as (where, directory):

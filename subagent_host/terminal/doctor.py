@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from subagent_host.terminal.diagnosis import Check, diagnose
-from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.terminal.options import any_path, state_dir_of, subcommand_parser
 
 NAME: Final = "doctor"
 MARKS: Final = {True: ("✓", "green"), False: ("✗", "red"), None: ("!", "yellow")}
@@ -27,9 +27,11 @@ def main(argv: Sequence[str]) -> int:
         "Check what running subagents here needs: Python, the state directory, SQLite, "
         "the agent CLIs and their versions, pi's models.json, process tracking and the "
         "delegation depth.",
+        # A --state-dir that is no directory is a failed check here, not a bad option.
+        state_dir=any_path,
     )
     args = parser.parse_args(argv)
-    state_dir = state_dir_of(args)
+    state_dir = args.state_dir if args.state_dir is not None else state_dir_of(args)
     # The same configuration as `serve` with these options; the state directory to use
     # is chosen by the doctor (it changes nothing in one that is not as it must be).
     server_args = [] if args.config is None else ["--config", str(args.config)]

@@ -8,7 +8,9 @@ sees the state directory a server started with the same options would use.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from subagent_host import SERVER_NAME
 from subagent_host.cli import (
@@ -18,20 +20,33 @@ from subagent_host.cli import (
     parse_config,
     state_directory,
 )
-from subagent_host.config import ServerConfig
+
+if TYPE_CHECKING:
+    from subagent_host.config import ServerConfig
 
 
-def subcommand_parser(name: str, description: str) -> argparse.ArgumentParser:
-    """A parser for `subagent-host NAME` with the shared options already added."""
+def subcommand_parser(
+    name: str, description: str, *, state_dir: Callable[[str], Path] = state_directory
+) -> argparse.ArgumentParser:
+    """A parser for `subagent-host NAME` with the shared options already added; `state_dir`
+    reads `--state-dir` (by default as `serve` does: a path that is not a directory is
+    refused)."""
     parser = OneLineParser(prog=f"{SERVER_NAME} {name}", description=description)
-    add_server_options(parser)
+    add_server_options(parser, state_dir=state_dir)
     return parser
 
 
-def add_server_options(parser: argparse.ArgumentParser) -> None:
+def any_path(text: str) -> Path:
+    """A `--state-dir` taken as it is, to be examined rather than refused (`doctor`)."""
+    return Path(text).expanduser().resolve()
+
+
+def add_server_options(
+    parser: argparse.ArgumentParser, *, state_dir: Callable[[str], Path] = state_directory
+) -> None:
     parser.add_argument(
         "--state-dir",
-        type=state_directory,
+        type=state_dir,
         metavar="DIR",
         help="the server's state directory (default: as for serve)",
     )

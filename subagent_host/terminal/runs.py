@@ -15,12 +15,11 @@ from typing import Final
 import attrs
 
 from subagent_host.cli import add_number, session_id
-from subagent_host.handlers.snapshots import duration_ms
-from subagent_host.rpc.wire import make_converter
 from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.values.facts import Usage
+from subagent_host.values.moments import duration_ms
 
 DEFAULT_LIMIT: Final = 20
 MAX_LIMIT: Final = 1_000_000
@@ -82,6 +81,9 @@ def list_runs(args: argparse.Namespace) -> int:
         print("".join(f"{line.run_id}\n" for line in lines), end="")
         return 0
     if args.json:
+        # The wire's converter for --json only: it takes a good part of a plain `runs`'s start.
+        from subagent_host.rpc.wire import make_converter
+
         converter = make_converter()
         return views.print_json([converter.unstructure(line) for line in lines])
     if not lines:

@@ -16,8 +16,6 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.rpc.wire import make_converter
 from subagent_host.runs.state import Run
 from subagent_host.store.browse import Launch, StateBrowser
 from subagent_host.terminal import views
@@ -43,6 +41,11 @@ def show_run(args: argparse.Namespace) -> int:
         streamed = "" if run.output else browser.streamed_output(run.run_id)
         launches = browser.launches(run.run_id)
     if args.json:
+        # The wire's types and converter for --json only: they take a good part of a
+        # plain `show`'s start.
+        from subagent_host.handlers.snapshots import run_snapshot
+        from subagent_host.rpc.wire import make_converter
+
         return views.print_json(make_converter().unstructure(run_snapshot(run)))
     out = views.console()
     describe(out, run)

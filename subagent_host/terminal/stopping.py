@@ -16,7 +16,7 @@ from subagent_host.backends.liveness import process_is_alive
 from subagent_host.client.control import ControlUnreachable, stop_at
 from subagent_host.client.errors import HostError
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.rpc.control import UntrustedSocket, socket_path
+from subagent_host.rpc.control_socket import UntrustedSocket, socket_path
 from subagent_host.rpc.wire import RunSnapshot
 from subagent_host.runs.state import Run
 from subagent_host.store.browse import BrowseError, Owner, StateBrowser

@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rich import box
 from rich.cells import cell_len
@@ -22,12 +22,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from subagent_host.runs.state import ChildRun, Run
-from subagent_host.store.browse import BrowseError, Launch
 from subagent_host.values.facts import Usage, Workspace
 
 # The server counts things in its messages too: the word lives in values, shared.
 from subagent_host.values.words import plural as plural
+
+if TYPE_CHECKING:  # `run` uses these words without reading the state directory
+    from subagent_host.runs.state import ChildRun, Run
+    from subagent_host.store.browse import Launch
 
 SHORT_ID: Final = 8
 """Characters of a run id shown: the shortest prefix `show`, `logs` and `stop` accept."""
@@ -277,6 +279,8 @@ def guarded(
     ends it with 1 and one line on stderr (`subagent-host show: ...`), a reader that
     goes away (`| head`) quietly with 141, as a pipeline's writer ends, and Ctrl-C with
     130 and no traceback."""
+    from subagent_host.store.browse import BrowseError  # loaded already by the body's module
+
     args = parser.parse_args(argv)
     try:
         status = body(args)

@@ -99,3 +99,13 @@ def camel_case(name: str) -> str:
     """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
     head, *rest = name.removesuffix("_").split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+# A workflow step's kinds (protocol.md §17).
+STEP_PROMPT: Final = "prompt"
+STEP_PARALLEL: Final = "parallel"
+STEP_FOR_EACH: Final = "forEach"
+# How a RunSnapshot reports a `prompt` step whose one item runs a command (§17). Only
+# reported: a plan, its fingerprint and a stored definition say `prompt`, as before,
+# so what earlier runs stored and were bound to stays the same.
+STEP_COMMAND: Final = "command"

@@ -16,7 +16,7 @@ from subagent_host.client import (
     RunNotFound,
 )
 from subagent_host.client.errors import error_from
-from subagent_host.rpc import errors as server_codes
+from subagent_host.rpc import codes as server_codes
 from subagent_host.rpc.wire import SessionId
 from tests.client.conftest import started
 

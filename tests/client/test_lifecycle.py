@@ -12,6 +12,7 @@ import pytest
 
 from subagent_host.client import Host, HostConnectionError, InvalidRequest
 from subagent_host.client import host as client_host
+from subagent_host.server_process import server_command, start_server_process
 from tests.client.conftest import Seen, started
 from tests.e2e.harness import assert_no_run_survives, assert_nothing_left, server_executable
 
@@ -75,17 +76,36 @@ async def test_connect_speaks_over_streams_the_caller_has(tmp_path: Path, framin
     assert_no_run_survives(seen.run_ids)
 
 
+@pytest.mark.parametrize("how", ["started", "adopted"])
 async def test_a_server_that_ignores_its_end_of_input_and_sigterm_is_killed(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     monkeypatch.setattr(client_host, "EXIT_WAIT_S", 0.2)
     monkeypatch.setattr(client_host, "TERMINATE_WAIT_S", 0.2)
     stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)"
-    host = await Host.start(program=(sys.executable, "-c", stubborn))
+    program = (sys.executable, "-c", stubborn)
+    if how == "started":
+        host = await Host.start(program=program)
+    else:  # started first, adopted after: ended the same way
+        host = Host.adopt(await start_server_process(program))
     assert host.process is not None
     await host.aclose()
     assert host.process.returncode == -9
     assert_nothing_left(host.process.pid)
+
+
+async def test_an_adopted_server_is_spoken_to_and_ended_as_a_started_one(tmp_path: Path) -> None:
+    # Started first (as `run` and `mcp` do, to import the rest meanwhile), adopted after.
+    command = server_command(["--state-dir", str(tmp_path / "state")])
+    process = await start_server_process(command, own_session=True)
+    seen = Seen()
+    async with Host.adopt(process, on_message=seen) as host:
+        assert host.process is process
+        snap = await host.spawn(command=("echo", "adopted"), mode="task")
+        assert snap.output is not None and snap.output.text == "adopted\n"
+    assert process.returncode == 0  # its stdin closed, it exited on its own
+    assert_nothing_left(process.pid)
+    assert_no_run_survives(seen.run_ids)
 
 
 async def test_an_observer_that_raises_ends_the_connection_and_its_waiting_calls(

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import psutil
 
-from subagent_host.rpc.control import socket_path
+from subagent_host.rpc.control_socket import socket_path
 from subagent_host.store.browse import StateBrowser
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,

@@ -15,9 +15,8 @@ import pytest
 from subagent_host.mcp_face.arguments import SpawnArguments
 from subagent_host.mcp_face.render import run_text
 from subagent_host.mcp_face.server import describe
-from subagent_host.mcp_face.tools import REPLAY_ONLY, TOOLS, read_arguments
+from subagent_host.mcp_face.tools import REPLAY_ONLY, TOOLS, BadArguments, read_arguments
 from subagent_host.planning.request import LaunchRequest
-from subagent_host.rpc.errors import InvalidParams
 from subagent_host.rpc.wire import RunSnapshot, StopParams
 from subagent_host.values import camel_case
 from subagent_host.values.facts import OutputInfo
@@ -36,16 +35,16 @@ def test_arguments_are_read_strictly_in_the_wire_s_words() -> None:
     assert read_arguments(TOOLS["stop"], {"runId": "abc", "graceMs": 0}) == StopParams(
         run_id="abc", grace_ms=0
     )
-    with pytest.raises(InvalidParams) as wrong:
+    with pytest.raises(BadArguments) as wrong:
         read_arguments(TOOLS["spawn"], {"command": ["true"], "waitSeconds": "5", "cwdd": "/"})
     assert wrong.value.message == (
         "invalid params: waitSeconds: expected an integer, got a string; "
         "cwdd: unknown field (did you mean cwd?)"
     )
-    with pytest.raises(InvalidParams) as offered:
+    with pytest.raises(BadArguments) as offered:
         read_arguments(TOOLS["spawn"], {"command": ["true"], "stream": True})
     assert offered.value.message == "invalid params: stream: unknown field"
-    with pytest.raises(InvalidParams):
+    with pytest.raises(BadArguments):
         read_arguments(TOOLS["wait"], {})
 
 

@@ -21,8 +21,9 @@ from subagent_host.backends.command import CommandBackend
 from subagent_host.planning.check import check_spawn
 from subagent_host.planning.normalized import normalized_plan
 from subagent_host.planning.views import to_json
+from subagent_host.rpc.codes import INVALID_PARAMS
 from subagent_host.rpc.dispatch import make_protocol
-from subagent_host.rpc.errors import INVALID_PARAMS, InvalidParams, error_for_exception
+from subagent_host.rpc.errors import InvalidParams, error_for_exception
 from subagent_host.rpc.wire import SpawnParams
 from tests.planning.conftest import LIMITS
 

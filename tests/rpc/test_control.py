@@ -15,13 +15,8 @@ from typing import Any
 import pytest
 
 from subagent_host.client.control import ControlUnreachable, connect_control
-from subagent_host.rpc.control import (
-    ControlListener,
-    UntrustedSocket,
-    reachable,
-    remove_stale,
-    socket_path,
-)
+from subagent_host.rpc.control import ControlListener, remove_stale
+from subagent_host.rpc.control_socket import UntrustedSocket, reachable, socket_path
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import PingParams, RunList
 

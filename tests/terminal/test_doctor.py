@@ -156,3 +156,28 @@ async def test_a_state_directory_that_is_a_file_fails(tmp_path: Path) -> None:
         f"✗ state directory: {tmp_path / 'xdg-state' / 'subagent-host'} is not a directory"
         in lines[1]
     )
+
+
+async def test_a_state_dir_option_naming_a_file_is_a_failed_check_and_the_others_still_run(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.write_text("not a directory")
+
+    code, lines = await doctor(
+        tmp_path, environment(tmp_path, agent_path()), "--state-dir", str(state)
+    )
+
+    assert code == 1  # a failed check, not a refused option (2)
+    (line,) = [line for line in lines if line[2:].startswith("state directory:")]
+    assert line == (
+        f"✗ state directory: {state} is not a directory "
+        "(fix: remove or move it, or pass --state-dir DIR)"
+    )
+    # Every other check still ran, on a server of a temporary state directory.
+    assert mark_of(lines, "Python") == "✓"
+    assert mark_of(lines, "SQLite") == "✓"
+    assert "a temporary state directory (the state directory is not usable)" in " ".join(lines)
+    for name in ("process tracking", "delegation depth"):
+        assert mark_of(lines, name) in "✓!"
+    assert state.read_text() == "not a directory"  # left exactly as it was

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from subagent_host.rpc.wire import RunSnapshot, make_converter
-from subagent_host.terminal.run import exit_status
+from subagent_host.terminal.run_follow import exit_status
 
 
 def _snapshot(status: str, **fields: Any) -> RunSnapshot:

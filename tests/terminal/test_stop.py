@@ -18,7 +18,7 @@ import pytest
 
 from subagent_host.client import Host, InvalidParams, MethodNotFound, RunNotFound
 from subagent_host.client.control import connect_control
-from subagent_host.rpc.control import CONTROL_DIR, reachable
+from subagent_host.rpc.control_socket import CONTROL_DIR, reachable
 from subagent_host.store.browse import StateBrowser
 from tests.e2e.harness import (
     _run_ids_in,

@@ -32,7 +32,7 @@ from subagent_host import PROTOCOL_VERSION, SERVER_NAME
 from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS, RAISES, implementation
 from subagent_host.openrpc.docstrings import class_description
 from subagent_host.openrpc.schemas import Direction, Schema, SchemaBuilder
-from subagent_host.rpc.errors import (
+from subagent_host.rpc.codes import (
     CODES,
     INTERNAL_ERROR,
     INVALID_PARAMS,
