@@ -48,6 +48,7 @@ from subagent_host.rpc.messages import (
     classify,
     is_valid_id,
 )
+from subagent_host.rpc.pacing import ReplyPacer
 from subagent_host.rpc.param_problems import ParamProblem, param_problems
 from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
@@ -78,6 +79,9 @@ class Method:
     handler: Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
     notification: bool = False
     """Only ever sent as a notification (`run/detach`): a request for it is -32601."""
+    paced: bool = False
+    """Its reply may be large (`status`): made only in its turn, one at a time in the
+    order read, once the output drains (rpc/pacing.py)."""
 
 
 @attrs.define
@@ -113,6 +117,8 @@ class HostProtocol(PyglsHooks):
         self._invokers: dict[str, Callable[[Any], Any]] = {}
         self._notifications: frozenset[str] = frozenset()  # methods never answered
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
+        self._paced: set[Callable[[Any], Any]] = set()  # invokers of paced methods
+        self._pacer = ReplyPacer()
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
         # The last result of each immutable type with its encoding (`_encode_result`).
         self._encoded: dict[type[Any], _Remembered] = {}
@@ -128,11 +134,23 @@ class HostProtocol(PyglsHooks):
         self.lifecycle = Lifecycle()
         """LSP's `shutdown` and `exit` on this connection (the handlers mark it)."""
 
-    def attach(self, methods: Mapping[str, Method], emit: Callable[[bytes], None]) -> None:
-        """Install the method table and the function that writes one JSON text to the client."""
+    def attach(
+        self,
+        methods: Mapping[str, Method],
+        emit: Callable[[bytes], None],
+        writable: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
+        """Install the method table and the function that writes one JSON text to the client.
+
+        `writable` returns once the output may take more (the connection's flow
+        control); paced methods wait for it. Without it they only take turns.
+        """
         self._invokers = {name: self._invoker(method) for name, method in methods.items()}
         self._notifications = frozenset(n for n, method in methods.items() if method.notification)
+        self._paced = {self._invokers[n] for n, method in methods.items() if method.paced}
         self._emit = emit
+        if writable is not None:
+            self._pacer = ReplyPacer(writable)
 
     # --- input -----------------------------------------------------------------------
 
@@ -205,7 +223,8 @@ class HostProtocol(PyglsHooks):
         # than asking `inspect` about every request's handler.
         if call.handler not in self._inline:
             if inspect.iscoroutinefunction(call.handler):
-                self._execute_async(call.msg_id, call.run(), call.callback)
+                pacer = self._pacer if call.handler in self._paced else None
+                self._execute_async(call.msg_id, call.run(), call.callback, pacer)
             else:
                 self.execute_by_pygls(call)
             return
@@ -219,14 +238,19 @@ class HostProtocol(PyglsHooks):
         call.callback(future)
 
     def _execute_async(
-        self, msg_id: PyglsMsgId, work: Coroutine[Any, Any, Any], callback: Callable[[Any], None]
+        self,
+        msg_id: PyglsMsgId,
+        work: Coroutine[Any, Any, Any],
+        callback: Callable[[Any], None],
+        pacer: ReplyPacer | None = None,
     ) -> None:
         """Run an async handler as a task that answers from inside itself.
 
         pygls answers from the task's done callback, one turn of the loop after
         the handler returned; answering in the handler's own last step lets the
         reply leave in the same write as the events that woke it. The done
-        callback stays as the fallback for a task cancelled before it ran.
+        callback stays as the fallback for a task cancelled before it ran (or
+        while it waited for its turn, with a `pacer`).
         """
         answered = False
         after = AfterAnswer()
@@ -240,7 +264,7 @@ class HostProtocol(PyglsHooks):
                 finally:
                     after.run()
 
-        task = asyncio.ensure_future(_answering(work, answer, after))
+        task = asyncio.ensure_future(_answering(work, answer, after, pacer))
         self.track(msg_id, task)
         task.add_done_callback(answer)
 
@@ -472,12 +496,30 @@ async def _answering(
     work: Coroutine[Any, Any, Any],
     answer: Callable[[asyncio.Future[Any]], None],
     after: AfterAnswer,
+    pacer: ReplyPacer | None,
 ) -> None:
     """Await `work`, then `answer` with its outcome as a done future.
 
     `after` collects what the handler asks to run once it is answered (`after_answer`).
+    With a `pacer`, both happen in the request's turn (rpc/pacing.py), which ends
+    once the answer has been emitted.
     """
     after.enter()  # in this task's own context only
+    if pacer is None:
+        await _answer_with(work, answer)
+        return
+    try:
+        async with pacer.turn():
+            await _answer_with(work, answer)
+    finally:
+        # Nothing once it ran; a request cancelled while it waited for its turn
+        # (answered -32800 by the done callback) never started its handler.
+        work.close()
+
+
+async def _answer_with(
+    work: Coroutine[Any, Any, Any], answer: Callable[[asyncio.Future[Any]], None]
+) -> None:
     outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     try:
         outcome.set_result(await work)
