@@ -25,7 +25,7 @@ from typing import Any, Final
 import attrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from lsprotocol.types import CANCEL_REQUEST
-from pygls.exceptions import JsonRpcMethodNotFound
+from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcMethodNotFound
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
@@ -61,6 +61,9 @@ STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireVal
 _UNSET: Final = object()
 # The largest encoded result remembered for reuse (`_encode_result`): one per type.
 REMEMBERED_BYTES: Final = 64 * 1024
+# The answers unfinished batches may hold, all together, before a paced member of one
+# is refused: a batch's answer is one array, sent whole, so its replies add up.
+BATCH_ANSWERS_BYTES: Final = 16 * 1024 * 1024
 # Said once, without the word the error's own message starts with ("invalid params: ...").
 POSITIONAL_REFUSED: Final = (
     "expected an object (this server takes them by name, not by position), got an array"
@@ -100,6 +103,7 @@ class _Batch:
         self.replies: list[bytes | None] = [None] * size
         self.slot_of: dict[MsgId, int] = {}
         self.sealed = False  # every element has been accepted
+        self.held = 0  # bytes of the answers in `replies`
 
     def is_complete(self) -> bool:
         return self.sealed and not self.slot_of
@@ -119,6 +123,7 @@ class HostProtocol(PyglsHooks):
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
         self._paced: set[Callable[[Any], Any]] = set()  # invokers of paced methods
         self._pacer = ReplyPacer()
+        self._batch_bytes = 0  # the answers every unfinished batch holds (BATCH_ANSWERS_BYTES)
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
         # The last result of each immutable type with its encoding (`_encode_result`).
         self._encoded: dict[type[Any], _Remembered] = {}
@@ -223,8 +228,11 @@ class HostProtocol(PyglsHooks):
         # than asking `inspect` about every request's handler.
         if call.handler not in self._inline:
             if inspect.iscoroutinefunction(call.handler):
-                pacer = self._pacer if call.handler in self._paced else None
-                self._execute_async(call.msg_id, call.run(), call.callback, pacer)
+                if call.handler in self._paced:
+                    turn = _Turn(self._pacer, self._batch_room(call.msg_id))
+                    self._execute_async(call.msg_id, call.run(), call.callback, turn)
+                else:
+                    self._execute_async(call.msg_id, call.run(), call.callback)
             else:
                 self.execute_by_pygls(call)
             return
@@ -242,7 +250,7 @@ class HostProtocol(PyglsHooks):
         msg_id: PyglsMsgId,
         work: Coroutine[Any, Any, Any],
         callback: Callable[[Any], None],
-        pacer: ReplyPacer | None = None,
+        turn: _Turn | None = None,
     ) -> None:
         """Run an async handler as a task that answers from inside itself.
 
@@ -250,7 +258,7 @@ class HostProtocol(PyglsHooks):
         the handler returned; answering in the handler's own last step lets the
         reply leave in the same write as the events that woke it. The done
         callback stays as the fallback for a task cancelled before it ran (or
-        while it waited for its turn, with a `pacer`).
+        while it waited for its `turn`).
         """
         answered = False
         after = AfterAnswer()
@@ -264,9 +272,25 @@ class HostProtocol(PyglsHooks):
                 finally:
                     after.run()
 
-        task = asyncio.ensure_future(_answering(work, answer, after, pacer))
+        task = asyncio.ensure_future(_answering(work, answer, after, turn))
         self.track(msg_id, task)
         task.add_done_callback(answer)
+
+    def _batch_room(self, msg_id: PyglsMsgId) -> Callable[[], None] | None:
+        """For a member of a batch: what refuses it (-32600) once unfinished batches hold
+        BATCH_ANSWERS_BYTES of answers (asked in its turn, before its reply is made)."""
+        if self._in_flight.get(msg_id) is None:
+            return None
+
+        def check() -> None:
+            if self._batch_bytes >= BATCH_ANSWERS_BYTES:
+                raise JsonRpcInvalidRequest(
+                    message=f"invalid request: unfinished batches already hold "
+                    f"{BATCH_ANSWERS_BYTES // (1024 * 1024)} MiB of answers; "
+                    "send this request alone"
+                )
+
+        return check
 
     def _invoker(self, method: Method) -> Callable[[Any], Any]:
         """A function from raw params to the method's result, async if the handler is."""
@@ -436,12 +460,15 @@ class HostProtocol(PyglsHooks):
             self._emit(reply)
         else:
             batch.replies[batch.slot_of.pop(msg_id)] = reply
+            batch.held += len(reply)
+            self._batch_bytes += len(reply)
             self._finish_batch(batch)
         if not self._in_flight:
             self._answered.set()
 
     def _finish_batch(self, batch: _Batch) -> None:
         if batch.is_complete():
+            self._batch_bytes -= batch.held
             reply = batch.encode()
             if reply is not None:  # an all-notification batch gets no reply at all
                 self._emit(reply)
@@ -492,25 +519,34 @@ def _drop(_body: bytes) -> None:
     logger.error("no output attached; dropping a message")
 
 
+@attrs.frozen
+class _Turn:
+    """How a paced request waits (rpc/pacing.py), and, for a batch's member, what
+    refuses it once batches hold too much (`admit` raises)."""
+
+    pacer: ReplyPacer
+    admit: Callable[[], None] | None
+
+
 async def _answering(
     work: Coroutine[Any, Any, Any],
     answer: Callable[[asyncio.Future[Any]], None],
     after: AfterAnswer,
-    pacer: ReplyPacer | None,
+    turn: _Turn | None,
 ) -> None:
     """Await `work`, then `answer` with its outcome as a done future.
 
     `after` collects what the handler asks to run once it is answered (`after_answer`).
-    With a `pacer`, both happen in the request's turn (rpc/pacing.py), which ends
+    With a `turn`, both happen in the request's turn (rpc/pacing.py), which ends
     once the answer has been emitted.
     """
     after.enter()  # in this task's own context only
-    if pacer is None:
+    if turn is None:
         await _answer_with(work, answer)
         return
     try:
-        async with pacer.turn():
-            await _answer_with(work, answer)
+        async with turn.pacer.turn():
+            await _answer_with(work, answer, turn.admit)
     finally:
         # Nothing once it ran; a request cancelled while it waited for its turn
         # (answered -32800 by the done callback) never started its handler.
@@ -518,10 +554,14 @@ async def _answering(
 
 
 async def _answer_with(
-    work: Coroutine[Any, Any, Any], answer: Callable[[asyncio.Future[Any]], None]
+    work: Coroutine[Any, Any, Any],
+    answer: Callable[[asyncio.Future[Any]], None],
+    admit: Callable[[], None] | None = None,
 ) -> None:
     outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     try:
+        if admit is not None:
+            admit()  # a refusal is the answer; the handler never runs
         outcome.set_result(await work)
     except asyncio.CancelledError:
         outcome.cancel()

@@ -7,7 +7,9 @@ import json
 from typing import Any
 
 import attrs
+import pytest
 
+from subagent_host.rpc import dispatch
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import Parsed
 from tests.waits import loop_turns
@@ -51,7 +53,7 @@ class Harness:
     def emit(self, body: bytes) -> None:
         reply = json.loads(body)
         self.sent.append(reply)
-        if "n" in reply.get("result", {}):
+        if isinstance(reply, dict) and "n" in reply.get("result", {}):
             self.writable.clear()  # a large reply fills the outgoing queue
 
     def send(self, msg_id: int, method: str) -> None:
@@ -107,3 +109,30 @@ async def test_a_paced_request_cancelled_in_its_wait_is_answered_and_never_run()
         "id": 2,
         "result": {"n": 1},
     }
+
+
+async def test_paced_members_of_batches_are_refused_once_batches_hold_too_much(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A batch's answer is sent whole: its replies add up until its last member answers.
+    monkeypatch.setattr(dispatch, "BATCH_ANSWERS_BYTES", 60)  # two replies' worth
+    rpc = Harness()
+    rpc.proceed.set()
+    batch = [{"jsonrpc": "2.0", "id": n, "method": "big"} for n in (1, 2, 3)]
+    rpc.protocol.receive(Parsed(batch))
+    rpc.protocol.receive(Parsed([{"jsonrpc": "2.0", "id": 4, "method": "big"}]))
+    await asyncio.wait_for(rpc.protocol.wait_answered(), 5)
+    refused = {
+        "code": -32600,
+        "message": "invalid request: unfinished batches already hold 0 MiB of answers;"
+        " send this request alone",
+    }
+    assert rpc.sent == [
+        [
+            {"jsonrpc": "2.0", "id": 1, "result": {"n": 1}},
+            {"jsonrpc": "2.0", "id": 2, "result": {"n": 2}},
+            {"jsonrpc": "2.0", "id": 3, "error": refused},
+        ],
+        [{"jsonrpc": "2.0", "id": 4, "result": {"n": 3}}],  # the first batch was sent: room
+    ]
+    assert rpc.started == ["big1", "big2", "big3"]
