@@ -205,7 +205,13 @@ async def test_pipelined_replays_of_a_run_are_answered_as_the_client_reads(
     args = state_args(tmp_path / "state")
     nuls = ["head", "-c", str(NUL_BYTES), "/dev/zero"]
     async with running_server(*args) as server:
-        run = await result_of(server, "spawn", {"command": nuls, "stream": True, "mode": "task"})
+        spawn = {"command": nuls, "stream": True, "mode": "task"}
+        await server.send({"jsonrpc": "2.0", "id": 1, "method": "spawn", "params": spawn})
+        async with asyncio.timeout(EXIT_TIMEOUT_S * 4):  # its events, read but not checked
+            while "id" not in (message := json.loads(await server._stdout.readline())):
+                pass
+        run = message["result"]
+        server.run_ids.add(run["runId"])
         assert run["status"] == "completed"
         await server.finish()
 
