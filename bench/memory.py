@@ -21,13 +21,22 @@ every byte goes to the client as `output` events. RSS is the server's own
    `mode: "task"` run streaming 50 MiB to a client that reads it, then the
    server's RSS once the reply and a `status {}` came back (after). Target:
    after - before <= 20 MB.
+3. Pipelined replays to a client that does not read. A `mode: "task"` run
+   whose child (`head -c`) prints 8.5 MiB of NUL bytes (`\u0000` in JSON: six
+   bytes each, the costliest text to replay) with `stream: true`; baseline:
+   the server's RSS once its reply came back. The client stops reading, writes
+   40 `status {runId, since: 0}` requests in one write, and samples the
+   server's RSS until its CPU time has stood still for a second (it answers as
+   the client reads, so it waits). Then it reads: each request must get one
+   reply, every reply the same events up to the run's `lastSeq`. Target: the
+   server's RSS while the replies wait <= baseline + 150 MB.
 
 After each measurement the server's stdin is closed; it must exit 0 and the
 flood child (found by pid) must be gone.
 
 How to run
 ----------
-    .venv/bin/python bench/memory.py [--held-mib N] [--after-mib N] [--server CMD]
+    .venv/bin/python bench/memory.py [--held-mib N] [--after-mib N] [--replays N] [--server CMD]
 
 Exits 0 whether or not the targets are met; 1 on any protocol error, timeout,
 lost byte or process left behind.
@@ -72,6 +81,9 @@ STILL_S: Final = 1.0  # the child's write count stands still this long: it is bl
 HELD_SAMPLE_S: Final = 2.0
 TARGET_PEAK_MB: Final = 100.0
 TARGET_AFTER_MB: Final = 20.0
+NUL_BYTES: Final = 8 * MIB + MIB // 2  # what the replayed run prints (case 3)
+TARGET_REPLAYS_MB: Final = 150.0
+IDLE_S: Final = 1.0  # the server's CPU time stands still this long: it waits for the client
 
 
 @dataclass
@@ -157,6 +169,21 @@ class Client:
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         await bounded(self.proc.stdin.drain(), f"sending {method}")
         return future
+
+    async def send_all(self, method: str, params: Json, count: int) -> list[asyncio.Future[Json]]:
+        """Send `count` identical requests in one write; their futures, in order."""
+        futures: list[asyncio.Future[Json]] = []
+        lines: list[bytes] = []
+        for _ in range(count):
+            msg_id, self.next_id = self.next_id, self.next_id + 1
+            futures.append(asyncio.get_running_loop().create_future())
+            self.replies[msg_id] = futures[-1]
+            message = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+            lines.append(json.dumps(message).encode() + b"\n")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"".join(lines))
+        await bounded(self.proc.stdin.drain(), f"sending {count} {method}")
+        return futures
 
     async def request(self, method: str, params: Json) -> Json:
         return await bounded(await self.send(method, params), f"waiting for {method}")
@@ -322,6 +349,57 @@ async def bench_after(server: Sequence[str], mib: int) -> list[Row]:
     return [Row(f"RSS after a {mib} MiB streamed run", "MB", after, "+<= 20 MB", met, before)]
 
 
+async def rss_until_idle(client: Client) -> float:
+    """The server's highest RSS (MB) until its CPU time stands still for IDLE_S."""
+    process = psutil.Process(client.proc.pid)
+    loop = asyncio.get_running_loop()
+    busy, since, peak = -1.0, loop.time(), 0.0
+    async with asyncio.timeout(EXIT_TIMEOUT_S * 4):
+        while True:
+            peak = max(peak, client.rss_mb())
+            times = process.cpu_times()
+            if times.user + times.system != busy:
+                busy, since = times.user + times.system, loop.time()
+            elif loop.time() - since >= IDLE_S:
+                return peak
+            await asyncio.sleep(0.02)
+
+
+async def bench_replays(server: Sequence[str], count: int) -> list[Row]:
+    async with serving(server) as client:
+        nuls = ["head", "-c", str(NUL_BYTES), "/dev/zero"]
+        run = await client.request("spawn", {"command": nuls, "stream": True, "mode": "task"})
+        before = client.rss_mb()
+        client.stop_reading()
+        status = {"runId": run["runId"], "since": 0}
+        started = time.perf_counter()
+        replies = await client.send_all("status", status, count)
+        waiting = await rss_until_idle(client)
+        client.resume_reading()
+        results = [await bounded(reply, "a status reply") for reply in replies]
+        took = time.perf_counter() - started
+        first = results[0]
+        if first["events"][-1]["seq"] != run["lastSeq"] or any(r != first for r in results):
+            raise BenchError("the replays differ, or miss the run's last event")
+        size = len(json.dumps(first))
+        detail(
+            f"{count} status {{since: 0}} of {NUL_BYTES / MIB:.1f} MiB of NULs: server RSS "
+            f"{waiting:.1f} MB while unread (before {before:.1f} MB); each reply "
+            f"{size / MB:.1f} MB, {len(first['events'])} events; all read in {took:.1f} s"
+        )
+    return [
+        Row(
+            f"RSS, {count} pipelined replays unread",
+            "MB",
+            waiting,
+            "+<= 150 MB",
+            waiting - before <= TARGET_REPLAYS_MB,
+            before,
+        ),
+        Row("one replay's size", "MB", size / MB, "<= 8.7 MB", size <= 8.7 * MB),
+    ]
+
+
 async def run(opts: argparse.Namespace) -> int:
     server = tuple(shlex.split(opts.server))
     rows: list[Row] = []
@@ -330,6 +408,8 @@ async def run(opts: argparse.Namespace) -> int:
         rows += await bench_held(server, opts.held_mib)
         print(f"2. RSS before and after a {opts.after_mib} MiB streamed run")
         rows += await bench_after(server, opts.after_mib)
+        print(f"3. {opts.replays} pipelined status {{since: 0}} to a client that does not read")
+        rows += await bench_replays(server, opts.replays)
     except BenchError as exc:
         print(f"memory bench failed: {exc}", file=sys.stderr)
         return 1
@@ -342,6 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--held-mib", type=int, default=200, metavar="N")
     parser.add_argument("--after-mib", type=int, default=50, metavar="N")
+    parser.add_argument("--replays", type=int, default=40, metavar="N")
     parser.add_argument("--server", default=default_server(), metavar="CMD")
     started = time.perf_counter()
     code = asyncio.run(run(parser.parse_args(argv)))

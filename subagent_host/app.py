@@ -292,7 +292,7 @@ async def _serve_with_store(
     # children are held back (nothing is dropped) until the backlog is gone.
     sink.watch_backlog(lambda: runs.streams.close("client"), lambda: runs.streams.open("client"))
     store.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
-    protocol.attach(build_method_table(ctx), connection.emit)
+    protocol.attach(build_method_table(ctx), connection.emit, connection.writable)
     notifier.attach(connection.emit)
     control = await _open_control(config, store, ctx)
 

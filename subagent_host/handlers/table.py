@@ -106,6 +106,9 @@ RAISES: Mapping[str, tuple[type[HostError], ...]] = {
     "status": (RunNotFound, AmbiguousRunId),
     "stop": (RunNotFound, AmbiguousRunId),
 }
+# Methods whose reply may be large (`status {since}`: up to 8 MiB of events): each is
+# answered in its turn, one at a time, once the output drains (rpc/pacing.py).
+PACED: frozenset[str] = frozenset({"status"})
 # Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
 NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
     EXIT: (NoParams, exit_.handle),
@@ -121,7 +124,7 @@ def build_method_table(ctx: HandlerContext) -> dict[str, Method]:
     ctx.methods = tuple(sorted(ENTRIES))
     ctx.notifications = tuple(sorted({CANCEL_REQUEST, *NOTIFICATIONS}))
     table = {
-        name: Method(params_type, bind(handler, ctx))
+        name: Method(params_type, bind(handler, ctx), paced=name in PACED)
         for name, (params_type, handler) in ENTRIES.items()
     }
     for name, (params_type, handler) in NOTIFICATIONS.items():

@@ -43,6 +43,11 @@ class Connection:
         """The framing replies use: the detected one (NDJSON before anything was read)."""
         return self._decoder.framing or Framing.NDJSON
 
+    async def writable(self) -> None:
+        """Return once the output may take more: at once, or once the client has read
+        what waits down below the queue's low-water mark (rpc/stdio.py)."""
+        await self._output.drain()
+
     def emit(self, body: bytes) -> None:
         """Queue one JSON text for the client, in the connection's framing.
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 import attrs
 from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from lsprotocol.types import CANCEL_REQUEST
-from pygls.exceptions import JsonRpcMethodNotFound
+from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcMethodNotFound
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
 from pygls.server import JsonRPCServer
 
@@ -48,6 +48,7 @@ from subagent_host.rpc.messages import (
     classify,
     is_valid_id,
 )
+from subagent_host.rpc.pacing import ReplyPacer
 from subagent_host.rpc.param_problems import ParamProblem, param_problems
 from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
@@ -60,6 +61,9 @@ STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireVal
 _UNSET: Final = object()
 # The largest encoded result remembered for reuse (`_encode_result`): one per type.
 REMEMBERED_BYTES: Final = 64 * 1024
+# The answers unfinished batches may hold, all together, before a paced member of one
+# is refused: a batch's answer is one array, sent whole, so its replies add up.
+BATCH_ANSWERS_BYTES: Final = 16 * 1024 * 1024
 # Said once, without the word the error's own message starts with ("invalid params: ...").
 POSITIONAL_REFUSED: Final = (
     "expected an object (this server takes them by name, not by position), got an array"
@@ -78,6 +82,9 @@ class Method:
     handler: Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
     notification: bool = False
     """Only ever sent as a notification (`run/detach`): a request for it is -32601."""
+    paced: bool = False
+    """Its reply may be large (`status`): made only in its turn, one at a time in the
+    order read, once the output drains (rpc/pacing.py)."""
 
 
 @attrs.define
@@ -96,6 +103,7 @@ class _Batch:
         self.replies: list[bytes | None] = [None] * size
         self.slot_of: dict[MsgId, int] = {}
         self.sealed = False  # every element has been accepted
+        self.held = 0  # bytes of the answers in `replies`
 
     def is_complete(self) -> bool:
         return self.sealed and not self.slot_of
@@ -113,6 +121,9 @@ class HostProtocol(PyglsHooks):
         self._invokers: dict[str, Callable[[Any], Any]] = {}
         self._notifications: frozenset[str] = frozenset()  # methods never answered
         self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
+        self._paced: set[Callable[[Any], Any]] = set()  # invokers of paced methods
+        self._pacer = ReplyPacer()
+        self._batch_bytes = 0  # the answers every unfinished batch holds (BATCH_ANSWERS_BYTES)
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
         # The last result of each immutable type with its encoding (`_encode_result`).
         self._encoded: dict[type[Any], _Remembered] = {}
@@ -128,11 +139,23 @@ class HostProtocol(PyglsHooks):
         self.lifecycle = Lifecycle()
         """LSP's `shutdown` and `exit` on this connection (the handlers mark it)."""
 
-    def attach(self, methods: Mapping[str, Method], emit: Callable[[bytes], None]) -> None:
-        """Install the method table and the function that writes one JSON text to the client."""
+    def attach(
+        self,
+        methods: Mapping[str, Method],
+        emit: Callable[[bytes], None],
+        writable: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
+        """Install the method table and the function that writes one JSON text to the client.
+
+        `writable` returns once the output may take more (the connection's flow
+        control); paced methods wait for it. Without it they only take turns.
+        """
         self._invokers = {name: self._invoker(method) for name, method in methods.items()}
         self._notifications = frozenset(n for n, method in methods.items() if method.notification)
+        self._paced = {self._invokers[n] for n, method in methods.items() if method.paced}
         self._emit = emit
+        if writable is not None:
+            self._pacer = ReplyPacer(writable)
 
     # --- input -----------------------------------------------------------------------
 
@@ -205,7 +228,11 @@ class HostProtocol(PyglsHooks):
         # than asking `inspect` about every request's handler.
         if call.handler not in self._inline:
             if inspect.iscoroutinefunction(call.handler):
-                self._execute_async(call.msg_id, call.run(), call.callback)
+                if call.handler in self._paced:
+                    turn = _Turn(self._pacer, self._batch_room(call.msg_id))
+                    self._execute_async(call.msg_id, call.run(), call.callback, turn)
+                else:
+                    self._execute_async(call.msg_id, call.run(), call.callback)
             else:
                 self.execute_by_pygls(call)
             return
@@ -219,14 +246,19 @@ class HostProtocol(PyglsHooks):
         call.callback(future)
 
     def _execute_async(
-        self, msg_id: PyglsMsgId, work: Coroutine[Any, Any, Any], callback: Callable[[Any], None]
+        self,
+        msg_id: PyglsMsgId,
+        work: Coroutine[Any, Any, Any],
+        callback: Callable[[Any], None],
+        turn: _Turn | None = None,
     ) -> None:
         """Run an async handler as a task that answers from inside itself.
 
         pygls answers from the task's done callback, one turn of the loop after
         the handler returned; answering in the handler's own last step lets the
         reply leave in the same write as the events that woke it. The done
-        callback stays as the fallback for a task cancelled before it ran.
+        callback stays as the fallback for a task cancelled before it ran (or
+        while it waited for its `turn`).
         """
         answered = False
         after = AfterAnswer()
@@ -240,9 +272,25 @@ class HostProtocol(PyglsHooks):
                 finally:
                     after.run()
 
-        task = asyncio.ensure_future(_answering(work, answer, after))
+        task = asyncio.ensure_future(_answering(work, answer, after, turn))
         self.track(msg_id, task)
         task.add_done_callback(answer)
+
+    def _batch_room(self, msg_id: PyglsMsgId) -> Callable[[], None] | None:
+        """For a member of a batch: what refuses it (-32600) once unfinished batches hold
+        BATCH_ANSWERS_BYTES of answers (asked in its turn, before its reply is made)."""
+        if self._in_flight.get(msg_id) is None:
+            return None
+
+        def check() -> None:
+            if self._batch_bytes >= BATCH_ANSWERS_BYTES:
+                raise JsonRpcInvalidRequest(
+                    message=f"invalid request: unfinished batches already hold "
+                    f"{BATCH_ANSWERS_BYTES // (1024 * 1024)} MiB of answers; "
+                    "send this request alone"
+                )
+
+        return check
 
     def _invoker(self, method: Method) -> Callable[[Any], Any]:
         """A function from raw params to the method's result, async if the handler is."""
@@ -412,12 +460,15 @@ class HostProtocol(PyglsHooks):
             self._emit(reply)
         else:
             batch.replies[batch.slot_of.pop(msg_id)] = reply
+            batch.held += len(reply)
+            self._batch_bytes += len(reply)
             self._finish_batch(batch)
         if not self._in_flight:
             self._answered.set()
 
     def _finish_batch(self, batch: _Batch) -> None:
         if batch.is_complete():
+            self._batch_bytes -= batch.held
             reply = batch.encode()
             if reply is not None:  # an all-notification batch gets no reply at all
                 self._emit(reply)
@@ -468,18 +519,49 @@ def _drop(_body: bytes) -> None:
     logger.error("no output attached; dropping a message")
 
 
+@attrs.frozen
+class _Turn:
+    """How a paced request waits (rpc/pacing.py), and, for a batch's member, what
+    refuses it once batches hold too much (`admit` raises)."""
+
+    pacer: ReplyPacer
+    admit: Callable[[], None] | None
+
+
 async def _answering(
     work: Coroutine[Any, Any, Any],
     answer: Callable[[asyncio.Future[Any]], None],
     after: AfterAnswer,
+    turn: _Turn | None,
 ) -> None:
     """Await `work`, then `answer` with its outcome as a done future.
 
     `after` collects what the handler asks to run once it is answered (`after_answer`).
+    With a `turn`, both happen in the request's turn (rpc/pacing.py), which ends
+    once the answer has been emitted.
     """
     after.enter()  # in this task's own context only
+    if turn is None:
+        await _answer_with(work, answer)
+        return
+    try:
+        async with turn.pacer.turn():
+            await _answer_with(work, answer, turn.admit)
+    finally:
+        # Nothing once it ran; a request cancelled while it waited for its turn
+        # (answered -32800 by the done callback) never started its handler.
+        work.close()
+
+
+async def _answer_with(
+    work: Coroutine[Any, Any, Any],
+    answer: Callable[[asyncio.Future[Any]], None],
+    admit: Callable[[], None] | None = None,
+) -> None:
     outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     try:
+        if admit is not None:
+            admit()  # a refusal is the answer; the handler never runs
         outcome.set_result(await work)
     except asyncio.CancelledError:
         outcome.cancel()

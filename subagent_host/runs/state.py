@@ -15,6 +15,7 @@ as first-wins and a terminal status is never changed. Only a resume leaves one
 from __future__ import annotations
 
 import collections
+import json.encoder
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -47,7 +48,8 @@ NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
 
 # Events kept per run for replay (`status {since}`), in memory while the run goes
 # on and on disk: a streaming run emits one per output chunk (up to 256 KiB), so
-# they are bounded by count and by bytes, oldest dropped first; `seq` keeps counting.
+# they are bounded by count and by the bytes they take in a reply (`event_bytes`),
+# oldest dropped first; `seq` keeps counting.
 MAX_EVENTS_KEPT: Final = 10_000
 MAX_EVENT_BYTES_KEPT: Final = 8 * 1024 * 1024
 # What an event weighs besides its text: type, time, index and status as stored and sent.
@@ -66,13 +68,28 @@ class RunEvent:
 
 def event_bytes(event: RunEvent) -> int:
     """What one event counts against MAX_EVENT_BYTES_KEPT: its text (an `output`, `activity` or
-    `message` event's) or a `tool` event's summary in UTF-8, plus the rest."""
+    `message` event's) or a `tool` event's summary as JSON writes it on the wire, plus the rest."""
     text = event.fields.get("text", event.fields.get("summary"))
     if not isinstance(text, str):
         return EVENT_OVERHEAD_BYTES
-    if text.isascii():  # the common case, without encoding a copy
-        return EVENT_OVERHEAD_BYTES + len(text)
-    return EVENT_OVERHEAD_BYTES + len(text.encode("utf-8", "surrogatepass"))
+    return EVENT_OVERHEAD_BYTES + json_text_bytes(text)
+
+
+def json_text_bytes(text: str) -> int:
+    """The bytes `text` takes in a reply, quotes left out: what the server's encoder writes
+    (rpc/json_codec.py: UTF-8, escapes only where JSON needs them).
+
+    Not its length: a NUL is six bytes on the wire (`\\u0000`), a quote or a newline
+    two, `é` two; a budget of text would let a reply grow six times past its figure.
+    A lone surrogate, which UTF-8 cannot carry, turns the whole reply into `\\u` escapes.
+    """
+    escaped = json.encoder.encode_basestring(text)  # the encoder's own escaping (C)
+    if escaped.isascii():
+        return len(escaped) - 2
+    try:
+        return len(escaped.encode("utf-8")) - 2
+    except UnicodeEncodeError:
+        return len(json.encoder.encode_basestring_ascii(text)) - 2
 
 
 class EventLog:

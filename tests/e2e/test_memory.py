@@ -159,3 +159,91 @@ def _peak_rss_bytes(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmHWM")
+
+
+# A child printing NUL bytes: 6 bytes each in a reply (\u0000), the costliest text to replay.
+NUL_BYTES: Final = 8 * MIB + MIB // 2
+PIPELINED: Final = 40
+# The memory the replies may take beyond the idle server's (README, "Under attack").
+REPLIES_BOUND: Final = 150 * 1_000_000
+# The server counts as done with what it can answer once its CPU time stands this still.
+IDLE_S: Final = 1.0
+
+
+async def _read_line(fd: int) -> bytes:
+    """One line from a pipe read by hand (nothing else reads it yet)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await asyncio.to_thread(os.read, fd, 64 * 1024)
+        assert chunk, "the server closed stdout"
+        data += chunk
+    return data
+
+
+async def _peak_while_busy(server: psutil.Process, limit: int) -> int:
+    """The server's peak RSS until its CPU time stands still for IDLE_S; fails (having
+    SIGKILLed it, so that it cannot take the machine's memory) once past `limit`."""
+    loop = asyncio.get_running_loop()
+    busy, since, peak = -1.0, loop.time(), 0
+    async with asyncio.timeout(EXIT_TIMEOUT_S * 4):
+        while True:
+            peak = max(peak, server.memory_info().rss)
+            if peak > limit:
+                server.kill()  # by pid: the server this test started
+                raise AssertionError(f"server RSS {peak} bytes > {limit} with replies unread")
+            times = server.cpu_times()
+            if times.user + times.system != busy:
+                busy, since = times.user + times.system, loop.time()
+            elif loop.time() - since >= IDLE_S:
+                return peak
+            await asyncio.sleep(0.02)
+
+
+async def test_pipelined_replays_of_a_run_are_answered_as_the_client_reads(
+    tmp_path: Path,
+) -> None:
+    args = state_args(tmp_path / "state")
+    nuls = ["head", "-c", str(NUL_BYTES), "/dev/zero"]
+    async with running_server(*args) as server:
+        spawn = {"command": nuls, "stream": True, "mode": "task"}
+        await server.send({"jsonrpc": "2.0", "id": 1, "method": "spawn", "params": spawn})
+        async with asyncio.timeout(EXIT_TIMEOUT_S * 4):  # its events, read but not checked
+            while "id" not in (message := json.loads(await server._stdout.readline())):
+                pass
+        run = message["result"]
+        server.run_ids.add(run["runId"])
+        assert run["status"] == "completed"
+        await server.finish()
+
+    read_fd, write_fd = os.pipe()  # the new server's stdout, read by hand below
+    async with running_server(*args, stdout=write_fd) as later:
+        os.close(write_fd)
+        await later.send({"jsonrpc": "2.0", "id": 0, "method": "ping"})
+        assert json.loads(await _read_line(read_fd))["id"] == 0
+        process = psutil.Process(later.pid)
+        baseline = process.memory_info().rss
+        status = {"runId": run["runId"], "since": 0}
+        requests = b"".join(
+            json.dumps({"jsonrpc": "2.0", "id": n, "method": "status", "params": status}).encode()
+            + b"\n"
+            for n in range(1, PIPELINED + 1)
+        )
+        # All in one write, before reading any reply; the server has read them all
+        # (a few KB) long before its output fills.
+        await later.send_raw(requests)
+        peak = await _peak_while_busy(process, baseline + REPLIES_BOUND)
+        assert _peak_rss_bytes(later.pid) <= baseline + REPLIES_BOUND
+
+        later._stdout_pipe = await _read_pipe(read_fd)  # the client reads at last
+        replies = [await later.receive() for _ in range(PIPELINED)]
+        assert [reply["id"] for reply in replies] == list(range(1, PIPELINED + 1))
+        first = replies[0]["result"]
+        assert first["events"][-1]["seq"] == first["lastSeq"] == run["lastSeq"]
+        assert all(reply["result"] == first for reply in replies)
+        replayed = sum(len(event.get("text", "")) for event in first["events"])
+        assert 0 < replayed < NUL_BYTES and first["firstRetainedSeq"] > 1
+        # The budget counts the reply's bytes: six per NUL.
+        assert len(json.dumps(first)) < EVENT_BUDGET + MIB
+        code, rest = await later.finish()
+        assert code == 0 and rest == [], rest
+    assert peak <= baseline + REPLIES_BOUND, (peak, baseline)

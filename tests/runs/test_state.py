@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from subagent_host.rpc.json_codec import encode_json
 from subagent_host.runs.state import (
+    EVENT_OVERHEAD_BYTES,
     MAX_EVENT_BYTES_KEPT,
     MAX_EVENTS_KEPT,
     PROMPT_HEAD_CHARS,
@@ -120,6 +122,35 @@ def test_text_is_weighed_in_utf8_bytes() -> None:
     for _ in range(3):
         book.emit(run, "output", index=0, text=chunk)
     assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
+
+
+def test_text_is_weighed_as_the_json_the_client_receives() -> None:
+    # A NUL is six bytes in a reply (\u0000): a budget of characters would let the
+    # replay of a NUL-printing child grow six times past its figure.
+    book = RunStateMachine(clock=lambda: T0)
+    run = make_run()
+    chunk = "\x00" * (MAX_EVENT_BYTES_KEPT // 12)  # half the budget per event, as JSON
+    for _ in range(3):
+        book.emit(run, "output", index=0, text=chunk)
+    assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
+    assert event_bytes(run.events[0]) == EVENT_OVERHEAD_BYTES + 6 * len(chunk)
+
+
+@pytest.mark.parametrize(
+    ("text", "wire"),
+    [
+        ("plain", "plain"),
+        ("\x00\x1f", "\\u0000\\u001f"),
+        ('say "hi"\n\t\\', 'say \\"hi\\"\\n\\t\\\\'),
+        ("é€😀", "é€😀"),
+        ("\ud800x", "\\ud800x"),  # a lone surrogate: the reply falls back to escapes
+    ],
+)
+def test_an_event_weighs_the_bytes_the_encoder_writes(text: str, wire: str) -> None:
+    event = RunEvent(seq=1, type="output", at=T0, fields={"index": 0, "text": text})
+    reply = encode_json({"text": text})
+    assert reply == b'{"text":"' + wire.encode() + b'"}'
+    assert event_bytes(event) == EVENT_OVERHEAD_BYTES + len(reply) - len(b'{"text":""}')
 
 
 def test_the_newest_event_is_kept_even_over_the_byte_budget() -> None:
