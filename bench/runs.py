@@ -100,7 +100,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -976,6 +976,23 @@ def format_table(rows: Sequence[Row]) -> list[str]:
             f"{fmt(row.baseline, ' ' + row.unit):>12} {ratio:>6}  {row.target:<15} {met}"
         )
     return lines
+
+
+def print_table_of(name: str, measured: Coroutine[Any, Any, list[Row]]) -> int:
+    """Run `measured` on a fresh loop, print its table and how long it all took: 0, or 1
+    with no table when it raised a BenchError (the run is invalid)."""
+    started = time.perf_counter()
+    try:
+        rows = asyncio.run(measured)
+    except BenchError as exc:
+        print(f"{name} bench failed: {exc}", file=sys.stderr)
+        code = 1
+    else:
+        print()
+        print("\n".join(format_table(rows)))
+        code = 0
+    print(f"(took {time.perf_counter() - started:.1f} s)")
+    return code
 
 
 def format_header(opts: Options) -> list[str]:

@@ -195,7 +195,9 @@ def state_directory(text: str) -> Path:
 
 
 def log_file(text: str) -> Path:
-    path = Path(text).expanduser().resolve()
+    from subagent_host.settings import file_path
+
+    path = file_path(Path(text).expanduser())
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory")
     if not path.parent.is_dir():
@@ -527,12 +529,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if closed:
         print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)
         return 2
-    from subagent_host.logs import configure_logging
+    from subagent_host.logs import LogFileIsTheWire, configure_logging
 
     try:
         configure_logging(config.log_level, config.log_file, config.log_format)
     except OSError as exc:
         print(f"{SERVER_NAME}: cannot open log file: {exc}", file=sys.stderr)
+        return 2
+    except LogFileIsTheWire as exc:
+        print(f"{SERVER_NAME}: {exc}", file=sys.stderr)
         return 2
     if warning:
         logger.warning(warning)

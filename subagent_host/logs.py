@@ -68,11 +68,15 @@ def _valid(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+class LogFileIsTheWire(ValueError):
+    """The log file is the file stdout is open on, which carries the protocol only."""
+
+
 def configure_logging(level: str, log_file: Path | None, log_format: str = "text") -> None:
     """Send every log record at `level` or above to `log_file`, or to stderr, as
     `text` or `json` lines.
 
-    Raises OSError if the log file cannot be opened.
+    Raises OSError if the log file cannot be opened, LogFileIsTheWire if it is stdout.
     """
     handler: logging.Handler
     if log_file is not None:
@@ -98,6 +102,11 @@ def open_log_file(path: Path) -> TextIO:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOG_FILE_MODE)
     try:
         info = os.fstat(fd)
+        if _is_the_wire(info):
+            raise LogFileIsTheWire(
+                f"--log-file {path} is the server's stdout, which carries the protocol"
+                " only: log to stderr or to another file"
+            )
         if (
             stat.S_ISREG(info.st_mode)
             and info.st_uid == os.getuid()
@@ -108,6 +117,21 @@ def open_log_file(path: Path) -> TextIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _is_the_wire(info: os.stat_result) -> bool:
+    """Is `info` the file stdout is open on (by name, `/dev/stdout`, `/proc/self/fd/1`, or
+    a link), while stderr is elsewhere? Lines there would reach the client as protocol.
+    Where stderr goes too (a terminal, `2>&1`), logs go by default anyway."""
+    return _is_open_on(info, 1) and not _is_open_on(info, 2)
+
+
+def _is_open_on(info: os.stat_result, fd: int) -> bool:
+    try:
+        other = os.fstat(fd)
+    except OSError:  # closed
+        return False
+    return (info.st_dev, info.st_ino) == (other.st_dev, other.st_ino)
 
 
 def destination(level: int) -> tuple[int, bool] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -194,6 +195,76 @@ def test_the_log_file_is_0600_even_under_umask_0(tmp_path: Path, existing: bool)
     text = log.read_text()
     assert "server stopped" in text
     assert text.startswith("earlier\n") == existing  # appended to, never truncated
+
+
+PING_LINE = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+
+
+def wire_refusal(path: str) -> str:
+    return (
+        f"subagent-host: --log-file {path} is the server's stdout, which carries the"
+        " protocol only: log to stderr or to another file\n"
+    )
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/proc/self/fd/1"])
+def test_a_log_file_that_is_a_piped_stdout_is_refused_with_status_2(name: str) -> None:
+    done = subprocess.run(  # noqa: TID251 - refused before anything is served
+        [server_executable(), "--log-file", name],
+        input=PING_LINE,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, b"")
+    shown = name.replace("self", "*")  # /proc/self resolves to the server's own pid
+    [line] = done.stderr.decode().splitlines(keepends=True)
+    assert re.fullmatch(re.escape(wire_refusal(shown)).replace(r"\*", r"\d+"), line), line
+
+
+@pytest.mark.parametrize("given", ["the path", "/dev/stdout", "config file"])
+def test_a_log_file_that_is_the_file_stdout_goes_to_is_refused_untouched(
+    tmp_path: Path, given: str
+) -> None:
+    replies = tmp_path / "replies.ndjson"
+    replies.write_bytes(b"")
+    replies.chmod(0o644)
+    name = str(replies) if given == "the path" else "/dev/stdout"
+    options = ["--log-file", name]
+    if given == "config file":
+        config = tmp_path / "subagents.json"
+        config.write_text(json.dumps({"log_file": name}))
+        options = ["--config", str(config)]
+    with replies.open("ab") as stdout:
+        done = subprocess.run(  # noqa: TID251 - refused before anything is served
+            [server_executable(), *options],
+            input=PING_LINE,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr.decode() == wire_refusal(name)
+    # Neither written nor tightened to 0600 as a log file of ours would be.
+    assert replies.read_bytes() == b""
+    assert stat.S_IMODE(replies.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize(
+    ("name", "stderr"),
+    [("/dev/stderr", subprocess.PIPE), ("/dev/stdout", subprocess.STDOUT)],
+    ids=["stderr-a-pipe", "stdout-shared-with-stderr"],
+)
+def test_a_log_file_where_stderr_goes_is_taken(name: str, stderr: int) -> None:
+    done = subprocess.run(  # noqa: TID251
+        [server_executable(), "--log-level", "info", "--log-file", name],
+        input=PING_LINE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    logs = done.stdout if stderr == subprocess.STDOUT else done.stderr
+    assert b"server stopped" in logs and b'"pong":true' in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,7 @@ BENCH_SIZES: Final[dict[str, tuple[str, ...]]] = {
     # More than the outgoing queue's 4 MiB, or nothing is held back.
     "bench/memory.py": ("--held-mib", "16", "--after-mib", "2"),
     "bench/hostile_strings.py": (),
+    "bench/endless_lines.py": ("--mib", "20"),
     "bench/leftovers.py": ("--modes", "subreaper"),
     "bench/startup.py": ("--repeat", "1"),
     "bench/ray.py": (

@@ -18,6 +18,7 @@ from pygls.exceptions import JsonRpcException
 from subagent_host.errors import HostError
 from subagent_host.rpc.codes import CODES, INTERNAL_ERROR, INVALID_PARAMS
 from subagent_host.rpc.param_problems import ParamProblem, did_you_mean, summary
+from subagent_host.rpc.unsafe_text import escape_unsafe
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,12 @@ class InvalidParams(JsonRpcException):
 
 
 def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
-    """The `error` member of a response."""
-    error: dict[str, Any] = {"code": code, "message": message}
+    """The `error` member of a response.
+
+    A message may quote the request (an unknown method's name, unknown members):
+    its lone surrogates and NULs are escaped, so the reply stays valid UTF-8.
+    """
+    error: dict[str, Any] = {"code": code, "message": escape_unsafe(message)}
     if data is not None:
         error["data"] = data
     return error

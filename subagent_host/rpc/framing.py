@@ -147,7 +147,9 @@ class LspDecoder:
     trusted (missing, non-numeric or conflicting Content-Length, oversized headers)
     is reported, and the decoder skips ahead to the next line that starts a header
     block (`Content-Length:` or `Content-Type:`), the way clangd recovers from a
-    wrong length.
+    wrong length. Headers are held to MAX_HEADER_BYTES like a body to the message
+    limit: a line that runs past it, ended or not, is reported once and skipped
+    without being stored.
     """
 
     def __init__(self, max_message_bytes: int, *, detected: bool = False) -> None:
@@ -223,7 +225,14 @@ class LspDecoder:
         end = self._buffer.find(NEWLINE)
         if end < 0:
             if self._header_bytes + len(self._buffer) > MAX_HEADER_BYTES:
+                # An unterminated line: reported once, and what is held of it dropped
+                # (the buffer holds nothing but that line). Its rest is skipped as it
+                # arrives, never scanned again from its start: a line beginning
+                # `Content-Length:` would otherwise be taken up by the resync again and
+                # again, one report and one growing rescan per read.
                 self._fail(frames, "header block is too large")
+                self._buffer.clear()
+                self._at_line_start = False
             return False
         line = bytes(self._buffer[:end]).rstrip(b"\r")
         del self._buffer[: end + 1]

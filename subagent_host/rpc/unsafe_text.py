@@ -5,7 +5,8 @@ strings go: SQLite stores text as UTF-8, which has no lone surrogates, and
 `exec` takes C strings, which end at the first NUL. A request carrying either,
 anywhere in its params (values, object keys, array items, free-form objects
 such as resume `overrides`), is refused as invalid params before anything is
-planned or started, with every place listed.
+planned or started, with every place listed. Where such text is quoted back (a
+path, an unknown method's name in an error message), it is escaped.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def unsafe_text_problems(params: Any) -> list[ParamProblem]:
                 problems.append(ParamProblem(path, f"the value {why}"))
         elif isinstance(value, dict):
             pending += [
-                (f"{path}.{_printable(k)}" if path else _printable(k), k, item)
+                (f"{path}.{escape_unsafe(k)}" if path else escape_unsafe(k), k, item)
                 for k, item in reversed(value.items())
             ]
         elif isinstance(value, list):
@@ -57,6 +58,11 @@ def _why_unsafe(text: str) -> str | None:
     return f"contains an unpaired surrogate (U+{ord(char):04X}), which cannot be stored as UTF-8"
 
 
-def _printable(key: str) -> str:
-    """A key as a path shows it: its NULs and lone surrogates written as \\u escapes."""
-    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", key)
+def escape_unsafe(text: str) -> str:
+    """`text` as a path or an error message shows it: its NULs and lone surrogates
+    written out as the six characters of a \\u escape (`\\ud800`).
+
+    What is left is valid UTF-8, so the reply is JSON every parser takes: a lone
+    surrogate could only be sent as a `\\ud800` escape, which strict parsers refuse.
+    """
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)

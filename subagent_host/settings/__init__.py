@@ -33,6 +33,7 @@ value and holds the table of fields; `layers` reads one file into a `Layer`;
 """
 
 # `X as X` marks each name as re-exported (PEP 484); these are the names other code imports.
+from subagent_host.settings.fields import file_path as file_path
 from subagent_host.settings.loader import load_settings as load_settings
 from subagent_host.settings.model import EXECUTORS as EXECUTORS
 from subagent_host.settings.model import FILE_NAME as FILE_NAME

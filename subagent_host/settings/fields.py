@@ -135,13 +135,23 @@ def check_strings(value: object, base: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
-def check_path(value: object, base: Path) -> Path:
+def check_path(value: object, base: Path, *, whole: bool = True) -> Path:
+    """`value` as an absolute path from `base`: resolved `whole`, else up to its own
+    name (`file_path`)."""
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError(f"{show(value)} is not a path")
     try:
-        return (base / Path(value).expanduser()).resolve()
+        path = base / Path(value).expanduser()
+        return path.resolve() if whole else file_path(path)
     except (OSError, RuntimeError) as exc:  # no home directory; a symlink loop
         raise ValueError(f"{show(value)}: {exc}") from None
+
+
+def file_path(path: Path) -> Path:
+    """`path` made absolute with its directories resolved, but not its own name: a
+    special file such as `/dev/stderr` stays itself. Resolved, it would name the link's
+    target, `/proc/PID/fd/pipe:[N]` for a pipe, which no one can open."""
+    return path.parent.resolve() / path.name
 
 
 def check_paths(value: object, base: Path) -> tuple[Path, ...]:
@@ -158,7 +168,7 @@ def check_state_dir(value: object, base: Path) -> Path:
 
 
 def check_log_file(value: object, base: Path) -> Path:
-    path = check_path(value, base)
+    path = check_path(value, base, whole=False)
     if path.is_dir():
         raise ValueError(f"{path} is a directory")
     if not path.parent.is_dir():

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Final
 
+import psutil
 import pytest
 
-from tests.e2e.harness import FramingName, ServerProcess, frame, running_server
+from tests.e2e.harness import (
+    REPLY_TIMEOUT_S,
+    FramingName,
+    ServerProcess,
+    frame,
+    running_server,
+)
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
 SMALL_LIMIT = 4096
@@ -189,6 +197,72 @@ async def test_lsp_short_body_at_eof_is_reported_then_the_server_exits_0() -> No
         assert await finish_cleanly(server) == [
             error(-32700, "parse error: input ended inside a message body (24 of 100 bytes)")
         ]
+
+
+MIB: Final = 1024 * 1024
+# An endless line: far more than any limit, sent a MiB at a time (never held whole).
+ENDLESS_LINE_MIB: Final = 200
+# What the server may grow by while it skips that line: the limits hold a message
+# (16 MiB) or a header block (8 KiB), never the line.
+RSS_GROWTH_BOUND: Final = 50 * MIB
+DEFAULT_LIMIT: Final = 16 * MIB
+
+
+async def replies_until(server: ServerProcess, last_id: str) -> list[Any]:
+    """Every message up to the reply with `last_id`; fails at a second error for one line."""
+    replies: list[Any] = []
+    while True:
+        message = await server.receive()
+        replies.append(message)
+        assert sum("error" in reply for reply in replies) <= 1, replies[:3]
+        if message.get("id") == last_id:
+            return replies
+
+
+@pytest.mark.parametrize(
+    ("framing", "start", "answer"),
+    [
+        ("lsp", b"Content-Length: 1", error(-32700, "parse error: header block is too large")),
+        ("lsp", b"X-Junk: ", error(-32700, "parse error: header block is too large")),
+        (
+            "ndjson",
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"',
+            error(
+                -32600,
+                f"message too large: more than {DEFAULT_LIMIT} bytes "
+                f"(the limit is {DEFAULT_LIMIT} bytes)",
+            ),
+        ),
+    ],
+    ids=["lsp-content-length", "lsp-other-header", "ndjson"],
+)
+async def test_an_endless_line_is_answered_once_and_skipped_in_flat_memory(
+    framing: FramingName, start: bytes, answer: dict[str, Any]
+) -> None:
+    async with running_server(framing=framing) as server:
+        assert (await server.request("ping", msg_id="before"))["result"]["pong"] is True
+        process = psutil.Process(server.pid)
+        baseline = peak = process.memory_info().rss
+        replies = asyncio.create_task(replies_until(server, "after"))
+        stdin = server.proc.stdin
+        assert stdin is not None
+        stdin.write(start)
+        chunk = b"1" * MIB
+        for _ in range(ENDLESS_LINE_MIB):
+            if replies.done():  # a second error already: no use sending the rest
+                break
+            stdin.write(chunk)
+            await asyncio.wait_for(stdin.drain(), REPLY_TIMEOUT_S)
+            peak = max(peak, process.memory_info().rss)
+        # The line ends; the next message is read and answered as always.
+        await server.send_raw(
+            b"\r\n" + frame(b'{"jsonrpc":"2.0","id":"after","method":"ping"}', framing)
+        )
+        *skipped, pong = await asyncio.wait_for(replies, REPLY_TIMEOUT_S)
+        assert skipped == [answer]
+        assert pong["result"]["pong"] is True
+        assert peak - baseline < RSS_GROWTH_BOUND, (baseline, peak)
+        assert await finish_cleanly(server) == []
 
 
 async def test_ndjson_last_line_without_newline_is_still_served() -> None:

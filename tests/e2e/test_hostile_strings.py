@@ -6,14 +6,26 @@ process; either, anywhere in params, is refused up front (protocol.md §3.3).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
+import pytest
 
-from tests.e2e.harness import error_of, processes_below, result_of, running_server, state_args
+from tests.e2e.harness import (
+    FramingName,
+    error_of,
+    frame,
+    processes_below,
+    result_of,
+    running_server,
+    state_args,
+)
 from tests.e2e.hostile import attack, summary
 
+FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
 SURROGATE_MESSAGE = (
     "the value contains an unpaired surrogate (U+D800), which cannot be stored as UTF-8"
 )
@@ -69,7 +81,36 @@ async def test_a_lone_surrogate_in_an_id_a_method_or_a_cancelled_id_gets_one_ans
         assert answers[0] == {
             "jsonrpc": "2.0",
             "id": 2,
-            "error": {"code": -32601, "message": "method not found: no\ud800"},
+            "error": {"code": -32601, "message": "method not found: no\\ud800"},
         }
         assert answers[1]["id"] == "a\ud800" and answers[1]["result"]["pong"] is True
+        assert (await server.finish()) == (0, [])
+
+
+def strictly_parsed(message: Any) -> Any:
+    """`message` as a parser refusing unpaired surrogate escapes would read it (RFC 8259
+    §8.2; serde_json, for one, refuses them): fails if a string in it holds one."""
+    json.dumps(message, ensure_ascii=False).encode("utf-8")  # strict: a lone surrogate raises
+    return message
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+async def test_an_error_message_quoting_a_lone_surrogate_shows_it_escaped_for_strict_parsers(
+    tmp_path: Path, framing: FramingName
+) -> None:
+    async with running_server(*state_args(tmp_path), framing=framing) as server:
+        await server.send_raw(frame(b'{"jsonrpc":"2.0","id":1,"method":"\\ud800x"}', framing))
+        assert strictly_parsed(await server.receive()) == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32601, "message": "method not found: \\ud800x"},
+        }
+        await server.send_raw(
+            frame(b'{"jsonrpc":"2.0","id":2,"method":"ping","\\udfff":0}', framing)
+        )
+        assert strictly_parsed(await server.receive()) == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32600, "message": "invalid request: unknown members: \\udfff"},
+        }
         assert (await server.finish()) == (0, [])

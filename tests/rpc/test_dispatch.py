@@ -534,7 +534,9 @@ async def test_a_lone_surrogate_in_an_id_or_method_name_gets_one_well_formed_ans
         {
             "jsonrpc": "2.0",
             "id": 2,
-            "error": {"code": -32601, "message": "method not found: no-\ud800"},
+            # Quoted escaped, so the message is UTF-8 a strict parser takes; the id
+            # goes back exactly as it came, for the client to match.
+            "error": {"code": -32601, "message": "method not found: no-\\ud800"},
         },
         {"jsonrpc": "2.0", "id": "id-\ud800", "result": {"text": "x"}},
     ]

@@ -251,6 +251,24 @@ def test_lsp_endless_header_block_is_cut_off() -> None:
     assert frames[1:] == [Parsed([])]
 
 
+@pytest.mark.parametrize("start", [b"Content-Length: 1", b"content-type: a", b"X-Junk: "])
+def test_lsp_an_unterminated_header_line_is_reported_once_and_skipped_to_its_end(
+    start: bytes,
+) -> None:
+    # A line that may begin a header block is no exception: once it is over the
+    # bound, it is not taken up again from its start by the resync.
+    decoder = AutoDecoder(LIMIT, Framing.LSP)
+    frames = decoder.feed(start)
+    for _ in range(256):  # 4 MiB, as the server reads it: 16 KiB at a time
+        frames += decoder.feed(b"1" * 16_384)
+    frames += decoder.feed(b"\r\n" + lsp(b"[]"))
+    frames += decoder.finish()
+    assert [parse_error(frame) for frame in frames[:-1]] == [
+        "parse error: header block is too large"
+    ]
+    assert frames[-1] == Parsed([])
+
+
 def test_lsp_garbage_between_messages_is_reported_then_skipped() -> None:
     frames = byte_by_byte(lsp(b"{}") + b"hello there\r\nmore junk\r\n" + lsp(b"[]"))
     assert frames[0] == Parsed({})
