@@ -24,10 +24,11 @@ ends them all, and a cgroup is removed with everything below it, deepest first.
 
 A server that itself runs in a child's cgroup of another server (a nested
 server) makes its hierarchy below its own cgroup, not beside the outer server's:
-whatever it starts stays inside the outer child's cgroup, and ends with it. Nothing here signals a
-process except `Group.kill` (the kernel's `cgroup.kill`, or SIGKILL of each
-member where that file is missing, before Linux 5.14): the stop sequence is the
-supervisor's.
+whatever it starts stays inside the outer child's cgroup, and ends with it.
+
+Nothing here signals a process except `Group.kill` (the kernel's `cgroup.kill`,
+or SIGKILL of each member where that file is missing, before Linux 5.14): the
+stop sequence is the supervisor's.
 """
 
 from __future__ import annotations
