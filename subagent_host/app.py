@@ -280,7 +280,7 @@ async def _serve_with_store(
         store=store,
         progress=publisher,
         toolchain=Toolchain(backends, probes),
-        process_tracking=supervisor.mode.value,
+        process_tracking=lambda: supervisor.mode.value,
         hold_output=connection.holding,
         framing=lambda: connection.framing.value,
         after_answer=after_answer,

@@ -39,7 +39,9 @@ def no_cgroup_left_behind() -> Iterator[None]:
     yield
     if hierarchy is None:
         return
-    own = cgroups.Group(hierarchy.root / f"i{os.getpid()}-{cgroups.start_ticks(os.getpid())}")
+    own = cgroups.Group(
+        hierarchy.root / cgroups.instance_name(os.getpid(), cgroups.start_ticks(os.getpid()) or 0)
+    )
     children = [group.name for group in own.children()]
     own.remove()
     assert children == [], f"cgroups left behind: {children}"

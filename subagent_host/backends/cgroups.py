@@ -7,24 +7,40 @@ clearing its environment: whatever a child starts stays in the child's cgroup
 `cgroup.procs`). The layout, under the writable cgroup2 mount (a pure v2 host
 mounts it at /sys/fs/cgroup, a hybrid one at /sys/fs/cgroup/unified):
 
-    <mount>/subagent-host/i<server pid>-<server start ticks>/<child cgroup>
+    <mount>/subagent-host/i<server pid>-<server start ticks>-locked/<child cgroup>
 
-The instance directory names its server by pid and start time (field 22 of
-/proc/<pid>/stat), so any later server tells without a database whether that
-server is gone, and then ends and removes what it left. Nothing here signals a
-process except `Group.kill` (the kernel's `cgroup.kill`, or SIGKILL of each
-member where that file is missing, before Linux 5.14): the stop sequence is the
-supervisor's.
+The live server holds an `flock` on its instance directory for as long as it
+lives (the lock goes with the process, however it dies). A lock is the same for
+every PID namespace on the host, where a pid is not: a server in another PID
+namespace sees a live one's pid as gone, never its lock. So an instance whose
+lock any later server can take is gone, and that server ends and removes what it
+left. An instance named without `-locked` (an older server's, which holds no
+lock) is gone when no process has its pid and start time (field 22 of
+/proc/<pid>/stat) in the sweeper's namespace.
+
+A child may make cgroups below its own and move processes there: a child's
+members are those of its cgroup and of every cgroup below it, `cgroup.kill`
+ends them all, and a cgroup is removed with everything below it, deepest first.
+
+A server that itself runs in a child's cgroup of another server (a nested
+server) makes its hierarchy below its own cgroup, not beside the outer server's:
+whatever it starts stays inside the outer child's cgroup, and ends with it.
+
+Nothing here signals a process except `Group.kill` (the kernel's `cgroup.kill`,
+or SIGKILL of each member where that file is missing, before Linux 5.14): the
+stop sequence is the supervisor's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
 import re
 import signal
+import time
 from pathlib import Path
 from typing import Final
 
@@ -35,7 +51,12 @@ logger = logging.getLogger(__name__)
 HIERARCHY_NAME: Final = "subagent-host"
 # Where cgroup2 is mounted: pure v2 first, then the unified mount of a hybrid host.
 KNOWN_MOUNTS: Final = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
-INSTANCE_PATTERN: Final = re.compile(r"i(\d+)-(\d+)")
+INSTANCE_PATTERN: Final = re.compile(r"i(\d+)-(\d+)(-locked)?")
+LOCKED_SUFFIX: Final = "-locked"
+# Taking an instance's lock can lose a race with a sweeper that found the new,
+# still unlocked directory (in another PID namespace) and removed it: retried.
+LOCK_TRIES: Final = 20
+LOCK_RETRY_S: Final = 0.01
 # Where the server cannot start a child inside its cgroup (see `home_for`), the
 # child is started through this trampoline: it enters the cgroup named by $0
 # (writing 0 to cgroup.procs moves the writer), then becomes the program: `exec`
@@ -69,6 +90,11 @@ def start_ticks(pid: int) -> int | None:
         return None
     # Field 22 is the 20th after the command (which may hold spaces: split after its ")").
     return int(fields[19])
+
+
+def instance_name(pid: int, ticks: int) -> str:
+    """The name of the instance cgroup of the server process `pid` started at `ticks`."""
+    return f"i{pid}-{ticks}{LOCKED_SUFFIX}"
 
 
 def boot_time() -> float:
@@ -134,16 +160,32 @@ def move_self(group: Group) -> None:
 
 
 def find_hierarchy() -> Hierarchy | None:
-    """The writable cgroup v2 hierarchy of this host, our directory created in it; else None."""
+    """The writable cgroup v2 hierarchy of this host, our directory created in it; else None.
+
+    Below this process's own cgroup when that is inside our directory already
+    (a server started by another server's child): see the module's docstring.
+    """
     for mount in cgroup2_mounts():
-        root = mount / HIERARCHY_NAME
+        nested = _nested_root(mount)
+        root = nested or mount / HIERARCHY_NAME
         try:
             root.mkdir(exist_ok=True)
         except OSError:
             continue
         if os.access(root / "cgroup.procs", os.W_OK) and os.access(root, os.W_OK):
-            return Hierarchy(mount=mount, root=root, memory=_enable_memory(mount, root))
+            # Below a child's cgroup, with processes in it, no controller can be enabled.
+            memory = nested is None and _enable_memory(mount, root)
+            return Hierarchy(mount=mount, root=root, memory=memory)
     return None
+
+
+def _nested_root(mount: Path) -> Path | None:
+    """Our directory below this process's own cgroup, if that is inside another server's
+    hierarchy; None otherwise."""
+    own = own_cgroup(mount)
+    if own is None or not own.path.is_relative_to(mount / HIERARCHY_NAME):
+        return None
+    return own.path / HIERARCHY_NAME
 
 
 def _enable_memory(mount: Path, root: Path) -> bool:
@@ -169,26 +211,106 @@ class Hierarchy:
     """Whether children's cgroups have a memory controller (and so `memory.peak`)."""
 
     def instance(self, pid: int, ticks: int) -> Group:
-        """The cgroup of the server process `pid` started at `ticks` (created here)."""
-        group = Group(self.root / f"i{pid}-{ticks}")
-        group.path.mkdir(exist_ok=True)
+        """The cgroup of the server process `pid` started at `ticks` (created here), its lock
+        taken and held for the rest of this process's life (`_held`). Raises OSError."""
+        group = Group(self.root / instance_name(pid, ticks))
+        for _ in range(LOCK_TRIES):
+            group.path.mkdir(exist_ok=True)
+            if _hold(group.path):
+                break
+            # Only in a race with a sweeper, at start: nothing tells a process that does
+            # not block in flock (a blocking flock would wait forever on a live server
+            # of another PID namespace that happens to have the same pid and start time).
+            time.sleep(LOCK_RETRY_S)  # noqa: TID251 - bounded: LOCK_TRIES of 10 ms, once
+        else:
+            raise OSError(errno.EBUSY, f"cannot lock cgroup {group.path}")
         if self.memory:
             with contextlib.suppress(OSError):
                 (group.path / "cgroup.subtree_control").write_text("+memory")
         return group
 
-    def gone_instances(self) -> list[Group]:
-        """Instance cgroups whose server process no longer exists (pid and start time)."""
-        gone: list[Group] = []
+    def gone_instances(self) -> list[Gone]:
+        """Instance cgroups whose server is gone, each with its lock taken (see the module's
+        docstring): the caller closes it once the instance is swept."""
+        gone: list[Gone] = []
         with contextlib.suppress(OSError):
             for entry in os.scandir(self.root):
                 named = INSTANCE_PATTERN.fullmatch(entry.name)
                 if named is None or not entry.is_dir(follow_symlinks=False):
                     continue
                 pid, ticks = int(named[1]), int(named[2])
-                if start_ticks(pid) != ticks:
-                    gone.append(Group(Path(entry.path)))
+                if named[3] is None:  # an older server's: no lock, its pid tells
+                    if start_ticks(pid) != ticks:
+                        gone.append(Gone(Group(Path(entry.path)), None))
+                    continue
+                lock = _try_lock(Path(entry.path))
+                if lock is None:
+                    continue  # its server holds it: alive, in whatever namespace
+                if start_ticks(pid) == ticks:
+                    # A server of this namespace between making it and locking it.
+                    os.close(lock)
+                    continue
+                gone.append(Gone(Group(Path(entry.path)), lock))
         return gone
+
+
+@attrs.frozen
+class Gone:
+    """The instance cgroup of a gone server, and its lock while it is swept."""
+
+    group: Group
+    lock: int | None
+
+    def release(self) -> None:
+        if self.lock is not None:
+            os.close(self.lock)
+
+
+# The locks this process holds on its instance cgroups, by path: a lock is one
+# per open file, so every Supervisor of the process (tests make several) shares one.
+_held: dict[Path, int] = {}
+
+
+def _hold(path: Path) -> bool:
+    """Hold the lock on the instance directory `path`; False if it cannot be had now
+    (a sweeper holds it, or removed the directory meanwhile)."""
+    held = _held.get(path)
+    if held is not None:
+        if _same_directory(held, path):
+            return True
+        os.close(held)  # removed and made anew since: a new directory, a new lock
+        del _held[path]
+    lock = _try_lock(path)
+    if lock is None:
+        return False
+    if not _same_directory(lock, path):
+        os.close(lock)
+        return False
+    _held[path] = lock
+    return True
+
+
+def _same_directory(fd: int, path: Path) -> bool:
+    try:
+        opened, named = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _try_lock(path: Path) -> int | None:
+    """An open descriptor of the directory holding its exclusive lock; None if another
+    open file holds it (or it is gone). Close-on-exec: no child or guardian inherits it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 @attrs.frozen
@@ -222,21 +344,34 @@ class Group:
         """`cgroup.procs`: writing b"0" to it moves the writer into the cgroup."""
         return self.path / "cgroup.procs"
 
+    def below(self) -> list[Group]:
+        """Every cgroup below this one, deepest first (the order of removal)."""
+        found: list[Group] = []
+        for child in self.children():
+            found += child.below()
+            found.append(child)
+        return found
+
     def pids(self) -> list[int]:
-        """The processes in this cgroup now (zombies are not members any more), never this
-        server: nothing that ends a child's tree may find it there (see `kill`)."""
+        """The processes in this cgroup and every cgroup below it now (zombies are not
+        members any more), never this server: nothing that ends a child's tree may find
+        it there (see `kill`)."""
         me = os.getpid()
         return [pid for pid in self._members() if pid != me]
 
     def _members(self) -> list[int]:
-        try:
-            text = _read(self.path / "cgroup.procs")
-        except OSError:
-            return []
-        return [int(pid) for pid in text.split()]
+        members: list[int] = []
+        for group in (self, *self.below()):
+            try:
+                text = _read(group.path / "cgroup.procs")
+            except OSError:
+                continue
+            members += [int(pid) for pid in text.split()]
+        return members
 
     def kill(self) -> None:
-        """SIGKILL every process in the cgroup, forks included (`cgroup.kill`, Linux 5.14).
+        """SIGKILL every process in the cgroup and below, forks included (`cgroup.kill`,
+        Linux 5.14).
 
         Never this server: it is only ever inside a child's cgroup for the
         moment it forks the child there (supervisor.py), a synchronous step no
@@ -281,16 +416,32 @@ class Group:
             return None
 
     def remove(self) -> bool:
-        """Remove the cgroup; False while it still has processes or cgroups below it."""
+        """Remove the cgroup and every cgroup below it (deepest first); False while any
+        still has processes."""
         try:
-            self.path.rmdir()
+            self.path.rmdir()  # mostly nothing is below: one call
+            return True
         except FileNotFoundError:
             return True
         except OSError as exc:
             if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
                 logger.warning("cannot remove cgroup %s: %s", self.path, exc)
-            return False
+                return False
+        for group in self.below():
+            _rmdir(group.path)
+        return _rmdir(self.path)
+
+
+def _rmdir(path: Path) -> bool:
+    try:
+        path.rmdir()
+    except FileNotFoundError:
         return True
+    except OSError as exc:
+        if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+            logger.warning("cannot remove cgroup %s: %s", path, exc)
+        return False
+    return True
 
 
 def _read(path: Path) -> bytes:

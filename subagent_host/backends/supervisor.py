@@ -534,11 +534,18 @@ class Supervisor:
         self.tracking.home = None
 
     def _new_group(self, name: str) -> Group | None:
-        """The child's cgroup in cgroup mode; if it cannot be made, the child runs without."""
+        """The child's cgroup in cgroup mode; if it cannot be made, the child runs without,
+        and so do later ones: the mode in force (`ping`) is no longer `cgroup`."""
         try:
             return self.tracking.place(name)
         except OSError as exc:
-            logger.error("cannot create a cgroup for %s (%s); tracking it by its marker", name, exc)
+            mode = self.tracking.fall_back()
+            logger.error(
+                "cannot create a cgroup for %s (%s); process tracking is %s from now on",
+                name,
+                exc,
+                mode.value,
+            )
             return None
 
     async def wait(self, child: Child) -> ProcessExit:
@@ -699,22 +706,23 @@ class Supervisor:
         """End and remove what servers that are gone left in their cgroups; return how many.
 
         Any server on this host does it at start, whichever state directory the
-        gone one used: the cgroup names say whose they are (cgroups.py).
+        gone one used: the cgroup names and locks say whose they are and whether
+        they are gone (cgroups.py). Every cgroup below an instance is read, ended
+        (`cgroup.kill` is recursive) and removed, deepest first, within one bound.
         """
         hierarchy = self.tracking.hierarchy
         if hierarchy is None:
             return 0
-        instances = await asyncio.to_thread(hierarchy.gone_instances)
-        # Children first, then the instance itself: that is the order of removal too.
-        groups = [group for instance in instances for group in (*instance.children(), instance)]
+        gone = await asyncio.to_thread(hierarchy.gone_instances)
+        groups = [instance.group for instance in gone]
         members = await asyncio.to_thread(
             lambda: [member for group in groups for member in _pin_group(group, None)]
         )
         try:
             await _term_then_kill(members, grace_s, groups)
-            for group in groups:
-                if not await _remove_when_empty(group):
-                    logger.error("cgroup %s of a gone server still has processes", group.path)
+            left = await _remove_all_when_empty(groups)
+            for group in left:
+                logger.error("cgroup %s of a gone server still has processes", group.path)
             if members:
                 logger.warning(
                     "ended %s left in the cgroups of gone servers", _processes(len(members))
@@ -723,6 +731,8 @@ class Supervisor:
         finally:
             for member in members:
                 member.close()
+            for instance in gone:
+                instance.release()  # once removed: no server can take it for alive meanwhile
             self.reap_exited()
 
     def _snapshot(self, child: Child) -> list[Member]:
@@ -871,15 +881,21 @@ async def _term_then_kill(members: list[Member], grace_s: float, groups: list[Gr
         logger.error("leftover processes survived SIGKILL for %.0f s", KILL_WAIT_S)
 
 
-async def _remove_when_empty(group: Group) -> bool:
-    """Remove the cgroup once its last process is gone (killed ones take a moment)."""
+async def _remove_all_when_empty(groups: list[Group]) -> list[Group]:
+    """Remove every cgroup once empty, all within one KILL_WAIT_S; return those left."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + KILL_WAIT_S
-    while not group.remove():
+    left = list(groups)
+    while left := [group for group in left if not group.remove()]:
         if loop.time() > deadline:
-            return False
+            break
         await asyncio.sleep(EMPTY_CHECK_S)  # no event says a cgroup became empty
-    return True
+    return left
+
+
+async def _remove_when_empty(group: Group) -> bool:
+    """Remove the cgroup once its last process is gone (killed ones take a moment)."""
+    return not await _remove_all_when_empty([group])
 
 
 def _signal_tree(child: Child, members: list[Member], signum: int) -> int:

@@ -76,7 +76,7 @@ class Tracking:
     """The host's writable cgroup v2 hierarchy, if any: instances of gone servers are
     swept from it whatever the mode."""
     instance: Group | None = None
-    """This server process's cgroup (cgroup mode only)."""
+    """This server process's cgroup (cgroup mode only; kept after a fall back)."""
     is_subreaper: bool = False
     home: Group | None = None
     """The cgroup the server lives in, when it may step from there into a child's cgroup
@@ -87,10 +87,17 @@ class Tracking:
 
         Raises OSError if it cannot be created.
         """
-        if self.instance is None:
+        if self.instance is None or self.mode is not TrackingMode.CGROUP:
             return None
         safe = _UNSAFE_NAME.sub("_", name)[:CGROUP_NAME_CHARS] or "child"
         return self.instance.child(f"{next(_sequence)}-{safe}")
+
+    def fall_back(self) -> TrackingMode:
+        """Track later children without cgroups (one could not be made); return the mode
+        now in force. Children already in a cgroup keep it."""
+        self.mode = TrackingMode.SUBREAPER if self.is_subreaper else TrackingMode.MARKER
+        self.home = None  # the instance stays: `close` removes what it holds
+        return self.mode
 
     def close(self) -> None:
         """Remove this server's cgroups that are empty (all of them once its runs ended)."""

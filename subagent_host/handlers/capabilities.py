@@ -61,7 +61,7 @@ def features_of(ctx: HandlerContext) -> Features:
         agents=True,
         work_done_progress=True,
         batches=True,
-        process_tracking=ctx.process_tracking,
+        process_tracking=ctx.process_tracking(),
         persistence=ctx.store.persistence,
         require_preflight=ctx.config.require_preflight,
         framing=ctx.framing(),

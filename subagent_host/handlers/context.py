@@ -49,8 +49,9 @@ class HandlerContext:
     """The methods this server answers, as `ping` lists them."""
     toolchain: Toolchain = attrs.Factory(Toolchain)
     """The backends that can run here, and their CLIs' versions (probed once each)."""
-    process_tracking: str = "marker"
-    """How the supervisor finds every process a child started (`ping` reports it)."""
+    process_tracking: Callable[[], str] = lambda: "marker"
+    """How the supervisor finds every process a child started, now (`ping` reports it):
+    cgroup tracking falls back for later children when a cgroup cannot be made."""
     hold_output: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     """Keeps output queued while inside, to leave with the answer then emitted (Connection)."""
     framing: Callable[[], str] = lambda: "ndjson"

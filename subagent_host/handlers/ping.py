@@ -27,7 +27,7 @@ def handle(params: PingParams, ctx: HandlerContext) -> PingResult:
         ctx.methods,
         ctx.toolchain.describe(),
         limits_of(ctx.config),
-        ctx.process_tracking,
+        ctx.process_tracking(),
         ctx.store.persistence,
         admission_of(ctx.config.require_preflight),
     )

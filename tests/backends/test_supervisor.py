@@ -17,6 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from subagent_host.backends import cgroups
+from subagent_host.backends.cgroups import Group
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import (
     LEFTOVER_GRACE_S,
@@ -399,25 +401,97 @@ async def test_a_cgroup_child_is_in_its_own_cgroup_from_its_first_instruction(
     assert not child.group.path.exists()  # removed once its child ended
 
 
+async def _orphan_in(group: Group) -> int:
+    """A process moved into `group`, its environment cleared, as an orphan (its shell
+    exits at once), so that no asyncio watcher of ours waits for it: its pid."""
+    script = f"(echo 0 > {group.path}/cgroup.procs; exec env -i sleep 1000) >/dev/null & echo $!"
+    shell = await asyncio.create_subprocess_exec("sh", "-c", script, stdout=asyncio.subprocess.PIPE)
+    orphan = int((await asyncio.wait_for(shell.communicate(), WAIT_S))[0])
+    assert await poll_until(lambda: orphan in group.pids())  # the subshell moves itself in
+    return orphan
+
+
+@pytest.mark.parametrize("locked", [True, False], ids=["locked", "older-unlocked"])
 async def test_a_gone_servers_cgroups_are_swept_with_their_processes(
-    supervisor: Supervisor, marker: str
+    supervisor: Supervisor, marker: str, locked: bool
 ) -> None:
     if supervisor.mode is not TrackingMode.CGROUP:
         pytest.skip("cgroup tracking only")
     hierarchy = supervisor.tracking.hierarchy
     assert hierarchy is not None
-    # A server that is gone: a pid that exists but started at another time.
-    dead = hierarchy.instance(os.getpid(), 1)
+    # A server that is gone: a pid that exists but started at another time, and (made
+    # here, not through `instance`) nobody holds the lock; or an older server's name.
+    name = cgroups.instance_name(os.getpid(), 1) if locked else f"i{os.getpid()}-1"
+    dead = Group(hierarchy.root / name)
+    dead.path.mkdir()
     group = dead.child("run-0-1")
-    # An orphan (its shell exits at once), so that no asyncio watcher of ours waits for it.
-    script = f"(echo 0 > {group.path}/cgroup.procs; exec sleep 1000) >/dev/null & echo $!"
-    shell = await asyncio.create_subprocess_exec("sh", "-c", script, stdout=asyncio.subprocess.PIPE)
-    escaper = int((await asyncio.wait_for(shell.communicate(), WAIT_S))[0])
-    assert await poll_until(lambda: escaper in group.pids())  # the subshell moves itself in
+    # One in the child's cgroup, one in a cgroup the child made below its own.
+    escapers = [await _orphan_in(group), await _orphan_in(group.child("made-by-the-child"))]
     # At least ours: another gone server's cgroups (a SIGKILLed test server) count too.
-    assert await supervisor.sweep_gone_instances(grace_s=1.0) >= 1
-    await assert_gone([escaper])
+    assert await supervisor.sweep_gone_instances(grace_s=1.0) >= 2
+    await assert_gone(escapers)
     assert not dead.path.exists()
+
+
+async def test_a_live_servers_cgroups_are_not_swept_even_where_its_pid_looks_gone(
+    supervisor: Supervisor, marker: str
+) -> None:
+    """What a server in another PID namespace sees: a pid and start time nobody has here.
+    The instance's lock, held by its live server, is what tells it is alive."""
+    if supervisor.mode is not TrackingMode.CGROUP:
+        pytest.skip("cgroup tracking only")
+    hierarchy = supervisor.tracking.hierarchy
+    assert hierarchy is not None
+    live = hierarchy.instance(os.getpid(), 2)  # takes and holds its lock, as a server does
+    group = live.child("run-0-1")
+    member = await _orphan_in(group)
+    try:
+        await supervisor.sweep_gone_instances(grace_s=1.0)
+        assert psutil.Process(member).status() != psutil.STATUS_ZOMBIE
+        assert group.pids() == [member]
+    finally:
+        group.kill()
+        assert await poll_until(lambda: not group.pids())
+        supervisor.reap_exited()  # a subreaper's orphan: ours to reap
+        await assert_gone([member])
+        assert live.remove()
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["exits", "stopped"])
+async def test_a_process_a_child_moved_to_a_cgroup_of_its_own_making_ends_with_the_child(
+    supervisor: Supervisor, marker: str, stopped: bool
+) -> None:
+    """The child makes a cgroup below its own and moves a process there (in a session of
+    its own, its environment cleared), then exits or is stopped: the run's end still
+    ends that process, and removes both cgroups."""
+    if supervisor.mode is not TrackingMode.CGROUP:
+        pytest.skip("cgroup tracking only: only a cgroup's child can make a cgroup below it")
+    sink = Collect()
+    script = ESCAPE + ("; exec sleep 1000" if stopped else "")
+    child = await supervisor.start(spec(marker, "sh", "-c", script, mount_of(supervisor)), sink)
+    escaper = int(await sink.line_starting(b""))
+    if stopped:
+        report = await asyncio.wait_for(supervisor.stop(child, grace_s=5.0), WAIT_S)
+        assert report.step is StopStep.SIGTERM
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    await assert_gone([escaper])
+    assert child.group is not None
+    assert not child.group.path.exists()
+
+
+# $0: the cgroup2 mount. A cgroup below the child's own, and a process in it that
+# cleared its environment (no marker): only the cgroup tree can still find it.
+ESCAPE = (
+    'cg="$0$(sed -n "s/^0:://p" /proc/self/cgroup)"; mkdir "$cg/made-by-the-child" && '
+    '(echo 0 > "$cg/made-by-the-child/cgroup.procs"; exec setsid env -i sleep 1000) '
+    "</dev/null >/dev/null 2>&1 & echo $!"
+)
+
+
+def mount_of(supervisor: Supervisor) -> str:
+    hierarchy = supervisor.tracking.hierarchy
+    assert hierarchy is not None
+    return str(hierarchy.mount)
 
 
 async def test_an_exit_listener_is_told_in_the_step_the_child_is_reaped(

@@ -365,7 +365,7 @@ def assert_no_instance_cgroup(pid: int, started_at: int | None) -> None:
     hierarchy = cgroups.find_hierarchy()
     if hierarchy is None or started_at is None:
         return
-    instance = hierarchy.root / f"i{pid}-{started_at}"
+    instance = hierarchy.root / cgroups.instance_name(pid, started_at)
     assert not instance.exists(), f"server {pid} left its cgroups: {instance}"
 
 

@@ -11,6 +11,7 @@ from pygls.client import JsonRPCClient
 from subagent_host import __version__
 from subagent_host.backends import cgroups
 from tests.e2e.harness import EXIT_TIMEOUT_S, FramingName, running_server, server_executable
+from tests.e2e.test_leftovers import started
 
 FRAMINGS: list[FramingName] = ["ndjson", "lsp"]
 
@@ -140,4 +141,22 @@ async def test_ping_reports_the_process_tracking_a_configuration_file_forces(
     config.write_text('{"process_tracking": "marker"}')
     async with running_server("--config", str(config)) as server:
         assert (await server.request("ping"))["result"]["processTracking"] == "marker"
+        assert (await server.finish())[0] == 0
+
+
+async def test_ping_reports_the_tracking_a_server_falls_back_to_when_it_cannot_make_a_cgroup() -> (
+    None
+):
+    """Its instance cgroup removed behind its back, the server starts children without
+    cgroups from then on, and says so."""
+    hierarchy = cgroups.find_hierarchy()
+    if hierarchy is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this host")
+    async with running_server("--process-tracking", "cgroup") as server:
+        assert (await server.request("ping"))["result"]["processTracking"] == "cgroup"
+        ticks = cgroups.start_ticks(server.proc.pid)
+        assert ticks is not None
+        (hierarchy.root / cgroups.instance_name(server.proc.pid, ticks)).rmdir()
+        _, (pid,) = await started(server, ["sh", "-c", "echo $$"])
+        assert (await server.request("ping"))["result"]["processTracking"] == "subreaper"
         assert (await server.finish())[0] == 0

@@ -194,3 +194,24 @@ async def test_a_clean_exit_leaves_no_guardian_and_its_runs_get_their_own_grace(
     ]
     assert ended[-1]["status"] == "cancelled" and ended[-1]["runId"] == run_id, ended
     assert "guardian" not in server.stderr_text
+
+
+async def test_a_sigkilled_servers_guardian_ends_a_process_in_a_cgroup_its_child_made(
+    tmp_path: Path,
+) -> None:
+    hierarchy = cgroups.find_hierarchy()
+    if hierarchy is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this host")
+    # A cgroup below the child's own, and in it a process in a session of its own
+    # that cleared its environment: only the cgroup tree still finds it.
+    script = (
+        'cg="$0$(sed -n "s/^0:://p" /proc/self/cgroup)/made-by-the-child"; mkdir "$cg" && '
+        '(echo 0 > "$cg/cgroup.procs"; exec setsid env -i sleep 1000) '
+        "</dev/null >/dev/null 2>&1 & echo $$ $!; exec sleep 1000"
+    )
+    async with running_server(*server_args(tmp_path, "cgroup")) as server:
+        _, pids = await started(server, ["sh", "-c", script, str(hierarchy.mount)])
+        assert len(pids) == 2
+        taken = await kill_server(server)
+        await assert_gone(pids, ENDED_WITHIN_S)
+    await assert_interrupted_by_the_next_server(tmp_path, "cgroup", taken)

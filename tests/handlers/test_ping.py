@@ -46,7 +46,7 @@ def test_ping_answers_anew_once_the_session_persistence_or_context_differs(
     assert ping.handle(PingParams(), ctx) is bound
     store.persistence = "memory"  # the state directory became unusable
     assert ping.handle(PingParams(), ctx).persistence == "memory"
-    other = context(tmp_path, methods=("ping",), process_tracking="subreaper")
+    other = context(tmp_path, methods=("ping",), process_tracking=lambda: "subreaper")
     answer = ping.handle(PingParams(), other)
     assert (answer.session_id, answer.methods, answer.process_tracking) == (
         "s-1",
