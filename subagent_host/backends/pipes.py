@@ -39,7 +39,8 @@ class OutputPipe:
     `closed` is done once EOF was read (or reading failed); the descriptor is
     then closed. `close()` stops reading early. `pause()` stops reading for a
     while: the child then blocks on its next write once the pipe is full, as on
-    a slow terminal; `resume()` reads on.
+    a slow terminal; `resume()` reads on. `read_remains()` reads what the pipe
+    holds once nothing writes to it any more, paused or not.
     """
 
     def __init__(
@@ -50,40 +51,81 @@ class OutputPipe:
         self._deliver = deliver
         self.closed: asyncio.Future[None] = loop.create_future()
         self.paused = False
+        # Bytes to read even while paused (`read_remains`): what the pipe held when its
+        # writers were gone. A pause then holds back nobody; the reader takes the rest.
+        self._remains = 0
+        self._watching = False
         os.set_blocking(fd, False)
-        loop.add_reader(fd, self._read)
+        self._watch()
+
+    @property
+    def held(self) -> bool:
+        """Paused, and not reading what remains: output waits in the pipe."""
+        return self._fd >= 0 and self.paused and self._remains == 0
 
     def pause(self) -> None:
-        if not self.paused and self._fd >= 0:
-            self._loop.remove_reader(self._fd)
         self.paused = True
+        self._watch()
 
     def resume(self) -> None:
-        if self.paused and self._fd >= 0:
-            self._loop.add_reader(self._fd, self._read)
         self.paused = False
+        self._watch()
+
+    def read_remains(self) -> None:
+        """Read what the pipe holds now, paused or not: its writers are gone, so that is
+        at most the pipe's capacity, and holding it back would hold nobody back.
+
+        Once that much was read without EOF, a pause holds again (something still
+        writes: a process the tracking did not find).
+        """
+        if self._fd >= 0:
+            self._remains = pipe_capacity(self._fd)
+            self._watch()
+
+    def _watch(self) -> None:
+        """Watch the descriptor exactly while it is to be read."""
+        wanted = self._fd >= 0 and not self.held
+        if wanted and not self._watching:
+            self._loop.add_reader(self._fd, self._read)
+        elif self._watching and not wanted:
+            self._loop.remove_reader(self._fd)
+        self._watching = wanted
 
     def _read(self) -> None:
+        size = min(READ_CHUNK, self._remains) if self.paused else READ_CHUNK
         try:
-            data = os.read(self._fd, READ_CHUNK)
+            data = os.read(self._fd, size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             data = b""  # EIO and the like: nothing more will come
-        if data:
-            self._deliver(data)
-        else:
+        if not data:
             self.close()
+            return
+        if self._remains:
+            self._remains = max(0, self._remains - len(data))
+            self._watch()
+        self._deliver(data)
 
     def close(self) -> None:
         if self._fd < 0:
             return
-        if not self.paused:
+        if self._watching:
             self._loop.remove_reader(self._fd)
+            self._watching = False
         os.close(self._fd)
         self._fd = -1
         if not self.closed.done():
             self.closed.set_result(None)
+
+
+def pipe_capacity(fd: int) -> int:
+    """How much the pipe `fd` can hold (Linux tells; elsewhere the size asked of `widen`,
+    more than any pipe there holds)."""
+    if hasattr(fcntl, "F_GETPIPE_SZ"):
+        with contextlib.suppress(OSError):
+            return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+    return OUTPUT_PIPE_BYTES
 
 
 class InputPipe:

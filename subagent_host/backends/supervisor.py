@@ -312,9 +312,11 @@ class Child:
     def release_output(self) -> None:
         self.outputs[0].resume()
 
-    @property
-    def output_held(self) -> bool:
-        return any(pipe.paused for pipe in self.outputs)
+    def read_remains(self) -> None:
+        """Its tree is gone: read what its pipes still hold, held back or not (bounded by
+        their capacity), so that its end waits for no slow client."""
+        for pipe in self.outputs:
+            pipe.read_remains()
 
     def stop_reading(self) -> None:
         """Give up on the output pipes (something unkillable holds them)."""
@@ -558,13 +560,11 @@ class Supervisor:
         finished = await self._end_leftovers(child)
         assert child.drained is not None
         try:
-            while not child.drained.done():  # mostly it is: EOF comes with the exit
-                try:
-                    await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
-                except TimeoutError:
-                    if not child.output_held:
-                        raise
-                    # Its output waits for a slow client: not a pipe left open.
+            if not child.drained.done():  # mostly it is: EOF comes with the exit
+                # Output held back for a slow client is read now: the tree is gone, so
+                # what waits is bounded, and the child's end must not wait for a client.
+                child.read_remains()
+                await asyncio.wait_for(asyncio.shield(child.drained), DRAIN_AFTER_EXIT_S)
         except TimeoutError:
             # A process the tracking could not tell was the child's holds the pipes
             # (the marker alone misses one that escaped and cleared its environment).
@@ -574,6 +574,7 @@ class Supervisor:
                 extra=child.log_fields,
             )
             await self.stop(child, grace_s=LEFTOVER_GRACE_S)
+            child.read_remains()  # what that process wrote before it was ended
             try:
                 await asyncio.wait_for(asyncio.shield(child.drained), KILL_WAIT_S)
             except TimeoutError:

@@ -19,7 +19,9 @@ In (one object a line):
 - `{"op": "pause", "id"}` / `{"op": "resume", "id"}`: take no more of that child's
   output for now / again. While paused, its actor streams a bounded few chunks
   ahead, then stops reading the child's pipes and the child blocks on write; the
-  other children flow on. Its `exit` comes after all its output, so after a resume.
+  other children flow on. Once its tree is gone (it exited, or was stopped), the
+  pause holds nothing back any more: the rest of its output (bounded: those chunks
+  and what its pipes hold) is taken at once. Its `exit` comes after all its output.
 End of input: every actor is killed (their shims end the trees) and the bridge exits.
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
@@ -192,14 +194,20 @@ class Bridge:
         self._started.add(child_id)
         self.send({"event": "started", "id": child_id, "actor": name, **started})
         flowing = self._flowing[child_id]
-        async for ref in actor.output.remote():
-            stream, data = await ref
-            self.send(
-                {"event": "output", "id": child_id, "stream": stream, "bytes": len(data)}, data
-            )
-            # Paused: pull no more; the actor's generator stops CHUNKS_AHEAD chunks on.
-            await flowing.wait()
-        ended = await actor.exit.remote()
+        # Known once nothing of its tree is left, whether or not its output was all taken.
+        gone: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(actor.exit.remote())
+        try:
+            async for ref in actor.output.remote():
+                stream, data = await ref
+                self.send(
+                    {"event": "output", "id": child_id, "stream": stream, "bytes": len(data)},
+                    data,
+                )
+                if not flowing.is_set() and not gone.done():
+                    await _until_either(flowing, gone)
+            ended = await gone
+        finally:
+            _settle(gone)
         self.send({"event": "exit", "id": child_id, **ended})
         return True
 
@@ -211,6 +219,26 @@ class Bridge:
         for task in list(self._tasks.values()):
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+
+async def _until_either(flowing: asyncio.Event, gone: asyncio.Future[Any]) -> None:
+    """Wait while a child's output is paused (the actor's generator stops CHUNKS_AHEAD
+    chunks on), but no longer than its tree lives: what is left of its output is then
+    bounded, and its end must not wait for a client that does not read."""
+    resumed = asyncio.ensure_future(flowing.wait())
+    try:
+        await asyncio.wait({resumed, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        resumed.cancel()
+
+
+def _settle(gone: asyncio.Future[Any]) -> None:
+    """A child's end no longer awaited (its output failed first): called off, or its
+    failure taken, so that nothing is left unretrieved."""
+    if not gone.done():
+        gone.cancel()
+    elif not gone.cancelled():
+        gone.exception()
 
 
 def _key(placement: dict[str, Any]) -> str:

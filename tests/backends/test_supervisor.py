@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ import pytest
 from subagent_host.backends import cgroups
 from subagent_host.backends.cgroups import Group
 from subagent_host.backends.exits import ProcessExit, StoppedBy
+from subagent_host.backends.pipes import OUTPUT_PIPE_BYTES
 from subagent_host.backends.supervisor import (
     LEFTOVER_GRACE_S,
     RUN_MARKER,
@@ -48,6 +50,13 @@ class Collect:
 
     def on_stderr(self, data: bytes) -> None:
         self.stderr += data
+        self._grew.set()
+
+    async def stderr_saying(self, text: bytes) -> None:
+        async with asyncio.timeout(WAIT_S):
+            while text not in self.stderr:
+                self._grew.clear()
+                await self._grew.wait()
 
     async def line_starting(self, prefix: bytes) -> bytes:
         async with asyncio.timeout(WAIT_S):
@@ -281,6 +290,38 @@ async def test_a_grandchild_holding_stdout_does_not_hang_the_run(
     status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
     assert status == ProcessExit(0, None)
     assert sink.stdout == b"done\n"
+    assert processes_with_marker(marker) == []
+
+
+async def test_output_held_back_is_read_whole_once_the_child_has_exited(
+    supervisor: Supervisor, marker: str
+) -> None:
+    # Less than any pipe holds: the child writes it all and exits while nobody reads.
+    size = 60_000
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "head", "-c", str(size), "/dev/zero"), sink)
+    child.hold_output()  # a slow client: its stdout is not read
+    # Its tree is gone: its end waits for no client, and what it wrote is all there.
+    assert await asyncio.wait_for(supervisor.wait(child), WAIT_S) == ProcessExit(0, None)
+    assert sink.stdout == bytes(size)
+
+
+async def test_a_child_held_back_on_a_full_pipe_ends_when_stopped_and_its_pipe_is_read(
+    supervisor: Supervisor, marker: str
+) -> None:
+    # It says `ready` on stderr (never held back) once its first output is in the pipe.
+    flood = "import sys\nsys.stdout.write('y\\n'); sys.stdout.flush()\nsys.stderr.write('ready')"
+    flood += "\nsys.stderr.flush()\nwhile True: sys.stdout.write('y\\n' * 4096)"
+    sink = Collect()
+    child = await supervisor.start(spec(marker, sys.executable, "-c", flood), sink)
+    child.hold_output()  # it fills its pipe, then blocks on write
+    await sink.stderr_saying(b"ready")
+    await supervisor.stop(child, grace_s=1.0)
+    status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    assert status == ProcessExit(None, signal.SIGTERM)
+    # What the pipe held, no more: it never ran on.
+    assert 0 < len(sink.stdout) <= OUTPUT_PIPE_BYTES
+    assert sink.stdout == (b"y\n" * len(sink.stdout))[: len(sink.stdout)]
     assert processes_with_marker(marker) == []
 
 

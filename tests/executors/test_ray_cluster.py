@@ -187,6 +187,30 @@ async def test_a_held_child_blocks_on_write_while_others_flow_and_its_output_arr
     assert held_sink.stdout == b"ready\n" + b"".join(b"%08d\n" % i for i in range(lines))
 
 
+async def test_a_held_child_that_is_stopped_ends_without_its_output_being_taken(
+    bridge: RayBridge, marker: str
+) -> None:
+    sink = Collected()
+    held = await bridge.start(
+        ["sh", "-c", "echo ready; exec yes"],
+        cwd="/",
+        env=env_of(marker),
+        grace_s=1.0,
+        sink=sink,
+        placement={"resources": {"worker": 1}},
+    )
+    await sink.until(b"ready\n")
+    held.hold_output()
+    await blocked_on_write(held.started.result()["pid"])
+    held.stop(grace_s=1.0)
+    # Its tree is gone: its exit is reported although its output is still held, after
+    # the rest of that output (what was ahead and in its pipes), in order.
+    ended = await asyncio.wait_for(held.ended, EXIT_TIMEOUT_S)
+    assert (ended["returncode"], ended["stoppedBy"]) == (-signal.SIGTERM, "sigterm")
+    rest = bytes(sink.stdout)[len(b"ready\n") :]
+    assert sink.stdout.startswith(b"ready\n") and rest == (b"y\n" * len(rest))[: len(rest)]
+
+
 async def test_a_placement_no_node_can_hold_fails_after_a_bounded_wait(
     bridge: RayBridge, marker: str
 ) -> None:
