@@ -152,17 +152,34 @@ def check_paths(value: object, base: Path) -> tuple[Path, ...]:
 
 def check_state_dir(value: object, base: Path) -> Path:
     path = check_path(value, base)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} exists and is not a directory")
+    try:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{path} exists and is not a directory")
+    except OSError as exc:  # a directory on the way we may not search
+        raise ValueError(f"{path} cannot be examined: {exc.strerror or exc}") from None
     return path
 
 
 def check_log_file(value: object, base: Path) -> Path:
-    path = check_path(value, base)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory")
-    if not path.parent.is_dir():
-        raise ValueError(f"the directory of {path} does not exist")
+    """Like `--log-file`: the directory resolved, the file's own name kept (a symlink
+    there is judged when the file is opened)."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ValueError(f"{show(value)} is not a path")
+    try:
+        given = base / Path(value).expanduser()
+    except RuntimeError as exc:  # no home directory
+        raise ValueError(f"{show(value)}: {exc}") from None
+    if given.name in ("", ".", ".."):
+        raise ValueError(f"{show(value)} is a directory")
+    directory = check_path(str(given.parent), base)
+    path = directory / given.name
+    try:
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory")
+        if not directory.is_dir():
+            raise ValueError(f"the directory of {path} does not exist")
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be examined: {exc.strerror or exc}") from None
     return path
 
 

@@ -132,7 +132,9 @@ async def test_the_state_dir_is_0700_and_the_database_and_its_wal_files_0600(
         await store.close()
 
 
-async def test_an_existing_state_dir_and_database_are_tightened(tmp_path: Path) -> None:
+async def test_an_existing_state_dir_is_used_as_it_is_and_its_database_tightened(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o755)
     state.chmod(0o755)
@@ -140,7 +142,7 @@ async def test_an_existing_state_dir_and_database_are_tightened(tmp_path: Path) 
     (state / DB_NAME).chmod(0o644)
     store = await Database.open(state)
     await store.close()
-    assert (mode(state), mode(state / DB_NAME)) == (0o700, 0o600)
+    assert (mode(state), mode(state / DB_NAME)) == (0o755, 0o600)
 
 
 async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema_version(
