@@ -48,7 +48,7 @@ def directory_problem(path: Path, uid: int | None = None) -> str | None:
     uid = os.getuid() if uid is None else uid
     try:
         found = path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there: none of ours either
         return None
     except OSError as exc:
         return f"{path} cannot be examined: {exc.strerror or exc}"
@@ -70,7 +70,7 @@ def file_problem(path: Path, uid: int | None = None) -> str | None:
     uid = os.getuid() if uid is None else uid
     try:
         found = path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there: none of ours either
         return None
     except OSError as exc:
         return f"{path} cannot be examined: {exc.strerror or exc}"
