@@ -75,6 +75,30 @@ def test_a_symlink_another_user_planted_in_a_sticky_shared_state_dir_is_refused(
 
 
 @needs_root
+def test_runs_does_not_read_a_history_through_a_planted_symlink(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    assert serve_once("--state-dir", str(mine)).returncode == 0  # a real history, elsewhere
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    planted = shared / DB_NAME
+    planted.symlink_to(mine / DB_NAME)
+    os.lchown(planted, NOBODY, NOBODY)
+    before = sorted(os.listdir(mine))
+
+    done = subprocess.run(  # noqa: TID251 - a one-shot command, no event loop here
+        [server_executable(), "runs", "--state-dir", str(shared)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"subagent-host runs: cannot read {planted}: {planted} is a symlink\n"
+    assert sorted(os.listdir(mine)) == before and sorted(os.listdir(shared)) == [DB_NAME]
+
+
+@needs_root
 def test_a_state_dir_of_another_user_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"
     theirs.mkdir()
