@@ -4,6 +4,8 @@ refused in one line or one diagnostic, and nothing the server did not create is 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+import attrs
 import pytest
 
 from subagent_host.store.schema import DB_NAME
@@ -26,19 +29,26 @@ PING: Final = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
 
 
-def serve_once(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """One server start with a ping on stdin, to its end."""
-    return subprocess.run(  # noqa: TID251 - a one-shot command, no event loop here
-        [server_executable(), *args],
-        input=PING.decode(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+@attrs.frozen
+class Ended:
+    """How a server started once ended."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def assert_refused_in_one_line(done: subprocess.CompletedProcess[str], *words: str) -> None:
+async def serve_once(*args: str) -> Ended:
+    """One server start with a ping on stdin, to its end (proven to leave nothing)."""
+    async with running_server(*args) as server:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            await server.send(json.loads(PING))
+        code, messages = await server.finish()
+    lines = "".join(json.dumps(message, separators=(",", ":")) + "\n" for message in messages)
+    return Ended(code, lines, server.stderr_text)
+
+
+def assert_refused_in_one_line(done: Ended | subprocess.CompletedProcess[str], *words: str) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("subagent-host"), done.stderr
@@ -55,7 +65,7 @@ def mode(path: Path) -> int:
 
 
 @needs_root
-def test_a_symlink_another_user_planted_in_a_sticky_shared_state_dir_is_refused(
+async def test_a_symlink_another_user_planted_in_a_sticky_shared_state_dir_is_refused(
     tmp_path: Path,
 ) -> None:
     shared = tmp_path / "shared"
@@ -66,7 +76,7 @@ def test_a_symlink_another_user_planted_in_a_sticky_shared_state_dir_is_refused(
     planted.symlink_to(elsewhere)
     os.lchown(planted, NOBODY, NOBODY)
 
-    done = serve_once("--state-dir", str(shared))
+    done = await serve_once("--state-dir", str(shared))
 
     assert_refused_in_one_line(done, "not safe", f"{planted} is a symlink")
     assert not elsewhere.exists()
@@ -75,9 +85,9 @@ def test_a_symlink_another_user_planted_in_a_sticky_shared_state_dir_is_refused(
 
 
 @needs_root
-def test_runs_does_not_read_a_history_through_a_planted_symlink(tmp_path: Path) -> None:
+async def test_runs_does_not_read_a_history_through_a_planted_symlink(tmp_path: Path) -> None:
     mine = tmp_path / "mine"
-    assert serve_once("--state-dir", str(mine)).returncode == 0  # a real history, elsewhere
+    assert (await serve_once("--state-dir", str(mine))).returncode == 0  # a real history
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -86,12 +96,16 @@ def test_runs_does_not_read_a_history_through_a_planted_symlink(tmp_path: Path) 
     os.lchown(planted, NOBODY, NOBODY)
     before = sorted(os.listdir(mine))
 
-    done = subprocess.run(  # noqa: TID251 - a one-shot command, no event loop here
-        [server_executable(), "runs", "--state-dir", str(shared)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    runs = await asyncio.create_subprocess_exec(
+        server_executable(),
+        "runs",
+        "--state-dir",
+        str(shared),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
+    out, err = await asyncio.wait_for(runs.communicate(), 60)
+    done = Ended(await runs.wait(), out.decode(), err.decode())
 
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"subagent-host runs: cannot read {planted}: {planted} is a symlink\n"
@@ -99,13 +113,13 @@ def test_runs_does_not_read_a_history_through_a_planted_symlink(tmp_path: Path) 
 
 
 @needs_root
-def test_a_state_dir_of_another_user_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+async def test_a_state_dir_of_another_user_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     theirs.chmod(0o1777)
     os.chown(theirs, NOBODY, NOBODY)
 
-    done = serve_once("--state-dir", str(theirs))
+    done = await serve_once("--state-dir", str(theirs))
 
     assert_refused_in_one_line(done, f"{theirs} belongs to uid {NOBODY}")
     assert (mode(theirs), os.listdir(theirs)) == (0o1777, [])
@@ -113,7 +127,7 @@ def test_a_state_dir_of_another_user_is_refused_and_left_as_it_was(tmp_path: Pat
 
 @needs_root
 @pytest.mark.parametrize("name", ["pi-sessions", "worktrees"])
-def test_a_directory_under_the_state_dir_of_another_user_is_refused(
+async def test_a_directory_under_the_state_dir_of_another_user_is_refused(
     tmp_path: Path, name: str
 ) -> None:
     state = tmp_path / "state"
@@ -123,24 +137,24 @@ def test_a_directory_under_the_state_dir_of_another_user_is_refused(
     planted.chmod(0o777)
     os.chown(planted, NOBODY, NOBODY)
 
-    done = serve_once("--state-dir", str(state))
+    done = await serve_once("--state-dir", str(state))
 
     assert_refused_in_one_line(done, f"{planted} belongs to uid {NOBODY}")
     assert mode(planted) == 0o777 and sorted(os.listdir(state)) == [name]
 
 
-def test_a_group_writable_state_dir_of_ours_is_refused_never_chmoded(tmp_path: Path) -> None:
+async def test_a_group_writable_state_dir_of_ours_is_refused_never_chmoded(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
     state.chmod(0o775)
 
-    done = serve_once("--state-dir", str(state))
+    done = await serve_once("--state-dir", str(state))
 
     assert_refused_in_one_line(done, f"{state} is writable by group or others (mode 775)")
     assert mode(state) == 0o775
 
 
-def test_a_sticky_state_dir_of_ours_and_one_readable_by_others_are_used_as_they_are(
+async def test_a_sticky_state_dir_of_ours_and_one_readable_by_others_are_used_as_they_are(
     tmp_path: Path,
 ) -> None:
     for name, bits in (("sticky", 0o1777), ("readable", 0o755)):
@@ -148,7 +162,7 @@ def test_a_sticky_state_dir_of_ours_and_one_readable_by_others_are_used_as_they_
         state.mkdir()
         state.chmod(bits)
 
-        done = serve_once("--state-dir", str(state))
+        done = await serve_once("--state-dir", str(state))
 
         assert done.returncode == 0, done.stderr
         assert '"persistence":"sqlite"' in done.stdout
@@ -158,7 +172,7 @@ def test_a_sticky_state_dir_of_ours_and_one_readable_by_others_are_used_as_they_
 
 
 @needs_root
-def test_a_log_file_symlink_another_user_planted_is_not_followed(tmp_path: Path) -> None:
+async def test_a_log_file_symlink_another_user_planted_is_not_followed(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     # Open to all and not sticky: in a sticky one the kernel itself may refuse to follow
@@ -169,18 +183,18 @@ def test_a_log_file_symlink_another_user_planted_is_not_followed(tmp_path: Path)
     planted.symlink_to(target)
     os.lchown(planted, NOBODY, NOBODY)
 
-    done = serve_once("--state-dir", str(tmp_path / "state"), "--log-file", str(planted))
+    done = await serve_once("--state-dir", str(tmp_path / "state"), "--log-file", str(planted))
 
     assert_refused_in_one_line(done, "cannot open log file", "symlink of another user")
     assert not target.exists()
 
 
-def test_a_log_file_symlink_of_our_own_is_followed(tmp_path: Path) -> None:
+async def test_a_log_file_symlink_of_our_own_is_followed(tmp_path: Path) -> None:
     target = tmp_path / "target.log"
     link = tmp_path / "host.log"
     link.symlink_to(target)
 
-    done = serve_once(
+    done = await serve_once(
         "--state-dir", str(tmp_path / "state"), "--log-file", str(link), "--log-level", "info"
     )
 
