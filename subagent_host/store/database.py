@@ -237,7 +237,8 @@ def _create_without_following(path: Path) -> None:
     through a symlink, and make sure what is there is a regular file of ours: SQLite
     then opens by name the file this checked (in a sticky directory nobody else may
     replace it)."""
-    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    # Non-blocking: a FIFO put there meanwhile must not hold the store's thread.
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as exc:

@@ -145,6 +145,21 @@ async def test_an_existing_state_dir_is_used_as_it_is_and_its_database_tightened
     assert (mode(state), mode(state / DB_NAME)) == (0o755, 0o600)
 
 
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+async def test_a_database_file_that_is_a_symlink_is_never_opened(
+    tmp_path: Path, suffix: str
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o1777)  # shared and sticky: others may plant entries in it
+    elsewhere = tmp_path / "elsewhere"
+    (state / (DB_NAME + suffix)).symlink_to(elsewhere)
+    with pytest.raises(StoreError, match="is a symlink"):
+        await Database.open(state)
+    assert not elsewhere.exists()
+    assert mode(state) == 0o1777  # never chmod'ed
+
+
 async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema_version(
     store: Database,
 ) -> None:
