@@ -45,7 +45,7 @@ from subagent_host.executors.ray_executor import RayExecutor
 from subagent_host.executors.select import executor_for
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.progress import EventPublisher
-from subagent_host.handlers.snapshot_file import snapshot_writer
+from subagent_host.handlers.snapshot_file import server_files, snapshot_writer
 from subagent_host.handlers.table import build_method_table
 from subagent_host.logs import destination
 from subagent_host.planning.projection import seal
@@ -71,6 +71,7 @@ from subagent_host.runs.orchestrator import OutputCaps, RunOrchestrator, Workflo
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
+from subagent_host.state_layout import PI_SESSIONS_DIR, private_directory
 from subagent_host.store.face import RunStore
 from subagent_host.values.words import plural
 from subagent_host.workspaces.worktrees import WORKTREES_DIR
@@ -101,7 +102,7 @@ def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dic
     """
     if pi_sessions is None:
         pi_sessions = session_files(config).pi_dir  # pi's own session files, for resume
-        pi_sessions.mkdir(mode=0o700, exist_ok=True)
+        private_directory(pi_sessions)
     executables = config.settings.backend_executables
     return {
         "command": CommandBackend(),
@@ -113,7 +114,7 @@ def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dic
 
 def session_files(config: ServerConfig) -> SessionFiles:
     """Where the agent CLIs keep the sessions a resume continues (pi's: in the state dir)."""
-    return SessionFiles(pi_dir=config.state_dir / "pi-sessions")
+    return SessionFiles(pi_dir=config.state_dir / PI_SESSIONS_DIR)
 
 
 def new_session_id() -> str:
@@ -202,12 +203,16 @@ def guardian_log() -> GuardianLog:
 def _pi_sessions(config: ServerConfig, store: RunStore) -> Iterator[Path]:
     """Where pi keeps its session files: in the state directory, for a later resume;
     with the history in memory (no resume), in a private temporary directory removed
-    when the server exits."""
+    when the server exits (also when the state directory's is not safe to use)."""
     if store.durable:
-        pi_sessions = config.state_dir / "pi-sessions"
-        pi_sessions.mkdir(mode=0o700, exist_ok=True)
-        yield pi_sessions
-        return
+        pi_sessions = config.state_dir / PI_SESSIONS_DIR
+        try:
+            private_directory(pi_sessions)
+        except OSError as exc:
+            logger.warning("%s; pi's session files go to a temporary directory", exc)
+        else:
+            yield pi_sessions
+            return
     scratch = Path(tempfile.mkdtemp(prefix="subagent-host-pi-sessions-"))  # 0700
     try:
         yield scratch
@@ -253,7 +258,7 @@ async def _serve_with_store(
         definition=lambda run, plan: store.record_workflow(run, workflow_record(plan)),
         child_added=record_projection,
         text=store.record_text,
-        snapshot=snapshot_writer(),
+        snapshot=snapshot_writer(server_files(config)),
         touched=store.touch,
     )
     runs = build_run_manager(

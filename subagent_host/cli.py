@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import functools
 import gc
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple, NoReturn, TypeVar
 
@@ -174,35 +175,55 @@ def session_id(text: str) -> str:
 
 
 def existing_file(text: str) -> Path:
-    path = Path(text).expanduser()
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a readable file")
-    return path.resolve()
+    with examining(text):
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a readable file")
+        return path.resolve()
 
 
 def existing_directory(text: str) -> Path:
-    path = Path(text).expanduser()
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
-    return path.resolve()
+    with examining(text):
+        path = Path(text).expanduser()
+        if not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+        return path.resolve()
 
 
 def state_directory(text: str) -> Path:
-    path = Path(text).expanduser()
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
-    return path.resolve()
+    with examining(text):
+        path = Path(text).expanduser()
+        if path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+        return path.resolve()
 
 
 def log_file(text: str) -> Path:
+    """The log file's path with its directory resolved and its own name kept: a symlink
+    there is judged when the file is opened (`logs.open_log_file`), not followed here."""
     from subagent_host.settings import file_path
 
-    path = file_path(Path(text).expanduser())
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory")
-    if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"the directory of {text!r} does not exist")
-    return path
+    with examining(text):
+        given = Path(text).expanduser()
+        if given.name in ("", ".", ".."):
+            raise argparse.ArgumentTypeError(f"{text!r} is a directory")
+        path = file_path(given)
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a directory")
+        if not path.parent.is_dir():
+            raise argparse.ArgumentTypeError(f"the directory of {text!r} does not exist")
+        return path
+
+
+@contextlib.contextmanager
+def examining(text: str) -> Iterator[None]:
+    """A path that cannot be examined (a symlink whose target may not be read, a
+    directory we may not search, a loop) is a bad option value, said in one line."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be examined: {why}") from None
 
 
 def log_level(text: str) -> str:
@@ -528,6 +549,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, warning = parse_config(args)
     if closed:
         print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)
+        return 2
+    from subagent_host.state_layout import state_dir_problem
+
+    if (problem := state_dir_problem(config.state_dir)) is not None:
+        print(f"{SERVER_NAME}: the state directory is not safe to use: {problem}", file=sys.stderr)
         return 2
     from subagent_host.logs import LogFileIsTheWire, configure_logging
 

@@ -8,6 +8,7 @@ reads them from the record (no state of its own).
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -16,6 +17,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
+
+from subagent_host.state_layout import UnsafePath
 
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What `extra=` may carry to a JSON line, in the order it is written.
@@ -98,8 +101,20 @@ def open_log_file(path: Path) -> TextIO:
     A file of ours that exists with wider bits is tightened to 0600 (as the
     store does with its database). Anything else is left as it is: a file of
     another user, or a FIFO, a terminal or `/dev/stderr` given as the log file.
+    A symlink is followed only when it is ours or root's (as `/dev/stderr` is):
+    one another user planted (in a shared directory) must not choose where we
+    write; that raises UnsafePath.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOG_FILE_MODE)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW, LOG_FILE_MODE)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        owner = path.lstat().st_uid
+        if owner not in (os.getuid(), 0):
+            raise UnsafePath(f"{path} is a symlink of another user (uid {owner})") from None
+        fd = os.open(path, flags, LOG_FILE_MODE)
     try:
         info = os.fstat(fd)
         if _is_the_wire(info):

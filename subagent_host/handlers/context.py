@@ -101,6 +101,7 @@ class HandlerContext:
 
     async def check_launch(self, params: SpawnParams) -> CheckedSpawn:
         """Every problem of a launch request, and its plan (`spawn` and `preflight`)."""
+        from subagent_host.handlers.snapshot_file import server_files
         from subagent_host.planning.check import check_spawn, uses_agents
 
         return check_spawn(
@@ -110,6 +111,7 @@ class HandlerContext:
             depth=self.config.depth,
             server_cwd=os.getcwd(),
             sources=await self.agent_sources(uses_agents(params)),
+            server_files=server_files(self.config),
         )
 
     async def agent_sources(self, with_definitions: bool = True) -> AgentSources:

@@ -21,14 +21,24 @@ import os
 import tempfile
 from collections.abc import Callable
 
+from subagent_host.config import ServerConfig
 from subagent_host.handlers.snapshots import run_snapshot
-from subagent_host.planning.snapshot_path import refusal
+from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles, refusal
 from subagent_host.rpc.wire import make_converter
 from subagent_host.runs.state import Run
 
 
-def snapshot_writer() -> Callable[[Run, str], asyncio.Future[str | None]]:
-    """`write(run, path)`: serialise the run now (on the loop), write it on a thread.
+def server_files(config: ServerConfig) -> ServerFiles:
+    """The files of the server running with `config` that no snapshot may replace."""
+    log_file = str(config.log_file) if config.log_file is not None else None
+    return ServerFiles(state_dir=str(config.state_dir), log_file=log_file)
+
+
+def snapshot_writer(
+    server: ServerFiles = NO_SERVER_FILES,
+) -> Callable[[Run, str], asyncio.Future[str | None]]:
+    """`write(run, path)`: serialise the run now (on the loop), write it on a thread;
+    never over the `server`'s own files.
 
     The future's result is why the write was skipped (see `replace_file`), or None.
     """
@@ -36,12 +46,14 @@ def snapshot_writer() -> Callable[[Run, str], asyncio.Future[str | None]]:
 
     def write(run: Run, path: str) -> asyncio.Future[str | None]:
         data = json.dumps(converter.unstructure(run_snapshot(run)), ensure_ascii=False, indent=2)
-        return asyncio.ensure_future(asyncio.to_thread(replace_file, path, data.encode() + b"\n"))
+        return asyncio.ensure_future(
+            asyncio.to_thread(replace_file, path, data.encode() + b"\n", server)
+        )
 
     return write
 
 
-def replace_file(path: str, data: bytes) -> str | None:
+def replace_file(path: str, data: bytes, server: ServerFiles = NO_SERVER_FILES) -> str | None:
     """Write `data` to `path` atomically, mode 0600 (blocking: call it off the loop).
 
     Returns why nothing was written when `path` is no longer something a
@@ -55,7 +67,7 @@ def replace_file(path: str, data: bytes) -> str | None:
             file.flush()
             os.fsync(file.fileno())
         # Checked last, right before the rename: the narrowest window for a change.
-        problem = refusal(path)
+        problem = refusal(path, server)
         if problem is None:
             os.replace(temporary, path)
             return None

@@ -33,6 +33,7 @@ from subagent_host.planning.request import (
     ParallelStep,
     SpawnItem,
 )
+from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles
 from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.values import MODES, RunKind
@@ -89,8 +90,12 @@ def check_spawn(
     depth: int,
     server_cwd: str,
     sources: AgentSources | None = None,
+    server_files: ServerFiles = NO_SERVER_FILES,
 ) -> CheckedSpawn:
-    """Every problem of a launch request as diagnostics, and its plan when one can be made."""
+    """Every problem of a launch request as diagnostics, and its plan when one can be made.
+
+    `server_files` are the server's own (state directory, log file): no snapshot goes there.
+    """
     sources = sources or AgentSources()
     max_depth = limits.max_depth
     problems = Problems()
@@ -126,7 +131,7 @@ def check_spawn(
         kind = RunKind.WORKFLOW
         cwd = directory(Problems(), "cwd", params.cwd, server_cwd)  # reported by the items
         children, workflow = plan_workflow(
-            problems, params.workflow, items, cwd, limits.max_parallel
+            problems, params.workflow, items, cwd, limits.max_parallel, server_files
         )
     elif single:
         top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)

@@ -379,7 +379,12 @@ def _placement(
 
 
 def directory(problems: Problems, path: str, value: str | None, default: str) -> str:
-    real = os.path.realpath(os.path.expanduser(value) if value is not None else default)
+    given = os.path.expanduser(value) if value is not None else default
+    try:
+        real = os.path.realpath(given)
+    except OSError as exc:  # a link on the way whose target may not be read
+        problems.error("invalid-cwd", f"{value!r} cannot be examined: {exc.strerror}", path)
+        return os.path.abspath(given)
     if not os.path.isdir(real):
         problems.error("invalid-cwd", f"{value!r} is not an existing directory", path)
     return real

@@ -20,7 +20,7 @@ from subagent_host.planning.items import ItemResolver
 from subagent_host.planning.plan import ChildPlan, StepPlan, WorkflowPlan
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
-from subagent_host.planning.snapshot_path import refusal
+from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles, refusal
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
 from subagent_host.values.words import between
 
@@ -34,6 +34,7 @@ def plan_workflow(
     items: ItemResolver,
     cwd: str,
     max_parallel: int = DEFAULT_MAX_PARALLEL,
+    server: ServerFiles = NO_SERVER_FILES,
 ) -> tuple[tuple[ChildPlan, ...], WorkflowPlan | None]:
     """The item templates and the workflow plan (None when nothing could be planned)."""
     if not workflow.name.strip() or len(workflow.name) > MAX_NAME_LENGTH:
@@ -58,7 +59,7 @@ def plan_workflow(
         steps.append(planned)
         for name, where in planner.names:
             _add_output(problems, outputs, name, where)
-    snapshot_path = _snapshot_path(problems, workflow.snapshot_path, cwd)
+    snapshot_path = _snapshot_path(problems, workflow.snapshot_path, cwd, server)
     if not steps:
         return (), None
     plan = WorkflowPlan(
@@ -169,9 +170,12 @@ def _add_output(problems: Problems, outputs: set[str], name: str, path: str) -> 
     outputs.add(name)
 
 
-def _snapshot_path(problems: Problems, value: str | None, cwd: str) -> str | None:
+def _snapshot_path(
+    problems: Problems, value: str | None, cwd: str, server: ServerFiles
+) -> str | None:
     """An absolute path in an existing, writable directory (relative paths are the call's
-    cwd's), naming nothing yet or a regular file outside the system trees (`refusal`)."""
+    cwd's), naming nothing yet or a regular file outside the system trees and the
+    server's own files (`refusal`)."""
     if value is None:
         return None
     where = "workflow.snapshotPath"
@@ -180,10 +184,15 @@ def _snapshot_path(problems: Problems, value: str | None, cwd: str) -> str | Non
         return None
     path = os.path.join(cwd, os.path.expanduser(value))
     directory, name = os.path.split(os.path.abspath(path))
-    real = os.path.join(os.path.realpath(directory), name)
+    try:
+        real = os.path.join(os.path.realpath(directory), name)
+    except OSError as exc:  # a link on the way whose target may not be read
+        why = f"{directory!r} cannot be examined: {exc.strerror or exc}"
+        problems.error("invalid-snapshot-path", why, where)
+        return None
     if not os.path.isdir(directory):
         problems.error("invalid-snapshot-path", f"{directory!r} is not a directory", where)
-    elif (problem := refusal(real)) is not None:
+    elif (problem := refusal(real, server)) is not None:
         problems.error("invalid-snapshot-path", problem, where)
     elif not os.access(directory, os.W_OK | os.X_OK):
         problems.error("invalid-snapshot-path", f"{directory!r} is not writable", where)

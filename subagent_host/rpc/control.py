@@ -36,6 +36,7 @@ from subagent_host.rpc.control_socket import (
 )
 from subagent_host.rpc.dispatch import Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
+from subagent_host.state_layout import private_directory
 from subagent_host.values import Framing
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class ControlListener:
         left behind are removed in the background: the first reply waits for none of it.
         """
         directory = self.path.parent
-        directory.mkdir(mode=0o700, exist_ok=True)
+        private_directory(directory)
         check_private(directory, kind=stat.S_IFDIR, uid=os.getuid())
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # ours by name (the instance id is new): never a live one

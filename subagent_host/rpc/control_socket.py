@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-CONTROL_DIR: Final = "control"
+from subagent_host.state_layout import CONTROL_DIR as CONTROL_DIR
+
 SOCKET_SUFFIX: Final = ".sock"
 # sun_path holds 108 bytes on Linux; a longer path is reached through the directory's
 # descriptor (/proc/self/fd/N/name), which the kernel resolves like the path itself.

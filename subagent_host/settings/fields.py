@@ -162,17 +162,27 @@ def check_paths(value: object, base: Path) -> tuple[Path, ...]:
 
 def check_state_dir(value: object, base: Path) -> Path:
     path = check_path(value, base)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} exists and is not a directory")
+    try:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{path} exists and is not a directory")
+    except OSError as exc:  # a directory on the way we may not search
+        raise ValueError(f"{path} cannot be examined: {exc.strerror or exc}") from None
     return path
 
 
 def check_log_file(value: object, base: Path) -> Path:
+    """Like `--log-file`: the directory resolved, the file's own name kept (a symlink
+    there is judged when the file is opened)."""
     path = check_path(value, base, whole=False)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory")
-    if not path.parent.is_dir():
-        raise ValueError(f"the directory of {path} does not exist")
+    if path.name in ("", ".", ".."):
+        raise ValueError(f"{show(value)} is a directory")
+    try:
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory")
+        if not path.parent.is_dir():
+            raise ValueError(f"the directory of {path} does not exist")
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be examined: {exc.strerror or exc}") from None
     return path
 
 

@@ -23,6 +23,7 @@ from typing import Final
 import attrs
 
 from subagent_host.runs.state import Run, RunEvent
+from subagent_host.state_layout import database_problem
 from subagent_host.store.reads import MIN_PREFIX as MIN_PREFIX
 from subagent_host.store.reads import assemble
 from subagent_host.store.rows import event_from_record
@@ -93,6 +94,9 @@ class StateBrowser:
         path = state_dir / DB_NAME
         if not path.is_file():
             raise NoHistory(f"no runs recorded in {state_dir} (no {DB_NAME} there)")
+        # Even read-only, SQLite writes the -shm file: never through a planted symlink.
+        if (problem := database_problem(state_dir, path.lstat().st_uid)) is not None:
+            raise BrowseError(f"cannot read {path}: {problem}")
         try:
             db = sqlite3.connect(
                 f"{path.as_uri()}?mode=ro",

@@ -4,7 +4,10 @@ Durability follows RELIABILITY.md ("SQLite for run history"): WAL with
 `synchronous=NORMAL` (consistent and durable across crashes of the server), a
 busy timeout, and `BEGIN IMMEDIATE` for every transaction that reads before it
 writes, so two servers on one state directory serialise instead of failing.
-The directory is 0700 and the database files 0600.
+A state directory the server creates is 0700 and the database files 0600; one that
+exists is used as it is, never chmod'ed, and only when it is safe (`state_layout`):
+the database's files are opened only as regular files of ours, never through a
+symlink another user planted.
 
 Every statement runs on the store's own thread through one connection: the
 event loop hands work over (`call`, `submit`) and never waits on the disk
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -34,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from subagent_host.state_layout import database_problem, private_directory
 from subagent_host.store.schema import (
     BUSY_TIMEOUT_MS,
     DB_NAME,
@@ -66,7 +71,8 @@ class Database:
 
     @classmethod
     async def open(cls, state_dir: Path) -> Database:
-        """Create the state directory (0700) and database (0600) if needed; migrate it."""
+        """Create the state directory (0700) and database (0600) if needed; migrate it.
+        Raises StoreError when they cannot be used, or are not safe to (`state_layout`)."""
         store = cls(state_dir / DB_NAME)
         try:
             await store.call(store._connect, state_dir)
@@ -102,10 +108,12 @@ class Database:
 
     def _open_file(self, state_dir: Path) -> sqlite3.Connection:
         assert self.path is not None
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _restrict(state_dir, 0o700)
+        private_directory(state_dir, parents=True)
+        if (problem := database_problem(state_dir)) is not None:
+            raise StoreError(problem)
         old_umask = os.umask(0o077)  # the -wal and -shm files are created 0600 too
         try:
+            _create_without_following(self.path)
             db = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         finally:
             os.umask(old_umask)
@@ -222,6 +230,29 @@ def _nothing() -> None:
 def _log_failure(future: concurrent.futures.Future[Any]) -> None:
     if not future.cancelled() and (exc := future.exception()) is not None:
         logger.error("a write to the run history failed: %s", exc, exc_info=exc)
+
+
+def _create_without_following(path: Path) -> None:
+    """Create the database file (0600 under the caller's umask) unless it exists, never
+    through a symlink, and make sure what is there is a regular file of ours: SQLite
+    then opens by name the file this checked (in a sticky directory nobody else may
+    replace it)."""
+    # Non-blocking: a FIFO put there meanwhile must not hold the store's thread.
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"{path} is a symlink") from None
+        raise
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise StoreError(f"{path} is not a regular file")
+    if info.st_uid != os.getuid():
+        raise StoreError(f"{path} belongs to another user")
 
 
 def _restrict(path: Path, mode: int) -> None:

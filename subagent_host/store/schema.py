@@ -10,11 +10,22 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from subagent_host.state_layout import DB_NAME
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DB_NAME",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "StoreError",
+    "check_version",
+    "migrate",
+]
+
 # How long a statement waits for another connection's lock (a writer's, or a reader's
 # checkpoint) before it fails: every connection to a state directory uses it.
 BUSY_TIMEOUT_MS: Final = 10_000
 
-DB_NAME: Final = "subagent-host.sqlite3"
 SCHEMA_VERSION: Final = 3
 
 

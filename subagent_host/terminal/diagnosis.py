@@ -3,12 +3,12 @@
 Most of it is asked of a real server, started the way `serve` would be with the same
 options (`Host.start`): which agent CLIs it finds and their versions against the tested
 ones, its process tracking, whether its history is in SQLite, the limits it runs with.
-Only what a server would quietly repair or cannot say is looked at directly: the state
-directory's owner and mode (a server tightens a mode of ours to 0700 when it starts),
-the Python and SQLite libraries, pi's `models.json`, the delegation depth.
+Only what a server cannot say is looked at directly: whether the state directory is
+safe to use (a server refuses to start on one that is not: `state_layout`), the Python
+and SQLite libraries, pi's `models.json`, the delegation depth.
 
-A server is started on the state directory only when that directory is already as it
-must be (so the doctor changes nothing there); otherwise on a temporary one.
+A server is started on the state directory only when a server may use it and it
+exists (a server changes no mode there); otherwise on a temporary one.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from subagent_host.cli import read_depth
 from subagent_host.client import Host
 from subagent_host.client.errors import HostConnectionError, HostError
 from subagent_host.rpc.wire import PingResult
+from subagent_host.state_layout import state_dir_problem
 from subagent_host.store.browse import BrowseError, StateBrowser, sqlite_library
 from subagent_host.values import DEPTH_VARIABLE
 from subagent_host.values.facts import BackendInfo
@@ -67,7 +68,8 @@ def check_python(version: Sequence[int] | None = None) -> Check:
 
 
 def check_state_dir(path: Path, uid: int | None = None) -> Check:
-    """The state directory: ours, a directory, closed to others; or creatable."""
+    """The state directory: a directory a server may use (`state_layout`), closed to
+    others; or creatable."""
     uid = os.getuid() if uid is None else uid
     name = "state directory"
     try:
@@ -88,16 +90,24 @@ def check_state_dir(path: Path, uid: int | None = None) -> Check:
             f"{path} is not a directory",
             "remove or move it, or pass --state-dir DIR",
         )
-    if found.st_uid != uid:
+    if (problem := state_dir_problem(path, uid)) is not None:
+        ours_but_open = found.st_uid == uid and problem.startswith(f"{path} is writable")
         return Check(
             name,
             False,
-            f"{path} belongs to uid {found.st_uid}, not to you ({uid})",
-            "pass a --state-dir of your own",
+            f"a server refuses it: {problem}",
+            f"chmod 700 {path}"
+            if ours_but_open
+            else "pass a --state-dir of your own that nobody else can write to",
         )
     mode = stat.S_IMODE(found.st_mode)
-    if mode != 0o700:
-        return Check(name, False, f"{path} has mode {mode:o}, open to others", f"chmod 700 {path}")
+    if mode & 0o077:
+        return Check(
+            name,
+            None,
+            f"{path} has mode {mode:o}, open to others (a server uses it as it is)",
+            f"chmod 700 {path}",
+        )
     return Check(name, True, f"{path} (0700, yours)")
 
 
@@ -207,7 +217,7 @@ async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
     """Every check, in report order. `server_args` select the same configuration as
     `serve` would (without `--state-dir`: the one to use is chosen here)."""
     checks = [check_python(), check_state_dir(state_dir)]
-    if checks[1].passed is not True:  # a file, say: never served on, never touched
+    if checks[1].passed is False:  # a file, say: never served on, never touched
         scratch = "the state directory is not usable"
     elif not await asyncio.to_thread(state_dir.is_dir):
         scratch = "the state directory does not exist yet"

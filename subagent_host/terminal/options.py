@@ -16,6 +16,7 @@ from subagent_host import SERVER_NAME
 from subagent_host.cli import (
     OneLineParser,
     add_trust_project,
+    examining,
     existing_file,
     parse_config,
     state_directory,
@@ -38,7 +39,8 @@ def subcommand_parser(
 
 def any_path(text: str) -> Path:
     """A `--state-dir` taken as it is, to be examined rather than refused (`doctor`)."""
-    return Path(text).expanduser().resolve()
+    with examining(text):
+        return Path(text).expanduser().resolve()
 
 
 def add_server_options(

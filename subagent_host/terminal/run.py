@@ -58,7 +58,8 @@ exit status:
   N      the command failed: its own exit status (128+n when signal n killed it)
   1      any other failure (an agent failed, a command could not start, the server
          could not start or could not run it)
-  2      a bad command line, or a launch the server refused (-32602 invalid params,
+  2      a bad command line (its server's options too: the server's line says why),
+         or a launch the server refused (-32602 invalid params,
          -32003 launch rejected: its message on stderr)
   75     interrupted: the server ended before the run did (or before answering)
   124    timed out (--timeout-ms, or the configured timeout or stall timeout)

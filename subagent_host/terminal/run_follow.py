@@ -116,11 +116,15 @@ async def _launch(
 
 async def _server_gone(host: Host, exc: HostConnectionError) -> Refused:
     """The server ended before it answered the spawn: it could not start (it exited with a
-    status, its log says why), or it died (it may have started the run: `interrupted`)."""
+    status, its log says why), or it died (it may have started the run: `interrupted`).
+    A server that refused its options (status 2) has said why in one line: `run` exits
+    2 with that line alone, as `serve` would."""
     assert host.process is not None
     with contextlib.suppress(TimeoutError):
         # Its output has ended: it is exiting, if it has not already.
         await asyncio.wait_for(host.process.wait(), SERVER_EXIT_S)
+    if host.process.returncode == EXIT_USAGE:
+        return Refused(EXIT_USAGE)
     if host.process.returncode is not None and host.process.returncode > 0:
         return Refused(
             EXIT_FAILED, f"the server could not start (exit status {host.process.returncode})"

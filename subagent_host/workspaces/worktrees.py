@@ -19,14 +19,22 @@ from typing import Final
 
 import attrs
 
+from subagent_host.state_layout import WORKTREES_DIR, private_directory
 from subagent_host.values import WORKTREE
 from subagent_host.values.facts import DiffStat, Workspace
 from subagent_host.workspaces.git import Git, GitFailed
 
-__all__ = ["Git", "GitFailed", "Opened", "Removal", "Worktrees", "repository_root"]
+__all__ = [
+    "WORKTREES_DIR",
+    "Git",
+    "GitFailed",
+    "Opened",
+    "Removal",
+    "Worktrees",
+    "repository_root",
+]
 
 # The worktrees' directory in the state directory.
-WORKTREES_DIR: Final = "worktrees"
 BRANCH_PREFIX: Final = "subagent/"
 # How many changed files a report names; `diffStat.files` counts them all.
 MAX_CHANGED_FILES: Final = 200
@@ -149,7 +157,7 @@ class Worktrees:
                 f"the repository at {top!r} has no commit yet: a {WORKTREE} starts from HEAD"
             ) from None
         try:
-            await asyncio.to_thread(self.root.mkdir, mode=0o700, parents=True, exist_ok=True)
+            await asyncio.to_thread(private_directory, self.root, parents=True)
         except OSError as exc:
             raise GitFailed(f"cannot make {str(self.root)!r}: {exc.strerror or exc}") from None
         path = str(self.root / worktree_name(run_id, index))

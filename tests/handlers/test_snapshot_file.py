@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from subagent_host.handlers.snapshot_file import replace_file
+from subagent_host.planning.snapshot_path import ServerFiles
 from tests.special_files import NOT_REGULAR, shm_path
 
 
@@ -53,3 +54,29 @@ def test_a_path_under_dev_is_never_written(tmp_path: Path) -> None:
         link.symlink_to(shm)
         assert replace_file(str(link), b"new") == f"{str(link)!r} is under /dev"
         assert link.is_symlink() and not shm.exists()
+
+
+def test_a_path_that_now_leads_into_the_state_dir_or_to_the_log_file_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    database = state / "subagent-host.sqlite3"
+    database.write_bytes(b"SQLite format 3\0")
+    log = tmp_path / "host.log"
+    log.write_text("lines\n")
+    server = ServerFiles(state_dir=str(state), log_file=str(log))
+    place = tmp_path / "place"
+    place.mkdir()
+    assert replace_file(str(place / "snap.json"), b"new", server) is None
+    place.rename(tmp_path / "was")
+    place.symlink_to(state)  # the snapshot's directory swapped for the state directory
+    problem = replace_file(str(place / "subagent-host.sqlite3"), b"new", server)
+    assert problem == (
+        f"{str(place / 'subagent-host.sqlite3')!r} is inside the server's state directory {state}"
+    )
+    link = tmp_path / "snap.json"
+    link.symlink_to(log)
+    assert replace_file(str(link), b"new", server) == f"{str(link)!r} is the server's log file"
+    assert database.read_bytes() == b"SQLite format 3\0" and log.read_text() == "lines\n"
+    assert sorted(os.listdir(state)) == ["subagent-host.sqlite3"]

@@ -70,7 +70,7 @@ def with_a_newer_schema(tmp_path: Path) -> Path:
 UNUSABLE: dict[str, tuple[Callable[[Path], Path], str]] = {
     "under-a-file": (under_a_file, "Not a directory"),
     "corrupt-database": (with_a_corrupt_database, "file is not a database"),
-    "database-is-a-directory": (with_a_directory_for_a_database, "unable to open"),
+    "database-is-a-directory": (with_a_directory_for_a_database, "is not a regular file"),
     "newer-schema": (with_a_newer_schema, "newer than this server understands"),
 }
 

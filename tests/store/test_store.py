@@ -132,7 +132,9 @@ async def test_the_state_dir_is_0700_and_the_database_and_its_wal_files_0600(
         await store.close()
 
 
-async def test_an_existing_state_dir_and_database_are_tightened(tmp_path: Path) -> None:
+async def test_an_existing_state_dir_is_used_as_it_is_and_its_database_tightened(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o755)
     state.chmod(0o755)
@@ -140,7 +142,22 @@ async def test_an_existing_state_dir_and_database_are_tightened(tmp_path: Path) 
     (state / DB_NAME).chmod(0o644)
     store = await Database.open(state)
     await store.close()
-    assert (mode(state), mode(state / DB_NAME)) == (0o700, 0o600)
+    assert (mode(state), mode(state / DB_NAME)) == (0o755, 0o600)
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+async def test_a_database_file_that_is_a_symlink_is_never_opened(
+    tmp_path: Path, suffix: str
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o1777)  # shared and sticky: others may plant entries in it
+    elsewhere = tmp_path / "elsewhere"
+    (state / (DB_NAME + suffix)).symlink_to(elsewhere)
+    with pytest.raises(StoreError, match="is a symlink"):
+        await Database.open(state)
+    assert not elsewhere.exists()
+    assert mode(state) == 0o1777  # never chmod'ed
 
 
 async def test_the_connection_uses_wal_normal_sync_a_busy_timeout_and_the_schema_version(

@@ -38,6 +38,11 @@ def test_a_state_directory_must_be_ours_and_closed_to_others(tmp_path: Path) -> 
     found = check_state_dir(open_dir)
     assert (found.passed, found.fix) == (False, f"chmod 700 {open_dir}")
     assert "mode 777" in found.detail
+    readable = tmp_path / "readable"
+    readable.mkdir()
+    readable.chmod(0o755)
+    used = check_state_dir(readable)  # a server uses it as it is: worth knowing only
+    assert (used.passed, used.fix) == (None, f"chmod 700 {readable}")
     theirs = check_state_dir(good, uid=os.getuid() + 1)
     assert theirs.passed is False and "belongs to uid" in theirs.detail
     plain = tmp_path / "file"

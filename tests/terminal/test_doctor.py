@@ -136,8 +136,9 @@ async def test_a_state_directory_open_to_others_fails_and_is_left_as_it_was(
 
     assert code == 1
     (line,) = [line for line in lines if line[2:].startswith("state directory:")]
-    assert (
-        line == f"✗ state directory: {state} has mode 777, open to others (fix: chmod 700 {state})"
+    assert line == (
+        f"✗ state directory: a server refuses it: {state} is writable by group or others "
+        f"(mode 777) and not sticky (fix: chmod 700 {state})"
     )
     assert (state.stat().st_mode & 0o777) == 0o777  # the doctor repairs nothing itself
     assert list(state.iterdir()) == []
