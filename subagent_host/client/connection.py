@@ -18,9 +18,15 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-from subagent_host.client.errors import HostConnectionError, error_from
-from subagent_host.rpc.codes import METHOD_NOT_FOUND
-from subagent_host.rpc.framing import BadFrame, LspDecoder, NdjsonDecoder, encode_frame
+from subagent_host.client.errors import HostConnectionError, InvalidRequest, error_from
+from subagent_host.rpc.codes import INVALID_REQUEST, METHOD_NOT_FOUND
+from subagent_host.rpc.framing import (
+    BadFrame,
+    LspDecoder,
+    NdjsonDecoder,
+    encode_frame,
+    too_large,
+)
 from subagent_host.rpc.json_codec import encode_json
 from subagent_host.values import Framing
 
@@ -86,6 +92,11 @@ class Connection:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._closed: HostConnectionError | None = None
+        self.max_request_bytes: int | None = None
+        """The most the server reads in one message (its `maxMessageBytes`), once known
+        (`Host` learns it from `ping` and `initialize`). A request over it is refused
+        here in the server's words: the server would answer it with `id: null`, which
+        no caller can be told of, and the call would wait forever."""
         self._reading = asyncio.create_task(self._read_loop(), name="subagent-host client reader")
 
     @property
@@ -104,13 +115,17 @@ class Connection:
         if self._closed is not None:
             raise self._closed
         msg_id = next(self._ids)
-        reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[msg_id] = reply
         message: dict[str, Any] = {"jsonrpc": JSONRPC, "id": msg_id, "method": method}
         if params is not None:
             message["params"] = params
+        body = encode_json(message)
+        limit = self.max_request_bytes
+        if limit is not None and len(body) > limit:
+            raise InvalidRequest(INVALID_REQUEST, too_large(limit, len(body)).message)
+        reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = reply
         try:
-            self._write(message)
+            self._write_body(body)
             await self._drain()
             answer = await reply
         except asyncio.CancelledError:
@@ -166,9 +181,12 @@ class Connection:
     # --- writing ---------------------------------------------------------------------
 
     def _write(self, message: dict[str, Any]) -> None:
+        self._write_body(encode_json(message))
+
+    def _write_body(self, body: bytes) -> None:
         # One synchronous write per message: frames never interleave, whoever writes.
         try:
-            self._writer.write(encode_frame(encode_json(message), self._framing))
+            self._writer.write(encode_frame(body, self._framing))
         except (ConnectionError, RuntimeError) as exc:
             raise HostConnectionError(f"cannot write to the server: {exc}") from exc
 

@@ -252,7 +252,12 @@ class Host:
     async def call(self, method: str, params: object, result: type[R]) -> R:
         """Send `params` (a wire type) as `method`'s params and read its result as `result`."""
         raw = await self._connection.request(method, self._converter.unstructure(params))
-        return self._converter.structure(raw, result)
+        answer = self._converter.structure(raw, result)
+        if isinstance(answer, PingResult):
+            self._connection.max_request_bytes = answer.limits.max_message_bytes
+        elif isinstance(answer, InitializeResult):
+            self._connection.max_request_bytes = answer.capabilities.limits.max_message_bytes
+        return answer
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
         """Send any method with plain JSON params (camelCase) and return its plain result."""

@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import sys
-from typing import Any, Final
+from typing import Any, Final, cast
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -28,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from subagent_host import SERVER_NAME, __version__
 from subagent_host.client import Host, HostConnectionError, HostError
 from subagent_host.mcp_face.render import diagnostics_lines
+from subagent_host.mcp_face.stdin import HeldArguments
 from subagent_host.mcp_face.tools import CONVERTER, TOOLS, BadArguments, Tool, read_arguments
 from subagent_host.rpc.wire import make_converter
 from subagent_host.values.facts import Diagnostic
@@ -60,8 +63,9 @@ class Progress:
         await self._ctx.session.report_progress(self._sent, None, message)
 
 
-def build_server(host: Host) -> Server[Any]:
-    """The MCP server whose tools call `host`."""
+def build_server(host: Host, held: HeldArguments) -> Server[Any]:
+    """The MCP server whose tools call `host`; a call whose arguments the SDK could not
+    read takes them from `held` (stdin.py)."""
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -74,7 +78,8 @@ def build_server(host: Host) -> Server[Any]:
         tool = TOOLS.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await call(tool, host, params.arguments or {}, Progress(ctx))
+        arguments = held.take_arguments(params.meta, params.arguments or {})
+        return await call(tool, host, arguments, Progress(ctx))
 
     return Server(
         SERVER_NAME,
@@ -151,7 +156,12 @@ async def serve(process: asyncio.subprocess.Process) -> int:
             status = host.process.returncode  # None: still exiting; `Host` ends it
             print(f"{PROG}: the server could not start (exit status {status})", file=sys.stderr)
             return EXIT_NOT_STARTED
-        server = build_server(host)
-        async with stdio_server() as (read_stream, write_stream):
+        held = HeldArguments()
+        server = build_server(host, held)
+        # Our own reader of stdin (a copy of fd 0, UTF-8 as the SDK reads it), through
+        # `held`: the SDK would drop a call it cannot parse, unanswered.
+        stdin = anyio.wrap_file(open(os.dup(0), encoding="utf-8", errors="replace"))  # noqa: SIM115, ASYNC230 - read in a worker thread by anyio
+        lines = cast(anyio.AsyncFile[str], held.lines(stdin))
+        async with stdin, stdio_server(stdin=lines) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     return 0

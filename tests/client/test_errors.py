@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from subagent_host.client import (
     ERRORS,
     HostError,
     InvalidParams,
+    InvalidRequest,
     LaunchRejected,
     MethodNotFound,
     ResumeDenied,
@@ -73,3 +75,18 @@ async def test_each_refusal_raises_its_subclass_with_code_message_and_data(
         assert rejected.value.data["diagnostics"]
 
         assert (await host.ping()).pong  # the connection goes on after each
+
+
+async def test_a_request_larger_than_the_server_reads_is_refused_in_its_words_not_left_waiting(
+    tmp_path: Path,
+) -> None:
+    async with started(tmp_path, "ndjson", "--max-message-bytes", "4096") as (host, _seen):
+        # Before the limit is known, the server itself refuses the message (with id null:
+        # the call could not be told); after `ping`, the client knows it and refuses first.
+        assert (await host.ping()).limits.max_message_bytes == 4096
+        with pytest.raises(InvalidRequest) as too_large:
+            await asyncio.wait_for(host.spawn(command=("echo", "x" * 5000)), 10)
+        assert too_large.value.code == -32600
+        assert too_large.value.message.startswith("message too large: ")
+        assert too_large.value.message.endswith("(the limit is 4096 bytes)")
+        assert (await host.ping()).pong  # nothing was sent: the connection goes on
