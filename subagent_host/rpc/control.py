@@ -245,8 +245,8 @@ async def _refuse_busy(
         logger.debug("a refused control connection ended: %s", exc)
     finally:
         writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await writer.wait_closed()
+        with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+            await asyncio.wait_for(writer.wait_closed(), REFUSE_LINGER_S)
 
 
 class _SocketInput:
