@@ -60,10 +60,18 @@ FIELDS: Final = (
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TOOL: Final = re.compile(r"[A-Za-z0-9_.:-]+")
-_MODEL: Final = re.compile(r"[^\s/]+/\S+")  # provider/id; the id may contain '/'
+_MODEL: Final = re.compile(r"[^\s/\0]+/[^\s\0]+")  # provider/id; the id may contain '/'
 _KEY_LINE: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?")
 _ITEM_LINE: Final = re.compile(r"[ \t]*-(?:[ \t]+(.*))?")
 _FENCE: Final = "---"
+# The instructions reach the agent CLI as one argument of its command line, and the
+# kernel takes at most 128 KiB in one argument (with its NUL); the rest is room for
+# the option they are written into (`--append-system-prompt=`, TOML quoting).
+MAX_INSTRUCTIONS_BYTES: Final = 128 * 1024 - 1024
+# A file may repeat one problem thousands of times (a key on every line): that many
+# diagnostics help nobody and weigh on every `agents/list`. The first few of each code
+# are reported, then one more of that code saying how many were left out.
+MAX_DIAGNOSTICS_PER_CODE: Final = 10
 
 
 @attrs.frozen
@@ -131,9 +139,30 @@ class _Report:
         return any(severity == ERROR for severity, _, _ in self.problems)
 
     def diagnostics(self, name: str | None) -> list[DefinitionDiagnostic]:
+        """The problems as diagnostics, at most MAX_DIAGNOSTICS_PER_CODE of each code and
+        then one that counts the rest of that code (where the last one shown was)."""
+        shown: list[tuple[str, str, str]] = []
+        left_out: dict[str, list[str]] = {}  # code -> [severity, count as text]
+        counts: dict[str, int] = {}
+        for severity, code, message in self.problems:
+            counts[code] = counts.get(code, 0) + 1
+            if counts[code] <= MAX_DIAGNOSTICS_PER_CODE:
+                shown.append((severity, code, message))
+            elif counts[code] == MAX_DIAGNOSTICS_PER_CODE + 1:
+                left_out[code] = [severity]
+        for code, (severity,) in left_out.items():
+            more = counts[code] - MAX_DIAGNOSTICS_PER_CODE
+            last = max(i for i, (_, c, _) in enumerate(shown) if c == code)
+            summary = (
+                severity,
+                code,
+                f"{self.path}: {more} more {code!r} problems like these "
+                f"(not listed; {counts[code]} in all)",
+            )
+            shown.insert(last + 1, summary)
         return [
             DefinitionDiagnostic(severity, code, message, self.path, name)
-            for severity, code, message in self.problems
+            for severity, code, message in shown
         ]
 
 
@@ -166,6 +195,7 @@ def parse_definition(
         return None, report.diagnostics(None)
     frontmatter, instructions = split
     fields = _read_fields(frontmatter, report)
+    _check_instructions(instructions, report)
 
     name = _name(fields, report)
     description = _description(fields, report)
@@ -208,6 +238,25 @@ def _split(text: str) -> tuple[list[tuple[int, str]], str] | None:
                 body.pop()
             return frontmatter, "\n".join(body).removesuffix("\r")
     return None
+
+
+def _check_instructions(instructions: str, report: _Report) -> None:
+    """Instructions no agent CLI could be started with are an error now, not at every
+    spawn: a NUL ends a command-line argument, and one argument has a size limit."""
+    if "\0" in instructions:
+        report.add(
+            ERROR,
+            "invalid-instructions",
+            "the instructions contain U+0000 (NUL), which no command line can hold",
+        )
+    size = len(instructions.encode("utf-8", "surrogatepass"))
+    if size > MAX_INSTRUCTIONS_BYTES:
+        report.add(
+            ERROR,
+            "instructions-too-large",
+            f"the instructions are {size} bytes, more than the {MAX_INSTRUCTIONS_BYTES} an "
+            "agent CLI can be given (one command-line argument holds at most 128 KiB)",
+        )
 
 
 def _read_fields(lines: list[tuple[int, str]], report: _Report) -> dict[str, _Field]:

@@ -12,8 +12,9 @@ import asyncio
 import os
 import stat
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from subagent_host.client.errors import CapacityExceeded, HostConnectionError
 from subagent_host.client.host import Host
 from subagent_host.rpc.control_socket import (
     UntrustedSocket,
@@ -32,7 +33,26 @@ class ControlUnreachable(Exception):
     """Nobody listens on the socket (the server is gone, or never made one)."""
 
 
-async def connect_control(path: Path, *, pid: int) -> Host:
+class ControlBusy(Exception):
+    """The server holds as many control connections as it takes; the message is its own
+    (`busy: 8 control connections are open, at most 8`). Trying again later can work."""
+
+
+class _Refusal:
+    """Watches a control connection for the server's `-32005` line about no request:
+    the answer of a server at its bound of connections, just before it closes."""
+
+    def __init__(self) -> None:
+        self.message: str | None = None
+
+    def __call__(self, message: Any) -> None:
+        if isinstance(message, dict) and message.get("id") is None:
+            error = message.get("error")
+            if isinstance(error, dict) and error.get("code") == CapacityExceeded.CODE:
+                self.message = str(error.get("message"))
+
+
+async def connect_control(path: Path, *, pid: int, on_message: _Refusal | None = None) -> Host:
     """A `Host` on the control socket at `path` of the server process `pid`.
 
     Raises UntrustedSocket when the directory, the socket or the peer is not what
@@ -52,7 +72,7 @@ async def connect_control(path: Path, *, pid: int) -> Host:
         writer.close()
         found = "cannot be identified" if peer is None else f"is pid {peer[0]} of uid {peer[1]}"
         raise UntrustedSocket(f"the process behind {path} {found}, not server pid {pid}")
-    return Host.connect(reader, writer)
+    return Host.connect(reader, writer, on_message=on_message)
 
 
 def _check_socket(path: Path, uid: int) -> None:
@@ -68,9 +88,16 @@ async def stop_at(
     """Ask the server process `pid` listening at `path` to stop its run `run_id`; its
     final snapshot, once the run's processes are gone.
 
-    Raises what `connect_control` raises, `HostError` when the server refuses and
+    Raises what `connect_control` raises, `ControlBusy` when the server is at its bound
+    of control connections, `HostError` when it refuses the stop and
     `HostConnectionError` when it goes away first.
     """
-    host = await connect_control(path, pid=pid)
-    async with host:
-        return await host.stop(run_id=run_id, grace_ms=grace_ms, reason=reason)
+    refusal = _Refusal()
+    host = await connect_control(path, pid=pid, on_message=refusal)
+    try:
+        async with host:
+            return await host.stop(run_id=run_id, grace_ms=grace_ms, reason=reason)
+    except HostConnectionError as exc:
+        if refusal.message is not None:
+            raise ControlBusy(refusal.message) from exc
+        raise

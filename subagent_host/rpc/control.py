@@ -27,6 +27,8 @@ from typing import Final
 
 import attrs
 
+from subagent_host.errors import CapacityExceeded
+from subagent_host.rpc.codes import CODES
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.control_socket import (
     SOCKET_SUFFIX,
@@ -36,14 +38,21 @@ from subagent_host.rpc.control_socket import (
 )
 from subagent_host.rpc.dispatch import Method, make_protocol
 from subagent_host.rpc.framing import AutoDecoder
+from subagent_host.rpc.json_codec import encode_json
 from subagent_host.state_layout import private_directory
 from subagent_host.values import Framing
 
 logger = logging.getLogger(__name__)
 
-# A handful of operators at once is plenty; more are refused (closed at once) so a
-# local loop of connects cannot take the server's memory or descriptors.
+# A handful of operators at once is plenty; more are refused so a local loop of connects
+# cannot take the server's memory or descriptors.
 MAX_CONNECTIONS: Final = 8
+# A refused connection is told why (one -32005 line, `id: null`) and what it sent
+# meanwhile is read for at most this long, so that closing it does not reset it before
+# the client reads the answer. At most MAX_REFUSING are being told at once; beyond
+# that, one is closed unanswered (a connect loop holds nothing for long either way).
+REFUSE_LINGER_S: Final = 2.0
+MAX_REFUSING: Final = 8
 # A connection that sends nothing for this long is read no further (its requests are
 # still answered): an idle client cannot hold one of the few slots for ever.
 IDLE_S: Final = 30.0
@@ -94,6 +103,7 @@ class ControlListener:
     _connections: dict[asyncio.Task[None], asyncio.StreamReader] = attrs.field(
         init=False, factory=dict
     )
+    _refusing: set[asyncio.Task[None]] = attrs.field(init=False, factory=set)
     _sweeping: asyncio.Task[None] | None = attrs.field(init=False, default=None)
 
     async def start(self, live: Callable[[], Awaitable[set[str]]] | None = None) -> None:
@@ -142,6 +152,7 @@ class ControlListener:
         self.stop_accepting()
         if self._sweeping is not None:
             await asyncio.gather(self._sweeping, return_exceptions=True)
+        await asyncio.gather(*self._refusing, return_exceptions=True)  # bounded: LINGER
         if not self._connections:
             return
         for reader in self._connections.values():
@@ -152,10 +163,6 @@ class ControlListener:
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= MAX_CONNECTIONS:
-            logger.warning("control socket: %d connections already; refusing one", MAX_CONNECTIONS)
-            writer.close()
-            return
         sock = writer.get_extra_info("socket")
         peer = peer_credentials(sock) if sock is not None else None
         if peer is None or peer[1] != self._uid:
@@ -165,6 +172,15 @@ class ControlListener:
                 self._uid,
             )
             writer.close()
+            return
+        if len(self._connections) >= MAX_CONNECTIONS:
+            logger.warning("control socket: %d connections already; refusing one", MAX_CONNECTIONS)
+            if len(self._refusing) >= MAX_REFUSING:
+                writer.close()
+                return
+            refusing = asyncio.create_task(_refuse_busy(reader, writer, len(self._connections)))
+            self._refusing.add(refusing)
+            refusing.add_done_callback(self._refusing.discard)
             return
         task = asyncio.create_task(self._serve(reader, writer))
         self._connections[task] = reader
@@ -193,6 +209,44 @@ class ControlListener:
             connection.flush()
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
                 await asyncio.wait_for(output.aclose(), CLOSE_TIMEOUT_S)
+
+
+def busy_error(open_now: int) -> dict[str, object]:
+    """The answer (`id: null`) to a connection beyond MAX_CONNECTIONS (protocol.md §10.1)."""
+    code = CODES[CapacityExceeded]
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": code,
+            "message": f"busy: {open_now} control connections are open, at most {MAX_CONNECTIONS}",
+            "data": {"connections": open_now, "limit": MAX_CONNECTIONS},
+        },
+    }
+
+
+async def _refuse_busy(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, open_now: int
+) -> None:
+    """Tell a connection beyond the bound why it is refused, then close it.
+
+    Our side is shut for writing after the line and what the client sends is read and
+    dropped until it closes (at most REFUSE_LINGER_S): a socket closed with unread bytes
+    would be reset, and the client could lose the line before reading it.
+    """
+    try:
+        writer.write(encode_json(busy_error(open_now)) + b"\n")
+        writer.write_eof()
+        async with asyncio.timeout(REFUSE_LINGER_S):
+            await writer.drain()
+            while await reader.read(READ_CHUNK):
+                pass
+    except (ConnectionError, OSError, TimeoutError) as exc:
+        logger.debug("a refused control connection ended: %s", exc)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+            await asyncio.wait_for(writer.wait_closed(), REFUSE_LINGER_S)
 
 
 class _SocketInput:

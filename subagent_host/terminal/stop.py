@@ -2,7 +2,8 @@
 directory owns, from another terminal (protocol.md §7, §10.1).
 
 Exit 0 once the run has stopped (or had already ended: nothing was left to do), 1 when it
-could not be stopped; the run's final status line on stdout, a failure's one line on stderr.
+could not be stopped, 3 when its server was busy (at its bound of control connections: try
+again); the run's final status line on stdout, a failure's one line on stderr.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from subagent_host import SERVER_NAME
 from subagent_host.cli import add_number
 from subagent_host.rpc.wire import RunSnapshot
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
-from subagent_host.terminal.stopping import StopFailed, stop_run
+from subagent_host.terminal.stopping import StopBusy, StopFailed, stop_run
 from subagent_host.terminal.views import duration, plural, short_id
 from subagent_host.values import MAX_DURATION_MS
 
 NAME: Final = "stop"
+# Distinct from 1 (cannot be stopped): the same command may work in a moment.
+EXIT_BUSY: Final = 3
 
 
 def main(argv: Sequence[str]) -> int:
@@ -42,7 +45,7 @@ def main(argv: Sequence[str]) -> int:
         snapshot = asyncio.run(stop_run(state_dir_of(args), args.run, args.grace_ms))
     except StopFailed as exc:
         print(f"{SERVER_NAME} {NAME}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_BUSY if isinstance(exc, StopBusy) else 1
     print(status_line(snapshot))
     return 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from subagent_host.backends.liveness import process_is_alive
-from subagent_host.client.control import ControlUnreachable, stop_at
+from subagent_host.client.control import ControlBusy, ControlUnreachable, stop_at
 from subagent_host.client.errors import HostError
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.rpc.control_socket import UntrustedSocket, socket_path
@@ -27,6 +27,11 @@ REASON: Final = "stopped by subagent-host stop"
 
 class StopFailed(Exception):
     """The run could not be stopped; the message is one line for a person."""
+
+
+class StopBusy(StopFailed):
+    """The run's server holds as many control connections as it takes: trying again
+    once one of them closes can work."""
 
 
 async def stop_run(
@@ -65,6 +70,11 @@ async def stop_run(
         raise StopFailed(
             f"the server that runs {name} (pid {owner.pid}) does not answer on its control "
             f"socket ({exc}); stop it through that server's client"
+        ) from exc
+    except ControlBusy as exc:
+        raise StopBusy(
+            f"the server that runs {name} (pid {owner.pid}) is busy ({exc}); try again once "
+            "one of its control connections closes"
         ) from exc
     except UntrustedSocket as exc:
         raise StopFailed(f"not stopping {name}: its control socket is not trusted ({exc})") from exc

@@ -7,6 +7,8 @@ import hashlib
 import pytest
 
 from subagent_host.agents.definitions import (
+    MAX_DIAGNOSTICS_PER_CODE,
+    MAX_INSTRUCTIONS_BYTES,
     PROJECT,
     USER,
     AgentDefinition,
@@ -606,3 +608,55 @@ def test_an_unknown_isolation_is_an_error() -> None:
             "/defs/reviewer.md: field 'isolation' is 'container': expected one of worktree",
         )
     ]
+
+
+def test_instructions_holding_a_nul_are_an_error() -> None:
+    definition, diagnostics = parse("---\nname: a\ndescription: d\n---\nDo\0 the work.\n")
+
+    assert definition is None
+    assert [(d.code, d.message) for d in diagnostics] == [
+        (
+            "invalid-instructions",
+            f"{PATH}: the instructions contain U+0000 (NUL), which no command line can hold",
+        )
+    ]
+    assert diagnostics[0].name == "a"
+
+
+def test_instructions_too_large_for_a_command_line_are_an_error() -> None:
+    fits = "x" * MAX_INSTRUCTIONS_BYTES
+    too_large = "é" * (MAX_INSTRUCTIONS_BYTES // 2 + 1)  # two bytes each in UTF-8
+
+    assert valid("name: a\ndescription: d", fits).instructions == fits
+    definition, diagnostics = parse(f"---\nname: a\ndescription: d\n---\n{too_large}\n")
+    assert definition is None
+    assert [(d.severity, d.code) for d in diagnostics] == [("error", "instructions-too-large")]
+    assert f"{MAX_INSTRUCTIONS_BYTES + 2} bytes" in diagnostics[0].message
+    assert MAX_INSTRUCTIONS_BYTES < 128 * 1024  # what one exec argument can hold
+
+
+def test_a_model_holding_a_nul_is_invalid() -> None:
+    assert [d.code for d in errors("name: a\ndescription: d\nmodel: mock/a\0b")] == [
+        "invalid-model"
+    ]
+
+
+def test_a_problem_repeated_many_times_is_reported_a_few_times_and_counted() -> None:
+    repeated = "\n".join(["name: a", "description: d", *["effort: low"] * 50_000])
+    unknown = "\n".join(f"key{n}: v" for n in range(30))
+
+    definition, diagnostics = parse(f"---\n{repeated}\n{unknown}\n---\nbody\n")
+
+    assert definition is None
+    assert codes(diagnostics) == [
+        *[("error", "duplicate-field")] * (MAX_DIAGNOSTICS_PER_CODE + 1),
+        *[("warning", "unknown-field")] * (MAX_DIAGNOSTICS_PER_CODE + 1),
+    ]
+    assert diagnostics[0].message.endswith("field 'effort' appears twice (lines 4 and 5)")
+    more = diagnostics[MAX_DIAGNOSTICS_PER_CODE].message
+    assert more == (
+        f"{PATH}: {49_999 - MAX_DIAGNOSTICS_PER_CODE} more 'duplicate-field' problems like "
+        "these (not listed; 49999 in all)"
+    )
+    assert f"{30 - MAX_DIAGNOSTICS_PER_CODE} more 'unknown-field'" in diagnostics[-1].message
+    assert {d.name for d in diagnostics} == {"a"}

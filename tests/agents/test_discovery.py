@@ -9,7 +9,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from subagent_host.agents.definitions import AgentDefinition, DefinitionDiagnostic
+from subagent_host.agents.definitions import (
+    MAX_INSTRUCTIONS_BYTES,
+    AgentDefinition,
+    DefinitionDiagnostic,
+)
 from subagent_host.agents.discovery import (
     MAX_DEFINITION_BYTES,
     AgentCatalog,
@@ -421,13 +425,32 @@ def test_a_file_over_the_size_cap_is_too_large(dirs: Dirs) -> None:
 
 
 def test_a_file_exactly_at_the_size_cap_is_read(dirs: Dirs) -> None:
-    header = agent("big", body="")
-    path = write(dirs.user_agents, "big.md", header + "x" * (MAX_DEFINITION_BYTES - len(header)))
+    # The largest instructions there can be, and a frontmatter comment filling the rest.
+    body = "x" * MAX_INSTRUCTIONS_BYTES
+    header = agent("big", extra="# \n", body=body)
+    padding = "#" * (MAX_DEFINITION_BYTES - len(header))
+    path = write(dirs.user_agents, "big.md", agent("big", extra=f"# {padding}\n", body=body))
     assert path.stat().st_size == MAX_DEFINITION_BYTES
 
     catalog = discover(dirs.user, None)
 
-    assert len(usable(catalog, "big").instructions) == MAX_DEFINITION_BYTES - len(header)
+    assert usable(catalog, "big").instructions == body
+
+
+def test_definitions_no_agent_cli_could_run_are_not_usable(dirs: Dirs) -> None:
+    write(dirs.user_agents, "nul.md", agent("nul", body="Do\0 it."))
+    write(dirs.user_agents, "big.md", agent("big", body="x" * (MAX_INSTRUCTIONS_BYTES + 1)))
+    write(dirs.user_agents, "fine.md", agent("fine"))
+
+    catalog = discover(dirs.user, None)
+
+    assert sorted(catalog.agents) == ["fine"]
+    assert found(catalog) == [
+        ("error", "instructions-too-large", "big"),
+        ("error", "invalid-instructions", "nul"),
+    ]
+    assert blocker(catalog, "nul").code == "invalid-instructions"
+    assert blocker(catalog, "big").code == "instructions-too-large"
 
 
 def test_a_search_path_entry_that_is_a_file_is_a_warning(dirs: Dirs) -> None:

@@ -610,3 +610,33 @@ async def test_a_workflow_fans_an_agent_out_over_a_produced_list(
     assert len(seen) == 2 and all(REVIEWER_BODY in system for _, system in seen), seen
     assert len(mock.requests_containing("FILE-app.py (number 0)")) == 1
     assert len(mock.requests_containing("FILE-db.py (number 1)")) == 1
+
+
+async def test_agents_list_holds_no_definition_that_cannot_run_and_few_repeated_diagnostics(
+    tmp_path: Path,
+) -> None:
+    agents = user_dir(tmp_path) / "agents"
+    fine = define(agents, "fine", "runs")
+    nul = define(agents, "nul", "a NUL in its body", "Do\0 it.")
+    big = define(agents, "big", "too large a body", "x" * (128 * 1024 + 1))
+    repeated = agents / "repeated.md"  # 50,000 lines that each repeat one key
+    repeated.write_text("---\nname: repeated\ndescription: d\n" + "a: 1\n" * 50_000 + "---\nGo.\n")
+    async with agent_server(tmp_path, plain_environment(tmp_path)) as server:
+        listing = await result_of(server, "agents/list", {})
+        await server.finish()
+
+    assert [agent["name"] for agent in listing["agents"]] == ["fine"]
+    assert listing["agents"][0]["path"] == real(fine)
+    by_code: dict[str, int] = {}
+    for diagnostic in listing["diagnostics"]:
+        by_code[diagnostic["code"]] = by_code.get(diagnostic["code"], 0) + 1
+    assert by_code == {
+        "instructions-too-large": 1,
+        "invalid-instructions": 1,
+        "duplicate-field": 11,  # ten, and one that counts the rest
+        "unknown-field": 1,
+    }
+    paths = {d["code"]: d["path"] for d in listing["diagnostics"]}
+    assert paths["invalid-instructions"] == real(nul)
+    assert paths["instructions-too-large"] == real(big)
+    assert "49989 more 'duplicate-field' problems" in listing["diagnostics"][-2]["message"]

@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 
-from subagent_host.client.control import ControlUnreachable, connect_control
-from subagent_host.rpc.control import ControlListener, remove_stale
+from subagent_host.client.control import (
+    ControlBusy,
+    ControlUnreachable,
+    connect_control,
+    stop_at,
+)
+from subagent_host.rpc.control import MAX_CONNECTIONS, ControlListener, remove_stale
 from subagent_host.rpc.control_socket import UntrustedSocket, reachable, socket_path
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.wire import PingParams, RunList
@@ -209,3 +214,26 @@ async def test_sockets_other_instances_left_are_swept_once_the_listener_listens(
     await listener.aclose()  # waits for the sweep
     assert swept.is_set()
     assert not (directory / "dead.sock").exists()
+
+
+async def test_a_connection_beyond_the_bound_is_told_the_server_is_busy(
+    listening: ControlListener,
+) -> None:
+    held = []
+    for _ in range(MAX_CONNECTIONS):
+        with reachable(listening.path) as name:
+            reader, writer = await asyncio.open_unix_connection(name)
+        writer.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')  # answered: held
+        async with asyncio.timeout(10):
+            assert json.loads(await reader.readline())["id"] == 1
+        held.append(writer)
+
+    with pytest.raises(ControlBusy) as busy:
+        async with asyncio.timeout(10):
+            await stop_at(listening.path, pid=os.getpid(), run_id="0" * 32, grace_ms=0, reason=None)
+
+    assert str(busy.value) == (
+        f"busy: {MAX_CONNECTIONS} control connections are open, at most {MAX_CONNECTIONS}"
+    )
+    for writer in held:
+        writer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import stat
@@ -18,6 +19,7 @@ import pytest
 
 from subagent_host.client import Host, InvalidParams, MethodNotFound, RunNotFound
 from subagent_host.client.control import connect_control
+from subagent_host.rpc.control import MAX_CONNECTIONS
 from subagent_host.rpc.control_socket import CONTROL_DIR, reachable
 from subagent_host.store.browse import StateBrowser
 from tests.e2e.harness import (
@@ -227,3 +229,57 @@ async def test_the_control_socket_answers_ping_status_and_stop_only(tmp_path: Pa
                 await control.request("spawn", {"command": ["true"]})
             stopped = await control.stop(run_id=run_id, grace_ms=1000)
             assert stopped.status == "cancelled" and stopped.already_terminal is False
+
+
+async def _raw_connection(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    with reachable(path) as name:
+        return await asyncio.open_unix_connection(name)
+
+
+async def _held_connection(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw connection to the control socket, answered once (so the server holds it)."""
+    reader, writer = await _raw_connection(path)
+    writer.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    async with asyncio.timeout(EXIT_S):
+        assert b'"result"' in await reader.readline()
+    return reader, writer
+
+
+async def test_a_server_holding_its_most_control_connections_says_it_is_busy(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path) as server:
+        run_id = await server.spawn_ready(("sh", "-c", "echo ready; exec sleep 300"))
+        (path,) = (server.state / CONTROL_DIR).iterdir()
+        held = [await _held_connection(path) for _ in range(MAX_CONNECTIONS)]
+
+        # One more is told why in one line about no request, then closed.
+        reader, writer = await _raw_connection(path)
+        async with asyncio.timeout(EXIT_S):
+            line = await reader.readline()
+            assert await reader.read() == b""
+        writer.close()
+        error = json.loads(line)["error"]
+        assert json.loads(line)["id"] is None
+        assert error["code"] == -32005
+        assert error["data"] == {"connections": MAX_CONNECTIONS, "limit": MAX_CONNECTIONS}
+
+        code, out, err = await stop_command(server.state, run_id)
+
+        assert (code, out) == (3, "")
+        assert "went away" not in err
+        assert f"is busy (busy: {MAX_CONNECTIONS} control connections are open" in err
+        assert err.count("\n") == 1
+        assert (await server.host.status(run_id)).status == "running"
+
+        for _reader, held_writer in held:
+            held_writer.close()
+            await held_writer.wait_closed()
+        # The server sees them end on its own time: the command is tried until it is
+        # no longer told "busy" (a bounded number of times).
+        for _attempt in range(20):
+            code, out, err = await stop_command(server.state, run_id)
+            if code != 3:
+                break
+        assert (code, err) == (0, "")
+        assert out.startswith(f"run {run_id[:8]} cancelled after ")
