@@ -3,10 +3,10 @@
 The supervisor hands each chunk of a child's stdout and stderr to its sink. The
 sink also watches for a stall: no output (and no agent tool running) for too long.
 
-After each chunk the sink drains what the parser made of it: activity lines, and
-the normalized events of an agent child (`message`, `tool`, `usage`,
-protocol.md §11), which go out as `run/event` fields when the run streams and
-are dropped otherwise; the raw chunk goes out as `output` when asked.
+After each chunk the sink drains what the parser made of it: the normalized events
+of an agent child (`message`, `tool`, `usage`, protocol.md §11), which go out as
+`run/event` fields when the run streams and are dropped otherwise, then its activity
+lines; the raw chunk goes out as `output` when asked.
 
 A streamed child's output goes to the client: while the client's outgoing queue
 is full, the `StreamGate` holds every streamed child back (its stdout is not
@@ -97,12 +97,14 @@ class ChildSink:
     def on_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
         self.last_active = self._loop.time()
-        for summary in self.parser.activity():
-            self._send(functools.partial(self._report_activity, summary))
+        # The chunk's normalized events before its activity lines: a message whose last
+        # piece came in the chunk that also starts a tool is whole before `» tool ...`.
         events = self.parser.events()  # drained whether sent or not: they must not pile up
         if self._report_event is not None:
             for event in events:
                 self._send(functools.partial(self._report_event, *event_fields(event)))
+        for summary in self.parser.activity():
+            self._send(functools.partial(self._report_activity, summary))
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
