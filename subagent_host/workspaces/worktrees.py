@@ -6,7 +6,8 @@ made from `HEAD`; it runs in the same relative directory inside it. When an
 attempt ends, `settle` measures what it left (commits on the branch, uncommitted
 changes and new untracked files, against the commit it began from) and removes
 a worktree that holds nothing, with its branch. Kept ones are listed and removed
-on request (`subagent-host worktrees`), and with the runs history pruning deletes.
+on request (`subagent-host worktrees`); with the runs history pruning deletes only
+when they hold no work (an orphaned one is listed until a person removes it).
 """
 
 from __future__ import annotations
@@ -265,18 +266,37 @@ class Worktrees:
         return found
 
     async def remove_of_runs(self, run_ids: set[str]) -> list[Removal]:
-        """Remove the worktrees of these runs (the history deleted them), changes and all;
-        a branch holding commits not merged is kept."""
+        """Remove the worktrees of these runs (the history deleted them) that hold no work.
+
+        One with uncommitted changes or commits not merged into the repository's HEAD
+        (or that git cannot tell about) is kept, orphaned: only a person deletes work,
+        with `subagent-host worktrees remove`.
+        """
         removals = []
         for entry in await self.listed():
-            if entry.run_id in run_ids:
-                with contextlib.suppress(GitFailed):
+            if entry.run_id not in run_ids:
+                continue
+            with contextlib.suppress(GitFailed):
+                if not await self.holds_work(entry.path):
                     removals.append(
                         await self.remove(
                             entry.path, branch=entry.branch, force=True, merged_only=True
                         )
                     )
         return removals
+
+    async def holds_work(self, path: str) -> bool:
+        """The worktree at `path` has uncommitted changes (new untracked files too) or
+        commits its repository's HEAD does not hold. Raises GitFailed."""
+        git = self._git
+        status = await git("status", "--porcelain=v1", "-z", "--untracked-files=all", cwd=path)
+        if _status_entries(status):
+            return True
+        head = (await git("rev-parse", "--verify", "HEAD^{commit}", cwd=path)).strip()
+        common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=path)
+        # In the common directory HEAD is the repository's own, not the worktree's.
+        ahead = await git("rev-list", "--count", head, "--not", "HEAD", cwd=common.strip())
+        return int(ahead) > 0
 
 
 def _same_place(worktree: str, top: str, cwd: str) -> str:
