@@ -184,6 +184,17 @@ async def test_new_untracked_files_count_as_uncommitted_changes_and_keep_the_wor
     assert_no_worktree_left(repo, state)
 
 
+async def assert_refused(server: ServerProcess, launch: dict[str, Any], code: str) -> None:
+    """`preflight` and `spawn` both refuse the launch for this one diagnostic, at `isolation`."""
+    result = await result_of(server, "preflight", launch)
+    assert result["accepted"] is False, result
+    assert error_codes(result) == [code], result
+    assert result["diagnostics"][0]["path"] == "isolation"
+    error = await error_of(server, "spawn", launch)
+    assert error["code"] == LAUNCH_REJECTED, error
+    assert rejection_codes(error) == [code]
+
+
 async def test_isolation_outside_a_git_repository_is_refused_at_preflight_and_spawn(
     tmp_path: Path,
 ) -> None:
@@ -192,14 +203,7 @@ async def test_isolation_outside_a_git_repository_is_refused_at_preflight_and_sp
     state = tmp_path / "state"
     async with running_server(*state_args(state)) as server:
         launch = isolated(["true"], cwd=str(plain))
-        result = await result_of(server, "preflight", launch)
-        assert result["accepted"] is False, result
-        assert error_codes(result) == ["not-a-git-repository"], result
-        assert result["diagnostics"][0]["path"] == "isolation"
-
-        error = await error_of(server, "spawn", launch)
-        assert error["code"] == LAUNCH_REJECTED, error
-        assert rejection_codes(error) == ["not-a-git-repository"]
+        await assert_refused(server, launch, "not-a-git-repository")
 
         item = {"tasks": [{"command": ["true"]}, isolated(["true"])], "cwd": str(plain)}
         error = await error_of(server, "spawn", item)
@@ -503,3 +507,57 @@ async def test_an_isolated_child_whose_worktree_cannot_be_made_fails_without_sta
         assert "pid" not in child and "workspace" not in child, child
         await server.finish()
     assert_no_worktree_left(empty, state)
+
+
+def repository_with_link_out(path: Path, outside: Path) -> Path:
+    """A repository whose HEAD holds `lnk`, a symbolic link to `outside` (absolute)."""
+    make_repository(path)
+    (path / "lnk").symlink_to(outside)
+    git(path, "add", "lnk")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "l")
+    return path
+
+
+async def test_a_cwd_that_leads_out_of_its_repository_is_refused_at_preflight_and_spawn(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    repo = repository_with_link_out(tmp_path / "repo", outside)
+    state = tmp_path / "state"
+    writes = ["sh", "-c", "echo written > written.txt"]
+    async with running_server(*state_args(state)) as server:
+        launch = isolated(writes, cwd=str(repo / "lnk" / "sub"), mode="task")
+        await assert_refused(server, launch, "cwd-outside-worktree")
+        assert (await result_of(server, "status", {}))["runs"] == []  # nothing ran
+        await server.finish()
+    assert sorted(os.listdir(outside)) == ["sub"] and os.listdir(outside / "sub") == []
+    assert not (state / "worktrees").exists()
+    assert_no_worktree_left(repo, state)
+
+
+async def test_an_isolated_child_whose_cwd_in_its_worktree_leads_out_of_it_never_starts(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = repository_with_link_out(tmp_path / "repo", outside)
+    # The working tree no longer has the link (a directory in its place): the repository's
+    # own `lnk/sub` is inside it, but HEAD's, which the worktree holds, leads out.
+    (repo / "lnk").unlink()
+    (repo / "lnk" / "sub").mkdir(parents=True)
+    state = tmp_path / "state"
+    writes = ["sh", "-c", "echo written > written.txt"]
+    async with running_server(*state_args(state)) as server:
+        launch = isolated(writes, cwd=str(repo / "lnk" / "sub"), mode="task")
+        assert (await result_of(server, "preflight", launch))["accepted"] is True
+        run = await result_of(server, "spawn", launch)
+        child = run["children"][0]
+        assert (run["status"], child["status"]) == ("failed", "failed"), run
+        assert child["error"]["code"] == "cwd-outside-worktree", child
+        assert "pid" not in child and "workspace" not in child, child
+        await server.finish()
+    assert os.listdir(outside) == []  # nothing made, nothing written where the link leads
+    assert not (repo / "lnk" / "sub" / "written.txt").exists()
+    assert_no_worktree_left(repo, state)
+    assert branches_of(repo) == ["main"]
