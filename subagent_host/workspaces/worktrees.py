@@ -358,7 +358,8 @@ def _same_place(worktree: str, top: str, cwd: str) -> str:
                 "of HEAD: it does not start there"
             )
         current = resolved
-    return current
+    # As the worktree is named (its links stay inside it: checked above).
+    return os.path.normpath(os.path.join(worktree, relative))
 
 
 def _directories(root: Path) -> list[str]:
