@@ -365,7 +365,8 @@ def test_precedence_is_global_then_project_then_config_then_command_line(
     assert (config.max_concurrency, config.history_limit) == (5, 4)
     assert (config.settings.timeout_ms, config.settings.default_model) == (3, "global")
     config, _ = parse_config(trust)
-    assert (config.max_concurrency, config.history_limit, config.project_trusted) == (3, 3, True)
+    # The project's history_limit is not its to set (not-allowed-in-project): the global one.
+    assert (config.max_concurrency, config.history_limit, config.project_trusted) == (3, 2, True)
     config, _ = parse_config([])  # untrusted: the project's file is not read
     assert (config.max_concurrency, config.history_limit, config.project_trusted) == (2, 2, False)
     assert config.settings.timeout_ms == 2

@@ -54,6 +54,9 @@ SERVER_OPTIONS = {
     "require_preflight": True,
     "trusted_projects": ["/"],
     "backends": {"pi": {"executable": "/bin/evil"}},
+    # The history is the whole state directory's: a project's limit would prune the
+    # runs (and worktrees) of every other project's sessions.
+    "history_limit": 1,
 }
 
 
@@ -107,8 +110,11 @@ def test_later_files_win_field_by_field(dirs: Dirs, tmp_path: Path) -> None:
         {"default_model": "g-model", "timeout_ms": 1000, "max_concurrency": 2,
          "default_mode": "background", "default_tools": ["read"]},
     )  # fmt: skip
-    write(dirs.project_file, {"timeout_ms": 2000, "max_concurrency": 3, "history_limit": 9})
-    explicit = write(tmp_path / "extra.json", {"max_concurrency": 5, "default_backend": "pi"})
+    write(dirs.project_file, {"timeout_ms": 2000, "max_concurrency": 3})
+    explicit = write(
+        tmp_path / "extra.json",
+        {"max_concurrency": 5, "default_backend": "pi", "history_limit": 9},
+    )
     settings, trusted = dirs.load(explicit, [dirs.project])
     assert trusted
     assert settings.default_model == "g-model"  # only the global file sets it

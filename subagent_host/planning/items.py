@@ -29,7 +29,11 @@ from subagent_host.planning.request import LaunchRequest, Placement, SpawnItem
 from subagent_host.planning.views import AgentRef
 from subagent_host.settings import Settings
 from subagent_host.values import ISOLATIONS, MAX_DURATION_MS, SESSION_RESOURCES, WORKTREE
-from subagent_host.workspaces.worktrees import repository_root
+from subagent_host.workspaces.worktrees import (
+    CWD_OUTSIDE_WORKTREE,
+    outside_repository,
+    repository_root,
+)
 
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Most model responses `maxTurns` may allow (a day of one-second responses).
@@ -176,6 +180,7 @@ def _resolve_item(
         at("isolation"),
         pick("isolation") or (definition.isolation if definition is not None else None),
         cwd,
+        given_directory(pick("cwd"), server_cwd),
     )
     placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
     is_agent = name != "command"
@@ -332,9 +337,12 @@ def _turns(problems: Problems, path: str, value: int | None) -> int | None:
     return value
 
 
-def _isolation(problems: Problems, path: str, value: str | None, cwd: str) -> str | None:
+def _isolation(
+    problems: Problems, path: str, value: str | None, cwd: str, given: str
+) -> str | None:
     """`worktree` needs a git repository around the working directory (found by its `.git`,
-    without starting git: planning starts nothing)."""
+    without starting git: planning starts nothing), one the directory as `given` (`cwd`
+    is resolved) does not lead out of."""
     if value is None:
         return None
     if value not in ISOLATIONS:
@@ -343,13 +351,22 @@ def _isolation(problems: Problems, path: str, value: str | None, cwd: str) -> st
             f"isolation must be one of {', '.join(ISOLATIONS)}, not {value!r}",
             path,
         )
-    elif value == WORKTREE and os.path.isdir(cwd) and repository_root(cwd) is None:
-        problems.error(
-            "not-a-git-repository",
-            f"isolation {WORKTREE!r} needs a git repository, and {cwd!r} is in none: "
-            "run `git init` there (with a first commit), or leave isolation out",
-            path,
-        )
+    elif value == WORKTREE and os.path.isdir(cwd):
+        if (top := outside_repository(given)) is not None:
+            problems.error(
+                CWD_OUTSIDE_WORKTREE,
+                f"{cwd!r} leads out of its repository {top!r} through a symbolic link, and "
+                f"in a {WORKTREE} it would lead out of it too: give the directory it leads to "
+                "as cwd, or leave isolation out",
+                path,
+            )
+        elif repository_root(cwd) is None:
+            problems.error(
+                "not-a-git-repository",
+                f"isolation {WORKTREE!r} needs a git repository, and {cwd!r} is in none: "
+                "run `git init` there (with a first commit), or leave isolation out",
+                path,
+            )
     return value
 
 
@@ -378,8 +395,13 @@ def _placement(
     return value
 
 
+def given_directory(value: str | None, default: str) -> str:
+    """The working directory as the request wrote it (`~` expanded), not resolved."""
+    return os.path.expanduser(value) if value is not None else default
+
+
 def directory(problems: Problems, path: str, value: str | None, default: str) -> str:
-    given = os.path.expanduser(value) if value is not None else default
+    given = given_directory(value, default)
     try:
         real = os.path.realpath(given)
     except OSError as exc:  # a link on the way whose target may not be read

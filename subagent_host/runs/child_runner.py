@@ -41,9 +41,11 @@ from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import WORKTREE
 from subagent_host.values.facts import ErrorInfo, Usage
 from subagent_host.workspaces.worktrees import (
+    CWD_OUTSIDE_WORKTREE,
     Git,
     GitFailed,
     Opened,
+    OutsideWorktree,
     Worktrees,
     reopened,
     unmeasured,
@@ -203,9 +205,7 @@ class ChildRunner:
             try:
                 opened = await self._open_workspace(run, child, plan.cwd)
             except GitFailed as exc:
-                error = ErrorInfo(
-                    WORKSPACE_GONE if child.workspace is not None else WORKSPACE_FAILED, str(exc)
-                )
+                error = ErrorInfo(_workspace_error(child, exc), str(exc))
                 self._book.transition_child(run, child, RunStatus.FAILED, error=error)
                 return None
             launch = attrs.evolve(launch, cwd=opened.cwd)
@@ -497,6 +497,13 @@ class ChildRunner:
             emit(text)
 
         return stream
+
+
+def _workspace_error(child: ChildRun, exc: GitFailed) -> str:
+    """The error code of an isolated child whose worktree it cannot run in."""
+    if isinstance(exc, OutsideWorktree):
+        return CWD_OUTSIDE_WORKTREE
+    return WORKSPACE_GONE if child.workspace is not None else WORKSPACE_FAILED
 
 
 def _kept_usage(parser: OutputParser, outcome: ParsedOutcome) -> ParsedOutcome:

@@ -233,7 +233,9 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "max_queue": FieldRule(int_in_range(0, MAX_QUEUE), in_project=False),
     "default_tools": FieldRule(check_strings),
     "default_mode": FieldRule(one_of(MODES)),
-    "history_limit": FieldRule(int_in_range(1, MAX_HISTORY_LIMIT)),
+    # The history of the whole state directory: a project's limit would prune other
+    # projects' runs, and their worktrees.
+    "history_limit": FieldRule(int_in_range(1, MAX_HISTORY_LIMIT), in_project=False),
     "enable_continue": FieldRule(check_bool),
     "default_backend": FieldRule(one_of(BACKENDS)),
     "session_resources": FieldRule(one_of(SESSION_RESOURCES)),

@@ -3,8 +3,9 @@
 
 `worktrees` lists every worktree under `<state>/worktrees` (kept because its child
 committed or changed something, or left by a server that died while it ran): the
-run and child it belongs to, its branch, what the child's snapshot says it left,
-and its path. `worktrees remove RUN [--index N]` removes a run's (or one child's)
+run and child it belongs to, its branch, what the child's snapshot says it left
+(`orphaned` when the history deleted the run but the worktree held work), and
+its path. `worktrees remove RUN [--index N]` removes a run's (or one child's)
 worktrees, changes and all; a branch holding commits not merged into the
 repository's HEAD is kept, and said so. A running child's worktree is never removed.
 git runs as this command's own short child processes; the database is read
@@ -38,6 +39,8 @@ NAME: Final = "worktrees"
 # A child's index: any whole number from 0 (no run has this many children).
 ANY_INDEX: Final = 2**31 - 1
 REMOVE: Final = "remove"
+# A worktree whose run the history deleted: pruning keeps one that holds work.
+ORPHANED: Final = "orphaned (its run is no longer recorded)"
 
 
 def main(argv: Sequence[str]) -> int:
@@ -83,7 +86,7 @@ async def list_kept(args: argparse.Namespace) -> int:
 
 def _what_it_left(run: Run | None, entry: Listed) -> str:
     if run is None:
-        return "(run no longer recorded)"
+        return ORPHANED
     child = next((c for c in run.children if c.index == entry.index), None)
     if child is None or child.workspace is None:
         return "(not measured)"

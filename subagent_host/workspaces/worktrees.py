@@ -6,7 +6,8 @@ made from `HEAD`; it runs in the same relative directory inside it. When an
 attempt ends, `settle` measures what it left (commits on the branch, uncommitted
 changes and new untracked files, against the commit it began from) and removes
 a worktree that holds nothing, with its branch. Kept ones are listed and removed
-on request (`subagent-host worktrees`), and with the runs history pruning deletes.
+on request (`subagent-host worktrees`); with the runs history pruning deletes only
+when they hold no work (an orphaned one is listed until a person removes it).
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ __all__ = [
     "WORKTREES_DIR",
     "Git",
     "GitFailed",
+    "CWD_OUTSIDE_WORKTREE",
     "Opened",
+    "OutsideWorktree",
     "Removal",
     "Worktrees",
+    "outside_repository",
     "repository_root",
 ]
 
@@ -44,6 +48,34 @@ BRANCH_RUN_ID_CHARS: Final = 8
 # Beside a worktree while it is measured: the index its changes are staged in, so
 # the child's own index (what it staged) is left as it was.
 MEASURING_INDEX_SUFFIX: Final = ".index"
+# The diagnostic and the child's error code for a `cwd` that leads out of its worktree.
+CWD_OUTSIDE_WORKTREE: Final = "cwd-outside-worktree"
+
+
+class OutsideWorktree(GitFailed):
+    """The child's directory inside its worktree resolves outside it (a symbolic link of
+    HEAD leads out): it must not start there."""
+
+
+def within(path: str, root: str) -> bool:
+    """`path` is `root` or under it (both already resolved)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def outside_repository(directory: str) -> str | None:
+    """The repository root that holds `directory` by its path (the nearest ancestor, as
+    written, with a `.git`), when `directory` resolves outside it: a symbolic link of the
+    repository leads out, and a worktree's copy of that link would lead out too.
+    None when it stays inside, or no ancestor as written has a `.git`."""
+    current = os.path.normpath(os.path.abspath(directory))
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            inside = within(os.path.realpath(directory), os.path.realpath(current))
+            return None if inside else current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
 
 
 def repository_root(directory: str) -> str | None:
@@ -165,7 +197,12 @@ class Worktrees:
         await git("worktree", "add", "--quiet", "-b", branch, path, base, cwd=top)
         try:
             inside = await asyncio.to_thread(_same_place, path, top, cwd)
-        except OSError as exc:
+        except (OSError, OutsideWorktree) as exc:
+            # Nothing ran in it: the worktree and its branch go (the child never starts).
+            with contextlib.suppress(GitFailed):
+                await self.remove(path, branch=branch, force=True, merged_only=False)
+            if isinstance(exc, OutsideWorktree):
+                raise
             raise GitFailed(f"cannot make the child's directory in {path!r}: {exc}") from None
         return Opened(path=path, branch=branch, base_commit=base, cwd=inside)
 
@@ -265,12 +302,18 @@ class Worktrees:
         return found
 
     async def remove_of_runs(self, run_ids: set[str]) -> list[Removal]:
-        """Remove the worktrees of these runs (the history deleted them), changes and all;
-        a branch holding commits not merged is kept."""
+        """Remove the worktrees of these runs (the history deleted them) that hold no work.
+
+        One with uncommitted changes or commits not merged into the repository's HEAD
+        (or that git cannot tell about) is kept, orphaned: only a person deletes work,
+        with `subagent-host worktrees remove`.
+        """
         removals = []
         for entry in await self.listed():
-            if entry.run_id in run_ids:
-                with contextlib.suppress(GitFailed):
+            if entry.run_id not in run_ids:
+                continue
+            with contextlib.suppress(GitFailed):
+                if not await self.holds_work(entry.path):
                     removals.append(
                         await self.remove(
                             entry.path, branch=entry.branch, force=True, merged_only=True
@@ -278,13 +321,45 @@ class Worktrees:
                     )
         return removals
 
+    async def holds_work(self, path: str) -> bool:
+        """The worktree at `path` has uncommitted changes (new untracked files too) or
+        commits its repository's HEAD does not hold. Raises GitFailed."""
+        git = self._git
+        status = await git("status", "--porcelain=v1", "-z", "--untracked-files=all", cwd=path)
+        if _status_entries(status):
+            return True
+        head = (await git("rev-parse", "--verify", "HEAD^{commit}", cwd=path)).strip()
+        common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=path)
+        # In the common directory HEAD is the repository's own, not the worktree's.
+        ahead = await git("rev-list", "--count", head, "--not", "HEAD", cwd=common.strip())
+        return int(ahead) > 0
+
 
 def _same_place(worktree: str, top: str, cwd: str) -> str:
     """`cwd`'s place relative to the repository's root `top`, inside `worktree`; a
-    directory HEAD does not hold (untracked, or ignored) is made, empty."""
-    inside = os.path.normpath(os.path.join(worktree, os.path.relpath(os.path.realpath(cwd), top)))
-    os.makedirs(inside, exist_ok=True)
-    return inside
+    directory HEAD does not hold (untracked, or ignored) is made, empty.
+
+    Made and resolved one component at a time: a symbolic link HEAD holds may lead
+    elsewhere in the worktree, but one that leads out of it (`lnk -> /outside`) raises
+    OutsideWorktree before anything is made where it leads.
+    """
+    root = os.path.realpath(worktree)
+    relative = os.path.relpath(os.path.realpath(cwd), os.path.realpath(top))
+    current = root
+    for part in [] if relative == os.curdir else relative.split(os.sep):
+        candidate = os.path.join(current, part)
+        if not os.path.lexists(candidate):
+            os.mkdir(candidate)
+        resolved = os.path.realpath(candidate)
+        if part == os.pardir or not within(resolved, root):
+            raise OutsideWorktree(
+                f"{CWD_OUTSIDE_WORKTREE}: the child's directory {relative!r} in the worktree "
+                f"{worktree!r} leads out of it (to {resolved!r}) through a symbolic link "
+                "of HEAD: it does not start there"
+            )
+        current = resolved
+    # As the worktree is named (its links stay inside it: checked above).
+    return os.path.normpath(os.path.join(worktree, relative))
 
 
 def _directories(root: Path) -> list[str]:

@@ -184,6 +184,17 @@ async def test_new_untracked_files_count_as_uncommitted_changes_and_keep_the_wor
     assert_no_worktree_left(repo, state)
 
 
+async def assert_refused(server: ServerProcess, launch: dict[str, Any], code: str) -> None:
+    """`preflight` and `spawn` both refuse the launch for this one diagnostic, at `isolation`."""
+    result = await result_of(server, "preflight", launch)
+    assert result["accepted"] is False, result
+    assert error_codes(result) == [code], result
+    assert result["diagnostics"][0]["path"] == "isolation"
+    error = await error_of(server, "spawn", launch)
+    assert error["code"] == LAUNCH_REJECTED, error
+    assert rejection_codes(error) == [code]
+
+
 async def test_isolation_outside_a_git_repository_is_refused_at_preflight_and_spawn(
     tmp_path: Path,
 ) -> None:
@@ -192,14 +203,7 @@ async def test_isolation_outside_a_git_repository_is_refused_at_preflight_and_sp
     state = tmp_path / "state"
     async with running_server(*state_args(state)) as server:
         launch = isolated(["true"], cwd=str(plain))
-        result = await result_of(server, "preflight", launch)
-        assert result["accepted"] is False, result
-        assert error_codes(result) == ["not-a-git-repository"], result
-        assert result["diagnostics"][0]["path"] == "isolation"
-
-        error = await error_of(server, "spawn", launch)
-        assert error["code"] == LAUNCH_REJECTED, error
-        assert rejection_codes(error) == ["not-a-git-repository"]
+        await assert_refused(server, launch, "not-a-git-repository")
 
         item = {"tasks": [{"command": ["true"]}, isolated(["true"])], "cwd": str(plain)}
         error = await error_of(server, "spawn", item)
@@ -379,39 +383,64 @@ async def test_kept_worktrees_are_listed_and_removed_by_the_worktrees_subcommand
     assert_no_worktree_left(repo, state)
 
 
-async def test_the_worktrees_of_runs_the_history_deletes_are_removed_with_them(
+# Three isolated children: one changes a file, one commits, one changes a file the
+# test then restores (a worktree that holds no work any more).
+CHANGES: Final = ["sh", "-c", "echo changed >> shared.txt"]
+COMMITS: Final = ["sh", "-c", COMMIT_LINE, "sh", "committed"]
+
+
+def restore(space: dict[str, Any]) -> None:
+    """Undo what a child changed in its worktree: it holds nothing any more."""
+    git(Path(space["path"]), "checkout", "--", "shared.txt")
+
+
+async def assert_work_kept_and_orphaned(
+    repo: Path, state: Path, run_id: str, spaces: list[dict[str, Any]]
+) -> None:
+    """The history deleted the run: its worktrees holding work are left, listed orphaned;
+    the one holding nothing is gone; `worktrees remove` still deletes them."""
+    changed, committed, emptied = spaces
+    assert_gone(repo, emptied)
+    assert (Path(changed["path"]) / "shared.txt").read_text() == "base\nchanged\n"
+    assert git(repo, "show", f"{committed['branch']}:shared.txt") == "base\ncommitted\n"
+    assert sorted(worktrees_of(repo)) == sorted([changed["path"], committed["path"]])
+    status, out, _ = await subcommand(state)
+    assert status == 0
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    for line in lines:
+        assert line.startswith(f"{run_id[:8]}-") and "  orphaned (its run is no longer" in line
+    status, _, err = await subcommand(state, "remove", run_id)
+    assert status == 0, err
+    assert_no_worktree_left(repo, state)
+
+
+async def test_the_history_deletes_a_run_but_never_the_work_in_its_worktrees(
     tmp_path: Path,
 ) -> None:
     repo = make_repository(tmp_path / "repo")
     state = tmp_path / "state"
     async with running_server(*state_args(state, "s1", "--history-limit", "1")) as server:
-        first = await result_of(
-            server,
-            "spawn",
-            isolated(["sh", "-c", "echo changed >> shared.txt"], cwd=str(repo), mode="task"),
-        )
-        kept = first["children"][0]["workspace"]
-        assert kept["kept"] is True
+        first = await isolated_tasks(server, repo, CHANGES, COMMITS, CHANGES)
+        spaces = [child["workspace"] for child in first["children"]]
+        assert all(space["kept"] for space in spaces)
+        restore(spaces[2])
         await result_of(server, "spawn", {"command": ["true"], "mode": "task"})  # prunes first
         await error_of(server, "status", {"runId": first["runId"]})
         await server.finish()  # the server ends once the removals it started are done
-    assert_gone(repo, kept)
-    assert_no_worktree_left(repo, state)
+    await assert_work_kept_and_orphaned(repo, state, first["runId"], spaces)
 
 
-async def test_the_worktrees_of_idle_sessions_a_starting_server_deletes_are_removed_with_them(
+async def test_a_starting_server_deleting_idle_sessions_never_deletes_the_work_in_worktrees(
     tmp_path: Path,
 ) -> None:
     repo = make_repository(tmp_path / "repo")
     state = tmp_path / "state"
     async with running_server(*state_args(state, "s1")) as server:
-        run = await result_of(
-            server,
-            "spawn",
-            isolated(["sh", "-c", "echo changed >> shared.txt"], cwd=str(repo), mode="task"),
-        )
-        kept = run["children"][0]["workspace"]
-        assert kept["kept"] is True
+        run = await isolated_tasks(server, repo, CHANGES, COMMITS, CHANGES)
+        spaces = [child["workspace"] for child in run["children"]]
+        assert all(space["kept"] for space in spaces)
+        restore(spaces[2])
         await server.finish()
     # The session has been idle for longer than it is kept (protocol.md §13).
     long_ago = (datetime.now(UTC) - SESSION_RETENTION - timedelta(days=1)).isoformat()
@@ -423,8 +452,7 @@ async def test_the_worktrees_of_idle_sessions_a_starting_server_deletes_are_remo
     async with running_server(*state_args(state, "s2")) as server:
         await result_of(server, "ping", {})
         await server.finish()  # the server ends once the removals it started are done
-    assert_gone(repo, kept)
-    assert_no_worktree_left(repo, state)
+    await assert_work_kept_and_orphaned(repo, state, run["runId"], spaces)
 
 
 async def test_isolated_workflow_items_each_get_a_worktree(tmp_path: Path) -> None:
@@ -479,3 +507,57 @@ async def test_an_isolated_child_whose_worktree_cannot_be_made_fails_without_sta
         assert "pid" not in child and "workspace" not in child, child
         await server.finish()
     assert_no_worktree_left(empty, state)
+
+
+def repository_with_link_out(path: Path, outside: Path) -> Path:
+    """A repository whose HEAD holds `lnk`, a symbolic link to `outside` (absolute)."""
+    make_repository(path)
+    (path / "lnk").symlink_to(outside)
+    git(path, "add", "lnk")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "l")
+    return path
+
+
+async def test_a_cwd_that_leads_out_of_its_repository_is_refused_at_preflight_and_spawn(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    repo = repository_with_link_out(tmp_path / "repo", outside)
+    state = tmp_path / "state"
+    writes = ["sh", "-c", "echo written > written.txt"]
+    async with running_server(*state_args(state)) as server:
+        launch = isolated(writes, cwd=str(repo / "lnk" / "sub"), mode="task")
+        await assert_refused(server, launch, "cwd-outside-worktree")
+        assert (await result_of(server, "status", {}))["runs"] == []  # nothing ran
+        await server.finish()
+    assert sorted(os.listdir(outside)) == ["sub"] and os.listdir(outside / "sub") == []
+    assert not (state / "worktrees").exists()
+    assert_no_worktree_left(repo, state)
+
+
+async def test_an_isolated_child_whose_cwd_in_its_worktree_leads_out_of_it_never_starts(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = repository_with_link_out(tmp_path / "repo", outside)
+    # The working tree no longer has the link (a directory in its place): the repository's
+    # own `lnk/sub` is inside it, but HEAD's, which the worktree holds, leads out.
+    (repo / "lnk").unlink()
+    (repo / "lnk" / "sub").mkdir(parents=True)
+    state = tmp_path / "state"
+    writes = ["sh", "-c", "echo written > written.txt"]
+    async with running_server(*state_args(state)) as server:
+        launch = isolated(writes, cwd=str(repo / "lnk" / "sub"), mode="task")
+        assert (await result_of(server, "preflight", launch))["accepted"] is True
+        run = await result_of(server, "spawn", launch)
+        child = run["children"][0]
+        assert (run["status"], child["status"]) == ("failed", "failed"), run
+        assert child["error"]["code"] == "cwd-outside-worktree", child
+        assert "pid" not in child and "workspace" not in child, child
+        await server.finish()
+    assert os.listdir(outside) == []  # nothing made, nothing written where the link leads
+    assert not (repo / "lnk" / "sub" / "written.txt").exists()
+    assert_no_worktree_left(repo, state)
+    assert branches_of(repo) == ["main"]

@@ -11,7 +11,9 @@ from subagent_host.workspaces.worktrees import (
     Git,
     GitFailed,
     Opened,
+    OutsideWorktree,
     Worktrees,
+    outside_repository,
     repository_root,
 )
 from tests.e2e.test_worktrees import branches_of, git, make_repository, worktrees_of
@@ -40,6 +42,39 @@ def test_a_repository_is_found_by_its_dot_git_from_any_directory_inside(
     assert repository_root(str(repo / "sub")) == str(repo)
     assert repository_root(str(repo)) == str(repo)
     assert repository_root(str(tmp_path)) is None
+
+
+def test_a_directory_that_leads_out_of_its_repository_as_written_is_told(
+    repo: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "outside" / "sub").mkdir(parents=True)
+    (repo / "out").symlink_to(tmp_path / "outside")
+    (repo / "in").symlink_to("sub")
+    assert outside_repository(str(repo / "out" / "sub")) == str(repo)
+    assert outside_repository(str(repo / "in")) is None  # a link that stays inside
+    assert outside_repository(str(repo / "sub")) is None
+    assert outside_repository(str(tmp_path / "outside")) is None  # in no repository
+
+
+async def test_a_link_of_head_may_lead_within_the_worktree_but_never_out_of_it(
+    repo: Path, worktrees: Worktrees, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "in").symlink_to("sub")
+    (repo / "out").symlink_to(outside)
+    commit_all(repo, "links")
+    for name in ("in", "out"):  # the repository's own are directories now
+        (repo / name).unlink()
+        (repo / name / "deeper").mkdir(parents=True)
+    opened = await worktrees.open(RUN_ID, 0, str(repo / "in" / "deeper"))
+    assert opened.cwd == str(worktrees.root / f"{RUN_ID}-0" / "in" / "deeper")
+    assert (Path(opened.path) / "sub" / "deeper").is_dir()  # made where the link leads
+    await worktrees.remove(opened.path, branch=opened.branch, force=True, merged_only=False)
+    with pytest.raises(OutsideWorktree, match="cwd-outside-worktree"):
+        await worktrees.open(RUN_ID, 1, str(repo / "out" / "deeper"))
+    assert list(outside.iterdir()) == []  # nothing made where it leads
+    assert worktrees_of(repo) == [] and branches_of(repo) == ["main"]
 
 
 async def test_a_worktree_is_made_on_its_branch_from_head_in_the_same_relative_directory(
