@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -45,19 +46,9 @@ def directory_problem(path: Path, uid: int | None = None) -> str | None:
     """Why the existing directory `path` is not safe to use (see above), or None; also
     None when nothing is there (whoever creates it makes it 0700). Never follows a
     symlink at `path` itself."""
-    uid = os.getuid() if uid is None else uid
-    try:
-        found = path.lstat()
-    except (FileNotFoundError, NotADirectoryError):  # nothing there: none of ours either
-        return None
-    except OSError as exc:
-        return f"{path} cannot be examined: {exc.strerror or exc}"
-    if stat.S_ISLNK(found.st_mode):
-        return f"{path} is a symlink"
-    if not stat.S_ISDIR(found.st_mode):
-        return f"{path} is not a directory"
-    if found.st_uid != uid:
-        return f"{path} belongs to uid {found.st_uid}, not to this server's ({uid})"
+    found = _own_entry(path, os.getuid() if uid is None else uid, stat.S_ISDIR, "a directory")
+    if found is None or isinstance(found, str):
+        return found
     mode = stat.S_IMODE(found.st_mode)
     if mode & 0o022 and not mode & stat.S_ISVTX:
         return f"{path} is writable by group or others (mode {mode:o}) and not sticky"
@@ -67,20 +58,28 @@ def directory_problem(path: Path, uid: int | None = None) -> str | None:
 def file_problem(path: Path, uid: int | None = None) -> str | None:
     """Why the existing entry `path` is not a file this server may open, or None (also
     when nothing is there)."""
-    uid = os.getuid() if uid is None else uid
+    found = _own_entry(path, os.getuid() if uid is None else uid, stat.S_ISREG, "a regular file")
+    return found if isinstance(found, str) else None
+
+
+def _own_entry(
+    path: Path, uid: int, is_kind: Callable[[int], bool], kind: str
+) -> os.stat_result | str | None:
+    """What is at `path` (never following a symlink there) when it is `kind` and `uid`'s;
+    else why not; None when nothing is there (none of ours either)."""
     try:
         found = path.lstat()
-    except (FileNotFoundError, NotADirectoryError):  # nothing there: none of ours either
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         return f"{path} cannot be examined: {exc.strerror or exc}"
     if stat.S_ISLNK(found.st_mode):
         return f"{path} is a symlink"
-    if not stat.S_ISREG(found.st_mode):
-        return f"{path} is not a regular file"
+    if not is_kind(found.st_mode):
+        return f"{path} is not {kind}"
     if found.st_uid != uid:
         return f"{path} belongs to uid {found.st_uid}, not to this server's ({uid})"
-    return None
+    return found
 
 
 def database_problem(state_dir: Path, uid: int | None = None) -> str | None:
