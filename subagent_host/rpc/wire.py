@@ -604,6 +604,9 @@ class RunSnapshot(OutcomeFields):
     """Its children by index (a workflow's are added step by step)."""
     admitted_by: str
     """`preflight` or `direct`: how the spawn was admitted (always sent)."""
+    egress_consent: bool | None = None
+    """True when the spawn gave `egressConsent: true` (kept with the run, and what its resumes
+    carry); absent otherwise."""
     label: str | None = None
     """The call's label, when it has one."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
