@@ -178,11 +178,11 @@ async def test_claude_and_codex_receipts_name_the_endpoint_they_are_given(
 ) -> None:
     if not (AGENT_BIN / backend).exists():
         pytest.skip(f"the pinned {backend} CLI is not installed")
+    spawn: dict[str, Any] = CLAUDE_SPAWN if backend == "claude" else CODEX_SPAWN
     if backend == "claude":
-        env, spawn, url = claude_environment(tmp_path, mock.base_url), CLAUDE_SPAWN, mock.base_url
+        env, url = claude_environment(tmp_path, mock.base_url), mock.base_url
     else:
-        env, spawn = codex_environment(tmp_path, mock.openai_base_url), CODEX_SPAWN
-        url = mock.openai_base_url
+        env, url = codex_environment(tmp_path, mock.openai_base_url), mock.openai_base_url
     launch = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} hi", "mode": "task", "egressConsent": True}
     async with running_server(
         *server_args(tmp_path), "--require-egress-consent", env=env
