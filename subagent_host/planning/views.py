@@ -246,7 +246,7 @@ class ChildReceipt:
     isolation: str | None = None
     """`worktree` when it works in a git worktree of its own, not in the shared checkout;
     absent otherwise."""
-    egress: tuple[Egress, ...] = ()
+    egress: tuple[Egress, ...]
     """What leaves the machine whatever its tools are: an agent child's connection to its
     model provider, a `command` child's unknown network (always written)."""
 
