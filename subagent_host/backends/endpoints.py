@@ -45,11 +45,10 @@ def codex_endpoint(env: Mapping[str, str], argv: Sequence[str]) -> str | None:
     config = _read(home / "config.toml", tomllib.loads) if home is not None else None
     config = config if isinstance(config, dict) else {}
     provider = config.get("model_provider")
-    profiles, chosen = config.get("profiles"), config.get("profile")
-    if isinstance(profiles, dict) and isinstance(profiles.get(chosen), dict):
-        provider = profiles[chosen].get("model_provider", provider)
-    tables = config.get("model_providers")
-    table = tables.get(provider) if isinstance(tables, dict) else None
+    profile = _member(config.get("profiles"), config.get("profile"))
+    if isinstance(profile, dict):
+        provider = profile.get("model_provider", provider)
+    table = _member(config.get("model_providers"), provider)
     if isinstance(table, dict) and _text(table.get("base_url")) is not None:
         return _text(table.get("base_url"))
     if provider in (None, "openai"):
@@ -61,13 +60,11 @@ def pi_endpoint(env: Mapping[str, str], argv: Sequence[str]) -> str | None:
     home = _home(env, "PI_CODING_AGENT_DIR", ".pi/agent")
     if home is None:
         return None
-    provider = _option(argv, "--provider")
+    provider: object = _option(argv, "--provider")
     if provider is None:
-        settings = _read(home / "settings.json", json.loads)
-        provider = settings.get("defaultProvider") if isinstance(settings, dict) else None
+        provider = _member(_read(home / "settings.json", json.loads), "defaultProvider")
     models = _read(home / "models.json", json.loads)
-    providers = models.get("providers") if isinstance(models, dict) else None
-    table = providers.get(provider) if isinstance(providers, dict) else None
+    table = _member(_member(models, "providers"), provider)
     return _text(table.get("baseUrl")) if isinstance(table, dict) else None
 
 
@@ -81,8 +78,17 @@ ENDPOINTS: Final[Mapping[str, Callable[[Mapping[str, str], Sequence[str]], str |
 def _home(env: Mapping[str, str], variable: str, under_home: str) -> Path | None:
     """The CLI's directory: `variable` when set, else `under_home` in the child's HOME."""
     if env.get(variable):
-        return Path(env[variable]).expanduser()
+        try:
+            return Path(env[variable]).expanduser()
+        except RuntimeError:  # `~user` of no known user: the CLI could not use it either
+            return None
     return Path(env["HOME"]) / under_home if env.get("HOME") else None
+
+
+def _member(table: object, key: object) -> object:
+    """`table[key]` when `table` is an object and `key` a name in it; else None (a file
+    may hold anything: a list where a name was due is no key)."""
+    return table.get(key) if isinstance(table, dict) and isinstance(key, str) else None
 
 
 def _read(path: Path, parse: Callable[[str], Any]) -> Any:

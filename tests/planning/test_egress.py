@@ -205,3 +205,23 @@ def test_consent_is_missing_only_when_required_for_an_agent_child_without_it(
         chain=[{"command": ["true"]}, {"prompt": "{previous}", "backend": "claude"}],
     )
     assert consent_missing(mixed, required=True) is not None
+
+
+def test_a_configuration_of_unexpected_shapes_names_nothing_and_raises_nothing(
+    tmp_path: Path,
+) -> None:
+    codex, pi = tmp_path / "codex", tmp_path / "pi"
+    codex.mkdir()
+    pi.mkdir()
+    (codex / "config.toml").write_text(
+        'profile = [1]\nmodel_provider = {a = 1}\n[profiles]\nx = 1\nmodel_providers = "no"\n'
+    )
+    assert provider_endpoint("codex", {"CODEX_HOME": str(codex)}, ()) is None
+    (pi / "settings.json").write_text(json.dumps({"defaultProvider": ["mock"]}))
+    (pi / "models.json").write_text(json.dumps({"providers": ["mock"]}))
+    assert provider_endpoint("pi", {"PI_CODING_AGENT_DIR": str(pi)}, ("pi",)) is None
+    (pi / "models.json").write_text(json.dumps([{"providers": {}}]))
+    assert provider_endpoint("pi", {"PI_CODING_AGENT_DIR": str(pi)}, ("pi",)) is None
+    assert provider_endpoint("pi", {"PI_CODING_AGENT_DIR": "~no-such-user-here/x"}, ()) is None
+    (pi / "models.json").write_text(json.dumps({"providers": {"mock": {"baseUrl": 7}}}))
+    assert provider_endpoint("pi", {"PI_CODING_AGENT_DIR": str(pi)}, ("--provider", "mock")) is None
