@@ -284,7 +284,7 @@ async def _serve_with_store(
         runs=runs,
         store=store,
         progress=publisher,
-        toolchain=Toolchain(backends, probes),
+        toolchain=Toolchain(backends, probes, dict(os.environ)),
         process_tracking=lambda: supervisor.mode.value,
         hold_output=connection.holding,
         framing=lambda: connection.framing.value,

@@ -47,7 +47,7 @@ CONFIG_HELP: Final = (
     "max_queue, "
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, log_format, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
-    "previous_cap_bytes, require_preflight, "
+    "previous_cap_bytes, require_preflight, require_egress_consent, "
     "trusted_projects and backends ({pi|claude|codex: {executable}}). A bad field is "
     "logged as a warning and ignored"
 )
@@ -360,6 +360,13 @@ def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) 
         "any other spawn is refused (-32003, preflight-required) (default: off)",
     )
     parser.add_argument(
+        "--require-egress-consent",
+        action=argparse.BooleanOptionalAction,
+        help="admit a launch with an agent child only when it carries egressConsent: true "
+        "(its prompts and files go to a model provider); any other is refused "
+        "(-32003, egress-consent-required) (default: off)",
+    )
+    parser.add_argument(
         "--config",
         type=existing_file,
         metavar="FILE",
@@ -461,6 +468,9 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
             for number in number_options()
         },
         require_preflight=first(args.require_preflight, settings.require_preflight, False),
+        require_egress_consent=first(
+            args.require_egress_consent, settings.require_egress_consent, False
+        ),
         max_parallel=settings.max_parallel or DEFAULT_MAX_PARALLEL,
         workflow_parallelism=settings.workflow_parallelism or DEFAULT_WORKFLOW_PARALLELISM,
         output_cap_bytes=settings.output_cap_bytes or OUTPUT_CAP_BYTES,

@@ -88,6 +88,8 @@ class ServerConfig:
     """`--trust-project` directories, then the files' `trusted_projects`."""
     require_preflight: bool = False
     """Admission policy: a `spawn` without a valid `preflightId` is refused."""
+    require_egress_consent: bool = False
+    """Admission policy: a launch with an agent child without `egressConsent: true` is refused."""
     log_level: str = DEFAULT_LOG_LEVEL
     log_file: Path | None = None
     log_format: str = DEFAULT_LOG_FORMAT

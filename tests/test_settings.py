@@ -52,6 +52,8 @@ SERVER_OPTIONS = {
     "output_cap_lines": 10,
     "previous_cap_bytes": 4096,
     "require_preflight": True,
+    # A project must not waive the consent its user asks before work goes to a provider.
+    "require_egress_consent": True,
     "trusted_projects": ["/"],
     "backends": {"pi": {"executable": "/bin/evil"}},
     # The history is the whole state directory's: a project's limit would prune the
@@ -267,6 +269,8 @@ INVALID = [
     ("enable_continue", 0),
     ("require_preflight", "yes"),
     ("require_preflight", 1),
+    ("require_egress_consent", "true"),
+    ("require_egress_consent", 1),
     ("default_backend", "gemini"),
     ("state_dir", ""),
     ("state_dir", "/etc/hostname"),

@@ -48,8 +48,10 @@ def limits_of(config: ServerConfig) -> Limits:
 
 
 @functools.cache
-def admission_of(require_preflight: bool) -> Admission:
-    return Admission(require_preflight=require_preflight)
+def admission_of(require_preflight: bool, require_egress_consent: bool) -> Admission:
+    return Admission(
+        require_preflight=require_preflight, require_egress_consent=require_egress_consent
+    )
 
 
 def features_of(ctx: HandlerContext) -> Features:
@@ -64,6 +66,7 @@ def features_of(ctx: HandlerContext) -> Features:
         process_tracking=ctx.process_tracking(),
         persistence=ctx.store.persistence,
         require_preflight=ctx.config.require_preflight,
+        require_egress_consent=ctx.config.require_egress_consent,
         framing=ctx.framing(),
     )
 

@@ -103,8 +103,9 @@ class HandlerContext:
         """Every problem of a launch request, and its plan (`spawn` and `preflight`)."""
         from subagent_host.handlers.snapshot_file import server_files
         from subagent_host.planning.check import check_spawn, uses_agents
+        from subagent_host.planning.egress import consent_missing
 
-        return check_spawn(
+        checked = check_spawn(
             params,
             backends=self.toolchain.adapters,
             limits=self.limits,
@@ -113,6 +114,12 @@ class HandlerContext:
             sources=await self.agent_sources(uses_agents(params)),
             server_files=server_files(self.config),
         )
+        # The admission policy holds for preflight and spawn alike (`--require-egress-consent`).
+        if checked.plan is not None and (
+            missing := consent_missing(checked.plan, self.config.require_egress_consent)
+        ):
+            return attrs.evolve(checked, diagnostics=(*checked.diagnostics, missing))
+        return checked
 
     async def agent_sources(self, with_definitions: bool = True) -> AgentSources:
         """The configured defaults, and the definitions when a request names an agent."""

@@ -29,7 +29,7 @@ def handle(params: PingParams, ctx: HandlerContext) -> PingResult:
         limits_of(ctx.config),
         ctx.process_tracking(),
         ctx.store.persistence,
-        admission_of(ctx.config.require_preflight),
+        admission_of(ctx.config.require_preflight, ctx.config.require_egress_consent),
     )
     last = ctx.last_ping
     if last is not None and last[0] == parts:

@@ -49,6 +49,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
             grant.overrides,
             check_agent=definition_check(await ctx.agent_catalog()),
             enabled=ctx.resume_enabled,
+            egress_consent_required=ctx.config.require_egress_consent,
         )
     except (RunNotFound, AmbiguousRunId):
         deny("mismatch", "the run the token was issued for is gone", runId=grant.run_id)

@@ -32,6 +32,7 @@ async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> Prefl
             overrides,
             check_agent=definition_check(await ctx.agent_catalog()),
             enabled=ctx.resume_enabled,
+            egress_consent_required=ctx.config.require_egress_consent,
         )
     except ResumeRefused as refused:
         diagnostic = Diagnostic("error", refused.code, refused.message, refused.path)

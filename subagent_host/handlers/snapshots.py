@@ -47,6 +47,7 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         last_seq=run.last_seq,
         children=tuple(child_snapshot(child) for child in run.children),
         admitted_by=run.admitted_by,
+        egress_consent=run.egress_consent or None,
         label=run.label,
         outcome=outcome(run),
         enforced_timeout_ms=run.enforced_timeout_ms,

@@ -19,6 +19,7 @@ from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.sessions import SEALED_AT_END, SEALED_AT_RECOVERY
 from subagent_host.backends.tracking import TrackingMode
 from subagent_host.planning.access import FILESYSTEM_LEVELS
+from subagent_host.planning.egress import EGRESS_KINDS
 from subagent_host.planning.receipts import BEST_EFFORT, EXECUTION_BOUNDARY, HOST_HARD
 from subagent_host.planning.request import AccessRequest, ItemFields, LaunchRequest
 from subagent_host.planning.views import (
@@ -27,6 +28,7 @@ from subagent_host.planning.views import (
     AgentRef,
     ChildReceipt,
     Contract,
+    Egress,
     LimitReceipt,
     NormalizedPlan,
     PlanChild,
@@ -54,7 +56,7 @@ from subagent_host.runs.state import (
     STEP_RUNNING,
     RunStatus,
 )
-from subagent_host.settings.model import BACKENDS
+from subagent_host.settings.model import AGENT_BACKENDS, BACKENDS
 from subagent_host.store.database import PERSISTENCE_MEMORY, PERSISTENCE_SQLITE
 from subagent_host.values import (
     ISOLATIONS,
@@ -98,6 +100,8 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (BackendInfo, "id"): BACKENDS,
     (PlanChild, "backend"): BACKENDS,
     (ChildReceipt, "backend"): BACKENDS,
+    (Egress, "kind"): EGRESS_KINDS,
+    (Egress, "backend"): AGENT_BACKENDS,
     (Projection, "backend"): BACKENDS,
     # Modes, resources, access.
     (LaunchRequest, "mode"): MODES,

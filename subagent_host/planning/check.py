@@ -149,6 +149,7 @@ def check_spawn(
         raw_output=params.stream == RAW_STREAM,
         access=None if is_full(access) else access,
         workflow=workflow,
+        egress_consent=params.egress_consent is True,
     )
     _check_access(problems, plan, backends, access)
     _check_required_limits(problems, plan, backends, access, limits, params.required_limits)

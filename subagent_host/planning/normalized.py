@@ -60,6 +60,7 @@ def normalized_plan(
         children=tuple(children),
         access=None if is_full(access) else access,
         workflow=_workflow(plan.workflow) if plan.workflow is not None else None,
+        egress_consent=True if plan.egress_consent else None,
     )
 
 

@@ -164,6 +164,8 @@ class RunPlan:
     """The request's access, when it narrowed the default."""
     workflow: WorkflowPlan | None = None
     """A workflow's name, task and steps."""
+    egress_consent: bool = False
+    """True: the request gave `egressConsent: true` (kept with the run)."""
 
 
 def command_steps(plan: RunPlan) -> frozenset[int]:

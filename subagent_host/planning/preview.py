@@ -1,5 +1,5 @@
 """What `preflight` adds to a checked launch: each child's program probed, and receipts
-naming each agent CLI's version.
+naming each agent CLI's version and its provider's endpoint.
 
 Nothing starts here but the CLIs' `--version` probes (once per program, cached by
 `VersionProbes`).
@@ -7,12 +7,14 @@ Nothing starts here but the CLIs' `--version` probes (once per program, cached b
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import attrs
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import find_executable
+from subagent_host.planning.egress import plan_egress
 from subagent_host.planning.plan import LaunchPlan, ServerLimits, prepared
 from subagent_host.planning.receipts import receipts
 from subagent_host.planning.toolchain import Toolchain
@@ -41,15 +43,17 @@ def probe(plan: LaunchPlan, backends: Mapping[str, Backend]) -> list[Diagnostic]
 async def versioned_receipts(
     plan: LaunchPlan, toolchain: Toolchain, limits: ServerLimits
 ) -> Receipts:
-    """The plan's receipts, each agent child's with its CLI's version (None: it gave none)."""
+    """The plan's receipts, each agent child's with its CLI's version (None: it gave none)
+    and its provider's endpoint where one is named."""
     backends, probes = toolchain.adapters, toolchain.probes
     described = receipts(plan, backends, plan.access or Access(), limits)
-    if probes is None:
-        return described
+    # Off the loop: finding an endpoint reads the CLIs' configuration files.
+    egress = await asyncio.to_thread(plan_egress, plan, backends, toolchain.server_env)
     children = []
-    for entry, child in zip(described.access.children, plan.children, strict=True):
+    for entry, child, out in zip(described.access.children, plan.children, egress, strict=True):
+        entry = attrs.evolve(entry, egress=out)
         program = backends[child.backend].executable
-        if program:
+        if program and probes is not None:
             entry = attrs.evolve(entry, version=await probes.version(program))
         children.append(entry)
     access = attrs.evolve(described.access, children=tuple(children))

@@ -5,7 +5,10 @@ user's own OS permissions (`shared-user`) and which tools, with which effects,
 they get; `limits` says which limits the server enforces by ending the process
 tree (`host-hard`) and which it only asks for (`best-effort`). A limit the
 server counts itself from a CLI's events (`maxTurns`) is `host-hard` for every
-CLI, even where the CLI is also told (claude's `--max-turns`).
+CLI, even where the CLI is also told (claude's `--max-turns`). `egress` says
+what leaves the machine whatever the tools are (`egress.py`): `network` in
+`access` and a tool's effects are about the tools, not an agent CLI's own
+connection to its model provider.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.planning.access import beyond, negotiate
+from subagent_host.planning.egress import declared_egress
 from subagent_host.planning.plan import RunPlan, ServerLimits
 from subagent_host.planning.views import (
     Access,
@@ -55,6 +59,7 @@ def receipts(
                 restrictable=backend.restrictable,
                 session_resources=child.session_resources,
                 isolation=child.isolation,
+                egress=declared_egress(child.backend),
             )
         )
     return Receipts(

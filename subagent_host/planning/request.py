@@ -160,3 +160,7 @@ class LaunchRequest(ItemFields):
     """What the children may do; absent: everything."""
     required_limits: tuple[str, ...] | None = None
     """Limits that must be enforced by the server itself (`host-hard`)."""
+    egress_consent: bool | None = None
+    """`true`: the caller agrees that its agent children send their prompts, files and tool
+    output to their model providers (receipts `egress`). Part of the fingerprint; required for a
+    launch with an agent child when the server runs with `--require-egress-consent`."""

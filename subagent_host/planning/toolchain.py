@@ -22,6 +22,9 @@ class Toolchain:
     """The backends that can run here, by id."""
     probes: VersionProbes | None = None
     """Agent CLI versions (`--version`, probed once each, in the background)."""
+    server_env: Mapping[str, str] = attrs.field(factory=dict)
+    """The server's environment, which children get the allowed part of: where a receipt
+    finds each agent CLI's provider endpoint (planning/egress.py)."""
     _described: tuple[int, tuple[BackendInfo, ...]] | None = attrs.field(
         default=None, init=False, repr=False, eq=False
     )

@@ -186,6 +186,9 @@ class NormalizedPlan:
     """Only when the request narrowed the default."""
     workflow: PlanWorkflow | None = None
     """A workflow's name, task digest and steps."""
+    egress_consent: bool | None = None
+    """True when the request gave `egressConsent: true`; absent otherwise (so the
+    fingerprints of plans without it are what they always were)."""
 
 
 # --- receipts: what the children may do, and how each limit is enforced ------------------
@@ -205,6 +208,20 @@ UNPROBED: Final = Unprobed.UNPROBED
 class RemovedTool(ToolEffects):
     exceeds: tuple[str, ...]
     """The effects the request's access did not permit."""
+
+
+@attrs.frozen
+class Egress:
+    """Where a child's own connection goes, whatever its tools may do (protocol.md §14.2)."""
+
+    kind: str
+    """`model-provider` (an agent CLI talks to its model's provider: always, whatever `access`
+    says) or `unknown` (a `command` child: the server cannot tell what a program reaches)."""
+    backend: str | None = None
+    """A `model-provider`'s agent backend: `pi`, `claude` or `codex`."""
+    endpoint: str | None = None
+    """The provider's base URL, where the child's environment or its CLI's configuration names
+    one; absent: the CLI's own default provider."""
 
 
 @attrs.frozen(kw_only=True)
@@ -229,6 +246,9 @@ class ChildReceipt:
     isolation: str | None = None
     """`worktree` when it works in a git worktree of its own, not in the shared checkout;
     absent otherwise."""
+    egress: tuple[Egress, ...]
+    """What leaves the machine whatever its tools are: an agent child's connection to its
+    model provider, a `command` child's unknown network (always written)."""
 
 
 @attrs.frozen(kw_only=True)

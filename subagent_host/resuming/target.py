@@ -19,6 +19,7 @@ import attrs
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.sessions import UNSAFE, SessionProblem
+from subagent_host.planning.egress import EGRESS_CONSENT_REQUIRED
 from subagent_host.planning.fingerprint import fingerprint
 from subagent_host.planning.plan import ChildPlan, RunPlan, prepare_child
 from subagent_host.planning.projection import (
@@ -82,8 +83,13 @@ async def resolve_target(
     *,
     check_agent: AgentCheck | None = None,
     enabled: bool = True,
+    egress_consent_required: bool = False,
 ) -> Target:
-    """Find and check what a resume would run; RunNotFound/AmbiguousRunId or ResumeRefused."""
+    """Find and check what a resume would run; RunNotFound/AmbiguousRunId or ResumeRefused.
+
+    `egress_consent_required` (`--require-egress-consent`): an agent child is resumed only
+    when its run was launched with `egressConsent: true`, which a resume carries on.
+    """
     if not enabled:
         raise ResumeRefused(
             "not-resumable",
@@ -121,6 +127,13 @@ async def resolve_target(
         projection = unseal(stored, digest)
     except ProjectionProblem as problem:
         raise ResumeRefused("not-resumable", problem.code, problem.message) from None
+    if egress_consent_required and projection.backend != "command" and not run.egress_consent:
+        raise ResumeRefused(
+            "not-resumable",
+            EGRESS_CONSENT_REQUIRED,
+            f"run {run.run_id} was launched without egressConsent, which this server requires "
+            "of an agent child: launch anew with egressConsent: true",
+        )
     refused = check_overrides(projection, overrides)
     if refused:
         raise ResumeRefused(

@@ -181,6 +181,9 @@ class Limits:
 class Admission:
     require_preflight: bool
     """True: a spawn runs only with a valid `preflightId`. No default: `false` is sent too."""
+    require_egress_consent: bool
+    """True: a launch with an agent child runs only with `egressConsent: true` (sent as
+    `requirePreflight` is, `false` too)."""
 
 
 @attrs.frozen
@@ -299,6 +302,9 @@ class Features:
     """sqlite, or memory when the state directory cannot be used (as `ping`)."""
     require_preflight: bool
     """True: a spawn runs only with a valid `preflightId` (as `ping`'s `admission`)."""
+    require_egress_consent: bool
+    """True: a launch with an agent child runs only with `egressConsent: true` (as `ping`'s
+    `admission`)."""
     framing: str
     """`ndjson` or `lsp`: the framing of this connection."""
 
@@ -604,6 +610,9 @@ class RunSnapshot(OutcomeFields):
     """Its children by index (a workflow's are added step by step)."""
     admitted_by: str
     """`preflight` or `direct`: how the spawn was admitted (always sent)."""
+    egress_consent: bool | None = None
+    """True when the spawn gave `egressConsent: true` (kept with the run, and what its resumes
+    carry); absent otherwise."""
     label: str | None = None
     """The call's label, when it has one."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})

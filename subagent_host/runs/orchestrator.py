@@ -166,6 +166,7 @@ class RunOrchestrator:
             created_at=self._book.now(),
             label=plan.label,
             admitted_by=admitted_by,
+            egress_consent=plan.egress_consent,
             mode=mode,
             children=[
                 ChildRun(

@@ -279,6 +279,9 @@ class Run:
     admitted_by: str = ADMITTED_DIRECT
     """How its spawn was admitted: `preflight` (a valid preflightId) or `direct`. A
     record without it (a direct run, or one recorded before it existed) reads as direct."""
+    egress_consent: bool = False
+    """Whether its spawn gave `egressConsent: true` (its children may send their work to their
+    model providers); a resume of it under `--require-egress-consent` needs it."""
     earlier_usage: Usage | None = None
     """The usage of its children's earlier attempts (those a resume replaced), summed:
     `children` holds each child's newest attempt only. Not in the run's record: read

@@ -258,6 +258,9 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "session": FieldRule(check_session, in_project=False),
     # A project must not relax the admission policy its user chose.
     "require_preflight": FieldRule(check_bool, in_project=False),
+    # Likewise the consent its user asks before prompts and files go to a model provider.
+    # A safety setting: a malformed value should refuse to start the server, not be ignored.
+    "require_egress_consent": FieldRule(check_bool, in_project=False),
     # Limits that have no option of their own (protocol.md §5).
     "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),

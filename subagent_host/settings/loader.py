@@ -117,6 +117,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         output_cap_lines=pick(values, "output_cap_lines", int),
         previous_cap_bytes=pick(values, "previous_cap_bytes", int),
         require_preflight=pick(values, "require_preflight", bool),
+        require_egress_consent=pick(values, "require_egress_consent", bool),
         trusted_projects=tuple(trusted),
         files=tuple(str(layer.path) for layer in layers if layer.is_used),
         diagnostics=(*(note for layer in layers for note in layer.diagnostics), *notes),

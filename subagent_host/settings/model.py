@@ -157,6 +157,9 @@ class Settings:
     """The cap of `{previous}`, `{outputs.NAME}` and `{item}`, in bytes (unset: 64 KiB)."""
     require_preflight: bool | None = None
     """True: a `spawn` must carry a valid `preflightId` (`--require-preflight`)."""
+    require_egress_consent: bool | None = None
+    """True: a launch with an agent child must carry `egressConsent: true`
+    (`--require-egress-consent`)."""
     trusted_projects: tuple[Path, ...] = ()
     """Resolved, from the global and `--config` files together."""
     files: tuple[str, ...] = ()

@@ -106,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--label", metavar="L", help="the run's label, shown by runs and show")
     parser.add_argument(
+        "--egress-consent",
+        action="store_true",
+        help="consent to an agent sending its prompt, the files it reads and its tools' output "
+        "to its model provider (egressConsent: a server with require_egress_consent needs it)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the final RunSnapshot (as the protocol sends it) instead of the output",
@@ -136,6 +142,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
         "timeout_ms": args.timeout_ms,
         "cwd": str(args.cwd) if args.cwd is not None else None,
         "label": args.label,
+        "egress_consent": True if args.egress_consent else None,
         # A command's stdout is its output, whole: streamed, it is not cut to the caps.
         "stream": True if command else None,
         "mode": "background",

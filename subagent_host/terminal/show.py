@@ -74,6 +74,7 @@ def describe(out: Console, run: Run) -> None:
         ("limit", run.reached_limit or ""),
         ("error", _error_line(run.error) if run.error else ""),
         ("admitted by", run.admitted_by),
+        ("egress", "consented" if run.egress_consent else ""),
     ]
     width = max(len(name) for name, _ in fields)
     for name, value in fields:

@@ -36,7 +36,7 @@ async def test_a_required_preflight_refuses_a_spawn_without_a_valid_id_and_admit
 ) -> None:
     async with running_server(*state_args(tmp_path / "state"), "--require-preflight") as server:
         pong = await result_of(server, "ping", {})
-        assert pong["admission"] == {"requirePreflight": True}
+        assert pong["admission"] == {"requirePreflight": True, "requireEgressConsent": False}
 
         refused = await error_of(server, "spawn", SPAWN)
         assert refused["code"] == LAUNCH_REJECTED
@@ -70,7 +70,7 @@ async def test_admitted_by_is_sent_for_every_run_and_survives_a_restart(tmp_path
     state = state_args(tmp_path / "state")
     async with running_server(*state) as server:
         pong = await result_of(server, "ping", {})
-        assert pong["admission"] == {"requirePreflight": False}
+        assert pong["admission"] == {"requirePreflight": False, "requireEgressConsent": False}
         direct = await result_of(server, "spawn", SPAWN)
         assert direct["admittedBy"] == "direct"
         preflight_id = await approved(server, SPAWN)
@@ -92,13 +92,13 @@ async def test_require_preflight_in_a_configuration_file_is_the_policy_and_the_o
     state = (*state_args(tmp_path / "state"), "--config", str(config))
     async with running_server(*state) as server:
         pong = await result_of(server, "ping", {})
-        assert pong["admission"] == {"requirePreflight": True}
+        assert pong["admission"] == {"requirePreflight": True, "requireEgressConsent": False}
         refused = await error_of(server, "spawn", SPAWN)
         assert diagnostics(refused) == [("preflight-required", "preflightId")]
         await server.finish()
     async with running_server(*state, "--no-require-preflight") as server:
         pong = await result_of(server, "ping", {})
-        assert pong["admission"] == {"requirePreflight": False}
+        assert pong["admission"] == {"requirePreflight": False, "requireEgressConsent": False}
         run = await result_of(server, "spawn", SPAWN)
         assert run["admittedBy"] == "direct"
         await server.finish()

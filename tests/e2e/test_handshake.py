@@ -72,6 +72,7 @@ async def test_initialize_reports_everything_ping_does_and_more(
             "processTracking": ping["processTracking"],
             "persistence": "sqlite",
             "requirePreflight": False,
+            "requireEgressConsent": False,
             "framing": framing,
         }
         await server.finish()

@@ -23,6 +23,7 @@ from subagent_host.mcp_face.arguments import SpawnArguments
 from subagent_host.mcp_face.tools import REPLAY_ONLY
 from subagent_host.openrpc.schemas import Direction, standalone_schema
 from subagent_host.rpc.wire import RunSnapshot
+from tests.e2e.agents import AGENT_BIN, PI_SPAWN, pi_environment
 from tests.e2e.harness import EXIT_TIMEOUT_S, assert_no_run_survives, server_executable
 from tests.e2e.mcp_client import (
     SESSION,
@@ -32,6 +33,7 @@ from tests.e2e.mcp_client import (
     mcp_server,
     text_of,
 )
+from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 pytestmark = pytest.mark.e2e
 
@@ -258,6 +260,21 @@ async def test_the_end_of_input_during_a_waiting_call_stops_the_run_at_once(tmp_
         final = await host.status(run_id)
     assert final.status == "cancelled" and final.reason == "client-disconnected"
     assert_no_run_survives({run_id})
+
+
+@pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="pi is not installed")
+async def test_a_face_whose_server_requires_egress_consent_runs_an_agent_only_with_it(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    spawn = {**PI_SPAWN, "prompt": f"{KEYWORD_ANSWER_NOW} hi", "waitSeconds": 40}
+    async with mcp_server(tmp_path, "--require-egress-consent", env=env) as server:
+        refused = await server.call("spawn", spawn)
+        assert refused.is_error
+        assert "error -32003" in text_of(refused) and "egress-consent-required" in text_of(refused)
+        assert mock.requests == []
+        done = await server.ok("spawn", {**spawn, "egressConsent": True})
+        assert (done["status"], done["egressConsent"]) == ("completed", True)
 
 
 async def test_a_face_whose_server_requires_preflight_refuses_every_spawn(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ async def test_ping_answers_the_contract_shape(framing: FramingName) -> None:
                 ],
                 "limits": LIMITS,
                 "persistence": "sqlite",
-                "admission": {"requirePreflight": False},
+                "admission": {"requirePreflight": False, "requireEgressConsent": False},
             },
         }
         assert await server.finish() == (0, [])

@@ -361,6 +361,25 @@ async def test_an_agent_run_prints_the_models_final_answer(
     assert "scenario=answer-now" in child.output.text, child.output.text
 
 
+@pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="pi is not installed")
+async def test_an_agent_run_where_consent_is_required_needs_egress_consent(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    config = tmp_path / "subagents.json"
+    config.write_text(json.dumps({"require_egress_consent": True}))
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    args = ("--config", str(config), "--backend", "pi", "--model", "mock/mock-model")
+    refused = await run(tmp_path / "state", *args, f"{KEYWORD_ANSWER_NOW} hi", env=env)
+    assert refused.status == 2 and refused.stdout == b""
+    assert "egressConsent" in refused.stderr.decode()
+    assert mock.requests == []  # nothing left the machine
+    ended = await run(
+        tmp_path / "state", *args, "--egress-consent", f"{KEYWORD_ANSWER_NOW} hi", env=env
+    )
+    assert ended.status == 0, ended.stderr.decode()
+    assert only_run(tmp_path / "state").egress_consent is True
+
+
 # --- a real pseudo-terminal ----------------------------------------------------------------
 
 

@@ -102,7 +102,8 @@ async def limits(t: Trial) -> None:
 async def admission(t: Trial) -> None:
     conn = await t.start("--require-preflight")
     pong = result_of(await conn.request("ping"))
-    expect_equal(pong.get("admission"), {"requirePreflight": True}, "admission")
+    policy = pong.get("admission", {})
+    expect_equal(policy.get("requirePreflight"), True, "admission.requirePreflight")
 
 
 @case("lifecycle.end-of-input-exits-zero", "§6")
