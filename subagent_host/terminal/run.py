@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import IO, Any, Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import add_number, existing_directory
+from subagent_host.cli import add_number, existing_directory, parse_config
 from subagent_host.server_process import server_command, start_server_process
 from subagent_host.terminal.options import server_arguments, subcommand_parser
 from subagent_host.terminal.scope import Scope
@@ -145,6 +145,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
 
 def main(argv: Sequence[str]) -> int:
     args, spawn = parse(argv)
+    # A safety setting that cannot be read: serve's one line and exit 2, before any
+    # server starts (protocol.md §19).
+    parse_config(server_arguments(args))
     try:
         return asyncio.run(_run(args, spawn))
     except KeyboardInterrupt:  # before the handlers were in place or after: nothing ran
