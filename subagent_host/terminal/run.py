@@ -59,8 +59,9 @@ exit status:
   1      any other failure (an agent failed, a command could not start, the server
          could not start or could not run it)
   2      a bad command line (its server's options too: the server's line says why),
+         a safety setting of a configuration file that cannot be read (one line),
          or a launch the server refused (-32602 invalid params,
-         -32003 launch rejected: its message on stderr)
+         -32003 launch rejected: its message on stderr; a disabled agent too)
   75     interrupted: the server ended before the run did (or before answering)
   124    timed out (--timeout-ms, or the configured timeout or stall timeout)
   125    a limit the run was given ended it (an agent's max turns)
