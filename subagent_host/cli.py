@@ -420,7 +420,10 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
     """Parse argv over the configuration files; exits 2 with a message on a bad value.
 
     Reads the files (once, synchronously: the loop has not started). Their problems
-    are kept in `config.settings.diagnostics` for the server to log, never fatal.
+    are kept in `config.settings.diagnostics` for the server to log, except one the
+    server must not start with (a safety setting that cannot be read, protocol.md §19):
+    that one is told in one line on stderr, and the process exits 2. Every face that
+    reads the configuration comes through here, so each refuses alike.
     """
     import platformdirs
 
@@ -451,6 +454,8 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         explicit=args.config,
         trusted=args.trust_project,
     )
+    if (refusal := settings.refusal) is not None:
+        parser.exit(2, f"{SERVER_NAME}: {one_line(refusal.message)}\n")
     framing = first(args.framing, settings.framing, "auto")
     depth, warning = read_depth(os.environ)
     config = ServerConfig(
@@ -488,6 +493,11 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
         project_trusted=project_trusted,
     )
     return config, warning
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks escaped (a file's path may hold one)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _executor_choice(

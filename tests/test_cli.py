@@ -384,12 +384,28 @@ def test_trusted_projects_join_the_command_line_s(private_config: Path, tmp_path
     assert config.settings.project_profiles == {"scout": ModelProfile(model="m")}
 
 
-def test_a_bad_file_never_stops_the_server(private_config: Path) -> None:
-    private_config.mkdir(parents=True)
-    (private_config / "subagents.json").write_text("{oops")
+def test_a_bad_field_that_is_no_safety_setting_never_stops_the_server(
+    private_config: Path,
+) -> None:
+    write(private_config / "subagents.json", {"max_concurrency": "six", "grace_ms": -1})
     config, warning = parse_config(["--max-concurrency", "6"])
     assert warning is None and config.max_concurrency == 6
-    assert [note.code for note in config.settings.diagnostics] == ["invalid-json"]
+    assert [note.code for note in config.settings.diagnostics] == ["invalid-field"] * 2
+
+
+def test_a_file_that_is_not_json_stops_the_server(
+    private_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    private_config.mkdir(parents=True)
+    (private_config / "subagents.json").write_text("{oops")
+    with pytest.raises(SystemExit) as stopped:
+        parse_config(["--max-concurrency", "6"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        f"subagent-host: {private_config / 'subagents.json'}: not valid JSON (Expecting "
+        "property name enclosed in double quotes: line 1 column 2 (char 1)); the server does "
+        "not start while a safety setting cannot be read\n"
+    )
 
 
 def test_help_describes_the_configuration_files(

@@ -1,5 +1,6 @@
 """Configuration files: global < trusted project < --config, field by field; every
-problem a diagnostic naming the file and the field, never a stop."""
+problem a diagnostic naming the file and the field; a stop (an `error`) only for a
+safety setting or a file that cannot be read (tests/test_settings_safety.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from subagent_host.settings import (
     SettingsDiagnostic,
     load_settings,
 )
+from subagent_host.settings.layers import REFUSED
 from tests.e2e.harness import running_server
 from tests.e2e.test_runs import call
 
@@ -236,6 +238,7 @@ VALID = {
     "log_file": "/tmp/x.log",
     "trusted_projects": ["/tmp"],
 }
+# Values of fields that are no safety settings: each is ignored with a warning.
 INVALID = [
     ("default_model", ""),
     ("default_model", "two words"),
@@ -265,15 +268,7 @@ INVALID = [
     ("default_mode", "foreground"),
     ("history_limit", 0),
     ("history_limit", 1_000_001),
-    ("enable_continue", "false"),
-    ("enable_continue", 0),
-    ("require_preflight", "yes"),
-    ("require_preflight", 1),
-    ("require_egress_consent", "true"),
-    ("require_egress_consent", 1),
     ("default_backend", "gemini"),
-    ("state_dir", ""),
-    ("state_dir", "/etc/hostname"),
     ("framing", "xml"),
     ("max_message_bytes", 10),
     ("grace_ms", -1),
@@ -281,10 +276,7 @@ INVALID = [
     ("log_level", "loud"),
     ("log_file", "/nonexistent/dir/host.log"),
     ("log_file", "/tmp"),
-    ("trusted_projects", "/tmp"),
-    ("trusted_projects", ["/tmp", 3]),
     ("model_profiles", []),
-    ("backends", 3),
 ]
 
 
@@ -437,7 +429,7 @@ def test_an_unknown_field_is_a_warning_and_suggests_a_near_name(dirs: Dirs) -> N
         (b'{"default_model": "\xff"}', "unreadable"),
     ],
 )
-def test_a_file_that_is_not_a_json_object_is_ignored_with_one_warning(
+def test_a_file_that_is_not_a_json_object_is_a_refusal(
     dirs: Dirs, tmp_path: Path, content: bytes, code: str
 ) -> None:
     write(dirs.global_file, {"default_model": "g-model"})
@@ -445,17 +437,19 @@ def test_a_file_that_is_not_a_json_object_is_ignored_with_one_warning(
     explicit.write_bytes(content)
     settings, _ = dirs.load(explicit)
     [note] = settings.diagnostics
-    assert (note.severity, note.code, note.file, note.field) == ("warning", code, str(explicit),
+    assert (note.severity, note.code, note.file, note.field) == ("error", code, str(explicit),
                                                                    None)  # fmt: skip
     assert note.message.startswith(f"{explicit}: ")
-    assert settings.default_model == "g-model"
+    assert note.message.endswith(f"; {REFUSED}")
+    assert settings.refusal == note
     assert settings.files == (str(dirs.global_file),)
 
 
-def test_an_unreadable_global_file_is_a_warning(dirs: Dirs) -> None:
+def test_an_unreadable_global_file_is_a_refusal(dirs: Dirs) -> None:
     dirs.global_file.mkdir()  # exists, cannot be read as a file
     settings, _ = dirs.load()
     assert codes(settings) == [("unreadable", None)]
+    assert settings.refusal is not None
 
 
 def test_a_fifo_or_a_huge_file_is_not_read(dirs: Dirs) -> None:
@@ -466,11 +460,18 @@ def test_a_fifo_or_a_huge_file_is_not_read(dirs: Dirs) -> None:
     settings, _ = dirs.load()
     assert codes(settings) == [("unreadable", None)]
     assert "larger than" in settings.diagnostics[0].message
+    assert settings.diagnostics[0].severity == "error"
 
 
-def test_a_vanished_explicit_file_is_a_warning(dirs: Dirs, tmp_path: Path) -> None:
+def test_a_vanished_explicit_file_is_a_refusal(dirs: Dirs, tmp_path: Path) -> None:
     settings, _ = dirs.load(tmp_path / "gone.json")
     assert codes(settings) == [("unreadable", None)]
+    assert settings.refusal is not None
+
+
+def test_a_missing_global_or_project_file_is_simply_absent(dirs: Dirs) -> None:
+    settings, _ = dirs.load(trusted=[dirs.project])
+    assert settings == Settings() and settings.refusal is None
 
 
 def test_a_file_named_twice_is_read_once(dirs: Dirs) -> None:
@@ -488,25 +489,25 @@ def test_executables_are_read_per_backend_and_merged(dirs: Dirs, tmp_path: Path)
     assert settings.backend_executables == {"pi": "/opt/pi", "codex": "codex2"}
 
 
-def test_each_backend_problem_is_a_warning_naming_file_and_field(
-    dirs: Dirs, tmp_path: Path
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"pi": {"executable": ""}}, 'pi.executable "" is not a non-empty string'),
+        ({"nope": {}}, 'unknown backend "nope" (known: pi, claude, codex)'),
+        ({"claude": {"executable": "claude", "args": []}},
+         'claude {"executable": "claude", "args": []} is not an object {executable}'),
+        ({"codex": "codex"}, 'codex "codex" is not an object {executable}'),
+    ],
+)  # fmt: skip
+def test_each_backend_problem_is_a_refusal_naming_file_field_and_member(
+    dirs: Dirs, tmp_path: Path, value: object, reason: str
 ) -> None:
-    config = write(
-        tmp_path / "c.json",
-        {"backends": {"pi": {"executable": ""}, "nope": {}, "codex": {"executable": "codex2"},
-                      "claude": {"executable": "claude", "args": []}}},
-    )  # fmt: skip
+    config = write(tmp_path / "c.json", {"backends": value})
     settings, _ = dirs.load(config)
-    assert settings.backend_executables == {"codex": "codex2", "claude": "claude"}
-    assert codes(settings) == [
-        ("invalid-field", "backends.pi.executable"),
-        ("invalid-field", "backends.nope"),
-        ("unknown-field", "backends.claude.args"),
-    ]
-    assert all(str(config) in note.message for note in settings.diagnostics)
-    assert "backends.pi.executable: must be a non-empty string; default kept" in (
-        settings.diagnostics[0].message
-    )
+    assert settings.backend_executables == {}
+    [note] = settings.diagnostics
+    assert (note.severity, note.code, note.field) == ("error", "invalid-field", "backends")
+    assert note.message == f"{config}: backends: {reason}; {REFUSED}"
 
 
 def test_settings_are_hashable_so_the_server_config_is() -> None:

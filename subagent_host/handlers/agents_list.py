@@ -3,23 +3,27 @@
 Definitions are read afresh on every call (the user's config directory, then a
 trusted project's `.pi/`), each listed with the model, effort, tools and mode a
 spawn of it would run with today (profiles and configuration defaults applied).
-Diagnostics cover the definitions that cannot be used and the configuration
-files' problems.
+Those the configuration's `agents` lists disable are left out, or with `all: true`
+listed with `disabled` saying which list of which file. Diagnostics cover the
+definitions that cannot be used and the configuration files' problems.
 """
 
 from __future__ import annotations
 
 from subagent_host.agents.effective import effective
 from subagent_host.handlers.context import HandlerContext
-from subagent_host.rpc.wire import AgentInfo, AgentsListParams, AgentsListResult
+from subagent_host.rpc.wire import AgentDisabledInfo, AgentInfo, AgentsListParams, AgentsListResult
 from subagent_host.values.facts import Diagnostic
 
 
-async def handle(_params: AgentsListParams, ctx: HandlerContext) -> AgentsListResult:
+async def handle(params: AgentsListParams, ctx: HandlerContext) -> AgentsListResult:
     catalog = await ctx.agent_catalog()
     settings = ctx.config.settings
     agents = []
     for definition in sorted(catalog.agents.values(), key=lambda d: d.key):
+        disabled = settings.agents.disabled_by(definition.name)
+        if disabled is not None and not params.all_:
+            continue
         wanted = effective(definition, settings)
         agents.append(
             AgentInfo(
@@ -32,6 +36,9 @@ async def handle(_params: AgentsListParams, ctx: HandlerContext) -> AgentsListRe
                 effort=wanted.effort,
                 tools=wanted.tools,
                 mode=wanted.mode,
+                disabled=None
+                if disabled is None
+                else AgentDisabledInfo(disabled.by, disabled.file, disabled.pattern),
             )
         )
     diagnostics = [Diagnostic(d.severity, d.code, d.message, d.path) for d in catalog.diagnostics]

@@ -47,7 +47,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
             grant.run_id,
             grant.index,
             grant.overrides,
-            check_agent=definition_check(await ctx.agent_catalog()),
+            check_agent=definition_check(await ctx.agent_catalog(), ctx.config.settings.agents),
             enabled=ctx.resume_enabled,
             egress_consent_required=ctx.config.require_egress_consent,
         )

@@ -30,7 +30,7 @@ async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> Prefl
             request.run_id,
             request.index,
             overrides,
-            check_agent=definition_check(await ctx.agent_catalog()),
+            check_agent=definition_check(await ctx.agent_catalog(), ctx.config.settings.agents),
             enabled=ctx.resume_enabled,
             egress_consent_required=ctx.config.require_egress_consent,
         )

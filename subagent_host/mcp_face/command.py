@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import OneLineParser, add_serve_options
+from subagent_host.cli import OneLineParser, add_serve_options, parse_config
 from subagent_host.server_process import server_command, start_server_process
 
 PROG: Final = f"{SERVER_NAME} mcp"  # as mcp_face/server.py names it
@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     build_parser().parse_args(argv)  # a bad option: one line, exit 2
+    # A safety setting that cannot be read: serve's one line and exit 2, here, rather
+    # than an MCP server whose every tool call fails (protocol.md §19).
+    parse_config(argv)
     if not all(importlib.util.find_spec(name) for name in SDK_PACKAGES):
         print(MISSING_SDK, file=sys.stderr)  # before anything starts
         return EXIT_USAGE

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from subagent_host.rpc.wire import AgentsListResult, RunList, RunSnapshot
+from subagent_host.rpc.wire import AgentDisabledInfo, AgentsListResult, RunList, RunSnapshot
 from subagent_host.values import TERMINAL
 from subagent_host.values.facts import Diagnostic, Usage
 
@@ -48,9 +48,19 @@ def runs_text(listing: RunList) -> str:
 
 def agents_text(result: AgentsListResult) -> str:
     """The agent definitions, one line each, then the problems found."""
-    lines = [f"{agent.name} ({agent.source}): {agent.description}" for agent in result.agents]
+    lines = [
+        f"{agent.name} ({agent.source}): {agent.description}" + disabled_text(agent.disabled)
+        for agent in result.agents
+    ]
     lines = lines or ["no agent definitions found"]
     return "\n".join(lines + diagnostics_lines(result.diagnostics))
+
+
+def disabled_text(disabled: AgentDisabledInfo | None) -> str:
+    if disabled is None:
+        return ""
+    pattern = f" pattern {disabled.pattern!r}" if disabled.pattern is not None else ""
+    return f" [disabled by {disabled.by}{pattern} of {disabled.file}]"
 
 
 def diagnostics_lines(diagnostics: Sequence[Diagnostic]) -> list[str]:

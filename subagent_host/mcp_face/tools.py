@@ -113,7 +113,7 @@ async def stop(host: Host, arguments: StopParams, report: Report) -> Answer:
 
 
 async def agents_list(host: Host, arguments: AgentsListParams, report: Report) -> Answer:
-    result = await host.agents_list()
+    result = await host.agents_list(all_=arguments.all_)
     return result, agents_text(result)
 
 
@@ -163,7 +163,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
         ),
         Tool(
             "agents_list",
-            "The named agent definitions spawn's agent can run, with their descriptions.",
+            "The named agent definitions spawn's agent can run, with their descriptions; "
+            "all: true also lists those the configuration disables, each saying why.",
             AgentsListParams,
             (AgentsListResult,),
             agents_list,

@@ -40,6 +40,7 @@ from subagent_host.planning.views import (
 from subagent_host.rpc.wire import (
     EVENT_FIELDS,
     TRACE_VALUES,
+    AgentDisabledInfo,
     AgentInfo,
     ChildSnapshot,
     EventWire,
@@ -56,6 +57,7 @@ from subagent_host.runs.state import (
     STEP_RUNNING,
     RunStatus,
 )
+from subagent_host.settings.agent_filter import DISABLED, ENABLED
 from subagent_host.settings.model import AGENT_BACKENDS, BACKENDS
 from subagent_host.store.database import PERSISTENCE_MEMORY, PERSISTENCE_SQLITE
 from subagent_host.values import (
@@ -127,6 +129,7 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (Diagnostic, "severity"): (ERROR, WARNING, INFO),
     (AgentInfo, "source"): SOURCES,
     (AgentRef, "source"): SOURCES,
+    (AgentDisabledInfo, "by"): (ENABLED, DISABLED),
     (PingResult, "process_tracking"): tuple(mode.value for mode in TrackingMode),
     (PingResult, "persistence"): (PERSISTENCE_SQLITE, PERSISTENCE_MEMORY),
     (InitializeParams, "trace"): TRACE_VALUES,

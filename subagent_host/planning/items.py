@@ -212,6 +212,15 @@ def _agent(
     """The definition an `agent` item names; a diagnostic when there is none to use."""
     if name is None:
         return None
+    # The configured lists first: a disabled name is refused whatever its definitions.
+    if (disabled := sources.settings.agents.disabled_by(name)) is not None:
+        problems.error(
+            "agent-disabled",
+            f"the agent {name!r} is disabled by {disabled.describe()} (see agents/list "
+            "with all: true)",
+            path,
+        )
+        return None
     found = sources.catalog.lookup(name) if sources.catalog is not None else None
     if isinstance(found, AgentDefinition):
         return found

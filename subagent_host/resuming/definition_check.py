@@ -4,7 +4,7 @@ A resume fails closed unless the name still resolves to the same file (real
 path) with the same digest. A definition that appeared since in a directory
 searched later (a project's, shadowing the user's) is never substituted, and
 neither is an edited file, a deleted one, or one now blocked by a malformed
-definition of the same name.
+definition of the same name; nor is an agent the configuration now disables.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.planning.views import AgentRef
 from subagent_host.resuming.target import AgentCheck
+from subagent_host.settings import AgentFilter
 
 
-def definition_check(catalog: AgentCatalog) -> AgentCheck:
+def definition_check(catalog: AgentCatalog, agents: AgentFilter) -> AgentCheck:
     def check(launched: AgentRef) -> tuple[str, str] | None:
         name, path = launched.name, launched.path
+        if (disabled := agents.disabled_by(name)) is not None:
+            return "agent-disabled", f"the agent {name!r} is disabled by {disabled.describe()}"
         found = catalog.lookup(name)
         if found is None:
             return "agent-definition-gone", f"the agent definition {name!r} ({path}) is gone"

@@ -660,12 +660,28 @@ class StatusParams:
 
 @attrs.frozen
 class AgentsListParams:
-    """`agents/list` takes no params."""
+    all_: bool | None = None
+    """Wire name `all`: true lists the agents the configuration disables too, each with
+    `disabled` saying why; absent or false: only those `spawn {agent}` can use."""
+
+
+@attrs.frozen
+class AgentDisabledInfo:
+    """Why the configuration's `agents` lists disable an agent (protocol.md §19)."""
+
+    by: str
+    """`agents.disabled` (a pattern of that list matches the name; it wins over any enabled
+    one) or `agents.enabled` (that list does not name the agent)."""
+    file: str
+    """The configuration file whose list decided."""
+    pattern: str | None = None
+    """The `agents.disabled` pattern that matches; absent for `agents.enabled`."""
 
 
 @attrs.frozen
 class AgentInfo:
-    """One agent definition `spawn {agent}` can use, with what it would run with."""
+    """One agent definition, with what it would run with: one `spawn {agent}` can use,
+    or (listed with `all: true`) one the configuration disables."""
 
     name: str
     """The definition's name (matched case-insensitively)."""
@@ -687,12 +703,16 @@ class AgentInfo:
     mode: str | None = None
     """`task` or `background`: the mode of a single spawn of it that names none; absent when none is
     set."""
+    disabled: AgentDisabledInfo | None = None
+    """Present when the configuration disables the agent (only with `all: true`): a spawn
+    of it is refused with `agent-disabled`."""
 
 
 @attrs.frozen
 class AgentsListResult:
     agents: tuple[AgentInfo, ...]
-    """The definitions `spawn {agent}` can use."""
+    """The definitions `spawn {agent}` can use (with `all: true`, every usable definition,
+    the disabled ones marked)."""
     diagnostics: tuple[Diagnostic, ...]
     """Problems of the definitions (their `path` is the file) and of the configuration files."""
 

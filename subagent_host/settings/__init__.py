@@ -19,20 +19,25 @@ Paths in a file are `~`-expanded, and a relative one is taken from the file's
 own directory.
 
 The server reads the files once at start and never writes them. A missing global
-or project file is simply absent. Any problem (an unreadable file, bad JSON, an
-unknown or invalid field) is a diagnostic naming the file and the field, and that
-field keeps the default or the lower-precedence file's value: a bad line in a
-configuration file never stops the server. This module reads files and nothing
-else of ours: `cli.py` applies the command line on top, `app.py` logs the
+or project file is simply absent. A problem (an unknown or invalid field) is a
+diagnostic naming the file and the field, and that field keeps the default or the
+lower-precedence file's value, except where falling back would weaken a protection:
+a safety setting (`FieldRule(safety=True)`) that cannot be read, or a file that
+cannot be read as a JSON object at all, is an `error` diagnostic (`Settings.refusal`),
+and the server does not start (`cli.parse_config` exits 2). This module reads files
+and nothing else of ours: `cli.py` applies the command line on top, `app.py` logs the
 diagnostics.
 
 The package, one job a module: `model` holds the public types and the ranges
 (`Settings`, `ModelProfile`, `SettingsDiagnostic`); `fields` checks each field's
 value and holds the table of fields; `layers` reads one file into a `Layer`;
-`loader` finds the files, reads them in order and merges them into `Settings`.
+`loader` finds the files, reads them in order and merges them into `Settings`;
+`agent_filter` merges and asks the `agents` lists.
 """
 
 # `X as X` marks each name as re-exported (PEP 484); these are the names other code imports.
+from subagent_host.settings.agent_filter import AgentDisabled as AgentDisabled
+from subagent_host.settings.agent_filter import AgentFilter as AgentFilter
 from subagent_host.settings.fields import file_path as file_path
 from subagent_host.settings.loader import load_settings as load_settings
 from subagent_host.settings.model import EXECUTORS as EXECUTORS

@@ -10,7 +10,9 @@ from typing import Final
 
 import attrs
 
+from subagent_host.settings.agent_filter import AgentLists
 from subagent_host.settings.model import (
+    AGENT_BACKENDS,
     BACKENDS,
     EXECUTORS,
     LOCAL,
@@ -55,6 +57,11 @@ ValueError with the reason when it is invalid."""
 class FieldRule:
     check: Check
     in_project: bool = True
+    """False: a server option, set only in the global and `--config` files."""
+    safety: bool = False
+    """True: a value that cannot be read stops the server (exit 2) instead of being
+    ignored, since falling back to the default would weaken a protection the user
+    asked for (protocol.md §19)."""
 
 
 # --- field checks ---------------------------------------------------------------
@@ -217,6 +224,47 @@ def check_executor(value: object, _base: Path) -> ExecutorChoice:
     return ExecutorChoice(kind=str(kind), **words)
 
 
+def check_backends(value: object, _base: Path) -> dict[str, str]:
+    """`{pi|claude|codex: {executable}}`: the program each agent backend runs."""
+    known = ", ".join(AGENT_BACKENDS)
+    if not isinstance(value, dict):
+        raise ValueError(f"{show(value)} is not an object {{{known}: {{executable}}}}")
+    found: dict[str, str] = {}
+    for name, entry in value.items():
+        if name not in AGENT_BACKENDS:
+            raise ValueError(f"unknown backend {show(name)} (known: {known})")
+        if not isinstance(entry, dict) or set(entry) != {"executable"}:
+            raise ValueError(f"{name} {show(entry)} is not an object {{executable}}")
+        executable = entry["executable"]
+        if not isinstance(executable, str) or not executable or "\0" in executable:
+            raise ValueError(f"{name}.executable {show(executable)} is not a non-empty string")
+        found[name] = executable
+    return found
+
+
+def check_agents(value: object, _base: Path) -> AgentLists:
+    """`{enabled?, disabled?}`: arrays of agent names or fnmatch globs."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{show(value)} is not an object {{enabled, disabled}}")
+    unknown = sorted(set(value) - {"enabled", "disabled"})
+    if unknown:
+        raise ValueError(f"unknown member {unknown[0]!r} (agents is {{enabled, disabled}})")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in ("enabled", "disabled"):
+        patterns = value.get(key)
+        if patterns is None:
+            continue
+        if not isinstance(patterns, list) or not all(
+            isinstance(item, str) and item.strip() and "\0" not in item for item in patterns
+        ):
+            raise ValueError(
+                f"{key} {show(patterns)} is not an array of agent names or globs "
+                "(non-empty strings)"
+            )
+        lists[key] = tuple(patterns)
+    return AgentLists(**lists)
+
+
 def check_log_level(value: object, base: Path) -> str:
     checked = one_of(LOG_LEVELS, fold_case=True)(value, base)
     assert isinstance(checked, str)
@@ -236,15 +284,19 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     # The history of the whole state directory: a project's limit would prune other
     # projects' runs, and their worktrees.
     "history_limit": FieldRule(int_in_range(1, MAX_HISTORY_LIMIT), in_project=False),
-    "enable_continue": FieldRule(check_bool),
+    # Safety settings (safety=True): one that cannot be read stops the server, where its
+    # default would weaken what the user asked for (protocol.md §19 says why for each).
+    "enable_continue": FieldRule(check_bool, safety=True),
+    # Narrowing only, in a project's file (settings/agent_filter.py).
+    "agents": FieldRule(check_agents, safety=True),
     "default_backend": FieldRule(one_of(BACKENDS)),
     "session_resources": FieldRule(one_of(SESSION_RESOURCES)),
     # Server options: the global and --config files only.
-    "state_dir": FieldRule(check_state_dir, in_project=False),
+    "state_dir": FieldRule(check_state_dir, in_project=False, safety=True),
     "framing": FieldRule(one_of(FRAMINGS), in_project=False),
-    "process_tracking": FieldRule(one_of(PROCESS_TRACKING), in_project=False),
+    "process_tracking": FieldRule(one_of(PROCESS_TRACKING), in_project=False, safety=True),
     # A project must not send its user's children to another machine.
-    "executor": FieldRule(check_executor, in_project=False),
+    "executor": FieldRule(check_executor, in_project=False, safety=True),
     "max_message_bytes": FieldRule(
         int_in_range(MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES), in_project=False
     ),
@@ -257,18 +309,19 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "log_format": FieldRule(one_of(LOG_FORMATS), in_project=False),
     "session": FieldRule(check_session, in_project=False),
     # A project must not relax the admission policy its user chose.
-    "require_preflight": FieldRule(check_bool, in_project=False),
+    "require_preflight": FieldRule(check_bool, in_project=False, safety=True),
     # Likewise the consent its user asks before prompts and files go to a model provider.
-    # A safety setting: a malformed value should refuse to start the server, not be ignored.
-    "require_egress_consent": FieldRule(check_bool, in_project=False),
+    "require_egress_consent": FieldRule(check_bool, in_project=False, safety=True),
     # Limits that have no option of their own (protocol.md §5).
     "max_parallel": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "workflow_parallelism": FieldRule(int_in_range(1, MAX_PARALLEL), in_project=False),
     "output_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
     "output_cap_lines": FieldRule(int_in_range(1, MAX_CAP_LINES), in_project=False),
     "previous_cap_bytes": FieldRule(int_in_range(MIN_CAP_BYTES, MAX_CAP_BYTES), in_project=False),
+    # Which projects' definitions and settings are read, and which programs run.
+    "trusted_projects": FieldRule(check_paths, in_project=False, safety=True),
+    "backends": FieldRule(check_backends, in_project=False, safety=True),
 }
-# Fields read by their own code rather than by a FieldRule.
-SPECIAL_FIELDS: Final = ("model_profiles", "backends", "trusted_projects")
-SERVER_ONLY_SPECIAL: Final = ("backends", "trusted_projects")
+# Fields read by their own code rather than by a FieldRule (any file; never a safety one).
+SPECIAL_FIELDS: Final = ("model_profiles",)
 KNOWN: Final = (*FIELDS, *SPECIAL_FIELDS, *EFFORT_KEYS)

@@ -18,18 +18,18 @@ from subagent_host.settings.fields import (
     FIELDS,
     KNOWN,
     PROFILE_EFFORT_KEYS,
-    SERVER_ONLY_SPECIAL,
     SPECIAL_FIELDS,
-    Check,
+    FieldRule,
     check_effort,
     check_model,
-    check_paths,
     show,
 )
-from subagent_host.settings.model import AGENT_BACKENDS, ModelProfile, SettingsDiagnostic
+from subagent_host.settings.model import ERROR, ModelProfile, SettingsDiagnostic
 
 # A settings file is a few hundred bytes; a bigger one is a mistake, not settings.
 MAX_FILE_BYTES: Final = 1024 * 1024
+# The end of a refusal's line: what the server does about it.
+REFUSED: Final = "the server does not start while a safety setting cannot be read"
 
 
 class Scope(enum.Enum):
@@ -53,37 +53,53 @@ class Layer:
     """The file was read and is a JSON object, so its fields count."""
     values: dict[str, object] = attrs.Factory(dict)
     profiles: dict[str, ModelProfile] = attrs.Factory(dict)
-    backends: dict[str, str] = attrs.Factory(dict)
-    trusted: tuple[Path, ...] = ()
     diagnostics: list[SettingsDiagnostic] = attrs.Factory(list)
 
+    @property
+    def trusted(self) -> tuple[Path, ...]:
+        """Its `trusted_projects`."""
+        paths = self.values.get("trusted_projects", ())
+        assert isinstance(paths, tuple)  # check_paths returned it
+        return paths
+
     def warn(self, code: str, field: str | None, message: str) -> None:
+        self._note("warning", code, field, message)
+
+    def refuse(self, code: str, field: str | None, message: str) -> None:
+        """A problem the server must not start with (a safety setting it cannot read)."""
+        self._note(ERROR, code, field, f"{message}; {REFUSED}")
+
+    def _note(self, severity: str, code: str, field: str | None, message: str) -> None:
         where = f"{self.path}: {field}" if field is not None else str(self.path)
         self.diagnostics.append(
-            SettingsDiagnostic("warning", code, f"{where}: {message}", str(self.path), field)
+            SettingsDiagnostic(severity, code, f"{where}: {message}", str(self.path), field)
         )
 
 
 def read_layer(path: Path, scope: Scope, *, required: bool) -> Layer | None:
-    """Read and check one file; None when an optional file does not exist."""
+    """Read and check one file; None when an optional file does not exist.
+
+    A file that exists (or is required) but cannot be read as a JSON object is a
+    refusal: any safety setting it holds cannot be read.
+    """
     layer = Layer(path=path, scope=scope)
     try:
         text = read_text(path)
     except (FileNotFoundError, NotADirectoryError) as exc:
         if not required:
             return None
-        layer.warn("unreadable", None, f"cannot read it ({exc}); its settings are ignored")
+        layer.refuse("unreadable", None, f"cannot read it ({exc})")
         return layer
     except (OSError, UnicodeDecodeError) as exc:
-        layer.warn("unreadable", None, f"cannot read it ({exc}); its settings are ignored")
+        layer.refuse("unreadable", None, f"cannot read it ({exc})")
         return layer
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        layer.warn("invalid-json", None, f"not valid JSON ({exc}); its settings are ignored")
+        layer.refuse("invalid-json", None, f"not valid JSON ({exc})")
         return layer
     if not isinstance(data, dict):
-        layer.warn("not-an-object", None, "not a JSON object; its settings are ignored")
+        layer.refuse("not-an-object", None, "not a JSON object")
         return layer
     layer.is_used = True
     read_fields(layer, data)
@@ -110,21 +126,16 @@ def read_fields(layer: Layer, data: Mapping[str, object]) -> None:
             continue
         if value is None or key in EFFORT_KEYS:  # null leaves the field unset
             continue
-        in_project = rule.in_project if rule is not None else key not in SERVER_ONLY_SPECIAL
-        if not in_project and not is_allowed(layer, key):
-            continue
-        if rule is not None:
-            checked = check_field(layer, key, value, rule.check, base)
-            if checked is not None:
-                layer.values[key] = checked
-        elif key == "model_profiles":
+        if rule is None:
             layer.profiles = read_profiles(layer, value)
-        elif key == "backends":
-            layer.backends = read_backends(layer, value)
-        else:
-            trusted = check_field(layer, key, value, check_paths, base)
-            if isinstance(trusted, tuple):
-                layer.trusted = trusted
+            continue
+        # A server option in a project's file is ignored, never read: the user's value
+        # (or the default) stands, which a project could only have loosened.
+        if not rule.in_project and not is_allowed(layer, key):
+            continue
+        checked = check_field(layer, key, value, rule, base)
+        if checked is not None:
+            layer.values[key] = checked
     read_effort(layer, data)
 
 
@@ -145,12 +156,15 @@ def is_allowed(layer: Layer, key: str) -> bool:
     return False
 
 
-def check_field(layer: Layer, field: str, value: object, check: Check, base: Path) -> object:
-    """The checked value, or None after a diagnostic."""
+def check_field(layer: Layer, field: str, value: object, rule: FieldRule, base: Path) -> object:
+    """The checked value, or None after a diagnostic (a refusal for a safety setting)."""
     try:
-        return check(value, base)
+        return rule.check(value, base)
     except ValueError as exc:
-        layer.warn("invalid-field", field, f"{exc}; ignored")
+        if rule.safety:
+            layer.refuse("invalid-field", field, str(exc))
+        else:
+            layer.warn("invalid-field", field, f"{exc}; ignored")
         return None
 
 
@@ -159,7 +173,7 @@ def read_effort(layer: Layer, data: Mapping[str, object]) -> None:
     effort = one_alias(layer, given, "default_effort")
     if effort is not None:
         key, value = effort
-        checked = check_field(layer, key, value, check_effort, layer.path.parent)
+        checked = check_field(layer, key, value, FieldRule(check_effort), layer.path.parent)
         if checked is not None:
             layer.values["default_effort"] = checked
 
@@ -217,43 +231,14 @@ def read_profile(layer: Layer, field: str, entry: Mapping[str, object]) -> Model
             )
     model = None
     if entry.get("model") is not None:
-        model = check_field(layer, f"{field}.model", entry["model"], check_model, base)
+        model = check_field(layer, f"{field}.model", entry["model"], FieldRule(check_model), base)
     effort = None
     given = {key: entry[key] for key in PROFILE_EFFORT_KEYS if entry.get(key) is not None}
     agreed = one_alias(layer, given, f"{field}.effort")
     if agreed is not None:
         key, value = agreed
-        effort = check_field(layer, f"{field}.{key}", value, check_effort, base)
+        effort = check_field(layer, f"{field}.{key}", value, FieldRule(check_effort), base)
     return ModelProfile(
         model=model if isinstance(model, str) else None,
         effort=effort if isinstance(effort, str) else None,
     )
-
-
-def read_backends(layer: Layer, value: object) -> dict[str, str]:
-    """`backends`: `{pi|claude|codex: {executable}}`; a bad entry keeps its default."""
-    if not isinstance(value, dict):
-        layer.warn("invalid-field", "backends", "backends must be an object; ignored")
-        return {}
-    found: dict[str, str] = {}
-    for name, entry in value.items():
-        field = f"backends.{name}"
-        if name not in AGENT_BACKENDS:
-            layer.warn(
-                "invalid-field", field, f"unknown backend (known: {', '.join(AGENT_BACKENDS)})"
-            )
-            continue
-        if isinstance(entry, dict):
-            for key in entry:
-                if key != "executable":
-                    layer.warn(
-                        "unknown-field", f"{field}.{key}", "unknown field (known: executable)"
-                    )
-        executable = entry.get("executable") if isinstance(entry, dict) else None
-        if not isinstance(executable, str) or not executable or "\0" in executable:
-            layer.warn(
-                "invalid-field", f"{field}.executable", "must be a non-empty string; default kept"
-            )
-            continue
-        found[name] = executable
-    return found

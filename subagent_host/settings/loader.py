@@ -9,6 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
+from subagent_host.settings.agent_filter import AgentLists, merge_agent_lists
 from subagent_host.settings.layers import Layer, Scope, read_layer
 from subagent_host.settings.model import (
     FILE_NAME,
@@ -31,7 +32,8 @@ def load_settings(
     Called once by `cli.parse_config`, before the server starts. The project is
     trusted when its real path is that of a `trusted` directory (`--trust-project`)
     or of a `trusted_projects` entry of the global or explicit file; only then is
-    its `.pi/subagents.json` read. Never raises for a file's content.
+    its `.pi/subagents.json` read. Never raises for a file's content: a problem the
+    server must not start with is an `error` diagnostic (`Settings.refusal`).
     """
     explicit_real = _realpath(explicit) if explicit is not None else None
     global_path = config_dir / FILE_NAME
@@ -78,10 +80,16 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
     values: dict[str, object] = {}
     executables: dict[str, str] = {}
     trusted: list[Path] = []
+    user_agents: list[tuple[AgentLists, str]] = []
+    project_agents: list[tuple[AgentLists, str]] = []
     for layer in layers:
         values.update(layer.values)
-        executables.update(layer.backends)
+        # Per backend, per path, per list: these fields merge below the field's level.
+        executables.update(pick(layer.values, "backends", dict) or {})
         trusted.extend(path for path in layer.trusted if path not in trusted)
+        if (lists := pick(layer.values, "agents", AgentLists)) is not None:
+            is_project = layer.scope is Scope.PROJECT
+            (project_agents if is_project else user_agents).append((lists, str(layer.path)))
     user = [layer.profiles for layer in layers if layer.scope is not Scope.PROJECT]
     project = [layer.profiles for layer in layers if layer.scope is Scope.PROJECT]
     return Settings(
@@ -119,6 +127,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         require_preflight=pick(values, "require_preflight", bool),
         require_egress_consent=pick(values, "require_egress_consent", bool),
         trusted_projects=tuple(trusted),
+        agents=merge_agent_lists(user_agents, project_agents),
         files=tuple(str(layer.path) for layer in layers if layer.is_used),
         diagnostics=(*(note for layer in layers for note in layer.diagnostics), *notes),
     )

@@ -10,6 +10,8 @@ from typing import Final
 
 import attrs
 
+from subagent_host.settings.agent_filter import AgentFilter
+
 FILE_NAME: Final = "subagents.json"
 PROJECT_FILE: Final = Path(".pi") / FILE_NAME
 
@@ -39,6 +41,8 @@ EXECUTORS: Final = (LOCAL, RAY)
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 # `text` for a person, `json` (one object per line) for a machine (logs.py).
 LOG_FORMATS: Final = ("text", "json")
+# The severity of a problem the server does not start with.
+ERROR: Final = "error"
 
 
 @attrs.frozen
@@ -46,8 +50,9 @@ class SettingsDiagnostic:
     """One problem found in a configuration file; the server logs it and goes on."""
 
     severity: str
-    """`warning` (a field or file was ignored) or `info` (worth knowing, nothing ignored
-    that was meant to be read)."""
+    """`error` (a safety setting, or a whole file, cannot be read: the server does not
+    start), `warning` (a field or file was ignored) or `info` (worth knowing, nothing
+    ignored that was meant to be read)."""
     code: str
     """unreadable, invalid-json, not-an-object, invalid-field, unknown-field,
     not-allowed-in-project, conflicting-aliases, untrusted-project."""
@@ -162,7 +167,14 @@ class Settings:
     (`--require-egress-consent`)."""
     trusted_projects: tuple[Path, ...] = ()
     """Resolved, from the global and `--config` files together."""
+    agents: AgentFilter = attrs.Factory(AgentFilter)
+    """The agents that may be delegated to (`agents: {enabled, disabled}`); empty: all."""
     files: tuple[str, ...] = ()
     """The files whose settings were used, lowest precedence first."""
     diagnostics: tuple[SettingsDiagnostic, ...] = ()
     """The problems found in the files."""
+
+    @property
+    def refusal(self) -> SettingsDiagnostic | None:
+        """The first problem the server must not start with, if any (protocol.md §19)."""
+        return next((note for note in self.diagnostics if note.severity == ERROR), None)

@@ -14,8 +14,9 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
+from subagent_host.cli import parse_config
 from subagent_host.terminal.diagnosis import Check, diagnose
-from subagent_host.terminal.options import any_path, state_dir_of, subcommand_parser
+from subagent_host.terminal.options import any_path, subcommand_parser
 
 NAME: Final = "doctor"
 MARKS: Final = {True: ("✓", "green"), False: ("✗", "red"), None: ("!", "yellow")}
@@ -31,12 +32,15 @@ def main(argv: Sequence[str]) -> int:
         state_dir=any_path,
     )
     args = parser.parse_args(argv)
-    state_dir = args.state_dir if args.state_dir is not None else state_dir_of(args)
     # The same configuration as `serve` with these options; the state directory to use
     # is chosen by the doctor (it changes nothing in one that is not as it must be).
     server_args = [] if args.config is None else ["--config", str(args.config)]
     for directory in args.trust_project:
         server_args += ["--trust-project", str(directory)]
+    # Read as serve reads it: a safety setting that cannot be read is serve's one line
+    # and exit 2 here too (protocol.md §19).
+    config, _warning = parse_config(server_args)
+    state_dir = args.state_dir if args.state_dir is not None else config.state_dir
     checks = asyncio.run(diagnose(state_dir, server_args))
     console = Console(highlight=False, soft_wrap=True)
     for check in checks:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import IO, Any, Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import add_number, existing_directory
+from subagent_host.cli import add_number, existing_directory, parse_config
 from subagent_host.server_process import server_command, start_server_process
 from subagent_host.terminal.options import server_arguments, subcommand_parser
 from subagent_host.terminal.scope import Scope
@@ -59,8 +59,9 @@ exit status:
   1      any other failure (an agent failed, a command could not start, the server
          could not start or could not run it)
   2      a bad command line (its server's options too: the server's line says why),
+         a safety setting of a configuration file that cannot be read (one line),
          or a launch the server refused (-32602 invalid params,
-         -32003 launch rejected: its message on stderr)
+         -32003 launch rejected: its message on stderr; a disabled agent too)
   75     interrupted: the server ended before the run did (or before answering)
   124    timed out (--timeout-ms, or the configured timeout or stall timeout)
   125    a limit the run was given ended it (an agent's max turns)
@@ -152,6 +153,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
 
 def main(argv: Sequence[str]) -> int:
     args, spawn = parse(argv)
+    # A safety setting that cannot be read: serve's one line and exit 2, before any
+    # server starts (protocol.md §19).
+    parse_config(server_arguments(args))
     try:
         return asyncio.run(_run(args, spawn))
     except KeyboardInterrupt:  # before the handlers were in place or after: nothing ran

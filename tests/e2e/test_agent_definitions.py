@@ -479,22 +479,45 @@ async def test_a_project_agent_still_wins_over_a_later_user_definition_of_its_na
     assert ["Build it." in system for _, system in chat_requests(mock)] == [True, True]
 
 
+def disable_in_project(tmp_path: Path) -> bool:
+    """The project's file enables only another agent (protocol.md §19); still trusted."""
+    write_json(project_pi(tmp_path) / "subagents.json", {"agents": {"enabled": ["other"]}})
+    return True
+
+
+def distrust(tmp_path: Path) -> bool:
+    return False
+
+
+# How a later server cannot use the agent a run was launched from: (the change, which
+# says whether the project stays trusted; the refusal's code).
+CANNOT_USE: Final = {
+    "the project is not trusted": (distrust, "agent-definition-gone"),
+    "the project disables it": (disable_in_project, "agent-disabled"),
+}
+
+
 @with_pi
-async def test_a_project_agents_run_is_not_resumed_by_a_server_that_does_not_trust_the_project(
-    tmp_path: Path, mock: MockLLM
+@pytest.mark.parametrize("case", list(CANNOT_USE))
+async def test_a_project_agents_run_is_not_resumed_by_a_server_that_cannot_use_it_now(
+    tmp_path: Path, mock: MockLLM, case: str
 ) -> None:
+    alter, code = CANNOT_USE[case]
     env = pi_environment(tmp_path, mock.openai_base_url)
     define(project_pi(tmp_path) / "agents", "builder", "builds", "Build it.", model=MOCK_MODEL)
     async with agent_server(tmp_path, env) as server:
         run = await launched(server, "builder")
         await server.finish()
-    async with agent_server(tmp_path, env, trusted=False) as server:  # same state, session
+    trusted = alter(tmp_path)
+    async with agent_server(tmp_path, env, trusted=trusted) as server:  # same state, session
         before = await observe(server, run["runId"])
         resume = {"runId": run["runId"], "message": FOLLOW_UP}
-        await refused(server, resume, "agent-definition-gone")
+        result = await refused(server, resume, code)
+        assert [d["code"] for d in result["diagnostics"]] == [code], result
         await assert_nothing_started(server, run["runId"], before)
         await server.finish()
-    async with agent_server(tmp_path, env) as server:  # trusted again: resumable again
+    (project_pi(tmp_path) / "subagents.json").unlink(missing_ok=True)
+    async with agent_server(tmp_path, env) as server:  # usable again: resumable again
         await approve(server, resume)
         await server.finish()
 

@@ -76,15 +76,16 @@ def test_a_file_names_the_executor_and_the_command_line_overrides_each_part(
         ({"kind": "ray", "address": "two words"}, "is not a non-empty word"),
     ],
 )
-def test_a_bad_executor_in_a_file_is_a_diagnostic_and_children_run_locally(
-    private_config: Path, value: object, message: str
+def test_a_bad_executor_in_a_file_stops_the_server_rather_than_run_children_here(
+    private_config: Path, value: object, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_global(private_config, {"executor": value})
-    config, _ = parse_config([])
-    assert config.executor == ExecutorChoice("local")
-    [problem] = config.settings.diagnostics
-    assert (problem.code, problem.field) == ("invalid-field", "executor"), problem
-    assert message in problem.message, problem
+    with pytest.raises(SystemExit) as stopped:
+        parse_config([])
+    assert stopped.value.code == 2
+    line = capsys.readouterr().err
+    assert line.startswith(f"subagent-host: {private_config / 'subagents.json'}: executor: ")
+    assert message in line and line.count("\n") == 1, line
 
 
 def test_a_project_file_cannot_send_children_to_a_cluster(private_config: Path) -> None:
