@@ -192,6 +192,23 @@ def test_a_project_file_cannot_set_server_options(dirs: Dirs, field: str, value:
     assert without_bookkeeping(settings) == Settings(default_model="kept")
 
 
+@pytest.mark.parametrize(("user", "project", "effective"), [
+    (False, True, False),  # a project cannot turn back on what its user turned off
+    (None, True, None),  # nor say more than the default already does
+    (True, False, False),  # but it may turn resume off for itself
+    (None, False, False),
+])  # fmt: skip
+def test_a_project_may_only_turn_resume_off(
+    dirs: Dirs, user: bool | None, project: bool, effective: bool | None
+) -> None:
+    if user is not None:
+        write(dirs.global_file, {"enable_continue": user})
+    write(dirs.project_file, {"enable_continue": project})
+    settings, _ = dirs.load(trusted=[dirs.project])
+    assert settings.enable_continue is effective
+    assert settings.diagnostics == ()
+
+
 def test_a_project_s_trusted_projects_trust_nothing(dirs: Dirs, tmp_path: Path) -> None:
     other = tmp_path / "other"
     write(dirs.project_file, {"trusted_projects": [str(other)]})

@@ -236,3 +236,33 @@ def test_a_global_file_that_is_not_json_stops_the_server(place: Place) -> None:
         f"enclosed in double quotes: line 1 column 28 (char 27)); {REFUSED}\n"
     )
     assert not place.state.exists()
+
+
+@pytest.mark.parametrize(
+    ("misspelled", "meant"),
+    [("require_prefligt", "require_preflight"), ("enable_contineu", "enable_continue"),
+     ("proces_tracking", "process_tracking"), ("agent", "agents")],
+)  # fmt: skip
+def test_a_misspelled_safety_setting_stops_the_server_naming_the_field_it_resembles(
+    place: Place, misspelled: str, meant: str
+) -> None:
+    # Ignored, `require_prefligt: true` would leave admission open while its user
+    # believes it closed.
+    place.write(place.global_file, {misspelled: True})
+    refusal = place.load().refusal
+    assert refusal is not None
+    assert (refusal.code, refusal.field) == ("unknown-field", misspelled)
+    assert meant in refusal.message
+    result = place.run("--state-dir", str(place.state))
+    assert result.returncode == 2
+    assert result.stderr == refusal_line(
+        place.global_file, misspelled, f"unknown field (did you mean {meant}?)"
+    )
+    assert not place.state.exists()
+
+
+def test_an_unknown_field_resembling_no_safety_setting_is_only_a_warning(place: Place) -> None:
+    place.write(place.global_file, {"default_modle": "x", "zzz": 1})
+    settings = place.load()
+    assert settings.refusal is None
+    assert [note.severity for note in settings.diagnostics] == ["warning", "warning"]

@@ -7,7 +7,7 @@ import difflib
 import enum
 import json
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -122,7 +122,7 @@ def read_fields(layer: Layer, data: Mapping[str, object]) -> None:
     for key, value in data.items():
         rule = FIELDS.get(key)
         if rule is None and key not in SPECIAL_FIELDS and key not in EFFORT_KEYS:
-            layer.warn("unknown-field", key, f"unknown field{did_you_mean(key)}; ignored")
+            read_unknown(layer, key)
             continue
         if value is None or key in EFFORT_KEYS:  # null leaves the field unset
             continue
@@ -139,8 +139,20 @@ def read_fields(layer: Layer, data: Mapping[str, object]) -> None:
     read_effort(layer, data)
 
 
-def did_you_mean(key: str) -> str:
+def read_unknown(layer: Layer, key: str) -> None:
+    """An unknown field is ignored, unless it looks like a misspelled safety setting.
+
+    `require_prefligt: true` ignored would leave admission open while the user believes
+    it closed: that is a safety setting that cannot be read, and stops the server.
+    """
     close = difflib.get_close_matches(key, KNOWN, n=2)
+    if any(FIELDS[name].safety for name in close if name in FIELDS):
+        layer.refuse("unknown-field", key, f"unknown field{did_you_mean(close)}")
+    else:
+        layer.warn("unknown-field", key, f"unknown field{did_you_mean(close)}; ignored")
+
+
+def did_you_mean(close: Sequence[str]) -> str:
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 

@@ -83,7 +83,11 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
     user_agents: list[tuple[AgentLists, str]] = []
     project_agents: list[tuple[AgentLists, str]] = []
     for layer in layers:
-        values.update(layer.values)
+        own = dict(layer.values)
+        if layer.scope is Scope.PROJECT and own.get("enable_continue") is True:
+            # A project may turn resume off for itself, never back on against its user.
+            del own["enable_continue"]
+        values.update(own)
         # Per backend, per path, per list: these fields merge below the field's level.
         executables.update(pick(layer.values, "backends", dict) or {})
         trusted.extend(path for path in layer.trusted if path not in trusted)
