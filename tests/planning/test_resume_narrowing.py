@@ -95,3 +95,26 @@ def test_a_narrowed_codex_child_gets_the_sandbox_of_a_spawn_with_that_access() -
         CodexBackend().prepare(attrs.evolve(CODEX, access=Access(filesystem="read")).item()).argv
     )
     assert "read-only" in " ".join(argv) and argv == spawned
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"tools": ["Read"]},
+        {"thinking": "low"},
+        {"sessionResources": "lean"},
+        {"model": "claude-other"},
+        {"access": {"network": False}, "tools": ["Read"]},  # one refused refuses them all
+    ],
+    ids=["tools", "thinking", "sessionResources", "model", "with-access"],
+)
+def test_an_override_of_anything_but_limits_and_access_is_refused(
+    overrides: dict[str, Any],
+) -> None:
+    refused = [name for name in overrides if name != "access"]
+    problems = check_overrides(project(CLAUDE, ClaudeBackend()), overrides)
+    assert problems == [
+        f"{name} cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns may be "
+        "lowered, and access narrowed); to change it, launch anew"
+        for name in refused
+    ]
