@@ -1,8 +1,8 @@
 """Launch projections: what each child was launched as, kept so a resume runs exactly that.
 
 Every child of every run gets one versioned projection when its run is launched:
-backend, argv template, model, thinking, `sessionResources`, tools with their
-effects, cwd, the
+backend, argv template, the file an agent child's program is (`executable`),
+model, thinking, `sessionResources`, tools with their effects, cwd, the
 names of its environment variables (their values are never stored, not even
 hashed: they may be secrets), its limits, and the agent it came from when there
 was one. Its digest (`sha256:v1:`, canonical JSON) is stored beside it; a
