@@ -275,3 +275,19 @@ async def test_a_projection_stored_before_programs_were_recorded_resumes_as_lega
         resumed = await result_of(server, "resume", {"token": result["token"], "mode": "task"})
         assert (resumed["status"], resumed["children"][0]["attempt"]) == ("completed", 2), resumed
         await server.finish()
+
+
+@needs("pi")
+async def test_a_workflow_agent_child_is_recorded_and_verified_too(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    workflow = {"name": "one-step", "task": "remember MANGO7", "chain": [{"prompt": "{task}"}]}
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        run = await result_of(server, "spawn", {**PI_SPAWN, "workflow": workflow, "mode": "task"})
+        assert run["status"] == "completed", run
+        contract = (await approved(server, run["runId"]))["contract"]
+        assert contract["launchCheck"] == "verified", contract
+        executable = contract["projection"]["executable"]
+        assert executable["path"] == str((AGENT_BIN / "pi").resolve()), executable
+        await server.finish()
