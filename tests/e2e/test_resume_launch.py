@@ -99,6 +99,12 @@ async def approved_run(server: ServerProcess) -> tuple[str, str]:
     return run_id, (await approved(server, run_id))["token"]
 
 
+async def resumes_as_attempt_2(server: ServerProcess, token: str) -> None:
+    """The token runs the child's second attempt, which completes."""
+    resumed = await result_of(server, "resume", {"token": token, "mode": "task"})
+    assert (resumed["status"], resumed["children"][0]["attempt"]) == ("completed", 2), resumed
+
+
 async def assert_launch_refused(
     server: ServerProcess, run_id: str, token: str, changed: list[str]
 ) -> dict[str, Any]:
@@ -146,8 +152,7 @@ async def test_a_resume_of_the_approved_cli_is_verified_and_runs(
             "digest": await asyncio.to_thread(file_digest, program),
             "version": version,
         }, executable
-        resumed = await result_of(server, "resume", {"token": result["token"], "mode": "task"})
-        assert (resumed["status"], resumed["children"][0]["attempt"]) == ("completed", 2), resumed
+        await resumes_as_attempt_2(server, result["token"])
         await server.finish()
 
 
@@ -272,8 +277,7 @@ async def test_a_projection_stored_before_programs_were_recorded_resumes_as_lega
         contract = result["contract"]
         assert contract["launchCheck"] == "legacy", contract
         assert "executable" not in contract["projection"], contract
-        resumed = await result_of(server, "resume", {"token": result["token"], "mode": "task"})
-        assert (resumed["status"], resumed["children"][0]["attempt"]) == ("completed", 2), resumed
+        await resumes_as_attempt_2(server, result["token"])
         await server.finish()
 
 
