@@ -27,6 +27,7 @@ from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.environment import allowed_environment
+from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.backends.lifeline import GuardianLog
 from subagent_host.backends.pi import PiBackend
 from subagent_host.backends.probe import VersionProbes
@@ -131,6 +132,7 @@ def build_run_manager(
     sessions: SessionFiles | None = None,
     new_run_id: Callable[[], str] | None = None,
     executor: Executor[Any] | None = None,
+    identities: ProgramIdentities | None = None,
 ) -> RunOrchestrator:
     services = ChildServices(
         supervisor=supervisor,
@@ -150,6 +152,7 @@ def build_run_manager(
         depth=config.depth,
         sessions=sessions if sessions is not None else session_files(config),
         worktrees=config.state_dir / WORKTREES_DIR,
+        identities=identities,
     )
     return RunOrchestrator(
         services,
@@ -252,6 +255,9 @@ async def _serve_with_store(
             record_projection(run, index, projection)
 
     backends = build_backends(config, pi_sessions)
+    probes = VersionProbes(supervisor, probe_environment(backends))
+    # In the background: ping lists each version once known.
+    probes.start([backend.executable for backend in backends.values() if backend.executable])
     executor = executor_for(config.executor, supervisor, os.environ)
     if isinstance(executor, RayExecutor):
         executor.open_soon()  # joining a cluster takes seconds: not on a first spawn's path
@@ -272,12 +278,10 @@ async def _serve_with_store(
         sessions,
         new_run_id=store.new_run_id,  # reserved on disk: a run may be written late
         executor=executor,
+        identities=ProgramIdentities(probes),
     )
     store.on_pruned(runs.forget)  # a pruned run is gone from memory too
     store.live = runs.get  # a run this server holds is answered from memory
-    probes = VersionProbes(supervisor, probe_environment(backends))
-    # In the background: ping lists each version once known.
-    probes.start([backend.executable for backend in backends.values() if backend.executable])
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     ctx = HandlerContext(
         config=config,

@@ -72,11 +72,15 @@ class VersionProbes:
             return None
         return task.result()
 
-    async def version(self, program: str) -> str | None:
-        task = self._known.get(program)
+    async def version(self, program: str, key: str | None = None) -> str | None:
+        """`program --version`, probed once per `key` (by default the program itself: a
+        caller that knows which file it is keys it by that file's digest, so a file
+        replaced under the same name is asked again)."""
+        key = program if key is None else key
+        task = self._known.get(key)
         if task is None:
             task = asyncio.ensure_future(self._probe(program))
-            self._known[program] = task
+            self._known[key] = task
         return await asyncio.shield(task)
 
     async def _probe(self, program: str) -> str | None:

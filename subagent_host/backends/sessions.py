@@ -136,12 +136,13 @@ class SessionFiles:
         return real
 
 
-def file_digest(path: Path) -> str:
+def file_digest(path: Path, prefix: str = DIGEST_PREFIX) -> str:
+    """`prefix` and the SHA-256 of the file's bytes, read in pieces (a CLI may be large)."""
     digest = hashlib.sha256()
     with path.open("rb") as file:
         while chunk := file.read(1 << 20):
             digest.update(chunk)
-    return DIGEST_PREFIX + digest.hexdigest()
+    return prefix + digest.hexdigest()
 
 
 def _exists(path: Path | None, cli: str, session_id: str) -> Path | None:

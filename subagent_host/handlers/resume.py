@@ -54,7 +54,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     except (RunNotFound, AmbiguousRunId):
         deny("mismatch", "the run the token was issued for is gone", runId=grant.run_id)
     except ResumeRefused as refused:
-        deny(refused.reason, refused.message, code=refused.code)
+        deny(refused.reason, refused.message, code=refused.code, **(refused.data or {}))
     if target.contract_digest != grant.contract_digest:
         deny(
             "mismatch",

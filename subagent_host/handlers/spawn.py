@@ -35,6 +35,8 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
         checked = attrs.evolve(checked, diagnostics=(*checked.diagnostics, PREFLIGHT_REQUIRED))
     resolved = accept(checked)
     await ctx.require_executor()
+    # Which files the agent CLIs are, for the projections a resume is checked against.
+    programs = await ctx.runs.identify(resolved.plan)
     # Before a preflight id is spent: a full queue refuses with nothing recorded.
     ctx.runs.admit(ctx.runs.children_added(resolved.plan))
     admitted_by = ADMITTED_DIRECT
@@ -42,7 +44,9 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
         await _take_preflight(ctx, params.preflight_id, resolved)
         admitted_by = ADMITTED_PREFLIGHT
     with ctx.announcing(resolved.mode):  # a background reply comes before the run's events
-        run = ctx.runs.launch(resolved.plan, ctx.session_id, admitted_by, resolved.mode)
+        run = ctx.runs.launch(
+            resolved.plan, ctx.session_id, admitted_by, resolved.mode, programs=programs
+        )
     if params.work_done_token is not None:
         ctx.progress.track(run, params.work_done_token)
     return await reply_with_run(ctx, run, resolved.mode)

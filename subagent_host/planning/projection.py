@@ -1,8 +1,8 @@
 """Launch projections: what each child was launched as, kept so a resume runs exactly that.
 
 Every child of every run gets one versioned projection when its run is launched:
-backend, argv template, model, thinking, `sessionResources`, tools with their
-effects, cwd, the
+backend, argv template, the file an agent child's program is (`executable`),
+model, thinking, `sessionResources`, tools with their effects, cwd, the
 names of its environment variables (their values are never stored, not even
 hashed: they may be secrets), its limits, and the agent it came from when there
 was one. Its digest (`sha256:v1:`, canonical JSON) is stored beside it; a
@@ -23,6 +23,7 @@ from cattrs.errors import BaseValidationError
 from subagent_host.backends.base import Backend
 from subagent_host.planning.access import default_tools
 from subagent_host.planning.fingerprint import fingerprint
+from subagent_host.planning.narrowing import narrow, narrowing_problems
 from subagent_host.planning.plan import ChildPlan, prepared
 from subagent_host.planning.views import (
     PROJECTION_VERSION,
@@ -33,11 +34,15 @@ from subagent_host.planning.views import (
     from_json,
     to_json,
 )
+from subagent_host.values.facts import Executable
 
 VERSION: Final = PROJECTION_VERSION
-# What a resume may change (only lower: a child launched without `maxTurns` had no
-# turn limit, so any one is lower). Everything else would be a different launch.
-ALLOWED_OVERRIDES: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns")
+# What a resume may change, only downwards: a limit lowered (a child launched without
+# `maxTurns` had no turn limit, so any one is lower), `access` narrowed
+# (`narrowing.py`). Everything else would be a different launch.
+LOWERED_LIMITS: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns")
+NARROWED: Final = ("access",)
+ALLOWED_OVERRIDES: Final = (*LOWERED_LIMITS, *NARROWED)
 GUIDANCE: Final = (
     "launch a new run instead, and give it the prior result (status {runId}) in its task"
 )
@@ -46,8 +51,9 @@ GUIDANCE: Final = (
 ADDED_SINCE_V1: Final = ("agent", "access")
 
 
-def project(child: ChildPlan, backend: Backend) -> Projection:
-    """The projection of one planned child: its prepared launch's argv, and what it ran with."""
+def project(child: ChildPlan, backend: Backend, executable: Executable | None = None) -> Projection:
+    """The projection of one planned child: its prepared launch's argv, the file its
+    program is (an agent child's, `executable.py`), and what it ran with."""
     tools = child.tools if child.tools is not None else default_tools(backend)
     return Projection(
         backend=child.backend,
@@ -64,6 +70,41 @@ def project(child: ChildPlan, backend: Backend) -> Projection:
         instructions=child.instructions,
         session_resources=child.session_resources,
         isolation=child.isolation,
+        executable=executable,
+    )
+
+
+def child_of(
+    projection: Projection,
+    *,
+    prompt: str | None = None,
+    resume_session: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ChildPlan:
+    """The child a projection describes, to be launched again: a resume's new attempt
+    (with its prompt, the session it continues and the env values), or, without them,
+    the launch the projection recorded, rendered anew."""
+    is_command = projection.backend == "command"
+    return ChildPlan(
+        backend=projection.backend,
+        cwd=projection.cwd,
+        timeout_ms=projection.limits.timeout_ms,
+        stall_timeout_ms=projection.limits.stall_timeout_ms,
+        max_turns=projection.limits.max_turns,
+        command=projection.argv_template if is_command else None,
+        prompt=prompt,
+        resume_session=resume_session,
+        access=projection.access,
+        env=dict(env or {}),
+        label=projection.label,
+        model=projection.model,
+        thinking=projection.thinking,
+        tools=tuple(tool.name for tool in projection.tools),
+        instructions=projection.instructions,
+        # A projection from before `sessionResources` has none: that child ran `full`.
+        session_resources=projection.session_resources,
+        agent=projection.agent,
+        isolation=projection.isolation,
     )
 
 
@@ -126,12 +167,14 @@ def contract(
     session_digest: str | None = None,
     session_digest_source: str | None = None,
     workflow: ContractWorkflow | None = None,
+    launch_check: str | None = None,
 ) -> Contract:
     """What a resume would run: the projection with the allowed overrides applied.
 
     `backendSessionId` is the agent CLI's own session the new attempt continues
     (known only once a child has run, so it is not part of the projection).
     """
+    narrowed, removed = narrow(projection, overrides.get("access"))
     lowered = {
         "timeout_ms": overrides.get("timeoutMs", projection.limits.timeout_ms),
         "stall_timeout_ms": overrides.get("stallTimeoutMs", projection.limits.stall_timeout_ms),
@@ -141,12 +184,14 @@ def contract(
         run_id=run_id,
         index=index,
         attempt=attempt,
-        projection=attrs.evolve(projection, limits=attrs.evolve(projection.limits, **lowered)),
+        projection=attrs.evolve(narrowed, limits=attrs.evolve(projection.limits, **lowered)),
         projection_digest=fingerprint(to_json(projection)),
         backend_session_id=backend_session_id,
         session_digest=session_digest,
         session_digest_source=session_digest_source if session_digest is not None else None,
         workflow=workflow,
+        removed_tools=removed,
+        launch_check=launch_check,
     )
 
 
@@ -157,9 +202,11 @@ def check_overrides(projection: Projection, overrides: Mapping[str, Any]) -> lis
     for name, value in overrides.items():
         if name not in ALLOWED_OVERRIDES:
             problems.append(
-                f"{name} cannot be changed on resume (only {', '.join(ALLOWED_OVERRIDES)} may "
-                f"be lowered); to change it, launch anew"
+                f"{name} cannot be changed on resume (only {', '.join(LOWERED_LIMITS)} "
+                f"may be lowered, and access narrowed); to change it, launch anew"
             )
+        elif name == "access":
+            problems += narrowing_problems(projection, value)
         elif name == "maxTurns" and projection.backend == "command":
             problems.append("maxTurns cannot be honoured by the command backend")
         elif type(value) is not int or value < 1:

@@ -32,6 +32,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from subagent_host.planning.request import Placement
 from subagent_host.values import camel_case
+from subagent_host.values.facts import Executable
 
 T = TypeVar("T")
 
@@ -317,6 +318,9 @@ class Projection:
     """Absent in projections recorded before it existed: those children ran `full`."""
     isolation: str | None = None
     """`worktree`: a resume runs in the child's worktree (absent: it had none)."""
+    executable: Executable | None = None
+    """An agent child's program, as launched: a resume refuses another file or version.
+    Absent for a `command` child, and in projections recorded before it existed."""
 
 
 @attrs.frozen(kw_only=True)
@@ -354,6 +358,12 @@ class Contract:
     the run."""
     workflow: ContractWorkflow | None = None
     """A workflow child's: the stored definition's digest and its step."""
+    removed_tools: tuple[RemovedTool, ...] | None = None
+    """The tools an `access` override took away (each with the effects beyond it); absent when
+    the resume narrows nothing."""
+    launch_check: str | None = None
+    """An agent child's: `verified` (its program and argv were compared with the launch's and
+    are the same), or `legacy` (its projection predates the comparison: resumed unchecked)."""
 
 
 VIEWS: Final = frozenset({NormalizedPlan, Receipts, Projection, Contract})

@@ -3,8 +3,10 @@
 Both `preflight {resume}` and `resume` call `resolve_target`: the run (this
 session's), the child (`index`, by default the first that did not complete),
 its stored launch projection (checked against its digest), the overrides (only
-lowering `timeoutMs`/`stallTimeoutMs`/`maxTurns`), and the contract that results, whose
-digest a token is bound to. Nothing here starts a process.
+lowering `timeoutMs`/`stallTimeoutMs`/`maxTurns`, narrowing `access`), the agent CLI
+it would start (the approved file, version and argv: `launch_check.py`), and the
+contract that results, whose digest a token is bound to. Nothing here starts a
+process but the `--version` of the approved file (once per file content).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from subagent_host.planning.projection import (
     GUIDANCE,
     ProjectionProblem,
     check_overrides,
+    child_of,
     contract,
     unseal,
 )
@@ -35,6 +38,7 @@ from subagent_host.planning.stored_workflow import (
     workflow_record,
 )
 from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
+from subagent_host.resuming.launch_check import LAUNCH_CHANGED, compare_launch, launch_check
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.child_runner import WORKSPACE_GONE
 from subagent_host.runs.orchestrator import RunOrchestrator
@@ -49,14 +53,23 @@ resume would use now is not that one, as (code, message); None when it is."""
 
 
 class ResumeRefused(Exception):
-    """The target cannot be resumed. `reason` is a protocol.md §4 reason; `code` says why."""
+    """The target cannot be resumed. `reason` is a protocol.md §4 reason; `code` says why;
+    `data` is what a program needs beyond that (`launch-changed`: what changed)."""
 
-    def __init__(self, reason: str, code: str, message: str, path: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        code: str,
+        message: str,
+        path: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.code = code
         self.message = message
         self.path = path
+        self.data = data
 
 
 @attrs.frozen
@@ -156,6 +169,7 @@ async def resolve_target(
             f"changes, or was removed): {GUIDANCE}",
         )
     session_file = await _check_session(manager, run, child, projection)
+    await _check_launch(manager, run, chosen, projection)
     agents = [projection.agent] if projection.agent is not None else []
     workflow: tuple[RunPlan, dict[int, str]] | None = None
     sealed_workflow: ContractWorkflow | None = None
@@ -180,6 +194,7 @@ async def resolve_target(
         session_digest=child.session_digest,
         session_digest_source=child.session_digest_source,
         workflow=sealed_workflow,
+        launch_check=launch_check(projection),
     )
     return Target(
         run=run,
@@ -223,6 +238,27 @@ async def _check_session(
             f"the session file of this child cannot be read ({exc.strerror or exc}); {GUIDANCE}",
         ) from None
     return str(path) if path is not None and backend == "pi" else None
+
+
+async def _check_launch(
+    manager: RunOrchestrator, run: Run, index: int, projection: Projection
+) -> None:
+    """Refuse unless the agent CLI a new attempt would start is the one approved."""
+    if projection.backend == "command":
+        return
+    services = manager.services
+    env = manager.env_of(run.run_id, index) or {}
+    change = await compare_launch(
+        projection, services.backends[projection.backend], services.identities, env.get("PATH")
+    )
+    if change is not None:
+        raise ResumeRefused(
+            LAUNCH_CHANGED,
+            LAUNCH_CHANGED,
+            f"the {projection.backend} launch this child would resume is not the one "
+            f"approved: {change.sentence()}; {GUIDANCE}",
+            data=change.data(),
+        )
 
 
 def _check_later_steps(run: Run, step: int) -> None:
@@ -313,30 +349,10 @@ def resumed_child(
     session = target.contract.backend_session_id
     # pi is given the file that was checked, not the id: by id it would look further.
     resume_session = target.session_file or session
-    is_command = projection.backend == "command"
-    child = ChildPlan(
-        backend=projection.backend,
-        cwd=projection.cwd,
-        timeout_ms=projection.limits.timeout_ms,
-        stall_timeout_ms=projection.limits.stall_timeout_ms,
-        max_turns=projection.limits.max_turns,
-        command=projection.argv_template if is_command else None,
-        # An agent continues its own session, which holds the earlier turns; a
-        # command is given the prior answer on stdin before the follow-up.
-        prompt=message if session else follow_up_input(prior.text if prior else "", message),
-        resume_session=resume_session,
-        access=projection.access,
-        env=dict(env or {}),
-        label=projection.label,
-        model=projection.model,
-        thinking=projection.thinking,
-        tools=tuple(tool.name for tool in projection.tools),
-        instructions=projection.instructions,
-        # A projection from before `sessionResources` has none: that child ran `full`.
-        session_resources=projection.session_resources,
-        agent=projection.agent,
-        isolation=projection.isolation,
-    )
+    # An agent continues its own session, which holds the earlier turns; a
+    # command is given the prior answer on stdin before the follow-up.
+    prompt = message if session else follow_up_input(prior.text if prior else "", message)
+    child = child_of(projection, prompt=prompt, resume_session=resume_session, env=env or {})
     return prepare_child(child, backends[child.backend])
 
 

@@ -360,8 +360,8 @@ class ResumeRequest:
     index: int | None = None
     """The child to resume; absent: the first child that did not complete, else the last."""
     overrides: dict[str, Any] | None = None
-    """Only `timeoutMs`, `stallTimeoutMs` and `maxTurns`, each lowered, never raised; anything else
-    is `override-not-allowed`."""
+    """Only `timeoutMs`, `stallTimeoutMs` and `maxTurns`, each lowered, never raised, and `access`,
+    narrowed, never widened; anything else is `override-not-allowed`."""
 
 
 @attrs.frozen

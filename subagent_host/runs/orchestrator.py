@@ -21,6 +21,7 @@ from typing import Final
 from subagent_host.backends.sessions import SessionFiles
 from subagent_host.config import DEFAULT_MAX_QUEUE
 from subagent_host.errors import CapacityExceeded
+from subagent_host.planning.executable import identify_children
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
@@ -41,6 +42,7 @@ from subagent_host.runs.state import (
 from subagent_host.runs.workflow_records import WorkflowRecords
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
 from subagent_host.values import RunKind
+from subagent_host.values.facts import Executable
 
 # Other modules import these from here.
 __all__ = ["OutputCaps", "RunOrchestrator", "WorkflowRecords"]
@@ -89,6 +91,12 @@ class RunOrchestrator:
         self._controls: dict[str, RunControl] = {}
         self._cleanups: set[asyncio.Task[object]] = set()
         """Removals of the worktrees of pruned runs still going on (awaited at shutdown)."""
+
+    @property
+    def services(self) -> ChildServices:
+        """The server's parts every child goes through (its backends, how programs are
+        identified): a resume checks what it would start against them."""
+        return self._services
 
     @property
     def sessions(self) -> SessionFiles | None:
@@ -151,10 +159,13 @@ class RunOrchestrator:
         session_id: str,
         admitted_by: str = ADMITTED_DIRECT,
         mode: str | None = None,
+        programs: Sequence[Executable | None] = (),
     ) -> Run:
         """Create the run (queued) and start carrying it out in the background.
 
         `mode` is how its request is answered, kept with the run for its resumes.
+        `programs` are the files its agent children's programs are (`identify`), by
+        child, recorded with their projections (a workflow's children identify their own).
         Raises CapacityExceeded, with nothing made, when the queue is full (`admit`).
         """
         self.admit(self.children_added(plan))
@@ -194,8 +205,12 @@ class RunOrchestrator:
             self._on_launch(
                 run,
                 [
-                    project(child, self._backends[child.backend])
-                    for child in plan.children[: len(run.children)]
+                    project(
+                        child,
+                        self._backends[child.backend],
+                        programs[index] if index < len(programs) else None,
+                    )
+                    for index, child in enumerate(plan.children[: len(run.children)])
                 ],
             )
         if plan.workflow is not None:
@@ -204,6 +219,13 @@ class RunOrchestrator:
             self._carry_out(run, control, self._execute(run, plan, control))
         )
         return run
+
+    async def identify(self, plan: RunPlan) -> tuple[Executable | None, ...]:
+        """Which file each agent child of `plan` would run (none for a workflow: its
+        children are identified as each step makes them), for `launch`."""
+        if plan.workflow is not None:
+            return ()
+        return await identify_children(plan.children, self._backends, self._services.identities)
 
     def workflow_of(self, run_id: str) -> WorkflowRunner | None:
         """A workflow's runner while this server still has it (its templates' env values)."""

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from subagent_host.backends.base import Backend
+from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.backends.sessions import SessionFiles
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.executors.base import Executor
@@ -40,3 +41,6 @@ class ChildServices:
     worktrees: Path | None = None
     """Where isolated children's worktrees are made (`<state>/worktrees`); None: nowhere,
     and an isolated child fails (`workspace-failed`)."""
+    identities: ProgramIdentities | None = None
+    """Which file each agent child's program is (recorded with its projection, compared on
+    resume); None: not recorded (tests that build a server without version probes)."""

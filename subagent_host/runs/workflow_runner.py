@@ -25,6 +25,7 @@ from typing import Final
 import attrs
 
 from subagent_host.planning import templates
+from subagent_host.planning.executable import identify_children
 from subagent_host.planning.plan import (
     ChildPlan,
     RunPlan,
@@ -52,7 +53,7 @@ from subagent_host.runs.state import (
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
-from subagent_host.values.facts import ErrorInfo
+from subagent_host.values.facts import ErrorInfo, Executable
 
 WORKFLOW_PARALLELISM: Final = 4
 MAX_FOR_EACH_ITEMS: Final = 32
@@ -189,6 +190,13 @@ class WorkflowRunner:
     async def _run_step(self, index: int, control: RunControl) -> bool:
         step = self.workflow.steps[index]
         state = self.state.steps[index]
+        # Before the step starts: a template's program is its children's (argv[0] is no
+        # template), and which file that is is recorded with each child's projection.
+        programs = await identify_children(
+            tuple(self.plan.children[i] for i in step.items),
+            self.services.backends,
+            self.services.identities,
+        )
         self.book.transition_step(self.run, state, STEP_RUNNING)
         values = self._values(index)
         plans = self._expand(index, step, values)
@@ -198,7 +206,12 @@ class WorkflowRunner:
         # A template without placeholders keeps its planned launch; a filled one is
         # prepared now, once.
         plans = [prepare_child(plan, self.services.backends[plan.backend]) for plan in plans]
-        children = [self._new_child(plan, index) for plan in plans]
+        # A forEach step's children are all of its one template.
+        of_template = programs if step.kind != STEP_FOR_EACH else programs[:1] * len(plans)
+        children = [
+            self._new_child(plan, index, program)
+            for plan, program in zip(plans, of_template, strict=True)
+        ]
         state.children = [child.index for child in children]
         bound = asyncio.Semaphore(self.parallelism)
 
@@ -211,7 +224,7 @@ class WorkflowRunner:
         await asyncio.gather(*(run_one(c, p) for c, p in zip(children, plans, strict=True)))
         return self._end_step(index)
 
-    def _new_child(self, plan: ChildPlan, step: int) -> ChildRun:
+    def _new_child(self, plan: ChildPlan, step: int, program: Executable | None) -> ChildRun:
         """A step's new child: queued, its projection recorded, its env remembered."""
         run = self.run
         child = ChildRun(
@@ -224,7 +237,7 @@ class WorkflowRunner:
         run.children.append(child)
         self.children.remember_env(run, child.index, plan.env)
         self.records.child_added(
-            run, child.index, project(plan, self.services.backends[plan.backend])
+            run, child.index, project(plan, self.services.backends[plan.backend], program)
         )
         self.book.emit(run, "child", index=child.index, status=str(child.status))
         return child

@@ -85,6 +85,9 @@ class Diagnostic:
     path: str | None = None
     """Where it applies: a param's path (`tasks[0].prompt`) or a file; absent when it is about no
     one place."""
+    data: dict[str, Any] | None = None
+    """What a program needs to act on it, where a code has more to say (`launch-changed`:
+    what changed); absent otherwise."""
 
 
 @attrs.frozen
@@ -151,6 +154,19 @@ class Workspace:
     """Files with changes not committed, new untracked files included (a rename counts once)."""
     kept: bool
     """False: no commits and no changes, so the worktree and its branch were removed."""
+
+
+@attrs.frozen(kw_only=True)
+class Executable:
+    """The file an agent child's program resolves to, and what it is (protocol.md §15): a
+    launch records it, a resume refuses another."""
+
+    path: str
+    """Its absolute real path (symlinks followed)."""
+    digest: str
+    """`sha256:v1:` and the SHA-256 of its bytes."""
+    version: str | None = None
+    """The first line its `--version` printed; absent when it printed none (or failed)."""
 
 
 @attrs.frozen

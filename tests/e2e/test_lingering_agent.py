@@ -17,7 +17,11 @@ async def test_an_agent_lingering_after_its_final_event_is_ended_and_completed(
     script = tmp_path / "lingering-pi"
     lines = "".join(f"echo '{json.dumps(event)}'\n" for event in EVENTS)
     # Prints its whole answer, then keeps running (and keeps a child) as a hung CLI would.
-    script.write_text(f"#!/bin/sh\ncat > /dev/null\n{lines}sleep 300 &\nsleep 300\n")
+    # Answers `--version` as a CLI does (a spawn records the version of its program).
+    script.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo 1.0.0; exit 0; }\n'
+        f"cat > /dev/null\n{lines}sleep 300 &\nsleep 300\n"
+    )
     script.chmod(0o755)
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"backends": {"pi": {"executable": str(script)}}}))

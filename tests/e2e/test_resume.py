@@ -58,7 +58,7 @@ RESUME_DENIED: Final = -32004
 AMBIGUOUS: Final = -32006
 DENIAL_REASONS: Final = frozenset(
     {"unknown-token", "expired", "consumed", "wrong-session", "mismatch", "not-resumable",
-     "override-not-allowed"}
+     "override-not-allowed", "launch-changed"}
 )  # fmt: skip
 # Echoes its stdin, then fails: a resume shows what the new attempt read.
 ECHO_AND_FAIL: Final = ["sh", "-c", "cat; exit 3"]
@@ -662,6 +662,11 @@ async def test_overrides_may_only_lower_the_time_limits(tmp_path: Path) -> None:
         {"argv": ["sh", "-c", "echo other"]},
         {"argvTemplate": ["sh", "-c", "echo other"]},
         {"model": "x"},
+        {"tools": ["command"]},
+        {"thinking": "high"},
+        {"sessionResources": "lean"},
+        {"access": {"network": False}},  # a command child cannot be narrowed
+        {"access": {"filesystem": "write"}, "cwd": "/"},
         {"timeoutMs": 60_001},
         {"stallTimeoutMs": 30_001},
         {"env": {}},

@@ -70,7 +70,7 @@ def test_only_lower_timeouts_may_be_overridden() -> None:
     ]
     assert check_overrides(projection, {"cwd": "/"}) == [
         "cwd cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns may be "
-        "lowered); to change it, launch anew"
+        "lowered, and access narrowed); to change it, launch anew"
     ]
     assert check_overrides(projection, {"timeoutMs": True}) == [
         "timeoutMs must be a positive integer"
