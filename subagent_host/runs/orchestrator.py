@@ -33,6 +33,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
     ADMITTED_DIRECT,
+    TERMINAL,
     ChildRun,
     Run,
     RunStatus,
@@ -151,10 +152,13 @@ class RunOrchestrator:
         session_id: str,
         admitted_by: str = ADMITTED_DIRECT,
         mode: str | None = None,
+        background: tuple[int, ...] = (),
     ) -> Run:
         """Create the run (queued) and start carrying it out in the background.
 
-        `mode` is how its request is answered, kept with the run for its resumes.
+        `mode` is how its request is answered, kept with the run for its resumes;
+        `background` the members of a mixed `tasks` run that run in the background:
+        a `task`-mode answer is due once the others have ended (`wait_for_reply`).
         Raises CapacityExceeded, with nothing made, when the queue is full (`admit`).
         """
         self.admit(self.children_added(plan))
@@ -167,6 +171,7 @@ class RunOrchestrator:
             label=plan.label,
             admitted_by=admitted_by,
             mode=mode,
+            background=background,
             children=[
                 ChildRun(
                     index=i,
@@ -388,10 +393,7 @@ class RunOrchestrator:
             return
         if plan.kind is RunKind.PARALLEL:
             await asyncio.gather(
-                *(
-                    self._children.run(run, i, child, control)
-                    for i, child in enumerate(plan.children)
-                )
+                *(self._run_member(run, i, child, control) for i, child in enumerate(plan.children))
             )
         else:
             previous: str | None = None
@@ -401,6 +403,14 @@ class RunOrchestrator:
                     self._skip_rest(run, i)
                     break
         self._settler.settle_run(run, control.stop_reason)
+
+    async def _run_member(self, run: Run, index: int, plan: ChildPlan, control: RunControl) -> None:
+        """One member of a `tasks` run. In a mixed run, the answer of its `task`-mode
+        request is due once every member it waits for has ended; the background ones
+        run on, and the run ends (once) when they have ended too."""
+        await self._children.run(run, index, plan, control)
+        if run.background and all(child.status in TERMINAL for child in run.waited_for):
+            control.reply_due.set()
 
     def _forget_old(self, finished: Run) -> None:
         """Keep the newest finished runs in memory, without their events (each may
