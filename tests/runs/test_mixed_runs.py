@@ -57,6 +57,8 @@ async def test_the_answer_is_due_when_the_task_members_end_and_the_background_on
     assert ended.seq > answered_at
     assert run.output is not None and ended.fields["output"] == attrs.asdict(run.output)
     assert "[0] completed\nquick" in run.output.text and "released go" in run.output.text
+    # A resume of either member without a mode of its own takes the member's.
+    assert (run.member_mode(0), run.member_mode(1)) == ("task", "background")
 
 
 async def test_a_background_member_that_ends_first_leaves_the_answer_to_the_others(
