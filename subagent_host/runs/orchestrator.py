@@ -407,9 +407,13 @@ class RunOrchestrator:
     async def _run_member(self, run: Run, index: int, plan: ChildPlan, control: RunControl) -> None:
         """One member of a `tasks` run. In a mixed run, the answer of its `task`-mode
         request is due once every member it waits for has ended; the background ones
-        run on, and the run ends (once) when they have ended too."""
+        run on, and the run ends (once) when they have ended too. When none is left
+        running, the answer waits for the run's end (`_carry_out`): it then shows the
+        terminal run, never a run still `running` with every member ended."""
         await self._children.run(run, index, plan, control)
-        if run.background and all(child.status in TERMINAL for child in run.waited_for):
+        if not run.background or any(c.status not in TERMINAL for c in run.waited_for):
+            return
+        if any(child.status not in TERMINAL for child in run.children):
             control.reply_due.set()
 
     def _forget_old(self, finished: Run) -> None:

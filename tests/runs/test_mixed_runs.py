@@ -73,6 +73,7 @@ async def test_a_background_member_that_ends_first_leaves_the_answer_to_the_othe
 
         os.write(gate, b"now\n")
         await asyncio.wait_for(reply, WAIT_S)
+        assert run.status is RunStatus.COMPLETED  # nothing left running: the answer is its end
         await runs.finish(run)
     assert run.status is RunStatus.COMPLETED
 
