@@ -80,12 +80,14 @@ async def test_the_terminal_status_event_carries_what_status_then_shows(kind: st
 
 async def test_the_final_output_is_capped_as_the_snapshots_are() -> None:
     async with running_server() as server:
-        single, snapshot = await background_run(server, {"command": BIG})
-        assert single["output"] == snapshot["output"]
-        output = single["output"]
-        assert output["truncated"] and output["bytes"] == 100_000, output
-        assert output["text"].endswith(MARKER) or output["text"].endswith(MARKER + "\n")
-        assert len(output["text"].encode()) <= OUTPUT_CAP_BYTES + len(MARKER) + 1
+        workflow = {"name": "big", "task": "t", "chain": [{"command": BIG}]}
+        for params in ({"command": BIG}, {"chain": [{"command": BIG}]}, {"workflow": workflow}):
+            ended, snapshot = await background_run(server, params)
+            assert ended["output"] == snapshot["output"]
+            output = ended["output"]
+            assert output["truncated"] and output["bytes"] > OUTPUT_CAP_BYTES, output
+            assert output["text"].rstrip("\n").endswith(MARKER), output["text"][-40:]
+            assert len(output["text"].encode()) <= OUTPUT_CAP_BYTES + len(MARKER) + 1
 
         tasks, snapshot = await background_run(server, {"tasks": [{"command": BIG}] * 2})
         assert tasks["output"] == snapshot["output"]
