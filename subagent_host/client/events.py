@@ -35,7 +35,9 @@ LISTENER_BYTES: Final = 8 * 1024 * 1024
 
 
 def weight(event: EventWire) -> int:
-    return len(event.text or "") + EVENT_OVERHEAD_BYTES
+    """Its text, or a terminal `status` event's output, plus the rest."""
+    text = event.text if event.output is None else event.output.text
+    return len(text or "") + EVENT_OVERHEAD_BYTES
 
 
 class BoundedEvents:

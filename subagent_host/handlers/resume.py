@@ -24,7 +24,7 @@ from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, Refusal
 from subagent_host.runs.state import Run, restore_events
-from subagent_host.values import MODES
+from subagent_host.values import BACKGROUND_MODE, MODES
 
 
 def deny(reason: str, message: str, **detail: object) -> NoReturn:
@@ -82,12 +82,13 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     target = attrs.evolve(target, run=run)
     env = ctx.runs.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env, ctx.toolchain.adapters)
-    mode = resume_mode(params.mode, run, ctx)
+    mode = resume_mode(params.mode, run, target.index, ctx)
     with ctx.announcing(mode):  # a background reply comes before the attempt's events
         ctx.runs.resume(run, target.index, child, workflow=target.workflow)
     return await reply_with_run(ctx, run, mode)
 
 
-def resume_mode(asked: str | None, run: Run, ctx: HandlerContext) -> str:
-    """The request's mode, else the mode the run's spawn used, else `default_mode`."""
-    return asked or run.mode or ctx.config.settings.default_mode or "background"
+def resume_mode(asked: str | None, run: Run, index: int, ctx: HandlerContext) -> str:
+    """The request's mode, else the mode the resumed member ran in (the one the run's spawn
+    answered in, `background` for a background member of a mixed run), else `default_mode`."""
+    return asked or run.member_mode(index) or ctx.config.settings.default_mode or BACKGROUND_MODE

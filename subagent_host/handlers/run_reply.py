@@ -2,8 +2,9 @@
 
 `background` answers at once, once the run is on disk (a reply that names a run
 is sent only after the run is committed); `task` answers when the run is
-terminal, or earlier with the run still going when the client sends
-`run/detach` for it (handlers/detach.py). A cancelled `task`-mode request
+terminal (a mixed `tasks` run: when the members it waits for have ended, its
+background members going on), or earlier with the run still going when the
+client sends `run/detach` for it (handlers/detach.py). A cancelled `task`-mode request
 stops its run and answers -32800 with the final snapshot (protocol.md §3.5). A
 run whose write failed is answered -32603 instead, once its children are
 ended and the run forgotten: nothing is left running that no store knows of.

@@ -12,6 +12,7 @@ import signal
 from typing import Any
 
 from subagent_host.rpc.wire import (
+    BackgroundMember,
     ChildSnapshot,
     EventWire,
     RunOutcome,
@@ -20,7 +21,7 @@ from subagent_host.rpc.wire import (
     WorkflowSnapshot,
 )
 from subagent_host.runs.state import ChildRun, Run, RunEvent, WorkflowState
-from subagent_host.values.facts import Usage
+from subagent_host.values.facts import OutputInfo, Usage
 from subagent_host.values.moments import duration_ms
 
 
@@ -55,8 +56,17 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         usage=run.usage,
         workflow=_workflow(run.workflow),
         diagnostics=run.diagnostics or None,
+        background=_background(run),
         **extra,
     )
+
+
+def _background(run: Run) -> tuple[BackgroundMember, ...] | None:
+    """A mixed run's background members as they are now (absent for any other run)."""
+    if not run.background:
+        return None
+    members = (run.children[index] for index in run.background)
+    return tuple(BackgroundMember(index=child.index, status=str(child.status)) for child in members)
 
 
 def _workflow(state: WorkflowState | None) -> WorkflowSnapshot | None:
@@ -117,4 +127,5 @@ def event_wire(run: Run, event: RunEvent) -> EventWire:
         summary=fields.get("summary"),
         is_error=fields.get("is_error"),
         usage=Usage(**fields["usage"]) if "usage" in fields else None,
+        output=OutputInfo(**fields["output"]) if "output" in fields else None,
     )

@@ -26,7 +26,8 @@ PREFLIGHT_REQUIRED: Final = Diagnostic(
 
 
 async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
-    """Resolve and launch; `background` answers at once, `task` when the run has ended.
+    """Resolve and launch; `background` answers at once, `task` when the run has ended
+    (a mixed `tasks` run: when its `task` members have ended, protocol.md §8.5).
 
     A cancelled task-mode spawn stops its run and answers -32800 with the final snapshot.
     """
@@ -45,7 +46,12 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
         admitted_by = ADMITTED_PREFLIGHT
     with ctx.announcing(resolved.mode):  # a background reply comes before the run's events
         run = ctx.runs.launch(
-            resolved.plan, ctx.session_id, admitted_by, resolved.mode, programs=programs
+            resolved.plan,
+            ctx.session_id,
+            admitted_by,
+            resolved.mode,
+            resolved.background,
+            programs=programs,
         )
     if params.work_done_token is not None:
         ctx.progress.track(run, params.work_done_token)

@@ -36,7 +36,7 @@ from subagent_host.planning.request import (
 from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles
 from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
-from subagent_host.values import MODES, RunKind
+from subagent_host.values import BACKGROUND_MODE, MODES, TASK_MODE, RunKind
 from subagent_host.values.facts import Diagnostic
 from subagent_host.values.words import between
 
@@ -47,6 +47,8 @@ MAX_CHAIN_ITEMS: Final = 32
 class ResolvedSpawn:
     plan: LaunchPlan
     mode: str
+    background: tuple[int, ...] = ()
+    """A mixed `tasks` run's members that run in the background (`CheckedSpawn.background`)."""
 
 
 @attrs.frozen
@@ -55,7 +57,12 @@ class CheckedSpawn:
 
     plan: LaunchPlan | None
     mode: str
+    """How the request is answered: `task` when it waits for any member, else `background`."""
     diagnostics: tuple[Diagnostic, ...]
+    background: tuple[int, ...] = ()
+    """The members of a mixed `tasks` run (some resolved `task`, some `background`) that
+    run in the background: the answer waits for the others only. Empty when every
+    member resolved the same mode (the run answers as one, in `mode`)."""
 
     @property
     def accepted(self) -> bool:
@@ -79,7 +86,7 @@ def accept(checked: CheckedSpawn) -> ResolvedSpawn:
     """The launch to run; LaunchRejected / BackendUnavailable when it has an error."""
     raise_if_rejected(checked.diagnostics)
     assert checked.plan is not None
-    return ResolvedSpawn(plan=checked.plan, mode=checked.mode)
+    return ResolvedSpawn(plan=checked.plan, mode=checked.mode, background=checked.background)
 
 
 def check_spawn(
@@ -137,10 +144,12 @@ def check_spawn(
         top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)
         children = (resolve("", top),)
 
-    mode = _mode(problems, params, children, sources)
+    mode, background = _modes(problems, params, sources)
     access = _access(problems, params.access)
     if problems.failed or not children:
-        return CheckedSpawn(plan=None, mode=mode, diagnostics=tuple(problems.items))
+        return CheckedSpawn(
+            plan=None, mode=mode, diagnostics=tuple(problems.items), background=background
+        )
     plan = RunPlan(
         kind=kind,
         children=children,
@@ -159,21 +168,42 @@ def check_spawn(
             children=tuple(_narrowed(child, backends, access) for child in plan.children),
         )
     prepared = launch_plan(plan, backends)
-    return CheckedSpawn(plan=prepared, mode=mode, diagnostics=tuple(problems.items))
+    return CheckedSpawn(
+        plan=prepared, mode=mode, diagnostics=tuple(problems.items), background=background
+    )
 
 
-def _mode(
-    problems: Problems,
-    params: LaunchRequest,
-    children: tuple[ChildPlan, ...],
-    sources: AgentSources,
-) -> str:
-    """The request's mode, else a single agent's `subagent_mode`, else `default_mode`."""
-    mode = params.mode
-    if mode is None and params.agent is not None and len(children) == 1:
-        definition = definition_named(sources, params.agent)
-        mode = definition.mode if definition is not None else None
-    mode = mode or sources.settings.default_mode or "background"
+def _modes(
+    problems: Problems, params: LaunchRequest, sources: AgentSources
+) -> tuple[str, tuple[int, ...]]:
+    """How the request is answered, and the members of a mixed `tasks` run that run in
+    the background (protocol.md §8.5).
+
+    The request's `mode` decides for every member. Without it, a single agent and
+    each member of `tasks` resolve on their own: its agent definition's
+    `subagent_mode`, else the configured `default_mode`, else `background`. A chain
+    or a workflow runs its members one after another and answers as one: the
+    configured `default_mode`, else `background`.
+    """
+    if params.mode is not None:
+        return _valid(problems, params.mode), ()
+    if params.tasks is not None:
+        members = [_member_mode(sources, item.agent) for item in params.tasks]
+    else:
+        members = [_member_mode(sources, params.agent)]
+    if len(set(members)) == 1:
+        return _valid(problems, members[0]), ()
+    return TASK_MODE, tuple(i for i, mode in enumerate(members) if mode == BACKGROUND_MODE)
+
+
+def _member_mode(sources: AgentSources, agent: str | None) -> str:
+    """One member's own mode: its definition's `subagent_mode`, else `default_mode`."""
+    definition = definition_named(sources, agent) if agent is not None else None
+    own = definition.mode if definition is not None else None
+    return own or sources.settings.default_mode or BACKGROUND_MODE
+
+
+def _valid(problems: Problems, mode: str) -> str:
     if mode not in MODES:
         problems.error("invalid-mode", f"mode must be one of {', '.join(sorted(MODES))}", "mode")
     return mode

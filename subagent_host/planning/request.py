@@ -150,8 +150,10 @@ class LaunchRequest(ItemFields):
     workflow: WorkflowRequest | None = None
     """Steps that fan out and gather (protocol.md §17)."""
     mode: str | None = None
-    """`background` (answered at once) or `task` (answered when the run is terminal); absent: a
-    single agent's `subagent_mode`, else the configured `default_mode`, else `background`."""
+    """`background` (answered at once) or `task` (answered when the run is terminal), for every
+    member; absent: a single agent and each member of `tasks` resolve their own (the agent
+    definition's `subagent_mode`, else the configured `default_mode`, else `background`), and
+    a `tasks` run whose members differ answers once its `task` members have ended."""
     stream: StreamChoice = None
     """`true`: each child's events are sent as they happen: a command's output as `output` events,
     an agent's `message`, `tool` and `usage` events; `"raw"`: an agent's raw output lines as

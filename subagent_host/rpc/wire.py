@@ -412,8 +412,9 @@ class ResumeParams:
     token: str
     """The single-use token a `preflight {resume}` issued."""
     mode: str | None = None
-    """`background` or `task`; absent: the mode the run's `spawn` answered in, else the configured
-    `default_mode`, else `background`."""
+    """`background` or `task`; absent: the mode the run's `spawn` answered in (`background` for a
+    background member of a mixed `tasks` run), else the configured `default_mode`, else
+    `background`."""
 
 
 # Marks a field whose value's keys are written in its place, not under its name.
@@ -506,6 +507,16 @@ class ChildSnapshot(OutcomeFields):
 
 
 @attrs.frozen
+class BackgroundMember:
+    """A member of a mixed `tasks` run that runs in the background (protocol.md §8.5)."""
+
+    index: int
+    """The child's index, as `children` names it."""
+    status: str
+    """Its status when the snapshot was taken (`queued`, `running`, or how it ended)."""
+
+
+@attrs.frozen
 class StepSnapshot:
     """One workflow step: `pending` until it starts, then its children's outcome."""
 
@@ -544,6 +555,7 @@ EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "usage": ("index", "usage"),
 }
 EVENT_MAY_CARRY: Final[Mapping[str, tuple[str, ...]]] = {
+    "status": ("output",),
     "message": ("final",),
     "tool": ("summary", "is_error"),
 }
@@ -586,6 +598,9 @@ class EventWire:
     """`tool` `end`: whether the tool reported a failure."""
     usage: Usage | None = None
     """`usage`: the child's tokens (and cost where the CLI reports one) so far."""
+    output: OutputInfo | None = None
+    """A terminal `status` event: the run's final output as its snapshot (and a `task`-mode answer)
+    carries it, capped alike; absent when the run has none."""
 
 
 @attrs.frozen
@@ -630,6 +645,10 @@ class RunSnapshot(OutcomeFields):
     """A workflow run's name and steps."""
     diagnostics: tuple[Diagnostic, ...] | None = None
     """Warnings about the run (e.g. a skipped `snapshotPath` write); absent when none."""
+    background: tuple[BackgroundMember, ...] | None = None
+    """A mixed `tasks` run's members that run in the background, with their status: its
+    `task`-mode answer came once the others had ended, and these go on (their events follow
+    as `run/event`s); absent for a run whose members all run in one mode."""
     already_terminal: bool | None = None
     """`stop` only: true when the run had ended before the stop arrived."""
     events: tuple[EventWire, ...] | None = None

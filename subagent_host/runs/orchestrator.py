@@ -34,6 +34,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
     ADMITTED_DIRECT,
+    TERMINAL,
     ChildRun,
     Run,
     RunStatus,
@@ -159,11 +160,14 @@ class RunOrchestrator:
         session_id: str,
         admitted_by: str = ADMITTED_DIRECT,
         mode: str | None = None,
+        background: tuple[int, ...] = (),
         programs: Sequence[Executable | None] = (),
     ) -> Run:
         """Create the run (queued) and start carrying it out in the background.
 
-        `mode` is how its request is answered, kept with the run for its resumes.
+        `mode` is how its request is answered, kept with the run for its resumes;
+        `background` the members of a mixed `tasks` run that run in the background:
+        a `task`-mode answer is due once the others have ended (`wait_for_reply`).
         `programs` are the files its agent children's programs are (`identify`), by
         child, recorded with their projections (a workflow's children identify their own).
         Raises CapacityExceeded, with nothing made, when the queue is full (`admit`).
@@ -179,6 +183,7 @@ class RunOrchestrator:
             admitted_by=admitted_by,
             egress_consent=plan.egress_consent,
             mode=mode,
+            background=background,
             children=[
                 ChildRun(
                     index=i,
@@ -411,10 +416,7 @@ class RunOrchestrator:
             return
         if plan.kind is RunKind.PARALLEL:
             await asyncio.gather(
-                *(
-                    self._children.run(run, i, child, control)
-                    for i, child in enumerate(plan.children)
-                )
+                *(self._run_member(run, i, child, control) for i, child in enumerate(plan.children))
             )
         else:
             previous: str | None = None
@@ -424,6 +426,18 @@ class RunOrchestrator:
                     self._skip_rest(run, i)
                     break
         self._settler.settle_run(run, control.stop_reason)
+
+    async def _run_member(self, run: Run, index: int, plan: ChildPlan, control: RunControl) -> None:
+        """One member of a `tasks` run. In a mixed run, the answer of its `task`-mode
+        request is due once every member it waits for has ended; the background ones
+        run on, and the run ends (once) when they have ended too. When none is left
+        running, the answer waits for the run's end (`_carry_out`): it then shows the
+        terminal run, never a run still `running` with every member ended."""
+        await self._children.run(run, index, plan, control)
+        if not run.background or any(c.status not in TERMINAL for c in run.waited_for):
+            return
+        if any(child.status not in TERMINAL for child in run.children):
+            control.reply_due.set()
 
     def _forget_old(self, finished: Run) -> None:
         """Keep the newest finished runs in memory, without their events (each may

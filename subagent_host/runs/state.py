@@ -24,7 +24,7 @@ import attrs
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.runs import story
-from subagent_host.values import STEP_COMMAND, RunKind
+from subagent_host.values import BACKGROUND_MODE, STEP_COMMAND, RunKind
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
@@ -68,8 +68,13 @@ class RunEvent:
 
 def event_bytes(event: RunEvent) -> int:
     """What one event counts against MAX_EVENT_BYTES_KEPT: its text (an `output`, `activity` or
-    `message` event's) or a `tool` event's summary as JSON writes it on the wire, plus the rest."""
-    text = event.fields.get("text", event.fields.get("summary"))
+    `message` event's, a terminal `status` event's output) or a `tool` event's summary as JSON
+    writes it on the wire, plus the rest."""
+    fields = event.fields
+    text = fields.get("text", fields.get("summary"))
+    if not isinstance(text, str):
+        output = fields.get("output")  # a terminal `status` event's final output
+        text = output.get("text") if isinstance(output, Mapping) else None
     if not isinstance(text, str):
         return EVENT_OVERHEAD_BYTES
     return EVENT_OVERHEAD_BYTES + json_text_bytes(text)
@@ -274,6 +279,9 @@ class Run:
     mode: str | None = None
     """The mode its spawn answered in (`background` or `task`): what a resume of it
     uses unless told otherwise. None in records from before it was kept."""
+    background: tuple[int, ...] = ()
+    """The members of a mixed `tasks` run that run in the background: its spawn
+    answered (`mode` `task`) once the others had ended. Empty for a run answered as one."""
     diagnostics: tuple[Diagnostic, ...] = ()
     """Warnings about the run, each once, in the order they arose (kept in its record)."""
     admitted_by: str = ADMITTED_DIRECT
@@ -297,6 +305,16 @@ class Run:
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+    def member_mode(self, index: int) -> str | None:
+        """The mode of one member: `background` for a background member of a mixed run,
+        else the run's."""
+        return BACKGROUND_MODE if index in self.background else self.mode
+
+    @property
+    def waited_for(self) -> list[ChildRun]:
+        """The members a `task`-mode answer of a mixed run waits for (the others run on)."""
+        return [child for child in self.children if child.index not in self.background]
 
     @property
     def usage(self) -> Usage | None:
@@ -354,7 +372,12 @@ class RunStateMachine:
         """Move the run to `to` with `facts`; False (and no change) if that is not allowed."""
         if not self._apply(run, to, facts, REQUIRED_FACTS):
             return False
-        self.emit(run, "status", status=str(to))
+        if to in TERMINAL and run.output is not None:
+            # The run's final output as its snapshot shows it: a background run's client
+            # has its answer without asking `status` again (protocol.md §11).
+            self.emit(run, "status", status=str(to), output=attrs.asdict(run.output))
+        else:
+            self.emit(run, "status", status=str(to))
         if to in TERMINAL:
             story.run_ended(run)
         return True

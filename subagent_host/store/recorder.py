@@ -44,12 +44,12 @@ from subagent_host.store import writes
 from subagent_host.store.database import Database
 from subagent_host.store.rows import RunRow, StoredEvent, run_row, stored_event
 from subagent_host.store.run_ids import RunIds, meta_key
+from subagent_host.values import TASK_MODE
 
 STORE_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 STORE_BACKLOG_LOW_BYTES: Final = 1024 * 1024
 # How long a new task-mode run may go unwritten while it has not ended.
 HOLD_S: Final = 0.05
-TASK_MODE: Final = "task"
 
 
 class Recorder:

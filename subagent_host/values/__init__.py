@@ -66,7 +66,9 @@ FRAMINGS: Final = ("auto", *Framing)
 
 # How a spawn answers (protocol.md §3): `task` replies when the run has ended,
 # `background` at once with its run id. Agent definitions and settings name a default.
-MODES: Final = ("task", "background")
+TASK_MODE: Final = "task"
+BACKGROUND_MODE: Final = "background"
+MODES: Final = (TASK_MODE, BACKGROUND_MODE)
 
 # The effort (thinking level) an agent definition or a setting may ask of a model.
 EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -125,16 +125,6 @@ def command(*argv: str, timeout_ms: int = 60_000, stall_ms: int = 60_000,
         prompt=prompt,
         label=label,
     )
-
-
-@pytest.fixture
-async def runs() -> AsyncIterator[Harness]:
-    harness = Harness()
-    yield harness
-    await harness.manager.shutdown("test over")
-    left = [p.pid for run in harness.runs for p in processes_with_marker(run.run_id)
-            if p.status() != "zombie"]  # fmt: skip
-    assert left == [], f"processes left behind: {left}"
 
 
 async def test_an_echo_run_completes_with_its_output(runs: Harness) -> None:

@@ -71,6 +71,18 @@ async def background(t: Trial) -> None:
     expect_status(stopped, "cancelled")
 
 
+@case("run.terminal-event-carries-output", "§11")
+async def terminal_event_output(t: Trial) -> None:
+    conn = await t.start()
+    snapshot = await spawn_background(conn, {"command": sh("echo done; exit 3")})
+    ended = await conn.terminal_event(snapshot["runId"])
+    final = result_of(await conn.request("status", {"runId": snapshot["runId"]}))
+    expect_status(final, "failed")
+    expected = {"text": "done\n", "truncated": False, "bytes": 5, "lines": 1, "partial": True}
+    expect_equal(final.get("output"), expected, "the snapshot's output")
+    expect_equal(ended.get("output"), final.get("output"), "the terminal status event's output")
+
+
 @case("run.failed-exit-status", "§12")
 async def failed(t: Trial) -> None:
     conn = await t.start()
