@@ -3,8 +3,8 @@
 Both `preflight {resume}` and `resume` call `resolve_target`: the run (this
 session's), the child (`index`, by default the first that did not complete),
 its stored launch projection (checked against its digest), the overrides (only
-lowering `timeoutMs`/`stallTimeoutMs`/`maxTurns`), and the contract that results, whose
-digest a token is bound to. Nothing here starts a process.
+lowering `timeoutMs`, `stallTimeoutMs`, `maxTurns`, `maxTokens`, `maxCostUsd`), and the
+contract that results, whose digest a token is bound to. Nothing here starts a process.
 """
 
 from __future__ import annotations
@@ -307,6 +307,8 @@ def resumed_child(
         timeout_ms=projection.limits.timeout_ms,
         stall_timeout_ms=projection.limits.stall_timeout_ms,
         max_turns=projection.limits.max_turns,
+        max_tokens=projection.limits.max_tokens,
+        max_cost_usd=projection.limits.max_cost_usd,
         command=projection.argv_template if is_command else None,
         # An agent continues its own session, which holds the earlier turns; a
         # command is given the prior answer on stdin before the follow-up.
