@@ -13,7 +13,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -55,6 +55,10 @@ AGENT_ONLY_FIELDS: Final = {
     "max_tokens": MAX_TOKENS,
     "max_cost_usd": MAX_COST_USD,
 }
+
+# A budget's name in the configuration files (§19), by its wire name.
+SETTING_NAMES: Final = {MAX_TOKENS: "max_tokens", MAX_COST_USD: "max_cost_usd"}
+N = TypeVar("N", int, float)
 
 
 @attrs.frozen
@@ -369,7 +373,7 @@ def _tokens(problems: Problems, path: str, value: int | None) -> int | None:
 
 def _cost(problems: Problems, path: str, value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and value > 0):
-        problems.error("invalid-max-cost", "must be a number of US dollars above 0", path)
+        problems.error("invalid-max-cost-usd", "must be a number of US dollars above 0", path)
     return value
 
 
@@ -383,8 +387,8 @@ class _Budgets:
     backend: str | None
 
     def pick(
-        self, budget: str, requested: float | None, defined: float | None, configured: float | None
-    ) -> Any:
+        self, budget: str, requested: N | None, defined: N | None, configured: N | None
+    ) -> N | None:
         if self.backend is None:
             return None  # a command child's request was refused (`not-honoured`) already
         reason = unreported(self.backend, budget)
@@ -399,7 +403,8 @@ class _Budgets:
             # A default meant for every child: this child runs, without it, and is told so.
             self.problems.warning(
                 NOT_REPORTED[budget],
-                f"the configured {budget} is not applied to this {self.backend} child: {reason}",
+                f"the configured {SETTING_NAMES[budget]} is not applied to this "
+                f"{self.backend} child: {reason}",
                 self.at(budget),
             )
             return None

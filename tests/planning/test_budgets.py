@@ -76,7 +76,7 @@ def test_max_cost_usd_must_be_a_positive_number(
 ) -> None:
     for bad in (0, 0.0, -0.5, -3):
         assert found(check(backends, tmp_path, prompt="hi", maxCostUsd=bad)) == [
-            ("invalid-max-cost", "maxCostUsd")
+            ("invalid-max-cost-usd", "maxCostUsd")
         ], bad
     assert budgets(check(backends, tmp_path, prompt="hi", maxCostUsd=2)) == [(None, 2.0)]
     assert budgets(check(backends, tmp_path, prompt="hi", maxCostUsd=0.001)) == [(None, 0.001)]
