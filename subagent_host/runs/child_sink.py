@@ -128,7 +128,8 @@ class ChildSink:
 
     def watch_budget(self, budget: Budget, on_reached: Callable[[str], None]) -> None:
         """Call `on_reached` with the limit's name once the usage the parser has summed
-        reaches one of `budget`'s limits (checked after each chunk, as turns are)."""
+        reaches one of `budget`'s limits (checked after each chunk, as turns are), unless
+        the CLI has printed its final event by then."""
         self._budget = (budget, on_reached)
         self._check_budget()  # output read before the watch began counts too
 
@@ -138,7 +139,9 @@ class ChildSink:
         self._budget = None
 
     def _check_budget(self) -> None:
-        if self._budget is None:
+        # A CLI that printed its final event has nothing left to spend: its answer
+        # stands (as a lingering one's does), whatever its last response cost.
+        if self._budget is None or self.parser.finished:
             return
         budget, on_reached = self._budget
         if (limit := budget.reached(self.parser.usage)) is not None:

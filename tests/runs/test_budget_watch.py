@@ -115,13 +115,25 @@ async def test_usage_read_before_the_watch_began_counts_and_a_budget_not_reached
     None
 ):
     sink = ChildSink(PiParser(), None, lambda _: None)
-    for line in lines_of("pi"):
-        sink.on_stdout(line)
+    lines = iter(lines_of("pi"))
+    while sink.parser.usage is None:  # up to the first response's end
+        sink.on_stdout(next(lines))
     total = sink.parser.usage
-    assert total is not None
+    assert not sink.parser.finished
     reached: list[str] = []
     sink.watch_budget(Budget(max_tokens=tokens_of(total) + 1), reached.append)
     assert reached == []
     sink.unwatch_limits()
     sink.watch_budget(Budget(max_tokens=tokens_of(total)), reached.append)
     assert reached == [MAX_TOKENS_LIMIT]
+
+
+@pytest.mark.parametrize("cli", sorted(PARSERS))
+async def test_a_budget_reached_with_the_clis_final_event_leaves_its_answer_standing(
+    cli: str,
+) -> None:
+    sink = ChildSink(PARSERS[cli](), None, lambda _: None)
+    reached: list[str] = []
+    sink.watch_budget(Budget(max_tokens=1), reached.append)
+    sink.on_stdout(b"".join(lines_of(cli)))  # the whole answer in one chunk
+    assert sink.parser.finished and reached == []
