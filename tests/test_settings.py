@@ -240,6 +240,8 @@ VALID = {
     "default_effort": "low",
     "timeout_ms": 1000,
     "stall_timeout_ms": 1000,
+    "max_tokens": 5000,
+    "max_cost_usd": 0.5,
     "max_concurrency": 2,
     "default_tools": ["read"],
     "default_mode": "task",
@@ -275,6 +277,18 @@ INVALID = [
     ("timeout_ms", 1.5),
     ("timeout_ms", "1000"),
     ("stall_timeout_ms", -1),
+    ("max_tokens", 0),
+    ("max_tokens", -1),
+    ("max_tokens", 2**53),
+    ("max_tokens", 1.5),
+    ("max_tokens", True),
+    ("max_tokens", "1000"),
+    ("max_cost_usd", 0),
+    ("max_cost_usd", -0.5),
+    ("max_cost_usd", float("nan")),
+    ("max_cost_usd", float("inf")),
+    ("max_cost_usd", True),
+    ("max_cost_usd", "0.5"),
     ("max_concurrency", 257),
     ("max_concurrency", 0),
     ("max_queue", -1),
@@ -584,3 +598,14 @@ def test_a_bad_model_object_names_the_file_the_field_and_the_member(dirs: Dirs) 
         str(dirs.global_file),
     )
     assert note.message.startswith(f"{dirs.global_file}: default_model: unknown member 'model'")
+
+
+def test_a_project_may_set_the_budgets_of_its_children(dirs: Dirs) -> None:
+    write(dirs.global_file, {"max_tokens": 1000, "max_cost_usd": 2})
+    write(dirs.project_file, {"max_tokens": 300, "max_cost_usd": 0.25})
+    settings, _ = dirs.load(trusted=[dirs.project])
+    assert (settings.max_tokens, settings.max_cost_usd) == (300, 0.25)
+    assert settings.diagnostics == ()
+    settings, _ = dirs.load()
+    assert (settings.max_tokens, settings.max_cost_usd) == (1000, 2.0)
+    assert isinstance(settings.max_cost_usd, float)

@@ -10,6 +10,8 @@ effort: high
 subagent_mode: task
 session_resources: lean
 isolation: worktree
+max_tokens: 200000
+max_cost_usd: 0.50
 ---
 You review code. Be terse.
 ```
@@ -28,13 +30,21 @@ values are taken verbatim: `#` after a value is text, not a comment.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable
 from typing import Final
 
 import attrs
 
-from subagent_host.values import DIGEST_PREFIX, EFFORTS, ISOLATIONS, MODES, SESSION_RESOURCES
+from subagent_host.values import (
+    DIGEST_PREFIX,
+    EFFORTS,
+    ISOLATIONS,
+    MAX_SAFE_INTEGER,
+    MODES,
+    SESSION_RESOURCES,
+)
 
 USER: Final = "user"
 PROJECT: Final = "project"
@@ -56,6 +66,8 @@ FIELDS: Final = (
     "subagent_mode",
     "session_resources",
     "isolation",
+    "max_tokens",
+    "max_cost_usd",
 )
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -92,6 +104,10 @@ class AgentDefinition:
     """`lean` or `full`; None when the definition does not say."""
     isolation: str | None = None
     """`worktree`: its children run in a git worktree of their own; None when it does not say."""
+    max_tokens: int | None = None
+    """Its children's `maxTokens` unless the spawn gives one; None when it does not say."""
+    max_cost_usd: float | None = None
+    """Its children's `maxCostUsd` unless the spawn gives one; None when it does not say."""
 
     @property
     def key(self) -> str:
@@ -201,6 +217,7 @@ def parse_definition(
     description = _description(fields, report)
     tools = _tools(fields.get("tools"), report)
     chosen = {choice.field: _choice(fields, choice, report) for choice in _CHOICES}
+    max_tokens, max_cost_usd = (_budget(fields, budget, report) for budget in _BUDGETS)
     for key, field in fields.items():
         if key not in FIELDS:
             report.add(
@@ -218,6 +235,8 @@ def parse_definition(
         path=path,
         digest=DIGEST_PREFIX + hashlib.sha256(data).hexdigest(),
         tools=tools,
+        max_tokens=None if max_tokens is None else int(max_tokens),  # read as a whole number
+        max_cost_usd=max_cost_usd,
         **chosen,
     )
     return definition, diagnostics
@@ -408,6 +427,59 @@ def _choice(fields: dict[str, _Field], choice: _Choice, report: _Report) -> str 
     if not choice.accepts(value):
         report.add(
             ERROR, choice.code, f"field {choice.key!r} is {value!r}: expected {choice.expected}"
+        )
+        return None
+    return value
+
+
+@attrs.frozen
+class _BudgetField:
+    """A budget's frontmatter key (also the definition's field), how its text is read
+    (ValueError when it is not a number), and the range it must fall in, as words."""
+
+    key: str
+    parse: Callable[[str], float]
+    accepts: Callable[[float], bool]
+    expected: str
+
+
+def _whole(text: str) -> int:
+    if not re.fullmatch(r"[0-9]+", text):
+        raise ValueError(text)
+    return int(text)
+
+
+_BUDGETS: Final = (
+    _BudgetField(
+        "max_tokens",
+        _whole,
+        lambda value: 1 <= value <= MAX_SAFE_INTEGER,
+        f"a whole number of tokens, 1..{MAX_SAFE_INTEGER}",
+    ),
+    _BudgetField(
+        "max_cost_usd",
+        float,
+        lambda value: math.isfinite(value) and value > 0,
+        "a number of US dollars above 0",
+    ),
+)
+
+
+def _budget(fields: dict[str, _Field], budget: _BudgetField, report: _Report) -> float | None:
+    """An optional budget; absent or empty means unset."""
+    field = fields.get(budget.key)
+    ok, text = _scalar_text(field, report)
+    if not ok or field is None or field.raw is None or text is None:
+        return None
+    try:
+        value = budget.parse(text.strip())
+    except ValueError:
+        value = None
+    if value is None or not budget.accepts(value):
+        report.add(
+            ERROR,
+            f"invalid-{budget.key.replace('_', '-')}",
+            f"field {budget.key!r} is {text!r}: expected {budget.expected}",
         )
         return None
     return value

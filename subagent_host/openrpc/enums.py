@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from subagent_host.agents.definitions import ERROR, INFO, SOURCES, WARNING
 from subagent_host.backends.base import EFFECTS, MAX_TURNS_LIMIT
+from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT
 from subagent_host.backends.events import PHASES, TOOL_KINDS
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.sessions import SEALED_AT_END, SEALED_AT_RECOVERY
@@ -94,7 +95,7 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (EventWire, "phase"): PHASES,
     (EventWire, "kind"): TOOL_KINDS,
     (RunSnapshot, "admitted_by"): (ADMITTED_PREFLIGHT, ADMITTED_DIRECT),
-    (RunSnapshot, "reached_limit"): (MAX_TURNS_LIMIT,),
+    (RunSnapshot, "reached_limit"): (MAX_TURNS_LIMIT, MAX_TOKENS_LIMIT, MAX_COST_LIMIT),
     (ChildSnapshot, "stopped_by"): tuple(str(way) for way in StoppedBy),
     # Backends.
     (ItemFields, "backend"): BACKENDS,

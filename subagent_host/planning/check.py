@@ -25,7 +25,7 @@ from subagent_host.planning.items import (
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits, WorkflowPlan
 from subagent_host.planning.prepare import launch_plan
 from subagent_host.planning.problems import Problems, raise_if_rejected
-from subagent_host.planning.receipts import HOST_HARD, receipts
+from subagent_host.planning.receipts import CHILD_LIMITS, HOST_HARD, receipts
 from subagent_host.planning.request import (
     RAW_STREAM,
     AccessRequest,
@@ -278,13 +278,14 @@ def _check_required_limits(
     offered = {
         limit.name: limit.enforcement for limit in receipts(plan, backends, access, limits).limits
     }
-    unlimited = [i for i, child in enumerate(plan.children) if child.max_turns is None]
     for index, name in enumerate(required):
         enforcement = offered.get(name)
-        if name == "maxTurns" and enforcement is not None and unlimited:
+        of = CHILD_LIMITS[name][0] if name in CHILD_LIMITS else None
+        unlimited = [i for i, c in enumerate(plan.children) if of is not None and of(c) is None]
+        if enforcement is not None and unlimited:
             problems.error(
                 "limit-not-offered",
-                f"maxTurns is not set for every child (none for children "
+                f"{name} is not set for every child (none for children "
                 f"{', '.join(map(str, unlimited))}): it cannot be required of the launch",
                 f"requiredLimits[{index}]",
             )

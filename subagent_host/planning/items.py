@@ -13,7 +13,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -21,6 +21,7 @@ from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
 from subagent_host.backends.base import Backend
+from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, NOT_REPORTED, unreported
 from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
@@ -28,7 +29,13 @@ from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import LaunchRequest, Placement, SpawnItem
 from subagent_host.planning.views import AgentRef
 from subagent_host.settings import Settings
-from subagent_host.values import ISOLATIONS, MAX_DURATION_MS, SESSION_RESOURCES, WORKTREE
+from subagent_host.values import (
+    ISOLATIONS,
+    MAX_DURATION_MS,
+    MAX_SAFE_INTEGER,
+    SESSION_RESOURCES,
+    WORKTREE,
+)
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
     outside_repository,
@@ -45,7 +52,13 @@ AGENT_ONLY_FIELDS: Final = {
     "tools": "tools",
     "session_resources": "sessionResources",
     "max_turns": "maxTurns",
+    "max_tokens": MAX_TOKENS,
+    "max_cost_usd": MAX_COST_USD,
 }
+
+# A budget's name in the configuration files (§19), by its wire name.
+SETTING_NAMES: Final = {MAX_TOKENS: "max_tokens", MAX_COST_USD: "max_cost_usd"}
+N = TypeVar("N", int, float)
 
 
 @attrs.frozen
@@ -175,6 +188,19 @@ def _resolve_item(
         settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS,
     )
     max_turns = _turns(problems, at("maxTurns"), pick("max_turns"))
+    budget = _Budgets(problems, at, name if backend is not None and name != "command" else None)
+    max_tokens = budget.pick(
+        MAX_TOKENS,
+        _tokens(problems, at(MAX_TOKENS), pick("max_tokens")),
+        definition.max_tokens if definition is not None else None,
+        settings.max_tokens,
+    )
+    max_cost_usd = budget.pick(
+        MAX_COST_USD,
+        _cost(problems, at(MAX_COST_USD), pick("max_cost_usd")),
+        definition.max_cost_usd if definition is not None else None,
+        settings.max_cost_usd,
+    )
     isolation = _isolation(
         problems,
         at("isolation"),
@@ -201,6 +227,8 @@ def _resolve_item(
         agent=_agent_ref(definition),
         output_name=item.as_,
         max_turns=max_turns if is_agent else None,
+        max_tokens=max_tokens if is_agent else None,
+        max_cost_usd=max_cost_usd if is_agent else None,
         isolation=isolation,
         placement=placement,
     )
@@ -344,6 +372,52 @@ def _turns(problems: Problems, path: str, value: int | None) -> int | None:
     if value is not None and not 1 <= value <= MAX_TURNS:
         problems.error("invalid-max-turns", f"must be 1..{MAX_TURNS} model responses", path)
     return value
+
+
+def _tokens(problems: Problems, path: str, value: int | None) -> int | None:
+    if value is not None and not 1 <= value <= MAX_SAFE_INTEGER:
+        problems.error("invalid-max-tokens", f"must be 1..{MAX_SAFE_INTEGER} tokens", path)
+    return value
+
+
+def _cost(problems: Problems, path: str, value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        problems.error("invalid-max-cost-usd", "must be a number of US dollars above 0", path)
+    return value
+
+
+@attrs.frozen
+class _Budgets:
+    """Chooses an agent child's budgets: the request's (an item's over the call's), else
+    its definition's, else the configured default; `backend` None: not an agent child."""
+
+    problems: Problems
+    at: Callable[[str], str]
+    backend: str | None
+
+    def pick(
+        self, budget: str, requested: N | None, defined: N | None, configured: N | None
+    ) -> N | None:
+        if self.backend is None:
+            return None  # a command child's request was refused (`not-honoured`) already
+        reason = unreported(self.backend, budget)
+        chosen = requested if requested is not None else defined
+        if chosen is not None and reason is not None:
+            self.problems.error(
+                NOT_REPORTED[budget], f"{budget} cannot be enforced: {reason}", self.at(budget)
+            )
+        if chosen is not None:
+            return chosen
+        if configured is not None and reason is not None:
+            # A default meant for every child: this child runs, without it, and is told so.
+            self.problems.warning(
+                NOT_REPORTED[budget],
+                f"the configured {SETTING_NAMES[budget]} is not applied to this "
+                f"{self.backend} child: {reason}",
+                self.at(budget),
+            )
+            return None
+        return configured
 
 
 def _isolation(

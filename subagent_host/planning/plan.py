@@ -62,6 +62,10 @@ class ChildPlan:
     resumed from a projection recorded before the field existed (it ran `full`)."""
     max_turns: int | None = None
     """Model responses an agent child may make; the server counts them (None: no limit)."""
+    max_tokens: int | None = None
+    """Input and output tokens an agent child may spend; the server sums them (None: no limit)."""
+    max_cost_usd: float | None = None
+    """US dollars an agent child may spend; the server sums them (None: no limit)."""
     isolation: str | None = None
     """`worktree`: it runs in a git worktree of its own (protocol.md §8.7); None: in `cwd`."""
     placement: Placement | None = None
@@ -80,6 +84,8 @@ class ChildPlan:
             timeout_ms=self.timeout_ms,
             stall_timeout_ms=self.stall_timeout_ms,
             max_turns=self.max_turns,
+            max_tokens=self.max_tokens,
+            max_cost_usd=self.max_cost_usd,
         )
 
     def item(self, prompt: str | None = None) -> ItemSpec:

@@ -24,6 +24,9 @@ class Problems:
     def error(self, code: str, message: str, path: str | None = None) -> None:
         self.items.append(Diagnostic("error", code, message, path))
 
+    def warning(self, code: str, message: str, path: str | None = None) -> None:
+        self.items.append(Diagnostic("warning", code, message, path))
+
     def info(self, code: str, message: str, path: str | None = None) -> None:
         self.items.append(Diagnostic("info", code, message, path))
 

@@ -14,13 +14,15 @@ longer matches its digest.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 from cattrs.errors import BaseValidationError
 
 from subagent_host.backends.base import Backend
+from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, unreported
 from subagent_host.planning.access import default_tools
 from subagent_host.planning.fingerprint import fingerprint
 from subagent_host.planning.narrowing import narrow, narrowing_problems
@@ -34,15 +36,18 @@ from subagent_host.planning.views import (
     from_json,
     to_json,
 )
+from subagent_host.values import MAX_SAFE_INTEGER
 from subagent_host.values.facts import Executable
 
 VERSION: Final = PROJECTION_VERSION
 # What a resume may change, only downwards: a limit lowered (a child launched without
-# `maxTurns` had no turn limit, so any one is lower), `access` narrowed
-# (`narrowing.py`). Everything else would be a different launch.
-LOWERED_LIMITS: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns")
+# `maxTurns`, `maxTokens` or `maxCostUsd` had no such limit, so any one is lower),
+# `access` narrowed (`narrowing.py`). Everything else would be a different launch.
+LOWERED_LIMITS: Final = ("timeoutMs", "stallTimeoutMs", "maxTurns", MAX_TOKENS, MAX_COST_USD)
 NARROWED: Final = ("access",)
 ALLOWED_OVERRIDES: Final = (*LOWERED_LIMITS, *NARROWED)
+# The overrides only an agent child can honour (its CLI's events are counted).
+AGENT_ONLY_OVERRIDES: Final = ("maxTurns", MAX_TOKENS, MAX_COST_USD)
 GUIDANCE: Final = (
     "launch a new run instead, and give it the prior result (status {runId}) in its task"
 )
@@ -91,6 +96,8 @@ def child_of(
         timeout_ms=projection.limits.timeout_ms,
         stall_timeout_ms=projection.limits.stall_timeout_ms,
         max_turns=projection.limits.max_turns,
+        max_tokens=projection.limits.max_tokens,
+        max_cost_usd=projection.limits.max_cost_usd,
         command=projection.argv_template if is_command else None,
         prompt=prompt,
         resume_session=resume_session,
@@ -179,6 +186,8 @@ def contract(
         "timeout_ms": overrides.get("timeoutMs", projection.limits.timeout_ms),
         "stall_timeout_ms": overrides.get("stallTimeoutMs", projection.limits.stall_timeout_ms),
         "max_turns": overrides.get("maxTurns", projection.limits.max_turns),
+        "max_tokens": overrides.get(MAX_TOKENS, projection.limits.max_tokens),
+        "max_cost_usd": _dollars(overrides.get(MAX_COST_USD, projection.limits.max_cost_usd)),
     }
     return Contract(
         run_id=run_id,
@@ -207,10 +216,27 @@ def check_overrides(projection: Projection, overrides: Mapping[str, Any]) -> lis
             )
         elif name == "access":
             problems += narrowing_problems(projection, value)
-        elif name == "maxTurns" and projection.backend == "command":
-            problems.append("maxTurns cannot be honoured by the command backend")
-        elif type(value) is not int or value < 1:
-            problems.append(f"{name} must be a positive integer")
+        elif name in AGENT_ONLY_OVERRIDES and projection.backend == "command":
+            problems.append(f"{name} cannot be honoured by the command backend")
+        elif (reason := unreported(projection.backend, name)) is not None:
+            problems.append(f"{name} cannot be enforced: {reason}")
+        elif (wrong := _not_positive(name, value)) is not None:
+            problems.append(wrong)
         elif name in limits and value > limits[name]:
             problems.append(f"{name} may only be lowered on resume ({value} > {limits[name]})")
     return problems
+
+
+def _not_positive(name: str, value: object) -> str | None:
+    """Why an override's value is no limit at all (None when it is one)."""
+    if name == MAX_COST_USD:
+        is_number = type(value) in (int, float) and math.isfinite(cast(float, value))
+        return None if is_number and cast(float, value) > 0 else f"{name} must be a number above 0"
+    if type(value) is not int or not 1 <= value <= MAX_SAFE_INTEGER:
+        return f"{name} must be a positive integer"
+    return None
+
+
+def _dollars(value: float | None) -> float | None:
+    """A cost as a float (a client may write whole dollars as an integer)."""
+    return None if value is None else float(value)

@@ -4,22 +4,23 @@ Receipts are statements, not promises: `access` says children run with the
 user's own OS permissions (`shared-user`) and which tools, with which effects,
 they get; `limits` says which limits the server enforces by ending the process
 tree (`host-hard`) and which it only asks for (`best-effort`). A limit the
-server counts itself from a CLI's events (`maxTurns`) is `host-hard` for every
-CLI, even where the CLI is also told (claude's `--max-turns`). `egress` says
-what leaves the machine whatever the tools are (`egress.py`): `network` in
-`access` and a tool's effects are about the tools, not an agent CLI's own
-connection to its model provider.
+server counts itself from a CLI's events (`maxTurns`, `maxTokens`, `maxCostUsd`) is
+`host-hard` for every CLI it is accepted for, even where the CLI is also told
+(claude's `--max-turns`). `egress` says what leaves the machine whatever the tools
+are (`egress.py`): `network` in `access` and a tool's effects are about the tools,
+not an agent CLI's own connection to its model provider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from subagent_host.backends.base import Backend
+from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS
 from subagent_host.planning.access import beyond, negotiate
 from subagent_host.planning.egress import declared_egress
-from subagent_host.planning.plan import RunPlan, ServerLimits
+from subagent_host.planning.plan import ChildPlan, RunPlan, ServerLimits
 from subagent_host.planning.views import (
     Access,
     AccessReceipt,
@@ -30,6 +31,25 @@ from subagent_host.planning.views import (
     ToolEffects,
 )
 
+# The limits a child may or may not have (absent: none), each counted by the server from
+# its CLI's events: how to read it from a child, and how it is enforced.
+CHILD_LIMITS: Final[Mapping[str, tuple[Callable[[ChildPlan], float | None], str]]] = {
+    "maxTurns": (
+        lambda child: child.max_turns,
+        "the server counts each model response from the CLI's events and ends the "
+        "tree when response N + 1 begins (claude also gets --max-turns)",
+    ),
+    MAX_TOKENS: (
+        lambda child: child.max_tokens,
+        "the server sums the input and output tokens the CLI reports with each response "
+        "and ends the tree once they reach N",
+    ),
+    MAX_COST_USD: (
+        lambda child: child.max_cost_usd,
+        "the server sums the cost the CLI reports with each response and ends the tree "
+        "once it reaches N US dollars",
+    ),
+}
 EXECUTION_BOUNDARY: Final = "shared-user"
 HOST_HARD: Final = "host-hard"
 BEST_EFFORT: Final = "best-effort"
@@ -90,17 +110,10 @@ def _limits(plan: RunPlan, server: ServerLimits) -> tuple[LimitReceipt, ...]:
         ),
         LimitReceipt("maxDepth", server.max_depth, HOST_HARD, "a child's own spawns are refused"),
     ]
-    turns = [child.max_turns for child in plan.children if child.max_turns is not None]
-    if turns:
-        limits.append(
-            LimitReceipt(
-                "maxTurns",
-                max(turns),
-                HOST_HARD,
-                "the server counts each model response from the CLI's events and ends the "
-                "tree when response N + 1 begins (claude also gets --max-turns)",
-            )
-        )
+    for name, (of, how) in CHILD_LIMITS.items():
+        values = [value for child in plan.children if (value := of(child)) is not None]
+        if values:
+            limits.append(LimitReceipt(name, max(values), HOST_HARD, how))
     if plan.workflow is not None:
         limits.append(
             LimitReceipt(

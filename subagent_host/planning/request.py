@@ -68,6 +68,12 @@ class ItemFields:
     """`lean` or `full`: what an agent child loads of the user's and project's resources."""
     max_turns: int | None = None
     """Model responses an agent child may make (protocol.md §8.1); agent backends only."""
+    max_tokens: int | None = None
+    """Input and output tokens an agent child may spend, 1..2^53-1 (protocol.md §8.1); agent
+    backends whose CLI reports tokens while it runs (pi, claude)."""
+    max_cost_usd: float | None = None
+    """US dollars an agent child may spend, above 0 (protocol.md §8.1); agent backends whose
+    CLI reports cost while it runs (pi)."""
     isolation: str | None = None
     """`worktree`: the child works in a git worktree and on a branch of its own (protocol.md
     §8.7); absent: in its `cwd` itself (an agent definition may ask for a worktree)."""

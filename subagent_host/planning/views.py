@@ -71,8 +71,8 @@ class AgentRef:
 
 @attrs.frozen(kw_only=True)
 class ChildLimits:
-    """A child's own limits (`maxTurns` only when it was set: projections stored before
-    it existed stay valid)."""
+    """A child's own limits (`maxTurns`, `maxTokens` and `maxCostUsd` only when they were
+    set: projections stored before they existed stay valid)."""
 
     timeout_ms: int
     """Milliseconds the child may run (wire name `timeoutMs`)."""
@@ -80,6 +80,10 @@ class ChildLimits:
     """Milliseconds it may go without output (wire name `stallTimeoutMs`)."""
     max_turns: int | None = None
     """Model responses it may make (wire name `maxTurns`); absent: no limit."""
+    max_tokens: int | None = None
+    """Input and output tokens it may spend (wire name `maxTokens`); absent: no limit."""
+    max_cost_usd: float | None = None
+    """US dollars it may spend (wire name `maxCostUsd`); absent: no limit."""
 
 
 @attrs.frozen
@@ -130,7 +134,7 @@ class PlanChild:
     prompt_digest: str | None = None
     """`sha256:v1:` of its prompt (a workflow item's: of the template); absent without a prompt."""
     limits: ChildLimits
-    """Its own `timeoutMs`, `stallTimeoutMs` and `maxTurns`."""
+    """Its own `timeoutMs`, `stallTimeoutMs`, `maxTurns`, `maxTokens` and `maxCostUsd`."""
     removed_tools: tuple[str, ...] | None = None
     """The tools access took away, sorted; absent when none."""
     agent: AgentRef | None = None
@@ -264,8 +268,9 @@ class AccessReceipt:
 class LimitReceipt:
     name: str
     """The limit's wire name, e.g. `timeoutMs`, `outputCapBytes` or `maxConcurrency`."""
-    value: int
-    """Its value: milliseconds for a duration, bytes or lines for a cap, else a count."""
+    value: int | float
+    """Its value: milliseconds for a duration, bytes or lines for a cap, US dollars for
+    `maxCostUsd`, else a count."""
     enforcement: str
     """`host-hard` (the server ends the tree) or `best-effort` (only asked for)."""
     how: str
@@ -305,7 +310,7 @@ class Projection:
     env_keys: tuple[str, ...]
     """The names of its `env` variables, sorted; values are never stored."""
     limits: ChildLimits
-    """Its own `timeoutMs`, `stallTimeoutMs` and `maxTurns`."""
+    """Its own `timeoutMs`, `stallTimeoutMs`, `maxTurns`, `maxTokens` and `maxCostUsd`."""
     label: str | None
     """Its label; null when it had none."""
     agent: AgentRef | None

@@ -3,10 +3,11 @@
 Both `preflight {resume}` and `resume` call `resolve_target`: the run (this
 session's), the child (`index`, by default the first that did not complete),
 its stored launch projection (checked against its digest), the overrides (only
-lowering `timeoutMs`/`stallTimeoutMs`/`maxTurns`, narrowing `access`), the agent CLI
-it would start (the approved file, version and argv: `launch_check.py`), and the
-contract that results, whose digest a token is bound to. Nothing here starts a
-process but the `--version` of the approved file (once per file content).
+lowering `timeoutMs`, `stallTimeoutMs`, `maxTurns`, `maxTokens`, `maxCostUsd`, narrowing
+`access`), the agent CLI it would start (the approved file, version and argv:
+`launch_check.py`), and the contract that results, whose digest a token is bound to.
+Nothing here starts a process but the `--version` of the approved file (once per file
+content).
 """
 
 from __future__ import annotations

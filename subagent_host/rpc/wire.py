@@ -360,8 +360,9 @@ class ResumeRequest:
     index: int | None = None
     """The child to resume; absent: the first child that did not complete, else the last."""
     overrides: dict[str, Any] | None = None
-    """Only `timeoutMs`, `stallTimeoutMs` and `maxTurns`, each lowered, never raised, and `access`,
-    narrowed, never widened; anything else is `override-not-allowed`."""
+    """Only `timeoutMs`, `stallTimeoutMs`, `maxTurns`, `maxTokens` and `maxCostUsd`, each
+    lowered, never raised, and `access`, narrowed, never widened; anything else is
+    `override-not-allowed`."""
 
 
 @attrs.frozen
@@ -637,7 +638,7 @@ class RunSnapshot(OutcomeFields):
     """A `timed-out` run's: the limit that ended a child, in milliseconds (its `timeoutMs`, or its
     `stallTimeoutMs` for a stall)."""
     reached_limit: str | None = None
-    """A `limit-reached` run's: which limit; today only `max-turns`."""
+    """A `limit-reached` run's: which limit, `max-turns`, `max-tokens` or `max-cost`."""
     usage: Usage | None = None
     """Every attempt of every child that reported usage, summed: tokens added up, `costUsd` only
     when each of them has a cost; absent when none reported usage (protocol.md §12)."""
@@ -789,6 +790,13 @@ def _structure_float(value: Any, _type: type) -> float:
     return float(value)
 
 
+def _structure_number(value: Any, _type: type) -> int | float:
+    """An integer or a number as it came (`LimitReceipt.value`: a count, or dollars)."""
+    if type(value) is bool or not isinstance(value, int | float):
+        raise WireValueError(f"expected a number, got {json_type_name(value)}")
+    return value
+
+
 def json_type_name(value: Any) -> str:
     """How a client would name the JSON type of `value`."""
     if value is None:
@@ -822,6 +830,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     converter.register_structure_hook(int, _strict(int, "an integer"))
     converter.register_structure_hook(bool, _strict(bool, "a boolean"))
     converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook_func(lambda t: t == int | float, _structure_number)
     converter.register_structure_hook(SessionId, _structure_session_id)
     converter.register_unstructure_hook(datetime, timestamp)
     converter.register_structure_hook(datetime, _structure_moment)

@@ -5,8 +5,9 @@ workflow's steps) and every resumed attempt goes this one way. The child waits
 for a server-wide slot (`queued`), is prepared by its backend and started by
 its executor (`running`; executors/: here, or on a cluster), and ends in exactly
 one terminal status. What ends it is decided in one place, `_supervise`: its
-own exit, a stop request, its timeout, a stall, or its turn limit (`maxTurns`,
-counted from the CLI's events) — the first of them wins, and the run book refuses any later status.
+own exit, a stop request, its timeout, a stall, its turn limit (`maxTurns`,
+counted from the CLI's events) or its budget (`maxTokens`, `maxCostUsd`, summed
+from them) — the first of them wins, and the run book refuses any later status.
 Nothing the child started outlives it: the executor's `wait` returns only
 once its tree is gone, and a bug of ours while it runs ends the tree too.
 """
@@ -23,6 +24,7 @@ from typing import Any, Final, cast
 import attrs
 
 from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
+from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
 from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.exits import ProcessExit
@@ -69,6 +71,12 @@ LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event
 MAX_TURNS: Final = StopCause(
     RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT
 )
+
+# An agent CLI whose reported usage reached its `maxTokens` or `maxCostUsd`, by limit.
+BUDGET_SPENT: Final = {
+    limit: StopCause(RunStatus.LIMIT_REACHED, limit, reached_limit=limit)
+    for limit in (MAX_TOKENS_LIMIT, MAX_COST_LIMIT)
+}
 
 
 class StoppedBeforeStart(Exception):
@@ -365,8 +373,8 @@ class ChildRunner:
     async def _supervise(
         self, process: StartedChild, plan: ChildPlan, sink: ChildSink, control: RunControl
     ) -> StopCause | None:
-        """Wait for whichever comes first: exit, stop, stall, timeout, turn limit. End the
-        tree unless exit.
+        """Wait for whichever comes first: exit, stop, stall, timeout, turn limit, budget.
+        End the tree unless exit.
 
         Each is a callback settling one future (first wins): no task per watch.
         """
@@ -403,6 +411,9 @@ class ChildRunner:
         )
         if plan.max_turns is not None:
             sink.watch_turns(plan.max_turns, lambda: settle(MAX_TURNS))
+        budget = Budget(plan.max_tokens, plan.max_cost_usd)
+        if budget.is_set:
+            sink.watch_budget(budget, lambda limit: settle(BUDGET_SPENT[limit]))
         try:
             cause = await first
         finally:
@@ -410,7 +421,7 @@ class ChildRunner:
             control.stopping.remove_done_callback(on_stop)
             stall.cancel()
             timeout.cancel()
-            sink.unwatch_turns()
+            sink.unwatch_limits()
             sink.on_finished = None
             for timer in lingering:
                 timer.cancel()

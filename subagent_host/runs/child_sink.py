@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from subagent_host.backends.base import OutputParser
+from subagent_host.backends.budgets import Budget
 from subagent_host.backends.events import (
     AgentEvent,
     MessageText,
@@ -59,6 +60,7 @@ class ChildSink:
         self.on_finished: Callable[[], None] | None = None
         """Called once, when the parser has seen the CLI's final event."""
         self._turn_limit: tuple[int, Callable[[], None]] | None = None
+        self._budget: tuple[Budget, Callable[[str], None]] | None = None
         self.held = False
         """Its output is not being read: the client is behind (see StreamGate)."""
         self._pause: Callable[[], None] = _nothing
@@ -109,6 +111,7 @@ class ChildSink:
             finished, self.on_finished = self.on_finished, None
             finished()
         self._check_turns()
+        self._check_budget()
         if self._stream is not None:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
@@ -123,8 +126,27 @@ class ChildSink:
         self._turn_limit = (max_turns, on_exceeded)
         self._check_turns()  # output read before the watch began counts too
 
-    def unwatch_turns(self) -> None:
+    def watch_budget(self, budget: Budget, on_reached: Callable[[str], None]) -> None:
+        """Call `on_reached` with the limit's name once the usage the parser has summed
+        reaches one of `budget`'s limits (checked after each chunk, as turns are), unless
+        the CLI has printed its final event by then."""
+        self._budget = (budget, on_reached)
+        self._check_budget()  # output read before the watch began counts too
+
+    def unwatch_limits(self) -> None:
+        """Stop watching the turns and the budget (the child's end is decided)."""
         self._turn_limit = None
+        self._budget = None
+
+    def _check_budget(self) -> None:
+        # A CLI that printed its final event has nothing left to spend: its answer
+        # stands (as a lingering one's does), whatever its last response cost.
+        if self._budget is None or self.parser.finished:
+            return
+        budget, on_reached = self._budget
+        if (limit := budget.reached(self.parser.usage)) is not None:
+            self._budget = None
+            on_reached(limit)
 
     def _check_turns(self) -> None:
         if self._turn_limit is not None and self.parser.turns > self._turn_limit[0]:

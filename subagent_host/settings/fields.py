@@ -4,6 +4,7 @@ why it cannot, and `FIELDS` names the check and the files allowed for each field
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -35,6 +36,7 @@ from subagent_host.values import (
     EFFORTS,
     FRAMINGS,
     MAX_DURATION_MS,
+    MAX_SAFE_INTEGER,
     MODES,
     SESSION_ID_PATTERN,
     SESSION_ID_RULE,
@@ -84,6 +86,16 @@ def int_in_range(low: int, high: int) -> Check:
         return value
 
     return check
+
+
+def check_dollars(value: object, base: Path) -> float:
+    """A positive, finite amount of US dollars (a whole number too)."""
+    if type(value) not in (int, float):  # bool is an int to Python, never to a file
+        raise ValueError(f"{show(value)} is not a number")
+    assert isinstance(value, int | float)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{show(value)} is not above 0")
+    return float(value)
 
 
 def one_of(options: Sequence[str], *, fold_case: bool = False) -> Check:
@@ -276,6 +288,8 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "default_model": FieldRule(check_model),
     "timeout_ms": FieldRule(int_in_range(1, MAX_DURATION_MS)),
     "stall_timeout_ms": FieldRule(int_in_range(1, MAX_DURATION_MS)),
+    "max_tokens": FieldRule(int_in_range(1, MAX_SAFE_INTEGER)),
+    "max_cost_usd": FieldRule(check_dollars),
     "max_concurrency": FieldRule(int_in_range(1, MAX_CONCURRENCY)),
     # Server-wide, like max_concurrency, but a project must not raise the bound its user set.
     "max_queue": FieldRule(int_in_range(0, MAX_QUEUE), in_project=False),

@@ -101,6 +101,8 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         default_effort=pick(values, "default_effort", str),
         timeout_ms=pick(values, "timeout_ms", int),
         stall_timeout_ms=pick(values, "stall_timeout_ms", int),
+        max_tokens=pick(values, "max_tokens", int),
+        max_cost_usd=pick(values, "max_cost_usd", float),
         max_concurrency=pick(values, "max_concurrency", int),
         max_queue=pick(values, "max_queue", int),
         default_tools=pick(values, "default_tools", tuple),

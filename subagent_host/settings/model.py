@@ -104,6 +104,11 @@ class Settings:
     """Every child's default `timeoutMs`, in milliseconds."""
     stall_timeout_ms: int | None = None
     """Every child's default `stallTimeoutMs`, in milliseconds."""
+    max_tokens: int | None = None
+    """Every agent child's default `maxTokens` (where its CLI reports tokens while it runs)."""
+    max_cost_usd: float | None = None
+    """Every agent child's default `maxCostUsd`, in US dollars (where its CLI reports cost
+    while it runs)."""
     max_concurrency: int | None = None
     """As `--max-concurrency`."""
     max_queue: int | None = None

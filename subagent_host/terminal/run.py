@@ -38,7 +38,7 @@ EXIT_USAGE: Final = 2
 # trying again may work).
 EXIT_INTERRUPTED: Final = 75
 EXIT_TIMED_OUT: Final = 124  # as timeout(1)
-# Next to 124: a limit the run was given ended it (today an agent's max turns). Clear of
+# Next to 124: a limit the run was given ended it (an agent's turns or budget). Clear of
 # 126/127 (a shell's "cannot run") and of 128+n (signals).
 EXIT_LIMIT_REACHED: Final = 125
 SIGNAL_BASE: Final = 128  # a shell's 128+n for "ended by signal n"
@@ -64,7 +64,7 @@ exit status:
          -32003 launch rejected: its message on stderr; a disabled agent too)
   75     interrupted: the server ended before the run did (or before answering)
   124    timed out (--timeout-ms, or the configured timeout or stall timeout)
-  125    a limit the run was given ended it (an agent's max turns)
+  125    a limit the run was given ended it (an agent's max turns, tokens or cost)
   128+n  this command got signal n (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP): the run was
          stopped first, with the server's grace (grace_ms in a settings file);
          141 (as SIGPIPE): the reader of stdout had gone

@@ -91,6 +91,9 @@ DIGEST_PREFIX: Final = "sha256:v1:"
 
 # The longest duration any option, setting or param may name: a day.
 MAX_DURATION_MS: Final = 24 * 60 * 60 * 1000
+# The largest integer every JSON reader holds exactly (a double's 53 bits): the most a
+# count without a natural bound (`maxTokens`) may be.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 # How deep a child is in a tree of servers: set for every child (one more than
 # ours), read by the command line of a server started inside one.

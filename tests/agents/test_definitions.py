@@ -660,3 +660,35 @@ def test_a_problem_repeated_many_times_is_reported_a_few_times_and_counted() -> 
     )
     assert f"{30 - MAX_DIAGNOSTICS_PER_CODE} more 'unknown-field'" in diagnostics[-1].message
     assert {d.name for d in diagnostics} == {"a"}
+
+
+def test_budgets_are_read_as_numbers() -> None:
+    frugal = valid("name: frugal\ndescription: d\nmax_tokens: 20000\nmax_cost_usd: 0.25")
+    assert (frugal.max_tokens, frugal.max_cost_usd) == (20000, 0.25)
+    quoted = valid(
+        "name: quoted\ndescription: d\nmax_tokens: '9007199254740991'\nmax_cost_usd: \"3\""
+    )
+    assert (quoted.max_tokens, quoted.max_cost_usd) == (2**53 - 1, 3.0)
+    unset = valid("name: unset\ndescription: d\nmax_tokens:\nmax_cost_usd:")
+    assert (unset.max_tokens, unset.max_cost_usd) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_tokens", "0"),
+        ("max_tokens", "-5"),
+        ("max_tokens", "1.5"),
+        ("max_tokens", "9007199254740992"),
+        ("max_tokens", "many"),
+        ("max_cost_usd", "0"),
+        ("max_cost_usd", "-1"),
+        ("max_cost_usd", "nan"),
+        ("max_cost_usd", "inf"),
+        ("max_cost_usd", "cheap"),
+    ],
+)
+def test_a_budget_that_is_no_positive_number_blocks_the_definition(field: str, value: str) -> None:
+    [problem] = errors(f"name: bad\n{field}: {value}")
+    assert problem.code == f"invalid-{field.replace('_', '-')}"
+    assert repr(value) in problem.message and field in problem.message

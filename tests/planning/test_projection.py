@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Final
 
 import attrs
@@ -12,6 +13,7 @@ import pytest
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
+from subagent_host.backends.pi import PiBackend
 from subagent_host.planning.plan import ChildPlan, RunPlan, StepPlan, WorkflowPlan
 from subagent_host.planning.projection import (
     ProjectionProblem,
@@ -69,8 +71,8 @@ def test_only_lower_timeouts_may_be_overridden() -> None:
         "timeoutMs may only be lowered on resume (60001 > 60000)"
     ]
     assert check_overrides(projection, {"cwd": "/"}) == [
-        "cwd cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns may be "
-        "lowered, and access narrowed); to change it, launch anew"
+        "cwd cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns, "
+        "maxTokens, maxCostUsd may be lowered, and access narrowed); to change it, launch anew"
     ]
     assert check_overrides(projection, {"timeoutMs": True}) == [
         "timeoutMs must be a positive integer"
@@ -125,14 +127,19 @@ def test_a_child_launched_without_max_turns_keeps_its_projection_and_may_get_one
     ]
 
 
-def test_a_resumed_agent_runs_with_the_lowered_max_turns() -> None:
-    projection = project(AGENT, ClaudeBackend())
-    run = Run(
+def limited_run(backend: str) -> Run:
+    """A single run whose agent child ended at a limit, with a session to continue."""
+    return Run(
         run_id="r" * 32, session_id="s", kind=RunKind.SINGLE, fingerprint="f",
         created_at=datetime.now(UTC), status=RunStatus.LIMIT_REACHED,
-        children=[ChildRun(index=0, backend="claude", status=RunStatus.LIMIT_REACHED,
+        children=[ChildRun(index=0, backend=backend, status=RunStatus.LIMIT_REACHED,
                            backend_session_id="sess")],
     )  # fmt: skip
+
+
+def test_a_resumed_agent_runs_with_the_lowered_max_turns() -> None:
+    projection = project(AGENT, ClaudeBackend())
+    run = limited_run("claude")
     sealed = contract(run.run_id, 0, 2, projection, {"maxTurns": 2}, backend_session_id="sess")
     target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
     assert resumed_child(target, "go on", None, BACKENDS).max_turns == 2
@@ -151,3 +158,61 @@ def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:
     stored = workflow_from_record(json.loads(json.dumps(workflow_record(plan))))
     assert stored is not None
     assert [child.max_turns for child in stored.children] == [5, None]
+
+
+PI_AGENT = attrs.evolve(AGENT, backend="pi", max_tokens=400, max_cost_usd=0.5)
+PI_BACKENDS: Final[dict[str, Backend]] = {"pi": PiBackend(session_dir=Path("/tmp"))}
+
+
+def test_budgets_are_projected_and_a_resume_may_lower_them_never_raise_them() -> None:
+    projection = project(PI_AGENT, PI_BACKENDS["pi"])
+    assert (to_json(projection)["limits"]["maxTokens"], projection.limits.max_cost_usd) == (
+        400,
+        0.5,
+    )
+    assert check_overrides(projection, {"maxTokens": 100, "maxCostUsd": 0.25}) == []
+    assert check_overrides(projection, {"maxTokens": 400, "maxCostUsd": 0.5}) == []
+    assert check_overrides(projection, {"maxTokens": 401, "maxCostUsd": 1}) == [
+        "maxTokens may only be lowered on resume (401 > 400)",
+        "maxCostUsd may only be lowered on resume (1 > 0.5)",
+    ]
+    for bad in (0, -1, 2**53, 1.5, True, "10"):
+        assert check_overrides(projection, {"maxTokens": bad}) == [
+            "maxTokens must be a positive integer"
+        ], bad
+    for bad in (0, -0.5, float("nan"), float("inf"), True, "0.1"):
+        assert check_overrides(projection, {"maxCostUsd": bad}) == [
+            "maxCostUsd must be a number above 0"
+        ], bad
+
+
+def test_a_child_launched_without_a_budget_may_get_one_where_its_cli_reports_it() -> None:
+    unlimited = project(
+        attrs.evolve(PI_AGENT, max_tokens=None, max_cost_usd=None), PI_BACKENDS["pi"]
+    )
+    assert not {"maxTokens", "maxCostUsd"} & set(to_json(unlimited)["limits"])
+    assert check_overrides(unlimited, {"maxTokens": 10**9, "maxCostUsd": 100}) == []
+    claude = project(AGENT, ClaudeBackend())
+    assert check_overrides(claude, {"maxTokens": 10}) == []
+    refused = check_overrides(claude, {"maxCostUsd": 1})
+    assert refused == [
+        "maxCostUsd cannot be enforced: claude reports its cost only in its final result, "
+        "once the child has ended, so a cost budget cannot stop it"
+    ]
+    assert check_overrides(project(CHILD, CommandBackend()), {"maxTokens": 3}) == [
+        "maxTokens cannot be honoured by the command backend"
+    ]
+
+
+def test_a_resumed_agent_runs_with_the_lowered_budgets() -> None:
+    projection = project(PI_AGENT, PI_BACKENDS["pi"])
+    run = limited_run("pi")
+    lowered = {"maxTokens": 200, "maxCostUsd": 1}  # a whole number of dollars is a number
+    sealed = contract(run.run_id, 0, 2, projection, lowered, backend_session_id="sess")
+    assert sealed.projection.limits.max_cost_usd == 1.0
+    target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
+    child = resumed_child(target, "go on", None, PI_BACKENDS)
+    assert (child.max_tokens, child.max_cost_usd) == (200, 1.0)
+    kept = contract(run.run_id, 0, 2, projection, {}, backend_session_id="sess")
+    child = resumed_child(attrs.evolve(target, contract=kept), "go on", None, PI_BACKENDS)
+    assert (child.max_tokens, child.max_cost_usd) == (400, 0.5)

@@ -114,7 +114,7 @@ def test_an_override_of_anything_but_limits_and_access_is_refused(
     refused = [name for name in overrides if name != "access"]
     problems = check_overrides(project(CLAUDE, ClaudeBackend()), overrides)
     assert problems == [
-        f"{name} cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns may be "
-        "lowered, and access narrowed); to change it, launch anew"
+        f"{name} cannot be changed on resume (only timeoutMs, stallTimeoutMs, maxTurns, "
+        "maxTokens, maxCostUsd may be lowered, and access narrowed); to change it, launch anew"
         for name in refused
     ]
