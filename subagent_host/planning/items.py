@@ -203,6 +203,7 @@ def _resolve_item(
         max_turns=max_turns if is_agent else None,
         isolation=isolation,
         placement=placement,
+        redact=pick("redact") is not False,
     )
 
 

@@ -64,6 +64,7 @@ def project(child: ChildPlan, backend: Backend) -> Projection:
         instructions=child.instructions,
         session_resources=child.session_resources,
         isolation=child.isolation,
+        redact=None if child.redact else False,
     )
 
 

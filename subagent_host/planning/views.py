@@ -141,6 +141,9 @@ class PlanChild:
     fingerprints of plans without it are what they always were)."""
     placement: PlannedPlacement | None = None
     """Where on a cluster it must run (protocol.md §8.8), as asked; absent otherwise."""
+    redact: bool | None = None
+    """False when long base64-like runs of its output are kept (`redact: false`, protocol.md
+    §12.3); absent otherwise."""
 
 
 @attrs.frozen(kw_only=True)
@@ -297,6 +300,9 @@ class Projection:
     """Absent in projections recorded before it existed: those children ran `full`."""
     isolation: str | None = None
     """`worktree`: a resume runs in the child's worktree (absent: it had none)."""
+    redact: bool | None = None
+    """False when its request said `redact: false`: a resume redacts the same way (absent:
+    true, as for every projection recorded before it existed)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -323,6 +323,7 @@ def resumed_child(
         session_resources=projection.session_resources,
         agent=projection.agent,
         isolation=projection.isolation,
+        redact=projection.redact is not False,
     )
     return prepare_child(child, backends[child.backend])
 
