@@ -3,7 +3,7 @@
 Everything a child says enters the server through its sink (runs/child_sink.py),
 which passes each stream through a `StreamRedactor` before anything reads it:
 the output parser (final text, stderr tails, an agent's events), the streamed
-`output` events, the store and the logs all see redacted text. protocol.md §12.3
+`output` events, the store and the logs all see redacted text. protocol.md §12.1
 is the rule; here is how it is kept.
 
 - Secrets: the values of the child's environment variables whose names contain
@@ -50,6 +50,14 @@ _IN: Final = b"A"
 _OUT: Final = b"\0"
 _CLASSES: Final = bytes(_IN[0] if byte in BASE64_ALPHABET else _OUT[0] for byte in range(256))
 _LONG_RUN: Final = _IN * MIN_RUN_CHARS
+# A quick look first: every 7th byte (7 shares no factor with the widths of most
+# repeated patterns). A long run holds at least 200 // 7 = 28 consecutive of them;
+# without such a streak the chunk has no long run, and only its last 200 bytes are
+# looked at whole. Measured (bench/runs.py, 2c): it halves the cost on ordinary text.
+_STRIDE: Final = 7
+_SAMPLED_RUN: Final = _IN * (MIN_RUN_CHARS // _STRIDE)
+_SAMPLE_FROM: Final = 4 * 1024
+"""Smaller chunks are looked at whole at once."""
 
 
 def marker(size: int) -> bytes:
@@ -173,6 +181,11 @@ class StreamRedactor:
         """`body` with its complete long runs replaced, and its end to hold back: a
         trailing run that may still grow into a long one. A long run reaching the end
         is cut off and counted in `_open_run`, unless the stream ended."""
+        if len(body) >= _SAMPLE_FROM and _SAMPLED_RUN not in body[::_STRIDE].translate(_CLASSES):
+            # No long run; a trailing run is shorter than MIN_RUN_CHARS.
+            end = len(body) - MIN_RUN_CHARS
+            cut = len(body) if final else end + body[end:].translate(_CLASSES).rfind(_OUT) + 1
+            return body[:cut], body[cut:]
         classes = body.translate(_CLASSES)
         start = classes.find(_LONG_RUN)
         cut = len(body) if final else classes.rfind(_OUT) + 1

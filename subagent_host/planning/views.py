@@ -143,7 +143,7 @@ class PlanChild:
     """Where on a cluster it must run (protocol.md §8.8), as asked; absent otherwise."""
     redact: bool | None = None
     """False when long base64-like runs of its output are kept (`redact: false`, protocol.md
-    §12.3); absent otherwise."""
+    §12.1); absent otherwise."""
 
 
 @attrs.frozen(kw_only=True)

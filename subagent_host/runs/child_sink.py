@@ -8,7 +8,7 @@ of an agent child (`message`, `tool`, `usage`, protocol.md §11), which go out a
 `run/event` fields when the run streams and are dropped otherwise, then its activity
 lines; the raw chunk goes out as `output` when asked.
 
-Every chunk is redacted here first (backends/redaction.py, protocol.md §12.3), before
+Every chunk is redacted here first (backends/redaction.py, protocol.md §12.1), before
 the parser or anything else sees it: the final text, error tails, events, activity
 lines, streamed output, the store and the logs all read from this one place. An agent's
 text is redacted once more as the parser decoded it (its JSON may have escaped what the

@@ -137,3 +137,21 @@ def test_an_outcome_is_redacted_and_measured_again() -> None:
     assert redacted.final_bytes == len(redacted.final_text) and redacted.final_lines == 1
     assert redacted.error_message == "said [redacted: 13 bytes]"
     assert redacted.error_data == {"stderrTail": "[redacted: 13 bytes]", "exitCode": 1}
+
+
+def test_large_chunks_find_every_run_the_quick_look_might_skip() -> None:
+    """Chunks of 4 KiB and more are first looked at every 7th byte: runs of 199 to 205
+    characters at every offset, in text, are still found exactly."""
+    rng = random.Random(7)
+    text = b"the quick brown fox jumps over the lazy dog\n" * 200
+    for length in range(195, 206):
+        for offset in range(0, 14):
+            where = 4096 + offset + rng.randint(0, 100) * 7
+            data = text[:where] + b" " + b"Q" * length + b" " + text[where:]
+            redaction = Redaction()
+            expected = at_once(data, (), True)
+            redactor = StreamRedactor(redaction)
+            half = rng.randint(4096, len(data) - 4096)
+            got = redactor.feed(data[:half]) + redactor.feed(data[half:]) + redactor.finish()
+            assert got == expected, (length, offset, half)
+            assert (marker(length) in got) == (length >= MIN_RUN_CHARS)

@@ -1,4 +1,4 @@
-"""Redaction end to end (protocol.md §12.3): a real command child and the real pinned pi
+"""Redaction end to end (protocol.md §12.1): a real command child and the real pinned pi
 CLI against the loopback mock LLM print a secret they were given and a long base64 run;
 neither reaches the reply, `status`, a `run/event`, the SQLite files or the server's log,
 and `redact: false` keeps the run but never the secret."""

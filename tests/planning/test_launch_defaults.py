@@ -218,7 +218,8 @@ def test_both_delegation_prefixes_are_removed_in_any_case_from_every_source(
     backends: dict[str, Backend], tmp_path: Path, source: str
 ) -> None:
     tools = ["read", *DELEGATING, "grep"]
-    settings, request, sources = Settings(), {"prompt": "hi"}, None
+    settings, sources = Settings(), None
+    request: dict[str, Any] = {"prompt": "hi"}
     if source == "request":
         request["tools"] = tools
     elif source == "default_tools":

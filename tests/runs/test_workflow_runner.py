@@ -290,7 +290,7 @@ async def test_previous_is_capped_with_the_marker(
     runs = make(previous_bytes=previous_bytes)
     plan = runs.plan(
         [
-            # Dots: a long run of letters would be redacted (protocol.md §12.3).
+            # Dots: a long run of letters would be redacted (protocol.md §12.1).
             py("import sys; sys.stdout.write('.' * int(sys.argv[1]))", str(printed)),
             py(
                 "import json, sys\n"
