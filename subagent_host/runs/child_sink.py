@@ -16,6 +16,11 @@ raw bytes hid), its message pieces as one stream, so a secret split across two d
 goes too. `outcome` lets go of what the redactors still held before the parser judges
 the exit.
 
+Only what is kept or sent is redacted: a command child's stdout, once its parser keeps
+no more of it (`keeps_stdout`) and nothing streams it, is only counted (its `bytes` and
+`lines`: the redacted head, then the rest as printed), so a drain of 200 MiB costs
+about what it did without redaction (bench/runs.py, section 2c).
+
 A streamed child's output goes to the client: while the client's outgoing queue
 is full, the `StreamGate` holds every streamed child back (its stdout is not
 read, so it blocks on write as on a slow terminal). Time held back is not a
@@ -33,6 +38,7 @@ from typing import Any
 import attrs
 
 from subagent_host.backends.base import OutputParser, ParsedOutcome
+from subagent_host.backends.command import CommandParser
 from subagent_host.backends.events import (
     AgentEvent,
     MessageText,
@@ -42,6 +48,7 @@ from subagent_host.backends.events import (
     UsageSoFar,
 )
 from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.output import StreamSize
 from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
 
 EventSender = Callable[[str, dict[str, Any]], None]
@@ -66,6 +73,8 @@ class ChildSink:
         self._stderr = StreamRedactor(redaction)
         self._messages = StreamRedactor(redaction)
         self._message_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # A command's stdout once nothing keeps or sends it: only its size.
+        self._counted: StreamSize | None = None
         self._stream = stream
         self._report_activity = report_activity
         self._report_event = report_event
@@ -114,6 +123,14 @@ class ChildSink:
 
     def on_stdout(self, data: bytes) -> None:
         self.last_active = self._loop.time()
+        if self._counted is not None:
+            self._counted.feed(data)
+            return
+        if self._redacting and self._stream is None and _only_counts(self.parser):
+            self.parser.on_stdout(self._stdout.finish())  # what was held is counted too
+            self._counted = StreamSize()  # nothing keeps or sends the rest
+            self._counted.feed(data)
+            return
         self._take_stdout(self._stdout.feed(data) if self._redacting else data)
 
     def _take_stdout(self, data: bytes) -> None:
@@ -147,12 +164,18 @@ class ChildSink:
         if not self._redacting:
             return self.parser.outcome(exit_status)
         self.parser.on_stderr(self._stderr.finish())
-        self._take_stdout(self._stdout.finish())
+        if self._counted is None:
+            self._take_stdout(self._stdout.finish())
         if self._report_event is not None:
             rest = self._message_text("", end=True)
             if rest:
                 self._send(functools.partial(self._report_event, "message", {"text": rest}))
-        return self._redaction.outcome(self.parser.outcome(exit_status))
+        outcome = self._redaction.outcome(self.parser.outcome(exit_status))
+        if self._counted is None:
+            return outcome
+        assert isinstance(self.parser, CommandParser)  # the one parser whose stdout is counted
+        size = self.parser.stdout_size.then(self._counted)
+        return attrs.evolve(outcome, final_bytes=size.total_bytes, final_lines=size.lines)
 
     def _redacted(self, events: list[AgentEvent]) -> list[AgentEvent]:
         """Normalized events with their text redacted: message pieces as one stream
@@ -200,6 +223,11 @@ class ChildSink:
 
 def _nothing() -> None:
     pass
+
+
+def _only_counts(parser: OutputParser) -> bool:
+    """Whether the parser keeps none of the stdout that follows (a command's, once full)."""
+    return isinstance(parser, CommandParser) and not parser.keeps_stdout
 
 
 def event_fields(event: AgentEvent) -> tuple[str, dict[str, Any]]:
