@@ -134,3 +134,29 @@ for _mark in needs_cli("pi"):  # the agent test alone needs the pinned CLI
     test_an_agents_message_events_and_answer_are_redacted = _mark(
         test_an_agents_message_events_and_answer_are_redacted
     )
+
+
+async def test_output_past_what_is_kept_is_counted_as_printed(tmp_path: Path) -> None:
+    """A command's stdout past its kept head is neither kept nor sent: it is counted as
+    printed, not redacted (what the head holds is)."""
+    body = "a few words on a line\n" * 10_000  # 220,000 bytes: past the 64 KiB kept
+    script = (
+        "import os, sys; s = os.environ['API_TOKEN']; "
+        "sys.stdout.write(s + '\\n' + 'a few words on a line\\n' * 10_000 + s + '\\n')"
+    )
+    spawn = {
+        "command": [sys.executable, "-c", script],
+        "env": {"API_TOKEN": SECRET},
+        "mode": "task",
+    }
+    async with running_server(*server_args(tmp_path)) as server:
+        run = await result_of(server, "spawn", spawn)
+        await server.finish()
+    output = run["children"][0]["output"]
+    assert output["text"].startswith(SECRET_MARK + "\na few words") and output["truncated"]
+    assert SECRET not in str(run) and output["lines"] == 10_002
+    printed = 2 * len(SECRET) + 2 + len(body)
+    saved = len(SECRET) - len(SECRET_MARK)
+    # The first secret is in the head; the last one was redacted too only if it came in
+    # the read that filled the head.
+    assert output["bytes"] in (printed - saved, printed - 2 * saved)
