@@ -783,18 +783,13 @@ def time_redactor(total: int, name: str, line: bytes) -> Row:
     `total` bytes of `line`s in chunks of 256 KiB; best of PARSER_REPEAT, alternating."""
     data = line * (256 * 1024 // len(line))
     redaction = Redaction.of({"API_TOKEN": REDACTION_SECRET})
-    feeds: dict[str, Callable[[], Callable[[bytes], object]]] = {
-        "parser": command_feed,
-        "redactor": lambda: StreamRedactor(redaction).feed,
-    }
-    seconds = dict.fromkeys(feeds, float("inf"))
-    for _ in range(PARSER_REPEAT):
-        for kind, make in feeds.items():
-            feed = make()
-            start = time.perf_counter()
-            for _ in range(total // len(data)):
-                feed(data)
-            seconds[kind] = min(seconds[kind], time.perf_counter() - start)
+    seconds = best_feeds(
+        total,
+        {
+            "parser": (command_feed, data),
+            "redactor": (lambda: StreamRedactor(redaction).feed, data),
+        },
+    )
     ratio = seconds["redactor"] / seconds["parser"]
     detail(
         f"redactor alone, {name}: {seconds['redactor']:.4f} s; command parser "
@@ -877,6 +872,25 @@ def time_parsers(total: int) -> list[Row]:
     ]
 
 
+Feeds = Mapping[str, tuple[Callable[[], Callable[[bytes], object]], bytes]]
+"""By name: what makes a feed, and the chunk it is fed."""
+
+
+def best_feeds(total: int, feeds: Feeds) -> dict[str, float]:
+    """Seconds each feed takes to be fed `total` bytes in its chunks: best of
+    PARSER_REPEAT, the feeds alternating so that a busy moment of the machine is as
+    likely to fall on any."""
+    seconds = dict.fromkeys(feeds, float("inf"))
+    for _ in range(PARSER_REPEAT):
+        for kind, (make, data) in feeds.items():
+            feed = make()
+            start = time.perf_counter()
+            for _ in range(total // len(data)):
+                feed(data)
+            seconds[kind] = min(seconds[kind], time.perf_counter() - start)
+    return seconds
+
+
 def time_parser(
     total: int, size: int, name: str, make: Callable[[], Callable[[bytes], None]], line: bytes
 ) -> Row:
@@ -885,14 +899,7 @@ def time_parser(
     Best of PARSER_REPEAT, the two kinds alternating so that a busy moment of the
     machine is as likely to fall on either."""
     chunks = {"lines": line * (size // len(line)), "flat": b"x" * (size // len(line) * len(line))}
-    seconds = dict.fromkeys(chunks, float("inf"))
-    for _ in range(PARSER_REPEAT):
-        for kind, data in chunks.items():
-            feed = make()
-            start = time.perf_counter()
-            for _ in range(total // len(data)):
-                feed(data)
-            seconds[kind] = min(seconds[kind], time.perf_counter() - start)
+    seconds = best_feeds(total, {kind: (make, data) for kind, data in chunks.items()})
     ratio = seconds["flat"] / seconds["lines"]
     label = f"{name}, {size // 1024} KiB chunks"
     detail(
