@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
+
 from tests.e2e.agents import needs_cli, server_args
 from tests.e2e.harness import ServerProcess, result_of, running_server
-from tests.e2e.test_agent_clis import PI
+from tests.e2e.test_agent_clis import CLAUDE, CODEX, PI, Cli
 from tests.e2e.test_agent_events import spawn_and_collect
 from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_REPEAT, MockLLM
@@ -104,12 +106,17 @@ async def test_redact_false_keeps_a_base64_run_but_never_a_secret(tmp_path: Path
     assert SECRET.encode() not in stored and RUN.encode() in stored
 
 
+@pytest.mark.parametrize(
+    "cli",
+    [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in (PI, CLAUDE, CODEX)],
+)
 async def test_an_agents_message_events_and_answer_are_redacted(
-    tmp_path: Path, mock: MockLLM
+    tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = PI.environment(tmp_path, PI.base_url(mock))
+    env = cli.environment(tmp_path, cli.base_url(mock))
     prompt = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}{SECRET} {KEYWORD_REPEAT}{RUN}"
-    spawn = {**PI.spawn, "env": {"MY_SECRET": SECRET}, "mode": "task", "stream": "raw"}
+    given = {**cli.spawn.get("env", {}), "MY_SECRET": SECRET}
+    spawn = {**cli.spawn, "env": given, "mode": "task", "stream": "raw"}
     async with running_server(*server_args(tmp_path), env=env) as server:
         run, events = await spawn_and_collect(server, {**spawn, "prompt": prompt})
         kept, kept_events = await spawn_and_collect(
@@ -119,7 +126,8 @@ async def test_an_agents_message_events_and_answer_are_redacted(
         await server.finish()
     assert run["status"] == "completed", run
     text = "".join(e["text"] for e in events if e["type"] == "message")
-    # The mock streams its answer in three deltas: the secret and the run are cut apart.
+    # The mock streams its answer in three deltas (pi and codex show them as they come):
+    # the secret and the run are cut apart.
     assert text.endswith(f" {SECRET_MARK} {RUN_MARK}"), text
     assert run["children"][0]["output"]["text"] == text
     for event in [*events, *status["events"]]:
@@ -128,12 +136,6 @@ async def test_an_agents_message_events_and_answer_are_redacted(
     kept_text = "".join(e["text"] for e in kept_events if e["type"] == "message")
     assert kept_text.endswith(f" {SECRET_MARK} {RUN}"), kept_text
     assert SECRET not in str(kept) + str(kept_events)
-
-
-for _mark in needs_cli("pi"):  # the agent test alone needs the pinned CLI
-    test_an_agents_message_events_and_answer_are_redacted = _mark(
-        test_an_agents_message_events_and_answer_are_redacted
-    )
 
 
 async def test_output_past_what_is_kept_is_counted_as_printed(tmp_path: Path) -> None:
