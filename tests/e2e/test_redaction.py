@@ -162,3 +162,36 @@ async def test_output_past_what_is_kept_is_counted_as_printed(tmp_path: Path) ->
     # The first secret is in the head; the last one was redacted too only if it came in
     # the read that filled the head.
     assert output["bytes"] in (printed - saved, printed - 2 * saved)
+
+
+# Prints a base64 run from its environment, then fails, so that it can be resumed.
+RUN_AND_FAIL: Final = [
+    sys.executable,
+    "-c",
+    "import os, sys; sys.stdin.read(); print(os.environ['PAYLOAD']); sys.exit(3)",
+]
+
+
+@pytest.mark.parametrize("redact", [False, None])
+async def test_a_resume_redacts_as_its_childs_launch_did(
+    tmp_path: Path, redact: bool | None
+) -> None:
+    spawn: Json = {"command": RUN_AND_FAIL, "env": {"PAYLOAD": RUN}, "prompt": "", "mode": "task"}
+    if redact is not None:
+        spawn["redact"] = redact
+    shown = RUN if redact is False else RUN_MARK
+    async with running_server(*server_args(tmp_path)) as server:
+        run = await result_of(server, "spawn", spawn)
+        assert run["status"] == "failed" and run["output"]["text"] == shown + "\n"
+        preflight = await result_of(
+            server, "preflight", {k: v for k, v in spawn.items() if k != "mode"}
+        )
+        assert preflight["plan"]["children"][0].get("redact") == redact
+        approval = await result_of(
+            server, "preflight", {"resume": {"runId": run["runId"], "message": "again"}}
+        )
+        assert approval["contract"]["projection"].get("redact") == redact
+        resumed = await result_of(server, "resume", {"token": approval["token"], "mode": "task"})
+        await server.finish()
+    child = resumed["children"][0]
+    assert child["attempt"] == 2 and child["output"]["text"] == shown + "\n", child
