@@ -72,7 +72,7 @@ from bench.runs import Row, default_server, format_table
 Json = dict[str, Any]
 
 FLOOD: Final = Path(__file__).resolve().parent.parent / "tests" / "fakes" / "flood.py"
-LINE: Final = b"x" * 1023 + b"\n"  # what flood.py writes, 1024 times per MiB
+LINE: Final = b"x " * 511 + b"x\n"  # what flood.py writes, 1024 times per MiB
 MIB: Final = 1024 * 1024
 MB: Final = 1_000_000
 STREAM_LIMIT: Final = 64 * MIB

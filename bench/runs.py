@@ -49,6 +49,19 @@ reply is never mistaken for an event.
    child's output parser, and an agent child's line reader (lines of one JSON
    event each), fed the same 200 MiB in chunks of 8 KiB (a small read) and of
    256 KiB (the largest read), best of 5; target ratio <= 1.25.
+2c. Redaction. What redacting a child's output costs (protocol.md §12.1), on a
+   server of its own: the 200 MiB of section 2 as lines of 1 KiB, spawned with
+   `redact: false` and no secret in the environment (nothing is redacted: the
+   baseline) and then with redaction on and one secret (`API_TOKEN`, 40
+   characters) in `env`, alternating (5 times by default), medians compared,
+   with the server loop's CPU. Two contents: text (words and spaces: nothing
+   matches, what almost all output is), and section 2's own lines of `x`, each a
+   base64-like run of 1023 characters. Only what is kept is redacted (the head
+   of a command's stdout; the rest is counted): target for both, ratio <= 1.10.
+   Then what redacting every byte costs (a streamed child's output is all sent,
+   so all redacted): the redactor alone, in this process, fed the same 200 MiB
+   in chunks of 256 KiB, against the command parser fed the same (best of 5),
+   for both contents; reported, no target.
 3. Stop latency. A 20-process tree (`tests/fakes/tree.py 20`) spawned in the
    background with `stream: true`; once its first `output` event ("ready": all
    20 processes exist) arrives, `stop` is timed; its reply must say `cancelled`.
@@ -71,7 +84,10 @@ How to run
 ----------
     .venv/bin/python bench/runs.py [--spawns N] [--drain-mib N] [--drain-repeat N]
                                    [--stops N] [--stops-ignore-term N]
-                                   [--idle-seconds S] [--server CMD]
+                                   [--idle-seconds S] [--server CMD] [--only N ...]
+
+`--only` runs the sections whose titles start with the given numbers (`--only 2 2c`:
+sections 2 and 2c; `2` alone does not take 2b or 2c).
 
 `--server` takes a command line (split like a shell would, without a shell);
 by default the `subagent-host` next to the running interpreter is used, else
@@ -110,6 +126,7 @@ import psutil
 from bench.common import BenchError, bounded, drain_stderr, start_piped
 from subagent_host.backends.command import CommandParser
 from subagent_host.backends.jsonlines import JsonLines
+from subagent_host.backends.redaction import Redaction, StreamRedactor
 
 Json = dict[str, Any]
 
@@ -127,17 +144,22 @@ IDLE_CHILDREN: Final = 8
 TARGET_SPAWN_RATIO: Final = 3.0
 TARGET_DRAIN_RATIO: Final = 1.5
 TARGET_FLAT_RATIO: Final = 1.25
+TARGET_REDACTION_RATIO: Final = 1.10
+REDACTION_SECRET: Final = "sk-bench-" + "0123456789abcdef" * 2 + "0123456"  # 40 characters
 TARGET_PEAK_RSS_MB: Final = 100.0
 TARGET_STOP_MS: Final = 100.0
 TARGET_STOP_IGNORED_MS: Final = STOP_GRACE_MS + 150.0
 TARGET_IDLE_CPU_PCT: Final = 2.0
 
 # Writes int(argv[1]) chunks of 64 KiB to stdout: 64 lines of 1 KiB each, or
-# with argv[2] == "flat" no newline at all.
+# with argv[2] == "flat" no newline at all; with argv[2] == "text", lines of words.
 WRITER: Final = """
 import sys
 flat = sys.argv[2:] == ["flat"]
-chunk = b"x" * 65536 if flat else (b"x" * 1023 + b"\\n") * 64
+line = b"x" * 1023
+if sys.argv[2:] == ["text"]:
+    line = (b"the quick brown fox jumps over the lazy dog " * 24)[:1023]
+chunk = b"x" * 65536 if flat else (line + b"\\n") * 64
 out = sys.stdout.buffer
 for _ in range(int(sys.argv[1])):
     out.write(chunk)
@@ -528,7 +550,9 @@ async def bench_spawn_tracking(server: Server, opts: Options) -> list[Row]:
 
 async def time_server_drain(server: Server, chunks: int) -> float:
     command = [sys.executable, "-c", WRITER, str(chunks)]
-    elapsed, result = await timed_request(server, "spawn", {"command": command, "mode": "task"})
+    # Its lines of `x` are base64-like runs: kept, this measures the drain (see 2c).
+    spawn = {"command": command, "mode": "task", "redact": False}
+    elapsed, result = await timed_request(server, "spawn", spawn)
     expect_status(result, "completed", "the writer")
     output = result.get("output")
     written = output.get("bytes") if isinstance(output, dict) else None
@@ -661,21 +685,28 @@ def reset_peak_rss(pid: int) -> None:
 
 
 async def time_drain_of(
-    server: Server, command: Sequence[str], total: int, lines: int, into: Drained
+    server: Server,
+    command: Sequence[str],
+    total: int | None,
+    lines: int,
+    into: Drained,
+    spawn: Json | None = None,
 ) -> None:
-    """One drain of `total` bytes in `lines` lines through the server, then into `cat`."""
+    """One drain of `total` bytes (None: not checked) in `lines` lines through the server,
+    then into `cat`
+    (`spawn`: more params; by default `redact: false`, which keeps lines of `x`)."""
     pid = server.proc.pid
     reset_peak_rss(pid)
     cpu = loop_cpu_seconds(pid)
     elapsed, result = await timed_request(
-        server, "spawn", {"command": list(command), "mode": "task"}
+        server, "spawn", {"command": list(command), "mode": "task", **(spawn or {"redact": False})}
     )
     into.cpu.append(loop_cpu_seconds(pid) - cpu)
     into.peak_mb = max(into.peak_mb, peak_rss_mb(pid))
     expect_status(result, "completed", f"the writer {shlex.join(command)[:60]}")
     output = result.get("output")
     counts = (output.get("bytes"), output.get("lines")) if isinstance(output, dict) else None
-    if counts != (total, lines):
+    if counts is None or counts[1] != lines or total not in (None, counts[0]):
         raise BenchError(f"output (bytes, lines) is {counts!r}, not {(total, lines)}")
     into.seconds.append(elapsed)
     into.cat.append(await time_into_cat(command))
@@ -692,6 +723,81 @@ async def bench_drain_flat(server: Server, opts: Options) -> list[Row]:
             await time_drain_of(server, writer.flat, total, 1, flat)
         rows += flat_rows(writer.name, lines, flat)
     return rows + time_parsers(total)
+
+
+# --- 2c. redaction ---------------------------------------------------------------------
+
+
+async def bench_redaction(server: Server, opts: Options) -> list[Row]:
+    total = opts.drain_mib * 1024 * 1024 // WRITER_CHUNK * WRITER_CHUNK
+    chunks = str(total // WRITER_CHUNK)
+    lines = total // 1024
+    await time_spawns(server, 1)  # warm-up: the first spawn of a server is slower
+    redacting: Json = {"env": {"API_TOKEN": REDACTION_SECRET}}  # and `redact` left true
+    rows: list[Row] = []
+    for name, mode in (("text", "text"), ("lines of x", "lines")):
+        command = [sys.executable, "-c", WRITER, chunks, mode]
+        plain, redacted = Drained(), Drained()
+        for _ in range(opts.drain_repeat):
+            await time_drain_of(server, command, total, lines, plain)
+            # `bytes`: the redacted head, then the rest as printed (protocol.md §12.1).
+            await time_drain_of(server, command, None, lines, redacted, redacting)
+        for label, drained in (("redact: false", plain), ("redacted", redacted)):
+            detail(
+                f"{name}, {label}: {', '.join(f'{t:.3f}' for t in drained.seconds)} s; "
+                f"server loop CPU {', '.join(f'{t:.3f}' for t in drained.cpu)} s; "
+                f"server VmHWM {drained.peak_mb:.1f} MB"
+            )
+        ratio = median(redacted.seconds) / median(plain.seconds)
+        cpu = median(redacted.cpu) / median(plain.cpu)
+        detail(f"{name}: redacted / redact: false = {ratio:.2f} in time, {cpu:.2f} in loop CPU")
+        rows += [
+            Row(
+                f"redaction, {name}",
+                "s",
+                median(redacted.seconds),
+                f"ratio <= {TARGET_REDACTION_RATIO:g}",
+                ratio <= TARGET_REDACTION_RATIO,
+                median(plain.seconds),
+            ),
+            Row(
+                f"redaction loop CPU, {name}",
+                "s",
+                median(redacted.cpu),
+                "-",
+                None,
+                median(plain.cpu),
+            ),
+        ]
+    return rows + [time_redactor(total, name, line) for name, line in REDACTOR_CONTENTS]
+
+
+REDACTOR_CONTENTS: Final = (
+    ("text", (b"the quick brown fox jumps over the lazy dog " * 24)[:1023] + b"\n"),
+    ("lines of x", b"x" * 1023 + b"\n"),
+)
+
+
+def time_redactor(total: int, name: str, line: bytes) -> Row:
+    """The redactor (a secret, and base64-like runs) against the command parser, each fed
+    `total` bytes of `line`s in chunks of 256 KiB; best of PARSER_REPEAT, alternating."""
+    data = line * (256 * 1024 // len(line))
+    redaction = Redaction.of({"API_TOKEN": REDACTION_SECRET})
+    seconds = best_feeds(
+        total,
+        {
+            "parser": (command_feed, data),
+            "redactor": (lambda: StreamRedactor(redaction).feed, data),
+        },
+    )
+    ratio = seconds["redactor"] / seconds["parser"]
+    detail(
+        f"redactor alone, {name}: {seconds['redactor']:.4f} s; command parser "
+        f"{seconds['parser']:.4f} s (ratio {ratio:.2f})"
+    )
+    return Row(
+        f"redactor alone vs parser, {name}", "s", seconds["redactor"], "-", None, seconds["parser"]
+    )
 
 
 def flat_rows(name: str, lines: Drained, flat: Drained) -> list[Row]:
@@ -766,6 +872,25 @@ def time_parsers(total: int) -> list[Row]:
     ]
 
 
+Feeds = Mapping[str, tuple[Callable[[], Callable[[bytes], object]], bytes]]
+"""By name: what makes a feed, and the chunk it is fed."""
+
+
+def best_feeds(total: int, feeds: Feeds) -> dict[str, float]:
+    """Seconds each feed takes to be fed `total` bytes in its chunks: best of
+    PARSER_REPEAT, the feeds alternating so that a busy moment of the machine is as
+    likely to fall on any."""
+    seconds = dict.fromkeys(feeds, float("inf"))
+    for _ in range(PARSER_REPEAT):
+        for kind, (make, data) in feeds.items():
+            feed = make()
+            start = time.perf_counter()
+            for _ in range(total // len(data)):
+                feed(data)
+            seconds[kind] = min(seconds[kind], time.perf_counter() - start)
+    return seconds
+
+
 def time_parser(
     total: int, size: int, name: str, make: Callable[[], Callable[[bytes], None]], line: bytes
 ) -> Row:
@@ -774,14 +899,7 @@ def time_parser(
     Best of PARSER_REPEAT, the two kinds alternating so that a busy moment of the
     machine is as likely to fall on either."""
     chunks = {"lines": line * (size // len(line)), "flat": b"x" * (size // len(line) * len(line))}
-    seconds = dict.fromkeys(chunks, float("inf"))
-    for _ in range(PARSER_REPEAT):
-        for kind, data in chunks.items():
-            feed = make()
-            start = time.perf_counter()
-            for _ in range(total // len(data)):
-                feed(data)
-            seconds[kind] = min(seconds[kind], time.perf_counter() - start)
+    seconds = best_feeds(total, {kind: (make, data) for kind, data in chunks.items()})
     ratio = seconds["flat"] / seconds["lines"]
     label = f"{name}, {size // 1024} KiB chunks"
     detail(
@@ -915,6 +1033,8 @@ class Options:
     stops: int
     stops_ignore_term: int
     idle_seconds: float
+    only: tuple[str, ...] = ()
+    """Section numbers to run (all when empty)."""
 
 
 Bench = Callable[[Server, Options], Awaitable[list[Row]]]
@@ -935,6 +1055,7 @@ SECTIONS: Final = (
     Section("1c. spawn latency, marker", bench_spawn_tracking, ("--process-tracking", "marker")),
     Section("2. output drain", bench_drain),
     Section("2b. output without newlines", bench_drain_flat),
+    Section("2c. redaction", bench_redaction),
     Section("3. stop latency", bench_stop),
     Section("4. idle cost", bench_idle, ("--max-concurrency", str(IDLE_CHILDREN))),
 )
@@ -1010,7 +1131,8 @@ async def run(opts: Options) -> int:
     failure: BenchError | None = None
     try:
         for section in SECTIONS:
-            rows += await run_section(section, opts, problems)
+            if not opts.only or section.title.split(".")[0] in opts.only:
+                rows += await run_section(section, opts, problems)
     except BenchError as exc:
         failure = exc
     print("\n".join(["", *format_table(rows)]))
@@ -1065,6 +1187,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--stops-ignore-term", type=positive_int, default=5, metavar="N")
     parser.add_argument("--idle-seconds", type=positive_float, default=5.0, metavar="S")
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
+    parser.add_argument("--only", nargs="+", default=[], metavar="N", help="sections to run")
     args = parser.parse_args(argv)
     return Options(
         server=server_command(args.server),
@@ -1074,6 +1197,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         stops=args.stops,
         stops_ignore_term=args.stops_ignore_term,
         idle_seconds=args.idle_seconds,
+        only=tuple(args.only),
     )
 
 

@@ -37,6 +37,7 @@ from typing import Final
 
 import attrs
 
+from subagent_host.agents.delegation import WHY, without_delegation
 from subagent_host.values import (
     DIGEST_PREFIX,
     EFFORTS,
@@ -53,9 +54,6 @@ SOURCES: Final = (USER, PROJECT)
 ERROR: Final = "error"
 WARNING: Final = "warning"
 INFO: Final = "info"
-
-# A subagent must not delegate again: these tools are always taken away.
-DELEGATION_TOOL_PREFIX: Final = "subagent_"
 
 FIELDS: Final = (
     "name",
@@ -98,7 +96,10 @@ class AgentDefinition:
     digest: str  # DIGEST_PREFIX + sha256 of the file's exact bytes
     model: str | None = None
     effort: str | None = None
-    tools: tuple[str, ...] | None = None  # None: not listed; subagent_* already removed
+    tools: tuple[str, ...] | None = None
+    """None: not listed; delegation tools already removed (agents/delegation.py)."""
+    removed_tools: tuple[str, ...] = ()
+    """The delegation tools its `tools` listed, which it does not get."""
     mode: str | None = None
     session_resources: str | None = None
     """`lean` or `full`; None when the definition does not say."""
@@ -215,7 +216,7 @@ def parse_definition(
 
     name = _name(fields, report)
     description = _description(fields, report)
-    tools = _tools(fields.get("tools"), report)
+    tools, removed_tools = _tools(fields.get("tools"), report)
     chosen = {choice.field: _choice(fields, choice, report) for choice in _CHOICES}
     max_tokens, max_cost_usd = (_budget(fields, budget, report) for budget in _BUDGETS)
     for key, field in fields.items():
@@ -237,6 +238,7 @@ def parse_definition(
         tools=tools,
         max_tokens=None if max_tokens is None else int(max_tokens),  # read as a whole number
         max_cost_usd=max_cost_usd,
+        removed_tools=removed_tools,
         **chosen,
     )
     return definition, diagnostics
@@ -485,12 +487,13 @@ def _budget(fields: dict[str, _Field], budget: _BudgetField, report: _Report) ->
     return value
 
 
-def _tools(field: _Field | None, report: _Report) -> tuple[str, ...] | None:
-    """The listed tools, minus delegation tools; None when no tools are listed."""
+def _tools(field: _Field | None, report: _Report) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The listed tools, minus delegation tools (None when no tools are listed), and the
+    delegation tools it listed."""
     if field is None or (field.raw is None and field.items is None):
-        return None
+        return None, ()
     if field.raw is not None and field.items is not None:
-        return None  # already reported as ambiguous-tools
+        return None, ()  # already reported as ambiguous-tools
     try:
         if field.items is not None:
             names = [_unquote(raw.strip()) for _, raw in field.items]
@@ -499,7 +502,7 @@ def _tools(field: _Field | None, report: _Report) -> tuple[str, ...] | None:
             names = _inline_list(field.raw)
     except _BadValue as exc:
         report.add(ERROR, "invalid-frontmatter", f"field 'tools' (line {field.line}): {exc}")
-        return None
+        return None, ()
     names = [name for name in names if name]
     invalid = [name for name in names if not _TOOL.fullmatch(name)]
     if invalid:
@@ -509,17 +512,11 @@ def _tools(field: _Field | None, report: _Report) -> tuple[str, ...] | None:
             f"field 'tools' lists invalid tool names {invalid!r}: "
             "use letters, digits, '_', '.', ':' or '-'",
         )
-        return None
-    unique = list(dict.fromkeys(names))
-    # Case-insensitive on purpose: this is a safety rule, not a spelling check.
-    removed = [name for name in unique if name.lower().startswith(DELEGATION_TOOL_PREFIX)]
+        return None, ()
+    kept, removed = without_delegation(dict.fromkeys(names))
     if removed:
-        report.add(
-            INFO,
-            "tools-removed",
-            f"field 'tools': removed {', '.join(removed)}: a subagent cannot start subagents",
-        )
-    return tuple(name for name in unique if name not in removed)
+        report.add(INFO, "tools-removed", f"field 'tools': removed {', '.join(removed)}: {WHY}")
+    return kept, removed
 
 
 def _inline_list(raw: str) -> list[str]:

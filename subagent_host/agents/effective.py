@@ -5,8 +5,8 @@ matching `model_profiles` entry (a project's profiles apply to the project's
 agents, the user's to the user's), then the definition, then the
 configuration's `default_model` / `default_effort`. `session_resources`: the
 request's, the definition's, the configuration's, else `lean`. Tools: the request's, else
-the definition's, else `default_tools`, else the backend's own default. Tools
-named `subagent_*` are removed from every source: a subagent never delegates.
+the definition's, else `default_tools`, else the backend's own default. Delegation
+tools (agents/delegation.py) are removed from every source: a child never delegates.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Final, TypeVar
 import attrs
 
 from subagent_host.agents.definitions import PROJECT, AgentDefinition
+from subagent_host.agents.delegation import without_delegation
 from subagent_host.settings import ModelProfile, Settings
 from subagent_host.values import LEAN
 
-DELEGATION_PREFIX: Final = "subagent_"
 # An agent child loads as little as its CLI allows unless a definition or setting says `full`.
 DEFAULT_SESSION_RESOURCES: Final = LEAN
 T = TypeVar("T")
@@ -33,13 +33,13 @@ class Effective:
     effort: str | None = None
     """Its thinking effort; None: the backend's own default."""
     tools: tuple[str, ...] | None = None
-    """Its tools, `subagent_*` ones removed; None: the backend's own default."""
+    """Its tools, delegation tools removed; None: the backend's own default."""
     mode: str | None = None
     """`task` or `background`; None when nothing named one (`background` then)."""
     session_resources: str = DEFAULT_SESSION_RESOURCES
     """`lean` or `full`: what the agent child loads."""
     removed_tools: tuple[str, ...] = ()
-    """`subagent_*` tools taken out of the request or the defaults."""
+    """Delegation tools taken out of the request or the defaults."""
 
 
 def effective(
@@ -60,6 +60,8 @@ def effective(
         settings.default_tools,
     )
     kept, removed = _without_delegation(picked_tools)
+    if tools is None and definition is not None and definition.tools is not None:
+        removed = definition.removed_tools  # taken out as the definition was read
     return Effective(
         model=_first(model, profile.model, definition.model if definition else None)
         or settings.default_model,
@@ -91,8 +93,4 @@ def _first(*values: T | None) -> T | None:
 def _without_delegation(
     tools: tuple[str, ...] | None,
 ) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    if tools is None:
-        return None, ()
-    kept = tuple(tool for tool in tools if not tool.startswith(DELEGATION_PREFIX))
-    removed = tuple(tool for tool in tools if tool.startswith(DELEGATION_PREFIX))
-    return kept, removed
+    return (None, ()) if tools is None else without_delegation(tools)

@@ -12,7 +12,7 @@ from typing import Final
 from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, ParsedOutcome
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
-from subagent_host.backends.output import CappedText, RollingTail
+from subagent_host.backends.output import CappedText, RollingTail, StreamSize
 from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
 from subagent_host.values.facts import Usage
 
@@ -29,6 +29,17 @@ class CommandParser:
 
     def on_stdout(self, data: bytes) -> None:
         self.stdout.feed(data)
+
+    @property
+    def keeps_stdout(self) -> bool:
+        """Whether more stdout would be kept (its final text is its stdout's head): once
+        not, the child sink only counts the rest (runs/child_sink.py)."""
+        return not self.stdout.full
+
+    @property
+    def stdout_size(self) -> StreamSize:
+        """The size of the stdout it was given."""
+        return self.stdout
 
     def on_stderr(self, data: bytes) -> None:
         self.stderr.feed(data)

@@ -27,25 +27,54 @@ class CappedOutput:
     lines: int
 
 
-class CappedText:
-    """Keeps the head of a byte stream up to a byte and a line cap; counts all of it."""
+class StreamSize:
+    """Counts a byte stream's bytes and lines, keeping none of it."""
 
-    def __init__(self, cap_bytes: int, cap_lines: int) -> None:
-        self._cap_bytes = cap_bytes
-        self._cap_lines = cap_lines
-        self._kept = bytearray()
-        self._kept_lines = 0
-        self._full = False
+    def __init__(self) -> None:
         self.total_bytes = 0
         self.total_newlines = 0
         self._last_byte = b""
 
     def feed(self, data: bytes) -> None:
+        if data:
+            self.total_bytes += len(data)
+            self.total_newlines += count_newlines(data)
+            self._last_byte = data[-1:]
+
+    @property
+    def lines(self) -> int:
+        """Lines seen: newlines, plus one for a last line without its newline."""
+        return self.total_newlines + (1 if self._last_byte not in (b"", b"\n") else 0)
+
+    def then(self, later: StreamSize) -> StreamSize:
+        """The size of this stream followed by `later`."""
+        both = StreamSize()
+        both.total_bytes = self.total_bytes + later.total_bytes
+        both.total_newlines = self.total_newlines + later.total_newlines
+        both._last_byte = later._last_byte or self._last_byte
+        return both
+
+
+class CappedText(StreamSize):
+    """Keeps the head of a byte stream up to a byte and a line cap; counts all of it."""
+
+    def __init__(self, cap_bytes: int, cap_lines: int) -> None:
+        super().__init__()
+        self._cap_bytes = cap_bytes
+        self._cap_lines = cap_lines
+        self._kept = bytearray()
+        self._kept_lines = 0
+        self._full = False
+
+    @property
+    def full(self) -> bool:
+        """Whether it keeps nothing more: what follows is only counted."""
+        return self._full
+
+    def feed(self, data: bytes) -> None:
         if not data:
             return
-        self.total_bytes += len(data)
-        self.total_newlines += count_newlines(data)
-        self._last_byte = data[-1:]
+        super().feed(data)
         if self._full:
             return
         room = self._cap_bytes - len(self._kept)
@@ -59,11 +88,6 @@ class CappedText:
         self._kept_lines += piece.count(b"\n")
         if len(piece) < len(data):
             self._full = True
-
-    @property
-    def lines(self) -> int:
-        """Lines seen: newlines, plus one for a last line without its newline."""
-        return self.total_newlines + (1 if self._last_byte not in (b"", b"\n") else 0)
 
     def result(self) -> CappedOutput:
         text = _decode_head(bytes(self._kept))

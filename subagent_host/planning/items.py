@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from subagent_host.agents.definitions import AgentDefinition
+from subagent_host.agents.delegation import WHY
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
 from subagent_host.backends.base import Backend
@@ -133,7 +134,7 @@ def _resolve_item(
     if wanted.removed_tools:
         problems.info(
             "tools-removed",
-            f"a subagent may not delegate: removed {', '.join(wanted.removed_tools)}",
+            f"removed {', '.join(wanted.removed_tools)}: {WHY}",
             at("tools"),
         )
     name = _choose_backend(item, call, settings.default_backend, wanted.model)
@@ -231,6 +232,7 @@ def _resolve_item(
         max_cost_usd=max_cost_usd if is_agent else None,
         isolation=isolation,
         placement=placement,
+        redact=pick("redact") is not False,
     )
 
 

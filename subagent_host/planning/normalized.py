@@ -53,6 +53,7 @@ def normalized_plan(
                 as_=child.output_name,
                 isolation=child.isolation,
                 placement=PlannedPlacement.of(child.placement),
+                redact=None if child.redact else False,
             )
         )
     return NormalizedPlan(

@@ -70,6 +70,8 @@ class ChildPlan:
     """`worktree`: it runs in a git worktree of its own (protocol.md §8.7); None: in `cwd`."""
     placement: Placement | None = None
     """Where on a cluster it runs (protocol.md §8.8); None: anywhere the executor likes."""
+    redact: bool = True
+    """Whether long base64-like runs of its output are redacted (its secrets always are)."""
     launch: Launch | None = attrs.field(default=None, init=False, eq=False, repr=False)
     """What the backend executes for it (argv, stdin, extra env, cwd), prepared once
     from the fields above by `prepare_child`. Not an init argument: any copy

@@ -76,6 +76,7 @@ def project(child: ChildPlan, backend: Backend, executable: Executable | None = 
         session_resources=child.session_resources,
         isolation=child.isolation,
         executable=executable,
+        redact=None if child.redact else False,
     )
 
 
@@ -112,6 +113,7 @@ def child_of(
         session_resources=projection.session_resources,
         agent=projection.agent,
         isolation=projection.isolation,
+        redact=projection.redact is not False,
     )
 
 

@@ -79,6 +79,9 @@ class ItemFields:
     §8.7); absent: in its `cwd` itself (an agent definition may ask for a worktree)."""
     placement: Placement | None = None
     """Where on a cluster the child runs (protocol.md §8.8); refused by the local executor."""
+    redact: bool | None = None
+    """False: long base64-like runs in the child's output are kept (protocol.md §12.1); the
+    values of its secret environment variables are redacted all the same. Absent: true."""
 
 
 @attrs.frozen

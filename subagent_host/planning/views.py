@@ -146,6 +146,9 @@ class PlanChild:
     fingerprints of plans without it are what they always were)."""
     placement: PlannedPlacement | None = None
     """Where on a cluster it must run (protocol.md §8.8), as asked; absent otherwise."""
+    redact: bool | None = None
+    """False when long base64-like runs of its output are kept (`redact: false`, protocol.md
+    §12.1); absent otherwise."""
 
 
 @attrs.frozen(kw_only=True)
@@ -326,6 +329,9 @@ class Projection:
     executable: Executable | None = None
     """An agent child's program, as launched: a resume refuses another file or version.
     Absent for a `command` child, and in projections recorded before it existed."""
+    redact: bool | None = None
+    """False when its request said `redact: false`: a resume redacts the same way (absent:
+    true, as for every projection recorded before it existed)."""
 
 
 @attrs.frozen(kw_only=True)

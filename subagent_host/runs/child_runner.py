@@ -28,6 +28,7 @@ from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Bud
 from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
 from subagent_host.executors.base import ChildLost, Executor, StartedChild
@@ -233,6 +234,8 @@ class ChildRunner:
             self._streamer(run, child, "output") if raw else None,
             self._activity_streamer(run, child, parser),
             self._event_streamer(run, child) if control.stream else None,
+            # The values of the secrets it was given, whatever the request says.
+            Redaction.of(env, base64=plan.redact),
         )
         try:
             process = await self._start_process(
@@ -342,7 +345,7 @@ class ChildRunner:
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
-        outcome = _kept_usage(parser, parser.outcome(exit_status))
+        outcome = _kept_usage(parser, sink.outcome(exit_status))
         if self.sessions is not None and outcome.backend_session_id is not None:
             # The file a resume of this attempt would continue, as the attempt left it.
             seal = await asyncio.to_thread(

@@ -8,6 +8,19 @@ of an agent child (`message`, `tool`, `usage`, protocol.md §11), which go out a
 `run/event` fields when the run streams and are dropped otherwise, then its activity
 lines; the raw chunk goes out as `output` when asked.
 
+Every chunk is redacted here first (backends/redaction.py, protocol.md §12.1), before
+the parser or anything else sees it: the final text, error tails, events, activity
+lines, streamed output, the store and the logs all read from this one place. An agent's
+text is redacted once more as the parser decoded it (its JSON may have escaped what the
+raw bytes hid), its message pieces as one stream, so a secret split across two deltas
+goes too. `outcome` lets go of what the redactors still held before the parser judges
+the exit.
+
+Only what is kept or sent is redacted: a command child's stdout, once its parser keeps
+no more of it (`keeps_stdout`) and nothing streams it, is only counted (its `bytes` and
+`lines`: the redacted head, then the rest as printed), so a drain of 200 MiB costs
+about what it did without redaction (bench/runs.py, section 2c).
+
 A streamed child's output goes to the client: while the client's outgoing queue
 is full, the `StreamGate` holds every streamed child back (its stdout is not
 read, so it blocks on write as on a slow terminal). Time held back is not a
@@ -24,15 +37,20 @@ from typing import Any
 
 import attrs
 
-from subagent_host.backends.base import OutputParser
+from subagent_host.backends.base import OutputParser, ParsedOutcome
 from subagent_host.backends.budgets import Budget
+from subagent_host.backends.command import CommandParser
 from subagent_host.backends.events import (
     AgentEvent,
     MessageText,
     Phase,
+    ToolEnded,
     ToolStarted,
     UsageSoFar,
 )
+from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.output import StreamSize
+from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
 
 EventSender = Callable[[str, dict[str, Any]], None]
 """Sends one `run/event` of a child: its type and its fields besides `index`."""
@@ -47,8 +65,17 @@ class ChildSink:
         stream: Callable[[str], None] | None,
         report_activity: Callable[[str], None],
         report_event: EventSender | None = None,
+        redaction: Redaction = NOTHING,
     ) -> None:
         self.parser = parser
+        self._redaction = redaction
+        self._redacting = redaction.active
+        self._stdout = StreamRedactor(redaction)
+        self._stderr = StreamRedactor(redaction)
+        self._messages = StreamRedactor(redaction)
+        self._message_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # A command's stdout once nothing keeps or sends it: only its size.
+        self._counted: StreamSize | None = None
         self._stream = stream
         self._report_activity = report_activity
         self._report_event = report_event
@@ -97,29 +124,86 @@ class ChildSink:
             self._held.append(send)
 
     def on_stdout(self, data: bytes) -> None:
-        self.parser.on_stdout(data)
         self.last_active = self._loop.time()
+        if self._counted is not None:
+            self._counted.feed(data)
+            return
+        if self._redacting and self._stream is None and _only_counts(self.parser):
+            self.parser.on_stdout(self._stdout.finish())  # what was held is counted too
+            self._counted = StreamSize()  # nothing keeps or sends the rest
+            self._counted.feed(data)
+            return
+        self._take_stdout(self._stdout.feed(data) if self._redacting else data)
+
+    def _take_stdout(self, data: bytes) -> None:
+        self.parser.on_stdout(data)
         # The chunk's normalized events before its activity lines: a message whose last
         # piece came in the chunk that also starts a tool is whole before `» tool ...`.
         events = self.parser.events()  # drained whether sent or not: they must not pile up
         if self._report_event is not None:
-            for event in events:
+            for event in self._redacted(events) if self._redacting else events:
                 self._send(functools.partial(self._report_event, *event_fields(event)))
         for summary in self.parser.activity():
+            if self._redacting:
+                summary = self._redaction.text(summary)
             self._send(functools.partial(self._report_activity, summary))
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
         self._check_turns()
         self._check_budget()
-        if self._stream is not None:
+        if self._stream is not None and data:
             text = self._decoder.decode(data)  # a character split across reads stays whole
             if text:
                 self._send(functools.partial(self._stream, text))
 
     def on_stderr(self, data: bytes) -> None:
-        self.parser.on_stderr(data)
+        self.parser.on_stderr(self._stderr.feed(data) if self._redacting else data)
         self.last_active = self._loop.time()
+
+    def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
+        """The parser's outcome of the exited child, once what was held back for
+        redaction went to the parser too; its texts redacted as the stream was."""
+        if not self._redacting:
+            return self.parser.outcome(exit_status)
+        self.parser.on_stderr(self._stderr.finish())
+        if self._counted is None:
+            self._take_stdout(self._stdout.finish())
+        if self._report_event is not None:
+            rest = self._message_text("", end=True)
+            if rest:
+                self._send(functools.partial(self._report_event, "message", {"text": rest}))
+        outcome = self._redaction.outcome(self.parser.outcome(exit_status))
+        if self._counted is None:
+            return outcome
+        assert isinstance(self.parser, CommandParser)  # the one parser whose stdout is counted
+        size = self.parser.stdout_size.then(self._counted)
+        return attrs.evolve(outcome, final_bytes=size.total_bytes, final_lines=size.lines)
+
+    def _redacted(self, events: list[AgentEvent]) -> list[AgentEvent]:
+        """Normalized events with their text redacted: message pieces as one stream
+        (held back where a secret may go on), a tool's summary whole."""
+        redacted: list[AgentEvent] = []
+        for event in events:
+            if isinstance(event, MessageText):
+                text = self._message_text(event.text, end=event.final)
+                if text or event.final:
+                    redacted.append(MessageText(text, final=event.final))
+                continue
+            if isinstance(event, ToolStarted | ToolEnded):
+                rest = self._message_text("", end=True)  # the text before a tool is whole
+                if rest:
+                    redacted.append(MessageText(rest))
+            if isinstance(event, ToolStarted) and event.summary is not None:
+                event = attrs.evolve(event, summary=self._redaction.text(event.summary))
+            redacted.append(event)
+        return redacted
+
+    def _message_text(self, text: str, *, end: bool) -> str:
+        data = self._messages.feed(text.encode("utf-8", "surrogatepass"))
+        if end:
+            data += self._messages.finish()
+        return self._message_decoder.decode(data, final=end)
 
     def watch_turns(self, max_turns: int, on_exceeded: Callable[[], None]) -> None:
         """Call `on_exceeded` once the parser has seen response `max_turns` + 1 begin."""
@@ -161,6 +245,11 @@ class ChildSink:
 
 def _nothing() -> None:
     pass
+
+
+def _only_counts(parser: OutputParser) -> bool:
+    """Whether the parser keeps none of the stdout that follows (a command's, once full)."""
+    return isinstance(parser, CommandParser) and not parser.keeps_stdout
 
 
 def event_fields(event: AgentEvent) -> tuple[str, dict[str, Any]]:

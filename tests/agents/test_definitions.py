@@ -552,7 +552,7 @@ def test_subagent_tools_are_removed_with_a_note() -> None:
             "info",
             "tools-removed",
             "/defs/reviewer.md: field 'tools': removed subagent_spawn, Subagent_Status: "
-            "a subagent cannot start subagents",
+            "a child must not delegate further through these tools",
             PATH,
             "a",
         )

@@ -14,7 +14,7 @@ from tests.e2e.client import client_of
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, assert_conforming, running_server
 from tests.e2e.test_runs import TERMINAL
 
-BIG: Final = ["sh", "-c", "head -c 100000 /dev/zero | tr '\\0' a"]  # over every cap
+BIG: Final = ["sh", "-c", "yes 'lorem ipsum' | head -c 100000"]  # over every cap, in words
 OUTPUT_CAP_BYTES: Final = 48 * 1024
 PARALLEL_CAP_BYTES: Final = 12 * 1024
 MARKER: Final = "[output truncated]"

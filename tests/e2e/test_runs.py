@@ -277,7 +277,9 @@ async def test_a_child_printing_200_mib_without_a_newline_is_one_capped_line() -
     total = 200 * 1024 * 1024
     flat = ["sh", "-c", f"head -c {total} /dev/zero | tr '\\0' x"]
     async with running_server() as server:
-        reply, _ = await call(server, "spawn", {"command": flat, "mode": "task"})
+        # `redact: false`: one run of `x` would be redacted (the test below).
+        spawn = {"command": flat, "mode": "task", "redact": False}
+        reply, _ = await call(server, "spawn", spawn)
         output = reply["result"]["output"]
         assert (output["bytes"], output["lines"], output["truncated"]) == (total, 1, True)
         assert output["text"] == "x" * 48 * 1024 + "\n[output truncated]"
@@ -291,7 +293,7 @@ async def test_a_streamed_child_without_a_newline_arrives_whole_in_gap_free_even
     flat = ["sh", "-c", f"head -c {total} /dev/zero | tr '\\0' x"]
     async with running_server() as server:
         reply, notes = await call(
-            server, "spawn", {"command": flat, "mode": "task", "stream": True}
+            server, "spawn", {"command": flat, "mode": "task", "stream": True, "redact": False}
         )
         run = reply["result"]
         events = [n["params"] for n in notes if n["method"] == "run/event"]
@@ -299,6 +301,23 @@ async def test_a_streamed_child_without_a_newline_arrives_whole_in_gap_free_even
         streamed = "".join(e["text"] for e in events if e["type"] == "output")
         assert streamed == "x" * total
         assert (run["output"]["bytes"], run["output"]["lines"]) == (total, 1)
+        assert await server.finish() == (0, [])
+
+
+async def test_a_base64_like_run_of_64_mib_is_counted_not_kept_and_sent_as_one_marker() -> None:
+    total = 64 * 1024 * 1024
+    flat = ["sh", "-c", f"head -c {total} /dev/zero | tr '\\0' x; echo; echo done"]
+    async with running_server() as server:
+        reply, notes = await call(
+            server, "spawn", {"command": flat, "mode": "task", "stream": True}
+        )
+        run = reply["result"]
+        streamed = "".join(n["params"]["text"] for n in notes if n["params"]["type"] == "output")
+        expected = f"[redacted: {total} bytes]\ndone\n"
+        assert streamed == expected and run["output"]["text"] == expected
+        assert (run["output"]["bytes"], run["output"]["lines"]) == (len(expected), 2)
+        peak = _peak_rss_bytes(server.pid)
+        assert peak < 100 * 1024 * 1024, f"server peak RSS {peak} bytes"
         assert await server.finish() == (0, [])
 
 

@@ -80,7 +80,9 @@ async def test_a_childs_part_of_a_parallel_summary_is_capped_at_12_kib(tmp_path:
     loud = {"command": ["python3", "-c", "print('x' * 20480)"], "label": "loud"}
     quiet = {"command": ["echo", "quiet"]}
     async with running_server(*state_args(tmp_path / "state")) as server:
-        run = await result_of(server, "spawn", {"tasks": [loud, quiet], "mode": "task"})
+        # `redact: false`: a line of 20480 `x`s would be redacted (protocol.md §12.1).
+        spawn = {"tasks": [loud, quiet], "mode": "task", "redact": False}
+        run = await result_of(server, "spawn", spawn)
         first = run["children"][0]["output"]
         assert (first["bytes"], first["lines"], first["truncated"]) == (20481, 1, True)
         assert first["text"] == "x" * 12 * 1024 + "\n[output truncated]"

@@ -205,13 +205,14 @@ async def test_previous_is_capped_at_64_kib_with_its_marker(tmp_path: Path) -> N
     measure = (
         "import sys; a = sys.argv[1]; "
         f"print(len(a.encode()), a.endswith({PREVIOUS_MARKER!r}), "
-        f"a == 'a' * {PREVIOUS_CAP_BYTES} + '\\n' + {PREVIOUS_MARKER!r})"
+        f"a == '.' * {PREVIOUS_CAP_BYTES} + '\\n' + {PREVIOUS_MARKER!r})"
     )
     workflow = {
         "name": "big",
         "task": "t",
         "chain": [
-            {"command": py("import sys; sys.stdout.write('a' * 102400)")},
+            # Dots: a long run of letters would be redacted (protocol.md §12.1).
+            {"command": py("import sys; sys.stdout.write('.' * 102400)")},
             {"command": py(measure, "{previous}")},
         ],
     }

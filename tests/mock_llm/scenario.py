@@ -20,6 +20,7 @@ Rules, in order:
 5. `NARRATE-TOOL` -> text (`NARRATION_TEXT`) and one shell tool call running the
    configured default command, in one response (a turn that says what it does first);
 6. otherwise one shell tool call running the configured default command.
+A final text ends with each word following `REPEAT:` in the latest user text.
 A tool call needs a shell-like tool in the request's `tools`; without one the
 answer is final text (`Scenario.NO_SHELL_TOOL`).
 """
@@ -47,6 +48,9 @@ KEYWORD_STALL = "STALL"
 KEYWORD_LOOP_TOOL = "LOOP-TOOL"
 KEYWORD_NARRATE_TOOL = "NARRATE-TOOL"
 KEYWORD_DELEGATE_MCP = "DELEGATE-MCP"
+# `REPEAT:<word>` in the latest user text: a final text ends with the word (what a
+# model says back, e.g. a secret or a long base64 run for redaction).
+KEYWORD_REPEAT = "REPEAT:"
 DELEGATED_COMMAND_TEXT = "delegated-command-ran"
 DELEGATED_AGENT_PROMPT = f"{KEYWORD_ANSWER_NOW} you are the delegated pi agent"
 # What a model delegating through `subagent-host mcp` asks for, one call per turn: a
@@ -271,6 +275,8 @@ def decide_reply(
             f"{FINAL_TEXT_PREFIX} scenario={scenario} api={conversation.api} "
             f"items={conversation.item_count} tool_results={conversation.tool_results}"
         )
+        repeated = re.findall(re.escape(KEYWORD_REPEAT) + r"(\S+)", conversation.latest_user_text)
+        text += "".join(f" {word}" for word in repeated)
     prefix = {Api.CHAT: "chatcmpl", Api.RESPONSES: "resp", Api.ANTHROPIC: "msg"}
     return Reply(
         scenario=scenario,

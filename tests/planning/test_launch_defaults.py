@@ -202,3 +202,36 @@ def test_delegation_tools_are_removed_from_the_request_and_the_defaults(
     assert [(d.code, d.path) for d in checked.diagnostics] == [("tools-removed", "tools")]
     asked = check(backends, tmp_path, Settings(), prompt="hi", tools=["subagent_run", "grep"])
     assert child(asked).tools == ("grep",)
+
+
+# Both prefixes, any case (tests/agents/test_delegation.py has the names that are kept).
+DELEGATING = [
+    "subagent_spawn",
+    "SubAgent_Status",
+    "agent_profiles_subagent_run",
+    "AGENT_PROFILES_SUBAGENT_X",
+]
+
+
+@pytest.mark.parametrize("source", ["request", "definition", "default_tools"])
+def test_both_delegation_prefixes_are_removed_in_any_case_from_every_source(
+    backends: dict[str, Backend], tmp_path: Path, source: str
+) -> None:
+    tools = ["read", *DELEGATING, "grep"]
+    settings, sources = Settings(), None
+    request: dict[str, Any] = {"prompt": "hi"}
+    if source == "request":
+        request["tools"] = tools
+    elif source == "default_tools":
+        settings = Settings(default_tools=tuple(tools))
+    else:
+        definition(tmp_path / "config" / "agents", "lister", tools=", ".join(tools))
+        sources = discover(tmp_path / "config", tmp_path / "project")
+        request["agent"] = "lister"
+    checked = check(backends, tmp_path, settings, sources, **request)
+    assert child(checked).tools == ("read", "grep")
+    [note] = [d for d in checked.diagnostics if d.code == "tools-removed"]
+    assert note.severity == "info" and note.path == "tools"
+    assert note.message == (
+        f"removed {', '.join(DELEGATING)}: a child must not delegate further through these tools"
+    )

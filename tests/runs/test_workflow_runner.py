@@ -290,11 +290,12 @@ async def test_previous_is_capped_with_the_marker(
     runs = make(previous_bytes=previous_bytes)
     plan = runs.plan(
         [
-            py("import sys; sys.stdout.write('x' * int(sys.argv[1]))", str(printed)),
+            # Dots: a long run of letters would be redacted (protocol.md §12.1).
+            py("import sys; sys.stdout.write('.' * int(sys.argv[1]))", str(printed)),
             py(
                 "import json, sys\n"
                 "data = sys.stdin.read()\n"
-                "print(json.dumps([len(data.encode()), data.count('x'), data[-40:]]))",
+                "print(json.dumps([len(data.encode()), data.count('.'), data[-40:]]))",
                 prompt="{previous}",
             ),
         ]
@@ -302,7 +303,7 @@ async def test_previous_is_capped_with_the_marker(
     run = await runs.finish(runs.launch(plan))
     assert run.status is RunStatus.COMPLETED, (run.status, run.error)
     assert run.output is not None
-    expected = "x" * previous_bytes + "\n" + MARKER
+    expected = "." * previous_bytes + "\n" + MARKER
     assert json.loads(run.output.text) == [len(expected), previous_bytes, expected[-40:]]
     # What later steps see of the first child is kept capped the same way.
     assert runs.texts()[0] == expected
