@@ -62,8 +62,19 @@ async def test_a_launch_is_planned_fingerprinted_and_described_byte_for_byte_as_
     result = await result_of(server, "preflight", launch["params"])
     before = launch["preflight"]
     assert result["fingerprint"] == before["fingerprint"]
-    for field in ("accepted", "diagnostics", "plan", "receipts"):
+    for field in ("accepted", "diagnostics", "plan"):
         assert text(result[field]) == text(before[field]), field
+    # The receipts say more now: what leaves the machine (protocol.md §14.2), and nothing else
+    # changed.
+    children = result["receipts"]["access"]["children"]
+    egress = [child.pop("egress") for child in children]
+    assert text(result["receipts"]) == text(before["receipts"])
+    assert egress == [
+        [{"kind": "unknown"}]
+        if child["backend"] == "command"
+        else [{"kind": "model-provider", "backend": child["backend"]}]
+        for child in children
+    ]
 
 
 async def test_preflight_ids_issued_before_admit_their_spawns(server: ServerProcess) -> None:

@@ -182,6 +182,7 @@ def test_a_status_result_is_read_as_a_list_or_a_snapshot_by_its_keys() -> None:
 def test_a_receipts_version_reads_back_null_and_absent_apart() -> None:
     receipt = {"index": 0, "backend": "pi", "tools": [], "removedTools": [], "effects": []}
     receipt["restrictable"] = True
+    receipt["egress"] = [{"kind": "model-provider", "backend": "pi"}]
     unprobed = CONVERTER.structure(receipt, ChildReceipt)
     assert unprobed.version is UNPROBED
     assert CONVERTER.structure({**receipt, "version": None}, ChildReceipt).version is None
