@@ -178,9 +178,8 @@ async def _run(args: argparse.Namespace, spawn: dict[str, Any], state_dir: Path)
         try:
             return await _start_and_follow(args, spawn, interrupts, log.stream, started)
         finally:
-            failed = any(
-                process.returncode not in (None, 0, -signal.SIGKILL) for process in started
-            )
+            # A server that exited with a status could not start: its line says why.
+            failed = any((process.returncode or 0) > 0 for process in started)
             if args.verbose or failed:
                 log.replay()
 

@@ -92,3 +92,23 @@ async def test_run_verbose_shows_the_servers_log_lines_on_stderr(tmp_path: Path)
     shown = stderr.decode()
     assert f"WARNING subagent_host.store.recovery: {MARKED}" in shown, shown
     assert f"WARNING subagent_host.store.recovery: {SWEPT}" in shown, shown
+
+
+async def test_a_server_that_cannot_start_still_has_its_line_shown_and_no_log_is_left_there(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    state_dir.chmod(0o777)  # others can write to it: the server refuses it (§13)
+    process = await asyncio.create_subprocess_exec(
+        *run_argv(state_dir, "--", "true"),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(EXIT_TIMEOUT_S):
+        stdout, stderr = await process.communicate()
+    assert (process.returncode, stdout) == (2, b"")
+    assert stderr.decode().startswith("subagent-host: the state directory is not safe to use")
+    assert stderr.count(b"\n") == 1
+    assert list(state_dir.iterdir()) == []  # not even the log
