@@ -34,6 +34,8 @@ DB_COMPANIONS: Final = ("-wal", "-shm", "-journal")
 PI_SESSIONS_DIR: Final = "pi-sessions"
 WORKTREES_DIR: Final = "worktrees"
 CONTROL_DIR: Final = "control"
+# The log of the servers `subagent-host run` starts (their stderr), appended to.
+SERVER_LOG: Final = "server.log"
 SUBDIRECTORIES: Final = (PI_SESSIONS_DIR, WORKTREES_DIR, CONTROL_DIR)
 PRIVATE_MODE: Final = 0o700
 

@@ -16,18 +16,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import shutil
 import signal
-import sys
-import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any, Final
 
 from subagent_host import SERVER_NAME
 from subagent_host.cli import add_number, existing_directory, parse_config
 from subagent_host.server_process import server_command, start_server_process
+from subagent_host.state_layout import SERVER_LOG
 from subagent_host.terminal.options import server_arguments, subcommand_parser
 from subagent_host.terminal.scope import Scope
+from subagent_host.terminal.server_log import server_log
 from subagent_host.values import MAX_DURATION_MS
 
 PROG: Final = f"{SERVER_NAME} run"
@@ -51,7 +51,8 @@ The child gets no stdin (an empty pipe, closed at once) and the environment a se
 gives its children (protocol.md §8.3). Its final output goes to stdout: a command's
 stdout exactly as it printed it (decoded as UTF-8), an agent's final text. Live
 progress goes to stderr when stderr is a terminal; otherwise stderr holds errors only
-(a failed command's last 4 KiB of stderr, one line for any other failure).
+(a failed command's last 4 KiB of stderr, one line for any other failure). The server's
+log goes to server.log in the state directory (-v also shows it once the run is over).
 
 exit status:
   0      the run completed
@@ -117,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the final RunSnapshot (as the protocol sends it) instead of the output",
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help=f"show the server's log on stderr once the run is over (it is always in "
+        f"{SERVER_LOG} in the state directory)",
+    )
     return parser
 
 
@@ -155,34 +163,40 @@ def main(argv: Sequence[str]) -> int:
     args, spawn = parse(argv)
     # A safety setting that cannot be read: serve's one line and exit 2, before any
     # server starts (protocol.md §19).
-    parse_config(server_arguments(args))
+    config, _warning = parse_config(server_arguments(args))
     try:
-        return asyncio.run(_run(args, spawn))
+        return asyncio.run(_run(args, spawn, config.state_dir))
     except KeyboardInterrupt:  # before the handlers were in place or after: nothing ran
         return SIGNAL_BASE + signal.SIGINT
 
 
-async def _run(args: argparse.Namespace, spawn: dict[str, Any]) -> int:
-    # The server's log is replayed once the run is over: written meanwhile, it would
-    # tear the live line apart.
-    with Interrupts() as interrupts, tempfile.TemporaryFile() as server_log:
+async def _run(args: argparse.Namespace, spawn: dict[str, Any], state_dir: Path) -> int:
+    # The server's log goes to a file (terminal/server_log.py): shown with -v, or when the
+    # server could not start, once the run is over.
+    with Interrupts() as interrupts, server_log(state_dir) as log:
+        started: list[asyncio.subprocess.Process] = []
         try:
-            return await _start_and_follow(args, spawn, interrupts, server_log)
+            return await _start_and_follow(args, spawn, interrupts, log.stream, started)
         finally:
-            server_log.seek(0)
-            sys.stderr.flush()
-            shutil.copyfileobj(server_log, sys.stderr.buffer)
-            sys.stderr.flush()
+            # A server that exited with a status could not start: its line says why.
+            failed = any((process.returncode or 0) > 0 for process in started)
+            if args.verbose or failed:
+                log.replay()
 
 
 async def _start_and_follow(
-    args: argparse.Namespace, spawn: dict[str, Any], interrupts: Interrupts, server_log: IO[bytes]
+    args: argparse.Namespace,
+    spawn: dict[str, Any],
+    interrupts: Interrupts,
+    server_log: IO[str],
+    started: list[asyncio.subprocess.Process],
 ) -> int:
     """Start the server first of all, then import what spawns and follows the run (the
     client library, the live line) while the server starts: a server takes about half
     a second to its first answer, the imports a good part of that."""
     command = server_command(server_arguments(args))
     process = await start_server_process(command, own_session=True, stderr=server_log)
+    started.append(process)
     try:
         from subagent_host.terminal.run_follow import supervise
     except BaseException:

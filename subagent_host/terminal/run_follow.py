@@ -64,6 +64,18 @@ async def supervise(
         # The line shows from the start: a server takes a moment to answer its first call.
         with RunProgress() as progress:
             ended = await _launch(host, spawn, progress, interrupts, streamed)
+        # Told before the server is ended: its exit may wait for what it still ends of
+        # servers that are gone (protocol.md §13), the run's output never does.
+        return _tell_end(ended, args, streamed, interrupts)
+
+
+def _tell_end(
+    ended: RunSnapshot | Refused,
+    args: argparse.Namespace,
+    streamed: StreamedOutput | None,
+    interrupts: Interrupts,
+) -> int:
+    """Print the run's output (or why there is none) and say how it ended; the exit status."""
     if isinstance(ended, Refused):
         if ended.message:
             _say(ended.message)

@@ -21,6 +21,7 @@ import pytest
 
 from subagent_host.backends import cgroups
 from tests.backends.conftest import assert_gone
+from tests.e2e.gone_server import still_runs, stubborn_leftover
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     ServerProcess,
@@ -281,3 +282,15 @@ async def test_cpu_seconds_cover_a_grandchild_the_child_never_reaped(
         least = 2.2 if mode == "cgroup" else 1.2
         assert child["resources"]["cpuSeconds"] >= least, child
         assert (await server.finish())[0] == 0
+
+
+async def test_ping_is_answered_while_a_gone_servers_leftover_is_still_being_ended(
+    tmp_path: Path,
+) -> None:
+    # The leftover ignores SIGTERM: ending it takes the whole grace, then SIGKILL.
+    async with stubborn_leftover(tmp_path) as leftover:
+        async with running_server(*state_args(tmp_path), "--grace-ms", "8000") as second:
+            assert (await result_of(second, "ping", {}))["persistence"] == "sqlite"
+            assert still_runs(leftover)  # the ping was answered beside the sweep
+            await assert_gone([leftover.pid], timeout_s=EXIT_TIMEOUT_S + 8)
+            assert (await second.finish())[0] == 0
