@@ -1,20 +1,27 @@
 """A live status line for one run on a terminal's stderr: elapsed, status, what it does,
-tokens (protocol.md §7, `run`).
+tokens (protocol.md §7.1, `run`), kept at the bottom while the run's output scrolls above.
 
-Drawn with rich's `Live` (transient: gone once the run has ended, so what stays on the
-screen is the run's own output). Shown only when stderr is a terminal: on a pipe or a
-file nothing is drawn, so a script's stderr holds errors only.
+Drawn by hand on one row (carriage return, the line cut to the width, erase to its end),
+styled by rich; erased when the run has ended, so what stays on the screen is the run's
+own output. Shown only when stderr is a terminal: on a pipe or a file nothing is drawn,
+so a script's stderr holds errors only. And only while this process is in its terminal's
+foreground process group: a `run … &` in the background would otherwise draw over the
+shell's prompt and the next command's output (and, with `stty tostop`, be stopped by
+SIGTTOU). Each redraw asks again, so `fg` brings the line back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
 from rich.console import Console, RenderableType
-from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
@@ -25,17 +32,22 @@ from subagent_host.terminal.scope import Scope
 REFRESHES_PER_SECOND: Final = 8
 # What the line shows of an activity or an output line: one terminal row, not a page.
 ACTIVITY_CHARS: Final = 60
+# To the line's start, then erase the whole row: the line is gone, the cursor where it began.
+ERASE: Final = "\r\x1b[2K"
 
 
 class RunProgress(Scope):
     """What the line shows, updated from the run's events and snapshots; a no-op unless
-    stderr is a terminal. Use as a context manager around following the run."""
+    stderr is a terminal. Use as a context manager around following the run, inside a
+    running event loop (the line is redrawn by a task of its own)."""
 
     def __init__(self, console: Console | None = None) -> None:
         self._console = console or Console(stderr=True)
         # rich would also draw on a pipe under FORCE_COLOR: the line is for a person only.
         self.shown = sys.stderr.isatty() and self._console.is_terminal
-        self._live: Live | None = None
+        self._drawn = False
+        """Whether the line is on the screen, the cursor on its row."""
+        self._redrawing: asyncio.Task[None] | None = None
         self._spinner = Spinner("dots")
         self.run_id = ""
         self.status = "starting"
@@ -47,21 +59,53 @@ class RunProgress(Scope):
 
     def open(self) -> None:
         if self.shown:
-            self._live = Live(
-                _Line(self),
-                console=self._console,
-                transient=True,
-                refresh_per_second=REFRESHES_PER_SECOND,
-                redirect_stdout=False,  # stdout is the run's output, never the line's
-                redirect_stderr=False,
-            )
-            self._live.start()
+            self._redrawing = asyncio.get_running_loop().create_task(self._redraw_often())
 
     def close(self) -> None:
-        if self._live is not None:
-            live, self._live = self._live, None
-            with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more
-                live.stop()
+        if self._redrawing is not None:
+            self._redrawing.cancel()  # it waits between two drawings: it draws no more
+            self._redrawing = None
+        with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more
+            self._erase()
+
+    def above(self, write: Callable[[], None]) -> None:
+        """Let `write` print (and flush) lines of the run's output above the line: the
+        line is erased first and drawn again below them."""
+        drawn = self._drawn
+        self._erase()
+        write()
+        if drawn:
+            self.redraw()
+
+    def redraw(self) -> None:
+        """Draw the line afresh, if this process is in the foreground (else not at all)."""
+        if not self.shown or not _in_foreground(self._console):
+            self._drawn = False  # the shell owns the screen now: the line is not ours
+            return
+        width = max(self._console.width - 1, 1)  # never the last column: no wrap
+        with self._console.capture() as captured:
+            self._console.print(
+                self.render(), end="", width=width, no_wrap=True, overflow="ellipsis"
+            )
+        self._write(ERASE + captured.get())
+        self._drawn = True
+
+    def _erase(self) -> None:
+        if self._drawn and _in_foreground(self._console):
+            self._write(ERASE)
+        self._drawn = False
+
+    def _write(self, text: str) -> None:
+        self._console.file.write(text)
+        self._console.file.flush()
+
+    async def _redraw_often(self) -> None:
+        """The elapsed time and the spinner move without events; the foreground is asked
+        again at each drawing."""
+        while True:
+            with contextlib.suppress(OSError):
+                self.redraw()
+            await asyncio.sleep(1 / REFRESHES_PER_SECOND)
 
     def started(self, snapshot: RunSnapshot) -> None:
         self.run_id = snapshot.run_id
@@ -101,15 +145,16 @@ class RunProgress(Scope):
             parts += ["  ", (views.shorten(self.activity, ACTIVITY_CHARS), "dim")]
         if self.tokens != "-":
             parts += ["  ", self.tokens]
-        self._spinner.update(text=Text.assemble(*parts))
-        return self._spinner
+        frames = self._spinner.frames
+        frame = frames[int(time.monotonic() * 1000 / self._spinner.interval) % len(frames)]
+        return Text.assemble(frame, " ", *parts)
 
 
-class _Line:
-    """Rendered afresh at each refresh, so the elapsed time moves without events."""
-
-    def __init__(self, progress: RunProgress) -> None:
-        self._progress = progress
-
-    def __rich__(self) -> RenderableType:
-        return self._progress.render()
+def _in_foreground(console: Console) -> bool:
+    """Whether this process's group is its terminal's foreground group: the one a person
+    is looking at, the only one that may draw (a background one would draw over the
+    shell)."""
+    try:
+        return os.tcgetpgrp(console.file.fileno()) == os.getpgrp()
+    except (OSError, ValueError):  # not a terminal (any more), or a file with no descriptor
+        return False

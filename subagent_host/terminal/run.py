@@ -49,10 +49,14 @@ STOPPING_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EPILOG: Final = """\
 The child gets no stdin (an empty pipe, closed at once) and the environment a server
 gives its children (protocol.md §8.3). Its final output goes to stdout: a command's
-stdout exactly as it printed it (decoded as UTF-8), an agent's final text. Live
-progress goes to stderr when stderr is a terminal; otherwise stderr holds errors only
-(a failed command's last 4 KiB of stderr, one line for any other failure). The server's
-log goes to server.log in the state directory (-v also shows it once the run is over).
+stdout exactly as it printed it (decoded as UTF-8), an agent's final text. When stdout
+is a terminal (and without --quiet or --json), the output is shown as it comes instead,
+line by line: a command's stdout, an agent's text and one line per tool call. A live
+status line goes to stderr when stderr is a terminal, below the output, while this
+command is in the terminal's foreground (nothing is drawn by a `run ... &`); otherwise
+stderr holds errors only (a failed command's last 4 KiB of stderr, one line for any
+other failure). The server's log goes to server.log in the state directory (-v also
+shows it once the run is over).
 
 exit status:
   0      the run completed
@@ -124,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"show the server's log on stderr once the run is over (it is always in "
         f"{SERVER_LOG} in the state directory)",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="on a terminal too, print only the final output, once the run has ended",
     )
     return parser
 

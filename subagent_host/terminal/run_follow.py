@@ -40,6 +40,7 @@ from subagent_host.terminal.run import (
     SIGNAL_BASE,
     Interrupts,
 )
+from subagent_host.terminal.run_live import LiveOutput
 
 # How often the live line asks for a fresh snapshot (tokens are in snapshots only).
 TICK_S: Final = 1.0
@@ -60,13 +61,19 @@ async def supervise(
     """Run the spawn on the started server `process` and follow it; the exit status.
     The server is ended on the way out (`Host.aclose`)."""
     streamed = StreamedOutput() if spawn["command"] else None
+    shows_live = not args.quiet and not args.json and sys.stdout.isatty()
+    if shows_live and spawn["stream"] is None:
+        spawn = {**spawn, "stream": True}  # an agent's text and tool calls, as they come
     async with Host.adopt(process) as host:
         # The line shows from the start: a server takes a moment to answer its first call.
         with RunProgress() as progress:
-            ended = await _launch(host, spawn, progress, interrupts, streamed)
+            live = LiveOutput(progress) if shows_live else None
+            ended = await _launch(host, spawn, progress, interrupts, streamed, live)
+            if live is not None:
+                live.flush()
         # Told before the server is ended: its exit may wait for what it still ends of
         # servers that are gone (protocol.md §13), the run's output never does.
-        return _tell_end(ended, args, streamed, interrupts)
+        return _tell_end(ended, args, streamed, interrupts, live)
 
 
 def _tell_end(
@@ -74,6 +81,7 @@ def _tell_end(
     args: argparse.Namespace,
     streamed: StreamedOutput | None,
     interrupts: Interrupts,
+    live: LiveOutput | None,
 ) -> int:
     """Print the run's output (or why there is none) and say how it ended; the exit status."""
     if isinstance(ended, Refused):
@@ -83,7 +91,7 @@ def _tell_end(
     try:
         if args.json:
             _write_json(ended)
-        else:
+        elif live is None or not live.printed:  # else it was shown as it came
             _write_output(ended, streamed)
     except BrokenPipeError:
         return views.reader_gone()
@@ -107,6 +115,7 @@ async def _launch(
     progress: RunProgress,
     interrupts: Interrupts,
     streamed: StreamedOutput | None,
+    live: LiveOutput | None,
 ) -> RunSnapshot | Refused:
     """Spawn the run and follow it to its end; its final snapshot."""
     if interrupts.received is not None:
@@ -119,7 +128,7 @@ async def _launch(
     except HostConnectionError as exc:
         return await _server_gone(host, exc)
     try:
-        return await _follow(host, run, progress, interrupts, streamed)
+        return await _follow(host, run, progress, interrupts, streamed, live)
     except HostConnectionError as exc:
         return Refused(
             EXIT_INTERRUPTED, f"interrupted: the server ended before the run did ({exc})"
@@ -150,10 +159,11 @@ async def _follow(
     progress: RunProgress,
     interrupts: Interrupts,
     streamed: StreamedOutput | None,
+    live: LiveOutput | None,
 ) -> RunSnapshot:
     """Follow the run to its end, stopping it first if a signal comes; its final snapshot."""
     progress.started(run)
-    events = asyncio.create_task(_take_events(host, run.run_id, progress, streamed))
+    events = asyncio.create_task(_take_events(host, run.run_id, progress, streamed, live))
     interrupted = asyncio.create_task(interrupts.wait())
     ticking = asyncio.create_task(_tick(host, run.run_id, progress)) if progress.shown else None
     try:
@@ -176,12 +186,18 @@ def stop_reason(signum: signal.Signals | None) -> str:
 
 
 async def _take_events(
-    host: Host, run_id: str, progress: RunProgress, streamed: StreamedOutput | None
+    host: Host,
+    run_id: str,
+    progress: RunProgress,
+    streamed: StreamedOutput | None,
+    live: LiveOutput | None,
 ) -> None:
     async for event in host.events(run_id):
         progress.event(event)
         if streamed is not None:
             streamed.take(event)
+        if live is not None:
+            live.take(event)
 
 
 async def _tick(host: Host, run_id: str, progress: RunProgress) -> None:

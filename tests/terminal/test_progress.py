@@ -5,14 +5,16 @@ from __future__ import annotations
 import io
 from datetime import UTC, datetime
 
+import pytest
 from rich.console import Console
 
 from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal.progress import RunProgress
+from subagent_host.terminal.run_live import LiveOutput
 
 
-def event(seq: int, kind: str, **fields: object) -> EventWire:
-    return EventWire(run_id="r" * 32, seq=seq, type=kind, at=datetime.now(UTC), **fields)  # type: ignore[arg-type]
+def event(seq: int, type_: str, **fields: object) -> EventWire:
+    return EventWire(run_id="r" * 32, seq=seq, type=type_, at=datetime.now(UTC), **fields)  # type: ignore[arg-type]
 
 
 def test_the_line_shows_a_commands_latest_output_line_as_a_terminal_would_leave_it() -> None:
@@ -41,3 +43,21 @@ def test_nothing_is_drawn_when_stderr_is_not_a_terminal() -> None:
     assert not progress.shown
     with progress:
         pass
+
+
+def test_live_output_prints_whole_lines_a_tool_line_and_a_responses_last_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    live = LiveOutput(RunProgress(Console(file=None, force_terminal=False)))
+    live.take(event(1, "message", index=0, text="Hel"))
+    assert capsys.readouterr().out == ""  # half a line waits for its end
+    live.take(event(2, "message", index=0, text="lo\nI will l"))
+    assert capsys.readouterr().out == "Hello\n"
+    live.take(event(3, "tool", index=0, phase="start", kind="execute", name="bash", summary="ls"))
+    assert capsys.readouterr().out == "I will l\n› execute: ls\n"  # its text before the call
+    live.take(event(4, "tool", index=0, phase="end", kind="execute", name="bash"))
+    live.take(event(5, "message", index=0, text="Done", final=True))
+    assert capsys.readouterr().out == "Done\n"
+    live.take(event(6, "output", index=0, text="no newline"))
+    live.flush()
+    assert capsys.readouterr().out == "no newline\n" and live.printed

@@ -300,9 +300,12 @@ def test_the_live_line_shows_on_a_terminal_and_is_gone_once_the_run_has_ended(
         go.touch()
         assert term.exit_status() == 0
     assert (tmp_path / "stdout").read_text() == "step one\ndone\n"
-    # Transient: the line is erased as the run ends (cursor up, erase line: rich's Live),
+    # Transient: the line is erased as the run ends (to the row's start, erase the row),
     # after its last drawing.
-    assert term.seen.rfind(b"\x1b[1A\x1b[2K") > term.seen.rfind(b"completed") > 0
+    drawn = term.seen.rfind(only_run(state_dir).run_id[:8].encode())
+    assert drawn > 0 and b"\r\x1b[2K" in term.seen[drawn:], term.seen[-300:]
+    # Its stdout is not a terminal: the output went there only, whole, at the end.
+    assert b"done\r\n" not in term.seen
     assert_nothing_survives(state_dir)
 
 
@@ -428,7 +431,9 @@ class Terminal:
 
 
 class terminal:  # noqa: N801 - used as a context manager, like open()
-    def __init__(self, argv: list[str], stdout: Path) -> None:
+    """`argv` on a pseudo-terminal; its stdout to the file `stdout`, or there too (None)."""
+
+    def __init__(self, argv: list[str], stdout: Path | None) -> None:
         self._argv = argv
         self._stdout = stdout
         self._term: Terminal | None = None
@@ -439,8 +444,9 @@ class terminal:  # noqa: N801 - used as a context manager, like open()
         pid, master = pty.fork()
         if pid == 0:  # the child: the terminal is its controlling one, in the foreground
             try:
-                out = os.open(self._stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.dup2(out, 1)
+                if self._stdout is not None:
+                    out = os.open(self._stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    os.dup2(out, 1)
                 os.execve(self._argv[0], self._argv, env)
             finally:
                 os._exit(127)
