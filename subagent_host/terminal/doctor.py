@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.text import Text
 
 from subagent_host.cli import parse_config
-from subagent_host.terminal.diagnosis import Check, diagnose
+from subagent_host.terminal.checks import Check
+from subagent_host.terminal.diagnosis import diagnose
 from subagent_host.terminal.options import any_path, subcommand_parser
 
 NAME: Final = "doctor"
