@@ -15,6 +15,8 @@ STDERR_TAIL_BYTES: Final = 4 * 1024
 STACK_FRAME: Final = re.compile(r'(at |File "|Traceback \(most recent call last\))')
 ERROR_LABEL: Final = re.compile(r"^(?:[A-Za-z]*Error|error|fatal|Fatal): +")
 WARNING_LABEL: Final = re.compile(r"^(?:warning|warn)\b", re.IGNORECASE)
+# What Node prints last after an uncaught exception: its version, not the reason.
+NODE_VERSION: Final = re.compile(r"^Node\.js v\d+(?:\.\d+)*$")
 # A line that is only a URL or a file path (a program's "see:" list): where to read
 # more, never why it failed.
 POINTER: Final = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|~?\.{0,2}/)\S*$", re.IGNORECASE)
@@ -44,7 +46,12 @@ def first_meaningful_line(stderr_tail: str, limit: int = 200) -> str | None:
     """The first line of stderr that says something and is not a warning: the rule for
     a CLI that prints its reason first and how to fix it after (pi: `No API key found
     for the selected model.`, then `Use /login ... See:` and the paths of its docs)."""
-    for line in stderr_tail.splitlines():
+    lines = stderr_tail.splitlines()
+    if any(STACK_FRAME.match(line.strip()) for line in lines):
+        # A crash, not a reason it chose to print: Node puts the source line first and
+        # the exception last (before its frames), as Python does.
+        return last_meaningful_line(stderr_tail, limit)
+    for line in lines:
         said = _saying(line, limit)
         if said is not None and not WARNING_LABEL.match(said):
             return said
@@ -54,9 +61,10 @@ def first_meaningful_line(stderr_tail: str, limit: int = 200) -> str | None:
 def _saying(line: str, limit: int) -> str | None:
     """`line` printable, bounded and without an `Error: ` label; None for a line that
     tells a person nothing: blank, a stack frame (`    at ...`, `File "..."`), only
-    punctuation, or only a path or URL (a pointer to read more, not the reason)."""
+    punctuation, only a path or URL (a pointer to read more, not the reason), or the
+    Node version a crash ends with."""
     text = "".join(c for c in line if c.isprintable()).strip()
-    if not text or STACK_FRAME.match(text) or POINTER.match(text):
+    if not text or STACK_FRAME.match(text) or POINTER.match(text) or NODE_VERSION.match(text):
         return None
     if not any(c.isalnum() for c in text):
         return None
