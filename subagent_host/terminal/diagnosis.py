@@ -222,7 +222,9 @@ async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
     agents = {info.id: info for info in ping.backends}
     checks += [check_backend(agents[name]) for name in AGENTS if name in agents]
     checks.append(check_pi_models(os.environ))
-    checks += [CREDENTIALS[name](os.environ) for name in AGENTS if _available(agents.get(name))]
+    for name in AGENTS:
+        if _available(agents.get(name)):  # files read off the loop
+            checks.append(await asyncio.to_thread(CREDENTIALS[name], dict(os.environ)))
     checks.append(check_tracking(ping.process_tracking))
     checks.append(check_depth(os.environ, ping.limits.max_depth))
     return checks
