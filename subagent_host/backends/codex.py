@@ -97,7 +97,7 @@ from subagent_host.backends.base import (
 from subagent_host.backends.events import ToolKind, summary_of
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, exit_message, short
+from subagent_host.backends.reports import ERROR_LABEL, STDERR_TAIL_BYTES, exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
 
@@ -376,10 +376,10 @@ class CodexParser(JsonEventParser):
         )
 
     def _stderr_error(self) -> str | None:
-        """codex's own last `Error: ...` line on stderr, if it printed one."""
+        """codex's own last `Error: ...` line on stderr, if it printed one, without the label."""
         lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
-        return _message(said[-1]) if said else None
+        return _message(ERROR_LABEL.sub("", said[-1].strip(), count=1)) if said else None
 
 
 def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:

@@ -13,7 +13,13 @@ from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, ParsedOutcome
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import CappedText, RollingTail, StreamSize
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, exit_message
+from subagent_host.backends.reports import (
+    STDERR_TAIL_BYTES,
+    error_data,
+    exit_message,
+    last_meaningful_line,
+    with_reason,
+)
 from subagent_host.values.facts import Usage
 
 # Stdout kept for the final text: what a snapshot shows is capped lower, but a
@@ -72,8 +78,12 @@ class CommandParser:
         output = ParsedOutcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
         if exit_status.exit_code == 0:
             return output
-        data = error_data(exit_status, self.stderr.text(STDERR_TAIL_BYTES), dropped_lines=0)
-        return output.failed("exit-status", exit_message("command", exit_status), data)
+        tail = self.stderr.text(STDERR_TAIL_BYTES)
+        data = error_data(exit_status, tail, dropped_lines=0)
+        # A program's last word on stderr is usually why it failed (`make: *** [all]
+        # Error 2`, a Python exception): the status alone does not say what to fix.
+        message = with_reason(exit_message("command", exit_status), last_meaningful_line(tail))
+        return output.failed("exit-status", message, data)
 
 
 class CommandBackend:

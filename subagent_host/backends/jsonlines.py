@@ -18,7 +18,12 @@ from subagent_host.backends.events import AgentEvent, NormalizedEvents
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, last_meaningful_line
+from subagent_host.backends.reports import (
+    STDERR_TAIL_BYTES,
+    error_data,
+    last_meaningful_line,
+    with_reason,
+)
 from subagent_host.values.facts import Usage
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
@@ -147,10 +152,13 @@ class JsonEventParser:
         )
 
     def _with_stderr_reason(self, message: str) -> str:
-        """`message` and the last line of stderr that says why (`pi exited with status 1:
-        Unknown provider "local". ...`): the status alone does not tell a person what to fix."""
-        reason = last_meaningful_line(self._stderr.text(STDERR_TAIL_BYTES))
-        return f"{message}: {reason}" if reason else message
+        """`message` and the line of stderr that says why (`_stderr_reason`)."""
+        return with_reason(message, self._stderr_reason(self._stderr.text(STDERR_TAIL_BYTES)))
+
+    def _stderr_reason(self, stderr_tail: str) -> str | None:
+        """The line of stderr that says why this CLI failed: by default its last
+        meaningful one; a CLI that prints its reason first says so by overriding this."""
+        return last_meaningful_line(stderr_tail)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -14,6 +14,12 @@ STDERR_TAIL_BYTES: Final = 4 * 1024
 # the label before an error's sentence: what a person does not need in a message.
 STACK_FRAME: Final = re.compile(r'(at |File "|Traceback \(most recent call last\))')
 ERROR_LABEL: Final = re.compile(r"^(?:[A-Za-z]*Error|error|fatal|Fatal): +")
+WARNING_LABEL: Final = re.compile(r"^(?:warning|warn)\b", re.IGNORECASE)
+# What Node prints last after an uncaught exception: its version, not the reason.
+NODE_VERSION: Final = re.compile(r"^Node\.js v\d+(?:\.\d+)*$")
+# A line that is only a URL or a file path (a program's "see:" list): where to read
+# more, never why it failed.
+POINTER: Final = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|~?\.{0,2}/)\S*$", re.IGNORECASE)
 
 
 def short(value: object, limit: int = 64) -> str:
@@ -25,14 +31,50 @@ def short(value: object, limit: int = 64) -> str:
 
 
 def last_meaningful_line(stderr_tail: str, limit: int = 200) -> str | None:
-    """The last line of stderr that says something: not blank, not a stack frame
-    (`    at ...`, `File "..."`), without an `Error: ` label; printable, bounded."""
+    """The last line of stderr that says something (see `_saying`): the rule for a
+    program of which nothing more is known, whose last word is usually its reason.
+    A line ending in `:` only introduces the lines after it (`See:` and paths), which
+    said nothing: it is passed over too."""
     for line in reversed(stderr_tail.splitlines()):
-        text = "".join(c for c in line if c.isprintable()).strip()
-        if not text or STACK_FRAME.match(text) or not any(c.isalnum() for c in text):
-            continue
-        return ERROR_LABEL.sub("", text, count=1)[:limit] or None
+        said = _saying(line, limit)
+        if said is not None and not said.endswith(":"):
+            return said
     return None
+
+
+def first_meaningful_line(stderr_tail: str, limit: int = 200) -> str | None:
+    """The first line of stderr that says something and is not a warning: the rule for
+    a CLI that prints its reason first and how to fix it after (pi: `No API key found
+    for the selected model.`, then `Use /login ... See:` and the paths of its docs)."""
+    lines = stderr_tail.splitlines()
+    if any(STACK_FRAME.match(line.strip()) for line in lines):
+        # A crash, not a reason it chose to print: Node puts the source line first and
+        # the exception last (before its frames), as Python does.
+        return last_meaningful_line(stderr_tail, limit)
+    for line in lines:
+        said = _saying(line, limit)
+        if said is not None and not WARNING_LABEL.match(said):
+            return said
+    return None
+
+
+def _saying(line: str, limit: int) -> str | None:
+    """`line` printable, bounded and without an `Error: ` label; None for a line that
+    tells a person nothing: blank, a stack frame (`    at ...`, `File "..."`), only
+    punctuation, only a path or URL (a pointer to read more, not the reason), or the
+    Node version a crash ends with."""
+    text = "".join(c for c in line if c.isprintable()).strip()
+    if not text or STACK_FRAME.match(text) or POINTER.match(text) or NODE_VERSION.match(text):
+        return None
+    if not any(c.isalnum() for c in text):
+        return None
+    return ERROR_LABEL.sub("", text, count=1)[:limit] or None
+
+
+def with_reason(message: str, reason: str | None) -> str:
+    """`message` and the line that says why (`pi exited with status 1: No API key found
+    for the selected model.`): a status alone does not tell a person what to fix."""
+    return f"{message}: {reason}" if reason else message
 
 
 def error_data(exit_status: ProcessExit, stderr_tail: str, dropped_lines: int) -> dict[str, object]:

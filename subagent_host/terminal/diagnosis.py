@@ -5,7 +5,8 @@ options (`Host.start`): which agent CLIs it finds and their versions against the
 ones, its process tracking, whether its history is in SQLite, the limits it runs with.
 Only what a server cannot say is looked at directly: whether the state directory is
 safe to use (a server refuses to start on one that is not: `state_layout`), the Python
-and SQLite libraries, pi's `models.json`, the delegation depth.
+and SQLite libraries, pi's `models.json`, each agent CLI's credentials
+(terminal/credentials.py), the delegation depth.
 
 A server is started on the state directory only when a server may use it and it
 exists (a server changes no mode there); otherwise on a temporary one.
@@ -26,14 +27,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-import attrs
-
 from subagent_host.cli import read_depth
 from subagent_host.client import Host
 from subagent_host.client.errors import HostConnectionError, HostError
 from subagent_host.rpc.wire import PingResult
 from subagent_host.state_layout import state_dir_problem
 from subagent_host.store.browse import BrowseError, StateBrowser, sqlite_library
+from subagent_host.terminal.checks import Check
+from subagent_host.terminal.credentials import CREDENTIALS, pi_agent_dir
 from subagent_host.values import DEPTH_VARIABLE
 from subagent_host.values.facts import BackendInfo
 
@@ -45,17 +46,6 @@ AGENTS: Final = ("pi", "claude", "codex")
 # starts; a probe that takes longer than this is reported as giving no version.
 PROBE_WAIT_S: Final = 20.0
 PROBE_POLL_S: Final = 0.1
-
-
-@attrs.frozen
-class Check:
-    """One line of the report."""
-
-    name: str
-    passed: bool | None
-    """True passed, False failed (exit 1), None a warning that does not fail."""
-    detail: str
-    fix: str | None = None
 
 
 def check_python(version: Sequence[int] | None = None) -> Check:
@@ -159,10 +149,8 @@ def check_backend(info: BackendInfo) -> Check:
 
 
 def pi_models_path(environ: Mapping[str, str]) -> Path:
-    """Where pi reads `models.json`: `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`."""
-    agent_dir = environ.get("PI_CODING_AGENT_DIR")
-    base = Path(agent_dir).expanduser() if agent_dir else Path.home() / ".pi" / "agent"
-    return base / "models.json"
+    """Where pi reads `models.json`: in `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`."""
+    return pi_agent_dir(environ) / "models.json"
 
 
 def check_pi_models(environ: Mapping[str, str]) -> Check:
@@ -234,6 +222,9 @@ async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
     agents = {info.id: info for info in ping.backends}
     checks += [check_backend(agents[name]) for name in AGENTS if name in agents]
     checks.append(check_pi_models(os.environ))
+    for name in AGENTS:
+        if _available(agents.get(name)):  # files read off the loop
+            checks.append(await asyncio.to_thread(CREDENTIALS[name], dict(os.environ)))
     checks.append(check_tracking(ping.process_tracking))
     checks.append(check_depth(os.environ, ping.limits.max_depth))
     return checks
@@ -270,6 +261,11 @@ def _journal_mode(state_dir: Path) -> str | None:
             return browser.journal_mode()
     except BrowseError:
         return None
+
+
+def _available(info: BackendInfo | None) -> bool:
+    """Whether an agent CLI was found: only then are its credentials worth a line."""
+    return info is not None and info.available
 
 
 def _probing(info: BackendInfo) -> bool:

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.text import Text
 
 from subagent_host.cli import parse_config
-from subagent_host.terminal.diagnosis import Check, diagnose
+from subagent_host.terminal.checks import Check
+from subagent_host.terminal.diagnosis import diagnose
 from subagent_host.terminal.options import any_path, subcommand_parser
 
 NAME: Final = "doctor"
@@ -26,8 +27,8 @@ def main(argv: Sequence[str]) -> int:
     parser = subcommand_parser(
         NAME,
         "Check what running subagents here needs: Python, the state directory, SQLite, "
-        "the agent CLIs and their versions, pi's models.json, process tracking and the "
-        "delegation depth.",
+        "the agent CLIs, their versions and credentials, pi's models.json, process tracking "
+        "and the delegation depth.",
         # A --state-dir that is no directory is a failed check here, not a bad option.
         state_dir=any_path,
     )

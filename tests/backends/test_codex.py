@@ -163,7 +163,7 @@ def test_a_non_zero_exit_without_events_reports_codexs_error_line_and_stderr_tai
     outcome = parser.outcome(EXITED_1)
     assert not outcome.completed and outcome.error_code == "exit-status"
     assert outcome.error_message == (
-        "codex exited with status 1: Error: thread/resume: thread/resume failed: "
+        "codex exited with status 1: thread/resume: thread/resume failed: "
         "no rollout found for thread id 0123 (code -32600)"
     )
     assert outcome.error_data is not None

@@ -143,3 +143,21 @@ async def test_parallel_isolated_pi_children_each_write_in_their_own_worktree(
     assert (repo / "shared.txt").read_text() == "base\n"  # the shared checkout is untouched
     remove_kept(repo)
     assert_no_worktree_left(repo, state)
+
+
+async def test_pi_without_an_api_key_fails_saying_so_not_where_its_docs_are(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    # pi prints why first, then how to log in and the paths of its docs: the message
+    # takes the reason (a key for anthropic is in neither the environment nor auth.json).
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        spawn = {**SPAWN, "model": "anthropic/claude-sonnet-4-5", "prompt": "hi", "mode": "task"}
+        run = await result_of(server, "spawn", spawn)
+        assert run["status"] == "failed", run
+        error = run["children"][0]["error"]
+        assert error["code"] == "exit-status", error
+        assert error["message"] == "pi exited with status 1: No API key found for anthropic.", error
+        assert "docs/models.md" in error["data"]["stderrTail"]
+        await server.finish()
+    assert mock.requests == []

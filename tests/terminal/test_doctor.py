@@ -19,13 +19,24 @@ DOCTOR_TIMEOUT_S = 60.0
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-def environment(tmp_path: Path, path: str) -> dict[str, str]:
-    """A home of the test's own, pi's agent directory with a valid models.json, and PATH."""
+# Credentials as each CLI keeps them after its login; the doctor must never print them.
+SECRETS = ("sk-pi-secret", "sk-claude-secret", "sk-codex-secret")
+
+
+def environment(tmp_path: Path, path: str, *, logged_in: bool = True) -> dict[str, str]:
+    """A home of the test's own, pi's agent directory with a valid models.json, and PATH;
+    with `logged_in`, each agent CLI's credentials in its own files there."""
     home = tmp_path / "home"
     agent_dir = tmp_path / "pi-agent"
-    for directory in (home, agent_dir, tmp_path / "tmp"):
+    for directory in (home, agent_dir, tmp_path / "tmp", home / ".claude", home / ".codex"):
         directory.mkdir(exist_ok=True)
     (agent_dir / "models.json").write_text(json.dumps({"providers": {"mock": {}}}))
+    if logged_in:
+        pi_key = {"anthropic": {"type": "api_key", "key": SECRETS[0]}}
+        (agent_dir / "auth.json").write_text(json.dumps(pi_key))
+        claude_login = {"claudeAiOauth": {"accessToken": SECRETS[1], "refreshToken": "r"}}
+        (home / ".claude" / ".credentials.json").write_text(json.dumps(claude_login))
+        (home / ".codex" / "auth.json").write_text(json.dumps({"OPENAI_API_KEY": SECRETS[2]}))
     kept = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "SYSTEMROOT")}
     return {
         **kept,
@@ -65,9 +76,13 @@ async def doctor(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[int, 
     return process.returncode, out.decode().splitlines()
 
 
-def mark_of(lines: list[str], name: str) -> str:
+def line_of(lines: list[str], name: str) -> str:
     (line,) = [line for line in lines if line[2:].startswith(f"{name}:")]
-    return line[0]
+    return line
+
+
+def mark_of(lines: list[str], name: str) -> str:
+    return line_of(lines, name)[0]
 
 
 @pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="run scripts/install-agents")
@@ -89,12 +104,18 @@ async def test_the_doctor_passes_where_everything_is_in_place(tmp_path: Path) ->
         "claude",
         "codex",
         "pi models.json",
+        "pi credentials",
+        "claude credentials",
+        "codex credentials",
         "process tracking",
         "delegation depth",
     ]
     assert all(line[0] in "✓!" for line in lines), lines
     for name in ("pi", "claude", "codex", "state directory", "SQLite", "pi models.json"):
         assert mark_of(lines, name) == "✓", lines
+    for name in ("pi credentials", "claude credentials", "codex credentials"):
+        assert mark_of(lines, name) == "✓", lines
+    assert not any(secret in line for line in lines for secret in SECRETS), lines
 
 
 async def test_an_agent_cli_missing_from_path_fails_with_its_fix(tmp_path: Path) -> None:
@@ -182,3 +203,81 @@ async def test_a_state_dir_option_naming_a_file_is_a_failed_check_and_the_others
     for name in ("process tracking", "delegation depth"):
         assert mark_of(lines, name) in "✓!"
     assert state.read_text() == "not a directory"  # left exactly as it was
+
+
+@pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="run scripts/install-agents")
+async def test_an_agent_cli_without_credentials_fails_with_what_to_do(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    env = environment(tmp_path, agent_path(), logged_in=False)
+
+    code, lines = await doctor(tmp_path, env, "--state-dir", str(state))
+
+    assert code == 1, lines
+    assert line_of(lines, "pi credentials").startswith("✗ pi credentials: no API key"), lines
+    assert "(fix: run 'pi' and /login, set ANTHROPIC_API_KEY" in line_of(lines, "pi credentials")
+    claude = line_of(lines, "claude credentials")
+    assert claude.startswith("✗ claude credentials: not logged in"), lines
+    assert "(fix: run 'claude /login' or set ANTHROPIC_API_KEY)" in claude
+    codex = line_of(lines, "codex credentials")
+    assert codex.startswith("✗ codex credentials: not logged in"), lines
+    assert "(fix: run 'codex login' or set OPENAI_API_KEY)" in codex
+    # Everything else is in place: only the credentials fail.
+    assert [line[2:].split(":")[0] for line in lines if line[0] == "✗"] == [
+        "pi credentials",
+        "claude credentials",
+        "codex credentials",
+    ]
+
+
+@pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="run scripts/install-agents")
+async def test_api_keys_in_the_environment_are_credentials_and_are_not_printed(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    env = environment(tmp_path, agent_path(), logged_in=False)
+    env |= {"ANTHROPIC_API_KEY": SECRETS[1], "OPENAI_API_KEY": SECRETS[2]}
+
+    code, lines = await doctor(tmp_path, env, "--state-dir", str(state))
+
+    assert code == 0, lines
+    assert (
+        line_of(lines, "pi credentials")
+        == "✓ pi credentials: ANTHROPIC_API_KEY, OPENAI_API_KEY set"
+    )
+    assert line_of(lines, "claude credentials") == "✓ claude credentials: ANTHROPIC_API_KEY set"
+    assert line_of(lines, "codex credentials") == "✓ codex credentials: OPENAI_API_KEY set"
+    assert not any(secret in line for line in lines for secret in SECRETS), lines
+
+
+@pytest.mark.skipif(not (AGENT_BIN / "codex").exists(), reason="run scripts/install-agents")
+async def test_codex_with_a_provider_of_its_config_is_checked_against_that_provider(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    env = environment(tmp_path, agent_path())
+    config = tmp_path / "home" / ".codex" / "config.toml"
+    config.write_text('model_provider = "nosuch"\n')
+
+    code, lines = await doctor(tmp_path, env, "--state-dir", str(state))
+
+    assert code == 1, lines
+    assert line_of(lines, "codex credentials") == (
+        f"✗ codex credentials: model_provider nosuch is not defined in {config} "
+        f"(fix: add [model_providers.nosuch] to {config} or remove model_provider)"
+    )
+
+    config.write_text(
+        'model_provider = "local"\n[model_providers.local]\nname = "local"\n'
+        'base_url = "http://127.0.0.1:1/v1"\nenv_key = "LOCAL_API_KEY"\n'
+    )
+    code, lines = await doctor(tmp_path, env, "--state-dir", str(state))
+
+    assert code == 0, lines
+    assert line_of(lines, "codex credentials") == (
+        "! codex credentials: model_provider local reads LOCAL_API_KEY (not set here), which "
+        "a codex child gets only from its spawn's env "
+        '(fix: pass "env": {"LOCAL_API_KEY": ...} with each codex spawn)'
+    )
