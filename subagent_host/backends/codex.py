@@ -81,6 +81,7 @@ provider's `env_key` names is not passed unless the spawn's `env` carries it
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -157,6 +158,8 @@ TOOL_ITEMS: Final[Mapping[str, str]] = {
     "collab_tool_call": "collab",
 }
 RECONNECTING: Final = "Reconnecting"
+# What follows `Reconnecting...`: a count or a state, then codex's reason in parentheses.
+RETRY_NOTICE: Final = re.compile(r"(.*?)\s*\((.*)\)", re.DOTALL)
 STDERR_ERROR_PREFIX: Final = "error"
 
 
@@ -258,6 +261,7 @@ class CodexParser(JsonEventParser):
             if isinstance(item, dict):
                 self._on_item(item, completed=kind == "item.completed")
         elif kind == "turn.completed":
+            self._answered()
             self._add_usage(event.get("usage"))
             self._completed = self._finished = True
         elif kind == "turn.failed":
@@ -271,12 +275,14 @@ class CodexParser(JsonEventParser):
                 return
             if message.startswith(RECONNECTING):  # codex retries; the turn goes on
                 self._retry_notice = message
-                self._pending_activity.append("reconnecting to the model")
+                self._retrying(retry_reason(message))
             else:
                 self._fatal_error = message
 
     def _on_item(self, item: dict[str, Any], *, completed: bool) -> None:
         kind = item.get("type")
+        if kind != "error":  # an `error` item is a warning, not the model's answer
+            self._answered()
         self._count_turn(item)
         if kind == "agent_message":
             if completed and isinstance(item.get("text"), str):
@@ -380,6 +386,19 @@ class CodexParser(JsonEventParser):
         lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
         return _message(said[-1]) if said else None
+
+
+def retry_reason(notice: str) -> str:
+    """codex's retry notice, short: `Reconnecting... 2/5 (stream disconnected: failed to
+    lookup address information)` is `2/5: stream disconnected: failed to lookup address
+    information`; `Reconnecting... waiting for network (Connection failed: ...)` is
+    `waiting for network: Connection failed: ...`."""
+    rest = notice.removeprefix(RECONNECTING).lstrip(".").strip()
+    match = RETRY_NOTICE.fullmatch(rest)
+    if match is None:
+        return rest or notice
+    said, why = match.group(1).strip(), match.group(2).strip()
+    return f"{said}: {why}" if said else why
 
 
 def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:

@@ -18,10 +18,17 @@ from subagent_host.backends.events import AgentEvent, NormalizedEvents
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
-from subagent_host.backends.reports import STDERR_TAIL_BYTES, error_data, last_meaningful_line
+from subagent_host.backends.reports import (
+    STDERR_TAIL_BYTES,
+    error_data,
+    last_meaningful_line,
+    short,
+)
 from subagent_host.values.facts import Usage
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+# How much of a CLI's retry reason an activity line and an error message quote.
+RETRY_REASON_CHARS: Final = 300
 
 
 class JsonLines:
@@ -96,6 +103,11 @@ class JsonEventParser:
 
     A subclass handles each event in `_on_event` and tells its usage so far (`usage`),
     which is reported when it changed, at most once per chunk of output.
+
+    A subclass also says when the CLI retries a request the model did not answer
+    (`_retrying`) and when the model answered (`_answered`): while it retries, its
+    output is not progress (the stall timer runs on) and `retrying` is the CLI's own
+    reason, which ends the child when it stalls (protocol.md §8.1).
     """
 
     def __init__(self, *, whole_blocks: bool = False) -> None:
@@ -106,6 +118,26 @@ class JsonEventParser:
         self._tools_running: set[str] = set()
         """Ids of tool calls started and not yet ended."""
         self._turns = 0
+        self._retry_reason: str | None = None
+        self._retry_told: str | None = None  # the last reason an activity line told
+
+    @property
+    def retrying(self) -> str | None:
+        """The CLI's reason while it retries a request its model did not answer (it has
+        not answered since); None otherwise."""
+        return self._retry_reason
+
+    def _retrying(self, reason: str) -> None:
+        """The CLI retries, and says why: one activity line per new reason, not per notice."""
+        reason = short(reason, RETRY_REASON_CHARS)
+        self._retry_reason = reason
+        if reason != self._retry_told:
+            self._retry_told = reason
+            self._pending_activity.append(f"reconnecting to the model ({reason})")
+
+    def _answered(self) -> None:
+        """The model answered: the retries are over."""
+        self._retry_reason = self._retry_told = None
 
     @property
     def turns(self) -> int:

@@ -66,6 +66,8 @@ WORKSPACE_FAILED: Final = "workspace-failed"
 # How much of a program name a spawn-failed message quotes.
 PROGRAM_SHOWN_CHARS: Final = 200
 
+# An agent CLI whose model did not answer (the error code its parser also gives).
+AGENT_ERROR: Final = "agent-error"
 # An agent CLI that printed its final event and then did not exit.
 LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event")
 # An agent CLI that began one model response more than its `maxTurns`.
@@ -404,8 +406,7 @@ class ChildRunner:
 
         sink.on_finished = on_finished
         stall = sink.watch_stall(
-            plan.stall_timeout_ms / 1000,
-            lambda: settle(StopCause(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
+            plan.stall_timeout_ms / 1000, lambda: settle(_stalled(plan, sink.retrying))
         )
         timeout = loop.call_later(
             plan.timeout_ms / 1000,
@@ -511,6 +512,18 @@ class ChildRunner:
             emit(text)
 
         return stream
+
+
+def _stalled(plan: ChildPlan, retrying: str | None) -> StopCause:
+    """A child silent for its `stallTimeoutMs`: `timed-out`, or, when its agent CLI was
+    retrying its model all that time, `failed` with `agent-error` and the CLI's reason."""
+    if retrying is None:
+        return StopCause(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)
+    message = (
+        f"{plan.backend} could not reach its model: {retrying} "
+        f"(still retrying after {plan.stall_timeout_ms} ms without an answer)"
+    )
+    return StopCause(RunStatus.FAILED, AGENT_ERROR, error=(AGENT_ERROR, message))
 
 
 def _workspace_error(child: ChildRun, exc: GitFailed) -> str:

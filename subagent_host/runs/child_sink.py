@@ -2,6 +2,9 @@
 
 The supervisor hands each chunk of a child's stdout and stderr to its sink. The
 sink also watches for a stall: no output (and no agent tool running) for too long.
+An agent CLI retrying a request its model did not answer prints notices, but they
+are not progress: while the parser says it retries (`retrying`), output does not
+restart the stall period, and a stall then is the CLI's failure to reach its model.
 
 After each chunk the sink drains what the parser made of it: the normalized events
 of an agent child (`message`, `tool`, `usage`, protocol.md §11), which go out as
@@ -124,6 +127,7 @@ class ChildSink:
             self._held.append(send)
 
     def on_stdout(self, data: bytes) -> None:
+        quiet_since = self.last_active
         self.last_active = self._loop.time()
         if self._counted is not None:
             self._counted.feed(data)
@@ -134,6 +138,15 @@ class ChildSink:
             self._counted.feed(data)
             return
         self._take_stdout(self._stdout.feed(data) if self._redacting else data)
+        if self.retrying is not None:
+            # The CLI's retry notices are not progress: its model has not answered.
+            self.last_active = quiet_since
+
+    @property
+    def retrying(self) -> str | None:
+        """The agent CLI's reason while it retries a request its model did not answer."""
+        reason = getattr(self.parser, "retrying", None)
+        return reason if isinstance(reason, str) else None
 
     def _take_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
@@ -159,7 +172,8 @@ class ChildSink:
 
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(self._stderr.feed(data) if self._redacting else data)
-        self.last_active = self._loop.time()
+        if self.retrying is None:
+            self.last_active = self._loop.time()
 
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         """The parser's outcome of the exited child, once what was held back for
@@ -239,7 +253,8 @@ class ChildSink:
             on_exceeded()
 
     def watch_stall(self, stall_s: float, on_stall: Callable[[], None]) -> StallWatch:
-        """Call `on_stall` once no output arrived for `stall_s` seconds."""
+        """Call `on_stall` once no output arrived for `stall_s` seconds (an agent CLI's
+        retry notices are not output: see `retrying`)."""
         return StallWatch(self, stall_s, on_stall)
 
 
