@@ -22,16 +22,18 @@ output).
 Outcome: `turn.completed` is a completed run, however codex exits afterwards;
 `turn.failed` is `failed` with `agent-error` and codex's message. A top-level
 `error` alone is not the end: codex prints `Reconnecting... n/5 (...)` there
-while it retries (an activity event says so), then goes on. Ending without
+while it retries (an activity event says so, once per reason), then goes on;
+until the model answers, that is not progress (`retrying`). Ending without
 either turn event is `failed`: `agent-error` when codex said why in an `error`
 event other than a retry notice, else `exit-status` (with codex's last retry
 notice or `Error: ...` line); the stderr tail goes in the error data (codex
 writes harmless warnings there, so stderr alone never fails a run). With the
-model unreachable codex reconnects for ever: only the run's `timeoutMs` ends
-it. `error` *items* (e.g. "Model metadata for `X` not found") are warnings: the
-turn goes on. Resuming an id codex does not know exits 1 ("no rollout found");
-an unknown *name* would silently start a new thread, which is why only the
-thread id (a UUID) from `thread.started` is ever passed to `resume`.
+model unreachable codex reconnects for ever: its `stallTimeoutMs` ends it,
+`agent-error` with codex's reason (runs/child_runner.py). `error` *items*
+(e.g. "Model metadata for `X` not found") are warnings: the turn goes on.
+Resuming an id codex does not know exits 1 ("no rollout found"); an unknown
+*name* would silently start a new thread, which is why only the thread id
+(a UUID) from `thread.started` is ever passed to `resume`.
 
 Turns: codex prints one `turn.started` per `exec`, however many model
 responses it makes, and no event when it sends a request. So a turn (one model
