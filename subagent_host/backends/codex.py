@@ -162,6 +162,7 @@ TOOL_ITEMS: Final[Mapping[str, str]] = {
 RECONNECTING: Final = "Reconnecting"
 # What follows `Reconnecting...`: a count or a state, then codex's reason in parentheses.
 RETRY_NOTICE: Final = re.compile(r"(.*?)\s*\((.*)\)", re.DOTALL)
+RETRY_COUNT: Final = re.compile(r"(\d+)/(\d+)\b")
 STDERR_ERROR_PREFIX: Final = "error"
 
 
@@ -277,7 +278,8 @@ class CodexParser(JsonEventParser):
                 return
             if message.startswith(RECONNECTING):  # codex retries; the turn goes on
                 self._retry_notice = message
-                self._retrying(retry_reason(message))
+                reason = retry_reason(message)
+                self._retrying(reason, spent=retries_spent(reason))
             else:
                 self._fatal_error = message
 
@@ -401,6 +403,12 @@ def retry_reason(notice: str) -> str:
         return rest or notice
     said, why = match.group(1).strip(), match.group(2).strip()
     return f"{said}: {why}" if said else why
+
+
+def retries_spent(reason: str) -> bool:
+    """Whether a retry reason counts its last attempt (`5/5: ...`)."""
+    match = RETRY_COUNT.match(reason)
+    return match is not None and int(match.group(1)) >= int(match.group(2)) > 0
 
 
 def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:

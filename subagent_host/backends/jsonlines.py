@@ -120,6 +120,7 @@ class JsonEventParser:
         self._turns = 0
         self._retry_reason: str | None = None
         self._retry_told: str | None = None  # the last reason an activity line told
+        self._retries_spent = False
 
     @property
     def retrying(self) -> str | None:
@@ -127,10 +128,17 @@ class JsonEventParser:
         not answered since); None otherwise."""
         return self._retry_reason
 
-    def _retrying(self, reason: str) -> None:
+    @property
+    def retries_spent(self) -> bool:
+        """The CLI said it made the last retry its budget allows (codex's `5/5`) and its
+        model has not answered since: it should give up now."""
+        return self._retries_spent
+
+    def _retrying(self, reason: str, *, spent: bool = False) -> None:
         """The CLI retries, and says why: one activity line per new reason, not per notice."""
         reason = short(reason, RETRY_REASON_CHARS)
         self._retry_reason = reason
+        self._retries_spent = spent
         if reason != self._retry_told:
             self._retry_told = reason
             self._pending_activity.append(f"reconnecting to the model ({reason})")
@@ -138,6 +146,7 @@ class JsonEventParser:
     def _answered(self) -> None:
         """The model answered: the retries are over."""
         self._retry_reason = self._retry_told = None
+        self._retries_spent = False
 
     @property
     def turns(self) -> int:

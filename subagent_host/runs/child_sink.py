@@ -89,6 +89,8 @@ class ChildSink:
         self._held: list[Callable[[], None]] | None = []
         self.on_finished: Callable[[], None] | None = None
         """Called once, when the parser has seen the CLI's final event."""
+        self.on_retries_spent: Callable[[], None] | None = None
+        """Called once, when the CLI said it made its last retry (`retries_spent`)."""
         self._turn_limit: tuple[int, Callable[[], None]] | None = None
         self._budget: tuple[Budget, Callable[[str], None]] | None = None
         self.held = False
@@ -163,6 +165,9 @@ class ChildSink:
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
+        if self.on_retries_spent is not None and getattr(self.parser, "retries_spent", False):
+            spent, self.on_retries_spent = self.on_retries_spent, None
+            spent()
         self._check_turns()
         self._check_budget()
         if self._stream is not None and data:

@@ -91,6 +91,16 @@ def test_codexs_changing_count_is_a_line_each() -> None:
         "reconnecting to the model (2/5: failed to lookup address information)",
     ]
     assert parser.retrying == "2/5: failed to lookup address information"
+    assert not parser.retries_spent
+
+
+def test_codexs_last_counted_retry_spends_its_budget_until_an_answer() -> None:
+    parser = CodexParser()
+    last = {"type": "error", "message": "Reconnecting... 5/5 (failed to lookup address)"}
+    feed(parser, [json.dumps(last).encode() + b"\n"])
+    assert parser.retries_spent
+    feed(parser, [ANSWERS["codex"].encode() + b"\n"])
+    assert not parser.retries_spent and parser.retrying is None
 
 
 @pytest.mark.parametrize(

@@ -45,14 +45,15 @@ CLIS: Final[dict[str, tuple[Callable[[str], Backend], str, str]]] = {
 }
 
 
-def fake_cli(tmp_path: Path, cli: str) -> tuple[Backend, dict[str, str]]:
+def fake_cli(tmp_path: Path, cli: str, notice: str | None = None) -> tuple[Backend, dict[str, str]]:
     """The CLI's backend running tests/fakes/retrying_agent.py, and the env telling it what
-    to print: the recorded lines before the first notice, then that notice for ever."""
+    to print: the recorded lines before the first notice, then that notice (or `notice`)
+    for ever."""
     make, name, _ = CLIS[cli]
     lines = (RECORDED / name).read_text().splitlines()
     first = next(i for i, line in enumerate(lines) if "retry" in line or "Reconnecting" in line)
     stream = tmp_path / "stream"
-    stream.write_text("\n".join(lines[:first]) + "\n\n" + lines[first])
+    stream.write_text("\n".join(lines[:first]) + "\n\n" + (notice or lines[first]))
     program = tmp_path / cli
     program.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKES / 'retrying_agent.py'}\n")
     program.chmod(program.stat().st_mode | stat.S_IXUSR)
@@ -82,5 +83,25 @@ async def test_a_cli_retrying_for_its_stall_timeout_fails_with_its_reason(
     assert activity.count(f"reconnecting to the model ({reason})") == 1
     await harness.manager.shutdown("test over")
     assert_terminal_table(run)
+    left = [p.pid for p in processes_with_marker(run.run_id) if p.status() != "zombie"]
+    assert left == []
+
+
+async def test_codex_still_reconnecting_after_its_last_counted_retry_fails_at_once(
+    tmp_path: Path,
+) -> None:
+    notice = '{"type":"error","message":"Reconnecting... 5/5 (failed to lookup address)"}'
+    backend, env = fake_cli(tmp_path, "codex", notice)
+    harness = Harness(more={"codex": backend})
+    plan = ChildPlan(backend="codex", cwd=str(tmp_path), timeout_ms=TIMEOUT_MS,
+                     stall_timeout_ms=TIMEOUT_MS, prompt="hello", env=env)  # fmt: skip
+    run = await harness.finish(harness.launch(plan))
+    child = run.children[0]
+    assert child.status is RunStatus.FAILED, (child.status, child.reason)
+    assert child.error is not None and child.error.code == "agent-error"
+    assert child.error.message == (
+        "codex could not reach its model: 5/5: failed to lookup address (its retries are spent)"
+    )
+    await harness.manager.shutdown("test over")
     left = [p.pid for p in processes_with_marker(run.run_id) if p.status() != "zombie"]
     assert left == []
