@@ -190,10 +190,10 @@ class ClaudeParser(JsonEventParser):
                 self.session_id = event["session_id"]
             elif subtype == "api_retry":
                 attempt, most = event.get("attempt"), event.get("max_retries")
-                self._pending_activity.append(
-                    f"retrying after an error (attempt {short(attempt)} of {short(most)})"
-                )
+                why = short(event.get("error_status") or event.get("error"))
+                self._retrying(f"{short(attempt)}/{short(most)}: {why}")
         elif kind == "assistant":
+            self._answered()
             self._on_assistant(event)
         elif kind == "user":
             self._on_tool_results(event)

@@ -22,16 +22,18 @@ output).
 Outcome: `turn.completed` is a completed run, however codex exits afterwards;
 `turn.failed` is `failed` with `agent-error` and codex's message. A top-level
 `error` alone is not the end: codex prints `Reconnecting... n/5 (...)` there
-while it retries (an activity event says so), then goes on. Ending without
+while it retries (an activity event says so, once per reason), then goes on;
+until the model answers, that is not progress (`retrying`). Ending without
 either turn event is `failed`: `agent-error` when codex said why in an `error`
 event other than a retry notice, else `exit-status` (with codex's last retry
 notice or `Error: ...` line); the stderr tail goes in the error data (codex
 writes harmless warnings there, so stderr alone never fails a run). With the
-model unreachable codex reconnects for ever: only the run's `timeoutMs` ends
-it. `error` *items* (e.g. "Model metadata for `X` not found") are warnings: the
-turn goes on. Resuming an id codex does not know exits 1 ("no rollout found");
-an unknown *name* would silently start a new thread, which is why only the
-thread id (a UUID) from `thread.started` is ever passed to `resume`.
+model unreachable codex reconnects for ever: its `stallTimeoutMs` ends it,
+`agent-error` with codex's reason (runs/child_runner.py). `error` *items*
+(e.g. "Model metadata for `X` not found") are warnings: the turn goes on.
+Resuming an id codex does not know exits 1 ("no rollout found"); an unknown
+*name* would silently start a new thread, which is why only the thread id
+(a UUID) from `thread.started` is ever passed to `resume`.
 
 Turns: codex prints one `turn.started` per `exec`, however many model
 responses it makes, and no event when it sends a request. So a turn (one model
@@ -81,6 +83,7 @@ provider's `env_key` names is not passed unless the spawn's `env` carries it
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -157,6 +160,9 @@ TOOL_ITEMS: Final[Mapping[str, str]] = {
     "collab_tool_call": "collab",
 }
 RECONNECTING: Final = "Reconnecting"
+# What follows `Reconnecting...`: a count or a state, then codex's reason in parentheses.
+RETRY_NOTICE: Final = re.compile(r"(.*?)\s*\((.*)\)", re.DOTALL)
+RETRY_COUNT: Final = re.compile(r"(\d+)/(\d+)\b")
 STDERR_ERROR_PREFIX: Final = "error"
 
 
@@ -258,6 +264,7 @@ class CodexParser(JsonEventParser):
             if isinstance(item, dict):
                 self._on_item(item, completed=kind == "item.completed")
         elif kind == "turn.completed":
+            self._answered()
             self._add_usage(event.get("usage"))
             self._completed = self._finished = True
         elif kind == "turn.failed":
@@ -271,12 +278,15 @@ class CodexParser(JsonEventParser):
                 return
             if message.startswith(RECONNECTING):  # codex retries; the turn goes on
                 self._retry_notice = message
-                self._pending_activity.append("reconnecting to the model")
+                reason = retry_reason(message)
+                self._retrying(reason, spent=retries_spent(reason))
             else:
                 self._fatal_error = message
 
     def _on_item(self, item: dict[str, Any], *, completed: bool) -> None:
         kind = item.get("type")
+        if kind != "error":  # an `error` item is a warning, not the model's answer
+            self._answered()
         self._count_turn(item)
         if kind == "agent_message":
             if completed and isinstance(item.get("text"), str):
@@ -380,6 +390,25 @@ class CodexParser(JsonEventParser):
         lines = self._stderr.text(STDERR_TAIL_BYTES).splitlines()
         said = [line for line in lines if line.lower().startswith(STDERR_ERROR_PREFIX)]
         return _message(ERROR_LABEL.sub("", said[-1].strip(), count=1)) if said else None
+
+
+def retry_reason(notice: str) -> str:
+    """codex's retry notice, short: `Reconnecting... 2/5 (stream disconnected: failed to
+    lookup address information)` is `2/5: stream disconnected: failed to lookup address
+    information`; `Reconnecting... waiting for network (Connection failed: ...)` is
+    `waiting for network: Connection failed: ...`."""
+    rest = notice.removeprefix(RECONNECTING).lstrip(".").strip()
+    match = RETRY_NOTICE.fullmatch(rest)
+    if match is None:
+        return rest or notice
+    said, why = match.group(1).strip(), match.group(2).strip()
+    return f"{said}: {why}" if said else why
+
+
+def retries_spent(reason: str) -> bool:
+    """Whether a retry reason counts its last attempt (`5/5: ...`)."""
+    match = RETRY_COUNT.match(reason)
+    return match is not None and int(match.group(1)) >= int(match.group(2)) > 0
 
 
 def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:

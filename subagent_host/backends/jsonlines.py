@@ -22,11 +22,14 @@ from subagent_host.backends.reports import (
     STDERR_TAIL_BYTES,
     error_data,
     last_meaningful_line,
+    short,
     with_reason,
 )
 from subagent_host.values.facts import Usage
 
 MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+# How much of a CLI's retry reason an activity line and an error message quote.
+RETRY_REASON_CHARS: Final = 300
 
 
 class JsonLines:
@@ -101,6 +104,11 @@ class JsonEventParser:
 
     A subclass handles each event in `_on_event` and tells its usage so far (`usage`),
     which is reported when it changed, at most once per chunk of output.
+
+    A subclass also says when the CLI retries a request the model did not answer
+    (`_retrying`) and when the model answered (`_answered`): while it retries, its
+    output is not progress (the stall timer runs on) and `retrying` is the CLI's own
+    reason, which ends the child when it stalls (protocol.md §8.1).
     """
 
     def __init__(self, *, whole_blocks: bool = False) -> None:
@@ -111,6 +119,35 @@ class JsonEventParser:
         self._tools_running: set[str] = set()
         """Ids of tool calls started and not yet ended."""
         self._turns = 0
+        self._retry_reason: str | None = None
+        self._retry_told: str | None = None  # the last reason an activity line told
+        self._retries_spent = False
+
+    @property
+    def retrying(self) -> str | None:
+        """The CLI's reason while it retries a request its model did not answer (it has
+        not answered since); None otherwise."""
+        return self._retry_reason
+
+    @property
+    def retries_spent(self) -> bool:
+        """The CLI said it made the last retry its budget allows (codex's `5/5`) and its
+        model has not answered since: it should give up now."""
+        return self._retries_spent
+
+    def _retrying(self, reason: str, *, spent: bool = False) -> None:
+        """The CLI retries, and says why: one activity line per new reason, not per notice."""
+        reason = short(reason, RETRY_REASON_CHARS)
+        self._retry_reason = reason
+        self._retries_spent = spent
+        if reason != self._retry_told:
+            self._retry_told = reason
+            self._pending_activity.append(f"reconnecting to the model ({reason})")
+
+    def _answered(self) -> None:
+        """The model answered: the retries are over."""
+        self._retry_reason = self._retry_told = None
+        self._retries_spent = False
 
     @property
     def turns(self) -> int:

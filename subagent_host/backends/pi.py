@@ -169,6 +169,8 @@ class PiParser(JsonEventParser):
             self._finished = True
         elif kind == "message_update":
             update = event.get("assistantMessageEvent")
+            if isinstance(update, dict):
+                self._answered()  # the model is streaming its response
             if isinstance(update, dict) and update.get("type") == "text_delta":
                 delta = update.get("delta")
                 self._events.text(delta if isinstance(delta, str) else "")
@@ -184,7 +186,8 @@ class PiParser(JsonEventParser):
         elif kind == "auto_retry_start":
             attempt, most = event.get("attempt"), event.get("maxAttempts")
             self._finished = False
-            self._pending_activity.append(f"retrying after an error (attempt {attempt} of {most})")
+            why = short(event.get("errorMessage"))
+            self._retrying(f"{short(attempt)}/{short(most)}: {why}")
         elif kind == "auto_retry_end" and event.get("success") is False:
             self._retry_error = str(event.get("finalError") or "retries exhausted")
             self._finished = True
@@ -196,6 +199,7 @@ class PiParser(JsonEventParser):
                 self._add_usage(message.get("usage"))
                 if message.get("stopReason") not in FAILED_STOP_REASONS:
                     self._responses += 1
+                    self._answered()
 
     def _add_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):

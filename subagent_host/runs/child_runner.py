@@ -66,6 +66,8 @@ WORKSPACE_FAILED: Final = "workspace-failed"
 # How much of a program name a spawn-failed message quotes.
 PROGRAM_SHOWN_CHARS: Final = 200
 
+# An agent CLI whose model did not answer (the error code its parser also gives).
+AGENT_ERROR: Final = "agent-error"
 # An agent CLI that printed its final event and then did not exit.
 LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event")
 # An agent CLI that began one model response more than its `maxTurns`.
@@ -402,10 +404,19 @@ class ChildRunner:
             # and its run is still reported by that event.
             lingering.append(loop.call_later(FINISHED_GRACE_S, settle, LINGERED))
 
+        def on_retries_spent() -> None:
+            # The CLI made its last retry: it should now fail on its own (its reason then
+            # decides); one that goes on retrying is ended with its reason instead.
+            def give_up() -> None:
+                if (cause := _gave_up(plan, sink.retrying)) is not None:
+                    settle(cause)
+
+            lingering.append(loop.call_later(FINISHED_GRACE_S, give_up))
+
         sink.on_finished = on_finished
+        sink.on_retries_spent = on_retries_spent
         stall = sink.watch_stall(
-            plan.stall_timeout_ms / 1000,
-            lambda: settle(StopCause(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)),
+            plan.stall_timeout_ms / 1000, lambda: settle(_stalled(plan, sink.retrying))
         )
         timeout = loop.call_later(
             plan.timeout_ms / 1000,
@@ -425,7 +436,7 @@ class ChildRunner:
             stall.cancel()
             timeout.cancel()
             sink.unwatch_limits()
-            sink.on_finished = None
+            sink.on_finished = sink.on_retries_spent = None
             for timer in lingering:
                 timer.cancel()
         if cause is None or process.exited.done():
@@ -511,6 +522,27 @@ class ChildRunner:
             emit(text)
 
         return stream
+
+
+def _stalled(plan: ChildPlan, retrying: str | None) -> StopCause:
+    """A child silent for its `stallTimeoutMs`: `timed-out`, or, when its agent CLI was
+    retrying its model all that time, `failed` with `agent-error` and the CLI's reason."""
+    if retrying is None:
+        return StopCause(RunStatus.TIMED_OUT, "stall", plan.stall_timeout_ms)
+    message = (
+        f"{plan.backend} could not reach its model: {retrying} "
+        f"(still retrying after {plan.stall_timeout_ms} ms without an answer)"
+    )
+    return StopCause(RunStatus.FAILED, AGENT_ERROR, error=(AGENT_ERROR, message))
+
+
+def _gave_up(plan: ChildPlan, retrying: str | None) -> StopCause | None:
+    """An agent CLI still running after its last retry: `failed` with `agent-error` and
+    its reason; None (nothing to end it for) when its model answered since."""
+    if retrying is None:
+        return None
+    message = f"{plan.backend} could not reach its model: {retrying} (its retries are spent)"
+    return StopCause(RunStatus.FAILED, AGENT_ERROR, error=(AGENT_ERROR, message))
 
 
 def _workspace_error(child: ChildRun, exc: GitFailed) -> str:

@@ -2,6 +2,9 @@
 
 The supervisor hands each chunk of a child's stdout and stderr to its sink. The
 sink also watches for a stall: no output (and no agent tool running) for too long.
+An agent CLI retrying a request its model did not answer prints notices, but they
+are not progress: while the parser says it retries (`retrying`), output does not
+restart the stall period, and a stall then is the CLI's failure to reach its model.
 
 After each chunk the sink drains what the parser made of it: the normalized events
 of an agent child (`message`, `tool`, `usage`, protocol.md §11), which go out as
@@ -86,6 +89,8 @@ class ChildSink:
         self._held: list[Callable[[], None]] | None = []
         self.on_finished: Callable[[], None] | None = None
         """Called once, when the parser has seen the CLI's final event."""
+        self.on_retries_spent: Callable[[], None] | None = None
+        """Called once, when the CLI said it made its last retry (`retries_spent`)."""
         self._turn_limit: tuple[int, Callable[[], None]] | None = None
         self._budget: tuple[Budget, Callable[[str], None]] | None = None
         self.held = False
@@ -124,6 +129,7 @@ class ChildSink:
             self._held.append(send)
 
     def on_stdout(self, data: bytes) -> None:
+        quiet_since = self.last_active
         self.last_active = self._loop.time()
         if self._counted is not None:
             self._counted.feed(data)
@@ -134,6 +140,15 @@ class ChildSink:
             self._counted.feed(data)
             return
         self._take_stdout(self._stdout.feed(data) if self._redacting else data)
+        if self.retrying is not None:
+            # The CLI's retry notices are not progress: its model has not answered.
+            self.last_active = quiet_since
+
+    @property
+    def retrying(self) -> str | None:
+        """The agent CLI's reason while it retries a request its model did not answer."""
+        reason = getattr(self.parser, "retrying", None)
+        return reason if isinstance(reason, str) else None
 
     def _take_stdout(self, data: bytes) -> None:
         self.parser.on_stdout(data)
@@ -150,6 +165,9 @@ class ChildSink:
         if self.on_finished is not None and self.parser.finished:
             finished, self.on_finished = self.on_finished, None
             finished()
+        if self.on_retries_spent is not None and getattr(self.parser, "retries_spent", False):
+            spent, self.on_retries_spent = self.on_retries_spent, None
+            spent()
         self._check_turns()
         self._check_budget()
         if self._stream is not None and data:
@@ -159,7 +177,8 @@ class ChildSink:
 
     def on_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(self._stderr.feed(data) if self._redacting else data)
-        self.last_active = self._loop.time()
+        if self.retrying is None:
+            self.last_active = self._loop.time()
 
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         """The parser's outcome of the exited child, once what was held back for
@@ -239,7 +258,8 @@ class ChildSink:
             on_exceeded()
 
     def watch_stall(self, stall_s: float, on_stall: Callable[[], None]) -> StallWatch:
-        """Call `on_stall` once no output arrived for `stall_s` seconds."""
+        """Call `on_stall` once no output arrived for `stall_s` seconds (an agent CLI's
+        retry notices are not output: see `retrying`)."""
         return StallWatch(self, stall_s, on_stall)
 
 

@@ -29,6 +29,9 @@ class StopCause:
     enforced_timeout_ms: int | None = None
     reached_limit: str | None = None
     """The limit a `limit-reached` ending enforced (e.g. `max-turns`)."""
+    error: tuple[str, str] | None = None
+    """A `failed` ending's error code and sentence (an agent CLI that stalled retrying
+    its model: `agent-error`); its data is the exit's, as the parser reports it."""
 
 
 class Settler:
@@ -63,6 +66,9 @@ class Settler:
         }
         if completed:
             self._book.transition_child(run, child, RunStatus.COMPLETED, **facts)
+        elif ending is not None and ending.error is not None:
+            error = ErrorInfo(*ending.error, outcome.error_data)
+            self._book.transition_child(run, child, RunStatus.FAILED, error=error, **facts)
         elif ending is not None:
             self._book.transition_child(run, child, ending.status, reason=ending.reason, **facts)
             child_timeout = ending.enforced_timeout_ms

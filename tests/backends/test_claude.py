@@ -144,7 +144,7 @@ def test_an_unreachable_model_is_failed_with_claudes_message() -> None:
     assert "Unable to connect to API" in (outcome.error_message or "")
     assert outcome.error_data is not None and outcome.error_data["exitCode"] == 1
     assert outcome.backend_session_id == session_of("server_down.jsonl")
-    assert activity == ["retrying after an error (attempt 1 of 1)"]
+    assert activity == ["reconnecting to the model (1/1: unknown)"]
 
 
 def test_the_clis_turn_limit_is_limit_reached() -> None:

@@ -120,7 +120,9 @@ def test_a_failed_turn_is_an_agent_error_with_codexs_message() -> None:
 def test_an_unreachable_model_is_not_finished_and_its_end_is_an_exit_status() -> None:
     parser, activity = parse(fixture("server_down.jsonl"))
     assert not parser.finished  # codex reconnects for ever: only a timeout ends it
-    assert "reconnecting to the model" in activity
+    reason = "waiting for network: Connection failed: error sending request"
+    assert activity == [f"reconnecting to the model ({reason})"]
+    assert parser.retrying == reason  # its model never answered
     outcome = parser.outcome(TERMINATED)
     assert not outcome.completed and outcome.error_code == "exit-status"
     message = outcome.error_message or ""
@@ -132,7 +134,8 @@ def test_a_retry_notice_then_an_answer_completes() -> None:
     notice = b'{"type":"error","message":"Reconnecting... 1/5 (stream disconnected)"}\n'
     lines = fixture("answer_now.jsonl").splitlines(keepends=True)
     parser, activity = parse(b"".join(lines[:2]) + notice + b"".join(lines[2:]))
-    assert activity == ["reconnecting to the model"]
+    assert activity == ["reconnecting to the model (1/5: stream disconnected)"]
+    assert parser.retrying is None  # the model answered after all
     assert parser.outcome(EXITED_0).completed
 
 

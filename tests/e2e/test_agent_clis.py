@@ -30,6 +30,9 @@ from tests.e2e.harness import assert_no_run_survives, result_of, running_server
 from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 Json = dict[str, Any]
+# Far shorter than the CLIs' own retries (pi's 2 + 4 + 8 s, claude's ten, codex's for
+# ever), longer than any of them takes to say it retries.
+STALL_MS = 8000
 
 
 @attrs.frozen
@@ -54,6 +57,8 @@ class Cli:
     unreachable_spawn: Mapping[str, Any]
     unreachable: Callable[[Json], None]
     """Checks of the run whose model nobody answers."""
+    retry_reason: str = ""
+    """What the CLI says while it retries a model on a closed port (in the run's error)."""
     tool_outlives_sigterm: bool = False
     """Its shell tool survives a SIGTERM of the CLI: the stop itself must have ended it."""
 
@@ -94,8 +99,10 @@ def claude_unreachable(run: Json) -> None:
 
 
 def codex_unreachable(run: Json) -> None:
-    # codex retries for ever: the run's timeout ends it.
-    assert run["status"] == "timed-out", run
+    # codex reconnects for ever: its notices are not progress, so the stall timeout ends it.
+    failed_with_agent_error(run)
+    message = run["children"][0]["error"]["message"]
+    assert message.startswith("codex could not reach its model: waiting for network"), message
     assert run["children"][0]["backendSessionId"]  # codex had started its thread
 
 
@@ -111,6 +118,7 @@ PI = Cli(
     resumed=nothing_more,
     unreachable_spawn={},
     unreachable=failed_with_agent_error,
+    retry_reason="Connection error",
 )
 CLAUDE = Cli(
     name="claude",
@@ -126,6 +134,7 @@ CLAUDE = Cli(
     resumed=claude_resumed,
     unreachable_spawn={},
     unreachable=claude_unreachable,
+    retry_reason="could not reach its model: ",
     tool_outlives_sigterm=True,
 )
 CODEX = Cli(
@@ -138,8 +147,9 @@ CODEX = Cli(
     lean_flag="project_doc_max_bytes=0",
     completed=codex_completed,
     resumed=nothing_more,
-    unreachable_spawn={"timeoutMs": 3000},
+    unreachable_spawn={"stallTimeoutMs": STALL_MS},
     unreachable=codex_unreachable,
+    retry_reason="Connection failed",
 )
 
 pytestmark = pytest.mark.parametrize(
@@ -215,6 +225,21 @@ async def test_an_unreachable_model_ends_the_run(tmp_path: Path, cli: Cli) -> No
         run = await result_of(server, "spawn", spawn)
         cli.unreachable(run)
         await server.finish()
+
+
+async def test_a_model_retried_for_the_stall_timeout_fails_with_the_clis_reason(
+    tmp_path: Path, cli: Cli
+) -> None:
+    with MockLLM() as gone:
+        base_url = cli.base_url(gone)  # a port on 127.0.0.1 nothing listens on now
+    env = cli.environment(tmp_path, base_url)  # the CLI's own retries, as configured
+    async with running_server(*server_args(tmp_path), env=env) as server:
+        spawn = {**cli.spawn, "prompt": "hello", "stallTimeoutMs": STALL_MS, "mode": "task"}
+        run = await result_of(server, "spawn", spawn)
+        failed_with_agent_error(run)
+        assert cli.retry_reason in run["children"][0]["error"]["message"], run
+        await server.finish()
+    # running_server proved that no process carrying the run's marker survived.
 
 
 async def test_a_lean_child_loads_no_context_file_and_a_full_one_does(
