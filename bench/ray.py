@@ -48,8 +48,11 @@ cluster's processes (GCS, raylets, workers: the actors), the servers and their
 bridges inherit; once the cluster is shut down, no process but the bench itself
 may carry it. Anything found is reported as an error and killed by pid (psutil
 checks the pid was not reused), never by name.
-Last, the bench waits until no process started since it began is left in its
-session (a Ray process still ending, or its zombie), so it exits leaving nothing.
+Last, the bench waits until no process it started is left (a Ray process still
+ending, or its zombie), so it exits leaving nothing: what it started is its
+descendants, looked at every 0.2 s while it runs and remembered by pid and start
+time (bench/lineage.py), so an orphan handed to init still counts, and other jobs
+of the shell that started it never do.
 
 The bench never imports Ray: the cluster lives in a child process of its own,
 started from the repository's root (this file, `bench.ray`, is not Ray). When
@@ -97,6 +100,7 @@ from typing import Final
 import psutil
 
 from bench.common import BenchError, bounded, drain_stderr, start_piped
+from bench.lineage import Lineage
 from bench.runs import (
     Json,
     Row,
@@ -304,27 +308,15 @@ async def sweep_marker(marker: str) -> tuple[int, list[str]]:
     return first, []
 
 
-def session_members() -> list[int]:
-    """Processes of this bench's session started since it began, other than itself (a Ray
-    process ending after the cluster's shutdown, or its zombie not yet reaped); the
-    session's older processes (the shell's other jobs) are not its."""
-    session, began = os.getsid(0), psutil.Process().create_time()
-    members = []
-    for pid in psutil.pids():
-        with contextlib.suppress(OSError, psutil.Error):
-            if pid != os.getpid() and os.getsid(pid) == session:
-                if psutil.Process(pid).create_time() >= began:
-                    members.append(pid)
-    return members
-
-
-async def session_cleared() -> list[str]:
-    """Wait (bounded) until nothing this bench started is left in its session: it exits
-    leaving nothing behind, whatever carried its marker or not."""
+async def lineage_cleared(lineage: Lineage) -> list[str]:
+    """Wait (bounded) until nothing this bench started is left (a Ray process ending after
+    the cluster's shutdown, or its zombie not yet reaped): it exits leaving nothing behind,
+    whatever carried its marker or not. Other processes of its session (the shell's other
+    jobs) are not its, and are not waited for."""
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
-    while members := await asyncio.to_thread(session_members):
+    while left := await asyncio.to_thread(lineage.alive):
         if time.monotonic() >= deadline:
-            return [f"left in the bench's session: {members}"]
+            return [f"left by the bench: {left}"]
         await asyncio.sleep(SWEEP_POLL_S)  # other processes' ends: nothing to await
     return []
 
@@ -627,6 +619,8 @@ async def run(opts: Options) -> int:
     problems: list[str] = []
     failure: BenchError | None = None
     cluster: ClusterProcess | None = None
+    lineage = Lineage()
+    watching = asyncio.create_task(lineage.watch(SWEEP_POLL_S))
     try:
         print("0. cluster", flush=True)
         cluster = await start_cluster(opts, temp_dir)
@@ -648,7 +642,10 @@ async def run(opts: Options) -> int:
                 problems.append(str(exc))
         seen, left = await sweep_marker(marker)
         problems += left
-        problems += await session_cleared()
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        problems += await lineage_cleared(lineage)
         detail(f"marker sweep: {seen} marked processes at the first look, {len(left)} left")
         rows.append(Row("marked processes left", "", float(len(left)), "0", not left))
         shutil.rmtree(temp_dir, ignore_errors=True)

@@ -254,36 +254,96 @@ def add_trust_project(parser: argparse.ArgumentParser, help_text: str) -> None:
     )
 
 
+# Every subcommand with its line for `subagent-host --help` (protocol.md §7): the
+# terminal's own come from `subagent_host.terminal`, whose modules load only when asked for.
+SERVER_COMMANDS: Final[dict[str, str]] = {
+    "serve": "serves JSON-RPC 2.0 on stdin/stdout (the default when no subcommand is given)",
+    "schema": "prints the protocol's OpenRPC 1.3 document, generated from the wire types",
+    "conformance": "runs the protocol's conformance cases against a server",
+    "mcp": "serves the same runs to an MCP client over stdio",
+}
+SUBCOMMANDS: Final[dict[str, str]] = {**SERVER_COMMANDS, **TERMINAL_COMMANDS}
+
+DESCRIPTION: Final = (
+    "Serve JSON-RPC 2.0 on stdin/stdout: run coding-agent CLIs and commands as supervised "
+    "subagents. Framing is detected from the first byte: '{' or '[' means one JSON text per "
+    "line, anything else LSP Content-Length framing."
+)
+EPILOG: Final = (
+    "An option not given takes its value from the configuration files (see --config), else "
+    "the default shown. See protocol.md for the methods. Logs go to stderr (or --log-file), "
+    "never stdout."
+)
+
+
+def unknown_command(word: str) -> str:
+    """The one line for a first word that is no subcommand: the nearest ones, if any."""
+    import difflib
+
+    near = difflib.get_close_matches(word, SUBCOMMANDS, n=3, cutoff=0.6)
+    if near:
+        return f"unknown command {word!r}; did you mean {' or '.join(map(repr, near))}?"
+    return f"unknown command {word!r}: the commands are {', '.join(SUBCOMMANDS)}"
+
+
+def _server_command(text: str) -> str:
+    if text != "serve":
+        raise argparse.ArgumentTypeError(
+            unknown_command(text)
+            if text not in SUBCOMMANDS
+            else f"{text!r} comes first, before any option"
+        )
+    return text
+
+
+def _wrapped(text: str) -> str:
+    """`text` filled as argparse fills its own (the raw formatter keeps the command list)."""
+    import shutil
+    import textwrap
+
+    return textwrap.fill(text, width=min(shutil.get_terminal_size().columns, 100) - 2)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The program's own parser: an optional first word (`serve`, `schema`) and the options
+    of `serve`, with every subcommand listed in its help, one line each."""
+    width = max(map(len, SUBCOMMANDS)) + 2
+    commands = "\n".join(f"  {name:<{width}}{line}" for name, line in SUBCOMMANDS.items())
     parser = OneLineParser(
         prog=SERVER_NAME,
-        description=(
-            "Serve JSON-RPC 2.0 on stdin/stdout: run coding-agent CLIs and commands as "
-            "supervised subagents. Framing is detected from the first byte: '{' or '[' "
-            "means one JSON text per line, anything else LSP Content-Length framing."
-        ),
-        epilog="An option not given takes its value from the configuration files (see "
-        "--config), else the default shown. See protocol.md for the methods. Logs go to "
-        "stderr (or --log-file), never stdout.",
+        usage=f"{SERVER_NAME} [serve] [options]\n       {SERVER_NAME} COMMAND [options]",
+        description=f"{_wrapped(DESCRIPTION)}\n\n"
+        f"commands (each has its own --help: '{SERVER_NAME} COMMAND --help'):\n{commands}",
+        epilog=_wrapped(EPILOG),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve", "schema"),
+        type=_server_command,
         default="serve",
-        help="serve on stdio (the default; 'subagent-host serve' is the same), or print "
-        "the protocol's OpenRPC 1.3 document ('schema'), generated from the wire types. "
-        "'subagent-host conformance' runs the protocol's conformance cases against a server "
-        "(see 'subagent-host conformance --help'); 'subagent-host mcp' serves the same runs "
-        "to an MCP client over stdio (see 'subagent-host mcp --help')"
-        + "".join(
-            f"; 'subagent-host {name}' {summary}" for name, summary in TERMINAL_COMMANDS.items()
-        )
-        + (" (each has its own --help)" if TERMINAL_COMMANDS else ""),
+        metavar="COMMAND",
+        help="serve (the default) or another command below",
     )
     parser.add_argument("--version", action="version", version=f"{SERVER_NAME} {__version__}")
     add_serve_options(parser)
     return parser
+
+
+def build_serve_parser() -> argparse.ArgumentParser:
+    """`subagent-host serve`: the same options, under its own name."""
+    parser = OneLineParser(prog=f"{SERVER_NAME} serve", description=DESCRIPTION, epilog=EPILOG)
+    add_serve_options(parser)
+    return parser
+
+
+def build_schema_parser() -> argparse.ArgumentParser:
+    """`subagent-host schema`: no options; its --help says what it prints."""
+    return OneLineParser(
+        prog=f"{SERVER_NAME} schema",
+        description="Print the protocol's OpenRPC 1.3 document (JSON) on stdout, generated "
+        "from the wire types: every method, its params, its result and its errors.",
+    )
 
 
 def add_serve_options(parser: argparse.ArgumentParser, *, framing: bool = True) -> None:
@@ -441,8 +501,12 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ServerConfig, str |
     )
     from subagent_host.settings import load_settings
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["serve"]:  # `serve --help` is serve's own
+        parser, arguments = build_serve_parser(), arguments[1:]
+    else:
+        parser = build_parser()
+    args = parser.parse_args(arguments)
     try:
         project_dir = working_project()
     except OSError as exc:
@@ -564,8 +628,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before anything opens a file: a closed fd 0 or 1 would be handed to the
     # next file opened, and the server would take that file for its client.
     closed = [name for fd, name in ((0, "stdin"), (1, "stdout")) if not _is_open(fd)]
-    if build_parser().parse_args(args).command == "schema":
+    if args[:1] == ["schema"]:
+        build_schema_parser().parse_args(args[1:])
         return _print_schema()
+    if args[:1] and not args[0].startswith("-") and args[0] not in SUBCOMMANDS:
+        print(
+            f"{SERVER_NAME}: {unknown_command(args[0])} (see '{SERVER_NAME} --help')",
+            file=sys.stderr,
+        )
+        return 2
     config, warning = parse_config(args)
     if closed:
         print(f"{SERVER_NAME}: {' and '.join(closed)} closed: nothing to serve", file=sys.stderr)

@@ -127,7 +127,7 @@ def test_every_option_is_stored(tmp_path: Path) -> None:
         (["--trust-project", "/nonexistent/project"], "is not a directory"),
         (["--log-file", "/nonexistent/dir/host.log"], "does not exist"),
         (["--state-dir", "/etc/hostname"], "exists and is not a directory"),
-        (["launch"], "invalid choice: 'launch'"),
+        (["launch"], "unknown command 'launch': the commands are serve, schema"),
         (["--no-such-option"], "unrecognized arguments"),
     ],
 )

@@ -27,6 +27,7 @@ from subagent_host.client.connection import (
 )
 from subagent_host.client.errors import HostConnectionError
 from subagent_host.client.events import EventRouter
+from subagent_host.client.params import ParamsWriter
 from subagent_host.rpc.wire import (
     AgentsListParams,
     AgentsListResult,
@@ -176,6 +177,7 @@ class Host:
     ) -> None:
         """Use `Host.connect` or `Host.start`; `process` is the server `start` started."""
         self._converter = make_converter(forbid_extra_keys=False)
+        self._params = ParamsWriter()
         self._events = EventRouter()
         self.process = process
         """The server process when `start` started it, else None."""
@@ -251,7 +253,7 @@ class Host:
 
     async def call(self, method: str, params: object, result: type[R]) -> R:
         """Send `params` (a wire type) as `method`'s params and read its result as `result`."""
-        raw = await self._connection.request(method, self._converter.unstructure(params))
+        raw = await self._connection.request(method, self._params.write(params))
         answer = self._converter.structure(raw, result)
         if isinstance(answer, PingResult):
             self._connection.max_request_bytes = answer.limits.max_message_bytes

@@ -23,7 +23,6 @@ from functools import partial
 from typing import Any, Final
 
 import attrs
-from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 from lsprotocol.types import CANCEL_REQUEST
 from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcMethodNotFound
 from pygls.protocol.json_rpc import MsgId as PyglsMsgId
@@ -49,7 +48,7 @@ from subagent_host.rpc.messages import (
     is_valid_id,
 )
 from subagent_host.rpc.pacing import ReplyPacer
-from subagent_host.rpc.param_problems import ParamProblem, param_problems
+from subagent_host.rpc.param_problems import STRUCTURE_ERRORS, ParamProblem, param_problems
 from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
 from subagent_host.rpc.wire import META, WireValueError, make_converter, without_meta
@@ -57,7 +56,6 @@ from subagent_host.rpc.wire import META, WireValueError, make_converter, without
 logger = logging.getLogger(__name__)
 
 JSONRPC: Final = "2.0"
-STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
 _UNSET: Final = object()
 # The largest encoded result remembered for reuse (`_encode_result`): one per type.
 REMEMBERED_BYTES: Final = 64 * 1024

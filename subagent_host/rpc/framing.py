@@ -74,11 +74,28 @@ def encode_frame(body: bytes, framing: Framing) -> bytes:
     return b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
 
 
+NDJSON_HINT: Final = (
+    "; NDJSON framing reads one JSON text per line: a message spread over several lines"
+    " (pretty-printed) is read line by line, and no line parses alone. Send each message on"
+    " one line (compact JSON), or use LSP framing (Content-Length headers)"
+)
+
+
+def _a_piece_of_json(line: bytes) -> bool:
+    """Whether a line that does not parse looks like one line of a JSON text written over
+    several (`{`, `"id": 1,`, `}`), rather than a whole text that is wrong."""
+    return line[-1:] in (b"{", b"[", b",", b":") or line[:1] in (b"}", b"]", b'"')
+
+
 class NdjsonDecoder:
     """One JSON text per line; blank lines are ignored, a trailing `\\r` is tolerated."""
 
     def __init__(self, max_message_bytes: int) -> None:
         self._limit = max_message_bytes
+        # The first line that reads as a piece of a longer JSON text is told what NDJSON
+        # is, once per connection: pretty-printed JSON gives one error per line, and the
+        # first says why.
+        self._hinted = False
         self._partial = bytearray()
         self._discarding = False  # inside a line already reported as too large
 
@@ -123,7 +140,11 @@ class NdjsonDecoder:
         if len(line) > self._limit:
             frames.append(too_large(self._limit, len(line)))
             return
-        frames.append(parse_body(line))
+        frame = parse_body(line)
+        if isinstance(frame, BadFrame) and not self._hinted and _a_piece_of_json(line):
+            self._hinted = True
+            frame = BadFrame(frame.kind, frame.message + NDJSON_HINT)
+        frames.append(frame)
 
 
 class _LspState(enum.Enum):

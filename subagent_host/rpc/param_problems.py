@@ -9,15 +9,20 @@ error.
 from __future__ import annotations
 
 import difflib
+from typing import Final
 
 import attrs
 from cattrs.errors import (
+    BaseValidationError,
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
 )
 
 from subagent_host.rpc.wire import WireValueError, camel_case
+
+# What reading params as a wire type raises for params that do not fit it.
+STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
 
 
 @attrs.frozen

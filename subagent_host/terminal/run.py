@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shlex
+import shutil
 import signal
 from collections.abc import Sequence
 from pathlib import Path
@@ -145,7 +147,11 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
         at = options.index("--")
         options, command = options[:at], tuple(options[at + 1 :])
     parser = build_parser()
-    args = parser.parse_args(options)
+    args, extra = parser.parse_known_args(options)
+    if command is None and args.backend is None and args.agent is None:
+        _refuse_a_program_as_prompt(parser, options, args.prompt)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if command == ():
         parser.error("nothing to run after '--': give a COMMAND")
     if command and args.prompt is not None:
@@ -167,6 +173,23 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
         "mode": "background",
     }
     return args, spawn
+
+
+def _refuse_a_program_as_prompt(
+    parser: argparse.ArgumentParser, options: list[str], prompt: str | None
+) -> None:
+    """`run ls` or `run echo hi` most likely meant a command, not a prompt for an agent:
+    asked back in one line (exit 2) rather than sent to a model. `--backend` (or
+    `--agent`) says a prompt was meant."""
+    if prompt is None or shutil.which(prompt) is None:
+        return
+    at = options.index(prompt)
+    meant = shlex.join([*options[:at], "--", *options[at:]])
+    parser.exit(
+        EXIT_USAGE,
+        f"{PROG}: {prompt!r} is a program on PATH; did you mean '{PROG} {meant}'? "
+        "(to send it as a prompt, give --backend)\n",
+    )
 
 
 def main(argv: Sequence[str]) -> int:
