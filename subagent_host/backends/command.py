@@ -1,7 +1,8 @@
 """The `command` backend: run an argv as given; the prompt, if any, goes to stdin.
 
-Final text is stdout. A non-zero exit (or a killing signal) is `failed` with
-`exitCode`/`signal` and a bounded stderr tail in `error.data`.
+Final text is stdout; a bounded tail of stderr is kept beside it, however the child
+ended. A non-zero exit (or a killing signal) is `failed` with `exitCode`/`signal` and
+the same stderr tail in `error.data`.
 """
 
 from __future__ import annotations
@@ -69,10 +70,18 @@ class CommandParser:
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines
-        output = ParsedOutcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
+        # Kept whatever the exit: what a command said on stderr matters when it succeeded too.
+        stderr = self.stderr.text(STDERR_TAIL_BYTES)
+        output = ParsedOutcome(
+            completed=True,
+            final_text=text,
+            final_bytes=size,
+            final_lines=lines,
+            stderr_tail=stderr or None,
+        )
         if exit_status.exit_code == 0:
             return output
-        data = error_data(exit_status, self.stderr.text(STDERR_TAIL_BYTES), dropped_lines=0)
+        data = error_data(exit_status, stderr, dropped_lines=0)
         return output.failed("exit-status", exit_message("command", exit_status), data)
 
 

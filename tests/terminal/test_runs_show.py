@@ -308,7 +308,7 @@ async def test_runs_quiet_prints_ids_and_show_and_logs_default_to_the_newest_run
     newest = await command("show", "--state-dir", str(state(tmp_path)), "--json")
     assert newest.status == 0 and json.loads(newest.stdout)["runId"] == newer["runId"]
     logged = await command("logs", "--state-dir", str(state(tmp_path)))
-    assert (logged.status, logged.stdout) == (0, "newer\n")
+    assert logged.status == 0 and logged.stdout.startswith(f"newer\nrun {newer['runId'][:8]} ")
     both = await command("runs", "--state-dir", str(state(tmp_path)), "-q", "--json")
     assert both.status == 2 and "not allowed with" in both.stderr
 
