@@ -105,8 +105,8 @@ class OutputInfo:
     partial: bool
     """True when the child did not complete."""
     stderr_tail: str | None = None
-    """A `command` child's last 4 KiB of stderr, however it ended; absent when it wrote
-    none, and for an agent child (whose stderr tail is in a failure's `error.data`)."""
+    # Absent when it wrote none, and for an agent child (a failed one's is in `error.data`).
+    """A `command` child's last 4 KiB of stderr, however it ended."""
 
 
 @attrs.frozen
