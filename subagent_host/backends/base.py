@@ -93,6 +93,9 @@ class ParsedOutcome:
     """The CLI's own session id, which a resume continues."""
     reached_limit: str | None = None
     """Set when the CLI stopped at a limit of its own (e.g. max turns): `limit-reached`."""
+    stderr_tail: str | None = None
+    """A `command` child's last STDERR_TAIL_BYTES of stderr, however it ended (a failed
+    one's is also in its error's data); None when it wrote none."""
 
     @classmethod
     def answer(

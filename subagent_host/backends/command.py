@@ -1,7 +1,8 @@
 """The `command` backend: run an argv as given; the prompt, if any, goes to stdin.
 
-Final text is stdout. A non-zero exit (or a killing signal) is `failed` with
-`exitCode`/`signal` and a bounded stderr tail in `error.data`.
+Final text is stdout; a bounded tail of stderr is kept beside it, however the child
+ended. A non-zero exit (or a killing signal) is `failed` with `exitCode`/`signal` and
+the same stderr tail in `error.data`.
 """
 
 from __future__ import annotations
@@ -75,14 +76,21 @@ class CommandParser:
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         stdout = self.stdout.result()
         text, size, lines = stdout.text, stdout.bytes, stdout.lines
-        output = ParsedOutcome(completed=True, final_text=text, final_bytes=size, final_lines=lines)
+        # Kept whatever the exit: what a command said on stderr matters when it succeeded too.
+        stderr = self.stderr.text(STDERR_TAIL_BYTES)
+        output = ParsedOutcome(
+            completed=True,
+            final_text=text,
+            final_bytes=size,
+            final_lines=lines,
+            stderr_tail=stderr or None,
+        )
         if exit_status.exit_code == 0:
             return output
-        tail = self.stderr.text(STDERR_TAIL_BYTES)
-        data = error_data(exit_status, tail, dropped_lines=0)
+        data = error_data(exit_status, stderr, dropped_lines=0)
         # A program's last word on stderr is usually why it failed (`make: *** [all]
         # Error 2`, a Python exception): the status alone does not say what to fix.
-        message = with_reason(exit_message("command", exit_status), last_meaningful_line(tail))
+        message = with_reason(exit_message("command", exit_status), last_meaningful_line(stderr))
         return output.failed("exit-status", message, data)
 
 

@@ -120,6 +120,7 @@ class Redaction:
             error_data=None
             if data is None
             else {k: self.text(v) if isinstance(v, str) else v for k, v in data.items()},
+            stderr_tail=None if outcome.stderr_tail is None else self.text(outcome.stderr_tail),
         )
 
 

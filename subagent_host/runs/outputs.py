@@ -46,6 +46,7 @@ def child_output(
         bytes=outcome.final_bytes,
         lines=outcome.final_lines,
         partial=partial,
+        stderr_tail=outcome.stderr_tail,
     )
 
 

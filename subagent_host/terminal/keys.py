@@ -23,6 +23,9 @@ class Key(enum.Enum):
     ESCAPE = "escape"
     QUIT = "q"
     STOP = "s"
+    YES = "y"
+    OTHER = "other"
+    """Any key not listed (a letter, F5, Ctrl-Up): what answers a question with no."""
 
 
 # What a terminal sends for each key: arrows in normal and in application cursor mode.
@@ -38,13 +41,15 @@ SEQUENCES: Final = {
     b"q": Key.QUIT,
     b"Q": Key.QUIT,
     b"s": Key.STOP,
+    b"y": Key.YES,
+    b"Y": Key.YES,
 }
 ESCAPE: Final = b"\x1b"
 
 
 def decode(data: bytes) -> list[Key]:
     """The keys in what one read returned. A lone ESC is the Escape key (a sequence arrives
-    whole in one read); sequences of keys not listed are skipped whole."""
+    whole in one read); a key not listed is `Key.OTHER`, its sequence read whole."""
     keys = []
     at = 0
     while at < len(data):
@@ -55,11 +60,11 @@ def decode(data: bytes) -> list[Key]:
                 break
         else:
             if data[at : at + 1] == ESCAPE:
-                if at + 1 == len(data):
-                    keys.append(Key.ESCAPE)
+                keys.append(Key.ESCAPE if at + 1 == len(data) else Key.OTHER)
                 at += unknown_sequence_length(data, at)
             else:
-                at += 1
+                keys.append(Key.OTHER)
+                at += _char_length(data[at])
     return keys
 
 
@@ -72,6 +77,16 @@ def unknown_sequence_length(data: bytes, at: int) -> int:
     while end < len(data) and not 0x40 <= data[end] <= 0x7E:
         end += 1
     return end + 1 - at
+
+
+def _char_length(lead: int) -> int:
+    """Bytes of the UTF-8 character whose first byte is `lead` (1 for a stray byte): a
+    key like `é` is one key."""
+    if lead >= 0xF0:
+        return 4
+    if lead >= 0xE0:
+        return 3
+    return 2 if lead >= 0xC0 else 1
 
 
 @contextlib.contextmanager

@@ -3,9 +3,12 @@
 From the run's recorded events: each `output` event's text as it streamed, an agent
 child's `message` events (what it said, as it streamed), each `activity` event as a
 line of its own (`» tool bash`); a child that did not stream (a spawn without
-`stream`) shows its final output text where it ended. Each line of
-a run of several children (tasks, chain, workflow) starts with the child's index
-(`[1] `). `-f` follows a run that is still going until it ends.
+`stream`) shows its final output text where it ended. Where a child ended, the tail of
+its stderr that its record keeps follows, each line marked `stderr│ ` (red on a
+terminal; `stderr| ` on a pipe, where no box characters go). Each line of a run of
+several children (tasks, chain, workflow) starts with the child's index (`[1] `). The
+last line is the run's outcome: `run 1a2b3c4d failed after 1.2s: command exited with
+status 3`. `-f` follows a run that is still going until it ends.
 
 A read-only reader cannot be woken by the servers that write (they are other
 processes), so following polls: `PRAGMA data_version` (one cheap read, changed by any
@@ -24,7 +27,7 @@ from rich.console import Console
 from rich.text import Text
 
 from subagent_host.backends.liveness import process_is_alive
-from subagent_host.runs.state import TERMINAL, Run, RunEvent
+from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunEvent
 from subagent_host.store.browse import StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
@@ -38,6 +41,9 @@ OWNER_CHECK_S: Final = 1.0
 PAGE: Final = 1000
 """Events read at once."""
 ACTIVITY_MARK: Final = "» "
+STDERR_MARK: Final = "stderr│ "
+STDERR_PIPE_MARK: Final = "stderr| "
+"""What marks a line a child wrote to stderr: on a terminal (in red) and on a pipe."""
 HELD_LINE_MAX: Final = 64 * 1024
 """The most of one child's unfinished line held back in a run of several children (so
 that lines of children never mix); a longer line is shown in pieces of about this size,
@@ -130,6 +136,8 @@ class Printer:
         self._streamed: set[int] = set()
         self._shown: set[tuple[int, int]] = set()
         """(index, attempt) of each final output already printed."""
+        self._stderr_shown: set[tuple[int, int]] = set()
+        """(index, attempt) of each stderr tail already printed."""
 
     def event(self, event: RunEvent, run: Run) -> None:
         index = event.fields.get("index")
@@ -149,16 +157,24 @@ class Printer:
         elif event.type == "child" and event.fields.get("status") in TERMINAL:
             self._end_line(index)
             self._final_output(run, index)
+            self._stderr(run, index)
 
     def finish(self, run: Run | None) -> None:
-        """At the end: the final output of children whose end was not seen (their events
-        are no longer kept, or the run is still going without -f), and open lines."""
+        """At the end: the final output and stderr of children whose end was not seen
+        (their events are no longer kept, or the run is still going without -f), open
+        lines, and the run's outcome."""
         if run is not None:
             for child in run.children:
                 if child.status in TERMINAL:
                     self._final_output(run, child.index)
+                    self._stderr(run, child.index)
         for index in list(self._partial):
             self._end_line(index)
+        if run is not None:
+            self._out.print(
+                Text(outcome_line(run), style=views.STATUS_STYLES.get(str(run.status), "")),
+                soft_wrap=True,
+            )
         self.flush_file()
 
     def flush_file(self) -> None:
@@ -212,6 +228,23 @@ class Printer:
         line = Text(f"{self._prefix(index)}{ACTIVITY_MARK}{' '.join(text.split())}", style="dim")
         self._out.print(line, soft_wrap=True)
 
+    def _stderr(self, run: Run, index: int) -> None:
+        """What an ended child wrote to stderr (the tail its record keeps), once per attempt,
+        each line marked as stderr."""
+        if index >= len(run.children):
+            return
+        child = run.children[index]
+        tail = stderr_tail(child)
+        if not tail or (index, child.attempt) in self._stderr_shown:
+            return
+        self._stderr_shown.add((index, child.attempt))
+        self._end_line(index)
+        mark = STDERR_MARK if self._out.is_terminal else STDERR_PIPE_MARK
+        for line in tail.splitlines():
+            text = Text(self._prefix(index))
+            text.append(mark + views.printable(line), style="red")
+            self._out.print(text, soft_wrap=True)
+
     def _final_output(self, run: Run, index: int) -> None:
         """A child that did not stream: its final text, once per attempt."""
         if index in self._streamed or index >= len(run.children):
@@ -222,3 +255,24 @@ class Printer:
         self._shown.add((index, child.attempt))
         self._output(index, child.output.text)
         self._end_line(index)
+
+
+def stderr_tail(child: ChildRun) -> str | None:
+    """The tail of a child's stderr its record keeps: a command child's, however it ended
+    (`output.stderrTail`); a failed agent child's, in its error's data."""
+    if child.output is not None and child.output.stderr_tail:
+        return child.output.stderr_tail
+    tail = (child.error.data or {}).get("stderrTail") if child.error is not None else None
+    return tail if isinstance(tail, str) and tail else None
+
+
+def outcome_line(run: Run) -> str:
+    """`run 1a2b3c4d failed after 1.2s: command exited with status 3`; a run still going:
+    `run 1a2b3c4d running for 3.0s`."""
+    line = f"run {views.short_id(run.run_id)} {run.status}"
+    if not run.is_terminal:
+        return line + (f" for {views.run_duration(run)}" if run.started_at else "")
+    if run.started_at is not None and run.ended_at is not None:
+        line += f" after {views.run_duration(run)}"
+    said = [run.reason, run.error.message if run.error is not None else None]
+    return line + "".join(f": {views.printable(part)}" for part in said if part)

@@ -118,11 +118,13 @@ def show(lines: Sequence[RunLine]) -> int:
         out, "RUN", "SESSION", "KIND", "STATUS", "STARTED", "TOOK", "TOKENS", "COST", "WHAT"
     )
     now = datetime.now(UTC)
+    # A session id may be as long as a run id: shown as run ids are, by a prefix.
+    sessions = views.short_names(line.session_id for line in lines)
     for line in lines:
         views.add_row(
             grid,
             views.short_id(line.run_id),
-            line.session_id,
+            sessions[line.session_id],
             line.kind,
             views.status_text(line.status),
             views.moment(line.started_at or line.created_at, now),

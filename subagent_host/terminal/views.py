@@ -12,7 +12,7 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,6 +37,35 @@ SHORT_ID: Final = 8
 
 def short_id(run_id: str) -> str:
     return run_id[:SHORT_ID]
+
+
+def short_names(names: Iterable[str]) -> dict[str, str]:
+    """Each name shortened as a run id is (its first SHORT_ID characters), longer where
+    that would leave two of `names` looking alike: the shortest prefix of at least
+    SHORT_ID characters that no other of them starts with (or the whole name)."""
+    unique = sorted(set(names))
+    shown: dict[str, str] = {}
+    for i, name in enumerate(unique):
+        # In sorted order, the names sharing most of a prefix with this one are its neighbours.
+        common = max(
+            (
+                _common_prefix(name, other)
+                for other in unique[max(0, i - 1) : i + 2]
+                if other != name
+            ),
+            default=0,
+        )
+        shown[name] = name[: max(SHORT_ID, common + 1)]
+    return shown
+
+
+def _common_prefix(one: str, other: str) -> int:
+    size = 0
+    for a, b in zip(one, other, strict=False):
+        if a != b:
+            break
+        size += 1
+    return size
 
 
 def elapsed(start: datetime | None, end: datetime | None, now: datetime | None = None) -> str:

@@ -8,10 +8,12 @@ children's CPU and memory sampled afresh. Reads and samples run on one thread of
 own, never on the loop that takes the keys.
 
 Keys: ↑/↓ (or k/j) select a run, Enter shows its output and Esc or Enter goes back, `s`
-stops it (through `subagent_host.terminal.stopping`, the path `subagent-host stop`
-takes), `q` quits with status 0. Ctrl-C quits with 130, SIGTERM with 143 and SIGHUP with
-129; on every way out the terminal is given back as it was. Without a terminal on
-standard input and output it says so in one line and exits with 2.
+asks in the footer whether to stop it and `y` stops it (through
+`subagent_host.terminal.stopping`, the path `subagent-host stop` takes; any other key
+keeps it running: the stop of a tree of agents cannot be undone), `q` quits with status
+0. Ctrl-C quits with 130, SIGTERM with 143 and SIGHUP with 129; on every way out the
+terminal is given back as it was. Without a terminal on standard input and output it
+says so in one line and exits with 2.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from subagent_host.runs.state import TERMINAL
 from subagent_host.store.browse import BrowseError, StateBrowser
 from subagent_host.terminal.keys import Key, cbreak, decode
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
-from subagent_host.terminal.views import short_id
+from subagent_host.terminal.views import plural, short_id
 from subagent_host.terminal.watch_board import (
     BoardCache,
     OutputTail,
@@ -67,7 +69,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--session", metavar="ID", help="only this session's runs")
     parser.epilog = (
         "keys: up/down select a run, enter shows its output (esc or enter: back),"
-        " s stops it, q quits"
+        " s stops it once y answers its question, q quits"
     )
     args = parser.parse_args(argv)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -95,6 +97,8 @@ class Watch:
         self._done: asyncio.Future[int] | None = None
         self._live: Live | None = None
         self._stops: set[asyncio.Task[None]] = set()
+        self._asking: str | None = None
+        """The run whose stop `s` asked about: the next key answers (`y` stops it)."""
         self._chose = False
         """Whether the person chose a run (a key that acts on one): until then the newest
         run is the selected one."""
@@ -208,7 +212,9 @@ class Watch:
 
     def _press(self, key: Key) -> None:
         self._chose = self._chose or key is not Key.QUIT
-        if key is Key.QUIT:
+        if self._asking is not None:
+            self._answer(self._asking, key)
+        elif key is Key.QUIT:
             self._quit(0)
         elif key in (Key.UP, Key.DOWN):
             self._move(-1 if key is Key.UP else 1)
@@ -217,7 +223,7 @@ class Watch:
         elif key in (Key.ENTER, Key.ESCAPE):
             self._view = attrs.evolve(self._view, tail=None)
         elif key is Key.STOP:
-            self._stop_selected()
+            self._ask_to_stop()
 
     def _move(self, step: int) -> None:
         ids = [line.run.run_id for line in self._board]
@@ -238,7 +244,8 @@ class Watch:
         self._view = attrs.evolve(self._view, tail=OutputTail(line.run, ()))
         self._changed.set()
 
-    def _stop_selected(self) -> None:
+    def _ask_to_stop(self) -> None:
+        """The question `s` asks first: a stopped tree of agents cannot be started again."""
         line = next((ln for ln in self._board if ln.run.run_id == self._view.selected), None)
         if line is None:
             return
@@ -246,8 +253,18 @@ class Watch:
         if line.run.status in TERMINAL:
             self._say(f"{name} has ended already ({line.run.status})")
             return
+        self._asking = line.run.run_id
+        self._say(f"stop {name} and its {plural(len(line.run.children), 'child', 'children')}? y/n")
+
+    def _answer(self, run_id: str, key: Key) -> None:
+        """`y` stops the run asked about; any other key leaves it running."""
+        self._asking = None
+        name = f"run {short_id(run_id)}"
+        if key is not Key.YES:
+            self._say(f"{name} not stopped")
+            return
         self._say(f"stopping {name}…")
-        task = asyncio.create_task(self._stop(line.run.run_id, name))
+        task = asyncio.create_task(self._stop(run_id, name))
         self._stops.add(task)
         task.add_done_callback(self._stops.discard)
 

@@ -104,6 +104,9 @@ class OutputInfo:
     """Lines of the whole final text, however much of it `text` holds."""
     partial: bool
     """True when the child did not complete."""
+    stderr_tail: str | None = None
+    # Absent when it wrote none, and for an agent child (a failed one's is in `error.data`).
+    """A `command` child's last 4 KiB of stderr, however it ended."""
 
 
 @attrs.frozen

@@ -83,6 +83,7 @@ async def test_a_secret_split_between_two_reads_and_a_base64_run_are_redacted_ev
     assert child["output"]["text"] == expected
     assert child["output"]["bytes"] == len(expected)
     assert child["error"]["data"]["stderrTail"] == f"err {SECRET_MARK}\n"
+    assert child["output"]["stderrTail"] == f"err {SECRET_MARK}\n"  # the tail kept beside it
     # Stored as sent: a later server reads the same from disk.
     async with running_server(*server_args(tmp_path)) as server:
         again = await result_of(server, "status", {"runId": snapshot["runId"], "since": 0})

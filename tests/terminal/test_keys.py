@@ -24,10 +24,11 @@ def test_arrows_enter_escape_and_letters_are_read_as_keys() -> None:
     assert decode(b"kj") == [Key.UP, Key.DOWN]
 
 
-def test_sequences_of_other_keys_are_skipped_whole_not_read_as_letters() -> None:
+def test_sequences_of_other_keys_are_one_other_key_each_not_read_as_letters() -> None:
     # Ctrl-Up, F5, Alt-s, PageDown: none of their bytes is an `s` or a `q` of its own.
-    assert decode(b"\x1b[1;5A\x1b[15~\x1bs\x1b[6~q") == [Key.QUIT]
-    assert decode(b"xyz") == []
+    assert decode(b"\x1b[1;5A\x1b[15~\x1bs\x1b[6~q") == [Key.OTHER] * 4 + [Key.QUIT]
+    assert decode(b"xyYz") == [Key.OTHER, Key.YES, Key.YES, Key.OTHER]
+    assert decode("é n".encode()) == [Key.OTHER] * 3
 
 
 def test_cbreak_gives_the_terminal_its_settings_back_after_an_exception() -> None:

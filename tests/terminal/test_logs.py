@@ -4,6 +4,7 @@ following a run that another process runs until it ends (protocol.md §7)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from tests.terminal.inspecting import (
     COMMAND_TIMEOUT_S,
     assert_plain,
     command,
+    on_a_terminal,
     server,
     start,
     state,
@@ -40,11 +42,20 @@ def wait_for(path: Path) -> str:
     return WAIT_FOR.format(path)
 
 
-async def logs(tmp_path: Path, run_id: str) -> str:
+async def logs(tmp_path: Path, run_id: str, status: str = "completed") -> str:
+    """What `logs` printed before its last line, the run's outcome (checked here)."""
+    printed, outcome = await logs_and_outcome(tmp_path, run_id)
+    assert re.fullmatch(rf"run {run_id[:8]} {status} after [0-9.hms]+", outcome), outcome
+    return printed
+
+
+async def logs_and_outcome(tmp_path: Path, run_id: str) -> tuple[str, str]:
+    """What `logs` printed on a pipe before its last line, and that line."""
     finished = await command("logs", run_id, "--state-dir", str(state(tmp_path)))
     assert finished.status == 0 and finished.stderr == "", finished
     assert_plain(finished.stdout)
-    return finished.stdout
+    printed, outcome = finished.stdout[:-1].rpartition("\n")[::2]
+    return printed + "\n" if printed else "", outcome
 
 
 async def test_logs_of_a_streamed_run_is_what_it_printed(tmp_path: Path) -> None:
@@ -91,6 +102,66 @@ async def test_logs_of_several_children_prefixes_each_line_and_keeps_their_order
         assert await logs(tmp_path, run["runId"]) == "[1] b1\n[0] a1\n[0] a2\n"
 
 
+async def test_logs_of_a_failed_run_shows_its_stdout_its_stderr_marked_and_its_error(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path, "alpha") as host:
+        run = await task(host, command=["sh", "-c", "echo out; echo warn >&2; exit 3"])
+    printed, outcome = await logs_and_outcome(tmp_path, run["runId"])
+    assert printed == "out\nstderr| warn\n"
+    assert re.fullmatch(
+        rf"run {run['runId'][:8]} failed after [0-9.hms]+: command exited with status 3: warn",
+        outcome,
+    ), outcome
+
+
+async def test_a_completed_command_keeps_its_stderr_tail_and_logs_shows_it(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path, "alpha") as host:
+        run = await task(host, command=["sh", "-c", "echo ok; echo note >&2"])
+    child = run["children"][0]
+    assert child["status"] == "completed" and child["output"]["stderrTail"] == "note\n"
+    assert "error" not in child
+    assert await logs(tmp_path, run["runId"]) == "ok\nstderr| note\n"
+    shown = await on_a_terminal(100, "logs", run["runId"], "--state-dir", str(state(tmp_path)))
+    assert "\x1b[31mstderr│ note" in shown, repr(shown)  # marked in red on a terminal
+
+
+async def test_logs_of_a_stopped_run_shows_each_childs_stderr_and_the_stop_reason(
+    tmp_path: Path,
+) -> None:
+    going = "echo going-{0}; echo trouble-{0} >&2; exec sleep 300"
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request(
+            "spawn",
+            {
+                "tasks": [{"command": ["sh", "-c", going.format(i)]} for i in range(2)],
+                "stream": True,
+            },
+        )
+        said = set()
+        async with asyncio.timeout(COMMAND_TIMEOUT_S):
+            async for event in host.events(run["runId"]):
+                if event.type == "output":
+                    said.add(event.index)
+                    if said == {0, 1}:
+                        break
+        stopped = await host.request("stop", {"runId": run["runId"]})
+        assert stopped["status"] == "cancelled", stopped
+    printed, outcome = await logs_and_outcome(tmp_path, run["runId"])
+    lines = printed.splitlines()
+    assert sorted(lines) == sorted(
+        [f"[{i}] going-{i}" for i in range(2)] + [f"[{i}] stderr| trouble-{i}" for i in range(2)]
+    ), lines
+    for i in range(2):  # each child's stderr where it ended, after what it printed
+        assert lines.index(f"[{i}] going-{i}") < lines.index(f"[{i}] stderr| trouble-{i}")
+    assert re.fullmatch(
+        rf"run {run['runId'][:8]} cancelled after [0-9.hms]+: {re.escape(stopped['reason'])}",
+        outcome,
+    ), outcome
+
+
 async def test_logs_follow_prints_a_live_run_of_another_process_until_it_ends(
     tmp_path: Path,
 ) -> None:
@@ -110,7 +181,9 @@ async def test_logs_follow_prints_a_live_run_of_another_process_until_it_ends(
                 assert follower.returncode is None  # still following: the run goes on
                 finish.touch()
                 assert await follower.stdout.readline() == b"ended\n"
-                assert await follower.stdout.read() == b""
+                outcome = (await follower.stdout.read()).decode()
+                assert outcome.startswith(f"run {run['runId'][:8]} completed after "), outcome
+                assert outcome.count("\n") == 1
                 assert await follower.wait() == 0
         finally:
             if follower.returncode is None:

@@ -308,7 +308,7 @@ async def test_runs_quiet_prints_ids_and_show_and_logs_default_to_the_newest_run
     newest = await command("show", "--state-dir", str(state(tmp_path)), "--json")
     assert newest.status == 0 and json.loads(newest.stdout)["runId"] == newer["runId"]
     logged = await command("logs", "--state-dir", str(state(tmp_path)))
-    assert (logged.status, logged.stdout) == (0, "newer\n")
+    assert logged.status == 0 and logged.stdout.startswith(f"newer\nrun {newer['runId'][:8]} ")
     both = await command("runs", "--state-dir", str(state(tmp_path)), "-q", "--json")
     assert both.status == 2 and "not allowed with" in both.stderr
 
@@ -340,3 +340,21 @@ async def test_show_of_a_running_run_prints_what_its_children_streamed_so_far(
     assert shown.status == 0 and "\noutput\n" in shown.stdout, shown
     tail = shown.stdout.split("\noutput\n", 1)[1].splitlines()
     assert tail[:2] == ["first-line", "second-line"] and "last-line" not in shown.stdout
+
+
+async def test_runs_shows_a_long_session_id_by_its_shortest_unique_prefix_and_json_keeps_it(
+    tmp_path: Path,
+) -> None:
+    # Two long ids alike in their first 8 characters and more, and a short one.
+    one, two = "f" * 10 + "a" + "x" * 29, "f" * 10 + "b" + "x" * 29
+    async with server(tmp_path, one) as first, server(tmp_path, two, "lsp") as second:
+        await task(first, command=["true"])
+        await task(second, command=["true"])
+    async with server(tmp_path, "alpha") as third:
+        await task(third, command=["true"])
+    table = await command("runs", "--state-dir", str(state(tmp_path)))
+    assert table.status == 0 and table.stderr == ""
+    assert [row.split()[1] for row in table.stdout.splitlines()[1:]] == [
+        "alpha", "f" * 10 + "b", "f" * 10 + "a"
+    ]  # fmt: skip
+    assert [line["sessionId"] for line in await runs_json(tmp_path)] == ["alpha", two, one]

@@ -157,7 +157,7 @@ async def test_ctrl_c_and_sigterm_end_watch_and_give_the_terminal_back(
             assert sorted(settings) == ["echo", "icanon"], settings
 
 
-async def test_s_stops_the_selected_running_run_and_nothing_of_its_tree_survives(
+async def test_s_asks_then_y_stops_the_selected_running_run_and_nothing_of_its_tree_survives(
     tmp_path: Path,
 ) -> None:
     async with started(tmp_path) as (host, _seen):
@@ -171,7 +171,16 @@ async def test_s_stops_the_selected_running_run_and_nothing_of_its_tree_survives
         tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
         async with terminal(watch_command(tmp_path / "state")) as term:
             await term.shows(rf"› {short_id(run.run_id)}\s+running")
+            # Asked first: any key but y keeps it running, q included.
             await term.keys("s")
+            await term.shows(rf"stop run {short_id(run.run_id)} and its 1 child\? y/n")
+            await term.keys("q")
+            await term.shows(rf"run {short_id(run.run_id)} not stopped")
+            assert (await host.status(run.run_id)).status == "running"
+            assert all(process.is_running() for process in tree)
+            await term.keys("s")
+            await term.shows(rf"stop run {short_id(run.run_id)} and its 1 child\? y/n")
+            await term.keys("y")
             await term.shows(rf"run {short_id(run.run_id)} cancelled|cannot stop")
             await term.shows(rf"{short_id(run.run_id)}\s+cancelled", timeout_s=5)
             assert await still_running(tree, timeout_s=5) == []
