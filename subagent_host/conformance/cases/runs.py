@@ -130,7 +130,9 @@ async def stalled(t: Trial) -> None:
 @case("run.output-capped-by-bytes", "§12")
 async def cap_bytes(t: Trial) -> None:
     conn = await t.start()
-    snapshot = await spawn_task(conn, {"command": sh("head -c 100000 /dev/zero | tr '\\0' a")})
+    # One line of words: a run of one letter would be taken for base64 and redacted (§12.1).
+    words = "yes 'lorem ipsum ' | tr -d '\\n' | head -c 100000"
+    snapshot = await spawn_task(conn, {"command": sh(words)})
     output = snapshot.get("output", {})
     expect_equal(output.get("bytes"), 100000, "output.bytes (all of it counted)")
     expect_equal(output.get("truncated"), True, "output.truncated")
