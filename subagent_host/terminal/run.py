@@ -183,13 +183,35 @@ def _refuse_a_program_as_prompt(
     `--agent`) says a prompt was meant."""
     if prompt is None or shutil.which(prompt) is None:
         return
-    at = options.index(prompt)
+    at = _prompt_position(parser, options)
     meant = shlex.join([*options[:at], "--", *options[at:]])
     parser.exit(
         EXIT_USAGE,
         f"{PROG}: {prompt!r} is a program on PATH; did you mean '{PROG} {meant}'? "
         "(to send it as a prompt, give --backend)\n",
     )
+
+
+class _Placed(str):
+    """An argv item that knows its place in argv."""
+
+    at: int
+
+
+def _prompt_position(parser: argparse.ArgumentParser, options: list[str]) -> int:
+    """Where in `options` the PROMPT positional is: the parser says which item it took,
+    not the first item equal to it (`--label ls ls -l`: the second `ls`, the first is an
+    option's value). argparse hands a positional's item on as the same object (no
+    `type`), so an item that carries its index says where it was."""
+    placed = []
+    for index, item in enumerate(options):
+        tagged = _Placed(item)
+        tagged.at = index
+        placed.append(tagged)
+    args, _extra = parser.parse_known_args(placed)  # it parsed once already: no error
+    if isinstance(args.prompt, _Placed):
+        return args.prompt.at
+    return options.index(args.prompt)  # an argparse that copies items: the first equal one
 
 
 def main(argv: Sequence[str]) -> int:
