@@ -58,7 +58,7 @@ status line goes to stderr when stderr is a terminal, below the output, while th
 command is in the terminal's foreground (nothing is drawn by a `run ... &`); otherwise
 stderr holds errors only (a failed command's last 4 KiB of stderr, one line for any
 other failure). The server's log goes to server.log in the state directory (-v also
-shows it once the run is over).
+shows it once the run is over); past 1 MiB it is moved to server.log.1 as a run starts.
 
 exit status:
   0      the run completed
