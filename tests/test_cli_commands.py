@@ -76,6 +76,10 @@ def test_schema_takes_no_server_option() -> None:
         (["ls"], "subagent-host run -- ls"),
         (["echo", "hi"], "subagent-host run -- echo hi"),
         (["--timeout-ms", "5000", "ls", "-la"], "subagent-host run --timeout-ms 5000 -- ls -la"),
+        # An option's value that is the program's name too: `--` goes before the program.
+        (["--label", "ls", "ls", "-l"], "subagent-host run --label ls -- ls -l"),
+        (["--model=ls", "--label", "ls", "ls"], "subagent-host run --model=ls --label ls -- ls"),
+        (["--lab", "echo", "echo", "hi"], "subagent-host run --lab echo -- echo hi"),
     ],
 )
 def test_run_with_a_program_on_path_asks_whether_a_command_was_meant(

@@ -168,6 +168,8 @@ class ClaudeBackend(AgentCLI):
 class ClaudeParser(JsonEventParser):
     """Turns Claude Code's `stream-json` events into a run's outcome."""
 
+    program = "claude"
+
     def __init__(self) -> None:
         super().__init__(whole_blocks=True)  # text comes as whole content blocks
         self._result: dict[str, Any] | None = None

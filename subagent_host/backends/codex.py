@@ -228,6 +228,8 @@ def sandbox_tier(item: ItemSpec) -> str:
 class CodexParser(JsonEventParser):
     """Turns `codex exec --json` events into a run's outcome."""
 
+    program = "codex"
+
     def __init__(self) -> None:
         super().__init__()
         self._announced: set[str] = set()  # items whose activity was reported

@@ -18,7 +18,7 @@ from subagent_host.backends.reports import (
     STDERR_TAIL_BYTES,
     error_data,
     exit_message,
-    last_meaningful_line,
+    stderr_reason,
     with_reason,
 )
 from subagent_host.values.facts import Usage
@@ -90,7 +90,9 @@ class CommandParser:
         data = error_data(exit_status, stderr, dropped_lines=0)
         # A program's last word on stderr is usually why it failed (`make: *** [all]
         # Error 2`, a Python exception): the status alone does not say what to fix.
-        message = with_reason(exit_message("command", exit_status), last_meaningful_line(stderr))
+        message = with_reason(
+            exit_message("command", exit_status), stderr_reason("command", stderr)
+        )
         return output.failed("exit-status", message, data)
 
 

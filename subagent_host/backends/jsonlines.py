@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.events import AgentEvent, NormalizedEvents
@@ -21,8 +21,8 @@ from subagent_host.backends.output import RollingTail
 from subagent_host.backends.reports import (
     STDERR_TAIL_BYTES,
     error_data,
-    last_meaningful_line,
     short,
+    stderr_reason,
     with_reason,
 )
 from subagent_host.values.facts import Usage
@@ -111,6 +111,10 @@ class JsonEventParser:
     reason, which ends the child when it stalls (protocol.md §8.1).
     """
 
+    program: ClassVar[str]
+    """The CLI's backend id (`pi`): its rule for the line of stderr that says why it
+    failed is looked up by it (`reports.stderr_reason`)."""
+
     def __init__(self, *, whole_blocks: bool = False) -> None:
         self._lines = JsonLines()
         self._stderr = RollingTail()
@@ -189,13 +193,10 @@ class JsonEventParser:
         )
 
     def _with_stderr_reason(self, message: str) -> str:
-        """`message` and the line of stderr that says why (`_stderr_reason`)."""
-        return with_reason(message, self._stderr_reason(self._stderr.text(STDERR_TAIL_BYTES)))
-
-    def _stderr_reason(self, stderr_tail: str) -> str | None:
-        """The line of stderr that says why this CLI failed: by default its last
-        meaningful one; a CLI that prints its reason first says so by overriding this."""
-        return last_meaningful_line(stderr_tail)
+        """`message` and the line of stderr that says why, by this CLI's rule
+        (`reports.stderr_reason`, which `watch` uses too)."""
+        tail = self._stderr.text(STDERR_TAIL_BYTES)
+        return with_reason(message, stderr_reason(self.program, tail))
 
     def _on_event(self, event: dict[str, Any]) -> None:
         raise NotImplementedError

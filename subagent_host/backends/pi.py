@@ -36,7 +36,7 @@ from subagent_host.backends.base import (
 from subagent_host.backends.events import ToolCatalog, ToolKind
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
-from subagent_host.backends.reports import exit_message, first_meaningful_line, short
+from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
 
@@ -137,6 +137,8 @@ class PiBackend(AgentCLI):
 class PiParser(JsonEventParser):
     """Turns pi's `--mode json` events into a run's outcome."""
 
+    program = "pi"
+
     def __init__(self) -> None:
         super().__init__()
         self._last_assistant: dict[str, Any] | None = None
@@ -227,11 +229,6 @@ class PiParser(JsonEventParser):
             return answer
         message = exit_message("pi", exit_status, "finishing its answer")
         return self._failed(answer, "exit-status", self._with_stderr_reason(message), exit_status)
-
-    def _stderr_reason(self, stderr_tail: str) -> str | None:
-        # pi prints why first (`No API key found for the selected model.`), then how
-        # to fix it and the paths of its docs; a `Warning:` before it is not the reason.
-        return first_meaningful_line(stderr_tail)
 
     @property
     def usage(self) -> Usage | None:

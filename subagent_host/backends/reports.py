@@ -58,6 +58,22 @@ def first_meaningful_line(stderr_tail: str, limit: int = 200) -> str | None:
     return None
 
 
+# The programs that print why they failed first and how to fix it after (pi: `No API
+# key found for the selected model.`, then `Use /login ... See:` and the paths of its
+# docs; a `Warning:` before it is not the reason); every other program's last word is
+# taken as its reason.
+REASON_FIRST: Final = frozenset({"pi"})
+
+
+def stderr_reason(program: str, stderr_tail: str) -> str | None:
+    """The line of `program`'s stderr that says why it failed, by its rule: the first
+    meaningful line for a program in `REASON_FIRST`, else the last. Every place that
+    shows a failure picks its line here (the error message, `watch`)."""
+    if program in REASON_FIRST:
+        return first_meaningful_line(stderr_tail)
+    return last_meaningful_line(stderr_tail)
+
+
 def _saying(line: str, limit: int) -> str | None:
     """`line` printable, bounded and without an `Error: ` label; None for a line that
     tells a person nothing: blank, a stack frame (`    at ...`, `File "..."`), only

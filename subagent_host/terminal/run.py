@@ -58,7 +58,7 @@ status line goes to stderr when stderr is a terminal, below the output, while th
 command is in the terminal's foreground (nothing is drawn by a `run ... &`); otherwise
 stderr holds errors only (a failed command's last 4 KiB of stderr, one line for any
 other failure). The server's log goes to server.log in the state directory (-v also
-shows it once the run is over).
+shows it once the run is over); past 1 MiB it is moved to server.log.1 as a run starts.
 
 exit status:
   0      the run completed
@@ -183,13 +183,35 @@ def _refuse_a_program_as_prompt(
     `--agent`) says a prompt was meant."""
     if prompt is None or shutil.which(prompt) is None:
         return
-    at = options.index(prompt)
+    at = _prompt_position(parser, options)
     meant = shlex.join([*options[:at], "--", *options[at:]])
     parser.exit(
         EXIT_USAGE,
         f"{PROG}: {prompt!r} is a program on PATH; did you mean '{PROG} {meant}'? "
         "(to send it as a prompt, give --backend)\n",
     )
+
+
+class _Placed(str):
+    """An argv item that knows its place in argv."""
+
+    at: int
+
+
+def _prompt_position(parser: argparse.ArgumentParser, options: list[str]) -> int:
+    """Where in `options` the PROMPT positional is: the parser says which item it took,
+    not the first item equal to it (`--label ls ls -l`: the second `ls`, the first is an
+    option's value). argparse hands a positional's item on as the same object (no
+    `type`), so an item that carries its index says where it was."""
+    placed = []
+    for index, item in enumerate(options):
+        tagged = _Placed(item)
+        tagged.at = index
+        placed.append(tagged)
+    args, _extra = parser.parse_known_args(placed)  # it parsed once already: no error
+    if isinstance(args.prompt, _Placed):
+        return args.prompt.at
+    return options.index(args.prompt)  # an argparse that copies items: the first equal one
 
 
 def main(argv: Sequence[str]) -> int:

@@ -15,6 +15,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.liveness import tree_usage
+from subagent_host.backends.reports import stderr_reason
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.store.browse import Launch, StateBrowser
 from subagent_host.terminal.views import child_head, last_line, plural, printable
@@ -128,7 +129,7 @@ def child_activity(child: ChildRun, latest: str | None) -> str:
     """What a running child does (its latest activity or output line); how an ended one
     ended: its error, its reason, else its last line of output."""
     if child.status is RunStatus.FAILED and child.error is not None:
-        return failure(child.error)
+        return failure(child.backend, child.error)
     if child.reason and child.status is not RunStatus.COMPLETED:
         return child.reason
     if child.status is RunStatus.COMPLETED and child.output is not None:
@@ -136,11 +137,13 @@ def child_activity(child: ChildRun, latest: str | None) -> str:
     return last_line(latest)
 
 
-def failure(error: ErrorInfo) -> str:
-    """The error, and the last line of stderr that it does not say already."""
+def failure(backend: str, error: ErrorInfo) -> str:
+    """The error, and the line of stderr that says why, chosen by the backend's rule as
+    the error message's own is (`stderr_reason`: pi's first line, not its docs' paths),
+    when the message does not say it already."""
     message = last_line(error.message)
     stderr = (error.data or {}).get("stderrTail")
-    said = last_line(stderr) if isinstance(stderr, str) else ""
+    said = stderr_reason(backend, stderr) if isinstance(stderr, str) else None
     return f"{message}: {said}" if said and said not in message else message
 
 

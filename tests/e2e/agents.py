@@ -45,6 +45,13 @@ def server_args(tmp_path: Path) -> tuple[str, ...]:
     return state_args(tmp_path / "state", "agent-tests")
 
 
+def consent_required(tmp_path: Path) -> tuple[str, str]:
+    """The options naming a configuration file that sets `require_egress_consent`."""
+    config = tmp_path / "subagents.json"
+    config.write_text(json.dumps({"require_egress_consent": True}))
+    return ("--config", str(config))
+
+
 def agent_path() -> str:
     """PATH for the server: the pinned CLIs first."""
     return f"{AGENT_BIN}:{psutil.Process().environ().get('PATH', '/usr/bin:/bin')}"

@@ -27,7 +27,8 @@ from tests.e2e.agents import (
     stop_in_the_middle_of_a_tool,
 )
 from tests.e2e.harness import assert_no_run_survives, result_of, running_server
-from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
+from tests.e2e.resuming import approved, first_attempt
+from tests.mock_llm import MockLLM
 
 Json = dict[str, Any]
 # Far shorter than the CLIs' own retries (pi's 2 + 4 + 8 s, claude's ten, codex's for
@@ -61,6 +62,10 @@ class Cli:
     """What the CLI says while it retries a model on a closed port (in the run's error)."""
     tool_outlives_sigterm: bool = False
     """Its shell tool survives a SIGTERM of the CLI: the stop itself must have ended it."""
+
+    def mock_environment(self, tmp_path: Path, mock: MockLLM) -> dict[str, str]:
+        """The server's environment in which this CLI talks to `mock`."""
+        return self.environment(tmp_path, self.base_url(mock))
 
 
 def pi_completed(child: Json, mock: MockLLM) -> None:
@@ -152,16 +157,22 @@ CODEX = Cli(
     retry_reason="Connection failed",
 )
 
-pytestmark = pytest.mark.parametrize(
-    "cli",
-    [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in (PI, CLAUDE, CODEX)],
-)
+
+def each_cli(*names: str) -> pytest.MarkDecorator:
+    """A test once for each CLI (those `names`, else all three), skipped where missing."""
+    chosen = [cli for cli in (PI, CLAUDE, CODEX) if not names or cli.name in names]
+    return pytest.mark.parametrize(
+        "cli", [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in chosen]
+    )
+
+
+pytestmark = each_cli()
 
 
 async def test_a_run_completes_with_the_mocks_answer_usage_and_a_session(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
         spawn = {**cli.spawn, "prompt": "look around", "mode": "task"}
         run = await result_of(server, "spawn", spawn)
@@ -177,35 +188,27 @@ async def test_a_run_completes_with_the_mocks_answer_usage_and_a_session(
 async def test_a_resumed_child_continues_its_session(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
-        first = await result_of(
-            server, "spawn", {**cli.spawn, "prompt": "remember PINEAPPLE42", "mode": "task"}
-        )
-        assert first["status"] == "completed", first
+        first = await first_attempt(server, cli.spawn)
         session = first["children"][0]["backendSessionId"]
-        approved = await result_of(
-            server,
-            "preflight",
-            {"resume": {"runId": first["runId"], "message": f"{KEYWORD_ANSWER_NOW} and now?"}},
-        )
-        assert approved["accepted"], approved
-        assert approved["contract"]["backendSessionId"] == session
-        resumed = await result_of(server, "resume", {"token": approved["token"], "mode": "task"})
+        approval = await approved(server, first["runId"])
+        assert approval["contract"]["backendSessionId"] == session
+        resumed = await result_of(server, "resume", {"token": approval["token"], "mode": "task"})
         child = resumed["children"][0]
         assert resumed["status"] == "completed" and child["attempt"] == 2, resumed
         assert child["backendSessionId"] == session
         await server.finish()
     # The resumed turn sent the earlier conversation again.
     last = mock.requests[-1].raw_body
-    assert "PINEAPPLE42" in last and "and now?" in last
+    assert "MANGO7" in last and "and now?" in last
     cli.resumed(child, last)
 
 
 async def test_stop_in_the_middle_of_a_tool_leaves_nothing(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
         run_id = await stop_in_the_middle_of_a_tool(server, cli.spawn, cli.tool)
         if cli.tool_outlives_sigterm:
@@ -247,7 +250,7 @@ async def test_a_lean_child_loads_no_context_file_and_a_full_one_does(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
         shown = await lean_loads_no_context_file(server, cli.spawn, work, mock)
         await server.finish()

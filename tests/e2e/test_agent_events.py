@@ -9,9 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, Final
 
-import pytest
-
-from tests.e2e.agents import needs_cli, server_args
+from tests.e2e.agents import server_args
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     ServerProcess,
@@ -19,7 +17,7 @@ from tests.e2e.harness import (
     result_of,
     running_server,
 )
-from tests.e2e.test_agent_clis import CLAUDE, CODEX, PI, Cli
+from tests.e2e.test_agent_clis import Cli, each_cli
 from tests.mock_llm import (
     DEFAULT_TOOL_COMMAND,
     FINAL_TEXT_PREFIX,
@@ -38,10 +36,7 @@ SAME_FOR_EVERY_CLI: Final = [
     "message",
 ]
 
-pytestmark = pytest.mark.parametrize(
-    "cli",
-    [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in (PI, CLAUDE, CODEX)],
-)
+pytestmark = each_cli()
 
 
 async def spawn_and_collect(server: ServerProcess, spawn: Json) -> tuple[Json, list[Json]]:
@@ -76,7 +71,7 @@ def shape(events: list[Json]) -> list[str]:
 async def test_a_narrated_tool_turn_gives_the_same_events_for_every_cli(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
         spawn = {
             **cli.spawn,
@@ -117,7 +112,7 @@ async def test_a_narrated_tool_turn_gives_the_same_events_for_every_cli(
 async def test_a_raw_stream_also_sends_the_clis_own_lines(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
         spawn = {**cli.spawn, "prompt": "look around", "mode": "task", "stream": "raw"}
         run, events = await spawn_and_collect(server, spawn)

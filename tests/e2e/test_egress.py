@@ -6,23 +6,14 @@ then receives their requests), a command child's says its network is unknown, an
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import (
-    AGENT_BIN,
-    CLAUDE_SPAWN,
-    CODEX_SPAWN,
-    PI_SPAWN,
-    claude_environment,
-    codex_environment,
-    pi_environment,
-    server_args,
-)
+from tests.e2e.agents import AGENT_BIN, PI_SPAWN, consent_required, pi_environment, server_args
 from tests.e2e.harness import ServerProcess, error_of, result_of, running_server, state_args
+from tests.e2e.test_agent_clis import Cli, each_cli
 from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 pytestmark = pytest.mark.e2e
@@ -101,12 +92,11 @@ async def refused_without_consent(server: ServerProcess, spawn: dict[str, Any]) 
 async def test_with_required_consent_a_pi_child_runs_only_with_it_at_the_endpoint_shown(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    config = tmp_path / "subagents.json"
-    config.write_text(json.dumps({"require_egress_consent": True}))
+    consent = consent_required(tmp_path)
     env = pi_environment(tmp_path, mock.openai_base_url)
     spawn = {**PI_SPAWN, "prompt": f"{KEYWORD_ANSWER_NOW} hi", "mode": "task"}
     shown = [{"kind": "model-provider", "backend": "pi", "endpoint": mock.openai_base_url}]
-    args = (*server_args(tmp_path), "--config", str(config))
+    args = (*server_args(tmp_path), *consent)
     async with running_server(*args, env=env) as server:
         # Read-only tools change nothing of it: the provider is reached all the same.
         narrowed = {**spawn, "access": {"filesystem": "read", "network": False}}
@@ -172,27 +162,22 @@ async def test_a_run_launched_without_consent_is_not_resumed_where_consent_is_re
         await server.finish()
 
 
-@pytest.mark.parametrize("backend", ["claude", "codex"])
+@each_cli("claude", "codex")
 async def test_claude_and_codex_receipts_name_the_endpoint_they_are_given(
-    tmp_path: Path, mock: MockLLM, backend: str
+    tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    if not (AGENT_BIN / backend).exists():
-        pytest.skip(f"the pinned {backend} CLI is not installed")
-    spawn: dict[str, Any] = CLAUDE_SPAWN if backend == "claude" else CODEX_SPAWN
-    if backend == "claude":
-        env, url = claude_environment(tmp_path, mock.base_url), mock.base_url
-    else:
-        env, url = codex_environment(tmp_path, mock.openai_base_url), mock.openai_base_url
-    launch = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} hi", "mode": "task", "egressConsent": True}
+    env, url = cli.mock_environment(tmp_path, mock), cli.base_url(mock)
+    launch = {**cli.spawn, "prompt": f"{KEYWORD_ANSWER_NOW} hi", "mode": "task"}
+    launch["egressConsent"] = True
     async with running_server(
         *server_args(tmp_path), "--require-egress-consent", env=env
     ) as server:
         checked = await result_of(server, "preflight", launch)
         assert checked["accepted"], checked
         assert egress(checked) == [
-            [{"kind": "model-provider", "backend": backend, "endpoint": url}]
+            [{"kind": "model-provider", "backend": cli.name, "endpoint": url}]
         ]
         run = await result_of(server, "spawn", launch)
         assert run["status"] == "completed", run
-        assert mock.requests, f"{backend} sent its requests to the endpoint its receipt named"
+        assert mock.requests, f"{cli.name} sent its requests to the endpoint its receipt named"
         await server.finish()

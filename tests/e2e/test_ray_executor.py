@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("ray")
 
 from tests import raycluster  # noqa: E402
-from tests.e2e.agents import needs_cli, server_args  # noqa: E402
+from tests.e2e.agents import server_args  # noqa: E402
 from tests.e2e.harness import (  # noqa: E402
     ServerProcess,
     error_of,
@@ -33,7 +33,7 @@ from tests.e2e.harness import (  # noqa: E402
     running_server,
     state_args,
 )
-from tests.e2e.test_agent_clis import CLAUDE, CODEX, PI, Cli  # noqa: E402
+from tests.e2e.test_agent_clis import Cli, each_cli  # noqa: E402
 from tests.mock_llm import MockLLM  # noqa: E402
 from tests.raycluster import (  # noqa: E402
     CLUSTER_ENVIRONMENT,
@@ -301,14 +301,11 @@ async def test_a_silent_remote_child_is_timed_out_by_its_stall_timeout(
     await none_left({run["runId"]})
 
 
-@pytest.mark.parametrize(
-    "cli",
-    [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in (PI, CLAUDE, CODEX)],
-)
+@each_cli()
 async def test_each_agent_cli_runs_on_a_cluster_node_as_it_runs_here(
     two_nodes: TwoNodes, tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = {**cli.environment(tmp_path, cli.base_url(mock)), **CLUSTER_ENVIRONMENT}
+    env = {**cli.mock_environment(tmp_path, mock), **CLUSTER_ENVIRONMENT}
     options = ("--executor", "ray", "--ray-address", two_nodes.address)
     async with running_server(*options, *server_args(tmp_path), env=env) as server:
         spawn = {

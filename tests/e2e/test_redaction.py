@@ -14,9 +14,9 @@ from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import needs_cli, server_args
+from tests.e2e.agents import server_args
 from tests.e2e.harness import ServerProcess, result_of, running_server
-from tests.e2e.test_agent_clis import CLAUDE, CODEX, PI, Cli
+from tests.e2e.test_agent_clis import Cli, each_cli
 from tests.e2e.test_agent_events import spawn_and_collect
 from tests.e2e.test_runs import next_event
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_REPEAT, MockLLM
@@ -107,14 +107,11 @@ async def test_redact_false_keeps_a_base64_run_but_never_a_secret(tmp_path: Path
     assert SECRET.encode() not in stored and RUN.encode() in stored
 
 
-@pytest.mark.parametrize(
-    "cli",
-    [pytest.param(cli, marks=needs_cli(cli.name), id=cli.name) for cli in (PI, CLAUDE, CODEX)],
-)
+@each_cli()
 async def test_an_agents_message_events_and_answer_are_redacted(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    env = cli.environment(tmp_path, cli.base_url(mock))
+    env = cli.mock_environment(tmp_path, mock)
     prompt = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}{SECRET} {KEYWORD_REPEAT}{RUN}"
     given = {**cli.spawn.get("env", {}), "MY_SECRET": SECRET}
     spawn = {**cli.spawn, "env": given, "mode": "task", "stream": "raw"}

@@ -17,9 +17,9 @@ from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import pi_environment, server_args
-from tests.e2e.harness import result_of, running_server
-from tests.e2e.test_pi import SPAWN as PI_SPAWN
+from tests.e2e.agents import PI_SPAWN
+from tests.e2e.harness import result_of
+from tests.e2e.resuming import PiServers, first_attempt, needs, resume_with
 from tests.e2e.test_resume import (
     assert_nothing_started,
     denied,
@@ -27,7 +27,6 @@ from tests.e2e.test_resume import (
     observe,
     refused,
 )
-from tests.e2e.test_resume_sessions import FOLLOW_UP, first_attempt, needs
 from tests.mock_llm import MockLLM
 from tests.mock_llm.server import RecordedRequest
 
@@ -42,21 +41,14 @@ def tool_names(request: RecordedRequest) -> set[str]:
     return {tool["function"]["name"] for tool in body["tools"]}
 
 
-def resume_with(run_id: str, access: dict[str, Any]) -> dict[str, Any]:
-    return {"runId": run_id, "message": FOLLOW_UP, "overrides": {"access": access}}
-
-
 async def test_a_narrowed_resume_runs_without_the_tools_its_access_removes(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    async with PiServers(tmp_path, mock).start() as server:
         run = await first_attempt(server, PI_SPAWN)
         assert tool_names(mock.requests[-1]) == {"bash", "read"}
-        resume = resume_with(run["runId"], {"network": False})
-        plain = await result_of(
-            server, "preflight", {"resume": {"runId": run["runId"], "message": FOLLOW_UP}}
-        )
+        resume = resume_with(run["runId"], access={"network": False})
+        plain = await result_of(server, "preflight", {"resume": resume_with(run["runId"])})
         result = await result_of(server, "preflight", {"resume": resume})
         assert result["accepted"] is True, result
         contract = result["contract"]
@@ -76,9 +68,8 @@ async def test_a_narrowed_resume_runs_without_the_tools_its_access_removes(
 async def test_an_access_override_that_widens_anything_is_refused_and_starts_nothing(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
     state = tmp_path / "state"
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    async with PiServers(tmp_path, mock).start() as server:
         run = await first_attempt(server, {**PI_SPAWN, "access": {"network": False}})
         run_id = run["runId"]
         widening: list[dict[str, Any]] = [
@@ -90,11 +81,13 @@ async def test_an_access_override_that_widens_anything_is_refused_and_starts_not
             {},
         ]
         for access in widening:
-            result = await refused(server, resume_with(run_id, access), "override-not-allowed")
+            result = await refused(
+                server, resume_with(run_id, access=access), "override-not-allowed"
+            )
             assert result["diagnostics"][0]["path"] == "resume.overrides", (access, result)
         # Narrowing what is left still works: read keeps reading.
         narrower = await result_of(
-            server, "preflight", {"resume": resume_with(run_id, {"filesystem": "read"})}
+            server, "preflight", {"resume": resume_with(run_id, access={"filesystem": "read"})}
         )
         assert narrower["accepted"] is True, narrower
         # A token whose stored override was widened after it was issued is refused.

@@ -26,29 +26,16 @@ from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import (
-    AGENT_BIN,
-    claude_environment,
-    codex_environment,
-    pi_environment,
-    server_args,
-)
+from tests.e2e.agents import AGENT_BIN, PI_SPAWN, server_args
 from tests.e2e.harness import ServerProcess, error_of, result_of, running_server
-from tests.e2e.test_claude import SPAWN as CLAUDE_SPAWN
-from tests.e2e.test_codex import SPAWN as CODEX_SPAWN
-from tests.e2e.test_pi import SPAWN as PI_SPAWN
+from tests.e2e.resuming import PiServers, approved, approved_run, first_attempt, needs, resume_with
+from tests.e2e.test_agent_clis import Cli, each_cli
 from tests.e2e.test_resume import assert_nothing_started, change_projection, observe, refused
-from tests.e2e.test_resume_sessions import FOLLOW_UP, approved, first_attempt, needs
 from tests.mock_llm import MockLLM
 
 pytestmark = pytest.mark.e2e
 RESUME_DENIED: Final = -32004
 LAUNCH_CHANGED: Final = "launch-changed"
-SPAWNS: Final[dict[str, dict[str, Any]]] = {
-    "pi": PI_SPAWN,
-    "claude": CLAUDE_SPAWN,
-    "codex": CODEX_SPAWN,
-}
 
 
 def file_digest(path: Path) -> str:
@@ -75,8 +62,8 @@ def started(ran: Path) -> list[str]:
     return ran.read_text().splitlines() if ran.exists() else []
 
 
-class Wrapped:
-    """The server environment of a test whose `pi` is a wrapper first on the PATH."""
+class Wrapped(PiServers):
+    """The servers of a test whose `pi` is a wrapper first on the PATH."""
 
     def __init__(self, tmp_path: Path, mock: MockLLM) -> None:
         self.bin = tmp_path / "bin"
@@ -84,19 +71,13 @@ class Wrapped:
         self.version.write_text("0.0.1-wrapped\n")
         self.ran = tmp_path / "ran"
         self.script = write_wrapper(self.bin / "pi", self.version, self.ran)
-        self.env = pi_environment(tmp_path, mock.openai_base_url)
+        super().__init__(tmp_path, mock)
         self.env["PATH"] = f"{self.bin}:{self.env['PATH']}"
 
     def replace(self, note: str) -> None:
         """Another file at the same path: written beside it, then renamed over it."""
         other = write_wrapper(self.bin / "pi.new", self.version, self.ran, note)
         os.replace(other, self.script)
-
-
-async def approved_run(server: ServerProcess) -> tuple[str, str]:
-    """A completed pi run and a token approving its resume."""
-    run_id = (await first_attempt(server, PI_SPAWN))["runId"]
-    return run_id, (await approved(server, run_id))["token"]
 
 
 async def resumes_as_attempt_2(server: ServerProcess, token: str) -> None:
@@ -111,7 +92,7 @@ async def assert_launch_refused(
     """A new preflight says what changed; the token issued before is denied with the same
     data; nothing starts. Returns the error's data."""
     before = await observe(server, run_id)
-    result = await refused(server, {"runId": run_id, "message": FOLLOW_UP}, LAUNCH_CHANGED)
+    result = await refused(server, resume_with(run_id), LAUNCH_CHANGED)
     (diagnostic,) = result["diagnostics"]
     assert diagnostic["severity"] == "error", diagnostic
     assert diagnostic["data"]["changed"] == changed, diagnostic
@@ -127,25 +108,19 @@ async def assert_launch_refused(
     return data
 
 
-@pytest.mark.parametrize("cli", [pytest.param(name, marks=needs(name)) for name in SPAWNS])
+@each_cli()
 async def test_a_resume_of_the_approved_cli_is_verified_and_runs(
-    tmp_path: Path, mock: MockLLM, cli: str
+    tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    if cli == "pi":
-        env = pi_environment(tmp_path, mock.openai_base_url)
-    elif cli == "claude":
-        env = claude_environment(tmp_path, mock.base_url)
-    else:
-        env = codex_environment(tmp_path, mock.openai_base_url)
-    spawn: dict[str, Any] = dict(SPAWNS[cli])
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
-        preflight = await result_of(server, "preflight", {**spawn, "prompt": "remember MANGO7"})
+        preflight = await result_of(server, "preflight", {**cli.spawn, "prompt": "remember MANGO7"})
         version = preflight["receipts"]["access"]["children"][0]["version"]
-        run_id = (await first_attempt(server, spawn))["runId"]
+        run_id = (await first_attempt(server, cli.spawn))["runId"]
         result = await approved(server, run_id)
         contract = result["contract"]
         assert contract["launchCheck"] == "verified", contract
-        program = (AGENT_BIN / cli).resolve()
+        program = (AGENT_BIN / cli.name).resolve()
         executable = contract["projection"]["executable"]
         assert executable == {
             "path": str(program),
@@ -161,13 +136,11 @@ async def test_another_file_at_the_approved_path_is_refused_and_never_run(
     tmp_path: Path, mock: MockLLM
 ) -> None:
     pi = Wrapped(tmp_path, mock)
-    async with running_server(*server_args(tmp_path), env=pi.env) as server:
-        run_id, token = await approved_run(server)
-        await server.finish()
+    run_id, token = await pi.approved_and_finished()
     approved_digest = file_digest(pi.script)
     pi.replace("another build")
     pi.ran.unlink()
-    async with running_server(*server_args(tmp_path), env=pi.env) as server:
+    async with pi.start() as server:
         data = await assert_launch_refused(server, run_id, token, ["digest"])
         assert data["expected"] == {"digest": approved_digest}, data
         assert data["actual"] == {"digest": file_digest(pi.script)}, data
@@ -182,8 +155,9 @@ async def test_a_file_replaced_after_the_token_was_issued_is_refused_at_resume(
     tmp_path: Path, mock: MockLLM
 ) -> None:
     pi = Wrapped(tmp_path, mock)
-    async with running_server(*server_args(tmp_path), env=pi.env) as server:
-        run_id, token = await approved_run(server)
+    async with pi.start() as server:
+        run, token = await approved_run(server)
+        run_id = run["runId"]
         pi.replace("swapped in between")
         pi.ran.unlink()
         before = await observe(server, run_id)
@@ -204,11 +178,8 @@ async def test_a_changed_configured_executable_is_refused(tmp_path: Path, mock: 
     for name, program in (("first", pi.script), ("second", elsewhere)):
         configs[name] = tmp_path / f"{name}.json"
         configs[name].write_text(json.dumps({"backends": {"pi": {"executable": str(program)}}}))
-    args = server_args(tmp_path)
-    async with running_server(*args, "--config", str(configs["first"]), env=pi.env) as server:
-        run_id, token = await approved_run(server)
-        await server.finish()
-    async with running_server(*args, "--config", str(configs["second"]), env=pi.env) as server:
+    run_id, token = await pi.approved_and_finished("--config", str(configs["first"]))
+    async with pi.start("--config", str(configs["second"])) as server:
         data = await assert_launch_refused(server, run_id, token, ["executable", "argv"])
         assert data["expected"]["executable"] == str(pi.script), data
         assert data["actual"]["executable"] == str(elsewhere), data
@@ -220,11 +191,9 @@ async def test_a_changed_configured_executable_is_refused(tmp_path: Path, mock: 
 @needs("pi")
 async def test_another_version_of_the_same_file_is_refused(tmp_path: Path, mock: MockLLM) -> None:
     pi = Wrapped(tmp_path, mock)
-    async with running_server(*server_args(tmp_path), env=pi.env) as server:
-        run_id, token = await approved_run(server)
-        await server.finish()
+    run_id, token = await pi.approved_and_finished()
     pi.version.write_text("0.0.2-wrapped\n")
-    async with running_server(*server_args(tmp_path), env=pi.env) as server:
+    async with pi.start() as server:
         data = await assert_launch_refused(server, run_id, token, ["version"])
         assert data["expected"] == {"version": "0.0.1-wrapped"}, data
         assert data["actual"] == {"version": "0.0.2-wrapped"}, data
@@ -232,14 +201,12 @@ async def test_another_version_of_the_same_file_is_refused(tmp_path: Path, mock:
 
 
 async def stored_then_changed(
-    tmp_path: Path, env: dict[str, str], change: Callable[[dict[str, Any]], None]
+    pi: PiServers, change: Callable[[dict[str, Any]], None]
 ) -> tuple[str, str]:
     """A pi run, approved for a resume, then its stored projection changed and resealed (as
     another server version would have stored it): its run id and the token issued before."""
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run_id, token = await approved_run(server)
-        await server.finish()
-    state = tmp_path / "state"
+    run_id, token = await pi.approved_and_finished()
+    state = pi.tmp_path / "state"
     await asyncio.to_thread(change_projection, state, run_id, 0, change, True)
     return run_id, token
 
@@ -251,9 +218,9 @@ async def test_a_stored_argv_the_adapter_no_longer_renders_is_refused(
     def older_flags(projection: dict[str, Any]) -> None:  # as an adapter of another version
         projection["argvTemplate"] = [*projection["argvTemplate"], "--no-extensions"]
 
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    run_id, token = await stored_then_changed(tmp_path, env, older_flags)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    pi = PiServers(tmp_path, mock)
+    run_id, token = await stored_then_changed(pi, older_flags)
+    async with pi.start() as server:
         data = await assert_launch_refused(server, run_id, token, ["argv"])
         assert data["expected"]["argv"][-1] == "--no-extensions", data
         assert data["actual"]["argv"] == data["expected"]["argv"][:-1], data
@@ -267,9 +234,9 @@ async def test_a_projection_stored_before_programs_were_recorded_resumes_as_lega
     def as_stored_before(projection: dict[str, Any]) -> None:
         del projection["executable"]
 
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    run_id, token = await stored_then_changed(tmp_path, env, as_stored_before)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    pi = PiServers(tmp_path, mock)
+    run_id, token = await stored_then_changed(pi, as_stored_before)
+    async with pi.start() as server:
         # The token issued for the verified contract no longer matches the legacy one.
         error = await error_of(server, "resume", {"token": token, "mode": "task"})
         assert error["data"]["reason"] == "mismatch", error
@@ -285,9 +252,8 @@ async def test_a_projection_stored_before_programs_were_recorded_resumes_as_lega
 async def test_a_workflow_agent_child_is_recorded_and_verified_too(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
     workflow = {"name": "one-step", "task": "remember MANGO7", "chain": [{"prompt": "{task}"}]}
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    async with PiServers(tmp_path, mock).start() as server:
         run = await result_of(server, "spawn", {**PI_SPAWN, "workflow": workflow, "mode": "task"})
         assert run["status"] == "completed", run
         contract = (await approved(server, run["runId"]))["contract"]

@@ -12,46 +12,24 @@ needs the file where the CLI will look. Otherwise the resume is refused at
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.e2e.agents import (
-    AGENT_BIN,
-    POLL_INTERVAL_S,
-    claude_environment,
-    codex_environment,
-    pi_environment,
-    server_args,
-    wait_for_sleep,
-)
-from tests.e2e.harness import (
-    EXIT_TIMEOUT_S,
-    ServerProcess,
-    error_of,
-    result_of,
-    running_server,
-)
-from tests.e2e.test_claude import SPAWN as CLAUDE_SPAWN
-from tests.e2e.test_codex import SPAWN as CODEX_SPAWN
+from tests.e2e.agents import PI_SPAWN, POLL_INTERVAL_S, server_args, wait_for_sleep
+from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, error_of, result_of, running_server
+from tests.e2e.resuming import PiServers, approved, approved_run, first_attempt, needs, resume_with
+from tests.e2e.test_agent_clis import Cli, each_cli
 from tests.e2e.test_durability import crash, wait_until_no_run_survives
-from tests.e2e.test_pi import SPAWN as PI_SPAWN
 from tests.e2e.test_resume import assert_nothing_started, execute, observe, refused
 from tests.e2e.test_runs import next_event
-from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
+from tests.mock_llm import KEYWORD_SLEEP_TOOL, MockLLM
 
 pytestmark = pytest.mark.e2e
 RESUME_DENIED: Final = -32004
 DIGEST: Final = "sha256:"
-FOLLOW_UP: Final = f"{KEYWORD_ANSWER_NOW} and now?"
-
-
-def needs(*names: str) -> pytest.MarkDecorator:
-    missing = [name for name in names if not (AGENT_BIN / name).exists()]
-    return pytest.mark.skipif(
-        bool(missing), reason=f"the pinned CLIs {missing} are not installed: scripts/install-agents"
-    )
 
 
 def pi_session_file(tmp_path: Path, session_id: str) -> Path:
@@ -59,27 +37,12 @@ def pi_session_file(tmp_path: Path, session_id: str) -> Path:
     return found
 
 
-async def first_attempt(server: ServerProcess, spawn: dict[str, Any]) -> dict[str, Any]:
-    run = await result_of(server, "spawn", {**spawn, "prompt": "remember MANGO7", "mode": "task"})
-    assert run["status"] == "completed" and run["children"][0]["backendSessionId"], run
-    return run
-
-
-async def approved(server: ServerProcess, run_id: str) -> dict[str, Any]:
-    result = await result_of(
-        server, "preflight", {"resume": {"runId": run_id, "message": FOLLOW_UP}}
-    )
-    assert result["accepted"] is True, result
-    return result
-
-
 async def approved_once_cleaned_up(server: ServerProcess, run_id: str) -> dict[str, Any]:
     """Approved once the new server has ended what the crashed one left (until then a
     resume is refused: the leftovers are found by the run's marker, which it would carry)."""
-    resume = {"runId": run_id, "message": FOLLOW_UP}
     async with asyncio.timeout(EXIT_TIMEOUT_S):
         while True:  # the clean-up tells no client when it is done: ask, bounded
-            result = await result_of(server, "preflight", {"resume": resume})
+            result = await result_of(server, "preflight", {"resume": resume_with(run_id)})
             if result["accepted"]:
                 return result
             assert [d["code"] for d in result["diagnostics"]] == ["still-running"], result
@@ -91,7 +54,7 @@ async def assert_refused_both_ways(
 ) -> None:
     """A new preflight says why; the token issued before is denied; nothing starts."""
     before = await observe(server, run_id)
-    result = await refused(server, {"runId": run_id, "message": FOLLOW_UP}, code)
+    result = await refused(server, resume_with(run_id), code)
     assert result["diagnostics"][0]["severity"] == "error", result
     error = await error_of(server, "resume", {"token": token, "mode": "task"})
     assert error["code"] == RESUME_DENIED, error
@@ -106,8 +69,7 @@ async def assert_refused_both_ways(
 async def test_a_pi_resume_is_sealed_with_the_session_files_digest_and_continues_that_file(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    async with PiServers(tmp_path, mock).start() as server:
         run = await first_attempt(server, PI_SPAWN)
         session = run["children"][0]["backendSessionId"]
         contract = (await approved(server, run["runId"]))["contract"]
@@ -125,62 +87,60 @@ async def test_a_pi_resume_is_sealed_with_the_session_files_digest_and_continues
     assert "MANGO7" in mock.requests[-1].raw_body  # pi read the earlier turns from the file
 
 
+async def assert_refused_once_tampered_with(
+    tmp_path: Path, mock: MockLLM, tamper: Callable[[Path], None], code: str
+) -> None:
+    """A completed pi run approved for a resume, then its session file `tamper`ed with:
+    refused both ways as `code`."""
+    async with PiServers(tmp_path, mock).start() as server:
+        run, token = await approved_run(server)
+        tamper(pi_session_file(tmp_path, run["children"][0]["backendSessionId"]))
+        await assert_refused_both_ways(server, run["runId"], token, code)
+        await server.finish()
+
+
 @needs("pi")
 async def test_a_pi_resume_whose_session_file_is_gone_is_refused_as_session_missing(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await first_attempt(server, PI_SPAWN)
-        token = (await approved(server, run["runId"]))["token"]
-        pi_session_file(tmp_path, run["children"][0]["backendSessionId"]).unlink()
-        await assert_refused_both_ways(server, run["runId"], token, "session-missing")
-        await server.finish()
+    await assert_refused_once_tampered_with(tmp_path, mock, Path.unlink, "session-missing")
 
 
 @needs("pi")
 async def test_a_pi_resume_whose_session_file_changed_is_refused_as_session_changed(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await first_attempt(server, PI_SPAWN)
-        token = (await approved(server, run["runId"]))["token"]
-        session_file = pi_session_file(tmp_path, run["children"][0]["backendSessionId"])
+    def write_after(session_file: Path) -> None:
         with session_file.open("a") as file:
             file.write('{"type":"message","note":"written after the attempt ended"}\n')
-        await assert_refused_both_ways(server, run["runId"], token, "session-changed")
-        await server.finish()
+
+    await assert_refused_once_tampered_with(tmp_path, mock, write_after, "session-changed")
 
 
 @needs("pi")
 async def test_a_pi_session_file_symlinked_out_of_the_state_directory_is_refused(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await first_attempt(server, PI_SPAWN)
-        token = (await approved(server, run["runId"]))["token"]
-        session_file = pi_session_file(tmp_path, run["children"][0]["backendSessionId"])
+    def move_out(session_file: Path) -> None:
         outside = tmp_path / "elsewhere.jsonl"
         session_file.rename(outside)  # the same bytes, the same digest: only the place differs
         session_file.symlink_to(outside)
-        await assert_refused_both_ways(server, run["runId"], token, "session-unsafe")
-        await server.finish()
+
+    await assert_refused_once_tampered_with(tmp_path, mock, move_out, "session-unsafe")
 
 
 @needs("pi")
 async def test_a_pi_attempt_cut_short_by_a_server_crash_resumes_from_the_recovered_file(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    pi = PiServers(tmp_path, mock)
+    async with pi.start() as server:
         spawn = {**PI_SPAWN, "prompt": f"{KEYWORD_SLEEP_TOOL} please", "stream": True}
         run_id = (await result_of(server, "spawn", spawn))["runId"]
         await next_event(server, "activity")  # the tool started: pi wrote its session
         await wait_for_sleep(run_id)
         taken = await crash(server)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    async with pi.start() as server:
         await wait_until_no_run_survives(taken)
         found = await result_of(server, "status", {"runId": run_id})
         assert found["status"] == "interrupted", found
@@ -201,8 +161,8 @@ async def test_a_pi_attempt_cut_short_by_a_server_crash_resumes_from_the_recover
 async def test_a_pi_attempt_recorded_before_digests_were_kept_resumes_while_its_file_is_there(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    env = pi_environment(tmp_path, mock.openai_base_url)
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    pi = PiServers(tmp_path, mock)
+    async with pi.start() as server:
         run = await first_attempt(server, PI_SPAWN)
         await server.finish()
     stripped = execute(
@@ -212,7 +172,7 @@ async def test_a_pi_attempt_recorded_before_digests_were_kept_resumes_while_its_
         run["runId"],
     )
     assert stripped == 1
-    async with running_server(*server_args(tmp_path), env=env) as server:
+    async with pi.start() as server:
         result = await approved(server, run["runId"])
         assert "sessionDigest" not in result["contract"], result  # nothing to compare with
         resumed = await result_of(server, "resume", {"token": result["token"], "mode": "task"})
@@ -232,20 +192,15 @@ SESSION_FILES: Final = {
 }
 
 
-@pytest.mark.parametrize("cli", [pytest.param(name, marks=needs(name)) for name in SESSION_FILES])
+@each_cli(*SESSION_FILES)
 async def test_a_resume_whose_cli_session_file_is_gone_is_refused(
-    tmp_path: Path, mock: MockLLM, cli: str
+    tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
-    spawn: dict[str, Any] = dict(CLAUDE_SPAWN if cli == "claude" else CODEX_SPAWN)
-    if cli == "claude":
-        env = claude_environment(tmp_path, mock.base_url)
-    else:
-        env = codex_environment(tmp_path, mock.openai_base_url)
-    home, pattern = SESSION_FILES[cli]
+    home, pattern = SESSION_FILES[cli.name]
+    env = cli.mock_environment(tmp_path, mock)
     async with running_server(*server_args(tmp_path), env=env) as server:
-        run = await first_attempt(server, spawn)
+        run, token = await approved_run(server, cli.spawn)
         session = run["children"][0]["backendSessionId"]
-        token = (await approved(server, run["runId"]))["token"]
         (found,) = (tmp_path / home).glob(pattern.format(session=session))
         found.unlink()
         await assert_refused_both_ways(server, run["runId"], token, "session-missing")

@@ -21,7 +21,7 @@ import pytest
 
 from subagent_host.store.browse import StateBrowser
 from subagent_host.store.schema import DB_NAME
-from tests.e2e.agents import AGENT_BIN, pi_environment
+from tests.e2e.agents import AGENT_BIN, consent_required, pi_environment
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     assert_no_run_survives,
@@ -356,10 +356,9 @@ async def test_an_agent_run_prints_the_models_final_answer(
 async def test_an_agent_run_where_consent_is_required_needs_egress_consent(
     tmp_path: Path, mock: MockLLM
 ) -> None:
-    config = tmp_path / "subagents.json"
-    config.write_text(json.dumps({"require_egress_consent": True}))
+    consent = consent_required(tmp_path)
     env = pi_environment(tmp_path, mock.openai_base_url)
-    args = ("--config", str(config), "--backend", "pi", "--model", "mock/mock-model")
+    args = (*consent, "--backend", "pi", "--model", "mock/mock-model")
     refused = await run(tmp_path / "state", *args, f"{KEYWORD_ANSWER_NOW} hi", env=env)
     assert refused.status == 2 and refused.stdout == b""
     assert "egressConsent" in refused.stderr.decode()
