@@ -91,3 +91,15 @@ def test_the_readme_layout_and_architecture_name_only_modules_that_exist() -> No
     # And the layout names every package of ours.
     packages = {path.name + "/" for path in package.iterdir() if (path / "__init__.py").exists()}
     assert packages <= _named_paths(layout)
+
+
+def test_every_section_protocol_md_refers_to_has_its_heading() -> None:
+    """A `§N` or `§N.M` in protocol.md or the README names a heading that exists, and the
+    top-level sections are numbered without a gap."""
+    protocol = (ROOT / "protocol.md").read_text()
+    headings = re.findall(r"^#{2,4} (\d+(?:\.\d+)*)\.? ", protocol, re.MULTILINE)
+    top = [int(number) for number in headings if "." not in number]
+    assert top == list(range(1, len(top) + 1))
+    for document in ("protocol.md", "README.md"):
+        referred = set(re.findall(r"§(\d+(?:\.\d+)*)", (ROOT / document).read_text()))
+        assert referred <= set(headings), f"{document}: {sorted(referred - set(headings))}"
