@@ -43,7 +43,9 @@ exited (cgroups.py: no other server sweeps them meanwhile), sends SIGKILL to wha
 left of them (and whatever is in those cgroups, carries those markers, or is below
 any of them; `cgroup.kill` to the cgroups), removes the emptied cgroups deepest
 first, writes one log line and exits. The grace is the one the server gave: the
-processes get no less of it than they would have had.
+processes get no less of it than they would have had. On a log that is a pipe or
+a socket, whose reader waits for its end (due when the server has exited), the line
+is written at once, saying what is due, and the log is let go of.
 
 Every process is signalled through a pidfd opened after it was found and checked
 again (its start time) once open: a pid recycled between the two is never hit.
