@@ -332,7 +332,11 @@ async def _serve_with_store(
             await executor.close()  # every remote child has ended: leave the cluster
         if control is not None:
             await control.aclose()
-        if recovering is not None:  # leftovers of a dead server are ended before we go
+        if recovering is not None:
+            # What gone servers left and is still in its grace is handed to the guardian,
+            # which outlives this server; with no guardian listening, it is waited for.
+            if not recovering.done():
+                supervisor.hand_over_sweeps()
             await asyncio.gather(recovering, return_exceptions=True)
         await store.end()
         connection.flush()

@@ -15,6 +15,12 @@ no child inherits it). The server writes JSON lines on it:
   own process group; `marker` is its `SUBAGENT_HOST_RUN_ID`, empty for a child of
   no run);
 - `{"ended": KEY}`: that child and its whole tree are gone;
+- `{"sweep": {"cgroups": [PATH, ...], "pids": [[PID, START_TICKS], ...], "markers":
+  [RUN_ID, ...], "grace_left_s": SECONDS}}`: the server is leaving while it still ends
+  what servers that are gone left (store/recovery.py), and hands that to the guardian:
+  the gone instances' cgroups it sweeps, the processes it sent SIGTERM (each with its
+  start time, field 22 of /proc/PID/stat), the run markers of the processes it ends
+  outside any cgroup, and how much of their grace is left;
 - `{"bye": true}`: the server is leaving cleanly, its children all ended.
 
 The server's death (SIGKILL, the OOM killer, a crash) is told by a pidfd on it
@@ -30,6 +36,17 @@ whatever is left (and `cgroup.kill` to the cgroups), removes the emptied
 cgroups, writes one log line and exits. A dead server's runs get this short
 grace, not their own: nobody is left to wait for them.
 
+After a `sweep` the guardian outlives the server: once the `bye` is read (or the
+server is gone), it waits out the grace left for the processes handed to it (no
+longer if they all go before), takes the gone instances' locks once the server has
+exited (cgroups.py: no other server sweeps them meanwhile), sends SIGKILL to what is
+left of them (and whatever is in those cgroups, carries those markers, or is below
+any of them; `cgroup.kill` to the cgroups), removes the emptied cgroups deepest
+first, writes one log line and exits. The grace is the one the server gave: the
+processes get no less of it than they would have had. On a log that is a pipe or
+a socket, whose reader waits for its end (due when the server has exited), the line
+is written at once, saying what is due, and the log is let go of.
+
 Every process is signalled through a pidfd opened after it was found and checked
 again (its start time) once open: a pid recycled between the two is never hit.
 Processes the guardian signals are not its children: their parents, or init,
@@ -39,10 +56,12 @@ reap them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -70,6 +89,8 @@ class Known:
         """By the server's key: the child's pid, its start time as read here (None: it
         was not the child any more when read), and its run marker."""
         self.bye = False
+        self.sweep: Sweep | None = None
+        """What the leaving server handed over of its sweep of gone servers (`sweep`)."""
         self._partial = b""
 
     def feed(self, data: bytes) -> None:
@@ -84,7 +105,7 @@ class Known:
             message = json.loads(line)
             if isinstance(message, dict):
                 self._apply(message)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, AttributeError):
             return
 
     def _apply(self, message: dict[str, Any]) -> None:
@@ -99,6 +120,10 @@ class Known:
             )
         elif "ended" in message:
             self.children.pop(int(message["ended"]), None)
+        elif "sweep" in message:
+            if self.sweep is None:
+                self.sweep = Sweep()
+            self.sweep.add(message["sweep"])
         elif message.get("bye"):
             self.bye = True
 
@@ -112,6 +137,36 @@ class Known:
             return []
         found = [path for path, _, _ in os.walk(self.instance, topdown=False)]
         return found if found else [self.instance]
+
+
+class Sweep:
+    """What the server was still ending of gone servers' leftovers when it left."""
+
+    def __init__(self) -> None:
+        self.cgroups: list[str] = []
+        self.markers: set[bytes] = set()
+        self.pinned: dict[int, int] = {}
+        """By pid, a pidfd on each process handed over, opened as it was told."""
+        self.deadline = 0.0
+        """When their grace ends (time.monotonic)."""
+
+    def add(self, sweep: dict[str, Any]) -> None:
+        """Take one `sweep` message. Its processes are pinned at once, while the server
+        (which sent them SIGTERM) still holds them pinned: a pid recycled since is skipped
+        by its start time."""
+        left = max(0.0, float(sweep["grace_left_s"]))
+        cgroups = [str(path) for path in sweep.get("cgroups", ())]
+        markers = {str(marker).encode() for marker in sweep.get("markers", ()) if marker}
+        told = {int(pid): int(ticks) for pid, ticks in sweep.get("pids", ())}
+        self.cgroups += cgroups
+        self.markers |= markers
+        self.pinned.update(_pin(told, skip=self.pinned))
+        # Never sooner than the server said: a second message may only extend it.
+        self.deadline = max(self.deadline, time.monotonic() + left)
+
+    def groups(self) -> list[str]:
+        """Every cgroup of the sweep and below, deepest first (the order of removal)."""
+        return [path for group in self.cgroups for path, _, _ in os.walk(group, topdown=False)]
 
 
 def _child_ticks(pid: int, marker: str, server: int) -> int | None:
@@ -130,24 +185,45 @@ def _child_ticks(pid: int, marker: str, server: int) -> int | None:
 def main(argv: list[str]) -> int:
     lifeline, server, ticks, log_format = int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     known = Known(server)
-    watch(lifeline, _pin_server(server, ticks), known)
-    if known.bye:
-        return 0  # a clean exit: the server ended its runs itself
-    runs = len(known.markers)
-    termed, killed = end_runs(known)
-    if termed or killed:
-        then = (
-            f"SIGKILL to the {killed} left after {DEAD_SERVER_GRACE_S:.1f} s"
-            if killed
-            else "none was left after it"
-        )
-        _log(
-            log_format,
-            "WARNING",
-            f"server {server} died: SIGTERM sent to {_count(termed)} of its "
-            f"{_count(runs, 'run')}; {then}",
-        )
+    pidfd = _pin_server(server, ticks)
+    watch(lifeline, pidfd, known)
+    if not known.bye:  # else a clean exit: the server ended its runs itself
+        runs = len(known.markers)
+        termed, killed = end_runs(known)
+        if termed or killed:
+            then = (
+                f"SIGKILL to the {killed} left after {DEAD_SERVER_GRACE_S:.1f} s"
+                if killed
+                else "none was left after it"
+            )
+            _log(
+                log_format,
+                "WARNING",
+                f"server {server} died: SIGTERM sent to {_count(termed)} of its "
+                f"{_count(runs, 'run')}; {then}",
+            )
+    if known.sweep is not None:
+        finish_sweep(known.sweep, pidfd, server, log_format)
     return 0
+
+
+def finish_sweep(sweep: Sweep, pidfd: int | None, server: int, log_format: str) -> None:
+    """End what the server handed over of its sweep (`end_sweep`), and say so in one line:
+    once it is done; on a pipe (or a socket), at once, before letting go of it."""
+    said = f"server {server} handed over ending {_count(len(sweep.pinned))} left by gone servers"
+    if _is_stream(2):
+        # Its reader waits for its end, which is due when the server has exited, not
+        # after the grace: the line is written now.
+        left = max(0.0, sweep.deadline - time.monotonic())
+        _log(log_format, "WARNING", f"{said}: SIGKILL to what is left in {left:.1f} s")
+        _let_go_of_log()
+        end_sweep(sweep, pidfd)
+        return
+    killed, stuck = end_sweep(sweep, pidfd)
+    then = f"SIGKILL to the {killed} left after the grace" if killed else "none was left"
+    if stuck:
+        then += f"; cgroup {stuck[0]} still has processes"
+    _log(log_format, "WARNING", f"{said}: {then}")
 
 
 def watch(lifeline: int, server: int | None, known: Known) -> None:
@@ -235,12 +311,79 @@ def end_runs(known: Known) -> tuple[int, int]:
             os.close(pidfd)
 
 
+def end_sweep(sweep: Sweep, server: int | None) -> tuple[int, list[str]]:
+    """Wait out the grace left, SIGKILL what is left of the sweep, remove its cgroups.
+
+    `server` is the pidfd on the server (None: none here): its locks on the gone
+    instances go with it, and are taken here then. Returns how many processes got
+    SIGKILL, and the cgroups that could not be removed.
+    """
+    locks: list[int] = []
+    later: dict[int, int] = {}
+    try:
+        locks = _wait_grace(sweep, server)
+        groups = sweep.groups()
+        left = {pid: pidfd for pid, pidfd in sweep.pinned.items() if not _has_exited(pidfd)}
+        # Forked since the server's SIGTERM, or a member it had not seen: no grace of its own.
+        found = _below(dict(_process_table()), groups, set(left), set(), sweep.markers)
+        later = _pin(found, skip=left)
+        for pidfd in (*left.values(), *later.values()):
+            _send(pidfd, signal.SIGKILL)
+        for group in groups:
+            _kill_cgroup(group)
+        _wait_exited((*left.values(), *later.values()), KILL_WAIT_S)
+        return len(left) + len(later), _remove_cgroups(groups)
+    finally:
+        for fd in (*sweep.pinned.values(), *later.values(), *locks):
+            os.close(fd)
+
+
+def _wait_grace(sweep: Sweep, server: int | None) -> list[int]:
+    """Wait until every process handed over has exited, at most until the deadline; take
+    the gone instances' locks once the server is gone (it exits right after its `bye`),
+    or at the end if it is not. Returns the locks taken."""
+    locks: list[int] | None = None
+    waiting = set(sweep.pinned.values())
+    poller = select.poll()
+    for pidfd in waiting:
+        poller.register(pidfd, select.POLLIN)
+    if server is not None:
+        poller.register(server, select.POLLIN)
+    while waiting:
+        remaining = sweep.deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        for fd, _ in poller.poll(remaining * 1000):
+            poller.unregister(fd)
+            if fd == server:
+                locks = _lock_all(sweep.cgroups)
+            else:
+                waiting.discard(fd)
+    return locks if locks is not None else _lock_all(sweep.cgroups)
+
+
+def _lock_all(instances: Iterable[str]) -> list[int]:
+    """Take each gone instance's lock (cgroups.py): a server starting meanwhile takes it for
+    alive and leaves it be. One another sweeper holds is ended all the same."""
+    locks: list[int] = []
+    for instance in instances:
+        try:
+            fd = os.open(instance, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        locks.append(fd)
+    return locks
+
+
 def _tree(known: Known, groups: Iterable[str]) -> dict[int, int]:
     """Every live process of the known children, with its start time (never this one)."""
     table = dict(_process_table())
     chosen: set[int] = set()
-    for group in groups:
-        chosen.update(_cgroup_members(group))
     led: set[int] = set()
     for pid, ticks, _ in known.children.values():
         if ticks is None:
@@ -251,7 +394,21 @@ def _tree(known: Known, groups: Iterable[str]) -> dict[int, int]:
         if entry is None or entry[3] == ticks:
             # The group outlives its leader, and its id is not reused while it does.
             led.add(pid)
-    markers = known.markers
+    return _below(table, groups, chosen, led, known.markers)
+
+
+def _below(
+    table: dict[int, tuple[int, int, str, int]],
+    groups: Iterable[str],
+    chosen: set[int],
+    led: set[int],
+    markers: Iterable[bytes],
+) -> dict[int, int]:
+    """The `chosen` processes, the members of `groups`, of the process groups `led` and the
+    carriers of `markers`, and everything below them, with their start times."""
+    for group in groups:
+        chosen.update(_cgroup_members(group))
+    markers = frozenset(markers)
     for pid, (_, pgid, _, _) in table.items():
         if pgid in led or (markers and _marker(pid) in markers):
             chosen.add(pid)
@@ -365,10 +522,11 @@ def _kill_cgroup(group: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _remove_cgroups(groups: list[str]) -> None:
-    """Remove the emptied cgroups, deepest first (a killed process leaves in a moment)."""
+def _remove_cgroups(groups: list[str]) -> list[str]:
+    """Remove the emptied cgroups, deepest first (a killed process leaves in a moment);
+    return those left."""
     deadline = time.monotonic() + KILL_WAIT_S
-    for group in groups:
+    for at, group in enumerate(groups):
         while True:
             try:
                 os.rmdir(group)
@@ -377,14 +535,31 @@ def _remove_cgroups(groups: list[str]) -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    return  # the next server on this host removes it
+                    return groups[at:]  # the next server on this host removes them
                 time.sleep(EMPTY_CHECK_S)  # noqa: TID251 -- the guardian has no loop
+    return []
 
 
 def _count(count: int, noun: str = "process") -> str:
     """values/words.py's `plural`, for the two nouns said here: nothing of ours is imported."""
     plural = "processes" if noun == "process" else f"{noun}s"
     return f"{count} {noun if count == 1 else plural}"
+
+
+def _is_stream(fd: int) -> bool:
+    """True if `fd` is a pipe or a socket (not a file, a terminal or /dev/null)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _let_go_of_log() -> None:
+    """Point stderr at /dev/null: the server's log is no longer held open here."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def _log(log_format: str, level: str, message: str) -> None:

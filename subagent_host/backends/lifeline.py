@@ -11,7 +11,12 @@ The guardian is started without waiting for it (its own interpreter starts in
 parallel), in a new session, from the server's own cgroup (never a child's), with
 the write end close-on-exec so no child ever holds it. Should the guardian die on
 its own, its pidfd says so: it is reaped, and another is started and told the
-children alive then. A guardian that stops reading (its pipe's backlog grows past
+children alive then (and a sweep handed over, below).
+
+A server leaving while it still ends what gone servers left (store/recovery.py)
+hands the rest of that sweep to the guardian (`hand_over`): what it sent SIGTERM and
+how much of their grace is left. The guardian finishes it after the `bye`, and the
+server exits without waiting for it. A guardian that stops reading (its pipe's backlog grows past
 `MAX_BACKLOG_BYTES`) is killed and replaced the same way.
 """
 
@@ -22,6 +27,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -45,6 +51,20 @@ RESTART_PAUSE_S: Final = 1.0
 MAX_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 # After the `bye`, the guardian exits at once; this bounds the wait for it.
 EXIT_WAIT_S: Final = 5.0
+
+
+@attrs.frozen
+class SweepLeft:
+    """What a sweep of gone servers' leftovers still ends, for the guardian to finish."""
+
+    cgroups: tuple[str, ...]
+    """The gone instances' cgroups being swept (everything below them goes too)."""
+    pids: tuple[tuple[int, int], ...]
+    """Each process sent SIGTERM and still running: its pid and start time (clock ticks)."""
+    markers: tuple[str, ...]
+    """The run markers of the processes ended outside any cgroup (forks since carry them)."""
+    kill_at: float
+    """When their grace ends, in the loop's time: then SIGKILL."""
 
 
 @attrs.frozen
@@ -79,11 +99,18 @@ class Guardian:
         self._gone: asyncio.Future[None] | None = None
         self._closing = False
         self._restart: asyncio.TimerHandle | None = None
+        self._sweep: SweepLeft | None = None
+        """A sweep handed over (`hand_over`): the guardian finishes it, unwaited for."""
 
     @property
     def pid(self) -> int | None:
         """The running guardian's pid (None: none runs now)."""
         return self._process.pid if self._process is not None else None
+
+    @property
+    def is_listening(self) -> bool:
+        """True while a guardian runs and can still be told something (before `close`)."""
+        return self._process is not None and self._lifeline is not None and not self._closing
 
     def start(self) -> None:
         """Start a guardian and tell it all it must know (on the loop; never waits for it)."""
@@ -124,6 +151,33 @@ class Guardian:
             self._send({"cgroup": str(self._instance)})
         for key, pid, marker in self._children.values():
             self._send({"child": key, "pid": pid, "marker": marker})
+        if self._sweep is not None:
+            self._send_sweep(self._sweep)
+
+    def hand_over(self, sweep: SweepLeft) -> bool:
+        """Leave the rest of a sweep of gone servers' leftovers to the guardian: after the
+        `bye` it waits out their grace, SIGKILLs what is left and removes the cgroups, and
+        this server's exit does not wait for it. False (nothing told): no guardian listens.
+        """
+        if not self.is_listening:
+            return False
+        self._sweep = sweep
+        self._send_sweep(sweep)
+        return True
+
+    def _send_sweep(self, sweep: SweepLeft) -> None:
+        assert self._loop is not None
+        left = max(0.0, sweep.kill_at - self._loop.time())
+        self._send(
+            {
+                "sweep": {
+                    "cgroups": list(sweep.cgroups),
+                    "pids": [list(pid) for pid in sweep.pids],
+                    "markers": list(sweep.markers),
+                    "grace_left_s": math.ceil(left * 1000) / 1000,  # never less
+                }
+            }
+        )
 
     def child_started(self, child: object, pid: int, marker: str) -> None:
         """A child started: `pid` leads its process group; `marker` is its run's id."""
@@ -168,8 +222,10 @@ class Guardian:
     async def aclose(self) -> None:
         """The server is leaving: close the lifeline (`close`); after a `bye`, wait (bounded)
         for the guardian to exit, and reap it. Without one it waits for this process to
-        exit, then ends what is left."""
-        gone = self._gone if self._process is not None and not self._children else None
+        exit, then ends what is left. A guardian finishing a sweep handed over is not
+        waited for: it outlives this process by the grace it gives."""
+        waits = self._process is not None and not self._children and self._sweep is None
+        gone = self._gone if waits else None
         self.close()
         if gone is not None:
             with contextlib.suppress(TimeoutError):

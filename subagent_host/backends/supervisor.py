@@ -30,6 +30,7 @@ import functools
 import logging
 import os
 import resource
+import select
 import signal
 import subprocess
 import threading
@@ -41,7 +42,7 @@ import attrs
 from subagent_host.backends import cgroups, pipes, programs
 from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.exits import ProcessExit, StoppedBy
-from subagent_host.backends.lifeline import Guardian, GuardianLog
+from subagent_host.backends.lifeline import Guardian, GuardianLog, SweepLeft
 from subagent_host.backends.liveness import START_TOLERANCE_S, process_create_time
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 from subagent_host.values.words import plural
@@ -347,6 +348,18 @@ def _open_pidfd(pid: int) -> int | None:
         return None  # already exited (and reaped), or no pidfd support here
 
 
+class SweepHandedOver(Exception):
+    """A sweep of gone servers' leftovers handed the rest to the guardian (the server is
+    leaving, `Supervisor.hand_over_sweeps`): it finishes it once the server has said bye."""
+
+    def __init__(self, processes: int, grace_left_s: float) -> None:
+        super().__init__(processes, grace_left_s)
+        self.processes = processes
+        """How many processes sent SIGTERM were still running, handed over."""
+        self.grace_left_s = grace_left_s
+        """What was left of their grace (the guardian gives them all of it)."""
+
+
 class Supervisor:
     """Starts children, drains them, and ends their trees. One per server."""
 
@@ -367,6 +380,10 @@ class Supervisor:
         self._claiming = threading.Lock()
         self.guardian: Guardian | None = None
         """Ends every child's tree if this server dies (`guard`); None: nothing does."""
+        self._leaving = asyncio.Event()
+        """Set by `hand_over_sweeps`: a sweep in its grace hands the rest to the guardian."""
+        self._handed: list[cgroups.Gone] = []
+        """Gone instances whose sweep the guardian finishes: locked until this server ends."""
 
     @property
     def mode(self) -> TrackingMode:
@@ -390,12 +407,33 @@ class Supervisor:
         if self.guardian is not None:
             self.guardian.close()
         self.tracking.close()
+        self._release_handed()
 
     async def aclose(self) -> None:
-        """`close`, and wait (bounded) for the guardian to be gone."""
+        """`close`, and wait (bounded) for the guardian to be gone (unless it finishes a
+        sweep handed over: `hand_over_sweeps`)."""
         if self.guardian is not None:
             await self.guardian.aclose()
         self.tracking.close()
+        self._release_handed()
+
+    def hand_over_sweeps(self) -> bool:
+        """The server is leaving: a sweep of gone servers' leftovers (`sweep_gone_instances`,
+        `end_strays`) hands what it still ends to the guardian once it has sent SIGTERM,
+        instead of waiting out their grace here, and raises `SweepHandedOver`. False, and
+        nothing changes (the sweep is waited for), when no guardian listens to take it.
+        """
+        if self.guardian is None or not self.guardian.is_listening:
+            return False
+        self._leaving.set()
+        return True
+
+    def _release_handed(self) -> None:
+        """Let go of the locks of the instances the guardian sweeps: last, as this process
+        ends (the guardian takes them once it is gone)."""
+        for instance in self._handed:
+            instance.release()
+        self._handed.clear()
 
     def reap_on_sigchld(self) -> None:
         """Reap adopted orphans as they exit, not only when a run ends (main thread only)."""
@@ -696,7 +734,7 @@ class Supervisor:
         """
         members = await asyncio.to_thread(_find_strays, markers, recorded)
         try:
-            await _term_then_kill(members, grace_s, [])
+            await self._term_then_kill(members, grace_s, [], markers)
             return len(members)
         finally:
             for member in members:
@@ -719,8 +757,13 @@ class Supervisor:
         members = await asyncio.to_thread(
             lambda: [member for group in groups for member in _pin_group(group, None)]
         )
+        handed = False
         try:
-            await _term_then_kill(members, grace_s, groups)
+            try:
+                await self._term_then_kill(members, grace_s, groups)
+            except SweepHandedOver:
+                handed = True
+                raise
             left = await _remove_all_when_empty(groups)
             for group in left:
                 logger.error("cgroup %s of a gone server still has processes", group.path)
@@ -732,9 +775,52 @@ class Supervisor:
         finally:
             for member in members:
                 member.close()
-            for instance in gone:
-                instance.release()  # once removed: no server can take it for alive meanwhile
+            if handed:
+                self._handed += gone  # the guardian removes them: held until this server ends
+            else:
+                for instance in gone:
+                    instance.release()  # once removed: no server can take it for alive meanwhile
             self.reap_exited()
+
+    async def _term_then_kill(
+        self,
+        members: list[Member],
+        grace_s: float,
+        groups: list[Group],
+        markers: frozenset[str] = frozenset(),
+    ) -> None:
+        """SIGTERM every member, wait up to the grace, then SIGKILL them and the `groups`.
+
+        Once the server is leaving (`hand_over_sweeps`), the rest goes to the guardian
+        (the members left, the `groups`, the `markers` a fork since carries) with the
+        grace left, and `SweepHandedOver` is raised.
+        """
+        if not members and not any(group.pids() for group in groups):
+            return
+        loop = asyncio.get_running_loop()
+        kill_at = loop.time() + grace_s
+        for member in members:
+            member.send_signal(signal.SIGTERM)
+        exited = await _wait_exited_or(self._leaving, members, grace_s)
+        if not exited and self._leaving.is_set() and loop.time() < kill_at:
+            handed = _still_running(members)
+            left = SweepLeft(
+                cgroups=tuple(str(group.path) for group in groups),
+                pids=tuple((member.pid, ticks) for member, ticks in handed),
+                markers=tuple(sorted(markers)),
+                kill_at=kill_at,
+            )
+            if self.guardian is not None and self.guardian.hand_over(left):
+                raise SweepHandedOver(len(handed), kill_at - loop.time())
+            exited = await _wait_exited(None, members, max(0.0, kill_at - loop.time()))
+        if exited and not any(group.pids() for group in groups):
+            return
+        for member in members:
+            member.send_signal(signal.SIGKILL)
+        for group in groups:
+            group.kill()
+        if not await _wait_exited(None, members, KILL_WAIT_S):
+            logger.error("leftover processes survived SIGKILL for %.0f s", KILL_WAIT_S)
 
     def _snapshot(self, child: Child) -> list[Member]:
         """Every live process of the child's tree but the child itself, each pinned by a pidfd.
@@ -866,20 +952,28 @@ def _pin_group(group: Group, child: Child | None) -> list[Member]:
     return kept
 
 
-async def _term_then_kill(members: list[Member], grace_s: float, groups: list[Group]) -> None:
-    """SIGTERM every member, wait up to the grace, then SIGKILL them and the `groups`."""
-    if not members and not any(group.pids() for group in groups):
-        return
+async def _wait_exited_or(leaving: asyncio.Event, members: list[Member], timeout_s: float) -> bool:
+    """`_wait_exited` for the members, cut short when `leaving` is set: True if all exited."""
+    exited = asyncio.ensure_future(_wait_exited(None, members, timeout_s))
+    told = asyncio.ensure_future(leaving.wait())
+    try:
+        await asyncio.wait({exited, told}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (exited, told):
+            waiting.cancel()
+        await asyncio.gather(exited, told, return_exceptions=True)
+    return not exited.cancelled() and exited.result()
+
+
+def _still_running(members: list[Member]) -> list[tuple[Member, int]]:
+    """The members not exited yet, each with its start time (read while it runs, so the
+    pid was still its own)."""
+    running = []
     for member in members:
-        member.send_signal(signal.SIGTERM)
-    if await _wait_exited(None, members, grace_s) and not any(group.pids() for group in groups):
-        return
-    for member in members:
-        member.send_signal(signal.SIGKILL)
-    for group in groups:
-        group.kill()
-    if not await _wait_exited(None, members, KILL_WAIT_S):
-        logger.error("leftover processes survived SIGKILL for %.0f s", KILL_WAIT_S)
+        ticks = cgroups.start_ticks(member.pid)
+        if ticks is not None and not member.has_exited():
+            running.append((member, ticks))
+    return running
 
 
 async def _remove_all_when_empty(groups: list[Group]) -> list[Group]:
@@ -996,6 +1090,12 @@ class Member:
         except ProcessLookupError:
             return False
         return True
+
+    def has_exited(self) -> bool:
+        """True once the process has exited (its pidfd is readable), or is no longer pinned."""
+        if self.pidfd is None:
+            return True
+        return bool(select.select([self.pidfd], [], [], 0)[0])
 
     def close(self) -> None:
         if self.pidfd is not None:

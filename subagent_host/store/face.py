@@ -101,7 +101,8 @@ class RunStore:
     ) -> asyncio.Task[int]:
         """Register this server; interrupt dead servers' runs; start ending their leftovers.
 
-        Returns the task ending leftover processes: await it before exiting.
+        Returns the task ending leftover processes: await it before exiting (having
+        handed what is in its grace to the guardian: `Supervisor.hand_over_sweeps`).
         """
         generation, reserved = self._run_ids.reservation() or (0, None)
         self._instance, cleaning, self._pruned_at_start = await start_instance(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from subagent_host.backends.liveness import process_is_alive, this_process
 from subagent_host.backends.sessions import SEALED_AT_RECOVERY, Seal, SessionFiles
-from subagent_host.backends.supervisor import Supervisor
+from subagent_host.backends.supervisor import Supervisor, SweepHandedOver
 from subagent_host.runs.state import ChildRun, RunStateMachine, utc_now
 from subagent_host.store import instances
 from subagent_host.store.database import Database
@@ -41,7 +41,8 @@ async def start_instance(
     its record. An interrupted attempt's session file is sealed as this server finds it
     (`recovered`): the attempt's own end never came to seal it.
     Returns this instance's id, the task ending leftover processes (the server
-    awaits it before it exits) and the ids of the runs deleted with idle sessions.
+    awaits it before it exits, or hands what it still ends to its guardian:
+    `Supervisor.hand_over_sweeps`) and the ids of the runs deleted with idle sessions.
     """
     instance = uuid.uuid4().hex
     pid, create_time = this_process()
@@ -94,12 +95,22 @@ async def _clean_up(
 
     Then seal the interrupted attempts' session files again: a CLI the dead
     server left running may have written to its file until it was ended here.
+    A sweep handed to the guardian as the server leaves ends the clean-up there:
+    what the store records as pending stays so, for the next server to finish.
     """
-    ended = await supervisor.sweep_gone_instances(grace_ms / 1000)
-    if not run_ids:
-        return ended
-    recorded = [(left.pid, left.create_time) for left in leftovers]
-    strays = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
+    try:
+        ended = await supervisor.sweep_gone_instances(grace_ms / 1000)
+        if not run_ids:
+            return ended
+        recorded = [(left.pid, left.create_time) for left in leftovers]
+        strays = await supervisor.end_strays(frozenset(run_ids), recorded, grace_ms / 1000)
+    except SweepHandedOver as handed:
+        logger.info(
+            "leaving %s left by gone servers to the guardian, with %.1f s of their grace left",
+            plural(handed.processes, "process", "processes"),
+            handed.grace_left_s,
+        )
+        return handed.processes
     if strays:
         logger.warning("ended %s left by interrupted runs", plural(strays, "process", "processes"))
     if seal is not None:

@@ -16,11 +16,13 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import sys
 import termios
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -31,6 +33,8 @@ from tests.backends.conftest import poll_until
 
 WAIT_S: Final = 30.0  # generous: the guardian's grace is one second, a loaded machine slower
 IGNORES_TERM: Final = "trap '' TERM; sleep 1000 & echo $!; wait"
+# One process that ignores SIGTERM (through exec), once it says so.
+STUBBORN: Final = "trap '' TERM; echo ready; exec sleep 1000"
 # A stand-in server with a child of no run (a version probe, say): it prints its pid.
 WITH_A_CHILD: Final = "sleep 1000 >/dev/null & echo $!; exec sleep 1000"
 
@@ -43,9 +47,12 @@ class Lifeline:
         process: asyncio.subprocess.Process,
         write_end: int,
         server: asyncio.subprocess.Process,
+        log: Path | None = None,
     ) -> None:
         self.process = process
         self.server = server
+        self.log = log
+        """The file the guardian logs to; None: a pipe read here."""
         self._write_end: int | None = write_end
 
     def tell(self, *messages: dict[str, Any]) -> None:
@@ -75,12 +82,14 @@ class Lifeline:
         self.close()
         _, stderr = await asyncio.wait_for(self.process.communicate(), WAIT_S)
         assert self.process.returncode is not None
-        return self.process.returncode, stderr.decode()
+        logged = self.log.read_text() if self.log is not None else stderr.decode()
+        return self.process.returncode, logged
 
 
 @contextlib.asynccontextmanager
-async def guarding(*server: str) -> AsyncIterator[Lifeline]:
-    """A guardian watching the stand-in server `server` (an argv)."""
+async def guarding(*server: str, log: Path | None = None) -> AsyncIterator[Lifeline]:
+    """A guardian watching the stand-in server `server` (an argv), logging to a pipe read
+    here, or to the file `log` (as a server's `--log-file`)."""
     stand_in = await asyncio.create_subprocess_exec(
         *server, stdout=asyncio.subprocess.PIPE, start_new_session=True
     )
@@ -97,11 +106,11 @@ async def guarding(*server: str) -> AsyncIterator[Lifeline]:
         pass_fds=(read_end,),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=log.open("ab") if log is not None else asyncio.subprocess.PIPE,
         start_new_session=True,
     )
     os.close(read_end)
-    line = Lifeline(process, write_end, stand_in)
+    line = Lifeline(process, write_end, stand_in, log)
     try:
         yield line
     finally:
@@ -123,6 +132,14 @@ async def start(marker: str, *argv: str) -> asyncio.subprocess.Process:
         stdout=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+
+
+async def stubborn(marker: str, *prefix: str) -> asyncio.subprocess.Process:
+    """A child that ignores SIGTERM (started through `prefix`), once it ignores it."""
+    process = await start(marker, *prefix, "sh", "-c", STUBBORN)
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), WAIT_S) == b"ready\n"
+    return process
 
 
 async def ended_by(process: asyncio.subprocess.Process) -> int:
@@ -249,6 +266,93 @@ async def test_every_member_of_the_instances_cgroups_is_ended_escapers_included(
     assert await poll_until(lambda: not _alive(escaped), WAIT_S)
     assert not instance_cgroup.path.exists()  # emptied, then removed
     assert "SIGTERM sent to 2 processes of its 0 runs; none was left" in logged, logged
+
+
+async def test_a_sweep_handed_over_is_killed_after_its_grace_strays_by_marker_included(
+    guardian: Lifeline, marker: str
+) -> None:
+    # What the server sent SIGTERM (it ignores it), and a process forked since that
+    # carries one of the markers: both get SIGKILL once the grace left is over.
+    ignores = await stubborn(marker)
+    forked = await start(marker, "sleep", "1000")
+    ignores.send_signal(signal.SIGTERM)  # as the server did: it ignores it
+    told = [[ignores.pid, cgroups.start_ticks(ignores.pid)]]
+    sweep = {"cgroups": [], "pids": told, "markers": [marker], "grace_left_s": 1.0}
+    guardian.tell({"sweep": sweep}, {"bye": True})
+    code, logged = await guardian.server_dies()
+    assert code == 0
+    assert await ended_by(ignores) == -signal.SIGKILL
+    assert await ended_by(forked) == -signal.SIGKILL
+    # On a pipe, said at once (its reader waits for its end): what is due, and when.
+    said = f"server {guardian.server.pid} handed over ending 1 process left by gone servers"
+    assert re.search(rf"{said}: SIGKILL to what is left in [01]\.\d s$", logged, re.M), logged
+
+
+async def test_a_sweep_handed_over_is_said_once_done_in_a_log_file(
+    tmp_path: Path, marker: str
+) -> None:
+    async with guarding("sleep", "1000", log=tmp_path / "server.log") as guardian:
+        ignores = await stubborn(marker)
+        told = [[ignores.pid, cgroups.start_ticks(ignores.pid)]]
+        sweep = {"cgroups": [], "pids": told, "markers": [], "grace_left_s": 0.5}
+        guardian.tell({"sweep": sweep}, {"bye": True})
+        code, logged = await guardian.server_dies()
+    assert code == 0
+    assert await ended_by(ignores) == -signal.SIGKILL
+    said = f"server {guardian.server.pid} handed over ending 1 process left by gone servers"
+    assert logged.count("\n") == 1 and logged.endswith(
+        f"{said}: SIGKILL to the 1 left after the grace\n"
+    ), logged
+
+
+async def test_a_sweep_handed_over_waits_out_its_grace_holding_the_gone_instances_lock(
+    instance_cgroup: cgroups.Group, marker: str, tmp_path: Path
+) -> None:
+    async with guarding("sleep", "1000", log=tmp_path / "server.log") as guardian:
+        await _sweep_with_a_lock(guardian, instance_cgroup, marker)
+
+
+async def _sweep_with_a_lock(
+    guardian: Lifeline, instance_cgroup: cgroups.Group, marker: str
+) -> None:
+    inside = instance_cgroup.child("1-run")
+    child = await stubborn(marker, *cgroups.entering(inside, (), pwd=None))
+    assert inside.pids() == [child.pid]
+    child.send_signal(signal.SIGTERM)  # as the server did: it ignores it
+    sweep = {
+        "cgroups": [str(instance_cgroup.path)],
+        "pids": [[child.pid, cgroups.start_ticks(child.pid)]],
+        "markers": [],
+        "grace_left_s": 600.0,
+    }
+    guardian.tell({"sweep": sweep}, {"bye": True})
+    guardian.server.kill()  # the server exits after its bye (by pid: the stand-in)
+    await asyncio.wait_for(guardian.server.wait(), WAIT_S)
+    # Once the server is gone, the guardian holds the instance's lock: no server sweeps it.
+    assert await poll_until(lambda: not _lockable(instance_cgroup), WAIT_S)
+    assert guardian.process.returncode is None and child.returncode is None  # in the grace
+    child.kill()  # by pid: the process this test started; the grace need not run out
+    assert await ended_by(child) == -signal.SIGKILL
+    code, logged = await guardian.server_dies()
+    assert code == 0
+    assert not instance_cgroup.path.exists()  # emptied, then removed
+    said = f"server {guardian.server.pid} handed over ending 1 process left by gone servers"
+    assert logged.endswith(f"{said}: none was left\n"), logged
+
+
+def _lockable(group: cgroups.Group) -> bool:
+    """True if the cgroup's lock can be taken now (it is then let go at once)."""
+    try:
+        fd = os.open(group.path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def _unread(fd: int) -> int:

@@ -2,7 +2,7 @@
 it starts, replaces and says goodbye to are real processes.
 
 Every test ends with every child told ended and a `bye`, so each guardian exits at
-once and is reaped here: none outlives its test.
+once (or once the sweep handed to it is done) and is reaped here: none outlives its test.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Final
 import psutil
 import pytest
 
-from subagent_host.backends import lifeline
-from subagent_host.backends.lifeline import Guardian, GuardianLog
+from subagent_host.backends import cgroups, lifeline
+from subagent_host.backends.lifeline import Guardian, GuardianLog, SweepLeft
+from subagent_host.backends.supervisor import RUN_MARKER
 from tests.backends.conftest import poll_until
 
 WAIT_S: Final = 30.0
@@ -74,3 +75,37 @@ async def test_a_clean_close_leaves_no_guardian(guardian: Guardian) -> None:
     guardian.child_ended(child)
     await asyncio.wait_for(guardian.aclose(), WAIT_S)
     assert guardian.pid is None and not psutil.pid_exists(pid)
+
+
+async def test_a_sweep_handed_over_is_told_to_the_guardian_started_in_place_of_the_first(
+    guardian: Guardian, marker: str
+) -> None:
+    stray = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        "trap '' TERM; echo ready; exec sleep 1000",
+        env={"PATH": os.environ["PATH"], RUN_MARKER: marker},
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert stray.stdout is not None
+    assert await asyncio.wait_for(stray.stdout.readline(), WAIT_S) == b"ready\n"
+    ticks = cgroups.start_ticks(stray.pid)
+    assert ticks is not None
+    kill_at = asyncio.get_running_loop().time() + 0.5
+    sweep = SweepLeft(cgroups=(), pids=((stray.pid, ticks),), markers=(), kill_at=kill_at)
+    assert guardian.hand_over(sweep)
+    first = guardian.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)  # by pid: the guardian this test started
+    await replaced(guardian, first)
+    await asyncio.wait_for(guardian.aclose(), WAIT_S)  # its bye: not waited for
+    # The guardian in its place was told the sweep: the grace over, SIGKILL.
+    assert await asyncio.wait_for(stray.wait(), WAIT_S) == -signal.SIGKILL
+    assert await poll_until(lambda: guardian.pid is None, WAIT_S)  # exited, reaped here
+
+
+async def test_no_sweep_is_handed_to_a_guardian_already_said_goodbye_to(guardian: Guardian) -> None:
+    await guardian.aclose()
+    sweep = SweepLeft(cgroups=(), pids=(), markers=(), kill_at=0.0)
+    assert not guardian.hand_over(sweep)  # the server then waits for its sweep itself

@@ -21,6 +21,7 @@ import pytest
 from subagent_host.backends import cgroups
 from subagent_host.backends.cgroups import Group
 from subagent_host.backends.exits import ProcessExit, StoppedBy
+from subagent_host.backends.lifeline import GuardianLog
 from subagent_host.backends.pipes import OUTPUT_PIPE_BYTES
 from subagent_host.backends.supervisor import (
     LEFTOVER_GRACE_S,
@@ -28,6 +29,7 @@ from subagent_host.backends.supervisor import (
     LaunchSpec,
     StopStep,
     Supervisor,
+    SweepHandedOver,
 )
 from subagent_host.backends.tracking import TrackingMode, TrackingUnavailable, choose
 from tests.backends.conftest import assert_gone, poll_until, processes_with_marker
@@ -442,10 +444,13 @@ async def test_a_cgroup_child_is_in_its_own_cgroup_from_its_first_instruction(
     assert not child.group.path.exists()  # removed once its child ended
 
 
-async def _orphan_in(group: Group) -> int:
+async def _orphan_in(group: Group, *, ignores_term: bool = False) -> int:
     """A process moved into `group`, its environment cleared, as an orphan (its shell
     exits at once), so that no asyncio watcher of ours waits for it: its pid."""
-    script = f"(echo 0 > {group.path}/cgroup.procs; exec env -i sleep 1000) >/dev/null & echo $!"
+    trap = "trap '' TERM; " if ignores_term else ""  # ignored through exec
+    script = (
+        f"({trap}echo 0 > {group.path}/cgroup.procs; exec env -i sleep 1000) >/dev/null & echo $!"
+    )
     shell = await asyncio.create_subprocess_exec("sh", "-c", script, stdout=asyncio.subprocess.PIPE)
     orphan = int((await asyncio.wait_for(shell.communicate(), WAIT_S))[0])
     assert await poll_until(lambda: orphan in group.pids())  # the subshell moves itself in
@@ -472,6 +477,57 @@ async def test_a_gone_servers_cgroups_are_swept_with_their_processes(
     assert await supervisor.sweep_gone_instances(grace_s=1.0) >= 2
     await assert_gone(escapers)
     assert not dead.path.exists()
+
+
+async def test_a_sweep_in_its_grace_is_left_to_the_guardian_when_the_server_leaves(
+    supervisor: Supervisor, marker: str
+) -> None:
+    if supervisor.mode is not TrackingMode.CGROUP:
+        pytest.skip("cgroup tracking only")
+    hierarchy = supervisor.tracking.hierarchy
+    assert hierarchy is not None
+    supervisor.guard(GuardianLog(fd=None))
+    dead = Group(hierarchy.root / cgroups.instance_name(os.getpid(), 1))
+    dead.path.mkdir()
+    stubborn = await _orphan_in(dead.child("run-0-1"), ignores_term=True)
+    assert supervisor.hand_over_sweeps()  # the server is leaving
+    guardian = supervisor.guardian
+    assert guardian is not None and guardian.pid is not None
+    # The whole grace (far longer than this test waits) is the guardian's now.
+    with pytest.raises(SweepHandedOver) as handed:
+        await asyncio.wait_for(supervisor.sweep_gone_instances(grace_s=600.0), WAIT_S)
+    assert handed.value.processes >= 1 and handed.value.grace_left_s > 500
+    await asyncio.wait_for(supervisor.aclose(), WAIT_S)  # its bye; the guardian goes on
+    assert guardian.pid is not None and psutil.Process(guardian.pid).is_running()
+    assert psutil.Process(stubborn).status() != psutil.STATUS_ZOMBIE  # SIGTERM ignored
+    assert dead.path.exists()
+    os.kill(stubborn, signal.SIGKILL)  # by pid: the orphan this test made; no need to wait
+    assert await poll_until(lambda: guardian.pid is None, WAIT_S)  # exited, reaped here
+    supervisor.reap_exited()  # a subreaper's orphan: ours to reap
+    await assert_gone([stubborn])
+    assert not dead.path.exists()  # the guardian removed it
+
+
+async def test_strays_in_their_grace_are_left_to_the_guardian_when_the_server_leaves(
+    supervisor: Supervisor, marker: str
+) -> None:
+    env = {"PATH": os.environ["PATH"], RUN_MARKER: marker}
+    stray = await asyncio.create_subprocess_exec(
+        "sh", "-c", "trap '' TERM; exec sleep 1000", env=env, start_new_session=True
+    )
+    assert not supervisor.hand_over_sweeps()  # no guardian: the sweep is waited for
+    supervisor.guard(GuardianLog(fd=None))
+    assert supervisor.hand_over_sweeps()
+    guardian = supervisor.guardian
+    assert guardian is not None
+    with pytest.raises(SweepHandedOver) as handed:
+        await asyncio.wait_for(supervisor.end_strays(frozenset({marker}), [], 600.0), WAIT_S)
+    assert handed.value.processes == 1
+    await asyncio.wait_for(supervisor.aclose(), WAIT_S)
+    assert guardian.pid is not None and stray.returncode is None  # both in the grace
+    stray.kill()  # by pid: the process this test started
+    assert await asyncio.wait_for(stray.wait(), WAIT_S) == -signal.SIGKILL
+    assert await poll_until(lambda: guardian.pid is None, WAIT_S)
 
 
 async def test_a_live_servers_cgroups_are_not_swept_even_where_its_pid_looks_gone(

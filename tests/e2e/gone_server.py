@@ -14,6 +14,7 @@ from typing import Final
 
 import psutil
 
+from subagent_host.backends import cgroups, lifeline
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     kill_with_its_guardian,
@@ -26,11 +27,14 @@ STUBBORN: Final = "trap '' TERM; echo $$; exec sleep 1000"
 
 
 @contextlib.asynccontextmanager
-async def stubborn_leftover(state_dir: Path) -> AsyncIterator[psutil.Process]:
+async def stubborn_leftover(
+    state_dir: Path, tracking: str = "marker"
+) -> AsyncIterator[psutil.Process]:
     """Yield the leftover of a gone server on `state_dir` while it runs; killed (by pid)
     afterwards if the test left it running. Marker tracking: it is in no cgroup, so only
-    a server on this state directory ends it, never a server of another test."""
-    async with running_server(*state_args(state_dir), "--process-tracking", "marker") as first:
+    a server on this state directory ends it, never a server of another test; cgroup
+    tracking: it is in the gone server's cgroup, which any server on this host sweeps."""
+    async with running_server(*state_args(state_dir), "--process-tracking", tracking) as first:
         await first.send(
             {
                 "jsonrpc": "2.0",
@@ -62,3 +66,30 @@ def still_runs(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def instance_cgroup_of(process: psutil.Process) -> Path:
+    """The instance cgroup (a server's, `i<pid>-<ticks>-locked`) the process's cgroup is in."""
+    hierarchy = cgroups.find_hierarchy()
+    assert hierarchy is not None
+    relative = Path(f"/proc/{process.pid}/cgroup").read_text().split("::", 1)[1].strip()
+    path = hierarchy.mount / relative.lstrip("/")
+    while not cgroups.INSTANCE_PATTERN.fullmatch(path.name):
+        assert path != hierarchy.root, f"{process.pid} is in no instance cgroup"
+        path = path.parent
+    return path
+
+
+def guardians_logging_to(log: Path) -> list[psutil.Process]:
+    """The live guardians (backends/guardian.py) writing to `log`: those of the servers
+    whose stderr it is (`subagent-host run` gives its server the state directory's log)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if lifeline.PROGRAM not in (process.info["cmdline"] or [])[:5]:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if process.status() != psutil.STATUS_ZOMBIE and any(
+                Path(opened.path) == log for opened in process.open_files()
+            ):
+                found.append(process)
+    return found
