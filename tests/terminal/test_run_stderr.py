@@ -21,10 +21,10 @@ from tests.terminal.test_run import (
     terminal,
     wait_for_file,
 )
+from tests.terminal.test_run_live import ERASE
 
 pytestmark = pytest.mark.e2e
 
-ERASE: Final = b"\r\x1b[2K"  # the status line erased: to the row's start, erase the row
 MARK: Final = "stderr│ ".encode()
 
 
