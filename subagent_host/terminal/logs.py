@@ -161,6 +161,8 @@ class Printer:
         elif event.type == "activity":
             self._end_line(index)
             self._activity(index, str(event.fields.get("text", "")))
+        elif event.type == "child" and event.fields.get("status") == "running":
+            self._stderr_streamed.discard(index)  # an attempt begins: its own stream or tail
         elif event.type == "child" and event.fields.get("status") in TERMINAL:
             self._end_line(index)
             self._end_stderr_line(index)

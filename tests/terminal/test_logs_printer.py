@@ -133,3 +133,23 @@ def test_a_childs_stderr_not_streamed_is_shown_from_its_stored_tail() -> None:
     p.event(RunEvent(1, "child", datetime.now(UTC), {"index": 0, "status": "completed"}), run)
     p.finish(run)
     assert out.getvalue().startswith("stderr| said on stderr\nrun rrrrrrrr completed")
+
+
+def test_a_later_attempt_that_did_not_stream_its_stderr_shows_its_stored_tail() -> None:
+    run = ended_run("the second attempt said\n")
+    run.children[0].attempt = 2
+    p, out = printer(several=False)
+    for seq, (kind, fields) in enumerate(
+        [
+            ("stderr", {"index": 0, "text": "the first attempt said\n"}),
+            ("child", {"index": 0, "status": "failed"}),
+            ("child", {"index": 0, "status": "running"}),  # resumed, without stream
+            ("child", {"index": 0, "status": "completed"}),
+        ],
+        start=1,
+    ):
+        p.event(RunEvent(seq, kind, datetime.now(UTC), fields), run)
+    p.finish(run)
+    assert out.getvalue().startswith(
+        "stderr| the first attempt said\nstderr| the second attempt said\nrun rrrrrrrr"
+    )
