@@ -73,7 +73,7 @@ async def supervise(
             stderr = None
             if streamed is not None and not args.quiet and not args.json:
                 stderr = LiveStderr(progress, marked=shows_live and sys.stderr.isatty())
-            takers = [progress.event]
+            takers: list[EventTaker] = [progress.event]
             takers += [shown.take for shown in (streamed, live, stderr) if shown is not None]
             ended = await _launch(host, spawn, progress, interrupts, takers)
             for shown_live in (live, stderr):

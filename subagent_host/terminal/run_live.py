@@ -76,6 +76,8 @@ class LiveStderr:
         self._by_line = marked or progress.shown
         self._lines = OpenLines()
         self._console = Console(stderr=True) if marked else None
+        self._gone = False
+        """Whether this command's stderr can no longer be written to."""
         self.shown = False
         """Whether any of the child's stderr was shown."""
 
@@ -103,7 +105,11 @@ class LiveStderr:
         for line in lines:
             self._console.print(views.stderr_line(line, terminal=True), soft_wrap=True)
 
-    @staticmethod
-    def _write(text: str) -> None:
-        sys.stderr.write(text)
-        sys.stderr.flush()
+    def _write(self, text: str) -> None:
+        if self._gone:
+            return
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except OSError:  # nobody reads it any more (a closed pipe): the run goes on
+            self._gone = True
