@@ -1,12 +1,14 @@
 """`subagent-host run` shows a command's stderr as it comes (its `stderr` events): marked
 `stderr│ ` among the output lines when stdout and stderr are a terminal, as the child
 wrote it otherwise (stdout still gets exactly the child's stdout), and the failure report
-at the end does not show it again; `--quiet` keeps it for the end. Each test proves that
+at the end does not show it again; `--quiet` keeps it for the end; a stderr nobody reads
+any more stops nothing. Each test proves that
 no process survives it."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from pathlib import Path
 from typing import Final
@@ -119,4 +121,26 @@ def test_quiet_shows_a_failed_commands_stderr_once_at_the_end(tmp_path: Path) ->
     drawn = term.seen.rfind(only_run(state_dir).run_id[:8].encode())
     assert ERASE + b"a warning\r\n" in term.seen[drawn:], term.seen[-300:]
     assert term.seen.count(b"a warning") == 1 and MARK not in term.seen
+    assert_nothing_survives(state_dir)
+
+
+async def test_a_stderr_nobody_reads_any_more_leaves_the_run_and_its_stdout_whole(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read what it writes to stderr
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *run_argv(state_dir, "--", "sh", "-c", "echo a warning >&2; echo the output"),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=write_end,
+        )
+    finally:
+        os.close(write_end)
+    async with asyncio.timeout(EXIT_TIMEOUT_S * 3):
+        stdout, _ = await process.communicate()
+    assert (process.returncode, stdout) == (0, b"the output\n")
+    assert only_run(state_dir).status == "completed"
     assert_nothing_survives(state_dir)
