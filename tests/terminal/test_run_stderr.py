@@ -2,8 +2,7 @@
 `stderr│ ` among the output lines when stdout and stderr are a terminal, as the child
 wrote it otherwise (stdout still gets exactly the child's stdout), and the failure report
 at the end does not show it again; `--quiet` keeps it for the end; a stderr nobody reads
-any more stops nothing. Each test proves that
-no process survives it."""
+any more stops nothing. Each test proves that no process survives it."""
 
 from __future__ import annotations
 
