@@ -3,7 +3,7 @@
 Everything a child says enters the server through its sink (runs/child_sink.py),
 which passes each stream through a `StreamRedactor` before anything reads it:
 the output parser (final text, stderr tails, an agent's events), the streamed
-`output` events, the store and the logs all see redacted text. protocol.md §12.1
+`output` and `stderr` events, the store and the logs all see redacted text. protocol.md §12.1
 is the rule; here is how it is kept.
 
 - Secrets: the values of the child's environment variables whose names contain

@@ -307,11 +307,14 @@ class Child:
         return sent
 
     def hold_output(self) -> None:
-        """Stop reading the child's stdout for now (its reader is slow): it blocks on write."""
-        self.outputs[0].pause()
+        """Stop reading the child's stdout and stderr for now (their reader is slow; a
+        streamed child's stderr is streamed too): it blocks on write."""
+        for pipe in self.outputs:
+            pipe.pause()
 
     def release_output(self) -> None:
-        self.outputs[0].resume()
+        for pipe in self.outputs:
+            pipe.resume()
 
     def read_remains(self) -> None:
         """Its tree is gone: read what its pipes still hold, held back or not (bounded by

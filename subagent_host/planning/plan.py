@@ -167,7 +167,8 @@ class RunPlan:
     """True: the children's events are sent as they happen (a command's output, an agent's
     `message`, `tool` and `usage` events)."""
     raw_output: bool = False
-    """With `stream`: an agent's raw output lines are sent as `output` events too."""
+    """With `stream`: an agent's raw output lines are sent as `output` events (its stderr as
+    `stderr` events) too."""
     access: Access | None = None
     """The request's access, when it narrowed the default."""
     workflow: WorkflowPlan | None = None

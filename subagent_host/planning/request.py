@@ -164,9 +164,10 @@ class LaunchRequest(ItemFields):
     definition's `subagent_mode`, else the configured `default_mode`, else `background`), and
     a `tasks` run whose members differ answers once its `task` members have ended."""
     stream: StreamChoice = None
-    """`true`: each child's events are sent as they happen: a command's output as `output` events,
-    an agent's `message`, `tool` and `usage` events; `"raw"`: an agent's raw output lines as
-    `output` events too; absent or `false`: neither."""
+    """`true`: each child's events are sent as they happen: a command's stdout as `output` events
+    and its stderr as `stderr` events, an agent's `message`, `tool` and `usage` events; `"raw"`:
+    an agent's raw output lines as `output` events (and its stderr as `stderr` events) too;
+    absent or `false`: neither."""
     access: AccessRequest | None = None
     """What the children may do; absent: everything."""
     required_limits: tuple[str, ...] | None = None

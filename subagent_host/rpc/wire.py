@@ -550,6 +550,7 @@ EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "status": ("status",),
     "child": ("index", "status"),
     "output": ("index", "text"),
+    "stderr": ("index", "text"),
     "activity": ("index", "text"),
     "message": ("index", "text"),
     "tool": ("index", "phase", "tool_id", "name", "kind"),
@@ -572,7 +573,8 @@ class EventWire:
     seq: int
     """From 1 for each run, one more per event, without gaps."""
     type: str
-    """`status`, `child`, `output`, `activity`, or an agent child's `message`, `tool` or `usage`."""
+    """`status`, `child`, `output`, `stderr`, `activity`, or an agent child's `message`, `tool`
+    or `usage`."""
     at: datetime
     """When it happened."""
     status: str | None = None
@@ -580,8 +582,9 @@ class EventWire:
     index: int | None = None
     """The child it concerns (every event but `status`)."""
     text: str | None = None
-    """What the child printed (`output`: UTF-8, split where it arrived), a backend's short summary
-    of what it does (`activity`), or the assistant's text (`message`: a delta or a whole block)."""
+    """What the child printed (`output` its stdout, `stderr` its stderr: UTF-8, split where it
+    arrived), a backend's short summary of what it does (`activity`), or the assistant's text
+    (`message`: a delta or a whole block)."""
     final: bool | None = None
     """`message`: true on the last text of a model response (its text may be empty)."""
     phase: str | None = None

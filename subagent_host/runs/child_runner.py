@@ -34,7 +34,7 @@ from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
 from subagent_host.executors.base import ChildLost, Executor, StartedChild
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
-from subagent_host.runs.child_sink import ChildSink, EventSender, StreamGate
+from subagent_host.runs.child_sink import ChildSink, EventSender, RawSender, StreamGate
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.sampling import ResourceSampler, record_usage
@@ -229,11 +229,12 @@ class ChildRunner:
         )
         parser = backend.parser()
         # A command's output is what it says; an agent's raw lines are sent only when
-        # asked (`stream: "raw"`): its normalized events say what it does.
+        # asked (`stream: "raw"`): its normalized events say what it does. Its stderr
+        # goes with its stdout (`stderr` events).
         raw = control.stream and (plan.command is not None or control.raw_output)
         sink = ChildSink(
             parser,
-            self._streamer(run, child, "output") if raw else None,
+            self._raw_streamer(run, child) if raw else None,
             self._activity_streamer(run, child, parser),
             self._event_streamer(run, child) if control.stream else None,
             # The values of the secrets it was given, whatever the request says.
@@ -493,11 +494,24 @@ class ChildRunner:
 
     # --- output ----------------------------------------------------------------------
 
-    def _streamer(self, run: Run, child: ChildRun, event_type: str) -> Callable[[str], None]:
-        """Emit `output` or `activity` events of one child."""
+    def _raw_streamer(self, run: Run, child: ChildRun) -> RawSender:
+        """Emit what one child printed: `output` (its stdout) and `stderr` events."""
+
+        def stream(event_type: str, text: str) -> None:
+            self._book.emit(run, event_type, index=child.index, text=text)
+
+        return stream
+
+    def _activity_streamer(
+        self, run: Run, child: ChildRun, parser: OutputParser
+    ) -> Callable[[str], None]:
+        """Emit `activity` events; the CLI's session id goes with the first one's write, so
+        a server that dies mid-attempt leaves a run a later one can still resume."""
 
         def stream(text: str) -> None:
-            self._book.emit(run, event_type, index=child.index, text=text)
+            if child.backend_session_id is None:
+                child.backend_session_id = parser.session_id
+            self._book.emit(run, "activity", index=child.index, text=text)
 
         return stream
 
@@ -508,20 +522,6 @@ class ChildRunner:
             self._book.emit(run, event_type, index=child.index, **fields)
 
         return send
-
-    def _activity_streamer(
-        self, run: Run, child: ChildRun, parser: OutputParser
-    ) -> Callable[[str], None]:
-        """Emit `activity` events; the CLI's session id goes with the first one's write, so
-        a server that dies mid-attempt leaves a run a later one can still resume."""
-        emit = self._streamer(run, child, "activity")
-
-        def stream(text: str) -> None:
-            if child.backend_session_id is None:
-                child.backend_session_id = parser.session_id
-            emit(text)
-
-        return stream
 
 
 def _stalled(plan: ChildPlan, retrying: str | None) -> StopCause:

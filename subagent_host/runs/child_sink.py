@@ -9,7 +9,8 @@ restart the stall period, and a stall then is the CLI's failure to reach its mod
 After each chunk the sink drains what the parser made of it: the normalized events
 of an agent child (`message`, `tool`, `usage`, protocol.md §11), which go out as
 `run/event` fields when the run streams and are dropped otherwise, then its activity
-lines; the raw chunk goes out as `output` when asked.
+lines; the raw chunk goes out as `output` when asked, and each chunk of its stderr then
+as `stderr` (the same redaction, the same bounds and the same hold as its stdout).
 
 Every chunk is redacted here first (backends/redaction.py, protocol.md §12.1), before
 the parser or anything else sees it: the final text, error tails, events, activity
@@ -25,8 +26,8 @@ no more of it (`keeps_stdout`) and nothing streams it, is only counted (its `byt
 about what it did without redaction (bench/runs.py, section 2c).
 
 A streamed child's output goes to the client: while the client's outgoing queue
-is full, the `StreamGate` holds every streamed child back (its stdout is not
-read, so it blocks on write as on a slow terminal). Time held back is not a
+is full, the `StreamGate` holds every streamed child back (its stdout and stderr are
+not read, so it blocks on write as on a slow terminal). Time held back is not a
 stall; the child's timeout still runs.
 """
 
@@ -36,7 +37,7 @@ import asyncio
 import codecs
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -55,8 +56,16 @@ from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import StreamSize
 from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
 
+# The events of what a child printed, raw: its stdout and its stderr.
+STDOUT_EVENT: Final = "output"
+STDERR_EVENT: Final = "stderr"
+RAW_STREAMS: Final = (STDOUT_EVENT, STDERR_EVENT)
+
 EventSender = Callable[[str, dict[str, Any]], None]
 """Sends one `run/event` of a child: its type and its fields besides `index`."""
+RawSender = Callable[[str, str], None]
+"""Sends what a child printed as it printed it: `output` (its stdout) or `stderr`, and
+the text."""
 
 
 class ChildSink:
@@ -65,7 +74,7 @@ class ChildSink:
     def __init__(
         self,
         parser: OutputParser,
-        stream: Callable[[str], None] | None,
+        stream: RawSender | None,
         report_activity: Callable[[str], None],
         report_event: EventSender | None = None,
         redaction: Redaction = NOTHING,
@@ -84,7 +93,10 @@ class ChildSink:
         self._report_event = report_event
         self._loop = asyncio.get_running_loop()
         self.last_active = self._loop.time()
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        # One per stream: a character split across reads stays whole.
+        self._decoders = {
+            name: codecs.getincrementaldecoder("utf-8")("replace") for name in RAW_STREAMS
+        }
         # Output can arrive before the child is marked running; its events wait.
         self._held: list[Callable[[], None]] | None = []
         self.on_finished: Callable[[], None] | None = None
@@ -170,22 +182,30 @@ class ChildSink:
             spent()
         self._check_turns()
         self._check_budget()
-        if self._stream is not None and data:
-            text = self._decoder.decode(data)  # a character split across reads stays whole
-            if text:
-                self._send(functools.partial(self._stream, text))
+        self._stream_raw(STDOUT_EVENT, data)
 
     def on_stderr(self, data: bytes) -> None:
-        self.parser.on_stderr(self._stderr.feed(data) if self._redacting else data)
+        self._take_stderr(self._stderr.feed(data) if self._redacting else data)
         if self.retrying is None:
             self.last_active = self._loop.time()
+
+    def _take_stderr(self, data: bytes) -> None:
+        self.parser.on_stderr(data)
+        self._stream_raw(STDERR_EVENT, data)
+
+    def _stream_raw(self, event_type: str, data: bytes) -> None:
+        """Send a chunk of stdout or stderr as it came (redacted), when the run asks."""
+        if self._stream is not None and data:
+            text = self._decoders[event_type].decode(data)
+            if text:
+                self._send(functools.partial(self._stream, event_type, text))
 
     def outcome(self, exit_status: ProcessExit) -> ParsedOutcome:
         """The parser's outcome of the exited child, once what was held back for
         redaction went to the parser too; its texts redacted as the stream was."""
         if not self._redacting:
             return self.parser.outcome(exit_status)
-        self.parser.on_stderr(self._stderr.finish())
+        self._take_stderr(self._stderr.finish())
         if self._counted is None:
             self._take_stdout(self._stdout.finish())
         if self._report_event is not None:

@@ -16,7 +16,8 @@ class RunControl:
     """Send the children's events as they happen: a command's output, an agent's
     normalized events (`message`, `tool`, `usage`)."""
     raw_output: bool = False
-    """With `stream`, an agent's raw output lines as `output` events too (`stream: "raw"`)."""
+    """With `stream`, an agent's raw output lines as `output` events (its stderr as `stderr`
+    events) too (`stream: "raw"`)."""
     stop_reason: str | None = None
     stopping: asyncio.Future[None] = attrs.Factory(
         lambda: asyncio.get_running_loop().create_future()

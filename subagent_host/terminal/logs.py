@@ -1,11 +1,12 @@
 """`subagent-host logs RUN [-f]`: what a run's children printed and did, in order (protocol.md §7).
 
-From the run's recorded events: each `output` event's text as it streamed, an agent
-child's `message` events (what it said, as it streamed), each `activity` event as a
-line of its own (`» tool bash`); a child that did not stream (a spawn without
-`stream`) shows its final output text where it ended. Where a child ended, the tail of
-its stderr that its record keeps follows, each line marked `stderr│ ` (red on a
-terminal; `stderr| ` on a pipe, where no box characters go). Each line of a run of
+From the run's recorded events: each `output` event's text as it streamed, each
+`stderr` event's as whole lines marked `stderr│ ` (red on a terminal; `stderr| ` on a
+pipe, where no box characters go), an agent child's `message` events (what it said, as
+it streamed), each `activity` event as a line of its own (`» tool bash`); a child that
+did not stream (a spawn without `stream`) shows its final output text where it ended.
+Where a child ended whose stderr was not streamed, the tail of its stderr that its
+record keeps follows, marked the same way. Each line of a run of
 several children (tasks, chain, workflow) starts with the child's index (`[1] `). The
 last line is the run's outcome: `run 1a2b3c4d failed after 1.2s: command exited with
 status 3`. `-f` follows a run that is still going until it ends.
@@ -30,6 +31,7 @@ from subagent_host.backends.liveness import process_is_alive
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunEvent
 from subagent_host.store.browse import StateBrowser
 from subagent_host.terminal import views
+from subagent_host.terminal.lines import OpenLines
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values import RunKind
 
@@ -41,13 +43,11 @@ OWNER_CHECK_S: Final = 1.0
 PAGE: Final = 1000
 """Events read at once."""
 ACTIVITY_MARK: Final = "» "
-STDERR_MARK: Final = "stderr│ "
-STDERR_PIPE_MARK: Final = "stderr| "
-"""What marks a line a child wrote to stderr: on a terminal (in red) and on a pipe."""
 HELD_LINE_MAX: Final = 64 * 1024
 """The most of one child's unfinished line held back in a run of several children (so
-that lines of children never mix); a longer line is shown in pieces of about this size,
-each on a line of its own. A single child's output is written as it comes."""
+that lines of children never mix), or of its stderr's (marked line by line); a longer
+line is shown in pieces of about this size, each on a line of its own. A single child's
+output is written as it comes."""
 
 
 def main(argv: Sequence[str]) -> int:
@@ -128,12 +128,15 @@ class Printer:
     def __init__(self, out: Console, several: bool) -> None:
         self._out = out
         self._several = several
-        self._partial: dict[int, list[str]] = {}
-        """Per child, what it printed after its last newline, in pieces (joined once the
-        line ends: a long line costs what its length costs, not its length squared)."""
-        self._held: dict[int, int] = {}
-        """Per child, the characters in `_partial`."""
+        self._lines = OpenLines(HELD_LINE_MAX)
+        """Per child of several, what it printed after its last newline."""
+        self._open: set[int] = set()
+        """The one child's, when its output so far ends in the middle of a line."""
+        self._stderr_lines = OpenLines(HELD_LINE_MAX)
+        """Per child, what it wrote to stderr after its last newline."""
         self._streamed: set[int] = set()
+        self._stderr_streamed: set[int] = set()
+        """Children whose stderr came as `stderr` events: their stored tail is not shown."""
         self._shown: set[tuple[int, int]] = set()
         """(index, attempt) of each final output already printed."""
         self._stderr_shown: set[tuple[int, int]] = set()
@@ -151,11 +154,18 @@ class Printer:
             self._output(index, str(event.fields.get("text", "")))
             if event.fields.get("final") is True:
                 self._end_line(index)  # a response ends its line, whatever it ended with
+        elif event.type == "stderr":
+            self._stderr_streamed.add(index)
+            for line in self._stderr_lines.feed(index, str(event.fields.get("text", ""))):
+                self._stderr_line(index, line)
         elif event.type == "activity":
             self._end_line(index)
             self._activity(index, str(event.fields.get("text", "")))
+        elif event.type == "child" and event.fields.get("status") == "running":
+            self._stderr_streamed.discard(index)  # an attempt begins: its own stream or tail
         elif event.type == "child" and event.fields.get("status") in TERMINAL:
             self._end_line(index)
+            self._end_stderr_line(index)
             self._final_output(run, index)
             self._stderr(run, index)
 
@@ -168,8 +178,10 @@ class Printer:
                 if child.status in TERMINAL:
                     self._final_output(run, child.index)
                     self._stderr(run, child.index)
-        for index in list(self._partial):
+        for index in {*self._open, *self._lines.keys()}:
             self._end_line(index)
+        for index in self._stderr_lines.keys():
+            self._end_stderr_line(index)
         if run is not None:
             self._out.print(
                 Text(outcome_line(run), style=views.STATUS_STYLES.get(str(run.status), "")),
@@ -190,39 +202,34 @@ class Printer:
             # One child: nothing to keep apart, its text goes out as it comes.
             self._out.file.write(text)
             if text.endswith("\n"):
-                self._partial.pop(index, None)
+                self._open.discard(index)
             else:
-                self._partial[index] = []  # an open line, ended by _end_line
+                self._open.add(index)  # an open line, ended by _end_line
             return
-        first, newline, rest = text.partition("\n")
-        if not newline:
-            self._hold(index, text)
-            return
-        held = "".join(self._partial.pop(index, []))
-        self._held.pop(index, None)
-        lines = [held + first, *rest.split("\n")]
-        tail = lines.pop()
         prefix = self._prefix(index)
+        lines = self._lines.feed(index, text)
         self._out.file.write("".join(f"{prefix}{line}\n" for line in lines))
-        self._hold(index, tail)
-
-    def _hold(self, index: int, text: str) -> None:
-        if not text:
-            return
-        self._partial.setdefault(index, []).append(text)
-        self._held[index] = self._held.get(index, 0) + len(text)
-        if self._held[index] >= HELD_LINE_MAX:
-            self._end_line(index)
 
     def _end_line(self, index: int) -> None:
-        pieces = self._partial.pop(index, None)
-        self._held.pop(index, None)
-        if pieces is None:
-            return
-        if not self._several:
+        if index in self._open:
+            self._open.discard(index)
             self._out.file.write("\n")  # the open line's end: its text is out already
             return
-        self._out.file.write(f"{self._prefix(index)}{''.join(pieces)}\n")
+        held = self._lines.take(index)
+        if held is not None:
+            self._out.file.write(f"{self._prefix(index)}{held}\n")
+
+    def _stderr_line(self, index: int, line: str) -> None:
+        """A whole line the child wrote to stderr, marked, on a line of its own."""
+        self._end_line(index)
+        marked = views.stderr_line(line, terminal=self._out.is_terminal, prefix=self._prefix(index))
+        self._out.print(marked, soft_wrap=True)
+
+    def _end_stderr_line(self, index: int) -> None:
+        """The end of the child's stderr: its last line, if it had no newline."""
+        held = self._stderr_lines.take(index)
+        if held is not None:
+            self._stderr_line(index, held)
 
     def _activity(self, index: int, text: str) -> None:
         line = Text(f"{self._prefix(index)}{ACTIVITY_MARK}{' '.join(text.split())}", style="dim")
@@ -230,20 +237,17 @@ class Printer:
 
     def _stderr(self, run: Run, index: int) -> None:
         """What an ended child wrote to stderr (the tail its record keeps), once per attempt,
-        each line marked as stderr."""
-        if index >= len(run.children):
+        each line marked as stderr; not for a child whose stderr was streamed (its lines
+        are shown already, whole)."""
+        if index >= len(run.children) or index in self._stderr_streamed:
             return
         child = run.children[index]
         tail = stderr_tail(child)
         if not tail or (index, child.attempt) in self._stderr_shown:
             return
         self._stderr_shown.add((index, child.attempt))
-        self._end_line(index)
-        mark = STDERR_MARK if self._out.is_terminal else STDERR_PIPE_MARK
         for line in tail.splitlines():
-            text = Text(self._prefix(index))
-            text.append(mark + views.printable(line), style="red")
-            self._out.print(text, soft_wrap=True)
+            self._stderr_line(index, line)
 
     def _final_output(self, run: Run, index: int) -> None:
         """A child that did not stream: its final text, once per attempt."""

@@ -53,10 +53,13 @@ The child gets no stdin (an empty pipe, closed at once) and the environment a se
 gives its children (protocol.md §8.3). Its final output goes to stdout: a command's
 stdout exactly as it printed it (decoded as UTF-8), an agent's final text. When stdout
 is a terminal (and without --quiet or --json), the output is shown as it comes instead,
-line by line: a command's stdout, an agent's text and one line per tool call. A live
-status line goes to stderr when stderr is a terminal, below the output, while this
-command is in the terminal's foreground (nothing is drawn by a `run ... &`); otherwise
-stderr holds errors only (a failed command's last 4 KiB of stderr, one line for any
+line by line: a command's stdout, an agent's text and one line per tool call. A
+command's stderr goes to stderr as it comes (without --quiet or --json): as it printed
+it, or, when stdout and stderr are both a terminal, each line marked `stderr│ ` among
+the output lines. A live status line goes to stderr when stderr is a terminal, below
+the output, while this command is in the terminal's foreground (nothing is drawn by a
+`run ... &`); otherwise stderr holds the command's stderr and errors only (with --quiet
+or --json, a failed command's last 4 KiB of stderr once it has ended; one line for any
 other failure). The server's log goes to server.log in the state directory (-v also
 shows it once the run is over); past 1 MiB it is moved to server.log.1 as a run starts.
 

@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
@@ -40,7 +41,7 @@ from subagent_host.terminal.run import (
     SIGNAL_BASE,
     Interrupts,
 )
-from subagent_host.terminal.run_live import LiveOutput
+from subagent_host.terminal.run_live import LiveOutput, LiveStderr
 
 # How often the live line asks for a fresh snapshot (tokens are in snapshots only).
 TICK_S: Final = 1.0
@@ -68,12 +69,23 @@ async def supervise(
         # The line shows from the start: a server takes a moment to answer its first call.
         with RunProgress() as progress:
             live = LiveOutput(progress) if shows_live else None
-            ended = await _launch(host, spawn, progress, interrupts, streamed, live)
-            if live is not None:
-                live.flush()
+            # A command's stderr as it comes, unless only its final output is asked for.
+            stderr = None
+            if streamed is not None and not args.quiet and not args.json:
+                stderr = LiveStderr(progress, marked=shows_live and sys.stderr.isatty())
+            takers: list[EventTaker] = [progress.event]
+            takers += [shown.take for shown in (streamed, live, stderr) if shown is not None]
+            ended = await _launch(host, spawn, progress, interrupts, takers)
+            for shown_live in (live, stderr):
+                if shown_live is not None:
+                    shown_live.flush()
         # Told before the server is ended: its exit may wait for what it still ends of
         # servers that are gone (protocol.md §13), the run's output never does.
-        return _tell_end(ended, args, streamed, interrupts, live)
+        return _tell_end(ended, args, streamed, interrupts, live, stderr)
+
+
+EventTaker = Callable[[EventWire], None]
+"""What sees each of the run's events as it comes: the live line, the output."""
 
 
 def _tell_end(
@@ -82,6 +94,7 @@ def _tell_end(
     streamed: StreamedOutput | None,
     interrupts: Interrupts,
     live: LiveOutput | None,
+    stderr: LiveStderr | None,
 ) -> int:
     """Print the run's output (or why there is none) and say how it ended; the exit status."""
     if isinstance(ended, Refused):
@@ -97,7 +110,7 @@ def _tell_end(
         return views.reader_gone()
     if interrupts.received is not None:
         return SIGNAL_BASE + interrupts.received
-    _report_end(ended)
+    _report_end(ended, stderr_shown=stderr is not None and stderr.shown)
     return exit_status(ended)
 
 
@@ -114,8 +127,7 @@ async def _launch(
     spawn: dict[str, Any],
     progress: RunProgress,
     interrupts: Interrupts,
-    streamed: StreamedOutput | None,
-    live: LiveOutput | None,
+    takers: Sequence[EventTaker],
 ) -> RunSnapshot | Refused:
     """Spawn the run and follow it to its end; its final snapshot."""
     if interrupts.received is not None:
@@ -128,7 +140,7 @@ async def _launch(
     except HostConnectionError as exc:
         return await _server_gone(host, exc)
     try:
-        return await _follow(host, run, progress, interrupts, streamed, live)
+        return await _follow(host, run, progress, interrupts, takers)
     except HostConnectionError as exc:
         return Refused(
             EXIT_INTERRUPTED, f"interrupted: the server ended before the run did ({exc})"
@@ -158,12 +170,11 @@ async def _follow(
     run: RunSnapshot,
     progress: RunProgress,
     interrupts: Interrupts,
-    streamed: StreamedOutput | None,
-    live: LiveOutput | None,
+    takers: Sequence[EventTaker],
 ) -> RunSnapshot:
     """Follow the run to its end, stopping it first if a signal comes; its final snapshot."""
     progress.started(run)
-    events = asyncio.create_task(_take_events(host, run.run_id, progress, streamed, live))
+    events = asyncio.create_task(_take_events(host, run.run_id, takers))
     interrupted = asyncio.create_task(interrupts.wait())
     ticking = asyncio.create_task(_tick(host, run.run_id, progress)) if progress.shown else None
     try:
@@ -185,19 +196,10 @@ def stop_reason(signum: signal.Signals | None) -> str:
     return f"{PROG} got {signal.Signals(signum or signal.SIGINT).name}"
 
 
-async def _take_events(
-    host: Host,
-    run_id: str,
-    progress: RunProgress,
-    streamed: StreamedOutput | None,
-    live: LiveOutput | None,
-) -> None:
+async def _take_events(host: Host, run_id: str, takers: Sequence[EventTaker]) -> None:
     async for event in host.events(run_id):
-        progress.event(event)
-        if streamed is not None:
-            streamed.take(event)
-        if live is not None:
-            live.take(event)
+        for take in takers:
+            take(event)
 
 
 async def _tick(host: Host, run_id: str, progress: RunProgress) -> None:
@@ -280,15 +282,16 @@ def _write_json(final: RunSnapshot) -> None:
     sys.stdout.flush()
 
 
-def _report_end(final: RunSnapshot) -> None:
-    """One line on stderr for a run that did not complete; a failed command's own stderr."""
+def _report_end(final: RunSnapshot, *, stderr_shown: bool) -> None:
+    """One line on stderr for a run that did not complete; a failed command's own stderr,
+    unless it was shown as it came (`stderr_shown`)."""
     if final.status == "completed":
         return
     child = final.children[0] if len(final.children) == 1 else None
     if child is not None and child.backend == "command" and _exited(child.error):
         data = child.error.data if child.error is not None else None
         tail = data.get("stderrTail") if isinstance(data, dict) else None
-        if isinstance(tail, str) and tail:
+        if isinstance(tail, str) and tail and not stderr_shown:
             sys.stderr.write(tail if tail.endswith("\n") else tail + "\n")
             sys.stderr.flush()
         return  # its exit status says the rest, as a shell's would

@@ -1,6 +1,7 @@
-"""The run's output as it comes, for `subagent-host run` on a terminal (protocol.md §7.1):
-a command's stdout line by line, an agent's text line by line and one line per tool
-call (the normalized agent events of §11), each printed above the live line.
+"""The run's output as it comes, for `subagent-host run` (protocol.md §7.1): on a terminal,
+a command's stdout line by line, an agent's text line by line and one line per tool call
+(the normalized agent events of §11), each printed above the live line; and a command's
+stderr (its `stderr` events) on this command's stderr.
 
 Whole lines only while the run goes on: the status line is redrawn below each one, and a
 line cut in the middle would be torn by it. What is left of a last line is printed at the
@@ -12,7 +13,11 @@ from __future__ import annotations
 import sys
 from typing import Final
 
+from rich.console import Console
+
 from subagent_host.rpc.wire import EventWire
+from subagent_host.terminal import views
+from subagent_host.terminal.lines import OpenLines
 from subagent_host.terminal.progress import RunProgress
 
 # The mark before a tool call's line: set apart from the agent's own text.
@@ -24,15 +29,14 @@ class LiveOutput:
 
     def __init__(self, progress: RunProgress) -> None:
         self._progress = progress
-        self._pending = ""
+        self._lines = OpenLines()
         """The last line's start, until its end comes."""
         self.printed = False
         """Whether any of the run's output was printed."""
 
     def take(self, event: EventWire) -> None:
         if event.type in ("output", "message") and event.text:
-            self._pending += event.text
-            *lines, self._pending = self._pending.split("\n")
+            lines = self._lines.feed(0, event.text)
             if lines:
                 self._print("".join(line + "\n" for line in lines))
         if event.type == "message" and event.final:
@@ -44,8 +48,8 @@ class LiveOutput:
 
     def flush(self) -> None:
         """What is left of a last line, ended (the prompt after it starts on its own)."""
-        if self._pending:
-            pending, self._pending = self._pending, ""
+        pending = self._lines.take(0)
+        if pending is not None:
             self._print(pending + "\n")
 
     def _print(self, text: str) -> None:
@@ -55,3 +59,57 @@ class LiveOutput:
 
         self._progress.above(write)
         self.printed = True
+
+
+class LiveStderr:
+    """Prints a command child's stderr to this command's stderr as it comes.
+
+    Among the output lines of a terminal (`marked`: stdout and stderr both are one), each
+    line is marked as `logs` marks it (`stderr│ `, in red). Otherwise it is written as the
+    child wrote it, as if the command had been run directly: line by line while the status
+    line is drawn below, as it comes where none is.
+    """
+
+    def __init__(self, progress: RunProgress, *, marked: bool) -> None:
+        self._progress = progress
+        self._marked = marked
+        self._by_line = marked or progress.shown
+        self._lines = OpenLines()
+        self._console = Console(stderr=True) if marked else None
+        self._gone = False
+        """Whether this command's stderr can no longer be written to."""
+        self.shown = False
+        """Whether any of the child's stderr was shown."""
+
+    def take(self, event: EventWire) -> None:
+        if event.type != "stderr" or not event.text:
+            return
+        self.shown = True
+        if not self._by_line:
+            self._write(event.text)
+            return
+        lines = self._lines.feed(0, event.text)
+        if lines:
+            self._progress.above(lambda: self._print(lines))
+
+    def flush(self) -> None:
+        """What is left of a last line, ended (only when shown line by line)."""
+        pending = self._lines.take(0)
+        if pending is not None:
+            self._progress.above(lambda: self._print([pending]))
+
+    def _print(self, lines: list[str]) -> None:
+        if self._console is None:
+            self._write("".join(line + "\n" for line in lines))
+            return
+        for line in lines:
+            self._console.print(views.stderr_line(line, terminal=True), soft_wrap=True)
+
+    def _write(self, text: str) -> None:
+        if self._gone:
+            return
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except OSError:  # nobody reads it any more (a closed pipe): the run goes on
+            self._gone = True

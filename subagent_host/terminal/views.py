@@ -347,6 +347,20 @@ def printable(text: str) -> str:
     return _CONTROLS.sub("", _ESCAPES.sub("", lines))
 
 
+# What marks a line a child wrote to stderr (`logs`, and `run` on a terminal): on a
+# terminal, in red; on a pipe, where no box characters go.
+STDERR_MARK: Final = "stderr│ "
+STDERR_PIPE_MARK: Final = "stderr| "
+
+
+def stderr_line(line: str, *, terminal: bool, prefix: str = "") -> Text:
+    """One line a child wrote to stderr, marked as such, escapes and control characters
+    left out; `prefix` goes before the mark (a child's `[1] `)."""
+    text = Text(prefix)
+    text.append((STDERR_MARK if terminal else STDERR_PIPE_MARK) + printable(line), style="red")
+    return text
+
+
 def last_line(text: str | None) -> str:
     """The last line that says something, on one line: what a column shows of a text."""
     for line in reversed(printable(text or "").splitlines()):

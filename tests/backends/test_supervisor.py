@@ -7,6 +7,7 @@ subreaper, marker): what a mode cannot guarantee is skipped with the reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -54,12 +55,6 @@ class Collect:
         self.stderr += data
         self._grew.set()
 
-    async def stderr_saying(self, text: bytes) -> None:
-        async with asyncio.timeout(WAIT_S):
-            while text not in self.stderr:
-                self._grew.clear()
-                await self._grew.wait()
-
     async def line_starting(self, prefix: bytes) -> bytes:
         async with asyncio.timeout(WAIT_S):
             while True:
@@ -68,6 +63,26 @@ class Collect:
                         return line
                 self._grew.clear()
                 await self._grew.wait()
+
+
+@contextlib.asynccontextmanager
+async def fifo_reader(path: Path) -> AsyncIterator[asyncio.Future[bytes]]:
+    """A future of the first bytes written to the FIFO at `path` (opened for reading and
+    writing, so that it never reads an end before its writer comes)."""
+    loop = asyncio.get_running_loop()
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    said: asyncio.Future[bytes] = loop.create_future()
+
+    def read() -> None:
+        if not said.done():
+            said.set_result(os.read(fd, 4096))
+
+    loop.add_reader(fd, read)
+    try:
+        yield said
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def spec(marker: str, *argv: str, stdin: bytes | None = None) -> LaunchSpec:
@@ -309,15 +324,20 @@ async def test_output_held_back_is_read_whole_once_the_child_has_exited(
 
 
 async def test_a_child_held_back_on_a_full_pipe_ends_when_stopped_and_its_pipe_is_read(
-    supervisor: Supervisor, marker: str
+    supervisor: Supervisor, marker: str, tmp_path: Path
 ) -> None:
-    # It says `ready` on stderr (never held back) once its first output is in the pipe.
-    flood = "import sys\nsys.stdout.write('y\\n'); sys.stdout.flush()\nsys.stderr.write('ready')"
-    flood += "\nsys.stderr.flush()\nwhile True: sys.stdout.write('y\\n' * 4096)"
-    sink = Collect()
-    child = await supervisor.start(spec(marker, sys.executable, "-c", flood), sink)
-    child.hold_output()  # it fills its pipe, then blocks on write
-    await sink.stderr_saying(b"ready")
+    # It says `ready` through a FIFO of the test's (its stdout and stderr are both held
+    # back) once its first output is in the pipe.
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
+    flood = "import sys\nsys.stdout.write('y\\n'); sys.stdout.flush()\n"
+    flood += f"open({str(ready)!r}, 'w').write('ready')\n"
+    flood += "while True: sys.stdout.write('y\\n' * 4096)"
+    async with fifo_reader(ready) as said:
+        sink = Collect()
+        child = await supervisor.start(spec(marker, sys.executable, "-c", flood), sink)
+        child.hold_output()  # it fills its pipe, then blocks on write
+        await asyncio.wait_for(said, WAIT_S)
     await supervisor.stop(child, grace_s=1.0)
     status = await asyncio.wait_for(supervisor.wait(child), WAIT_S)
     assert status == ProcessExit(None, signal.SIGTERM)

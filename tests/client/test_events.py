@@ -54,6 +54,25 @@ async def test_events_that_arrived_before_iteration_are_yielded_then_it_ends_at_
         assert any(e.type == "output" and e.text == "hi\n" for e in seen)
 
 
+async def test_a_streamed_commands_stderr_comes_as_stderr_events_apart_from_its_output(
+    tmp_path: Path,
+) -> None:
+    script = "echo to stdout; echo to stderr >&2; echo more on stdout; echo more on stderr >&2"
+    async with started(tmp_path) as (host, _seen):
+        run = await host.spawn(command=("sh", "-c", script), stream=True)
+        seen = [e async for e in host.events(run.run_id)]
+        replayed = await host.status(run.run_id, since=0)
+    texts = {
+        kind: "".join(e.text or "" for e in seen if e.type == kind) for kind in ("output", "stderr")
+    }
+    assert texts == {
+        "output": "to stdout\nmore on stdout\n",
+        "stderr": "to stderr\nmore on stderr\n",
+    }
+    assert all(e.index == 0 for e in seen if e.type == "stderr")
+    assert replayed.events == tuple(seen)
+
+
 async def test_a_run_whose_events_were_not_kept_is_read_back_with_status_since(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

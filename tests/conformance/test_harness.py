@@ -99,6 +99,12 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
             id="a server with a gap in seq",
         ),
         pytest.param(
+            "--stderr-as-output",
+            "(run.stream)",
+            {"run.stream-stderr-events"},
+            id="a server that mixes a child's stderr into its output",
+        ),
+        pytest.param(
             "--lossy-ids",
             "(jsonrpc.id or ping.result or batch.mixed)",
             {"jsonrpc.id.integer-echoed", "jsonrpc.id.string-echoed"},

@@ -1,6 +1,7 @@
 """Redaction end to end (protocol.md §12.1): a real command child and the real pinned pi
 CLI against the loopback mock LLM print a secret they were given and a long base64 run;
-neither reaches the reply, `status`, a `run/event`, the SQLite files or the server's log,
+neither reaches the reply, `status`, a `run/event` (`output` or `stderr`), the SQLite files
+or the server's log,
 and `redact: false` keeps the run but never the secret."""
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def stored_bytes(state: Path) -> bytes:
 
 async def split_run(server: ServerProcess, redact: bool | None) -> tuple[Json, list[Json]]:
     """Run SPLIT_WRITER with the secret in its environment, streamed; its snapshot and
-    its `output` events."""
+    its `output` and `stderr` events."""
     spawn: Json = {
         "command": [sys.executable, "-c", SPLIT_WRITER],
         "env": {"API_TOKEN": SECRET, "PAYLOAD": RUN},  # values are never stored
@@ -66,7 +67,7 @@ async def split_run(server: ServerProcess, redact: bool | None) -> tuple[Json, l
     while (await next_event(server, "status"))["status"] in ("queued", "running"):
         pass
     replay = await result_of(server, "status", {"runId": run["runId"], "since": 0})
-    outputs = [e for e in replay["events"] if e["type"] == "output"]
+    outputs = [e for e in replay["events"] if e["type"] in ("output", "stderr")]
     return replay, outputs
 
 
@@ -76,9 +77,10 @@ async def test_a_secret_split_between_two_reads_and_a_base64_run_are_redacted_ev
     async with running_server(*server_args(tmp_path)) as server:
         snapshot, outputs = await split_run(server, None)
         await server.finish()
-    streamed = "".join(event["text"] for event in outputs)
+    streamed = "".join(event["text"] for event in outputs if event["type"] == "output")
     expected = f"start\n{SECRET_MARK}\n{RUN_MARK}\nend\n"
     assert streamed == expected
+    assert "".join(e["text"] for e in outputs if e["type"] == "stderr") == f"err {SECRET_MARK}\n"
     child = snapshot["children"][0]
     assert child["output"]["text"] == expected
     assert child["output"]["bytes"] == len(expected)
@@ -89,7 +91,7 @@ async def test_a_secret_split_between_two_reads_and_a_base64_run_are_redacted_ev
         again = await result_of(server, "status", {"runId": snapshot["runId"], "since": 0})
         await server.finish()
     assert again["children"][0]["output"] == child["output"]
-    assert [e for e in again["events"] if e["type"] == "output"] == outputs
+    assert [e for e in again["events"] if e["type"] in ("output", "stderr")] == outputs
     stored = stored_bytes(tmp_path / "state")
     assert SECRET.encode() not in stored and RUN.encode() not in stored
     assert SECRET[: len(SECRET) // 2].encode() not in stored
@@ -101,7 +103,8 @@ async def test_redact_false_keeps_a_base64_run_but_never_a_secret(tmp_path: Path
         snapshot, outputs = await split_run(server, False)
         await server.finish()
     expected = f"start\n{SECRET_MARK}\n{RUN}\nend\n"
-    assert "".join(event["text"] for event in outputs) == expected
+    assert "".join(event["text"] for event in outputs if event["type"] == "output") == expected
+    assert "".join(e["text"] for e in outputs if e["type"] == "stderr") == f"err {SECRET_MARK}\n"
     assert snapshot["children"][0]["output"]["text"] == expected
     stored = stored_bytes(tmp_path / "state")
     assert SECRET.encode() not in stored and RUN.encode() in stored

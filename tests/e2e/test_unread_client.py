@@ -202,3 +202,31 @@ async def test_stop_from_another_process_of_a_run_whose_client_reads_nothing_is_
         code, messages = await server.finish()
     assert code == 0
     _assert_delivered_whole(_events_of(messages, run_id), "cancelled")
+
+
+async def test_a_streamed_childs_stderr_is_held_back_too_and_delivered_whole_later(
+    tmp_path: Path,
+) -> None:
+    """Its stderr goes out as `stderr` events: while the client reads nothing the child
+    blocks on its stderr as it would on its stdout, and nothing piles up."""
+    state = tmp_path / "state"
+    read_fd, write_fd = os.pipe()  # the server's stdout, which nobody reads for now
+    async with running_server(*state_args(state), stdout=write_fd) as server:
+        os.close(write_fd)
+        command = ["sh", "-c", "exec yes >&2"]  # `yes` itself, writing to stderr
+        await _spawn(server, 1, mode="background", command=command, stream=True, label="flood")
+        await _wait_held_back(server.pid)
+        run_id = (await _until_recorded(state, "flood", ended=False))["flood"].run_id
+
+        code, _, err = await _stop_command(state, run_id)
+        assert (code, err) == (0, "")
+
+        await _read_again(server, read_fd)  # the client reads again: nothing was lost
+        code, messages = await server.finish()
+    assert code == 0
+    events = _events_of(messages, run_id)
+    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+    assert (events[-1]["type"], events[-1]["status"]) == ("status", "cancelled")
+    assert not [event for event in events if event["type"] == "output"]
+    stderr = "".join(event["text"] for event in events if event["type"] == "stderr")
+    assert 0 < len(stderr) < 64 * MIB and stderr == "y\n" * (len(stderr) // 2)

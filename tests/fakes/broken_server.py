@@ -10,6 +10,8 @@ Usage: broken_server.py FLAG SERVER-ARGS...   (NDJSON framing only)
                            forwarding it: the run's processes stay alive
   --lossy-ids              echo ids the way a careless client library would: a string of
                            digits as a number, an integer beyond 2**53 rounded to a double
+  --stderr-as-output       send a child's streamed stderr as `output` events, as a server
+                           would that mixed it into its stdout
 
 Input is forwarded line by line, unchanged unless the flag acts on it; output lines
 are re-encoded only when the flag changed them.
@@ -101,6 +103,9 @@ class Proxy:
             return message
         if self.flag == "--seq-gap":
             renumber(message)
+        elif self.flag == "--stderr-as-output" and message.get("method") == "run/event":
+            if message["params"].get("type") == "stderr":
+                message["params"]["type"] = "output"
         elif self.flag == "--lossy-ids" and "method" not in message:
             message["id"] = lossy(message.get("id"))
         elif self.flag == "--fake-stop" and message.get("id") in self.pending_stops:

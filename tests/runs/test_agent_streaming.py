@@ -1,6 +1,7 @@
 """What a streamed agent child sends (protocol.md §11): with `stream: true` its normalized
-events (`message`, `tool`, `usage`) and activity, not its raw lines; with `"raw"` both;
-without `stream` only activity. A real process prints a stream recorded from pi."""
+events (`message`, `tool`, `usage`) and activity, not its raw lines; with `"raw"` both,
+and its stderr as `stderr` events; without `stream` only activity. A real process prints
+a stream recorded from pi, and a line to stderr."""
 
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ from tests.runs.test_orchestrator import FAKES, Harness
 
 RECORDED: Final = Path(__file__).resolve().parents[1] / "backends/fixtures/pi/narrated_tool.jsonl"
 AGENT_TYPES: Final = {"message", "tool", "usage"}
+NOTICE: Final = "a notice from the agent CLI\n"
 
 
 class _ReplayingPi(PiBackend):
-    """pi's parser, reading a stream recorded from pi, printed by `cat`."""
+    """pi's parser, reading a stream recorded from pi, printed by `cat`; a notice on stderr."""
 
     def prepare(self, item: ItemSpec) -> Launch:
-        return Launch(argv=("cat", str(RECORDED)), stdin=None, env={}, cwd=item.cwd)
+        script = f'cat "$0"; printf {NOTICE!r} >&2'
+        return Launch(argv=("sh", "-c", script, str(RECORDED)), stdin=None, env={}, cwd=item.cwd)
 
 
 def agent_child() -> ChildPlan:
@@ -54,7 +57,7 @@ async def test_a_streamed_agent_sends_its_normalized_events_and_not_its_raw_line
 ) -> None:
     events = await streamed_events(tmp_path, stream=True, raw=False)
     types = [event.type for event in events]
-    assert "output" not in types
+    assert "output" not in types and "stderr" not in types
     assert AGENT_TYPES <= set(types) and "activity" in types
     tools = [event.fields for event in events if event.type == "tool"]
     assert [(t["phase"], t["kind"], t["name"]) for t in tools] == [
@@ -71,6 +74,7 @@ async def test_a_raw_stream_sends_the_clis_lines_as_well(tmp_path: Path) -> None
     events = await streamed_events(tmp_path, stream=True, raw=True)
     output = "".join(event.fields["text"] for event in events if event.type == "output")
     assert output == RECORDED.read_text()
+    assert "".join(event.fields["text"] for event in events if event.type == "stderr") == NOTICE
     assert AGENT_TYPES <= {event.type for event in events}
 
 
@@ -78,7 +82,7 @@ async def test_a_raw_stream_sends_the_clis_lines_as_well(tmp_path: Path) -> None
 async def test_an_agent_without_stream_sends_activity_only(tmp_path: Path, raw: bool) -> None:
     events = await streamed_events(tmp_path, stream=False, raw=raw)
     types = {event.type for event in events}
-    assert "activity" in types and not (types & (AGENT_TYPES | {"output"}))
+    assert "activity" in types and not (types & (AGENT_TYPES | {"output", "stderr"}))
 
 
 async def test_a_message_event_weighs_its_text_like_an_output_event(tmp_path: Path) -> None:

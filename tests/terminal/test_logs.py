@@ -193,6 +193,50 @@ async def test_logs_follow_prints_a_live_run_of_another_process_until_it_ends(
     assert follower.stderr is not None and await follower.stderr.read() == b""
 
 
+async def test_logs_of_a_streamed_run_shows_its_stderr_in_order_marked_and_once(
+    tmp_path: Path,
+) -> None:
+    script = "echo out one; echo err one >&2; echo out two; printf 'err two' >&2; exit 3"
+    async with server(tmp_path, "alpha") as host:
+        run = await task(host, command=["sh", "-c", script], stream=True)
+    assert run["children"][0]["output"]["stderrTail"] == "err one\nerr two"  # kept too
+    printed, _ = await logs_and_outcome(tmp_path, run["runId"])
+    # Each stream in order, whole lines (two pipes read as they fill: which of them came
+    # first is the server's reading, not the child's); not again from the stored tail.
+    lines = printed.splitlines()
+    assert sorted(lines) == sorted(["out one", "stderr| err one", "out two", "stderr| err two"])
+    assert [line for line in lines if line.startswith("out")] == ["out one", "out two"]
+    assert [line for line in lines if line.startswith("stderr")] == [
+        "stderr| err one",
+        "stderr| err two",
+    ]
+
+
+async def test_logs_follow_shows_a_live_runs_stderr_as_it_comes(tmp_path: Path) -> None:
+    go_on = tmp_path / "go-on"
+    script = f"echo started; echo a warning >&2; {wait_for(go_on)}; echo done >&2"
+    async with server(tmp_path, "alpha") as host:
+        run = await host.request("spawn", {"command": ["sh", "-c", script], "stream": True})
+        follower = await start("logs", "-f", run["runId"], "--state-dir", str(state(tmp_path)))
+        assert follower.stdout is not None and follower.stderr is not None
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT_S):
+                assert await follower.stdout.readline() == b"started\n"
+                # Shown while the child still waits for the test.
+                assert await follower.stdout.readline() == b"stderr| a warning\n"
+                assert follower.returncode is None
+                go_on.touch()
+                assert await follower.stdout.readline() == b"stderr| done\n"
+                outcome = (await follower.stdout.read()).decode()
+                assert outcome.startswith(f"run {run['runId'][:8]} completed after "), outcome
+                assert await follower.wait() == 0
+        finally:
+            if follower.returncode is None:
+                follower.kill()
+                await follower.wait()
+        assert await follower.stderr.read() == b""
+
+
 async def test_logs_follow_ends_quietly_with_130_on_ctrl_c(tmp_path: Path) -> None:
     release = tmp_path / "release"
     async with server(tmp_path, "alpha") as host:

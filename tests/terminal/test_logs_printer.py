@@ -1,5 +1,6 @@
 """The logs printer alone: lines of several children never mix, a child's unfinished
-line is written as it comes (one child) or held in bounded pieces (several)."""
+line is written as it comes (one child) or held in bounded pieces (several); its stderr
+is shown as whole lines, each marked, and not again from its stored tail."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 
 from rich.console import Console
 
-from subagent_host.runs.state import RunEvent
+from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.terminal.logs import HELD_LINE_MAX, Printer
+from subagent_host.values import RunKind, RunStatus
+from subagent_host.values.facts import OutputInfo
 
 
 def printer(several: bool) -> tuple[Printer, io.StringIO]:
@@ -18,9 +21,9 @@ def printer(several: bool) -> tuple[Printer, io.StringIO]:
     return Printer(Console(file=out, force_terminal=False, width=200), several), out
 
 
-def output(seq: int, index: int, text: str) -> RunEvent:
+def output(seq: int, index: int, text: str, kind: str = "output") -> RunEvent:
     fields: dict[str, Any] = {"index": index, "text": text}
-    return RunEvent(seq=seq, type="output", at=datetime.now(UTC), fields=fields)
+    return RunEvent(seq=seq, type=kind, at=datetime.now(UTC), fields=fields)
 
 
 NO_RUN: Any = None  # output events never look at the run
@@ -74,3 +77,79 @@ def test_several_childrens_endless_line_is_held_in_bounded_pieces() -> None:
     assert "".join(shown) == chunk * 1000  # nothing lost
     assert all(len(piece) < HELD_LINE_MAX + len(chunk) for piece in shown)
     assert len(shown) > 1  # the line was shown in pieces, never held whole
+
+
+def test_stderr_events_are_shown_as_whole_lines_each_marked_in_order() -> None:
+    p, out = printer(several=False)
+    events = [(0, "out one\nout tw", "output"), (0, "err o", "stderr"), (0, "ne\nerr", "stderr")]
+    events += [(0, "o\n", "output"), (0, " two\n", "stderr"), (0, "last words", "stderr")]
+    for seq, (index, text, kind) in enumerate(events, start=1):
+        p.event(output(seq, index, text, kind), NO_RUN)
+    p.finish(None)
+    # The open stdout line is ended before a stderr line: they never share a line.
+    assert out.getvalue() == (
+        "out one\nout tw\nstderr| err one\no\nstderr| err two\nstderr| last words\n"
+    )
+
+
+def test_several_childrens_stderr_lines_are_prefixed_and_never_mix() -> None:
+    p, out = printer(several=True)
+    events = [(0, "a ", "stderr"), (1, "b\n", "stderr"), (0, "warns\n", "stderr")]
+    for seq, (index, text, kind) in enumerate(events, start=1):
+        p.event(output(seq, index, text, kind), NO_RUN)
+    assert out.getvalue() == "[1] stderr| b\n[0] stderr| a warns\n"
+
+
+def ended_run(stderr_tail: str) -> Run:
+    """A run of one command child that ended, its record keeping `stderr_tail`."""
+    now = datetime.now(UTC)
+    output = OutputInfo("", False, 0, 0, False, stderr_tail=stderr_tail)
+    child = ChildRun(index=0, backend="command", status=RunStatus.COMPLETED, output=output)
+    return Run(
+        run_id="r" * 26,
+        session_id="s",
+        kind=RunKind.SINGLE,
+        status=RunStatus.COMPLETED,
+        created_at=now,
+        fingerprint="f",
+        children=[child],
+        started_at=now,
+        ended_at=now,
+    )
+
+
+def test_a_childs_stderr_streamed_is_not_shown_again_from_its_stored_tail() -> None:
+    run = ended_run("said on stderr\n")
+    p, out = printer(several=False)
+    p.event(output(1, 0, "said on stderr\n", "stderr"), run)
+    p.event(RunEvent(2, "child", datetime.now(UTC), {"index": 0, "status": "completed"}), run)
+    p.finish(run)
+    assert out.getvalue().startswith("stderr| said on stderr\nrun rrrrrrrr completed")
+
+
+def test_a_childs_stderr_not_streamed_is_shown_from_its_stored_tail() -> None:
+    run = ended_run("said on stderr\n")
+    p, out = printer(several=False)
+    p.event(RunEvent(1, "child", datetime.now(UTC), {"index": 0, "status": "completed"}), run)
+    p.finish(run)
+    assert out.getvalue().startswith("stderr| said on stderr\nrun rrrrrrrr completed")
+
+
+def test_a_later_attempt_that_did_not_stream_its_stderr_shows_its_stored_tail() -> None:
+    run = ended_run("the second attempt said\n")
+    run.children[0].attempt = 2
+    p, out = printer(several=False)
+    for seq, (kind, fields) in enumerate(
+        [
+            ("stderr", {"index": 0, "text": "the first attempt said\n"}),
+            ("child", {"index": 0, "status": "failed"}),
+            ("child", {"index": 0, "status": "running"}),  # resumed, without stream
+            ("child", {"index": 0, "status": "completed"}),
+        ],
+        start=1,
+    ):
+        p.event(RunEvent(seq, kind, datetime.now(UTC), fields), run)
+    p.finish(run)
+    assert out.getvalue().startswith(
+        "stderr| the first attempt said\nstderr| the second attempt said\nrun rrrrrrrr"
+    )

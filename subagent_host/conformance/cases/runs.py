@@ -295,6 +295,32 @@ async def stream(t: Trial) -> None:
         )
 
 
+@case("run.stream-stderr-events", "§11")
+async def stream_stderr(t: Trial) -> None:
+    conn = await t.start()
+    # Words, not runs of one letter: long runs are redacted (§12.1).
+    script = (
+        "printf 'out one\\n'; printf 'err one\\n' >&2; "
+        "printf 'out two\\n'; printf 'err two, the last\\n' >&2"
+    )
+    for value in (True, "raw", None):  # a command child streams its stderr with either
+        spawn = {"command": sh(script), **({} if value is None else {"stream": value})}
+        snapshot = await spawn_task(conn, spawn)
+        events = conn.events(snapshot["runId"])
+        texts = {
+            kind: "".join(str(e.get("text")) for e in events if e.get("type") == kind)
+            for kind in ("output", "stderr")
+        }
+        if value is None:
+            expect_equal(texts, {"output": "", "stderr": ""}, "the events of a run not streamed")
+            continue
+        expect_equal(
+            texts,
+            {"output": "out one\nout two\n", "stderr": "err one\nerr two, the last\n"},
+            f"the output and stderr events' text with stream {value!r}",
+        )
+
+
 @case("run.events-in-order", "§11")
 async def events(t: Trial) -> None:
     conn = await t.start()
