@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import pty
+import shlex
 import signal
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -133,6 +134,25 @@ async def test_a_reader_that_has_gone_ends_it_as_sigpipe_would_without_a_traceba
     assert process.returncode == 128 + signal.SIGPIPE
     assert stderr == b""
     assert only_run(state_dir).status == "completed"
+    assert_nothing_survives(state_dir)
+
+
+@pytest.mark.parametrize("closed", ["stderr", "stdin and stderr"])
+async def test_a_closed_stderr_is_taken_as_nothing_to_show_not_as_a_failure(
+    tmp_path: Path, closed: str
+) -> None:
+    """`run ... 2>&-`: the person asked not to see stderr; the run goes on as with
+    `2>/dev/null` (no file it opens takes descriptor 2 meanwhile)."""
+    state_dir = tmp_path / "state"
+    redirect = "2>&-" if closed == "stderr" else "<&- 2>&-"
+    command = shlex.join(run_argv(state_dir, "--", "sh", "-c", "echo out; echo err >&2; exit 3"))
+    process = await asyncio.create_subprocess_shell(
+        f"{command} {redirect}", stdout=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(EXIT_TIMEOUT_S * 3):
+        stdout, _ = await process.communicate()
+    assert (process.returncode, stdout) == (3, b"out\n")
+    assert only_run(state_dir).status == "failed"
     assert_nothing_survives(state_dir)
 
 
