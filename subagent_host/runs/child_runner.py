@@ -156,9 +156,7 @@ class ChildRunner:
         """
         child = run.children[index]
         if not await self._take_slot(control):
-            self._book.transition_child(
-                run, child, ChildCancelled(control.stop_reason or "stopped")
-            )
+            self._book.transition_child(run, child, _not_started(control))
             return None
         try:
             return await self._start(run, child, plan, previous, control)
@@ -191,9 +189,7 @@ class ChildRunner:
     ) -> str | None:
         """Prepare and start the child (it holds a slot), then see it to its end."""
         if control.stopping.done():
-            self._book.transition_child(
-                run, child, ChildCancelled(control.stop_reason or "stopped")
-            )
+            self._book.transition_child(run, child, _not_started(control))
             return None
         backend = self._backends[plan.backend]
         prompt = plan.prompt
@@ -261,9 +257,7 @@ class ChildRunner:
             )
         except StoppedBeforeStart:  # it waited for somewhere to run, and its run was stopped
             await self._settle_workspace(child, opened)
-            self._book.transition_child(
-                run, child, ChildCancelled(control.stop_reason or "stopped")
-            )
+            self._book.transition_child(run, child, _not_started(control))
             return None
         except ChildLost as lost:  # it never ran where its executor sent it
             await self._settle_workspace(child, opened)
@@ -574,6 +568,12 @@ def _placement(plan: ChildPlan) -> dict[str, Any] | None:
         "labels": plan.placement.labels,
     }
     return {name: value for name, value in placement.items() if value is not None}
+
+
+def _not_started(control: RunControl) -> ChildCancelled:
+    """The ending of a child its run's stop ended before it started (the stop set its reason
+    before it said so)."""
+    return ChildCancelled(control.stop_reason or "stopped")
 
 
 def _exit_facts(process: StartedChild, child: ChildRun, usage: Usage | None) -> ChildExit:
