@@ -58,7 +58,8 @@ from bench.runs import (
     wait_event,
     wait_ready,
 )
-from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
+from subagent_host.runs.endings import ChildCompleted, ChildExit, Completed
+from subagent_host.runs.state import ChildRun, Run, RunStateMachine
 from subagent_host.store import rows as stored_rows
 from subagent_host.store import writes
 from subagent_host.store.database import Database
@@ -84,10 +85,10 @@ def finished_run(run_id: str, session_id: str, created: datetime) -> Run:
         label=f"run {run_id[:8]}",
     )
     output = OutputInfo(text="done\n" * 40, truncated=False, bytes=200, lines=40, partial=False)
-    book.transition(run, RunStatus.RUNNING)
-    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=1)
-    book.transition_child(run, run.children[0], RunStatus.COMPLETED, output=output, exit_code=0)
-    book.transition(run, RunStatus.COMPLETED, output=output)
+    book.start(run)
+    book.start_child(run, run.children[0], pid=1)
+    book.transition_child(run, run.children[0], ChildCompleted(output, ChildExit(exit_code=0)))
+    book.transition(run, Completed(output))
     return run
 
 

@@ -36,6 +36,7 @@ from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.runs.child_sink import ChildSink, EventSender, RawSender, StreamGate
 from subagent_host.runs.control import RunControl
+from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.services import ChildServices
@@ -155,7 +156,7 @@ class ChildRunner:
         """
         child = run.children[index]
         if not await self._take_slot(control):
-            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            self._book.transition_child(run, child, _not_started(control))
             return None
         try:
             return await self._start(run, child, plan, previous, control)
@@ -188,7 +189,7 @@ class ChildRunner:
     ) -> str | None:
         """Prepare and start the child (it holds a slot), then see it to its end."""
         if control.stopping.done():
-            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            self._book.transition_child(run, child, _not_started(control))
             return None
         backend = self._backends[plan.backend]
         prompt = plan.prompt
@@ -201,9 +202,7 @@ class ChildRunner:
                 "the prompt is empty once its placeholders are filled: "
                 f"the {plan.backend} CLI was not started"
             )
-            self._book.transition_child(
-                run, child, RunStatus.FAILED, error=ErrorInfo(EMPTY_PROMPT, message)
-            )
+            self._book.transition_child(run, child, ChildFailed(ErrorInfo(EMPTY_PROMPT, message)))
             return None
         # Prepared when planned; rendered again only when `{previous}` changed the prompt.
         launch = (
@@ -217,7 +216,7 @@ class ChildRunner:
                 opened = await self._open_workspace(run, child, plan.cwd)
             except GitFailed as exc:
                 error = ErrorInfo(_workspace_error(child, exc), str(exc))
-                self._book.transition_child(run, child, RunStatus.FAILED, error=error)
+                self._book.transition_child(run, child, ChildFailed(error))
                 return None
             launch = attrs.evolve(launch, cwd=opened.cwd)
         env = child_environment(
@@ -258,34 +257,24 @@ class ChildRunner:
             )
         except StoppedBeforeStart:  # it waited for somewhere to run, and its run was stopped
             await self._settle_workspace(child, opened)
-            self._book.transition_child(run, child, RunStatus.CANCELLED, reason=control.stop_reason)
+            self._book.transition_child(run, child, _not_started(control))
             return None
         except ChildLost as lost:  # it never ran where its executor sent it
             await self._settle_workspace(child, opened)
-            self._book.transition_child(
-                run, child, RunStatus.FAILED, error=ErrorInfo(lost.code, lost.message)
-            )
+            self._book.transition_child(run, child, ChildFailed(ErrorInfo(lost.code, lost.message)))
             return None
         except OSError as exc:
             message = _start_failure(launch.argv[0], exc)
             await self._settle_workspace(child, opened)
-            self._book.transition_child(
-                run, child, RunStatus.FAILED, error=ErrorInfo("spawn-failed", message)
-            )
+            self._book.transition_child(run, child, ChildFailed(ErrorInfo("spawn-failed", message)))
             return None
         try:
             return await self._see_through(run, child, plan, control, process, parser, sink, opened)
         except Exception as exc:  # a bug of ours: the child still ends once, and says how
             # and what it used, as far as that is known.
             record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
-            self._book.transition_child(
-                run,
-                child,
-                RunStatus.FAILED,
-                error=internal_error(exc),
-                usage=_reported_usage(parser),
-                **_exit_facts(process),
-            )
+            exit_ = _exit_facts(process, child, usage=_reported_usage(parser))
+            self._book.transition_child(run, child, ChildFailed(internal_error(exc), exit=exit_))
             raise
 
     async def _start_process(
@@ -318,10 +307,9 @@ class ChildRunner:
         opened: Opened | None,
     ) -> str | None:
         """The started child: running, supervised until it ends, then settled."""
-        self._book.transition_child(
+        self._book.start_child(
             run,
             child,
-            RunStatus.RUNNING,
             pid=process.pid,
             pgid=process.pgid,
             node=process.node,
@@ -337,13 +325,12 @@ class ChildRunner:
         except ChildLost as lost:  # its node, or the way to it, went away while it ran
             record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
             await self._settle_workspace(child, opened)
-            self._book.transition_child(
-                run,
-                child,
-                RunStatus.FAILED,
-                error=ErrorInfo(lost.code, lost.message),
-                usage=_reported_usage(parser),
+            # Its process's end is not known: only what its CLI reported.
+            exit_ = ChildExit(
+                usage=_reported_usage(parser), backend_session_id=child.backend_session_id
             )
+            error = ErrorInfo(lost.code, lost.message)
+            self._book.transition_child(run, child, ChildFailed(error, exit=exit_))
             return None
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
@@ -583,13 +570,25 @@ def _placement(plan: ChildPlan) -> dict[str, Any] | None:
     return {name: value for name, value in placement.items() if value is not None}
 
 
-def _exit_facts(process: StartedChild) -> dict[str, object]:
-    """How a child's process ended, for a child that could not be settled from its output."""
-    facts: dict[str, object] = {"stopped_by": process.stopped_by}
-    if process.returncode is not None:
-        exit_ = ProcessExit.from_returncode(process.returncode)
-        facts.update(exit_code=exit_.exit_code, signal=exit_.signal)
-    return facts
+def _not_started(control: RunControl) -> ChildCancelled:
+    """The ending of a child its run's stop ended before it started (the stop set its reason
+    before it said so)."""
+    return ChildCancelled(control.stop_reason or "stopped")
+
+
+def _exit_facts(process: StartedChild, child: ChildRun, usage: Usage | None) -> ChildExit:
+    """How a child's process ended, for a child that could not be settled from its output:
+    its exit as far as known, the `usage` its CLI reported, and its session as seen so far."""
+    exit_ = (
+        ProcessExit.from_returncode(process.returncode) if process.returncode is not None else None
+    )
+    return ChildExit(
+        exit_code=exit_.exit_code if exit_ is not None else None,
+        signal=exit_.signal if exit_ is not None else None,
+        stopped_by=process.stopped_by,
+        usage=usage,
+        backend_session_id=child.backend_session_id,
+    )
 
 
 def _start_failure(program: str, exc: OSError) -> str:

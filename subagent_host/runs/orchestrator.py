@@ -29,6 +29,7 @@ from subagent_host.runs import heap, story
 from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
 from subagent_host.runs.control import RunControl
+from subagent_host.runs.endings import ChildCancelled, ChildFailed, Failed
 from subagent_host.runs.outputs import OutputCaps
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
@@ -332,10 +333,10 @@ class RunOrchestrator:
             logger.exception("run %s failed internally", run.run_id, extra={"runId": run.run_id})
             error = internal_error(exc)
             for child in run.children:  # each child, too, ends exactly once
-                self._book.transition_child(run, child, RunStatus.FAILED, error=error)
+                self._book.transition_child(run, child, ChildFailed(error))
             for step in run.workflow.steps if run.workflow is not None else ():
                 self._book.transition_step(run, step, str(RunStatus.FAILED))  # if it ran
-            self._book.transition(run, RunStatus.FAILED, error=error)
+            self._book.transition(run, Failed(error))
         finally:
             control.done.set()
             control.reply_due.set()
@@ -489,12 +490,8 @@ class RunOrchestrator:
 
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
-            self._book.transition_child(
-                run,
-                later,
-                RunStatus.CANCELLED,
-                reason=f"not run: step {failed_index} did not complete",
-            )
+            reason = f"not run: step {failed_index} did not complete"
+            self._book.transition_child(run, later, ChildCancelled(reason))
 
 
 def _worktrees_removed(task: asyncio.Task[object]) -> None:

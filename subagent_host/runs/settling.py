@@ -13,6 +13,20 @@ import attrs
 
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.exits import ProcessExit, StoppedBy
+from subagent_host.runs.endings import (
+    Cancelled,
+    ChildCancelled,
+    ChildCompleted,
+    ChildEnding,
+    ChildExit,
+    ChildFailed,
+    ChildLimitReached,
+    ChildTimedOut,
+    Completed,
+    Failed,
+    LimitReached,
+    TimedOut,
+)
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
 from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.values import RunKind
@@ -56,21 +70,20 @@ class Settler:
         output = child_output(
             self._caps, outcome, parallel=run.kind is RunKind.PARALLEL, partial=not completed
         )
-        facts: dict[str, object] = {
-            "exit_code": exit_status.exit_code,
-            "signal": exit_status.signal,
-            "stopped_by": stopped_by,
-            "output": output,
-            "usage": outcome.usage,
-            "backend_session_id": outcome.backend_session_id,
-        }
+        exit_ = ChildExit(
+            exit_code=exit_status.exit_code,
+            signal=exit_status.signal,
+            stopped_by=stopped_by,
+            usage=outcome.usage,
+            backend_session_id=outcome.backend_session_id,
+        )
         if completed:
-            self._book.transition_child(run, child, RunStatus.COMPLETED, **facts)
+            self._book.transition_child(run, child, ChildCompleted(output, exit_))
         elif ending is not None and ending.error is not None:
             error = ErrorInfo(*ending.error, outcome.error_data)
-            self._book.transition_child(run, child, RunStatus.FAILED, error=error, **facts)
+            self._book.transition_child(run, child, ChildFailed(error, output, exit_))
         elif ending is not None:
-            self._book.transition_child(run, child, ending.status, reason=ending.reason, **facts)
+            self._book.transition_child(run, child, _stopped(ending, output, exit_))
             child_timeout = ending.enforced_timeout_ms
             if child_timeout is not None:
                 self._timeouts[run.run_id] = child_timeout
@@ -78,7 +91,7 @@ class Settler:
                 self._limits.setdefault(run.run_id, ending.reached_limit)
         elif outcome.reached_limit is not None:  # the CLI stopped at a limit of its own
             self._book.transition_child(
-                run, child, RunStatus.LIMIT_REACHED, reason=outcome.reached_limit, **facts
+                run, child, ChildLimitReached(outcome.reached_limit, output, exit_)
             )
             self._limits.setdefault(run.run_id, outcome.reached_limit)
         else:
@@ -87,7 +100,7 @@ class Settler:
                 outcome.error_message or "failed",
                 outcome.error_data,
             )
-            self._book.transition_child(run, child, RunStatus.FAILED, error=error, **facts)
+            self._book.transition_child(run, child, ChildFailed(error, output, exit_))
 
     def settle_run(self, run: Run, stop_reason: str | None) -> None:
         """The run's one terminal status, from its children's."""
@@ -110,12 +123,10 @@ class Settler:
         """A workflow's end: its last step's text, or the first step that did not complete."""
         unfinished = [c for c in children if c.status is not RunStatus.COMPLETED]
         if not unfinished and last_text is not None:
-            self._book.transition(
-                run, RunStatus.COMPLETED, output=text_output(self._caps, last_text, partial=False)
-            )
+            self._book.transition(run, Completed(text_output(self._caps, last_text, partial=False)))
             return
         if not unfinished:  # a step that never started: the run was stopped before it
-            self._book.transition(run, RunStatus.CANCELLED, reason=stop_reason or "stopped")
+            self._book.transition(run, Cancelled(stop_reason or "stopped"))
             return
         self._settle_from(run, stop_reason, unfinished, unfinished[0].output)
 
@@ -128,7 +139,7 @@ class Settler:
     ) -> None:
         """Settle from the children that did not complete (none: the run completed)."""
         if not unfinished:
-            self._book.transition(run, RunStatus.COMPLETED, output=output)
+            self._book.transition(run, Completed(output))
             return
         first = unfinished[0]
         if first.status is RunStatus.FAILED and first.error is not None:
@@ -136,26 +147,28 @@ class Settler:
             if run.kind is not RunKind.SINGLE:
                 data = {"index": first.index, **(error.data or {})}
                 error = ErrorInfo(error.code, f"child {first.index}: {error.message}", data)
-            self._book.transition(run, RunStatus.FAILED, error=error, output=output)
+            self._book.transition(run, Failed(error, output))
         elif first.status is RunStatus.LIMIT_REACHED:
-            self._book.transition(
-                run,
-                RunStatus.LIMIT_REACHED,
-                reached_limit=self._limits.pop(run.run_id, "limit"),
-                output=output,
-            )
+            limit = self._limits.pop(run.run_id, "limit")
+            self._book.transition(run, LimitReached(limit, output))
         elif first.status is RunStatus.TIMED_OUT:
-            self._book.transition(
-                run,
-                RunStatus.TIMED_OUT,
-                reason=first.reason,
-                enforced_timeout_ms=self._timeouts.pop(run.run_id, None),
-                output=output,
-            )
+            timeout = self._timeouts.pop(run.run_id, None)
+            if timeout is None or first.reason is None:
+                # Only a child this server's supervision timed out ends the run timed out,
+                # and it left both here.
+                raise ValueError(f"timed-out child {first.index} without its timeout")
+            self._book.transition(run, TimedOut(first.reason, timeout, output))
         else:
-            self._book.transition(
-                run,
-                RunStatus.CANCELLED,
-                reason=stop_reason or first.reason or "stopped",
-                output=output,
-            )
+            reason = stop_reason or first.reason or "stopped"
+            self._book.transition(run, Cancelled(reason, output))
+
+
+def _stopped(cause: StopCause, output: OutputInfo | None, exit_: ChildExit) -> ChildEnding:
+    """The ending of a child the server ended for `cause` (a failing cause is not one)."""
+    if cause.status is RunStatus.TIMED_OUT:
+        return ChildTimedOut(cause.reason, output, exit_)
+    if cause.status is RunStatus.LIMIT_REACHED:
+        return ChildLimitReached(cause.reason, output, exit_)
+    if cause.status is RunStatus.CANCELLED:
+        return ChildCancelled(cause.reason, output, exit_)
+    raise ValueError(f"a stop does not end a child {cause.status}")

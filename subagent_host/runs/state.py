@@ -1,11 +1,12 @@
 """The run state machine: one place where a run, a child or a workflow step changes status.
 
-`RunStateMachine`'s `transition`, `transition_child` and `transition_step` are
-the only code that assigns a status. They check `NEXT` (`STEP_NEXT` for
-steps), stamp the time, check that a terminal status carries the facts the
-protocol requires (protocol.md §12), write the INFO log line of a run's or a
+`RunStateMachine`'s `start`, `start_child`, `transition`, `transition_child` and
+`transition_step` are the only code that assigns a status. They check `NEXT`
+(`STEP_NEXT` for steps), stamp the time, write the INFO log line of a run's or a
 child's start and end (`story.py`), and append a `run/event` with the run's next
 `seq` (a step's status shows in snapshots only: it has no event of its own). A
+run or a child ends with one ending (endings.py), whose type carries exactly the
+facts the protocol requires of its status (protocol.md §12). A
 transition out of a terminal status is refused (returns False), so every race
 — exit, stop, timeout, stall, disconnect, a dead server's recovery — resolves
 as first-wins and a terminal status is never changed. Only a resume leaves one
@@ -24,6 +25,17 @@ import attrs
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.runs import story
+from subagent_host.runs.endings import (
+    Cancelled,
+    ChildCompleted,
+    ChildEnding,
+    ChildFailed,
+    Failed,
+    Interrupted,
+    LimitReached,
+    RunEnding,
+    TimedOut,
+)
 from subagent_host.values import BACKGROUND_MODE, STEP_COMMAND, RunKind
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
@@ -337,27 +349,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class TerminalFactsMissing(ValueError):
-    """A terminal status was set without the facts protocol.md §12 requires: a bug of ours."""
-
-
-# protocol.md §12: what each terminal status must carry.
-REQUIRED_FACTS: Final[Mapping[RunStatus, tuple[str, ...]]] = {
-    RunStatus.FAILED: ("error",),
-    RunStatus.CANCELLED: ("reason",),
-    RunStatus.TIMED_OUT: ("reason", "enforced_timeout_ms"),
-    RunStatus.LIMIT_REACHED: ("reached_limit",),
-    RunStatus.INTERRUPTED: ("reason",),
-}
-# Children carry no enforcedTimeoutMs / reachedLimit of their own (the run does).
-CHILD_REQUIRED_FACTS: Final[Mapping[RunStatus, tuple[str, ...]]] = {
-    RunStatus.FAILED: ("error",),
-    RunStatus.CANCELLED: ("reason",),
-    RunStatus.TIMED_OUT: ("reason",),
-    RunStatus.INTERRUPTED: ("reason",),
-}
-
-
 class RunStateMachine:
     """Applies status changes and appends events; notifies one listener per event."""
 
@@ -368,50 +359,68 @@ class RunStateMachine:
     def now(self) -> datetime:
         return self._clock()
 
-    def transition(self, run: Run, to: RunStatus, **facts: Any) -> bool:
-        """Move the run to `to` with `facts`; False (and no change) if that is not allowed."""
-        if not self._apply(run, to, facts, REQUIRED_FACTS):
+    def start(self, run: Run) -> bool:
+        """A queued run is running: its first child started. False if it is not queued."""
+        if not self._move(run, RunStatus.RUNNING):
             return False
-        if to in TERMINAL and run.output is not None:
+        self.emit(run, "status", status=str(RunStatus.RUNNING))
+        return True
+
+    def transition(self, run: Run, ending: RunEnding) -> bool:
+        """End the run with `ending`; False (and no change) if it has ended already."""
+        to = ending.status
+        if not self._move(run, to):
+            return False
+        _record_run_ending(run, ending)
+        if run.output is not None:
             # The run's final output as its snapshot shows it: a background run's client
             # has its answer without asking `status` again (protocol.md §11).
             self.emit(run, "status", status=str(to), output=attrs.asdict(run.output))
         else:
             self.emit(run, "status", status=str(to))
-        if to in TERMINAL:
-            story.run_ended(run)
+        story.run_ended(run)
         return True
 
-    def transition_child(self, run: Run, child: ChildRun, to: RunStatus, **facts: Any) -> bool:
-        """Move one child to `to` with `facts`; False if that is not allowed."""
-        if not self._apply(child, to, facts, CHILD_REQUIRED_FACTS):
+    def start_child(
+        self,
+        run: Run,
+        child: ChildRun,
+        *,
+        pid: int | None = None,
+        pgid: int | None = None,
+        node: str | None = None,
+        start_time_probe: Callable[[], float | None] | None = None,
+    ) -> bool:
+        """A queued child's process started (as far as known: `pid`, its group, the node it
+        runs on); False if the child is not queued."""
+        if not self._move(child, RunStatus.RUNNING):
             return False
-        if to is RunStatus.RUNNING and run.status is RunStatus.QUEUED:
+        child.pid, child.pgid, child.node = pid, pgid, node
+        child.start_time_probe = start_time_probe
+        if run.status is RunStatus.QUEUED:
             # A run is queued until its first child starts (protocol.md §8.4): a run waiting
             # behind the server-wide limit says so.
-            self.transition(run, RunStatus.RUNNING)
-        if to is RunStatus.RUNNING:
-            story.child_started(run, child)
-        elif to in TERMINAL:
-            story.child_ended(run, child)
+            self.start(run)
+        story.child_started(run, child)
+        self.emit(run, "child", index=child.index, status=str(RunStatus.RUNNING))
+        return True
+
+    def transition_child(self, run: Run, child: ChildRun, ending: ChildEnding) -> bool:
+        """End one child with `ending`; False (and no change) if it has ended already."""
+        to = ending.status
+        if not self._move(child, to):
+            return False
+        _record_child_ending(child, ending)
+        story.child_ended(run, child)
         self.emit(run, "child", index=child.index, status=str(to))
         return True
 
-    def _apply(
-        self,
-        target: Run | ChildRun,
-        to: RunStatus,
-        facts: Mapping[str, Any],
-        required: Mapping[RunStatus, tuple[str, ...]],
-    ) -> bool:
+    def _move(self, target: Run | ChildRun, to: RunStatus) -> bool:
+        """Set `target`'s status to `to` if NEXT allows it, and stamp the time."""
         if to not in NEXT[target.status]:
             return False
-        _check_facts(to, facts, required)
-        _check_output(to, facts.get("output", target.output))
         now = self._clock()
         target.status = to
-        for name, value in facts.items():
-            setattr(target, name, value)
         if to is RunStatus.RUNNING and target.started_at is None:
             target.started_at = now
         if to in TERMINAL:
@@ -456,9 +465,8 @@ class RunStateMachine:
         if run.status not in TERMINAL:
             raise ValueError("only a terminal run can be reopened")
         run.status = RunStatus.QUEUED
-        for name in ("ended_at", "output", "error", "reason", "enforced_timeout_ms"):
-            setattr(run, name, None)
-        run.reached_limit = None
+        run.ended_at = None
+        _record_run_ending(run, None)
         self.emit(run, "status", status=str(RunStatus.QUEUED))
 
     def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
@@ -484,17 +492,25 @@ def _keep(run: Run, event: RunEvent) -> None:
         run.first_retained_seq = max(run.first_retained_seq, dropped + 1)
 
 
-def _check_facts(
-    to: RunStatus, facts: Mapping[str, Any], required: Mapping[RunStatus, tuple[str, ...]]
-) -> None:
-    missing = [name for name in required.get(to, ()) if facts.get(name) is None]
-    if missing:
-        raise TerminalFactsMissing(f"{to} needs {', '.join(missing)}")
+def _record_run_ending(run: Run, ending: RunEnding | None) -> None:
+    """Write `ending`'s facts onto the run, each other fact of an ending cleared (None: all)."""
+    run.output = ending.output if ending is not None else None
+    run.error = ending.error if isinstance(ending, Failed) else None
+    run.reason = ending.reason if isinstance(ending, Cancelled | TimedOut | Interrupted) else None
+    run.enforced_timeout_ms = ending.enforced_timeout_ms if isinstance(ending, TimedOut) else None
+    run.reached_limit = ending.reached_limit if isinstance(ending, LimitReached) else None
 
 
-def _check_output(to: RunStatus, output: OutputInfo | None) -> None:
-    """Completed output is whole; any other terminal status's output is partial."""
-    if output is None or to not in TERMINAL:
-        return
-    if output.partial != (to is not RunStatus.COMPLETED):
-        raise TerminalFactsMissing(f"{to} output must have partial={to is not RunStatus.COMPLETED}")
+def _record_child_ending(child: ChildRun, ending: ChildEnding) -> None:
+    """Write `ending`'s facts onto the child: its output, its error or its reason, and how
+    its process ended when that is known (else the child keeps what it has)."""
+    child.output = ending.output
+    if isinstance(ending, ChildFailed):
+        child.error = ending.error
+    elif not isinstance(ending, ChildCompleted):
+        child.reason = ending.reason
+    if ending.exit is not None:
+        child.exit_code, child.signal = ending.exit.exit_code, ending.exit.signal
+        child.stopped_by = ending.exit.stopped_by
+        child.usage = ending.exit.usage
+        child.backend_session_id = ending.exit.backend_session_id

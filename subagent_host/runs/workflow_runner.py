@@ -37,6 +37,7 @@ from subagent_host.planning.plan import (
 from subagent_host.planning.projection import project
 from subagent_host.runs.child_runner import ChildRunner
 from subagent_host.runs.control import RunControl
+from subagent_host.runs.endings import Failed
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
@@ -157,7 +158,7 @@ class WorkflowRunner:
     def settle(self, control: RunControl) -> None:
         """The run's one terminal status, from the first step that did not complete."""
         if self._failure is not None:
-            self.book.transition(self.run, RunStatus.FAILED, error=self._failure)
+            self.book.transition(self.run, Failed(self._failure))
             return
         for state in self.state.steps:
             if state.status != RunStatus.COMPLETED:

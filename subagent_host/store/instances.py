@@ -17,6 +17,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.sessions import Seal
+from subagent_host.runs.endings import ChildInterrupted, Interrupted
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.store.database import Database
 from subagent_host.store.reads import assemble
@@ -289,8 +290,8 @@ def _interrupt(
             found = seal(child) if seal is not None else None
             if found is not None:
                 child.session_digest, child.session_digest_source = found.digest, found.source
-            book.transition_child(run, child, RunStatus.INTERRUPTED, reason=reason)
+            book.transition_child(run, child, ChildInterrupted(reason))
     for step in run.workflow.steps if run.workflow is not None else ():
         # The step a dead server was carrying out (the book refuses any other).
         book.transition_step(run, step, str(RunStatus.INTERRUPTED))
-    book.transition(run, RunStatus.INTERRUPTED, reason=reason)
+    book.transition(run, Interrupted(reason))

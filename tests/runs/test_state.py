@@ -1,4 +1,4 @@
-"""The state machine: first terminal status wins, required facts, gap-free seq."""
+"""The state machine: first terminal status wins, an ending's facts, gap-free seq."""
 
 from __future__ import annotations
 
@@ -6,7 +6,19 @@ from datetime import UTC, datetime
 
 import pytest
 
+from subagent_host.backends.exits import StoppedBy
 from subagent_host.rpc.json_codec import encode_json
+from subagent_host.runs.endings import (
+    Cancelled,
+    ChildCompleted,
+    ChildExit,
+    ChildFailed,
+    ChildInterrupted,
+    Completed,
+    Failed,
+    LimitReached,
+    TimedOut,
+)
 from subagent_host.runs.state import (
     EVENT_OVERHEAD_BYTES,
     MAX_EVENT_BYTES_KEPT,
@@ -18,14 +30,13 @@ from subagent_host.runs.state import (
     RunStateMachine,
     RunStatus,
     StepState,
-    TerminalFactsMissing,
     WorkflowState,
     event_bytes,
     prompt_head,
     restore_events,
 )
 from subagent_host.values import RunKind
-from subagent_host.values.facts import ErrorInfo, OutputInfo
+from subagent_host.values.facts import ErrorInfo, OutputInfo, Usage
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -45,43 +56,71 @@ def test_the_first_terminal_status_wins_and_is_kept() -> None:
     seen: list[RunEvent] = []
     book = RunStateMachine(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
     run = make_run()
-    assert book.transition(run, RunStatus.RUNNING)
-    assert book.transition(run, RunStatus.CANCELLED, reason="stopped")
-    assert not book.transition(run, RunStatus.COMPLETED)
-    assert not book.transition(run, RunStatus.FAILED, error=ErrorInfo("x", "y"))
+    assert book.start(run)
+    assert book.transition(run, Cancelled("stopped"))
+    assert not book.transition(run, Completed())
+    assert not book.transition(run, Failed(ErrorInfo("x", "y")))
     assert (run.status, run.reason, run.ended_at) == (RunStatus.CANCELLED, "stopped", T0)
+    assert run.error is None
     assert [e.seq for e in seen] == [1, 2] and run.last_seq == 2
 
 
-def test_terminal_statuses_require_their_facts() -> None:
+def test_an_ending_writes_its_facts_and_a_reopen_clears_them() -> None:
     book = RunStateMachine(clock=lambda: T0)
     run = make_run()
-    with pytest.raises(TerminalFactsMissing):
-        book.transition(run, RunStatus.FAILED)
-    with pytest.raises(TerminalFactsMissing):
-        book.transition(run, RunStatus.TIMED_OUT, reason="timeout")
-    assert run.status is RunStatus.QUEUED  # nothing changed
-    assert book.transition(run, RunStatus.TIMED_OUT, reason="timeout", enforced_timeout_ms=5)
+    output = OutputInfo("x", False, 1, 1, partial=True)
+    assert book.transition(run, TimedOut("timeout", 5, output))
+    facts = (run.status, run.reason, run.enforced_timeout_ms, run.output, run.error)
+    assert facts == (RunStatus.TIMED_OUT, "timeout", 5, output, None)
+    book.reopen(run)
+    assert (run.status, run.reason, run.enforced_timeout_ms, run.output) == (
+        RunStatus.QUEUED,
+        None,
+        None,
+        None,
+    )
+    assert book.transition(run, LimitReached("max-turns"))
+    assert (run.reached_limit, run.reason, run.ended_at) == ("max-turns", None, T0)
 
 
-def test_output_partial_must_match_the_status() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+def test_output_partial_must_match_the_ending() -> None:
     partial = OutputInfo("x", False, 1, 1, partial=True)
-    with pytest.raises(TerminalFactsMissing):
-        book.transition(make_run(), RunStatus.COMPLETED, output=partial)
+    with pytest.raises(ValueError, match="whole"):
+        Completed(partial)
+    with pytest.raises(ValueError, match="whole"):
+        ChildCompleted(partial)
     whole = OutputInfo("x", False, 1, 1, partial=False)
-    with pytest.raises(TerminalFactsMissing):
-        book.transition(make_run(), RunStatus.CANCELLED, reason="r", output=whole)
+    with pytest.raises(ValueError, match="partial"):
+        Cancelled("r", whole)
+    with pytest.raises(ValueError, match="partial"):
+        ChildFailed(ErrorInfo("x", "y"), whole)
+
+
+def test_a_child_ending_without_its_exit_keeps_what_the_child_has() -> None:
+    book = RunStateMachine(clock=lambda: T0)
+    run = make_run()
+    child = run.children[0]
+    book.start_child(run, child, pid=42)
+    child.usage = Usage(1, 2, 0, 0)  # sampled while it ran
+    assert book.transition_child(run, child, ChildInterrupted("server died"))
+    assert (child.usage, child.stopped_by, child.reason) == (Usage(1, 2, 0, 0), None, "server died")
+    other = ChildRun(index=1, backend="command", usage=Usage(1, 2, 0, 0))  # sampled
+    run.children.append(other)
+    book.start_child(run, other)
+    exit_ = ChildExit(exit_code=0, stopped_by=StoppedBy.EXIT)
+    assert book.transition_child(run, other, ChildFailed(ErrorInfo("x", "y"), exit=exit_))
+    # Given, the exit is the whole truth: a parser that failed leaves no usage.
+    assert (other.exit_code, other.stopped_by, other.usage) == (0, StoppedBy.EXIT, None)
 
 
 def test_child_events_share_the_run_sequence() -> None:
     book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     child = run.children[0]
-    book.transition(run, RunStatus.RUNNING)
-    book.transition_child(run, child, RunStatus.RUNNING, pid=42)
+    book.start(run)
+    book.start_child(run, child, pid=42)
     book.emit(run, "output", index=0, text="hi")
-    book.transition_child(run, child, RunStatus.COMPLETED)
+    book.transition_child(run, child, ChildCompleted())
     assert [(e.seq, e.type) for e in run.events] == [
         (1, "status"),
         (2, "child"),

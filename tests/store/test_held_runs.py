@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from subagent_host.runs.state import Run, RunEvent, RunStateMachine, RunStatus
+from subagent_host.runs.endings import Cancelled, ChildCompleted, ChildExit, Completed
+from subagent_host.runs.state import Run, RunEvent, RunStateMachine
 from subagent_host.store import instances, rows
 from subagent_host.store.database import Database
 from subagent_host.store.recorder import HOLD_S, Recorder
@@ -57,12 +58,12 @@ async def test_a_task_run_that_ends_in_a_few_turns_is_one_write(store: Database)
     commits = store.commits
 
     book.created(run)
-    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=4242)
+    book.start_child(run, run.children[0], pid=4242)
     await loop_turns()
     await store.settled()
     assert await stored_ids(store) == []  # held: not ended yet
-    book.transition_child(run, run.children[0], RunStatus.COMPLETED, exit_code=0)
-    book.transition(run, RunStatus.COMPLETED)
+    book.transition_child(run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0)))
+    book.transition(run, Completed())
     await recorder.durable(run)
 
     assert store.commits - commits == 1
@@ -89,7 +90,7 @@ async def test_a_held_run_still_running_is_written_once_its_hold_is_over(
     store.submit = noting_submit  # type: ignore[method-assign,assignment]
     held_at = loop.time()
     book.created(run)
-    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=4242)
+    book.start_child(run, run.children[0], pid=4242)
     async with asyncio.timeout(HOLD_S + 5):
         await submitted.wait()
     written_at = loop.time()
@@ -208,8 +209,8 @@ async def test_a_held_runs_projection_is_sealed_once_after_the_turn_its_child_st
         turns[0] += 1
         await asyncio.sleep(0)
     assert sealings == [2]  # once, after the turn the child started in
-    book.transition(run, RunStatus.RUNNING)
-    book.transition(run, RunStatus.CANCELLED, reason="stopped")
+    book.start(run)
+    book.transition(run, Cancelled("stopped"))
     await recorder.durable(run)
 
     assert sealings == [2]  # the write took the sealed projection as it was
@@ -255,13 +256,13 @@ async def test_a_held_runs_early_events_are_encoded_in_a_spare_turn_before_its_e
     book.created(run)  # the launch's step
     recorder.projection(run, 0, lambda: ('{"v":1}', "sha256:v1:" + "2" * 64))
     await asyncio.sleep(0)  # the child starts in the next turn
-    book.transition_child(run, run.children[0], RunStatus.RUNNING, pid=4242)
+    book.start_child(run, run.children[0], pid=4242)
     await loop_turns()
     assert encoded == [1, 2, 3]  # queued, running, child running: while the child runs
     assert await stored_ids(store) == []  # still held
 
-    book.transition_child(run, run.children[0], RunStatus.COMPLETED, exit_code=0)
-    book.transition(run, RunStatus.COMPLETED)
+    book.transition_child(run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0)))
+    book.transition(run, Completed())
     await recorder.durable(run)
 
     assert encoded == [1, 2, 3, 4, 5]  # the end's write encoded only its own events

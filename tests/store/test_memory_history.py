@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent_host.runs.state import Run, RunStateMachine, RunStatus
+from subagent_host.runs.state import Run, RunStateMachine
 from subagent_host.store import reads, writes
 from subagent_host.store.database import Database, open_database
 from subagent_host.store.recorder import Recorder
@@ -119,7 +119,7 @@ async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Database
     recorder.on_pruned = pruned.extend
     book = RunStateMachine(clock=ticking(), listener=recorder)
     live = make_run("r-live", minute=-1)  # the oldest, but live: never pruned
-    book.transition(live, RunStatus.RUNNING)
+    book.start(live)
     runs: list[Run] = []
     for minute in range(40):
         runs.append(completed_run(book, f"r{minute:02}", minute=minute))
@@ -141,7 +141,7 @@ async def test_a_memory_store_bounds_each_runs_events_as_the_disk_does(
     recorder = Recorder(memory, ME, history_limit=100)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     for n in range(50):
         book.emit(run, "output", index=0, text=f"line {n}")
         await recorder.durable()

@@ -19,6 +19,17 @@ import pytest
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.errors import RecordFailed
+from subagent_host.runs.endings import (
+    Cancelled,
+    ChildCancelled,
+    ChildCompleted,
+    ChildExit,
+    ChildFailed,
+    ChildTimedOut,
+    Completed,
+    Failed,
+    TimedOut,
+)
 from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     ChildRun,
@@ -74,10 +85,10 @@ def completed_run(
 ) -> Run:
     run = make_run(run_id, session_id, minute=minute)
     output = OutputInfo(text="ok\n", truncated=False, bytes=3, lines=1, partial=False)
-    book.transition(run, RunStatus.RUNNING)
-    book.transition_child(run, run.children[0], RunStatus.RUNNING)
-    book.transition_child(run, run.children[0], RunStatus.COMPLETED, output=output, exit_code=0)
-    book.transition(run, RunStatus.COMPLETED, output=output)
+    book.start(run)
+    book.start_child(run, run.children[0])
+    book.transition_child(run, run.children[0], ChildCompleted(output, ChildExit(exit_code=0)))
+    book.transition(run, Completed(output))
     return run
 
 
@@ -335,22 +346,22 @@ def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
     book = RunStateMachine(clock=ticking())
     warning = Diagnostic("warning", "snapshot-skipped", "not written", "workflow.snapshotPath")
     run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000, diagnostics=(warning,))
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     first, second = run.children
-    first.pid, first.pgid, first.create_time = 4242, 4242, 1234.56
-    first.start_time_probe = lambda: 1234.56
-    book.transition_child(run, first, RunStatus.RUNNING)
+    first.create_time = 1234.56
+    book.start_child(run, first, pid=4242, pgid=4242, start_time_probe=lambda: 1234.56)
+    # Sampled while it runs (runs/sampling.py), not an ending's fact.
+    first.resources = Resources(cpu_seconds=0.25, peak_rss_bytes=1 << 20, processes=2)
     book.transition_child(
         run,
         first,
-        RunStatus.COMPLETED,
-        output=OutputInfo(text="é\n", truncated=True, bytes=3, lines=1, partial=False),
-        usage=Usage(1, 2, 3, 4, cost_usd=0.5),
-        resources=Resources(cpu_seconds=0.25, peak_rss_bytes=1 << 20, processes=2),
-        backend_session_id="b-1",
+        ChildCompleted(
+            OutputInfo(text="é\n", truncated=True, bytes=3, lines=1, partial=False),
+            ChildExit(usage=Usage(1, 2, 3, 4, cost_usd=0.5), backend_session_id="b-1"),
+        ),
     )
-    book.transition_child(run, second, RunStatus.TIMED_OUT, reason="timeout")
-    book.transition(run, RunStatus.TIMED_OUT, reason="timeout", enforced_timeout_ms=5000)
+    book.transition_child(run, second, ChildTimedOut("timeout"))
+    book.transition(run, TimedOut("timeout", 5000))
 
     record = json.loads(json.dumps(run_record(run)))
     assert "children" not in record and "events" not in record
@@ -385,20 +396,19 @@ async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -
     book = RunStateMachine(clock=ticking())
     run = make_run("r1", children=4, label="four")
     done, failed, cancelled, running = run.children
-    book.transition(run, RunStatus.RUNNING)
-    book.transition_child(run, done, RunStatus.RUNNING)
+    book.start(run)
+    book.start_child(run, done)
     done.pid, done.exit_code = 100, 0
     book.transition_child(
         run,
         done,
-        RunStatus.COMPLETED,
-        output=OutputInfo(text="done\n", truncated=False, bytes=5, lines=1, partial=False),
+        ChildCompleted(OutputInfo(text="done\n", truncated=False, bytes=5, lines=1, partial=False)),
     )
-    book.transition_child(run, failed, RunStatus.RUNNING)
+    book.start_child(run, failed)
     error = ErrorInfo("exit", "exited with 3", {"exitCode": 3, "stderrTail": "bad\n"})
-    book.transition_child(run, failed, RunStatus.FAILED, error=error, exit_code=3)
-    book.transition_child(run, cancelled, RunStatus.CANCELLED, reason="stopped")
-    book.transition_child(run, running, RunStatus.RUNNING)
+    book.transition_child(run, failed, ChildFailed(error, exit=ChildExit(exit_code=3)))
+    book.transition_child(run, cancelled, ChildCancelled("stopped"))
+    book.start_child(run, running)
     running.pid, running.pgid, running.create_time = 200, 200, 99.5
     book.emit(run, "output", index=3, text="partial…")
     await save(store, run)
@@ -415,8 +425,8 @@ async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -
     assert loaded.children[1].error == error
     assert list(loaded.events) == []  # events are read with events_after
 
-    book.transition_child(run, running, RunStatus.FAILED, error=ErrorInfo("x", "y"))
-    book.transition(run, RunStatus.FAILED, error=ErrorInfo("child", "child 1: exited with 3"))
+    book.transition_child(run, running, ChildFailed(ErrorInfo("x", "y")))
+    book.transition(run, Failed(ErrorInfo("child", "child 1: exited with 3")))
     await save(store, run)
     loaded = await store.call(reads.load_run, store, "r1")
     assert loaded == without_events(run)
@@ -434,7 +444,7 @@ async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> 
     await save(store, run)
     retry = ChildRun(index=0, backend="command", attempt=2)
     run.children[0] = retry
-    book.transition_child(run, retry, RunStatus.RUNNING)
+    book.start_child(run, retry)
     await save(store, run)
 
     loaded = await store.call(reads.load_run, store, "r1")
@@ -461,7 +471,7 @@ async def test_events_after_gives_later_events_in_order(store: Database) -> None
 async def test_saving_only_new_events_appends_them(store: Database) -> None:
     book = RunStateMachine(clock=ticking())
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     await save(store, run)
     book.emit(run, "output", index=0, text="a")
     await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
@@ -471,7 +481,7 @@ async def test_saving_only_new_events_appends_them(store: Database) -> None:
 async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) -> None:
     book = RunStateMachine(clock=ticking())
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     chunk = "x" * (1024 * 1024)
     for _ in range(3 * MAX_EVENT_BYTES_KEPT // len(chunk)):  # one write per turn, as the recorder
         book.emit(run, "output", index=0, text=chunk)
@@ -496,7 +506,7 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) 
     runs = [completed_run(book, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
     await save(store, *runs, completed_run(book, "x9", session_id="s2", minute=9))
     running = make_run("r4", minute=4, label="live")
-    book.transition(running, RunStatus.RUNNING)
+    book.start(running)
     await save(store, running)
 
     summaries = await store.call(reads.list_runs, store, "s1", 10)
@@ -518,7 +528,7 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) 
 async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Database) -> None:
     book = RunStateMachine(clock=ticking())
     old_running = make_run("r-old", minute=-10)
-    book.transition(old_running, RunStatus.RUNNING)
+    book.start(old_running)
     old_queued = make_run("r-older", minute=-20)
     await save(store, old_running, old_queued, limit=3)
     other = completed_run(book, "x-other", session_id="s2", minute=-30)
@@ -534,7 +544,7 @@ async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Databas
     kept = {r for (r,) in await query(store, "SELECT DISTINCT run_id FROM events")}
     assert kept == {"r4", "r3", "r2", "r-old", "x-other"}  # r-older never had an event
 
-    book.transition(old_running, RunStatus.CANCELLED, reason="stopped")
+    book.transition(old_running, Cancelled("stopped"))
     await save(store, old_running, limit=3)
     ids = [s.run_id for s in await store.call(reads.list_runs, store, "s1", 100)]
     assert ids == ["r4", "r3", "r2", "r-older"]
@@ -547,7 +557,7 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
     book = RunStateMachine(clock=ticking())
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     for n in range(7):
         book.emit(run, "output", index=0, text=str(n))
     await save(store, run)  # 8 events in one write
@@ -604,24 +614,24 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Dat
 
     mixed = make_run("r-mixed", children=3)
     done, busy, waiting = mixed.children
-    book.transition(mixed, RunStatus.RUNNING)
-    book.transition_child(mixed, done, RunStatus.RUNNING)
+    book.start(mixed)
+    book.start_child(mixed, done)
     done.pid, done.create_time = 3131, 555.0  # ended: not a leftover
-    book.transition_child(mixed, done, RunStatus.FAILED, error=ErrorInfo("exit", "exit 1"))
-    book.transition_child(mixed, busy, RunStatus.RUNNING)
+    book.transition_child(mixed, done, ChildFailed(ErrorInfo("exit", "exit 1")))
+    book.start_child(mixed, busy)
     busy.pid, busy.pgid, busy.create_time = 4242, 4242, 777.25
     queued = make_run("r-queued")
     finished = completed_run(book, "r-finished")
     await save(store, mixed, queued, finished, instance="dead")
     theirs = make_run("r-theirs")
-    book.transition(theirs, RunStatus.RUNNING)
+    book.start(theirs)
     await save(store, theirs, instance="alive")
     mine = make_run("r-mine")
-    book.transition(mine, RunStatus.RUNNING)
+    book.start(mine)
     await save(store, mine, instance=ME)
     stray = make_run("r-stray")
-    book.transition(stray, RunStatus.RUNNING)
-    book.transition_child(stray, stray.children[0], RunStatus.RUNNING)
+    book.start(stray)
+    book.start_child(stray, stray.children[0])
     stray.children[0].pid = 5151  # its start time was never read
     await save(store, stray, instance="never-registered")
     events_before = await query(store, "SELECT run_id, seq, record FROM events ORDER BY 1, 2")
@@ -689,7 +699,7 @@ async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Dat
     await register(store, "alive", ALIVE_PID)
     await register(store, ME, MY_PID)
     theirs = make_run("r-theirs")
-    book.transition(theirs, RunStatus.RUNNING)
+    book.start(theirs)
     await save(store, theirs, instance="alive")
     mine = make_run("r-mine")
     await save(store, mine, instance=ME)
@@ -714,7 +724,7 @@ async def test_recover_treats_an_ended_instance_as_gone_even_if_its_pid_is_alive
     await register(store, "ended", ALIVE_PID)
     await store.call(instances.end_instance, store, "ended", T0 + timedelta(hours=1))
     left = make_run("r-left")
-    RunStateMachine(clock=ticking()).transition(left, RunStatus.RUNNING)
+    RunStateMachine(clock=ticking()).start(left)
     await save(store, left, instance="ended")
 
     interrupted, _ = await store.call(
@@ -733,7 +743,7 @@ async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: 
         await register(first, "dead", DEAD_PID)
         runs = [make_run(f"r{i}") for i in range(20)]
         for run in runs:
-            book.transition(run, RunStatus.RUNNING)
+            book.start(run)
         await save(first, *runs, instance="dead")
         await register(first, "a", MY_PID)
         await register(second, "b", LATER_PID)
@@ -773,17 +783,17 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
     book = RunStateMachine(clock=ticking(), listener=recorder)
     first, second = make_run("r1"), make_run("r2", minute=1)
 
-    book.transition(first, RunStatus.RUNNING)
-    book.transition_child(first, first.children[0], RunStatus.RUNNING)
+    book.start(first)
+    book.start_child(first, first.children[0])
     book.emit(first, "output", index=0, text="hi")
-    book.transition(second, RunStatus.RUNNING)
+    book.start(second)
     assert saves == []  # nothing is written before the turn ends
     await asyncio.sleep(0)
     await store.settled()
     assert saves == [[("r1", [1, 2, 3]), ("r2", [1])]]
 
-    book.transition_child(first, first.children[0], RunStatus.CANCELLED, reason="stopped")
-    book.transition(first, RunStatus.CANCELLED, reason="stopped")
+    book.transition_child(first, first.children[0], ChildCancelled("stopped"))
+    book.transition(first, Cancelled("stopped"))
     await asyncio.sleep(0)
     await store.settled()
     assert saves[1:] == [[("r1", [4, 5])]]
@@ -806,7 +816,7 @@ async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: D
     recorder.watch_backlog(lambda: told.append("full"), on_drained)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     gate = threading.Event()
     store.submit(gate.wait, 10)  # the disk is busy: nothing is committed meanwhile
     chunk = "x" * (256 * 1024)
@@ -835,7 +845,7 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
     monkeypatch.setattr(recorder, "_check_backlog", counting_check)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     gate = threading.Event()
     store.submit(gate.wait, 10)  # the disk is busy: every write below waits
     chunk = "x" * (256 * 1024)
@@ -857,7 +867,7 @@ async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Databa
     recorder = Recorder(store, ME, history_limit=10)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r-fresh", label="fresh")
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
 
     await recorder.durable()  # no turn of the loop in between: durable writes it now
     summaries = await store.call(reads.list_runs, store, "s1", 10)
@@ -869,8 +879,8 @@ async def test_a_touch_without_an_event_is_written_too(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.transition(run, RunStatus.RUNNING)
-    book.transition_child(run, run.children[0], RunStatus.RUNNING)
+    book.start(run)
+    book.start_child(run, run.children[0])
     await recorder.durable()
     run.children[0].pid = 31337
     run.children[0].start_time_probe = lambda: 42.5
@@ -898,7 +908,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
     book = RunStateMachine(clock=ticking(), listener=recorder)
     good, bad, other = make_run("r-good"), make_run("r-bad", minute=1), make_run("r-o", minute=2)
     for run in (good, bad, other):  # one turn of the loop: one batch
-        book.transition(run, RunStatus.RUNNING)
+        book.start(run)
 
     await recorder.durable(good)
     await recorder.durable(other)
@@ -923,7 +933,7 @@ async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Databas
     book = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     with recorder.unrecorded(run):
-        book.transition(run, RunStatus.RUNNING)
+        book.start(run)
         recorder.touch(run)
         await recorder.durable(run)
     await recorder.durable(run)
@@ -936,9 +946,9 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
     recorder = Recorder(store, ME, history_limit=10)
     book = RunStateMachine(clock=ticking(), listener=recorder)
     bad, good = make_run("r-bad", label="a\ud800b"), make_run("r-good", minute=1)
-    book.transition(bad, RunStatus.RUNNING)
+    book.start(bad)
     book.emit(bad, "output", index=0, text="x\udfff")
-    book.transition(good, RunStatus.RUNNING)
+    book.start(good)
     await recorder.durable(bad)
     await recorder.durable(good)
     assert await query(store, "SELECT run_id, label FROM runs ORDER BY run_id") == [
@@ -961,7 +971,7 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
         await recorder.durable()
     assert pruned == []
     live = make_run("r-live", minute=-1)  # older, but live: never pruned
-    book.transition(live, RunStatus.RUNNING)
+    book.start(live)
     await recorder.durable()
     assert pruned == []  # r-live is live; nothing else is beyond the newest two
 
@@ -1056,7 +1066,7 @@ async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store:
     )
     await save(store, recent)
     live = make_run("r-live", "s-live")  # created long ago, still running
-    book.transition(live, RunStatus.RUNNING)
+    book.start(live)
     await save(store, live, instance="gone-live-owner")
     await store.call(instances.register_instance, store, "gone-live-owner", 99, 1.0, old)
     await store.call(instances.end_instance, store, "gone-live-owner", old)
@@ -1082,8 +1092,8 @@ async def test_a_session_whose_old_run_ended_recently_is_kept(store: Database) -
     now = T0 + timedelta(days=100)
     run = make_run("r-long", "s-long")  # created 100 days ago...
     book = RunStateMachine(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
-    book.transition(run, RunStatus.RUNNING)
-    book.transition(run, RunStatus.CANCELLED, reason="stopped")
+    book.start(run)
+    book.transition(run, Cancelled("stopped"))
     await save(store, run)
     assert await store.call(instances.prune_stale, store, ME, now) == instances.Pruned(0, 0, 0)
 
@@ -1100,11 +1110,11 @@ async def test_the_database_is_intact_after_a_full_history(
     book = RunStateMachine(clock=ticking(), listener=recorder)
     for i in range(6):
         run = make_run(f"r{i}", children=2, minute=i)
-        book.transition(run, RunStatus.RUNNING)
+        book.start(run)
         for n in range(5):
             book.emit(run, "output", index=0, text=str(n))
         if i < 5:
-            book.transition(run, RunStatus.CANCELLED, reason="stopped")
+            book.transition(run, Cancelled("stopped"))
         await asyncio.sleep(0)
     await recorder.durable()
     await register(store, ME, MY_PID)

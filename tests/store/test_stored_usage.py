@@ -3,7 +3,8 @@ run read back and in the session's listing (protocol.md §12, §13)."""
 
 from __future__ import annotations
 
-from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
+from subagent_host.runs.endings import ChildCompleted, ChildExit, Completed
+from subagent_host.runs.state import ChildRun, Run, RunStateMachine
 from subagent_host.store import reads
 from subagent_host.store.database import Database
 from subagent_host.store.records import run_record
@@ -18,17 +19,17 @@ RESUMED = Usage(1, 1, 1, 1, 0.125)
 
 
 def ended(book: RunStateMachine, run: Run, child: ChildRun, usage: Usage | None) -> None:
-    book.transition_child(run, child, RunStatus.RUNNING)
-    book.transition_child(run, child, RunStatus.COMPLETED, usage=usage)
+    book.start_child(run, child)
+    book.transition_child(run, child, ChildCompleted(exit=ChildExit(usage=usage)))
 
 
 async def test_a_run_read_back_counts_every_attempt_of_every_child(store: Database) -> None:
     book = RunStateMachine(clock=ticking())
     run = make_run("r1", children=2)
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     ended(book, run, run.children[0], FIRST)
     ended(book, run, run.children[1], SECOND)
-    book.transition(run, RunStatus.COMPLETED)
+    book.transition(run, Completed())
     await save(store, run)
     resumed = ChildRun(index=1, backend="command", attempt=2)
     run.replace_child(resumed)

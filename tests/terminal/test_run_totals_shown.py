@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from subagent_host.runs.state import ChildRun, RunStateMachine, RunStatus
+from subagent_host.runs.endings import ChildCompleted, ChildExit, Completed
+from subagent_host.runs.state import ChildRun, RunStateMachine
 from subagent_host.store import writes
 from subagent_host.store.database import Database
 from subagent_host.store.rows import run_row
@@ -23,18 +24,18 @@ async def write_resumed_run(tmp_path: Path) -> str:
     usage FIRST for every attempt but the resumed one's, RESUMED."""
     book = RunStateMachine(clock=ticking())
     run = make_run("a" * 32, children=2)
-    book.transition(run, RunStatus.RUNNING)
+    book.start(run)
     for child in run.children:
-        book.transition_child(run, child, RunStatus.RUNNING)
-        book.transition_child(run, child, RunStatus.COMPLETED, usage=FIRST)
-    book.transition(run, RunStatus.COMPLETED)
+        book.start_child(run, child)
+        book.transition_child(run, child, ChildCompleted(exit=ChildExit(usage=FIRST)))
+    book.transition(run, Completed())
     store = await Database.open(state(tmp_path))
     try:
         await store.call(writes.save, store, "instance", [run_row(run, list(run.events))], 100)
         resumed = ChildRun(index=1, backend="pi", attempt=2)
         run.replace_child(resumed)
-        book.transition_child(run, resumed, RunStatus.RUNNING)
-        book.transition_child(run, resumed, RunStatus.COMPLETED, usage=RESUMED)
+        book.start_child(run, resumed)
+        book.transition_child(run, resumed, ChildCompleted(exit=ChildExit(usage=RESUMED)))
         await store.call(writes.save, store, "instance", [run_row(run, [])], 100)
     finally:
         await store.close()
