@@ -13,6 +13,7 @@ from __future__ import annotations
 from subagent_host.agents.effective import effective
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import AgentDisabledInfo, AgentInfo, AgentsListParams, AgentsListResult
+from subagent_host.values.copying import shared
 from subagent_host.values.facts import Diagnostic
 
 
@@ -26,12 +27,9 @@ async def handle(params: AgentsListParams, ctx: HandlerContext) -> AgentsListRes
             continue
         wanted = effective(definition, settings)
         agents.append(
-            AgentInfo(
-                name=definition.name,
-                description=definition.description,
-                source=definition.source,
-                path=definition.path,
-                digest=definition.digest,
+            shared(  # the definition's name, description, source, path, digest; what it gets
+                AgentInfo,
+                definition,
                 model=wanted.model,
                 effort=wanted.effort,
                 tools=wanted.tools,

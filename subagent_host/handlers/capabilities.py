@@ -21,6 +21,7 @@ from subagent_host.rpc.wire import (
     ServerCapabilities,
     ServerInfo,
 )
+from subagent_host.values.copying import shared
 
 SERVER_INFO: Final = ServerInfo(name=SERVER_NAME, version=__version__)
 
@@ -31,19 +32,11 @@ SENT_NOTIFICATIONS: Final = ("$/progress", "run/event")
 @functools.cache
 def limits_of(config: ServerConfig) -> Limits:
     """The limits a client should plan with (protocol.md §5), from this server's configuration."""
-    return Limits(
-        max_concurrency=config.max_concurrency,
-        max_parallel=config.max_parallel,
-        grace_ms=config.grace_ms,
+    return shared(
+        Limits,
+        config,
         default_timeout_ms=config.default_timeout_ms,
         default_stall_timeout_ms=config.default_stall_timeout_ms,
-        output_cap_bytes=config.output_cap_bytes,
-        output_cap_lines=config.output_cap_lines,
-        previous_cap_bytes=config.previous_cap_bytes,
-        max_message_bytes=config.max_message_bytes,
-        max_queue=config.max_queue,
-        workflow_parallelism=config.workflow_parallelism,
-        max_depth=config.max_depth,
     )
 
 

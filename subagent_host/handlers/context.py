@@ -22,6 +22,7 @@ from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.settings import LOCAL
 from subagent_host.store.face import RunStore
+from subagent_host.values.copying import shared
 
 if TYPE_CHECKING:
     # Imported where first used: a server's first reply (`ping`) needs neither.
@@ -144,12 +145,4 @@ class HandlerContext:
     @property
     def limits(self) -> ServerLimits:
         """The server-wide limits a launch is checked against and receipts report."""
-        return ServerLimits(
-            output_cap_bytes=self.config.output_cap_bytes,
-            output_cap_lines=self.config.output_cap_lines,
-            previous_cap_bytes=self.config.previous_cap_bytes,
-            max_concurrency=self.config.max_concurrency,
-            max_depth=self.config.max_depth,
-            max_parallel=self.config.max_parallel,
-            workflow_parallelism=self.config.workflow_parallelism,
-        )
+        return shared(ServerLimits, self.config)

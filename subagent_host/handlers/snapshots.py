@@ -21,20 +21,14 @@ from subagent_host.rpc.wire import (
     WorkflowSnapshot,
 )
 from subagent_host.runs.state import ChildRun, Run, RunEvent, WorkflowState
+from subagent_host.values.copying import shared
 from subagent_host.values.facts import OutputInfo, Usage
 from subagent_host.values.moments import duration_ms
 
 
 def outcome(run: Run | ChildRun) -> RunOutcome:
     """How a run or a child went so far, as both snapshots show it."""
-    return RunOutcome(
-        started_at=run.started_at,
-        ended_at=run.ended_at,
-        duration_ms=duration_ms(run.started_at, run.ended_at),
-        output=run.output,
-        error=run.error,
-        reason=run.reason,
-    )
+    return shared(RunOutcome, run, duration_ms=duration_ms(run.started_at, run.ended_at))
 
 
 def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
@@ -89,23 +83,13 @@ def _workflow(state: WorkflowState | None) -> WorkflowSnapshot | None:
 
 
 def child_snapshot(child: ChildRun) -> ChildSnapshot:
-    return ChildSnapshot(
-        index=child.index,
-        backend=child.backend,
+    return shared(
+        ChildSnapshot,
+        child,
         status=str(child.status),
-        attempt=child.attempt,
-        label=child.label,
-        pid=child.pid,
-        node=child.node,
-        exit_code=child.exit_code,
         signal=signal.Signals(child.signal).name if child.signal else None,
         stopped_by=str(child.stopped_by) if child.stopped_by else None,
         outcome=outcome(child),
-        usage=child.usage,
-        backend_session_id=child.backend_session_id,
-        resources=child.resources,
-        step=child.step,
-        workspace=child.workspace,
     )
 
 

@@ -24,6 +24,7 @@ from subagent_host.planning.views import (
     PlanWorkflow,
     to_json,
 )
+from subagent_host.values.copying import shared
 
 
 def normalized_plan(
@@ -36,22 +37,17 @@ def normalized_plan(
         backend = backends[child.backend]
         tools = negotiate(backend, child.tools, access, child.removed_tools)
         children.append(
-            PlanChild(
+            shared(
+                PlanChild,
+                child,
                 index=index,
-                backend=child.backend,
                 argv=prepared(child, backend).argv,
-                cwd=child.cwd,
-                model=child.model,
-                thinking=child.thinking,
-                session_resources=child.session_resources,
                 tools=tuple(sorted(tools.kept)),
                 env_keys=tuple(sorted(child.env)),
                 prompt_digest=digest(child.prompt) if child.prompt is not None else None,
                 limits=child.limits,
                 removed_tools=tuple(sorted(tools.removed)) if tools.removed else None,
-                agent=child.agent,
                 as_=child.output_name,
-                isolation=child.isolation,
                 placement=PlannedPlacement.of(child.placement),
                 redact=None if child.redact else False,
             )

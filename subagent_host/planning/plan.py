@@ -17,6 +17,7 @@ from subagent_host.backends.base import Backend, ItemSpec, Launch
 from subagent_host.planning.request import Placement
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
 from subagent_host.values import FULL, STEP_PROMPT, RunKind
+from subagent_host.values.copying import shared
 
 
 @attrs.frozen
@@ -82,30 +83,17 @@ class ChildPlan:
     @property
     def limits(self) -> ChildLimits:
         """The child's own limits, as the plan, the projection and a resume spell them."""
-        return ChildLimits(
-            timeout_ms=self.timeout_ms,
-            stall_timeout_ms=self.stall_timeout_ms,
-            max_turns=self.max_turns,
-            max_tokens=self.max_tokens,
-            max_cost_usd=self.max_cost_usd,
-        )
+        return shared(ChildLimits, self)
 
     def item(self, prompt: str | None = None) -> ItemSpec:
         """What the backend is given to launch this child (`prompt` replaces the plan's)."""
-        return ItemSpec(
-            command=self.command,
+        return shared(
+            ItemSpec,
+            self,
             prompt=prompt if prompt is not None else self.prompt,
-            cwd=self.cwd,
-            env=self.env,
-            model=self.model,
-            thinking=self.thinking,
-            tools=self.tools,
-            resume_session=self.resume_session,
             filesystem_access=self.access.filesystem if self.access else "write",
             network_access=self.access.network if self.access else True,
-            instructions=self.instructions,
             session_resources=self.session_resources or FULL,
-            max_turns=self.max_turns,
         )
 
 

@@ -31,12 +31,14 @@ from subagent_host.planning.views import (
     PROJECTION_VERSION,
     Contract,
     ContractWorkflow,
+    PlannedPlacement,
     Projection,
     ToolEffects,
     from_json,
     to_json,
 )
 from subagent_host.values import MAX_SAFE_INTEGER
+from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 
 VERSION: Final = PROJECTION_VERSION
@@ -60,23 +62,16 @@ def project(child: ChildPlan, backend: Backend, executable: Executable | None = 
     """The projection of one planned child: its prepared launch's argv, the file its
     program is (an agent child's, `executable.py`), and what it ran with."""
     tools = child.tools if child.tools is not None else default_tools(backend)
-    return Projection(
-        backend=child.backend,
+    return shared(
+        Projection,
+        child,
         argv_template=prepared(child, backend).argv,
-        model=child.model,
-        thinking=child.thinking,
         tools=tuple(ToolEffects(t, tuple(sorted(backend.tools.get(t, ())))) for t in tools),
-        cwd=child.cwd,
         env_keys=tuple(sorted(child.env)),
         limits=child.limits,
-        label=child.label,
-        agent=child.agent,
-        access=child.access,
-        instructions=child.instructions,
-        session_resources=child.session_resources,
-        isolation=child.isolation,
         executable=executable,
         redact=None if child.redact else False,
+        placement=PlannedPlacement.of(child.placement),
     )
 
 
@@ -90,30 +85,20 @@ def child_of(
     """The child a projection describes, to be launched again: a resume's new attempt
     (with its prompt, the session it continues and the env values), or, without them,
     the launch the projection recorded, rendered anew."""
+    # Its limits are the projection's; so are its other fields of the same names (a
+    # projection from before `sessionResources` has none: that child ran `full`).
     is_command = projection.backend == "command"
-    return ChildPlan(
-        backend=projection.backend,
-        cwd=projection.cwd,
-        timeout_ms=projection.limits.timeout_ms,
-        stall_timeout_ms=projection.limits.stall_timeout_ms,
-        max_turns=projection.limits.max_turns,
-        max_tokens=projection.limits.max_tokens,
-        max_cost_usd=projection.limits.max_cost_usd,
+    return shared(
+        ChildPlan,
+        projection,
+        **attrs.asdict(projection.limits, recurse=False),
         command=projection.argv_template if is_command else None,
         prompt=prompt,
         resume_session=resume_session,
-        access=projection.access,
         env=dict(env or {}),
-        label=projection.label,
-        model=projection.model,
-        thinking=projection.thinking,
         tools=tuple(tool.name for tool in projection.tools),
-        instructions=projection.instructions,
-        # A projection from before `sessionResources` has none: that child ran `full`.
-        session_resources=projection.session_resources,
-        agent=projection.agent,
-        isolation=projection.isolation,
         redact=projection.redact is not False,
+        placement=None if projection.placement is None else projection.placement.requested(),
     )
 
 

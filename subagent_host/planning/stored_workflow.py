@@ -8,16 +8,10 @@ of a workflow child reads it back to run the steps after it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Final
 
-import cattrs
-
 from subagent_host.planning.plan import RunPlan
-
-_converter = cattrs.Converter(omit_if_default=True)
-_converter.register_unstructure_hook(datetime, datetime.isoformat)
-_converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+from subagent_host.planning.record_form import RECORDS
 
 # A workflow's definition: its plan with item templates, whose environment
 # values are left out (only the names are kept: values may be secrets).
@@ -26,7 +20,7 @@ WORKFLOW_RECORD_VERSION: Final = 1
 
 def workflow_record(plan: RunPlan) -> dict[str, Any]:
     # As a RunPlan: a LaunchPlan's normalized view and fingerprint are no part of it.
-    record: dict[str, Any] = _converter.unstructure(plan, RunPlan)
+    record: dict[str, Any] = RECORDS.unstructure(plan, RunPlan)
     for child, stored in zip(plan.children, record["children"], strict=True):
         stored.pop("launch", None)  # derived from the rest, and holds env values
         stored.pop("env", None)
@@ -48,6 +42,6 @@ def workflow_from_record(record: Mapping[str, Any]) -> RunPlan:
         {k: v for k, v in child.items() if k != "env_keys"} for child in plan["children"]
     ]
     try:
-        return _converter.structure(plan, RunPlan)
+        return RECORDS.structure(plan, RunPlan)
     except Exception as exc:  # noqa: BLE001 - any shape problem means "unreadable"
         raise ValueError(f"unreadable workflow record ({type(exc).__name__})") from None

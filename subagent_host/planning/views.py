@@ -32,6 +32,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from subagent_host.planning.request import Placement
 from subagent_host.values import camel_case
+from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 
 T = TypeVar("T")
@@ -106,7 +107,11 @@ class PlannedPlacement(Placement):
 
     @classmethod
     def of(cls, placement: Placement | None) -> PlannedPlacement | None:
-        return None if placement is None else cls(**attrs.asdict(placement, recurse=False))
+        return None if placement is None else shared(cls, placement)
+
+    def requested(self) -> Placement:
+        """The request's own placement again (a resume plans its child with it)."""
+        return shared(Placement, self)
 
 
 @attrs.frozen(kw_only=True)
@@ -332,6 +337,9 @@ class Projection:
     redact: bool | None = None
     """False when its request said `redact: false`: a resume redacts the same way (absent:
     true, as for every projection recorded before it existed)."""
+    placement: PlannedPlacement | None = None
+    """Where on a cluster it ran (protocol.md §8.8): a resume runs it there again. Absent
+    when it had none (so the digests of projections without it are what they always were)."""
 
 
 @attrs.frozen(kw_only=True)

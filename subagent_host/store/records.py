@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Final
 
 import attrs
-import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
+from subagent_host.planning.record_form import RECORDS as _converter
 from subagent_host.runs.state import ChildRun, EventLog, Run, StepState
 from subagent_host.values.facts import Usage
 
-_converter = cattrs.Converter(omit_if_default=True)
-_converter.register_unstructure_hook(datetime, datetime.isoformat)
-_converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
+# The hooks of the store's own types, on the one record converter (runs' types are
+# never part of a workflow's stored plan, the converter's other user).
 # Never in a record (see _RUN_EXCLUDED); a run read back starts with an empty log.
 _converter.register_structure_hook(EventLog, lambda _value, _: EventLog())
 # A step's `command` is how it is reported, not what it is (reads.py marks it again):

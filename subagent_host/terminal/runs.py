@@ -18,6 +18,7 @@ from subagent_host.cli import add_number, session_id
 from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
+from subagent_host.values.copying import shared
 from subagent_host.values.facts import Usage
 from subagent_host.values.moments import duration_ms
 
@@ -95,18 +96,14 @@ def list_runs(args: argparse.Namespace) -> int:
 
 def line_of(found: BrowsedRun, browser: StateBrowser) -> RunLine:
     run = found.run
-    return RunLine(
-        run_id=run.run_id,
-        session_id=run.session_id,
+    return shared(
+        RunLine,
+        run,
         kind=str(run.kind),
         status=str(run.status),
-        created_at=run.created_at,
         head=views.launch_head(run, browser.launches(run.run_id)),
         children=len(run.children),
         instance_id=found.instance_id,
-        label=run.label,
-        started_at=run.started_at,
-        ended_at=run.ended_at,
         duration_ms=duration_ms(run.started_at, run.ended_at),
         usage=run.usage,
     )

@@ -214,6 +214,24 @@ async def test_the_placement_is_in_the_plan_and_its_fingerprint(
     assert here["fingerprint"] != there["fingerprint"]
 
 
+async def test_a_resumed_child_runs_on_the_node_its_launch_placed_it(
+    ray_server: ServerProcess, two_nodes: TwoNodes
+) -> None:
+    placement = {"nodeId": two_nodes.worker}
+    spawn = {"command": ["sh", "-c", "cat; exit 3"], "prompt": "hi", "placement": placement}
+    run = await result_of(ray_server, "spawn", {**spawn, "mode": "task"})
+    assert run["status"] == "failed" and run["children"][0]["node"] == two_nodes.worker, run
+    approval = await result_of(
+        ray_server, "preflight", {"resume": {"runId": run["runId"], "message": "again"}}
+    )
+    assert approval["accepted"] is True, approval
+    assert approval["contract"]["projection"]["placement"] == placement  # approved as placed
+    resumed = await result_of(ray_server, "resume", {"token": approval["token"], "mode": "task"})
+    child = resumed["children"][0]
+    assert child["attempt"] == 2 and child["exitCode"] == 3, child
+    assert child["node"] == two_nodes.worker, child  # where the launch placed it, again
+
+
 async def test_the_bridge_s_death_fails_its_children_as_node_lost_and_a_new_one_is_opened(
     ray_server: ServerProcess,
 ) -> None:

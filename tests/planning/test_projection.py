@@ -23,6 +23,7 @@ from subagent_host.planning.projection import (
     seal,
     unseal,
 )
+from subagent_host.planning.request import Placement
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Access, to_json
 from subagent_host.resuming.target import Target, resumed_child
@@ -216,3 +217,30 @@ def test_a_resumed_agent_runs_with_the_lowered_budgets() -> None:
     kept = contract(run.run_id, 0, 2, projection, {}, backend_session_id="sess")
     child = resumed_child(attrs.evolve(target, contract=kept), "go on", None, PI_BACKENDS)
     assert (child.max_tokens, child.max_cost_usd) == (400, 0.5)
+
+
+def test_a_resumed_child_of_a_placed_run_keeps_its_placement() -> None:
+    placement = Placement(resources={"gpu": 1.0}, node_id="node-a", labels={"zone": "b"})
+    placed = attrs.evolve(CHILD, placement=placement)
+    stored, digest = seal(project(placed, CommandBackend()))
+    projection = unseal(stored, digest)  # as a resume reads it back from the store
+    run = Run(
+        run_id="r" * 32,
+        session_id="s",
+        kind=RunKind.SINGLE,
+        fingerprint="f",
+        created_at=datetime.now(UTC),
+        children=[ChildRun(index=0, backend="command", status=RunStatus.FAILED)],
+        status=RunStatus.FAILED,
+    )
+    sealed = contract(run.run_id, 0, 2, projection, {})
+    # What preflight shows and the token is bound to says where it runs ...
+    assert to_json(sealed)["projection"]["placement"] == {
+        "resources": {"gpu": 1.0}, "nodeId": "node-a", "labels": {"zone": "b"}
+    }  # fmt: skip
+    target = Target(run=run, index=0, projection=projection, contract=sealed, contract_digest="")
+    plan = resumed_child(target, "go on", {"TOKEN": "secret-value"}, BACKENDS)
+    # ... and the new attempt runs there, as the first one did.
+    assert plan.placement == placement
+    # An unplaced child's projection is what it always was (no `placement` key).
+    assert "placement" not in json.loads(seal(project(CHILD, CommandBackend()))[0])
