@@ -151,7 +151,9 @@ async def test_a_remote_child_past_its_timeout_is_timed_out_and_its_tree_ended(
         {
             "command": ["sh", "-c", STUBBORN],
             "mode": "task",
-            "timeoutMs": 1500,
+            # The timeout also bounds the wait for a node to take the child (protocol.md §8.8): on a
+            # loaded machine that alone can take seconds, and then the child fails unplaced.
+            "timeoutMs": 10000,
             "placement": placed(WORKER_RESOURCE),
         },
     )
