@@ -7,14 +7,17 @@ snapshot shows it), and its newest events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import enum
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-from subagent_host.runs.state import ChildRun, Run, RunEvent
+from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStatus
 from subagent_host.store.records import child_record, dumps, run_record
+from subagent_host.values.events import EVENT_CLASSES, Event, Phase, ToolKind
+from subagent_host.values.facts import OutputInfo, Usage
 
 
 @attrs.frozen
@@ -118,13 +121,45 @@ def create_time(row: ChildRow) -> float | None:
 
 
 def event_record(event: RunEvent) -> dict[str, Any]:
-    return {"type": event.type, "at": event.at.isoformat(), "fields": dict(event.fields)}
+    """An event as the store has always kept it: its `type`, `at`, and its `fields` by their
+    snake_case names, absent ones left out (a `status` event's output whole, nulls too; a usage
+    without its nulls): records of earlier versions and of this one read alike."""
+    return {"type": event.type, "at": event.at.isoformat(), "fields": _stored_fields(event.payload)}
 
 
 def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
-    return RunEvent(
-        seq=seq,
-        type=record["type"],
-        at=datetime.fromisoformat(record["at"]),
-        fields=record["fields"],
-    )
+    kind = EVENT_CLASSES[record["type"]]
+    fields = {name: _read_field(name, value) for name, value in record["fields"].items()}
+    return RunEvent(seq=seq, at=datetime.fromisoformat(record["at"]), payload=kind(**fields))
+
+
+def _stored_fields(payload: Event) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for field in attrs.fields(type(payload)):
+        value = getattr(payload, field.name)
+        if isinstance(value, OutputInfo):
+            fields[field.name] = attrs.asdict(value)
+        elif isinstance(value, Usage):
+            fields[field.name] = attrs.asdict(value, filter=_present)
+        elif value is not None:
+            fields[field.name] = str(value) if isinstance(value, enum.Enum) else value
+    return fields
+
+
+def _present(_field: attrs.Attribute[Any], value: object) -> bool:
+    return value is not None
+
+
+# Stored fields that are not plain JSON values: the types they are read back as.
+_READ: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "status": RunStatus,
+    "phase": Phase,
+    "kind": ToolKind,
+    "usage": lambda value: Usage(**value),
+    "output": lambda value: OutputInfo(**value),
+}
+
+
+def _read_field(name: str, value: Any) -> Any:
+    read = _READ.get(name)
+    return value if read is None else read(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -11,10 +12,12 @@ from rich.console import Console
 from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal.progress import RunProgress
 from subagent_host.terminal.run_live import LiveOutput
+from subagent_host.values.events import EVENT_CLASSES
 
 
-def event(seq: int, type_: str, **fields: object) -> EventWire:
-    return EventWire(run_id="r" * 32, seq=seq, type=type_, at=datetime.now(UTC), **fields)  # type: ignore[arg-type]
+def event(seq: int, type_: str, **fields: Any) -> EventWire:
+    payload = EVENT_CLASSES[type_](**fields)
+    return EventWire(run_id="r" * 32, seq=seq, at=datetime.now(UTC), event=payload)
 
 
 def test_the_line_shows_a_commands_latest_output_line_as_a_terminal_would_leave_it() -> None:
