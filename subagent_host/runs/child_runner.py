@@ -36,9 +36,9 @@ from subagent_host.executors.base import ChildLost, Executor, StartedChild
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.runs.child_sink import (
-    STDOUT_EVENT,
     ChildSink,
     EventSender,
+    RawEvent,
     RawSender,
     StreamGate,
     agent_event,
@@ -50,7 +50,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import WORKTREE
-from subagent_host.values.events import ActivityEvent, OutputEvent, StderrEvent
+from subagent_host.values.events import ActivityEvent
 from subagent_host.values.facts import ErrorInfo, Usage
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
@@ -506,8 +506,7 @@ class ChildRunner:
     def _raw_streamer(self, run: Run, child: ChildRun) -> RawSender:
         """Emit what one child printed: `output` (its stdout) and `stderr` events."""
 
-        def stream(event_type: str, text: str) -> None:
-            raw = OutputEvent if event_type == STDOUT_EVENT else StderrEvent
+        def stream(raw: RawEvent, text: str) -> None:
             self._book.emit(run, raw(index=child.index, text=text))
 
         return stream

@@ -55,18 +55,24 @@ from subagent_host.backends.events import (
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import StreamSize
 from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
-from subagent_host.values.events import Event, MessageEvent, ToolEvent, UsageEvent
+from subagent_host.values.events import (
+    Event,
+    MessageEvent,
+    OutputEvent,
+    StderrEvent,
+    ToolEvent,
+    UsageEvent,
+)
 
 # The events of what a child printed, raw: its stdout and its stderr.
-STDOUT_EVENT: Final = "output"
-STDERR_EVENT: Final = "stderr"
-RAW_STREAMS: Final = (STDOUT_EVENT, STDERR_EVENT)
+RawEvent = type[OutputEvent] | type[StderrEvent]
+RAW_STREAMS: Final[tuple[RawEvent, ...]] = (OutputEvent, StderrEvent)
 
 EventSender = Callable[[AgentEvent], None]
 """Sends one normalized event of a child as a `run/event` (`agent_event` gives it its index)."""
-RawSender = Callable[[str, str], None]
-"""Sends what a child printed as it printed it: `output` (its stdout) or `stderr`, and
-the text."""
+RawSender = Callable[[RawEvent, str], None]
+"""Sends what a child printed as it printed it: `OutputEvent` (its stdout) or `StderrEvent`,
+and the text."""
 
 
 class ChildSink:
@@ -183,7 +189,7 @@ class ChildSink:
             spent()
         self._check_turns()
         self._check_budget()
-        self._stream_raw(STDOUT_EVENT, data)
+        self._stream_raw(OutputEvent, data)
 
     def on_stderr(self, data: bytes) -> None:
         self._take_stderr(self._stderr.feed(data) if self._redacting else data)
@@ -192,9 +198,9 @@ class ChildSink:
 
     def _take_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
-        self._stream_raw(STDERR_EVENT, data)
+        self._stream_raw(StderrEvent, data)
 
-    def _stream_raw(self, event_type: str, data: bytes) -> None:
+    def _stream_raw(self, event_type: RawEvent, data: bytes) -> None:
         """Send a chunk of stdout or stderr as it came (redacted), when the run asks."""
         if self._stream is not None and data:
             text = self._decoders[event_type].decode(data)
