@@ -7,7 +7,6 @@ snapshot shows it), and its newest events.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
@@ -16,7 +15,7 @@ import attrs
 
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStatus
 from subagent_host.store.records import child_record, dumps, run_record
-from subagent_host.values.events import EVENT_CLASSES, Event, Phase, ToolKind
+from subagent_host.values.events import EVENT_CLASSES, EVENT_TYPES, Event, Phase, ToolKind
 from subagent_host.values.facts import OutputInfo, Usage
 
 
@@ -128,38 +127,39 @@ def event_record(event: RunEvent) -> dict[str, Any]:
 
 
 def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
-    kind = EVENT_CLASSES[record["type"]]
-    fields = {name: _read_field(name, value) for name, value in record["fields"].items()}
-    return RunEvent(seq=seq, at=datetime.fromisoformat(record["at"]), payload=kind(**fields))
+    fields = dict(record["fields"])
+    for name in fields.keys() & _READ.keys():
+        fields[name] = _READ[name](fields[name])
+    payload = EVENT_CLASSES[record["type"]](**fields)
+    return RunEvent(seq=seq, at=datetime.fromisoformat(record["at"]), payload=payload)
 
 
-def _stored_fields(payload: Event) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for field in attrs.fields(type(payload)):
-        value = getattr(payload, field.name)
+_FIELD_NAMES: Final[Mapping[type[Event], tuple[str, ...]]] = {
+    kind: tuple(field.name for field in attrs.fields(kind)) for kind in EVENT_TYPES
+}
+
+
+def _stored_fields(payload: Event) -> dict[str, object]:
+    # Per event (a streaming run writes thousands): field names looked up once per class;
+    # statuses, phases and kinds are str enumerations, written as their values by JSON itself.
+    fields: dict[str, object] = {}
+    for name in _FIELD_NAMES[type(payload)]:
+        value = getattr(payload, name)
+        if value is None:
+            continue
         if isinstance(value, OutputInfo):
-            fields[field.name] = attrs.asdict(value)
+            value = attrs.asdict(value)  # nulls too, as it always was
         elif isinstance(value, Usage):
-            fields[field.name] = attrs.asdict(value, filter=_present)
-        elif value is not None:
-            fields[field.name] = str(value) if isinstance(value, enum.Enum) else value
+            value = {key: part for key, part in attrs.asdict(value).items() if part is not None}
+        fields[name] = value
     return fields
 
 
-def _present(_field: attrs.Attribute[Any], value: object) -> bool:
-    return value is not None
-
-
 # Stored fields that are not plain JSON values: the types they are read back as.
-_READ: Final[Mapping[str, Callable[[Any], Any]]] = {
+_READ: Final[Mapping[str, Callable[..., object]]] = {
     "status": RunStatus,
     "phase": Phase,
     "kind": ToolKind,
     "usage": lambda value: Usage(**value),
     "output": lambda value: OutputInfo(**value),
 }
-
-
-def _read_field(name: str, value: Any) -> Any:
-    read = _READ.get(name)
-    return value if read is None else read(value)
