@@ -44,8 +44,8 @@ from subagent_host.planning.views import (
     Unprobed,
     to_json,
 )
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, RunStatus, camel_case
-from subagent_host.values.events import EVENT_CLASSES, Event, Phase, ToolKind
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
+from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, Event
 from subagent_host.values.facts import (
     BackendInfo,
     Diagnostic,
@@ -822,7 +822,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     )
     # An event: the envelope's keys and its type's fields in one object. Its enumerations
     # are read as their members (a StrEnum would otherwise take `str`'s hook, unchecked).
-    for enumeration in (RunStatus, Phase, ToolKind):
+    for enumeration in EVENT_ENUMS:
         converter.register_structure_hook(enumeration, _structure_member)
     converter.register_unstructure_hook(EventWire, _event_unstructure_hook(converter))
     converter.register_structure_hook(EventWire, _event_structure_hook(converter))

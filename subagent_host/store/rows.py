@@ -7,15 +7,17 @@ snapshot shows it), and its newest events.
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
 import attrs
 
-from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStatus
+from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.store.records import child_record, dumps, run_record
-from subagent_host.values.events import EVENT_CLASSES, EVENT_TYPES, Event, Phase, ToolKind
+from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, EVENT_TYPES, Event
 from subagent_host.values.facts import OutputInfo, Usage
 
 
@@ -155,11 +157,22 @@ def _stored_fields(payload: Event) -> dict[str, object]:
     return fields
 
 
-# Stored fields that are not plain JSON values: the types they are read back as.
-_READ: Final[Mapping[str, Callable[..., object]]] = {
-    "status": RunStatus,
-    "phase": Phase,
-    "kind": ToolKind,
-    "usage": lambda value: Usage(**value),
-    "output": lambda value: OutputInfo(**value),
-}
+def _readers() -> dict[str, Callable[..., object]]:
+    """Stored fields that are not plain JSON values, by name: what reads each back (an
+    enumeration's member, an attrs value from its snake_case fields)."""
+    found: dict[str, Callable[..., object]] = {}
+    for kind in EVENT_TYPES:
+        for name, hint in typing.get_type_hints(kind).items():
+            for arg in (hint, *typing.get_args(hint)):
+                if arg in EVENT_ENUMS:
+                    found[name] = arg
+                elif isinstance(arg, type) and attrs.has(arg):
+                    found[name] = functools.partial(_from_fields, arg)
+    return found
+
+
+def _from_fields(kind: type[object], fields: dict[str, object]) -> object:
+    return kind(**fields)
+
+
+_READ: Final = _readers()

@@ -19,6 +19,7 @@ schema's; where several types share a field the first type's is the flat
 from __future__ import annotations
 
 import enum
+import typing
 from collections.abc import Mapping
 from typing import ClassVar, Final
 
@@ -173,6 +174,21 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
 
 EVENT_CLASSES: Final[Mapping[str, type[Event]]] = {cls.type: cls for cls in EVENT_TYPES}
 """Each event's class by its `type` tag."""
+
+
+def _enumerations() -> tuple[type[enum.StrEnum], ...]:
+    found: list[type[enum.StrEnum]] = []
+    for cls in EVENT_TYPES:
+        for hint in typing.get_type_hints(cls).values():
+            for arg in (hint, *typing.get_args(hint)):
+                if isinstance(arg, type) and issubclass(arg, enum.StrEnum) and arg not in found:
+                    found.append(arg)
+    return tuple(found)
+
+
+EVENT_ENUMS: Final = _enumerations()
+"""The enumerations the events' fields are typed with (`RunStatus`, `Phase`, `ToolKind`): read
+back as their members wherever events are read (the wire's converter, the store)."""
 
 
 def text_of(event: Event) -> str | None:
