@@ -19,8 +19,8 @@ from subagent_host.openrpc import render
 from subagent_host.openrpc.check import MessageChecker, NonConforming
 from subagent_host.openrpc.enums import ENUMS
 from subagent_host.openrpc.schemas import Direction, SchemaBuilder
-from subagent_host.rpc.wire import EVENT_FIELDS
 from subagent_host.runs.state import RunStatus
+from subagent_host.values.events import EVENT_CLASSES
 from tests.e2e.harness import SCHEMA, schema_document, server_executable
 
 REGENERATE: Final = "subagent-host schema > schema/openrpc.json"
@@ -170,7 +170,7 @@ def test_fixed_sets_of_values_are_enums_taken_from_the_code() -> None:
     schemas = document()["components"]["schemas"]
     statuses = [str(status) for status in RunStatus]
     assert schemas["RunSnapshot"]["properties"]["status"]["enum"] == statuses
-    assert schemas["EventWire"]["properties"]["type"]["enum"] == list(EVENT_FIELDS)
+    assert schemas["EventWire"]["properties"]["type"]["enum"] == list(EVENT_CLASSES)
     assert schemas["ChildSnapshot"]["properties"]["backend"]["enum"] == [
         "command",
         "pi",

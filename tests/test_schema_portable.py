@@ -13,7 +13,7 @@ import attrs
 from subagent_host.mcp_face.tools import TOOLS
 from subagent_host.openrpc import portable
 from subagent_host.openrpc.schemas import REF_PREFIX, Direction, SchemaBuilder, never
-from subagent_host.rpc.wire import EVENT_FIELDS
+from subagent_host.values.events import EVENT_CLASSES
 from tests.schema_readers import AJV, AJV_STRICT, ANY_NODE, installed, node_at_least, run
 from tests.test_schema import document, schemas_in
 
@@ -106,7 +106,7 @@ def test_a_union_of_primitives_is_any_of_its_types() -> None:
 
 def test_each_event_branch_declares_what_it_requires_and_forbids_what_it_never_carries() -> None:
     event = document()["components"]["schemas"]["EventWire"]
-    assert [branch["title"] for branch in event["oneOf"]] == list(EVENT_FIELDS)
+    assert [branch["title"] for branch in event["oneOf"]] == list(EVENT_CLASSES)
     for branch in event["oneOf"]:
         declared = branch["properties"]
         for name in branch["required"]:

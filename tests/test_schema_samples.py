@@ -10,6 +10,7 @@ field left out or sent) fails here, for types added later too.
 
 from __future__ import annotations
 
+import enum
 import types
 import typing
 from datetime import UTC, datetime
@@ -27,6 +28,8 @@ from subagent_host.openrpc.enums import enum_of
 from subagent_host.openrpc.schemas import REF_PREFIX
 from subagent_host.planning.views import VIEWS, from_json, to_json
 from subagent_host.rpc.wire import INLINE, EventWire, SessionId, make_converter
+from subagent_host.values import camel_case
+from subagent_host.values.events import EVENT_TYPES, Event
 
 MOMENT: Final = datetime(2026, 11, 30, 2, 47, 37, 415000, tzinfo=UTC)
 CONVERTER: Final = make_converter()
@@ -45,6 +48,8 @@ def wire_types() -> dict[str, type[Any]]:
         hint = pending.pop()
         if not (attrs.has(hint) and isinstance(hint, type)):
             pending += typing.get_args(hint)
+        elif hint in EVENT_TYPES:  # written inside an `EventWire`, not a component of its own
+            pending += fields_of(hint)
         elif hint.__name__ not in found:
             found[hint.__name__] = hint
             pending += fields_of(hint)
@@ -83,6 +88,8 @@ def sample(hint: Any, owner: type[Any] | None = None, name: str = "", *, full: b
     simple = {str: "text", int: 1, float: 1.5, bool: True, datetime: MOMENT}
     if hint in simple:
         return simple[hint]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return next(iter(hint))
     if hint is Any:
         return "any"
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -99,8 +106,6 @@ def instance(cls: type[Any], *, full: bool) -> Any:
     hints = typing.get_type_hints(cls)
     values = {}
     for field in attrs.fields(cls):
-        if cls is EventWire and field.default is None and field.name != "status":
-            continue  # a `status` event carries its status only (EVENT_FIELDS)
         if not full and field.default is not attrs.NOTHING and field.name != "status":
             continue
         if getattr(field.validator, "options", None):
@@ -130,6 +135,44 @@ def test_each_wire_type_as_written_matches_its_schema(name: str, full: bool) -> 
         # A params type: what the schema allows is what the server reads.
         reread = from_json(value, cls) if cls in VIEWS else CONVERTER.structure(value, cls)
         assert reread == instance(cls, full=full)
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["every-field", "required-only"])
+@pytest.mark.parametrize("kind", EVENT_TYPES, ids=lambda kind: kind.type)
+def test_each_event_type_as_written_matches_the_schema_and_reads_back(
+    kind: type[Event], full: bool
+) -> None:
+    """The `run/event` written from each class of the union is what the schema allows, and the
+    client reads it back into the same class (`EventWire` with `event`)."""
+    event = EventWire(run_id="r1", seq=7, at=MOMENT, event=instance(kind, full=full))
+    value = written(event)
+    assert list(value)[:4] == ["runId", "seq", "type", "at"] and value["type"] == kind.type
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}" for e in validator("EventWire").iter_errors(value)
+    ]
+    assert errors == [], value
+    read = make_converter(forbid_extra_keys=False).structure(value, EventWire)
+    assert read == event
+    kinds = [type(getattr(read.event, field.name)) for field in attrs.fields(kind)]
+    assert kinds == [type(getattr(event.event, field.name)) for field in attrs.fields(kind)]
+
+
+@pytest.mark.parametrize("kind", EVENT_TYPES, ids=lambda kind: kind.type)
+def test_each_event_type_has_its_branch_of_the_schemas_one_of_with_exactly_its_fields(
+    kind: type[Event],
+) -> None:
+    """A branch per class, titled with its tag: its required fields those without a default,
+    and every other event field but its own optional ones declared absent."""
+    schema = document()["components"]["schemas"]["EventWire"]
+    [branch] = [branch for branch in schema["oneOf"] if branch["title"] == kind.type]
+    own = {camel_case(field.name): field for field in attrs.fields(kind)}
+    required = [name for name, field in own.items() if field.default is attrs.NOTHING]
+    assert branch["required"] == required
+    assert branch["properties"]["type"] == {"const": kind.type}
+    absent = {name for name, value in branch["properties"].items() if value == {"not": {}}}
+    head = {"runId", "seq", "type", "at"}
+    assert absent == set(schema["properties"]) - head - set(own)
+    assert set(own) <= set(schema["properties"])
 
 
 def test_every_component_but_the_error_shape_is_a_wire_type() -> None:

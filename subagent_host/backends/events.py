@@ -22,37 +22,18 @@ sent at the end of a chunk, only when it differs from what was sent last.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Final
 
 import attrs
 
 from subagent_host.backends.reports import short
+
+# The kinds and phases of a tool call are the wire's too (`values/events.py`): re-exported for
+# the parsers.
+from subagent_host.values.events import Phase as Phase
+from subagent_host.values.events import ToolKind as ToolKind
 from subagent_host.values.facts import Usage
-
-
-class ToolKind(enum.StrEnum):
-    """What a tool does, in ACP's words (agentclientprotocol.com, `ToolKind`)."""
-
-    READ = "read"
-    EDIT = "edit"
-    DELETE = "delete"
-    MOVE = "move"
-    SEARCH = "search"
-    EXECUTE = "execute"
-    THINK = "think"
-    FETCH = "fetch"
-    OTHER = "other"
-
-
-class Phase(enum.StrEnum):
-    START = "start"
-    END = "end"
-
-
-TOOL_KINDS: Final = tuple(str(kind) for kind in ToolKind)
-PHASES: Final = tuple(str(phase) for phase in Phase)
 
 ToolCatalog = Mapping[str, tuple[ToolKind, tuple[str, ...]]]
 """A CLI's tools by name: each one's kind, and the input fields that summarise a call

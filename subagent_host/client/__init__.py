@@ -16,7 +16,10 @@ async with Host.start(["--state-dir", state_dir]) as host:
 Results are the server's own wire types (`subagent_host.rpc.wire`,
 `subagent_host.values.facts`) with snake_case attributes; a snapshot's
 `startedAt`, `endedAt`, `durationMs`, `output`, `error` and `reason` are its
-`outcome`'s, readable as its own attributes too (`snap.output`). See `Host` for
+`outcome`'s, readable as its own attributes too (`snap.output`). An event
+(`EventWire`) carries its `run_id`, `seq`, `at` and `type`, and under `event`
+one of the event classes (`values/events.py`, re-exported here) with that
+type's own fields. See `Host` for
 every method and protocol.md for what they mean.
 """
 
@@ -54,16 +57,30 @@ from subagent_host.rpc.wire import (
     SpawnItem,
     WorkflowRequest,
 )
+from subagent_host.values.events import (
+    ActivityEvent,
+    ChildEvent,
+    Event,
+    MessageEvent,
+    OutputEvent,
+    StatusEvent,
+    StderrEvent,
+    ToolEvent,
+    UsageEvent,
+)
 
 __all__ = [
     "ERRORS",
     "AccessRequest",
+    "ActivityEvent",
     "AgentsListResult",
     "AmbiguousRunId",
     "ClientInfo",
     "BackendUnavailable",
     "Call",
     "CapacityExceeded",
+    "ChildEvent",
+    "Event",
     "EventWire",
     "ForEachStep",
     "Host",
@@ -74,7 +91,9 @@ __all__ = [
     "InvalidParams",
     "InvalidRequest",
     "LaunchRejected",
+    "MessageEvent",
     "MethodNotFound",
+    "OutputEvent",
     "ParallelStep",
     "ParseError",
     "PingResult",
@@ -86,5 +105,9 @@ __all__ = [
     "RunNotFound",
     "RunSnapshot",
     "SpawnItem",
+    "StatusEvent",
+    "StderrEvent",
+    "ToolEvent",
+    "UsageEvent",
     "WorkflowRequest",
 ]

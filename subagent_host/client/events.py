@@ -19,6 +19,7 @@ from typing import Final
 
 from subagent_host.client.errors import HostConnectionError
 from subagent_host.rpc.wire import EventWire
+from subagent_host.values.events import text_of
 
 # What an event weighs: its text in UTF-8 (approximated by its length) plus its fields,
 # as the server weighs the events it keeps (runs/state.py).
@@ -36,8 +37,7 @@ LISTENER_BYTES: Final = 8 * 1024 * 1024
 
 def weight(event: EventWire) -> int:
     """Its text, or a terminal `status` event's output, plus the rest."""
-    text = event.text if event.output is None else event.output.text
-    return len(text or "") + EVENT_OVERHEAD_BYTES
+    return len(text_of(event.event) or "") + EVENT_OVERHEAD_BYTES
 
 
 class BoundedEvents:

@@ -49,6 +49,7 @@ from subagent_host.rpc.wire import (
 )
 from subagent_host.server_process import StreamTarget, server_command, start_server_process
 from subagent_host.values import TERMINAL, Framing
+from subagent_host.values.events import StatusEvent
 
 logger = logging.getLogger(__name__)
 
@@ -324,7 +325,7 @@ class Host:
                 while (event := held.pop(last + 1, None)) is not None:
                     last, read_back, first = event.seq, False, False
                     yield event
-                    if event.type == "status" and event.status in TERMINAL:
+                    if isinstance(event.event, StatusEvent) and event.event.status in TERMINAL:
                         return
                 if held and read_back:
                     last = min(held) - 1  # events the server no longer holds: gone for good

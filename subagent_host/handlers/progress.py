@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from subagent_host.handlers.snapshots import event_wire
 from subagent_host.rpc.wire import MsgToken
 from subagent_host.runs.state import TERMINAL, Run, RunEvent, RunStatus
+from subagent_host.values.events import ChildEvent, StatusEvent
 
 if TYPE_CHECKING:
     from lsprotocol.types import WorkDoneProgressBegin, WorkDoneProgressEnd, WorkDoneProgressReport
@@ -93,23 +94,23 @@ class EventPublisher:
             self._notify.hold(run.run_id)
         self._notify("run/event", event_wire(run, event), about=run.run_id)
         token = self._tokens.get(run.run_id)
-        if token is not None and event.type in ("status", "child"):
-            self._progress(run, event, token)
+        if token is not None and isinstance(event.payload, StatusEvent | ChildEvent):
+            self._progress(run, event.payload, token)
 
-    def _progress(self, run: Run, event: RunEvent, token: MsgToken) -> None:
+    def _progress(self, run: Run, event: StatusEvent | ChildEvent, token: MsgToken) -> None:
         from lsprotocol.types import WorkDoneProgressEnd, WorkDoneProgressReport
 
-        status = RunStatus(event.fields["status"])
         value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd
-        if event.type == "status" and status in TERMINAL:
-            value = WorkDoneProgressEnd(message=f"run {run.run_id} {status}")
-            del self._tokens[run.run_id]
-        elif event.type == "child":
-            value = WorkDoneProgressReport(
-                message=f"child {event.fields['index']} {status}", percentage=_percentage(run)
-            )
-        else:
-            return
+        match event:
+            case StatusEvent(status=status) if status in TERMINAL:
+                value = WorkDoneProgressEnd(message=f"run {run.run_id} {status}")
+                del self._tokens[run.run_id]
+            case ChildEvent(index=index, status=status):
+                value = WorkDoneProgressReport(
+                    message=f"child {index} {status}", percentage=_percentage(run)
+                )
+            case _:
+                return
         self._notify("$/progress", {"token": token, "value": value}, about=run.run_id)
 
 

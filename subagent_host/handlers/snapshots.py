@@ -22,7 +22,6 @@ from subagent_host.rpc.wire import (
 )
 from subagent_host.runs.state import ChildRun, Run, RunEvent, WorkflowState
 from subagent_host.values.copying import shared
-from subagent_host.values.facts import OutputInfo, Usage
 from subagent_host.values.moments import duration_ms
 
 
@@ -94,22 +93,4 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
 
 
 def event_wire(run: Run, event: RunEvent) -> EventWire:
-    fields = event.fields
-    return EventWire(
-        run_id=run.run_id,
-        seq=event.seq,
-        type=event.type,
-        at=event.at,
-        status=fields.get("status"),
-        index=fields.get("index"),
-        text=fields.get("text"),
-        final=fields.get("final"),
-        phase=fields.get("phase"),
-        tool_id=fields.get("tool_id"),
-        name=fields.get("name"),
-        kind=fields.get("kind"),
-        summary=fields.get("summary"),
-        is_error=fields.get("is_error"),
-        usage=Usage(**fields["usage"]) if "usage" in fields else None,
-        output=OutputInfo(**fields["output"]) if "output" in fields else None,
-    )
+    return EventWire(run_id=run.run_id, seq=event.seq, at=event.at, event=event.payload)

@@ -19,6 +19,7 @@ from typing import Final
 from subagent_host.client import Host
 from subagent_host.rpc.wire import EventWire, RunSnapshot
 from subagent_host.values import TERMINAL
+from subagent_host.values.events import ChildEvent, StatusEvent
 
 PROGRESS_EVERY_S: Final = 4.0
 """The longest silence while waiting: under the 5 s the face promises (protocol.md §22),
@@ -70,6 +71,10 @@ async def _follow(host: Host, run: RunSnapshot, changes: asyncio.Queue[EventWire
 
 
 def _change(run_id: str, event: EventWire) -> str:
-    if event.type == "child":
-        return f"run {run_id}: child {event.index} {event.status}"
-    return f"run {run_id}: {event.status}"
+    match event.event:
+        case ChildEvent(index=index, status=status):
+            return f"run {run_id}: child {index} {status}"
+        case StatusEvent(status=status):
+            return f"run {run_id}: {status}"
+        case other:
+            return f"run {run_id}: {other.type}"

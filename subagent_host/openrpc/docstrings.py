@@ -17,7 +17,7 @@ from typing import Any
 def class_description(cls: type[Any]) -> str | None:
     """The class's own docstring (not an inherited one), cleaned; None without one."""
     doc = cls.__dict__.get("__doc__")
-    return _unwrap(doc) if isinstance(doc, str) and doc.strip() else None
+    return unwrap(doc) if isinstance(doc, str) and doc.strip() else None
 
 
 def field_description(cls: type[Any], name: str) -> str | None:
@@ -45,11 +45,11 @@ def _field_docstrings(owner: type[Any]) -> dict[str, str]:
             and isinstance(following.value, ast.Constant)
             and isinstance(following.value.value, str)
         ):
-            found[statement.target.id] = _unwrap(following.value.value)
+            found[statement.target.id] = unwrap(following.value.value)
     return found
 
 
-def _unwrap(doc: str) -> str:
+def unwrap(doc: str) -> str:
     """Cleaned, with lines wrapped for the source joined again (paragraphs kept)."""
     paragraphs = inspect.cleandoc(doc).split("\n\n")
     return "\n\n".join(" ".join(p.split("\n")) for p in paragraphs)

@@ -15,7 +15,6 @@ from typing import Any, Final
 from subagent_host.agents.definitions import ERROR, INFO, SOURCES, WARNING
 from subagent_host.backends.base import EFFECTS, MAX_TURNS_LIMIT
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT
-from subagent_host.backends.events import PHASES, TOOL_KINDS
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.sessions import SEALED_AT_END, SEALED_AT_RECOVERY
 from subagent_host.backends.tracking import TrackingMode
@@ -39,12 +38,10 @@ from subagent_host.planning.views import (
     ToolEffects,
 )
 from subagent_host.rpc.wire import (
-    EVENT_FIELDS,
     TRACE_VALUES,
     AgentDisabledInfo,
     AgentInfo,
     ChildSnapshot,
-    EventWire,
     InitializeParams,
     PingResult,
     ResumeParams,
@@ -84,16 +81,12 @@ ENUMS: Final[Mapping[tuple[type[Any], str], tuple[str, ...]]] = {
     (RunSnapshot, "status"): STATUSES,
     (ChildSnapshot, "status"): STATUSES,
     (RunSummary, "status"): STATUSES,
-    (EventWire, "status"): STATUSES,
     (StepSnapshot, "status"): (STEP_PENDING, STEP_RUNNING, *STATUSES[2:]),
     (RunSnapshot, "kind"): KINDS,
     (RunSummary, "kind"): KINDS,
     (NormalizedPlan, "kind"): KINDS,
     (StepSnapshot, "kind"): REPORTED_STEP_KINDS,
     (PlanStep, "kind"): STEP_KINDS,
-    (EventWire, "type"): tuple(EVENT_FIELDS),
-    (EventWire, "phase"): PHASES,
-    (EventWire, "kind"): TOOL_KINDS,
     (RunSnapshot, "admitted_by"): (ADMITTED_PREFLIGHT, ADMITTED_DIRECT),
     (RunSnapshot, "reached_limit"): (MAX_TURNS_LIMIT, MAX_TOKENS_LIMIT, MAX_COST_LIMIT),
     (ChildSnapshot, "stopped_by"): tuple(str(way) for way in StoppedBy),

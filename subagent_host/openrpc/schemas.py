@@ -24,17 +24,18 @@ import collections.abc
 import enum
 import types
 import typing
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
 
 import attrs
 
-from subagent_host.openrpc.docstrings import class_description, field_description
+from subagent_host.openrpc.docstrings import class_description, field_description, unwrap
 from subagent_host.openrpc.enums import enum_of
 from subagent_host.planning.views import UNPROBED
-from subagent_host.rpc.wire import EVENT_FIELDS, EVENT_MAY_CARRY, INLINE, EventWire, SessionId
+from subagent_host.rpc.wire import INLINE, EventWire, SessionId
 from subagent_host.values import SESSION_ID_PATTERN, camel_case
+from subagent_host.values.events import EVENT_TYPES
 
 Schema = dict[str, Any]
 REF_PREFIX: Final = "#/components/schemas/"
@@ -66,10 +67,6 @@ class SchemaBuilder:
         self.components: dict[str, Schema] = {}
         self._directions: dict[type[Any], Direction] = {}
         self._names: dict[str, type[Any]] = {}
-        # Types whose component schema gets extra keywords (the event union).
-        self._refinements: dict[type[Any], Callable[[Schema], None]] = {
-            EventWire: _event_union,
-        }
 
     def ref(self, cls: type[Any], direction: Direction) -> Schema:
         """A `$ref` to `cls`'s component schema, built on first use."""
@@ -102,14 +99,20 @@ class SchemaBuilder:
             schema["required"] = required
         if direction is Direction.PARAMS:
             schema["additionalProperties"] = False
-        refine = self._refinements.get(cls)
-        if refine is not None:
-            refine(schema)
+        if cls is EventWire:
+            schema["oneOf"] = self._event_variants(properties, direction)
         return schema
 
     def properties(self, cls: type[Any], direction: Direction) -> dict[str, tuple[Schema, bool]]:
         """Each wire key of `cls` in the order it is written: its schema, and whether it is
         required."""
+        if cls is EventWire:
+            return self._event_properties(direction)
+        return self._attrs_properties(cls, direction)
+
+    def _attrs_properties(
+        self, cls: type[Any], direction: Direction
+    ) -> dict[str, tuple[Schema, bool]]:
         hints = typing.get_type_hints(cls)
         found: dict[str, tuple[Schema, bool]] = {}
         for field in attrs.fields(cls):
@@ -143,6 +146,51 @@ class SchemaBuilder:
         if description:  # beside a `$ref` too: 2020-12 reads both
             schema = {**schema, "description": description}
         return schema, required
+
+    def _event_properties(self, direction: Direction) -> dict[str, tuple[Schema, bool]]:
+        """A `run/event`'s keys: `runId`, `seq`, `type`, `at` always, then each field any
+        event type carries (optional here: the `oneOf` branch of its type says which)."""
+        hints = typing.get_type_hints(EventWire)
+        envelope = {
+            camel_case(field.name): self._field(EventWire, field, hints[field.name], direction)
+            for field in attrs.fields(EventWire)
+            if field.name != "event"  # written as `type` and the fields below
+        }
+        tags = [cls.type for cls in EVENT_TYPES]
+        described = unwrap(EventWire.type.__doc__ or "")
+        kind: Schema = {"type": "string", "enum": tags, "description": described}
+        found = {name: envelope[name] for name in ("runId", "seq")}
+        found.update({"type": (kind, True), "at": envelope["at"]})
+        for cls in EVENT_TYPES:
+            for name, (schema, _) in self._attrs_properties(cls, direction).items():
+                found.setdefault(name, (schema, False))
+        return found
+
+    def _event_variants(self, properties: dict[str, Schema], direction: Direction) -> list[Schema]:
+        """A `run/event` by its `type`: the fields each type carries, and no others.
+
+        Each branch declares the fields it requires (their schemas as the type's own, without
+        the description), so that the branch reads on its own; the optional fields it never
+        carries are `{"not": {}}`.
+        """
+        variants = []
+        for cls in EVENT_TYPES:
+            own = self._attrs_properties(cls, direction)
+            keys = [name for name, (_, required) in own.items() if required]
+            declared = {name: _undescribed(own[name][0]) for name in keys}
+            absent = {
+                name: never()
+                for name in properties
+                if name not in own and name not in ("runId", "seq", "type", "at")
+            }
+            variants.append(
+                {
+                    "title": cls.type,
+                    "properties": {"type": {"const": cls.type}, **declared, **absent},
+                    "required": keys,
+                }
+            )
+        return variants
 
     def type_schema(self, hint: Any, direction: Direction) -> Schema:
         """The schema of one annotation (no None in it)."""
@@ -215,31 +263,6 @@ def _validator_options(field: attrs.Attribute[Any]) -> tuple[str, ...] | None:
     return None
 
 
-def _event_union(schema: Schema) -> None:
-    """A `run/event` by its `type`: the fields each type carries, and no others.
-
-    Each branch declares the fields it requires (their schemas as the object's, without
-    the description), so that the branch reads on its own; the optional fields it never
-    carries are `{"not": {}}`.
-    """
-    properties = schema["properties"]
-    optional = [name for name in properties if name not in schema.get("required", ())]
-    variants = []
-    for event_type, carried in EVENT_FIELDS.items():
-        keys = [camel_case(name) for name in carried]
-        may = [camel_case(name) for name in EVENT_MAY_CARRY.get(event_type, ())]
-        declared = {name: _undescribed(properties[name]) for name in keys}
-        absent = {name: never() for name in optional if name not in keys and name not in may}
-        variants.append(
-            {
-                "title": event_type,
-                "properties": {"type": {"const": event_type}, **declared, **absent},
-                "required": keys,
-            }
-        )
-    schema["oneOf"] = variants
-
-
 def never() -> Schema:
     """The schema no value matches, as an object: a bare `false` is not portable."""
     return {"not": {}}
@@ -248,6 +271,9 @@ def never() -> Schema:
 def _undescribed(schema: Schema) -> Schema:
     return {key: value for key, value in schema.items() if key != "description"}
 
+
+HEAD: Final = ("runId", "seq", "type", "at")
+"""The keys every `run/event` carries besides its type's fields."""
 
 DEFS_PREFIX: Final = "#/$defs/"
 

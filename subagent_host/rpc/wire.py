@@ -12,8 +12,9 @@ may carry; primitives are checked, not coerced: cattrs on its own would turn
 
 from __future__ import annotations
 
+import enum
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final, Generic, NewType, TypeVar, get_args
 
@@ -44,6 +45,7 @@ from subagent_host.planning.views import (
     to_json,
 )
 from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
+from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, Event
 from subagent_host.values.facts import (
     BackendInfo,
     Diagnostic,
@@ -543,68 +545,29 @@ class WorkflowSnapshot:
     """Every step of its chain, in order."""
 
 
-# Each `type` of a `run/event`, and the optional fields of `EventWire` an event of that
-# type always carries; with those it may carry (EVENT_MAY_CARRY), the only ones it
-# carries: the schema's discriminated union.
-EVENT_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "status": ("status",),
-    "child": ("index", "status"),
-    "output": ("index", "text"),
-    "stderr": ("index", "text"),
-    "activity": ("index", "text"),
-    "message": ("index", "text"),
-    "tool": ("index", "phase", "tool_id", "name", "kind"),
-    "usage": ("index", "usage"),
-}
-EVENT_MAY_CARRY: Final[Mapping[str, tuple[str, ...]]] = {
-    "status": ("output",),
-    "message": ("final",),
-    "tool": ("summary", "is_error"),
-}
-
-
 @attrs.frozen
 class EventWire:
     """One event of a run: the params of a `run/event` notification, and an item of the
     `events` that `status {since}` replays."""
 
+    # Written as one object: `runId`, `seq`, `type` and `at`, then the fields of `event` (its
+    # class is its `type`: `values/events.py`); read back into the same classes. The schema's
+    # `oneOf` is generated from those classes (openrpc/schemas.py).
+
     run_id: str
     """The run the event belongs to."""
     seq: int
     """From 1 for each run, one more per event, without gaps."""
-    type: str
-    """`status`, `child`, `output`, `stderr`, `activity`, or an agent child's `message`, `tool`
-    or `usage`."""
     at: datetime
     """When it happened."""
-    status: str | None = None
-    """The run's new status (a `status` event) or the child's (a `child` event)."""
-    index: int | None = None
-    """The child it concerns (every event but `status`)."""
-    text: str | None = None
-    """What the child printed (`output` its stdout, `stderr` its stderr: UTF-8, split where it
-    arrived), a backend's short summary of what it does (`activity`), or the assistant's text
-    (`message`: a delta or a whole block)."""
-    final: bool | None = None
-    """`message`: true on the last text of a model response (its text may be empty)."""
-    phase: str | None = None
-    """`tool`: `start` or `end`."""
-    tool_id: str | None = None
-    """`tool`: the CLI's own id of the call (its `start` and `end` carry the same)."""
-    name: str | None = None
-    """`tool`: the CLI's own name of the tool (`bash`, `Bash`, `shell`, ...)."""
-    kind: str | None = None
-    """`tool`: what the tool does, as ACP's tool kinds say it (the same for every CLI)."""
-    summary: str | None = None
-    """`tool` `start`: one line (at most 200 characters) of its input: a command, a path, a
-    pattern; never file contents."""
-    is_error: bool | None = None
-    """`tool` `end`: whether the tool reported a failure."""
-    usage: Usage | None = None
-    """`usage`: the child's tokens (and cost where the CLI reports one) so far."""
-    output: OutputInfo | None = None
-    """A terminal `status` event: the run's final output as its snapshot (and a `task`-mode answer)
-    carries it, capped alike; absent when the run has none."""
+    event: Event
+    """What happened: its `type` and the fields of that type."""
+
+    @property
+    def type(self) -> str:
+        """`status`, `child`, `output`, `stderr`, `activity`, or an agent child's `message`, `tool`
+        or `usage`."""
+        return self.event.type
 
 
 @attrs.frozen
@@ -857,6 +820,12 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     converter.register_structure_hook_func(
         lambda t: t == StatusResult, _status_result_hook(converter)
     )
+    # An event: the envelope's keys and its type's fields in one object. Its enumerations
+    # are read as their members (a StrEnum would otherwise take `str`'s hook, unchecked).
+    for enumeration in EVENT_ENUMS:
+        converter.register_structure_hook(enumeration, _structure_member)
+    converter.register_unstructure_hook(EventWire, _event_unstructure_hook(converter))
+    converter.register_structure_hook(EventWire, _event_structure_hook(converter))
 
     def structure_factory(cls: type[Any]) -> Any:
         attrs.resolve_types(cls)
@@ -950,6 +919,16 @@ def _structure_stream(value: Any, _type: type) -> bool | str | None:
     raise WireValueError(f'expected a boolean or "{RAW_STREAM}", got {json_type_name(value)}')
 
 
+def _structure_member(value: Any, kind: type[enum.StrEnum]) -> enum.StrEnum:
+    """A member of a string enumeration, by its value."""
+    text = _strict(str, "a string")(value, str)
+    try:
+        return kind(text)
+    except ValueError:
+        expected = ", ".join(str(member) for member in kind)
+        raise WireValueError(f"expected one of {expected}, got {text[:40]!r}") from None
+
+
 def _structure_moment(value: Any, _type: type) -> datetime:
     """A moment as `timestamp` writes it (any ISO 8601 time with a zone is read)."""
     text = _strict(str, "a string")(value, str)
@@ -965,6 +944,43 @@ def _structure_moment(value: Any, _type: type) -> datetime:
 def _structure_probed_version(value: Any, _type: type) -> str | None:
     """A receipt's `version`: a string, or null when the CLI gave none (absent: unprobed)."""
     return None if value is None else _strict(str, "a string")(value, str)
+
+
+def _event_unstructure_hook(converter: cattrs.Converter) -> Callable[[EventWire], dict[str, Any]]:
+    def unstructure(wire: EventWire) -> dict[str, Any]:
+        head = {"runId": wire.run_id, "seq": wire.seq, "type": wire.type, "at": timestamp(wire.at)}
+        fields: dict[str, Any] = converter.unstructure(wire.event, type(wire.event))
+        return {**head, **fields}
+
+    return unstructure
+
+
+@attrs.frozen
+class _EventHead:
+    """The keys every `run/event` carries besides its type's fields, read as any wire type."""
+
+    run_id: str
+    seq: int
+    type: str
+    at: datetime
+
+
+_EVENT_HEAD: Final = ("runId", "seq", "type", "at")
+
+
+def _event_structure_hook(converter: cattrs.Converter) -> Callable[[Any, type], EventWire]:
+    def structure(value: Any, _type: type) -> EventWire:
+        if not isinstance(value, dict):
+            raise WireValueError(f"expected an object, got {json_type_name(value)}")
+        head = converter.structure({k: v for k, v in value.items() if k in _EVENT_HEAD}, _EventHead)
+        kind = EVENT_CLASSES.get(head.type)
+        if kind is None:
+            raise WireValueError(f"expected an event type, got {head.type[:40]!r}")
+        fields = {k: v for k, v in value.items() if k not in _EVENT_HEAD}
+        event = converter.structure(fields, kind)
+        return EventWire(run_id=head.run_id, seq=head.seq, at=head.at, event=event)
+
+    return structure
 
 
 def _status_result_hook(converter: cattrs.Converter) -> Callable[[Any, type], StatusResult]:

@@ -27,6 +27,7 @@ from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOut
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
 from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
+from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
@@ -34,7 +35,14 @@ from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
 from subagent_host.executors.base import ChildLost, Executor, StartedChild
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
-from subagent_host.runs.child_sink import ChildSink, EventSender, RawSender, StreamGate
+from subagent_host.runs.child_sink import (
+    ChildSink,
+    EventSender,
+    RawEvent,
+    RawSender,
+    StreamGate,
+    agent_event,
+)
 from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
@@ -43,6 +51,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import WORKTREE
+from subagent_host.values.events import ActivityEvent
 from subagent_host.values.facts import ErrorInfo, Usage
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
@@ -484,8 +493,8 @@ class ChildRunner:
     def _raw_streamer(self, run: Run, child: ChildRun) -> RawSender:
         """Emit what one child printed: `output` (its stdout) and `stderr` events."""
 
-        def stream(event_type: str, text: str) -> None:
-            self._book.emit(run, event_type, index=child.index, text=text)
+        def stream(raw: RawEvent, text: str) -> None:
+            self._book.emit(run, raw(index=child.index, text=text))
 
         return stream
 
@@ -498,15 +507,15 @@ class ChildRunner:
         def stream(text: str) -> None:
             if child.backend_session_id is None:
                 child.backend_session_id = parser.session_id
-            self._book.emit(run, "activity", index=child.index, text=text)
+            self._book.emit(run, ActivityEvent(index=child.index, text=text))
 
         return stream
 
     def _event_streamer(self, run: Run, child: ChildRun) -> EventSender:
         """Emit an agent child's normalized events (`message`, `tool`, `usage`)."""
 
-        def send(event_type: str, fields: dict[str, Any]) -> None:
-            self._book.emit(run, event_type, index=child.index, **fields)
+        def send(event: AgentEvent) -> None:
+            self._book.emit(run, agent_event(child.index, event))
 
         return send
 

@@ -37,7 +37,7 @@ import asyncio
 import codecs
 import functools
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -55,17 +55,24 @@ from subagent_host.backends.events import (
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import StreamSize
 from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
+from subagent_host.values.events import (
+    Event,
+    MessageEvent,
+    OutputEvent,
+    StderrEvent,
+    ToolEvent,
+    UsageEvent,
+)
 
 # The events of what a child printed, raw: its stdout and its stderr.
-STDOUT_EVENT: Final = "output"
-STDERR_EVENT: Final = "stderr"
-RAW_STREAMS: Final = (STDOUT_EVENT, STDERR_EVENT)
+RawEvent = type[OutputEvent] | type[StderrEvent]
+RAW_STREAMS: Final[tuple[RawEvent, ...]] = (OutputEvent, StderrEvent)
 
-EventSender = Callable[[str, dict[str, Any]], None]
-"""Sends one `run/event` of a child: its type and its fields besides `index`."""
-RawSender = Callable[[str, str], None]
-"""Sends what a child printed as it printed it: `output` (its stdout) or `stderr`, and
-the text."""
+EventSender = Callable[[AgentEvent], None]
+"""Sends one normalized event of a child as a `run/event` (`agent_event` gives it its index)."""
+RawSender = Callable[[RawEvent, str], None]
+"""Sends what a child printed as it printed it: `OutputEvent` (its stdout) or `StderrEvent`,
+and the text."""
 
 
 class ChildSink:
@@ -169,7 +176,7 @@ class ChildSink:
         events = self.parser.events()  # drained whether sent or not: they must not pile up
         if self._report_event is not None:
             for event in self._redacted(events) if self._redacting else events:
-                self._send(functools.partial(self._report_event, *event_fields(event)))
+                self._send(functools.partial(self._report_event, event))
         for summary in self.parser.activity():
             if self._redacting:
                 summary = self._redaction.text(summary)
@@ -182,7 +189,7 @@ class ChildSink:
             spent()
         self._check_turns()
         self._check_budget()
-        self._stream_raw(STDOUT_EVENT, data)
+        self._stream_raw(OutputEvent, data)
 
     def on_stderr(self, data: bytes) -> None:
         self._take_stderr(self._stderr.feed(data) if self._redacting else data)
@@ -191,9 +198,9 @@ class ChildSink:
 
     def _take_stderr(self, data: bytes) -> None:
         self.parser.on_stderr(data)
-        self._stream_raw(STDERR_EVENT, data)
+        self._stream_raw(StderrEvent, data)
 
-    def _stream_raw(self, event_type: str, data: bytes) -> None:
+    def _stream_raw(self, event_type: RawEvent, data: bytes) -> None:
         """Send a chunk of stdout or stderr as it came (redacted), when the run asks."""
         if self._stream is not None and data:
             text = self._decoders[event_type].decode(data)
@@ -211,7 +218,7 @@ class ChildSink:
         if self._report_event is not None:
             rest = self._message_text("", end=True)
             if rest:
-                self._send(functools.partial(self._report_event, "message", {"text": rest}))
+                self._send(functools.partial(self._report_event, MessageText(rest)))
         outcome = self._redaction.outcome(self.parser.outcome(exit_status))
         if self._counted is None:
             return outcome
@@ -292,22 +299,24 @@ def _only_counts(parser: OutputParser) -> bool:
     return isinstance(parser, CommandParser) and not parser.keeps_stdout
 
 
-def event_fields(event: AgentEvent) -> tuple[str, dict[str, Any]]:
-    """A normalized event as a `run/event`'s type and fields: snake_case names and plain
-    JSON values, as they are stored; absent fields left out."""
-    if isinstance(event, MessageText):
-        return "message", {"text": event.text, **({"final": True} if event.final else {})}
-    if isinstance(event, UsageSoFar):
-        return "usage", {"usage": attrs.asdict(event.usage, filter=_present)}
-    call = {"tool_id": event.tool_id, "name": event.name, "kind": str(event.kind)}
-    if isinstance(event, ToolStarted):
-        summary = {} if event.summary is None else {"summary": event.summary}
-        return "tool", {"phase": str(Phase.START), **call, **summary}
-    return "tool", {"phase": str(Phase.END), **call, "is_error": event.is_error}
-
-
-def _present(_field: attrs.Attribute[Any], value: object) -> bool:
-    return value is not None
+def agent_event(index: int, event: AgentEvent) -> Event:
+    """A normalized event of child `index` as the `run/event` it is: `message`, `tool` or
+    `usage` (a message's `final` carried only when true, as the wire always had it)."""
+    match event:
+        case MessageText(text=text, final=final):
+            return MessageEvent(index=index, text=text, final=True if final else None)
+        case UsageSoFar(usage=usage):
+            return UsageEvent(index=index, usage=usage)
+        case ToolStarted(tool_id=tool_id, name=name, kind=kind, summary=summary):
+            return ToolEvent(
+                index=index, phase=Phase.START, tool_id=tool_id, name=name, kind=kind,
+                summary=summary,
+            )  # fmt: skip
+        case ToolEnded(tool_id=tool_id, name=name, kind=kind, is_error=is_error):
+            return ToolEvent(
+                index=index, phase=Phase.END, tool_id=tool_id, name=name, kind=kind,
+                is_error=is_error,
+            )  # fmt: skip
 
 
 class StreamGate:

@@ -19,7 +19,7 @@ import collections
 import json.encoder
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -41,6 +41,7 @@ from subagent_host.values import BACKGROUND_MODE, STEP_COMMAND, RunKind
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
 from subagent_host.values import RunStatus as RunStatus
+from subagent_host.values.events import ChildEvent, Event, StatusEvent, text_of
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -70,24 +71,24 @@ EVENT_OVERHEAD_BYTES: Final = 128
 
 @attrs.frozen
 class RunEvent:
-    """One `run/event`: `seq` rises by one per run from 1."""
+    """One `run/event`: `seq` rises by one per run from 1; `payload` is what happened."""
 
     seq: int
-    type: str
     at: datetime
-    fields: Mapping[str, Any]
+    payload: Event
+
+    @property
+    def type(self) -> str:
+        """The event's `type` tag, its payload's."""
+        return self.payload.type
 
 
 def event_bytes(event: RunEvent) -> int:
     """What one event counts against MAX_EVENT_BYTES_KEPT: its text (an `output`, `activity` or
     `message` event's, a terminal `status` event's output) or a `tool` event's summary as JSON
     writes it on the wire, plus the rest."""
-    fields = event.fields
-    text = fields.get("text", fields.get("summary"))
-    if not isinstance(text, str):
-        output = fields.get("output")  # a terminal `status` event's final output
-        text = output.get("text") if isinstance(output, Mapping) else None
-    if not isinstance(text, str):
+    text = text_of(event.payload)
+    if text is None:
         return EVENT_OVERHEAD_BYTES
     return EVENT_OVERHEAD_BYTES + json_text_bytes(text)
 
@@ -363,7 +364,7 @@ class RunStateMachine:
         """A queued run is running: its first child started. False if it is not queued."""
         if not self._move(run, RunStatus.RUNNING):
             return False
-        self.emit(run, "status", status=str(RunStatus.RUNNING))
+        self.emit(run, StatusEvent(status=RunStatus.RUNNING))
         return True
 
     def transition(self, run: Run, ending: RunEnding) -> bool:
@@ -375,9 +376,9 @@ class RunStateMachine:
         if run.output is not None:
             # The run's final output as its snapshot shows it: a background run's client
             # has its answer without asking `status` again (protocol.md §11).
-            self.emit(run, "status", status=str(to), output=attrs.asdict(run.output))
+            self.emit(run, StatusEvent(status=to, output=run.output))
         else:
-            self.emit(run, "status", status=str(to))
+            self.emit(run, StatusEvent(status=to))
         story.run_ended(run)
         return True
 
@@ -402,7 +403,7 @@ class RunStateMachine:
             # behind the server-wide limit says so.
             self.start(run)
         story.child_started(run, child)
-        self.emit(run, "child", index=child.index, status=str(RunStatus.RUNNING))
+        self.emit(run, ChildEvent(index=child.index, status=RunStatus.RUNNING))
         return True
 
     def transition_child(self, run: Run, child: ChildRun, ending: ChildEnding) -> bool:
@@ -412,7 +413,7 @@ class RunStateMachine:
             return False
         _record_child_ending(child, ending)
         story.child_ended(run, child)
-        self.emit(run, "child", index=child.index, status=str(to))
+        self.emit(run, ChildEvent(index=child.index, status=to))
         return True
 
     def _move(self, target: Run | ChildRun, to: RunStatus) -> bool:
@@ -452,7 +453,7 @@ class RunStateMachine:
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""
         story.run_started(run)
-        self.emit(run, "status", status=str(run.status))
+        self.emit(run, StatusEvent(status=run.status))
 
     def reopen(self, run: Run) -> None:
         """A resume: the terminal run is queued again (a new attempt of one of its children).
@@ -467,12 +468,12 @@ class RunStateMachine:
         run.status = RunStatus.QUEUED
         run.ended_at = None
         _record_run_ending(run, None)
-        self.emit(run, "status", status=str(RunStatus.QUEUED))
+        self.emit(run, StatusEvent(status=RunStatus.QUEUED))
 
-    def emit(self, run: Run, event_type: str, **fields: Any) -> RunEvent:
+    def emit(self, run: Run, payload: Event) -> RunEvent:
         """Append an event with the run's next seq and hand it to the listener."""
         run.last_seq += 1
-        event = RunEvent(seq=run.last_seq, type=event_type, at=self._clock(), fields=fields)
+        event = RunEvent(seq=run.last_seq, at=self._clock(), payload=payload)
         _keep(run, event)
         if self._listener is not None:
             self._listener(run, event)

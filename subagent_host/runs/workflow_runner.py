@@ -54,6 +54,7 @@ from subagent_host.runs.state import (
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values.events import ChildEvent
 from subagent_host.values.facts import ErrorInfo, Executable
 
 WORKFLOW_PARALLELISM: Final = 4
@@ -240,7 +241,7 @@ class WorkflowRunner:
         self.records.child_added(
             run, child.index, project(plan, self.services.backends[plan.backend], program)
         )
-        self.book.emit(run, "child", index=child.index, status=str(child.status))
+        self.book.emit(run, ChildEvent(index=child.index, status=child.status))
         return child
 
     def _end_step(self, index: int) -> bool:

@@ -7,14 +7,18 @@ snapshot shows it), and its newest events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.store.records import child_record, dumps, run_record
+from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, EVENT_TYPES, Event
+from subagent_host.values.facts import OutputInfo, Usage
 
 
 @attrs.frozen
@@ -118,13 +122,57 @@ def create_time(row: ChildRow) -> float | None:
 
 
 def event_record(event: RunEvent) -> dict[str, Any]:
-    return {"type": event.type, "at": event.at.isoformat(), "fields": dict(event.fields)}
+    """An event as the store has always kept it: its `type`, `at`, and its `fields` by their
+    snake_case names, absent ones left out (a `status` event's output whole, nulls too; a usage
+    without its nulls): records of earlier versions and of this one read alike."""
+    return {"type": event.type, "at": event.at.isoformat(), "fields": _stored_fields(event.payload)}
 
 
 def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
-    return RunEvent(
-        seq=seq,
-        type=record["type"],
-        at=datetime.fromisoformat(record["at"]),
-        fields=record["fields"],
-    )
+    fields = dict(record["fields"])
+    for name in fields.keys() & _READ.keys():
+        fields[name] = _READ[name](fields[name])
+    payload = EVENT_CLASSES[record["type"]](**fields)
+    return RunEvent(seq=seq, at=datetime.fromisoformat(record["at"]), payload=payload)
+
+
+_FIELD_NAMES: Final[Mapping[type[Event], tuple[str, ...]]] = {
+    kind: tuple(field.name for field in attrs.fields(kind)) for kind in EVENT_TYPES
+}
+
+
+def _stored_fields(payload: Event) -> dict[str, object]:
+    # Per event (a streaming run writes thousands): field names looked up once per class;
+    # statuses, phases and kinds are str enumerations, written as their values by JSON itself.
+    fields: dict[str, object] = {}
+    for name in _FIELD_NAMES[type(payload)]:
+        value = getattr(payload, name)
+        if value is None:
+            continue
+        if isinstance(value, OutputInfo):
+            value = attrs.asdict(value)  # nulls too, as it always was
+        elif isinstance(value, Usage):
+            value = {key: part for key, part in attrs.asdict(value).items() if part is not None}
+        fields[name] = value
+    return fields
+
+
+def _readers() -> dict[str, Callable[..., object]]:
+    """Stored fields that are not plain JSON values, by name: what reads each back (an
+    enumeration's member, an attrs value from its snake_case fields)."""
+    found: dict[str, Callable[..., object]] = {}
+    for kind in EVENT_TYPES:
+        for name, hint in typing.get_type_hints(kind).items():
+            for arg in (hint, *typing.get_args(hint)):
+                if arg in EVENT_ENUMS:
+                    found[name] = arg
+                elif isinstance(arg, type) and attrs.has(arg):
+                    found[name] = functools.partial(_from_fields, arg)
+    return found
+
+
+def _from_fields(kind: type[object], fields: dict[str, object]) -> object:
+    return kind(**fields)
+
+
+_READ: Final = _readers()

@@ -28,12 +28,19 @@ from rich.console import Console
 from rich.text import Text
 
 from subagent_host.backends.liveness import process_is_alive
-from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunEvent
+from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunEvent, RunStatus
 from subagent_host.store.browse import StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.lines import OpenLines
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values import RunKind
+from subagent_host.values.events import (
+    ActivityEvent,
+    ChildEvent,
+    MessageEvent,
+    OutputEvent,
+    StderrEvent,
+)
 
 POLL_INTERVAL_S: Final = 0.1
 """How often `-f` looks for new events: a line appears at most this long after it is
@@ -143,31 +150,32 @@ class Printer:
         """(index, attempt) of each stderr tail already printed."""
 
     def event(self, event: RunEvent, run: Run) -> None:
-        index = event.fields.get("index")
-        if not isinstance(index, int):
-            return  # a run's `status` event: nothing a child printed
-        if event.type == "output":
-            self._streamed.add(index)
-            self._output(index, str(event.fields.get("text", "")))
-        elif event.type == "message":  # an agent's own words: its raw lines were not streamed
-            self._streamed.add(index)
-            self._output(index, str(event.fields.get("text", "")))
-            if event.fields.get("final") is True:
-                self._end_line(index)  # a response ends its line, whatever it ended with
-        elif event.type == "stderr":
-            self._stderr_streamed.add(index)
-            for line in self._stderr_lines.feed(index, str(event.fields.get("text", ""))):
-                self._stderr_line(index, line)
-        elif event.type == "activity":
-            self._end_line(index)
-            self._activity(index, str(event.fields.get("text", "")))
-        elif event.type == "child" and event.fields.get("status") == "running":
-            self._stderr_streamed.discard(index)  # an attempt begins: its own stream or tail
-        elif event.type == "child" and event.fields.get("status") in TERMINAL:
-            self._end_line(index)
-            self._end_stderr_line(index)
-            self._final_output(run, index)
-            self._stderr(run, index)
+        match event.payload:
+            case OutputEvent(index=index, text=text):
+                self._streamed.add(index)
+                self._output(index, text)
+            case MessageEvent(index=index, text=text, final=final):
+                # An agent's own words: its raw lines were not streamed.
+                self._streamed.add(index)
+                self._output(index, text)
+                if final:
+                    self._end_line(index)  # a response ends its line, whatever it ended with
+            case StderrEvent(index=index, text=text):
+                self._stderr_streamed.add(index)
+                for line in self._stderr_lines.feed(index, text):
+                    self._stderr_line(index, line)
+            case ActivityEvent(index=index, text=text):
+                self._end_line(index)
+                self._activity(index, text)
+            case ChildEvent(index=index, status=RunStatus.RUNNING):
+                self._stderr_streamed.discard(index)  # an attempt begins: its own stream or tail
+            case ChildEvent(index=index, status=status) if status in TERMINAL:
+                self._end_line(index)
+                self._end_stderr_line(index)
+                self._final_output(run, index)
+                self._stderr(run, index)
+            case _:
+                pass  # a run's `status` event, a tool's or usage: nothing a child printed
 
     def finish(self, run: Run | None) -> None:
         """At the end: the final output and stderr of children whose end was not seen

@@ -28,6 +28,8 @@ from rich.text import Text
 from subagent_host.rpc.wire import EventWire, RunSnapshot
 from subagent_host.terminal import views
 from subagent_host.terminal.scope import Scope
+from subagent_host.values import RunStatus
+from subagent_host.values.events import ActivityEvent, ChildEvent, OutputEvent, StatusEvent
 
 REFRESHES_PER_SECOND: Final = 8
 # What the line shows of an activity or an output line: one terminal row, not a page.
@@ -121,14 +123,17 @@ class RunProgress(Scope):
     def event(self, event: EventWire) -> None:
         """An event: a new status, or what the child does now (an output's last line for
         a command child)."""
-        if event.type == "status" and event.status is not None and self.status != "stopping":
-            self.status = event.status
-        elif event.type == "child" and event.status == "running" and self._since is None:
-            self._since = event.at
-        elif event.type in ("activity", "output") and event.text:
-            # Its last line as a terminal would leave it, without escapes or control
-            # characters: they would tear the line apart.
-            self.activity = views.last_line(event.text) or self.activity
+        match event.event:
+            case StatusEvent(status=status) if self.status != "stopping":
+                self.status = status
+            case ChildEvent(status=RunStatus.RUNNING) if self._since is None:
+                self._since = event.at
+            case ActivityEvent(text=text) | OutputEvent(text=text) if text:
+                # Its last line as a terminal would leave it, without escapes or control
+                # characters: they would tear the line apart.
+                self.activity = views.last_line(text) or self.activity
+            case _:
+                pass
 
     def stopping(self) -> None:
         self.status = "stopping"

@@ -42,6 +42,7 @@ from subagent_host.terminal.run import (
     Interrupts,
 )
 from subagent_host.terminal.run_live import LiveOutput, LiveStderr
+from subagent_host.values.events import OutputEvent
 
 # How often the live line asks for a fresh snapshot (tokens are in snapshots only).
 TICK_S: Final = 1.0
@@ -225,8 +226,8 @@ class StreamedOutput:
         if event.seq != self._last_seq + 1:
             self.whole = False  # events the server no longer held: some text may be gone
         self._last_seq = event.seq
-        if event.type == "output" and event.text:
-            self.file.write(event.text.encode())
+        if isinstance(event.event, OutputEvent) and event.event.text:
+            self.file.write(event.event.text.encode())
 
 
 def exit_status(final: RunSnapshot) -> int:

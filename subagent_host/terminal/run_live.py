@@ -19,6 +19,7 @@ from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal import views
 from subagent_host.terminal.lines import OpenLines
 from subagent_host.terminal.progress import RunProgress
+from subagent_host.values.events import MessageEvent, OutputEvent, Phase, StderrEvent, ToolEvent
 
 # The mark before a tool call's line: set apart from the agent's own text.
 TOOL_MARK: Final = "›"
@@ -35,16 +36,21 @@ class LiveOutput:
         """Whether any of the run's output was printed."""
 
     def take(self, event: EventWire) -> None:
-        if event.type in ("output", "message") and event.text:
-            lines = self._lines.feed(0, event.text)
-            if lines:
-                self._print("".join(line + "\n" for line in lines))
-        if event.type == "message" and event.final:
-            self.flush()  # a response's text has ended: its last line with it
-        elif event.type == "tool" and event.phase == "start":
-            self.flush()
-            what = event.summary or event.name or ""
-            self._print(f"{TOOL_MARK} {event.kind or 'other'}: {what}\n")
+        match event.event:
+            case OutputEvent(text=text) | MessageEvent(text=text) if text:
+                lines = self._lines.feed(0, text)
+                if lines:
+                    self._print("".join(line + "\n" for line in lines))
+            case _:
+                pass
+        match event.event:
+            case MessageEvent(final=True):
+                self.flush()  # a response's text has ended: its last line with it
+            case ToolEvent(phase=Phase.START, summary=summary, name=name, kind=kind):
+                self.flush()
+                self._print(f"{TOOL_MARK} {kind}: {summary or name}\n")
+            case _:
+                pass
 
     def flush(self) -> None:
         """What is left of a last line, ended (the prompt after it starts on its own)."""
@@ -82,13 +88,13 @@ class LiveStderr:
         """Whether any of the child's stderr was shown."""
 
     def take(self, event: EventWire) -> None:
-        if event.type != "stderr" or not event.text:
+        if not isinstance(event.event, StderrEvent) or not event.event.text:
             return
         self.shown = True
         if not self._by_line:
-            self._write(event.text)
+            self._write(event.event.text)
             return
-        lines = self._lines.feed(0, event.text)
+        lines = self._lines.feed(0, event.event.text)
         if lines:
             self._progress.above(lambda: self._print(lines))
 

@@ -11,6 +11,8 @@ import pytest
 from subagent_host.client import EventWire, Host, HostConnectionError
 from subagent_host.client import events as client_events
 from subagent_host.client.events import EventRouter
+from subagent_host.values import RunStatus
+from subagent_host.values.events import OutputEvent, StatusEvent, StderrEvent
 from tests.client.conftest import memory_streams, started
 from tests.waits import loop_turns
 
@@ -18,7 +20,7 @@ AT = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def event(run_id: str, seq: int, text: str | None = None) -> EventWire:
-    return EventWire(run_id=run_id, seq=seq, type="output", at=AT, index=0, text=text)
+    return EventWire(run_id=run_id, seq=seq, at=AT, event=OutputEvent(index=0, text=text or ""))
 
 
 def test_events_of_runs_nobody_follows_are_kept_for_a_few_recent_runs_only() -> None:
@@ -50,8 +52,9 @@ async def test_events_that_arrived_before_iteration_are_yielded_then_it_ends_at_
         snap = await host.spawn(command=("echo", "hi"), mode="task", stream=True)
         seen = [e async for e in host.events(snap.run_id)]
         assert [e.seq for e in seen] == list(range(1, snap.last_seq + 1))
-        assert (seen[-1].type, seen[-1].status) == ("status", "completed")
-        assert any(e.type == "output" and e.text == "hi\n" for e in seen)
+        last = seen[-1].event
+        assert isinstance(last, StatusEvent) and last.status is RunStatus.COMPLETED
+        assert OutputEvent(index=0, text="hi\n") in [e.event for e in seen]
 
 
 async def test_a_streamed_commands_stderr_comes_as_stderr_events_apart_from_its_output(
@@ -63,13 +66,14 @@ async def test_a_streamed_commands_stderr_comes_as_stderr_events_apart_from_its_
         seen = [e async for e in host.events(run.run_id)]
         replayed = await host.status(run.run_id, since=0)
     texts = {
-        kind: "".join(e.text or "" for e in seen if e.type == kind) for kind in ("output", "stderr")
+        kind.type: "".join(e.event.text for e in seen if isinstance(e.event, kind))
+        for kind in (OutputEvent, StderrEvent)
     }
     assert texts == {
         "output": "to stdout\nmore on stdout\n",
         "stderr": "to stderr\nmore on stderr\n",
     }
-    assert all(e.index == 0 for e in seen if e.type == "stderr")
+    assert all(e.event.index == 0 for e in seen if isinstance(e.event, StderrEvent))
     assert replayed.events == tuple(seen)
 
 
@@ -98,7 +102,7 @@ async def test_a_slow_follower_gets_every_event_once_in_order(
         final = await host.wait(run.run_id)  # meanwhile the follower's backlog overflows
         rest = [e async for e in follower]
         assert [first.seq] + [e.seq for e in rest] == list(range(1, final.last_seq + 1))
-        text = "".join(e.text or "" for e in rest if e.type == "output")
+        text = "".join(e.event.text for e in rest if isinstance(e.event, OutputEvent))
         assert text.split() == [str(i) for i in range(1, 41)]
 
 
@@ -107,7 +111,8 @@ async def test_a_run_followed_by_a_prefix_of_its_id_is_followed_to_its_end(tmp_p
         run = await host.spawn(command=("sh", "-c", "sleep 0.3; echo done"), stream=True)
         seen = [e async for e in host.events(run.run_id[:8])]
         assert [e.seq for e in seen] == list(range(1, seen[-1].seq + 1))
-        assert (seen[-1].type, seen[-1].status) == ("status", "completed")
+        last = seen[-1].event
+        assert isinstance(last, StatusEvent) and last.status is RunStatus.COMPLETED
 
 
 async def test_wait_returns_the_terminal_snapshot_of_a_background_run(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from subagent_host.client import Host
+from subagent_host.values.events import ChildEvent
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     ServerProcess,
@@ -47,8 +48,8 @@ async def until_children(host: Host, run_id: str, holds: Callable[[list[str]], b
     children: dict[int, str] = {}
     async with asyncio.timeout(EXIT_TIMEOUT_S):
         async for event in host.events(run_id):
-            if event.type == "child" and event.index is not None and event.status is not None:
-                children[event.index] = event.status
+            if isinstance(event.event, ChildEvent):
+                children[event.event.index] = event.event.status
                 if holds([children[index] for index in sorted(children)]):
                     return
     raise AssertionError(f"run {run_id} ended first; its children: {children}")

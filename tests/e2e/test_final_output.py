@@ -10,6 +10,7 @@ from typing import Any, Final
 
 import pytest
 
+from subagent_host.values.events import StatusEvent
 from tests.e2e.client import client_of
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, assert_conforming, running_server
 from tests.e2e.test_runs import TERMINAL
@@ -102,5 +103,6 @@ async def test_a_failed_run_carries_its_partial_output_and_the_client_reads_it_t
         run = await host.spawn(command=("sh", "-c", "echo some; exit 3"))
         async for event in host.events(run.run_id):
             last = event
-        assert last.type == "status" and last.status == "failed", last
-        assert last.output is not None and last.output.text == "some\n" and last.output.partial
+        assert isinstance(last.event, StatusEvent) and last.event.status == "failed", last
+        output = last.event.output
+        assert output is not None and output.text == "some\n" and output.partial

@@ -18,6 +18,7 @@ from subagent_host.client import (
     RunNotFound,
     SpawnItem,
 )
+from subagent_host.values.events import StatusEvent
 from tests.e2e.client import client_of
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
@@ -351,7 +352,7 @@ async def test_a_run_waiting_behind_the_concurrency_limit_is_queued_then_running
         run = await host.wait(waiting.run_id)
         assert run.status == "completed" and run.started_at is not None
         events = [e async for e in host.events(waiting.run_id)]
-        assert [e.status for e in events if e.type == "status"] == [
+        assert [e.event.status for e in events if isinstance(e.event, StatusEvent)] == [
             "queued",
             "running",
             "completed",

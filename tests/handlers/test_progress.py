@@ -22,6 +22,7 @@ from subagent_host.rpc.framing import Parsed
 from subagent_host.rpc.notifier import Notifier
 from subagent_host.runs.state import ChildRun, Run, RunStateMachine
 from subagent_host.values import RunKind
+from subagent_host.values.events import OutputEvent
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -67,9 +68,9 @@ class Server:
         else:
             self.book.created(run)
         self.publisher.track(run, "tok")
-        self.book.emit(self.other, "output", index=0, text="another run goes on")
+        self.book.emit(self.other, OutputEvent(index=0, text="another run goes on"))
         await asyncio.sleep(0)  # the run goes on while the handler waits (for the disk)
-        self.book.emit(run, "output", index=0, text="meanwhile")
+        self.book.emit(run, OutputEvent(index=0, text="meanwhile"))
         if params.fail:
             raise RuntimeError("the write failed")
         return {"runId": run.run_id}
@@ -105,7 +106,7 @@ async def test_a_background_launchs_notifications_follow_its_answer_and_no_other
         "event mine 2",
     ]
     assert server.notifier.held == 0
-    server.book.emit(make_run("mine"), "output", index=0, text="later")
+    server.book.emit(make_run("mine"), OutputEvent(index=0, text="later"))
     assert describe(server.sent[-1]) == "event mine 1"  # released for good: sent at once
 
 

@@ -22,6 +22,8 @@ from subagent_host.rpc.wire import (
     WorkflowSnapshot,
     make_converter,
 )
+from subagent_host.values import RunStatus
+from subagent_host.values.events import StatusEvent
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -157,7 +159,9 @@ def _snapshot() -> RunSnapshot:
                 StepSnapshot(index=0, kind="prompt", status="completed", children=(0,), as_="a"),
             ),
         ),
-        events=(EventWire(run_id="r1", seq=5, type="status", at=AT_MS, status="completed"),),
+        events=(
+            EventWire(run_id="r1", seq=5, at=AT_MS, event=StatusEvent(status=RunStatus.COMPLETED)),
+        ),
     )
 
 

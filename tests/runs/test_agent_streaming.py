@@ -16,6 +16,13 @@ from subagent_host.planning.plan import ChildPlan, RunPlan
 from subagent_host.planning.prepare import launch_plan
 from subagent_host.runs.state import RunEvent, RunStatus, event_bytes
 from subagent_host.values import RunKind
+from subagent_host.values.events import (
+    MessageEvent,
+    OutputEvent,
+    StderrEvent,
+    ToolEvent,
+    UsageEvent,
+)
 from tests.backends.conftest import processes_with_marker
 from tests.runs.test_orchestrator import FAKES, Harness
 
@@ -59,22 +66,31 @@ async def test_a_streamed_agent_sends_its_normalized_events_and_not_its_raw_line
     types = [event.type for event in events]
     assert "output" not in types and "stderr" not in types
     assert AGENT_TYPES <= set(types) and "activity" in types
-    tools = [event.fields for event in events if event.type == "tool"]
-    assert [(t["phase"], t["kind"], t["name"]) for t in tools] == [
+    tools = [event.payload for event in events if isinstance(event.payload, ToolEvent)]
+    assert [(t.phase, t.kind, t.name) for t in tools] == [
         ("start", "execute", "bash"),
         ("end", "execute", "bash"),
     ]
-    assert tools[0]["summary"] == "echo mock-tool-ran" and tools[1]["is_error"] is False
-    assert all(event.fields["index"] == 0 for event in events if event.type in AGENT_TYPES)
-    usage = [event.fields["usage"] for event in events if event.type == "usage"][-1]
-    assert usage["input_tokens"] > 0 and usage["cost_usd"] > 0  # stored as plain JSON
+    assert tools[0].summary == "echo mock-tool-ran" and tools[1].is_error is False
+    assert tools[0].is_error is None and tools[1].summary is None
+    agents = [
+        e.payload for e in events if isinstance(e.payload, MessageEvent | ToolEvent | UsageEvent)
+    ]
+    assert agents and all(payload.index == 0 for payload in agents)
+    usage = [event.payload.usage for event in events if isinstance(event.payload, UsageEvent)][-1]
+    assert usage.input_tokens > 0 and usage.cost_usd is not None and usage.cost_usd > 0
 
 
 async def test_a_raw_stream_sends_the_clis_lines_as_well(tmp_path: Path) -> None:
     events = await streamed_events(tmp_path, stream=True, raw=True)
-    output = "".join(event.fields["text"] for event in events if event.type == "output")
+    output = "".join(
+        event.payload.text for event in events if isinstance(event.payload, OutputEvent)
+    )
     assert output == RECORDED.read_text()
-    assert "".join(event.fields["text"] for event in events if event.type == "stderr") == NOTICE
+    assert (
+        "".join(event.payload.text for event in events if isinstance(event.payload, StderrEvent))
+        == NOTICE
+    )
     assert AGENT_TYPES <= {event.type for event in events}
 
 
@@ -87,6 +103,10 @@ async def test_an_agent_without_stream_sends_activity_only(tmp_path: Path, raw: 
 
 async def test_a_message_event_weighs_its_text_like_an_output_event(tmp_path: Path) -> None:
     events = await streamed_events(tmp_path, stream=True, raw=False)
-    message = next(event for event in events if event.type == "message" and event.fields["text"])
-    output = RunEvent(seq=0, type="output", at=message.at, fields={"text": message.fields["text"]})
-    assert event_bytes(message) == event_bytes(output) > len(message.fields["text"])
+    message = next(
+        event for event in events if isinstance(event.payload, MessageEvent) and event.payload.text
+    )
+    assert isinstance(message.payload, MessageEvent)
+    text = message.payload.text
+    output = RunEvent(seq=0, at=message.at, payload=OutputEvent(index=0, text=text))
+    assert event_bytes(message) == event_bytes(output) > len(text)

@@ -15,6 +15,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.values import RunKind
+from subagent_host.values.events import ChildEvent
 from tests.backends.conftest import processes_with_marker
 from tests.runs.test_orchestrator import CAPS, command
 from tests.waits import loop_turns
@@ -57,7 +58,10 @@ async def test_a_child_goes_from_queued_to_one_terminal_status_and_gives_its_slo
     text = await asyncio.wait_for(runner.run(run, 0, plan, control), WAIT_S)
     child = run.children[0]
     assert (text, child.status, child.stopped_by) == ("hi\n", RunStatus.COMPLETED, StoppedBy.EXIT)
-    assert [e.fields["status"] for e in events if e.type == "child"] == ["running", "completed"]
+    assert [e.payload.status for e in events if isinstance(e.payload, ChildEvent)] == [
+        "running",
+        "completed",
+    ]
     assert slots.try_acquire()  # the slot it held is free again
     assert processes_with_marker(run.run_id) == []
 

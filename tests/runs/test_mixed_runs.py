@@ -8,12 +8,12 @@ import asyncio
 import os
 from pathlib import Path
 
-import attrs
-
 from subagent_host.planning.plan import ChildPlan, RunPlan
 from subagent_host.planning.prepare import launch_plan
 from subagent_host.runs.state import TERMINAL, Run, RunEvent, RunStatus
 from subagent_host.values import RunKind
+from subagent_host.values.events import StatusEvent
+from subagent_host.values.facts import OutputInfo
 from tests.gates import gate_at, gated_line
 from tests.runs.test_orchestrator import CAPS, WAIT_S, Harness, command
 
@@ -31,7 +31,14 @@ def launch_mixed(runs: Harness, *children: ChildPlan, background: tuple[int, ...
 
 
 def terminal_events(events: list[RunEvent]) -> list[RunEvent]:
-    return [e for e in events if e.type == "status" and e.fields["status"] in TERMINAL]
+    return [
+        e for e in events if isinstance(e.payload, StatusEvent) and e.payload.status in TERMINAL
+    ]
+
+
+def output_of(event: RunEvent) -> OutputInfo | None:
+    assert isinstance(event.payload, StatusEvent)
+    return event.payload.output
 
 
 async def test_the_answer_is_due_when_the_task_members_end_and_the_background_ones_go_on(
@@ -55,7 +62,7 @@ async def test_the_answer_is_due_when_the_task_members_end_and_the_background_on
     assert loose.output is not None and loose.output.text == "released go\n"
     (ended,) = terminal_events(runs.events_of(run))  # exactly once, after the answer
     assert ended.seq > answered_at
-    assert run.output is not None and ended.fields["output"] == attrs.asdict(run.output)
+    assert run.output is not None and output_of(ended) == run.output
     assert "[0] completed\nquick" in run.output.text and "released go" in run.output.text
     # A resume of either member without a mode of its own takes the member's.
     assert (run.member_mode(0), run.member_mode(1)) == ("task", "background")
@@ -108,8 +115,8 @@ async def test_stopping_a_mixed_run_after_its_answer_ends_its_background_members
         await runs.finish(run)
     assert run.status is RunStatus.CANCELLED
     (ended,) = terminal_events(runs.events_of(run))
-    assert run.output is not None and ended.fields["output"] == attrs.asdict(run.output)
-    assert ended.fields["output"]["partial"] is True
+    assert run.output is not None and output_of(ended) == run.output
+    assert run.output.partial is True
 
 
 async def test_the_terminal_status_event_carries_the_capped_output_of_each_kind(
@@ -125,11 +132,11 @@ async def test_the_terminal_status_event_carries_the_capped_output_of_each_kind(
     for run, cap in ((single, CAPS.bytes), (chain, CAPS.bytes), (tasks, 2 * CAPS.parallel_bytes)):
         await runs.finish(run)
         (ended,) = terminal_events(runs.events_of(run))
-        assert run.output is not None and ended.fields["output"] == attrs.asdict(run.output)
-        output = ended.fields["output"]
-        assert output["truncated"] is True and output["partial"] is False, output
-        assert len(output["text"].encode()) < cap + 200, len(output["text"])
-        assert output["text"].count("[output truncated]") == len(run.children) - (
+        assert run.output is not None and output_of(ended) == run.output
+        output = run.output
+        assert output.truncated is True and output.partial is False, output
+        assert len(output.text.encode()) < cap + 200, len(output.text)
+        assert output.text.count("[output truncated]") == len(run.children) - (
             run.kind is RunKind.CHAIN
         )
 
@@ -140,11 +147,12 @@ async def test_an_empty_output_is_carried_and_a_run_without_output_carries_none(
     empty = runs.launch(command("true"))
     await runs.finish(empty)
     (ended,) = terminal_events(runs.events_of(empty))
-    assert ended.fields["output"]["text"] == "" and ended.fields["output"]["bytes"] == 0
+    output = output_of(ended)
+    assert output is not None and output.text == "" and output.bytes == 0
 
     never = runs.launch(command("true"))
     runs.manager.begin_stop(never, grace_ms=None, reason="before it started")
     await runs.finish(never)
     assert never.status is RunStatus.CANCELLED and never.output is None
     (ended,) = terminal_events(runs.events_of(never))
-    assert "output" not in ended.fields
+    assert output_of(ended) is None

@@ -31,6 +31,7 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.values import RunKind
+from subagent_host.values.events import ActivityEvent, ChildEvent, OutputEvent, StatusEvent
 from subagent_host.values.facts import Usage
 from tests.backends.conftest import processes_with_marker
 
@@ -248,7 +249,9 @@ async def test_a_run_is_queued_until_its_first_child_starts() -> None:
     assert waiting.status is RunStatus.QUEUED and waiting.started_at is None
     await harness.manager.stop(blocker, grace_ms=100, reason="make room")
     await harness.finish(waiting)
-    statuses = [e.fields["status"] for e in harness.events_of(waiting) if e.type == "status"]
+    statuses = [
+        e.payload.status for e in harness.events_of(waiting) if isinstance(e.payload, StatusEvent)
+    ]
     assert statuses == ["queued", "running", "completed"]
     assert waiting.started_at is not None and waiting.started_at >= blocker.ended_at
 
@@ -268,7 +271,7 @@ async def test_event_seq_has_no_gaps(runs: Harness) -> None:
     run = await runs.finish(runs.launch(command("echo", "x"), stream=True))
     events = runs.events_of(run)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    first = [(e.type, e.fields.get("status")) for e in events][:3]
+    first = [(e.type, getattr(e.payload, "status", None)) for e in events][:3]
     assert first == [("status", "queued"), ("status", "running"), ("child", "running")]
 
 
@@ -295,7 +298,9 @@ async def test_stop_racing_the_exit_ends_with_exactly_one_terminal_status(runs: 
         await runs.manager.stop(run, grace_ms=1000, reason="race")
         assert_terminal_table(run)
         assert run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED)
-        statuses = [e.fields["status"] for e in runs.events_of(run) if e.type == "status"]
+        statuses = [
+            e.payload.status for e in runs.events_of(run) if isinstance(e.payload, StatusEvent)
+        ]
         assert statuses[-1] == run.status and sum(s in TERMINAL for s in statuses) == 1
 
 
@@ -309,11 +314,17 @@ async def test_two_stops_at_once_agree(runs: Harness) -> None:
     assert (first, second) == (False, False)
     assert run.status is RunStatus.CANCELLED and run.reason == "one"
     events = runs.events_of(run)
-    assert sum(e.type == "status" and e.fields["status"] in TERMINAL for e in events) == 1
+    assert (
+        sum(isinstance(e.payload, StatusEvent) and e.payload.status in TERMINAL for e in events)
+        == 1
+    )
 
 
 def ready(harness: Harness, run: Run) -> bool:
-    return any(e.type == "output" and "ready" in e.fields["text"] for e in harness.events_of(run))
+    return any(
+        isinstance(e.payload, OutputEvent) and "ready" in e.payload.text
+        for e in harness.events_of(run)
+    )
 
 
 async def test_each_child_records_whether_it_exited_or_sigterm_or_sigkill_ended_it(
@@ -402,9 +413,11 @@ class _TalkativeBackend(CommandBackend):
 async def test_backend_activity_usage_and_session_reach_the_run() -> None:
     harness = Harness(backend=_TalkativeBackend())
     run = await harness.finish(harness.launch(command("echo", "hi")))
-    assert [(e.type, e.fields["text"]) for e in harness.events_of(run) if e.type == "activity"] == [
-        ("activity", "said hi")
-    ]
+    assert [
+        (e.type, e.payload.text)
+        for e in harness.events_of(run)
+        if isinstance(e.payload, ActivityEvent)
+    ] == [("activity", "said hi")]
     child = run.children[0]
     assert child.usage == Usage(3, 4, 0, 0, 0.01) and child.backend_session_id == "sess-1"
 
@@ -422,7 +435,7 @@ async def test_a_bug_of_ours_still_ends_the_run_once_as_failed_internal() -> Non
     assert run.status is RunStatus.FAILED and run.error is not None
     assert (run.error.code, run.error.message) == ("internal", "internal error (RuntimeError)")
     assert [(c.status, c.error) for c in run.children] == [(RunStatus.FAILED, run.error)]
-    statuses = [e.fields["status"] for _, e in harness.events if e.type == "status"]
+    statuses = [e.payload.status for _, e in harness.events if isinstance(e.payload, StatusEvent)]
     assert statuses == ["queued", "failed"]  # no child ever started
 
 
@@ -473,7 +486,9 @@ async def test_a_bug_of_ours_after_a_child_exited_still_records_how_it_ended() -
     child = run.children[0]
     assert (child.status, child.error) == (RunStatus.FAILED, run.error)
     assert (child.exit_code, child.signal, child.stopped_by) == (3, None, StoppedBy.EXIT)
-    assert [e.fields["status"] for e in harness.events_of(run) if e.type == "child"] == [
+    assert [
+        e.payload.status for e in harness.events_of(run) if isinstance(e.payload, ChildEvent)
+    ] == [
         "running",
         "failed",
     ]  # one terminal status: the run's own failure did not add a second
@@ -504,8 +519,8 @@ async def test_an_agent_whose_prompt_fills_to_nothing_fails_without_starting() -
     assert (child.pid, child.started_at) == (None, None)
     # Only the plan's template was prepared (for its fingerprint), never a launch.
     assert [item.prompt for item in spy.prepared] == [" {previous}\n"]
-    started = [e for e in harness.events_of(run) if e.fields.get("index") == 1]
-    assert [e.fields["status"] for e in started if e.type == "child"] == ["failed"]
+    started = [e for e in harness.events_of(run) if getattr(e.payload, "index", None) == 1]
+    assert [e.payload.status for e in started if isinstance(e.payload, ChildEvent)] == ["failed"]
     assert run.status is RunStatus.FAILED and run.error is not None
     assert run.error.code == "empty-prompt"
 

@@ -19,6 +19,7 @@ from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.pi import PiBackend
 from subagent_host.planning.plan import ChildPlan
 from subagent_host.runs.state import RunStatus
+from subagent_host.values.events import ActivityEvent
 from tests.backends.conftest import processes_with_marker
 from tests.runs.test_orchestrator import FAKES, Harness, assert_terminal_table
 
@@ -79,7 +80,9 @@ async def test_a_cli_retrying_for_its_stall_timeout_fails_with_its_reason(
     )
     assert run.status is RunStatus.FAILED and run.error == child.error
     # The notice came dozens of times: the activity told it once.
-    activity = [e.fields["text"] for e in harness.events_of(run) if e.type == "activity"]
+    activity = [
+        e.payload.text for e in harness.events_of(run) if isinstance(e.payload, ActivityEvent)
+    ]
     assert activity.count(f"reconnecting to the model ({reason})") == 1
     await harness.manager.shutdown("test over")
     assert_terminal_table(run)

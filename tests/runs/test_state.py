@@ -36,6 +36,7 @@ from subagent_host.runs.state import (
     restore_events,
 )
 from subagent_host.values import RunKind
+from subagent_host.values.events import OutputEvent
 from subagent_host.values.facts import ErrorInfo, OutputInfo, Usage
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -119,7 +120,7 @@ def test_child_events_share_the_run_sequence() -> None:
     child = run.children[0]
     book.start(run)
     book.start_child(run, child, pid=42)
-    book.emit(run, "output", index=0, text="hi")
+    book.emit(run, OutputEvent(index=0, text="hi"))
     book.transition_child(run, child, ChildCompleted())
     assert [(e.seq, e.type) for e in run.events] == [
         (1, "status"),
@@ -134,7 +135,7 @@ def test_event_history_is_bounded_while_seq_keeps_counting() -> None:
     book = RunStateMachine(clock=lambda: T0)
     run = make_run()
     for _ in range(MAX_EVENTS_KEPT + 5):
-        book.emit(run, "output", index=0, text="x")
+        book.emit(run, OutputEvent(index=0, text="x"))
     assert len(run.events) == MAX_EVENTS_KEPT
     assert run.last_seq == MAX_EVENTS_KEPT + 5 and run.events[0].seq == 6
     assert run.first_retained_seq == 6
@@ -146,7 +147,7 @@ def test_event_history_is_bounded_in_bytes_oldest_first() -> None:
     chunk = "x" * (256 * 1024)  # one read of a chatty child's stdout
     chunks = MAX_EVENT_BYTES_KEPT // len(chunk) * 3
     for _ in range(chunks):
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
     held = list(run.events)
     assert run.events.bytes == sum(event_bytes(event) for event in held)
     assert MAX_EVENT_BYTES_KEPT - event_bytes(held[0]) < run.events.bytes <= MAX_EVENT_BYTES_KEPT
@@ -159,7 +160,7 @@ def test_text_is_weighed_in_utf8_bytes() -> None:
     run = make_run()
     chunk = "é" * (MAX_EVENT_BYTES_KEPT // 4)  # two bytes each: half the budget per event
     for _ in range(3):
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
     assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
 
 
@@ -170,7 +171,7 @@ def test_text_is_weighed_as_the_json_the_client_receives() -> None:
     run = make_run()
     chunk = "\x00" * (MAX_EVENT_BYTES_KEPT // 12)  # half the budget per event, as JSON
     for _ in range(3):
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
     assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
     assert event_bytes(run.events[0]) == EVENT_OVERHEAD_BYTES + 6 * len(chunk)
 
@@ -186,7 +187,7 @@ def test_text_is_weighed_as_the_json_the_client_receives() -> None:
     ],
 )
 def test_an_event_weighs_the_bytes_the_encoder_writes(text: str, wire: str) -> None:
-    event = RunEvent(seq=1, type="output", at=T0, fields={"index": 0, "text": text})
+    event = RunEvent(seq=1, at=T0, payload=OutputEvent(index=0, text=text))
     reply = encode_json({"text": text})
     assert reply == b'{"text":"' + wire.encode() + b'"}'
     assert event_bytes(event) == EVENT_OVERHEAD_BYTES + len(reply) - len(b'{"text":""}')
@@ -195,8 +196,8 @@ def test_an_event_weighs_the_bytes_the_encoder_writes(text: str, wire: str) -> N
 def test_the_newest_event_is_kept_even_over_the_byte_budget() -> None:
     book = RunStateMachine(clock=lambda: T0)
     run = make_run()
-    book.emit(run, "output", index=0, text="small")
-    book.emit(run, "output", index=0, text="x" * (MAX_EVENT_BYTES_KEPT + 1))
+    book.emit(run, OutputEvent(index=0, text="small"))
+    book.emit(run, OutputEvent(index=0, text="x" * (MAX_EVENT_BYTES_KEPT + 1)))
     assert [e.seq for e in run.events] == [2] and run.first_retained_seq == 2
 
 
@@ -205,12 +206,12 @@ def test_a_released_log_is_empty_and_restored_events_count_again() -> None:
     run = make_run()
     chunk = "x" * (MAX_EVENT_BYTES_KEPT // 3)
     for _ in range(2):
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
     events = list(run.events)
     run.events.release()
     assert len(run.events) == 0 and run.events.bytes == 0 and run.first_retained_seq == 1
     restore_events(run, events)  # as a resume does, from disk
-    book.emit(run, "output", index=0, text=chunk)
+    book.emit(run, OutputEvent(index=0, text=chunk))
     assert [e.seq for e in run.events] == [2, 3] and run.first_retained_seq == 2
 
 

@@ -35,6 +35,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
+from subagent_host.values.events import OutputEvent, StatusEvent
 from tests.backends.conftest import processes_with_marker
 from tests.runs.test_orchestrator import assert_terminal_table
 from tests.waits import loop_turns, still_running
@@ -451,9 +452,11 @@ async def test_a_step_runs_at_most_four_children_at_once(make: Make, tmp_path: P
     def started_now() -> set[int]:
         """The children that printed "started" (child 0 is the list's step)."""
         return {
-            e.fields["index"]
+            e.payload.index
             for rid, e in runs.events
-            if rid == run.run_id and e.type == "output" and "started" in e.fields["text"]
+            if rid == run.run_id
+            and isinstance(e.payload, OutputEvent)
+            and "started" in e.payload.text
         }
 
     await runs.until(lambda: len(started_now()) == WORKFLOW_PARALLELISM)
@@ -497,9 +500,11 @@ async def test_stop_during_a_parallel_step_cancels_it_and_ends_every_tree(make: 
 
     def ready() -> set[int]:
         return {
-            e.fields["index"]
+            e.payload.index
             for rid, e in runs.events
-            if rid == run.run_id and e.type == "output" and "ready" in e.fields["text"]
+            if rid == run.run_id
+            and isinstance(e.payload, OutputEvent)
+            and "ready" in e.payload.text
         }
 
     # Four trees of three processes each are up; the fifth waits its turn.
@@ -513,7 +518,7 @@ async def test_stop_during_a_parallel_step_cancels_it_and_ends_every_tree(make: 
     terminal = [
         e
         for rid, e in runs.events
-        if e.type == "status" and e.fields["status"] not in ("queued", "running")
+        if isinstance(e.payload, StatusEvent) and e.payload.status not in ("queued", "running")
     ]
     assert len(terminal) == 1
     assert [c.status for c in run.children] == [RunStatus.COMPLETED] + [RunStatus.CANCELLED] * 5
@@ -721,7 +726,9 @@ async def test_a_resumed_child_lets_the_remaining_steps_run_on_the_earlier_outpu
     assert step_children(run) == [[0], [1], [2]]
     assert runs.texts() == {0: "zero", 1: "got zero", 2: "final: got zero + zero"}
     assert [i for i, _, _ in runs.records.added] == [0, 1, 2]
-    run_statuses = [e.fields["status"] for rid, e in runs.events if e.type == "status"]
+    run_statuses = [
+        e.payload.status for rid, e in runs.events if isinstance(e.payload, StatusEvent)
+    ]
     assert run_statuses == ["queued", "running", "failed", "queued", "running", "completed"]
 
 

@@ -15,6 +15,7 @@ from subagent_host.store.database import Database, open_database
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.rows import run_row
 from subagent_host.store.schema import DB_NAME, SCHEMA_VERSION
+from subagent_host.values.events import OutputEvent
 from tests.store.test_store import ME, completed_run, make_run, query, ticking
 
 GARBAGE = b"this is not an SQLite database\n" * 64
@@ -143,10 +144,10 @@ async def test_a_memory_store_bounds_each_runs_events_as_the_disk_does(
     run = make_run("r1")
     book.start(run)
     for n in range(50):
-        book.emit(run, "output", index=0, text=f"line {n}")
+        book.emit(run, OutputEvent(index=0, text=f"line {n}"))
         await recorder.durable()
 
     seqs = [seq for (seq,) in await query(memory, "SELECT seq FROM events ORDER BY seq")]
     assert seqs == list(range(47, 52))
     after = await memory.call(reads.events_after, memory, "r1", 0)
-    assert after[-1].fields == {"index": 0, "text": "line 49"}
+    assert after[-1].payload == OutputEvent(index=0, text="line 49")

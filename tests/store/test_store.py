@@ -46,6 +46,7 @@ from subagent_host.store.records import child_from_record, child_record, run_fro
 from subagent_host.store.rows import RunRow, run_row
 from subagent_host.store.schema import DB_NAME, MIGRATIONS, SCHEMA_VERSION, StoreError
 from subagent_host.values import RunKind
+from subagent_host.values.events import ChildEvent, MessageEvent, OutputEvent, StatusEvent
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -410,7 +411,7 @@ async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -
     book.transition_child(run, cancelled, ChildCancelled("stopped"))
     book.start_child(run, running)
     running.pid, running.pgid, running.create_time = 200, 200, 99.5
-    book.emit(run, "output", index=3, text="partial…")
+    book.emit(run, OutputEvent(index=3, text="partial…"))
     await save(store, run)
 
     loaded = await store.call(reads.load_run, store, "r1")
@@ -456,14 +457,14 @@ async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> 
 async def test_events_after_gives_later_events_in_order(store: Database) -> None:
     book = RunStateMachine(clock=ticking())
     run = completed_run(book, "r1")
-    book.emit(run, "note", text="é", n=[1, 2])
+    book.emit(run, MessageEvent(index=0, text="é\u0000", final=True))
     await save(store, run)
     assert run.last_seq == 5
 
     after = await store.call(reads.events_after, store, "r1", 2)
     assert after == list(run.events)[2:]
     assert [e.seq for e in after] == [3, 4, 5]
-    assert after[-1].fields == {"text": "é", "n": [1, 2]}
+    assert after[-1].payload == MessageEvent(index=0, text="é\u0000", final=True)
     assert await store.call(reads.events_after, store, "r1", 5) == []
     assert await store.call(reads.events_after, store, "other", 0) == []
 
@@ -473,7 +474,7 @@ async def test_saving_only_new_events_appends_them(store: Database) -> None:
     run = make_run("r1")
     book.start(run)
     await save(store, run)
-    book.emit(run, "output", index=0, text="a")
+    book.emit(run, OutputEvent(index=0, text="a"))
     await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
     assert [e.seq for e in await store.call(reads.events_after, store, "r1", 0)] == [1, 2]
 
@@ -484,7 +485,7 @@ async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) 
     book.start(run)
     chunk = "x" * (1024 * 1024)
     for _ in range(3 * MAX_EVENT_BYTES_KEPT // len(chunk)):  # one write per turn, as the recorder
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
         await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
     stored = await store.call(reads.events_after, store, "r1", 0)
     assert [e.seq for e in stored] == [e.seq for e in run.events]
@@ -559,17 +560,17 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
     run = make_run("r1")
     book.start(run)
     for n in range(7):
-        book.emit(run, "output", index=0, text=str(n))
+        book.emit(run, OutputEvent(index=0, text=str(n)))
     await save(store, run)  # 8 events in one write
     assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(4, 9)]
     for n in range(4):
-        book.emit(run, "output", index=0, text=f"more {n}")
+        book.emit(run, OutputEvent(index=0, text=f"more {n}"))
         await save(store, run)
 
     assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(8, 13)]
     after = await store.call(reads.events_after, store, "r1", 0)
     assert [e.seq for e in after] == [8, 9, 10, 11, 12]
-    assert after[-1].fields == {"index": 0, "text": "more 3"}
+    assert after[-1].payload == OutputEvent(index=0, text="more 3")
     loaded = await store.call(reads.load_run, store, "r1")
     assert loaded is not None and loaded.last_seq == 12
 
@@ -659,10 +660,10 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Dat
     assert got.children[1].pid == 4242 and got.children[1].create_time == 777.25
     assert got.last_seq == mixed.last_seq + 3
     new_events = await store.call(reads.events_after, store, "r-mixed", mixed.last_seq)
-    assert [(e.seq, e.type, dict(e.fields)) for e in new_events] == [
-        (mixed.last_seq + 1, "child", {"index": 1, "status": "interrupted"}),
-        (mixed.last_seq + 2, "child", {"index": 2, "status": "interrupted"}),
-        (mixed.last_seq + 3, "status", {"status": "interrupted"}),
+    assert [(e.seq, e.payload) for e in new_events] == [
+        (mixed.last_seq + 1, ChildEvent(index=1, status=RunStatus.INTERRUPTED)),
+        (mixed.last_seq + 2, ChildEvent(index=2, status=RunStatus.INTERRUPTED)),
+        (mixed.last_seq + 3, StatusEvent(status=RunStatus.INTERRUPTED)),
     ]
     assert [e.seq for e in await store.call(reads.events_after, store, "r-queued", 0)] == [1, 2]
 
@@ -785,7 +786,7 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
 
     book.start(first)
     book.start_child(first, first.children[0])
-    book.emit(first, "output", index=0, text="hi")
+    book.emit(first, OutputEvent(index=0, text="hi"))
     book.start(second)
     assert saves == []  # nothing is written before the turn ends
     await asyncio.sleep(0)
@@ -821,7 +822,7 @@ async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: D
     store.submit(gate.wait, 10)  # the disk is busy: nothing is committed meanwhile
     chunk = "x" * (256 * 1024)
     for _ in range(STORE_BACKLOG_BYTES // len(chunk) + 1):
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
         await asyncio.sleep(0)  # one write per turn
     assert told == ["full"] and recorder.full
     gate.set()
@@ -851,7 +852,7 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
     chunk = "x" * (256 * 1024)
     writes = STORE_BACKLOG_BYTES // len(chunk) + 20
     for _ in range(writes):
-        book.emit(run, "output", index=0, text=chunk)
+        book.emit(run, OutputEvent(index=0, text=chunk))
         await asyncio.sleep(0)  # one write per turn
     assert recorder.full
     looks = 0
@@ -921,7 +922,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
     ]
     # Once a write carrying it succeeds, the run is reported written again.
     monkeypatch.setattr(writes, "write_run", real_write_run)
-    book.emit(bad, "output", index=0, text="later")
+    book.emit(bad, OutputEvent(index=0, text="later"))
     await recorder.durable(bad)
     assert await query(store, "SELECT run_id, last_seq FROM runs WHERE run_id = 'r-bad'") == [
         ("r-bad", 2)
@@ -947,7 +948,7 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
     book = RunStateMachine(clock=ticking(), listener=recorder)
     bad, good = make_run("r-bad", label="a\ud800b"), make_run("r-good", minute=1)
     book.start(bad)
-    book.emit(bad, "output", index=0, text="x\udfff")
+    book.emit(bad, OutputEvent(index=0, text="x\udfff"))
     book.start(good)
     await recorder.durable(bad)
     await recorder.durable(good)
@@ -956,7 +957,7 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
         ("r-good", None),
     ]
     [event] = await store.call(reads.events_after, store, "r-bad", 1)
-    assert event.fields["text"] == "x\ufffd"
+    assert event.payload == OutputEvent(index=0, text="x\ufffd")
 
 
 async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
@@ -1112,7 +1113,7 @@ async def test_the_database_is_intact_after_a_full_history(
         run = make_run(f"r{i}", children=2, minute=i)
         book.start(run)
         for n in range(5):
-            book.emit(run, "output", index=0, text=str(n))
+            book.emit(run, OutputEvent(index=0, text=str(n)))
         if i < 5:
             book.transition(run, Cancelled("stopped"))
         await asyncio.sleep(0)

@@ -12,6 +12,8 @@ from typing import Final
 
 import pytest
 
+from subagent_host.values import RunStatus
+from subagent_host.values.events import ChildEvent, OutputEvent
 from tests.e2e.agents import AGENT_BIN, PI_SPAWN, pi_environment
 from tests.mock_llm import KEYWORD_NARRATE_TOOL, NARRATION_TEXT, MockLLM
 from tests.terminal.inspecting import (
@@ -92,7 +94,7 @@ async def test_logs_of_several_children_prefixes_each_line_and_keeps_their_order
         )
         async with asyncio.timeout(COMMAND_TIMEOUT_S):
             async for event in host.events(run["runId"]):
-                if event.type == "child" and (event.index, event.status) == (1, "completed"):
+                if event.event == ChildEvent(index=1, status=RunStatus.COMPLETED):
                     break
             release.touch()
             assert (await host.wait(run["runId"])).status == "completed"
@@ -143,8 +145,8 @@ async def test_logs_of_a_stopped_run_shows_each_childs_stderr_and_the_stop_reaso
         said = set()
         async with asyncio.timeout(COMMAND_TIMEOUT_S):
             async for event in host.events(run["runId"]):
-                if event.type == "output":
-                    said.add(event.index)
+                if isinstance(event.event, OutputEvent):
+                    said.add(event.event.index)
                     if said == {0, 1}:
                         break
         stopped = await host.request("stop", {"runId": run["runId"]})

@@ -13,6 +13,7 @@ from rich.console import Console
 from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.terminal.logs import HELD_LINE_MAX, Printer
 from subagent_host.values import RunKind, RunStatus
+from subagent_host.values.events import ChildEvent, OutputEvent, StderrEvent
 from subagent_host.values.facts import OutputInfo
 
 
@@ -21,9 +22,14 @@ def printer(several: bool) -> tuple[Printer, io.StringIO]:
     return Printer(Console(file=out, force_terminal=False, width=200), several), out
 
 
-def output(seq: int, index: int, text: str, kind: str = "output") -> RunEvent:
-    fields: dict[str, Any] = {"index": index, "text": text}
-    return RunEvent(seq=seq, type=kind, at=datetime.now(UTC), fields=fields)
+def output(
+    seq: int, index: int, text: str, kind: type[OutputEvent | StderrEvent] = OutputEvent
+) -> RunEvent:
+    return RunEvent(seq=seq, at=datetime.now(UTC), payload=kind(index=index, text=text))
+
+
+def child(seq: int, status: RunStatus) -> RunEvent:
+    return RunEvent(seq=seq, at=datetime.now(UTC), payload=ChildEvent(index=0, status=status))
 
 
 NO_RUN: Any = None  # output events never look at the run
@@ -81,8 +87,12 @@ def test_several_childrens_endless_line_is_held_in_bounded_pieces() -> None:
 
 def test_stderr_events_are_shown_as_whole_lines_each_marked_in_order() -> None:
     p, out = printer(several=False)
-    events = [(0, "out one\nout tw", "output"), (0, "err o", "stderr"), (0, "ne\nerr", "stderr")]
-    events += [(0, "o\n", "output"), (0, " two\n", "stderr"), (0, "last words", "stderr")]
+    events: list[tuple[int, str, type[OutputEvent | StderrEvent]]] = [
+        (0, "out one\nout tw", OutputEvent),
+        (0, "err o", StderrEvent),
+        (0, "ne\nerr", StderrEvent),
+    ]
+    events += [(0, "o\n", OutputEvent), (0, " two\n", StderrEvent), (0, "last words", StderrEvent)]
     for seq, (index, text, kind) in enumerate(events, start=1):
         p.event(output(seq, index, text, kind), NO_RUN)
     p.finish(None)
@@ -94,7 +104,7 @@ def test_stderr_events_are_shown_as_whole_lines_each_marked_in_order() -> None:
 
 def test_several_childrens_stderr_lines_are_prefixed_and_never_mix() -> None:
     p, out = printer(several=True)
-    events = [(0, "a ", "stderr"), (1, "b\n", "stderr"), (0, "warns\n", "stderr")]
+    events = [(0, "a ", StderrEvent), (1, "b\n", StderrEvent), (0, "warns\n", StderrEvent)]
     for seq, (index, text, kind) in enumerate(events, start=1):
         p.event(output(seq, index, text, kind), NO_RUN)
     assert out.getvalue() == "[1] stderr| b\n[0] stderr| a warns\n"
@@ -121,8 +131,8 @@ def ended_run(stderr_tail: str) -> Run:
 def test_a_childs_stderr_streamed_is_not_shown_again_from_its_stored_tail() -> None:
     run = ended_run("said on stderr\n")
     p, out = printer(several=False)
-    p.event(output(1, 0, "said on stderr\n", "stderr"), run)
-    p.event(RunEvent(2, "child", datetime.now(UTC), {"index": 0, "status": "completed"}), run)
+    p.event(output(1, 0, "said on stderr\n", StderrEvent), run)
+    p.event(child(2, RunStatus.COMPLETED), run)
     p.finish(run)
     assert out.getvalue().startswith("stderr| said on stderr\nrun rrrrrrrr completed")
 
@@ -130,7 +140,7 @@ def test_a_childs_stderr_streamed_is_not_shown_again_from_its_stored_tail() -> N
 def test_a_childs_stderr_not_streamed_is_shown_from_its_stored_tail() -> None:
     run = ended_run("said on stderr\n")
     p, out = printer(several=False)
-    p.event(RunEvent(1, "child", datetime.now(UTC), {"index": 0, "status": "completed"}), run)
+    p.event(child(1, RunStatus.COMPLETED), run)
     p.finish(run)
     assert out.getvalue().startswith("stderr| said on stderr\nrun rrrrrrrr completed")
 
@@ -139,16 +149,10 @@ def test_a_later_attempt_that_did_not_stream_its_stderr_shows_its_stored_tail() 
     run = ended_run("the second attempt said\n")
     run.children[0].attempt = 2
     p, out = printer(several=False)
-    for seq, (kind, fields) in enumerate(
-        [
-            ("stderr", {"index": 0, "text": "the first attempt said\n"}),
-            ("child", {"index": 0, "status": "failed"}),
-            ("child", {"index": 0, "status": "running"}),  # resumed, without stream
-            ("child", {"index": 0, "status": "completed"}),
-        ],
-        start=1,
-    ):
-        p.event(RunEvent(seq, kind, datetime.now(UTC), fields), run)
+    p.event(output(1, 0, "the first attempt said\n", StderrEvent), run)
+    p.event(child(2, RunStatus.FAILED), run)
+    p.event(child(3, RunStatus.RUNNING), run)  # resumed, without stream
+    p.event(child(4, RunStatus.COMPLETED), run)
     p.finish(run)
     assert out.getvalue().startswith(
         "stderr| the first attempt said\nstderr| the second attempt said\nrun rrrrrrrr"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -11,10 +12,12 @@ from rich.console import Console
 from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal.progress import RunProgress
 from subagent_host.terminal.run_live import LiveOutput
+from subagent_host.values.events import EVENT_CLASSES, Phase, ToolKind
 
 
-def event(seq: int, type_: str, **fields: object) -> EventWire:
-    return EventWire(run_id="r" * 32, seq=seq, type=type_, at=datetime.now(UTC), **fields)  # type: ignore[arg-type]
+def event(seq: int, type_: str, **fields: Any) -> EventWire:
+    payload = EVENT_CLASSES[type_](**fields)
+    return EventWire(run_id="r" * 32, seq=seq, at=datetime.now(UTC), event=payload)
 
 
 def test_the_line_shows_a_commands_latest_output_line_as_a_terminal_would_leave_it() -> None:
@@ -53,9 +56,31 @@ def test_live_output_prints_whole_lines_a_tool_line_and_a_responses_last_line(
     assert capsys.readouterr().out == ""  # half a line waits for its end
     live.take(event(2, "message", index=0, text="lo\nI will l"))
     assert capsys.readouterr().out == "Hello\n"
-    live.take(event(3, "tool", index=0, phase="start", kind="execute", name="bash", summary="ls"))
+    live.take(
+        event(
+            3,
+            "tool",
+            index=0,
+            phase=Phase.START,
+            tool_id="t1",
+            kind=ToolKind.EXECUTE,
+            name="bash",
+            summary="ls",
+        )
+    )
     assert capsys.readouterr().out == "I will l\n› execute: ls\n"  # its text before the call
-    live.take(event(4, "tool", index=0, phase="end", kind="execute", name="bash"))
+    live.take(
+        event(
+            4,
+            "tool",
+            index=0,
+            phase=Phase.END,
+            tool_id="t1",
+            kind=ToolKind.EXECUTE,
+            name="bash",
+            is_error=False,
+        )
+    )
     live.take(event(5, "message", index=0, text="Done", final=True))
     assert capsys.readouterr().out == "Done\n"
     live.take(event(6, "output", index=0, text="no newline"))

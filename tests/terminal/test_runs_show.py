@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import pytest
 
+from subagent_host.values.events import OutputEvent
 from tests.terminal.inspecting import (
     COMMAND_TIMEOUT_S,
     assert_plain,
@@ -330,7 +331,7 @@ async def test_show_of_a_running_run_prints_what_its_children_streamed_so_far(
         said = ""
         async with asyncio.timeout(COMMAND_TIMEOUT_S):
             async for event in host.events(run["runId"]):
-                said += event.text or "" if event.type == "output" else ""
+                said += event.event.text if isinstance(event.event, OutputEvent) else ""
                 if "second-line" in said:
                     break
         await host.request("status", {"runId": run["runId"]})  # answered once it is on disk

@@ -22,6 +22,7 @@ from subagent_host.client.control import connect_control
 from subagent_host.rpc.control import MAX_CONNECTIONS
 from subagent_host.rpc.control_socket import CONTROL_DIR, reachable
 from subagent_host.store.browse import StateBrowser
+from subagent_host.values.events import OutputEvent
 from tests.e2e.harness import (
     _run_ids_in,
     assert_no_run_survives,
@@ -61,7 +62,7 @@ class Server:
         snap = await self.host.spawn(command=command, mode="background", stream=True)
         async with asyncio.timeout(EXIT_S):
             async for event in self.host.events(snap.run_id):
-                if event.type == "output" and "ready" in (event.text or ""):
+                if isinstance(event.event, OutputEvent) and "ready" in event.event.text:
                     return snap.run_id
         raise AssertionError("the run ended before it was ready")
 

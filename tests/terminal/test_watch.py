@@ -15,6 +15,7 @@ import pytest
 
 from subagent_host.client import SpawnItem
 from subagent_host.terminal.views import short_id
+from subagent_host.values.events import ChildEvent
 from tests.client.conftest import started
 from tests.terminal.tmux import Terminal, needs_tmux, terminal
 from tests.waits import still_running
@@ -164,7 +165,7 @@ async def test_s_asks_then_y_stops_the_selected_running_run_and_nothing_of_its_t
         run = await host.spawn(command=("sh", "-c", "sleep 300 & sleep 300"))
         async with asyncio.timeout(10):
             async for event in host.events(run.run_id):
-                if event.type == "child" and event.status == "running":
+                if isinstance(event.event, ChildEvent) and event.event.status == "running":
                     break
         pid = (await host.status(run.run_id)).children[0].pid
         assert pid is not None

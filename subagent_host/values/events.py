@@ -1,0 +1,205 @@
+"""What a run tells as it goes: one tagged union of event types, from the state machine to the wire.
+
+Each `run/event` (protocol.md §11) is one of the classes below, told apart by its
+`type` tag (a class variable, not a field: the class is the tag). The state machine
+appends them (`runs/state.py`, as a `RunEvent`'s `payload` with its `seq` and time),
+the store keeps them (`store/rows.py`, in the stored format of earlier versions), and
+the wire sends their fields beside `runId`, `seq`, `type` and `at`; the schema's
+discriminated `oneOf` is generated from these classes. A new event is one class here,
+added to `Event` and `EVENT_TYPES`.
+
+Fields are declared in the order they are stored and sent (a base's first: every
+event of a child starts with its `index`); a field with a default of None is
+optional (left out when None), every other is always carried. Keyword-only, so
+that adding a field never shifts another. Each field's description is the
+schema's; where several types share a field the first type's is the flat
+`properties`' one. Imports nothing of ours but the values.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+from collections.abc import Mapping
+from typing import ClassVar, Final
+
+import attrs
+
+from subagent_host.values import RunStatus
+from subagent_host.values.facts import OutputInfo, Usage
+
+
+class ToolKind(enum.StrEnum):
+    """What a tool does, in ACP's words (agentclientprotocol.com, `ToolKind`)."""
+
+    READ = "read"
+    EDIT = "edit"
+    DELETE = "delete"
+    MOVE = "move"
+    SEARCH = "search"
+    EXECUTE = "execute"
+    THINK = "think"
+    FETCH = "fetch"
+    OTHER = "other"
+
+
+class Phase(enum.StrEnum):
+    """A `tool` event's moment: the call began, or its result is back."""
+
+    START = "start"
+    END = "end"
+
+
+@attrs.frozen(kw_only=True)
+class StatusEvent:
+    """The run's status changed."""
+
+    type: ClassVar[str] = "status"
+    status: RunStatus
+    """The run's new status (a `status` event) or the child's (a `child` event)."""
+    output: OutputInfo | None = None
+    """A terminal `status` event: the run's final output as its snapshot (and a `task`-mode answer)
+    carries it, capped alike; absent when the run has none."""
+
+
+@attrs.frozen(kw_only=True)
+class _OfChild:
+    """An event of one child: every type but `status`."""
+
+    index: int
+    """The child it concerns (every event but `status`)."""
+
+
+@attrs.frozen(kw_only=True)
+class ChildEvent(_OfChild):
+    """A child's status changed."""
+
+    type: ClassVar[str] = "child"
+    status: RunStatus
+    """The child's new status."""
+
+
+@attrs.frozen(kw_only=True)
+class _ChildText(_OfChild):
+    """Text of one child, as it came."""
+
+    text: str
+    """What the child printed (`output` its stdout, `stderr` its stderr: UTF-8, split where it
+    arrived), a backend's short summary of what it does (`activity`), or the assistant's text
+    (`message`: a delta or a whole block)."""
+
+
+@attrs.frozen(kw_only=True)
+class OutputEvent(_ChildText):
+    """What a child printed on its stdout, split where it arrived."""
+
+    type: ClassVar[str] = "output"
+
+
+@attrs.frozen(kw_only=True)
+class StderrEvent(_ChildText):
+    """What a child printed on its stderr, split where it arrived."""
+
+    type: ClassVar[str] = "stderr"
+
+
+@attrs.frozen(kw_only=True)
+class ActivityEvent(_ChildText):
+    """A backend's short summary of what a child does."""
+
+    type: ClassVar[str] = "activity"
+
+
+@attrs.frozen(kw_only=True)
+class MessageEvent(_ChildText):
+    """An agent child's assistant text: a delta or a whole block."""
+
+    type: ClassVar[str] = "message"
+    final: bool | None = None
+    """`message`: true on the last text of a model response (its text may be empty)."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolEvent(_OfChild):
+    """An agent child's tool call began (`start`) or its result is back (`end`)."""
+
+    type: ClassVar[str] = "tool"
+    phase: Phase
+    """`tool`: `start` or `end`."""
+    tool_id: str
+    """`tool`: the CLI's own id of the call (its `start` and `end` carry the same)."""
+    name: str
+    """`tool`: the CLI's own name of the tool (`bash`, `Bash`, `shell`, ...)."""
+    kind: ToolKind
+    """`tool`: what the tool does, as ACP's tool kinds say it (the same for every CLI)."""
+    summary: str | None = None
+    """`tool` `start`: one line (at most 200 characters) of its input: a command, a path, a
+    pattern; never file contents."""
+    is_error: bool | None = None
+    """`tool` `end`: whether the tool reported a failure."""
+
+
+@attrs.frozen(kw_only=True)
+class UsageEvent(_OfChild):
+    """An agent child's usage so far, whenever it changed."""
+
+    type: ClassVar[str] = "usage"
+    usage: Usage
+    """`usage`: the child's tokens (and cost where the CLI reports one) so far."""
+
+
+Event = (
+    StatusEvent
+    | ChildEvent
+    | OutputEvent
+    | StderrEvent
+    | ActivityEvent
+    | MessageEvent
+    | ToolEvent
+    | UsageEvent
+)
+"""One `run/event`'s own fields, by type."""
+
+EVENT_TYPES: Final[tuple[type[Event], ...]] = (
+    StatusEvent,
+    ChildEvent,
+    OutputEvent,
+    StderrEvent,
+    ActivityEvent,
+    MessageEvent,
+    ToolEvent,
+    UsageEvent,
+)
+"""Every class of `Event`, in the order the protocol lists them."""
+
+EVENT_CLASSES: Final[Mapping[str, type[Event]]] = {cls.type: cls for cls in EVENT_TYPES}
+"""Each event's class by its `type` tag."""
+
+
+def _enumerations() -> tuple[type[enum.StrEnum], ...]:
+    found: list[type[enum.StrEnum]] = []
+    for cls in EVENT_TYPES:
+        for hint in typing.get_type_hints(cls).values():
+            for arg in (hint, *typing.get_args(hint)):
+                if isinstance(arg, type) and issubclass(arg, enum.StrEnum) and arg not in found:
+                    found.append(arg)
+    return tuple(found)
+
+
+EVENT_ENUMS: Final = _enumerations()
+"""The enumerations the events' fields are typed with (`RunStatus`, `Phase`, `ToolKind`): read
+back as their members wherever events are read (the wire's converter, the store)."""
+
+
+def text_of(event: Event) -> str | None:
+    """The text an event carries, what weighs in a reply: what a child printed, its
+    activity or message, a tool's summary, a terminal `status` event's final output."""
+    match event:
+        case _ChildText(text=text):
+            return text
+        case ToolEvent(summary=summary):
+            return summary
+        case StatusEvent(output=OutputInfo(text=text)):
+            return text
+        case _:
+            return None
