@@ -44,8 +44,15 @@ from subagent_host.planning.views import (
     Unprobed,
     to_json,
 )
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
-from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, Event
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, RunStatus, camel_case
+from subagent_host.values.events import (
+    EVENT_CLASSES,
+    EVENT_ENUMS,
+    Event,
+    EventField,
+    Phase,
+    ToolKind,
+)
 from subagent_host.values.facts import (
     BackendInfo,
     Diagnostic,
@@ -568,6 +575,21 @@ class EventWire:
         """`status`, `child`, `output`, `stderr`, `activity`, or an agent child's `message`, `tool`
         or `usage`."""
         return self.event.type
+
+    # Each field of the event's own type, None where its type has none (`event.text`): as
+    # when an event was one object with every field optional. `match event.event` is typed.
+    status = EventField[RunStatus]()
+    index = EventField[int]()
+    text = EventField[str]()
+    final = EventField[bool]()
+    phase = EventField[Phase]()
+    tool_id = EventField[str]()
+    name = EventField[str]()
+    kind = EventField[ToolKind]()
+    summary = EventField[str]()
+    is_error = EventField[bool]()
+    usage = EventField[Usage]()
+    output = EventField[OutputInfo]()
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import typing
 from collections.abc import Mapping
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 
 import attrs
 
@@ -203,3 +203,23 @@ def text_of(event: Event) -> str | None:
             return text
         case _:
             return None
+
+
+T = TypeVar("T")
+
+
+class EventField(Generic[T]):
+    """A field of an event's own type read through what wraps it (`wire.event_field`):
+    that field's value, or None when the event's type has no such field.
+
+    For code written when an event was one object with every field optional
+    (`event.text or ""`); matching on the event's class is the typed way.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, wrapper: Any, owner: type | None = None) -> T | None:
+        if wrapper is None:
+            return None
+        return cast("T | None", getattr(wrapper.event, self._name, None))

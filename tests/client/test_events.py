@@ -23,6 +23,20 @@ def event(run_id: str, seq: int, text: str | None = None) -> EventWire:
     return EventWire(run_id=run_id, seq=seq, at=AT, event=OutputEvent(index=0, text=text or ""))
 
 
+def test_an_events_own_fields_read_as_attributes_of_the_wire_event_none_where_it_has_none() -> None:
+    """Code written when an event was one object with every field optional still reads it."""
+    output = event("r1", 4, "hi")
+    assert (output.type, output.index, output.text, output.status, output.usage) == (
+        "output",
+        0,
+        "hi",
+        None,
+        None,
+    )
+    status = EventWire(run_id="r1", seq=5, at=AT, event=StatusEvent(status=RunStatus.COMPLETED))
+    assert (status.status, status.index, status.text) == ("completed", None, None)
+
+
 def test_events_of_runs_nobody_follows_are_kept_for_a_few_recent_runs_only() -> None:
     router = EventRouter()
     for run in range(10 * client_events.RECENT_RUNS):
