@@ -12,12 +12,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
 from pygls.exceptions import JsonRpcException
 
 from subagent_host.errors import HostError
 from subagent_host.rpc.codes import CODES, INTERNAL_ERROR, INVALID_PARAMS
-from subagent_host.rpc.param_problems import ParamProblem, did_you_mean, summary
+from subagent_host.rpc.param_problems import ParamErrors, ParamProblem, did_you_mean, summary
 from subagent_host.rpc.unsafe_text import escape_unsafe
 
 logger = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ class InvalidParams(JsonRpcException):
     def __init__(self, problems: list[ParamProblem]) -> None:
         super().__init__(
             message=summary(problems),
-            data={"errors": [attrs.asdict(p) for p in problems]},
+            data=ParamErrors(tuple(problems)),
         )
 
 
