@@ -1,9 +1,9 @@
 """JSON-RPC error objects: the one place a failure becomes a wire error.
 
-Domain code raises the code-free exceptions of `subagent_host.errors`; `CODES`
-(`rpc/codes.py`, the one table of codes) maps each to its protocol.md §4 code.
-Anything unmapped is an internal error: the client gets a short message, the
-traceback goes to the log only.
+Domain code raises the exceptions of `subagent_host.errors`, each class with its
+protocol.md §4 code (`CODES`, `rpc/codes.py`) and its `data` a typed value the
+dispatcher's converter writes. Anything unmapped is an internal error: the
+client gets a short message, the traceback goes to the log only.
 """
 
 from __future__ import annotations
