@@ -74,6 +74,7 @@ from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.state_layout import PI_SESSIONS_DIR, private_directory
 from subagent_host.store.face import RunStore
+from subagent_host.values.error_data import RunRef
 from subagent_host.values.words import plural
 from subagent_host.workspaces.worktrees import WORKTREES_DIR
 
@@ -400,7 +401,7 @@ def _stop_elsewhere(
                 f"run {run_id} is not running: the server process that ran it is gone; the "
                 "next server started on this state directory marks it interrupted and ends "
                 "any process it left",
-                data={"runId": run_id, "reason": "server-gone"},
+                data=RunRef(run_id, reason="server-gone"),
             )
         instance_id, pid = owner
         try:
@@ -416,7 +417,7 @@ def _stop_elsewhere(
                 f"run {run_id} is running in another server process (pid {pid}) on this state "
                 f"directory, which could not be asked to stop it ({exc}); stop it through "
                 "that server",
-                data={"runId": run_id, "reason": "owned-by-another-server"},
+                data=RunRef(run_id, reason="owned-by-another-server"),
             ) from exc
         return bool(snapshot.already_terminal)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import json
 import typing
 from collections.abc import Iterator, Mapping
@@ -14,11 +15,12 @@ import attrs
 import pytest
 from jsonschema.validators import Draft202012Validator
 
-from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS
+from subagent_host.handlers.table import METHODS, implementation
 from subagent_host.openrpc import render
 from subagent_host.openrpc.check import MessageChecker, NonConforming
 from subagent_host.openrpc.enums import ENUMS
 from subagent_host.openrpc.schemas import Direction, SchemaBuilder
+from subagent_host.rpc.codes import MEANINGS
 from subagent_host.runs.state import RunStatus
 from subagent_host.values.events import EVENT_CLASSES
 from tests.e2e.harness import SCHEMA, schema_document, server_executable
@@ -99,10 +101,12 @@ def test_the_document_has_the_members_openrpc_1_3_requires() -> None:
 
 def test_every_method_of_the_table_is_in_the_document_and_no_other() -> None:
     methods = {method["name"]: method for method in document()["methods"]}
-    assert set(methods) == {*ENTRIES, *NOTIFICATIONS, "$/cancelRequest"}
-    for name in ENTRIES:
+    called = [name for name, spec in METHODS.items() if not spec.notification]
+    notified = [name for name, spec in METHODS.items() if spec.notification]
+    assert set(methods) == {*METHODS, "$/cancelRequest"}
+    for name in called:
         assert "result" in methods[name] and "x-notification" not in methods[name], name
-    for name in (*NOTIFICATIONS, "$/cancelRequest"):
+    for name in (*notified, "$/cancelRequest"):
         assert methods[name]["x-notification"] is True and "result" not in methods[name]
     notifications = {item["name"] for item in document()["x-notifications"]}
     assert notifications == {"run/event", "$/progress"}
@@ -124,6 +128,19 @@ def test_each_method_lists_the_codes_it_can_answer() -> None:
     assert errors["status"] == [-32001, -32006, -32602, -32603, -32800]
     assert {-32002, -32003, -32005} <= set(errors["spawn"])
     assert -32004 in errors["resume"]
+
+
+def test_each_method_lists_exactly_the_errors_its_spec_declares() -> None:
+    methods = {method["name"]: method for method in document()["methods"]}
+    for name, spec in METHODS.items():
+        if spec.notification:
+            assert "errors" not in methods[name], name
+            continue
+        declared = {error.CODE for error in spec.raises} | {-32602, -32603}
+        if inspect.iscoroutinefunction(implementation(spec.handler)):
+            declared.add(-32800)  # a call that awaits can be cancelled
+        listed = [(error["code"], error["message"]) for error in methods[name]["errors"]]
+        assert listed == [(code, MEANINGS[code]) for code in sorted(declared, reverse=True)]
 
 
 def test_params_refuse_unknown_keys_and_results_leave_room_for_new_ones() -> None:

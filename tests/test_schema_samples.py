@@ -20,7 +20,7 @@ import attrs
 import pytest
 from jsonschema.validators import Draft202012Validator
 
-from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS
+from subagent_host.handlers.table import METHODS
 from subagent_host.openrpc import document
 from subagent_host.openrpc.builder import PROTOCOL_NOTIFICATIONS, SERVER_NOTIFICATIONS
 from subagent_host.openrpc.check import close_objects
@@ -37,11 +37,9 @@ CONVERTER: Final = make_converter()
 
 def wire_types() -> dict[str, type[Any]]:
     """Each attrs class reachable from the method table and the notifications, by name."""
-    roots: list[Any] = [params for params, _handler in (*ENTRIES.values(), *NOTIFICATIONS.values())]
+    roots: list[Any] = [spec.params for spec in METHODS.values()]
     roots += [*SERVER_NOTIFICATIONS.values(), *PROTOCOL_NOTIFICATIONS.values()]
-    from subagent_host.handlers.table import implementation
-
-    roots += [typing.get_type_hints(implementation(h))["return"] for _p, h in ENTRIES.values()]
+    roots += [spec.result for spec in METHODS.values() if spec.result is not None]
     found: dict[str, type[Any]] = {}
     pending = list(roots)
     while pending:

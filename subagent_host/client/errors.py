@@ -1,9 +1,12 @@
 """What a failed call raises: one `HostError` subclass per JSON-RPC error code the server uses.
 
-The codes are the server's own (`rpc/codes.py`: the JSON-RPC ones and `CODES`,
-which maps each domain error to its code), read from there, never repeated
-here; `ERRORS` maps each code to its class in this one place. A code this
-client does not know (a newer server's) is raised as `HostError` itself.
+The codes are the server's own, read from the one table of them
+(`subagent_host/errors.py`: JSON-RPC's codes, and each domain error class's
+`CODE`), never repeated here. This client keeps classes of its own (they hold
+the JSON `data` as sent, and load none of the server); `ERRORS`, each code and
+its class, is made of the classes below, and must name every code the server's
+`MEANINGS` does (checked at import). A code this client does not know (a newer
+server's) is raised as `HostError` itself.
 """
 
 from __future__ import annotations
@@ -79,61 +82,50 @@ class RequestCancelled(HostError):
 class RunNotFound(HostError):
     """No run with that id in this session (-32001)."""
 
-    CODE = codes.CODES[domain.RunNotFound]
+    CODE = domain.RunNotFound.CODE
 
 
 class BackendUnavailable(HostError):
     """The backend cannot run here (-32002)."""
 
-    CODE = codes.CODES[domain.BackendUnavailable]
+    CODE = domain.BackendUnavailable.CODE
 
 
 class LaunchRejected(HostError):
     """The launch was rejected (-32003): `data["diagnostics"]` says why."""
 
-    CODE = codes.CODES[domain.LaunchRejected]
+    CODE = domain.LaunchRejected.CODE
 
 
 class ResumeDenied(HostError):
     """The resume token was refused (-32004): `data["reason"]` says why."""
 
-    CODE = codes.CODES[domain.ResumeDenied]
+    CODE = domain.ResumeDenied.CODE
 
 
 class CapacityExceeded(HostError):
     """The run queue is full (-32005)."""
 
-    CODE = codes.CODES[domain.CapacityExceeded]
+    CODE = domain.CapacityExceeded.CODE
 
 
 class AmbiguousRunId(HostError):
     """A run id prefix matches more than one run (-32006): `data["matches"]`."""
 
-    CODE = codes.CODES[domain.AmbiguousRunId]
+    CODE = domain.AmbiguousRunId.CODE
 
 
-def _table(*kinds: type[HostError]) -> Mapping[int, type[HostError]]:
+def _table() -> Mapping[int, type[HostError]]:
     table: dict[int, type[HostError]] = {}
-    for kind in kinds:
+    for kind in HostError.__subclasses__():
         assert kind.CODE is not None and kind.CODE not in table, kind
         table[kind.CODE] = kind
+    missing = set(codes.MEANINGS) - set(table)
+    assert not missing, f"no client class for codes {sorted(missing)}"
     return table
 
 
-ERRORS: Final = _table(
-    ParseError,
-    InvalidRequest,
-    MethodNotFound,
-    InvalidParams,
-    InternalError,
-    RequestCancelled,
-    RunNotFound,
-    BackendUnavailable,
-    LaunchRejected,
-    ResumeDenied,
-    CapacityExceeded,
-    AmbiguousRunId,
-)
+ERRORS: Final = _table()
 """Each code the server uses, and the class raised for it."""
 
 

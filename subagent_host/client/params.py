@@ -17,7 +17,12 @@ import cattrs
 
 from subagent_host.client.errors import InvalidParams
 from subagent_host.rpc import codes
-from subagent_host.rpc.param_problems import STRUCTURE_ERRORS, param_problems, summary
+from subagent_host.rpc.param_problems import (
+    STRUCTURE_ERRORS,
+    ParamErrors,
+    param_problems,
+    summary,
+)
 from subagent_host.rpc.wire import make_converter
 
 # The field types a bare string must not stand for: a string there is sent as a string,
@@ -44,7 +49,7 @@ class ParamsWriter:
                 raise InvalidParams(
                     codes.INVALID_PARAMS,
                     summary(problems),
-                    {"errors": [attrs.asdict(problem) for problem in problems]},
+                    self._writer.unstructure(ParamErrors(tuple(problems))),
                 ) from None
         return raw
 

@@ -23,6 +23,8 @@ from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.settings import LOCAL
 from subagent_host.store.face import RunStore
 from subagent_host.values.copying import shared
+from subagent_host.values.error_data import Rejection
+from subagent_host.values.facts import Diagnostic
 
 if TYPE_CHECKING:
     # Imported where first used: a server's first reply (`ping`) needs neither.
@@ -89,8 +91,8 @@ class HandlerContext:
             await self.executor_ready()
         except ExecutorUnavailable as exc:
             message = str(exc)
-            problem = {"severity": "error", "code": CLUSTER_UNAVAILABLE, "message": message}
-            raise BackendUnavailable(message, data={"diagnostics": [problem]}) from None
+            problem = Diagnostic("error", CLUSTER_UNAVAILABLE, message)
+            raise BackendUnavailable(message, data=Rejection((problem,))) from None
 
     async def agent_catalog(self) -> AgentCatalog:
         """The agent definitions as they are now (read afresh: files change between calls)."""

@@ -9,7 +9,7 @@ only the same user can connect. `stop` takes the very path a stdio `stop` takes
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Final
 
 import attrs
 
@@ -18,12 +18,13 @@ from subagent_host.handlers import ping
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.handlers.stop import check_grace, stop_here
-from subagent_host.handlers.table import AsyncHandler, SyncHandler, bind
+from subagent_host.handlers.table import MethodSpec, bind_methods, by_name
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.errors import InvalidParams
 from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import PingParams, PingResult, RunSnapshot, StatusParams, StopParams
 from subagent_host.runs.state import Run
+from subagent_host.values.error_data import RunRef
 
 
 def handle_ping(params: PingParams, ctx: HandlerContext) -> PingResult:
@@ -53,22 +54,24 @@ def held_run(run_id: str, ctx: HandlerContext) -> Run:
     if run is None:
         raise RunNotFound(
             f"run {run_id} is not held by this server",
-            data={"runId": run_id, "reason": "not-held-here"},
+            data=RunRef(run_id, reason="not-held-here"),
         )
     return run
 
 
-ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
-    "ping": (PingParams, handle_ping),
-    "status": (StatusParams, handle_status),
-    "stop": (StopParams, handle_stop),
-}
+# The methods a control connection answers; the server's own specs' shape (handlers/table.py).
+CONTROL_METHODS: Final[Mapping[str, MethodSpec]] = by_name(
+    (
+        MethodSpec("ping", PingParams, PingResult, handle_ping),
+        MethodSpec("status", StatusParams, RunSnapshot, handle_status, raises=(RunNotFound,)),
+        MethodSpec("stop", StopParams, RunSnapshot, handle_stop, raises=(RunNotFound,)),
+    )
+)
 
 
 def build_control_table(ctx: HandlerContext) -> dict[str, Method]:
     """The control socket's table, over a copy of the server's context that lists only
     these methods (its `ping` then says what this socket answers)."""
-    control = attrs.evolve(ctx, methods=tuple(sorted(ENTRIES)), notifications=(), last_ping=None)
-    return {
-        name: Method(params, bind(handler, control)) for name, (params, handler) in ENTRIES.items()
-    }
+    methods = tuple(sorted(CONTROL_METHODS))
+    control = attrs.evolve(ctx, methods=methods, notifications=(), last_ping=None)
+    return bind_methods(CONTROL_METHODS.values(), control)

@@ -25,20 +25,34 @@ from subagent_host.rpc.wire import ResumeParams, RunSnapshot
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE, Refusal
 from subagent_host.runs.state import Run, restore_events
 from subagent_host.values import BACKGROUND_MODE, MODES
+from subagent_host.values.error_data import ResumeDenial
 
 
-def deny(reason: str, message: str, **detail: object) -> NoReturn:
-    raise ResumeDenied(f"resume denied: {message}", data={"reason": reason, **detail})
+def deny(message: str, denial: ResumeDenial) -> NoReturn:
+    raise ResumeDenied(f"resume denied: {message}", data=denial)
+
+
+def refused_denial(refused: ResumeRefused) -> ResumeDenial:
+    """A target that cannot be resumed, as -32004's data: `launch-changed` says what changed."""
+    if (change := refused.change) is None:
+        return ResumeDenial(refused.reason, code=refused.code)
+    return ResumeDenial(
+        refused.reason,
+        code=refused.code,
+        changed=change.changed,
+        expected=change.expected,
+        actual=change.actual,
+    )
 
 
 async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     if params.mode is not None and params.mode not in MODES:
         raise InvalidParams([ParamProblem("mode", f"must be one of {', '.join(sorted(MODES))}")])
     if (unavailable := ctx.store.needs_durable("resume tokens")) is not None:
-        deny("not-resumable", unavailable, code=PERSISTENCE_UNAVAILABLE)
+        deny(unavailable, ResumeDenial("not-resumable", code=PERSISTENCE_UNAVAILABLE))
     grant = await ctx.store.check_token(params.token, ctx.session_id)
     if isinstance(grant, Refusal):
-        deny(grant.code, grant.message)
+        deny(grant.message, ResumeDenial(grant.code))
     try:
         target = await resolve_target(
             ctx.store,
@@ -52,31 +66,41 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
             egress_consent_required=ctx.config.require_egress_consent,
         )
     except (RunNotFound, AmbiguousRunId):
-        deny("mismatch", "the run the token was issued for is gone", runId=grant.run_id)
+        deny(
+            "the run the token was issued for is gone",
+            ResumeDenial("mismatch", run_id=grant.run_id),
+        )
     except ResumeRefused as refused:
-        deny(refused.reason, refused.message, code=refused.code, **(refused.data or {}))
+        deny(refused.message, refused_denial(refused))
     if target.contract_digest != grant.contract_digest:
         deny(
-            "mismatch",
             "what the run would resume no longer matches what was approved",
-            expected=grant.contract_digest,
-            actual=target.contract_digest,
+            ResumeDenial("mismatch", expected=grant.contract_digest, actual=target.contract_digest),
         )
     if digest(grant.message) != grant.follow_up_digest:
-        deny("mismatch", "the follow-up message no longer matches what was approved")
+        deny(
+            "the follow-up message no longer matches what was approved",
+            ResumeDenial("mismatch"),
+        )
     await ctx.require_executor()
     ctx.runs.admit(1)  # before the token is spent: a full queue refuses with nothing recorded
     if (refusal := await ctx.store.redeem_token(params.token, ctx.session_id)) is not None:
-        deny(refusal.code, refusal.message)
+        deny(refusal.message, ResumeDenial(refusal.code))
     retained = await ctx.store.events_after(target.run, target.run.first_retained_seq - 1)
     # From here on nothing awaits until the attempt has started: checked and started
     # as one step, on the one object this server keeps for the run (another request
     # may have read its own copy of it from the store meanwhile).
     run = ctx.runs.adopt(target.run)
     if not run.is_terminal:  # resumed by another token while this one was being checked
-        deny("not-resumable", f"run {run.run_id} is running again", code="still-running")
+        deny(
+            f"run {run.run_id} is running again",
+            ResumeDenial("not-resumable", code="still-running"),
+        )
     if run.children[target.index].attempt + 1 != target.contract.attempt:
-        deny("mismatch", f"child {target.index} of run {run.run_id} was resumed meanwhile")
+        deny(
+            f"child {target.index} of run {run.run_id} was resumed meanwhile",
+            ResumeDenial("mismatch"),
+        )
     if not run.events:  # released when it ended: counted again against the bounds
         restore_events(run, retained)
     target = attrs.evolve(target, run=run)

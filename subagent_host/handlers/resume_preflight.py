@@ -35,9 +35,8 @@ async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> Prefl
             egress_consent_required=ctx.config.require_egress_consent,
         )
     except ResumeRefused as refused:
-        diagnostic = Diagnostic(
-            "error", refused.code, refused.message, refused.path, data=refused.data
-        )
+        data = None if refused.change is None else refused.change.data()
+        diagnostic = Diagnostic("error", refused.code, refused.message, refused.path, data=data)
         return PreflightResult(accepted=False, diagnostics=(diagnostic,))
     resumed = resumed_child(target, request.message, None, ctx.toolchain.adapters)
     if is_empty_prompt(resumed.backend, resumed.prompt):  # as a spawn's prompt would be

@@ -13,6 +13,7 @@ from subagent_host.planning.check import ResolvedSpawn, accept
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT
+from subagent_host.values.error_data import Rejection
 from subagent_host.values.facts import Diagnostic
 
 # The admission policy (`--require-preflight`): only what a preflight approved runs.
@@ -69,8 +70,7 @@ async def _take_preflight(ctx: HandlerContext, preflight_id: str, resolved: Reso
 
 
 def _reject(code: str, message: str, fingerprint: str) -> NoReturn:
-    diagnostic = {"severity": "error", "code": code, "message": message, "path": "preflightId"}
+    diagnostic = Diagnostic("error", code, message, "preflightId")
     raise LaunchRejected(
-        f"launch rejected: {message}",
-        data={"diagnostics": [diagnostic], "fingerprint": fingerprint},
+        f"launch rejected: {message}", data=Rejection((diagnostic,), fingerprint=fingerprint)
     )

@@ -12,6 +12,7 @@ from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import RunSnapshot, StopParams
 from subagent_host.runs.state import Run
 from subagent_host.values import MAX_DURATION_MS
+from subagent_host.values.error_data import RunRef
 
 DEFAULT_REASON: Final = "stopped by the client"
 
@@ -26,7 +27,7 @@ async def handle(params: StopParams, ctx: HandlerContext) -> RunSnapshot:
         raise RunNotFound(
             f"run {run.run_id} is running in another server process on this state directory; "
             "stop it through that server",
-            data={"runId": run.run_id, "reason": "owned-by-another-server"},
+            data=RunRef(run.run_id, reason="owned-by-another-server"),
         )
     # Its owner stops it (and tells its own client); it answers once the run is on disk.
     already = await ctx.stop_elsewhere(run.run_id, params)

@@ -1,10 +1,18 @@
-"""The method table: every JSON-RPC method this server answers, spelled out.
+"""The method table: every JSON-RPC method this server answers, each declared once.
 
-A method missing here is answered -32601. Only `ping`, `initialize`, LSP's
-`shutdown` and the notifications' handlers are imported with the table: every other handler module
-is imported on its method's first call, so the first reply (to `initialize` or
-`ping`, as a rule) waits for none of what launching, checking or resuming runs
-needs.
+A method is one `MethodSpec`: its name, params type, result type, the domain
+errors it may raise, and its handler. The dispatch table (`build_method_table`),
+the lists `ping` and `initialize` report, and the OpenRPC document
+(`openrpc/builder.py`: params, result, summary, errors) are all read from
+`METHODS`; a method missing here is answered -32601. A new method is one spec
+here and one handler module (`handlers/<name>.py` with its `handle`).
+
+Only `ping`, `initialize`, LSP's `shutdown` and the notifications' handlers are
+imported with the table: every other handler module is imported on its method's
+first call (`later`), so the first reply (to `initialize` or `ping`, as a rule)
+waits for none of what launching, checking or resuming runs needs. That is why
+a spec names its result type (a wire type of `rpc/wire.py`) rather than reading
+it from the handler: tests/handlers/test_table.py checks the two agree.
 """
 
 from __future__ import annotations
@@ -12,8 +20,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from lsprotocol.types import CANCEL_REQUEST
 
@@ -40,21 +48,51 @@ from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.lifecycle import EXIT, SHUTDOWN
 from subagent_host.rpc.wire import (
     AgentsListParams,
+    AgentsListResult,
     DetachParams,
     InitializedParams,
     InitializeParams,
+    InitializeResult,
     NoParams,
     PingParams,
+    PingResult,
     PreflightParams,
+    PreflightResult,
     ResumeParams,
+    RunSnapshot,
     SpawnParams,
     StatusParams,
+    StatusResult,
     StopParams,
     WorkDoneProgressCancelParams,
 )
 
 AsyncHandler = Callable[[Any, HandlerContext], Awaitable[Any]]
 SyncHandler = Callable[[Any, HandlerContext], Any]
+
+
+class MethodSpec(NamedTuple):
+    """One JSON-RPC method a client sends, declared once. (A named tuple, not an attrs
+    class: it is made with the table, before the first reply, where a tuple costs less.)"""
+
+    name: str
+    """The method's name on the wire."""
+    params: type[Any]
+    """The wire type its params are read as."""
+    result: object
+    """The wire type of its result (`rpc/wire.py`); None for one that answers null
+    (LSP's `shutdown`) or never answers (a notification)."""
+    handler: AsyncHandler | SyncHandler
+    """`handle(params, ctx)`: a handler module's own, or `later(module)`'s."""
+    raises: tuple[type[HostError], ...] = ()
+    """The domain errors it may raise besides what any method may answer (invalid
+    params, internal error, cancelled): the schema lists their codes as its `errors`."""
+    paced: bool = False
+    """Its reply may be large (`status {since}`: up to 8 MiB of events): answered in its
+    turn, one at a time, once the output drains (rpc/pacing.py)."""
+    notification: bool = False
+    """A client only ever sends it as a notification: never answered, not in `ping`'s
+    list of methods (a request for it is -32601)."""
 
 
 def later(module: str) -> AsyncHandler:
@@ -73,7 +111,7 @@ _LATER: dict[AsyncHandler, str] = {}
 
 def implementation(handler: AsyncHandler | SyncHandler) -> AsyncHandler | SyncHandler:
     """The function that answers: for a `later` handler, its module's `handle`, imported
-    now (the schema reads its result type)."""
+    now (the schema reads its summary; a test its annotations)."""
     module = _LATER.get(handler)
     return handler if module is None else _handler(module)
 
@@ -84,52 +122,89 @@ def _handler(module: str) -> AsyncHandler:
     return handler
 
 
-ENTRIES: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
-    "agents/list": (AgentsListParams, later("agents_list")),
-    "initialize": (InitializeParams, initialize.handle),
-    "ping": (PingParams, ping.handle),
-    "preflight": (PreflightParams, later("preflight")),
-    "resume": (ResumeParams, later("resume")),
-    SHUTDOWN: (NoParams, shutdown.handle),
-    "spawn": (SpawnParams, later("spawn")),
-    "status": (StatusParams, later("status")),
-    "stop": (StopParams, later("stop")),
-}
-# The domain errors (`subagent_host.errors`) a method may raise besides the ones any
-# method may answer (invalid params, internal error, cancelled): `rpc/errors.py` maps
-# them to codes, and the schema lists those codes as the method's `errors`.
-RAISES: Mapping[str, tuple[type[HostError], ...]] = {
-    # BackendUnavailable: a cluster executor that cannot reach its cluster (§8.8).
-    "preflight": (RunNotFound, AmbiguousRunId, BackendUnavailable),
-    "resume": (ResumeDenied, CapacityExceeded, BackendUnavailable),
-    "spawn": (BackendUnavailable, LaunchRejected, CapacityExceeded),
-    "status": (RunNotFound, AmbiguousRunId),
-    "stop": (RunNotFound, AmbiguousRunId),
-}
-# Methods whose reply may be large (`status {since}`: up to 8 MiB of events): each is
-# answered in its turn, one at a time, once the output drains (rpc/pacing.py).
-PACED: frozenset[str] = frozenset({"status"})
-# Methods a client only ever sends as notifications (never answered; not in `ping`'s list).
-NOTIFICATIONS: Mapping[str, tuple[type[Any], AsyncHandler | SyncHandler]] = {
-    EXIT: (NoParams, exit_.handle),
-    "initialized": (InitializedParams, initialized.handle),
-    "run/detach": (DetachParams, detach.handle),
-    "window/workDoneProgress/cancel": (WorkDoneProgressCancelParams, progress_cancel.handle),
-}
+def by_name(specs: Iterable[MethodSpec]) -> Mapping[str, MethodSpec]:
+    """The specs keyed by name; a name declared twice is a mistake caught at import."""
+    table: dict[str, MethodSpec] = {}
+    for spec in specs:
+        assert spec.name not in table, spec.name
+        table[spec.name] = spec
+    return table
+
+
+METHODS: Mapping[str, MethodSpec] = by_name(
+    (
+        MethodSpec("agents/list", AgentsListParams, AgentsListResult, later("agents_list")),
+        MethodSpec("initialize", InitializeParams, InitializeResult, initialize.handle),
+        MethodSpec("ping", PingParams, PingResult, ping.handle),
+        MethodSpec(
+            "preflight",
+            PreflightParams,
+            PreflightResult,
+            later("preflight"),
+            # BackendUnavailable: a cluster executor that cannot reach its cluster (§8.8).
+            raises=(RunNotFound, AmbiguousRunId, BackendUnavailable),
+        ),
+        MethodSpec(
+            "resume",
+            ResumeParams,
+            RunSnapshot,
+            later("resume"),
+            raises=(ResumeDenied, CapacityExceeded, BackendUnavailable),
+        ),
+        MethodSpec(SHUTDOWN, NoParams, None, shutdown.handle),
+        MethodSpec(
+            "spawn",
+            SpawnParams,
+            RunSnapshot,
+            later("spawn"),
+            raises=(BackendUnavailable, LaunchRejected, CapacityExceeded),
+        ),
+        MethodSpec(
+            "status",
+            StatusParams,
+            StatusResult,
+            later("status"),
+            raises=(RunNotFound, AmbiguousRunId),
+            paced=True,
+        ),
+        MethodSpec(
+            "stop", StopParams, RunSnapshot, later("stop"), raises=(RunNotFound, AmbiguousRunId)
+        ),
+        # Only ever notifications: `$/cancelRequest` is dispatch's own, not a spec.
+        MethodSpec(EXIT, NoParams, None, exit_.handle, notification=True),
+        MethodSpec("initialized", InitializedParams, None, initialized.handle, notification=True),
+        MethodSpec("run/detach", DetachParams, None, detach.handle, notification=True),
+        MethodSpec(
+            "window/workDoneProgress/cancel",
+            WorkDoneProgressCancelParams,
+            None,
+            progress_cancel.handle,
+            notification=True,
+        ),
+    )
+)
 
 
 def build_method_table(ctx: HandlerContext) -> dict[str, Method]:
     """Bind every handler to this connection's context; record the lists `ping` and
     `initialize` report (`$/cancelRequest` is dispatch's own, not a table entry)."""
-    ctx.methods = tuple(sorted(ENTRIES))
-    ctx.notifications = tuple(sorted({CANCEL_REQUEST, *NOTIFICATIONS}))
-    table = {
-        name: Method(params_type, bind(handler, ctx), paced=name in PACED)
-        for name, (params_type, handler) in ENTRIES.items()
+    ctx.methods = tuple(sorted(name for name, spec in METHODS.items() if not spec.notification))
+    notifications = (name for name, spec in METHODS.items() if spec.notification)
+    ctx.notifications = tuple(sorted({CANCEL_REQUEST, *notifications}))
+    return bind_methods(METHODS.values(), ctx)
+
+
+def bind_methods(specs: Iterable[MethodSpec], ctx: HandlerContext) -> dict[str, Method]:
+    """The dispatch table of `specs`, each handler bound to `ctx`."""
+    return {
+        spec.name: Method(
+            spec.params,
+            bind(spec.handler, ctx),
+            notification=spec.notification,
+            paced=spec.paced,
+        )
+        for spec in specs
     }
-    for name, (params_type, handler) in NOTIFICATIONS.items():
-        table[name] = Method(params_type, bind(handler, ctx), notification=True)
-    return table
 
 
 def bind(handler: AsyncHandler | SyncHandler, ctx: HandlerContext) -> Callable[[Any], Any]:

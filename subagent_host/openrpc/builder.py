@@ -15,7 +15,6 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-import typing
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -29,11 +28,10 @@ from lsprotocol.types import (
 )
 
 from subagent_host import PROTOCOL_VERSION, SERVER_NAME
-from subagent_host.handlers.table import ENTRIES, NOTIFICATIONS, RAISES, implementation
+from subagent_host.handlers.table import METHODS, MethodSpec, implementation
 from subagent_host.openrpc.docstrings import class_description
 from subagent_host.openrpc.schemas import Direction, Schema, SchemaBuilder
 from subagent_host.rpc.codes import (
-    CODES,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     MEANINGS,
@@ -86,13 +84,15 @@ DESCRIPTION: Final = (
 def build_document() -> dict[str, Any]:
     """The whole document, as JSON values in a fixed order."""
     builder = SchemaBuilder()
-    methods = [_method(name, builder) for name in sorted(ENTRIES)]
+    specs = [METHODS[name] for name in sorted(METHODS)]
+    methods = [_method(spec, builder) for spec in specs if not spec.notification]
+    notified = [spec for spec in specs if spec.notification]
     client_notifications = {
-        **{name: params for name, (params, _handler) in NOTIFICATIONS.items()},
+        **{spec.name: spec.params for spec in notified},
         **PROTOCOL_NOTIFICATIONS,
     }
     summaries = {
-        **{name: summary_of(handler) for name, (_params, handler) in NOTIFICATIONS.items()},
+        **{spec.name: summary_of(spec.handler) for spec in notified},
         **PROTOCOL_SUMMARIES,
     }
     methods += [
@@ -113,20 +113,18 @@ def build_document() -> dict[str, Any]:
     }
 
 
-def _method(name: str, builder: SchemaBuilder) -> dict[str, Any]:
-    params_type, handler = ENTRIES[name]
-    answer = implementation(handler)
-    result_type = typing.get_type_hints(answer)["return"]
+def _method(spec: MethodSpec, builder: SchemaBuilder) -> dict[str, Any]:
+    answer = implementation(spec.handler)
     return {
-        **_call(name, params_type, builder, summary=summary_of(answer)),
-        "result": {"name": "result", "schema": _result_schema(result_type, builder)},
-        "errors": _errors(name, is_async=inspect.iscoroutinefunction(answer)),
+        **_call(spec.name, spec.params, builder, summary=summary_of(answer)),
+        "result": {"name": "result", "schema": _result_schema(spec.result, builder)},
+        "errors": _errors(spec, is_async=inspect.iscoroutinefunction(answer)),
     }
 
 
 def _result_schema(result_type: Any, builder: SchemaBuilder) -> Schema:
     """A method's result: null for one that answers nothing else (LSP's `shutdown`)."""
-    if result_type is type(None):
+    if result_type is None:
         return {"type": "null"}
     return builder.type_schema(result_type, Direction.RESULT)
 
@@ -177,10 +175,11 @@ def _first_sentence(cls: type[Any]) -> str | None:
     return description.split(". ")[0].removesuffix(".") + "." if description else None
 
 
-def _errors(name: str, *, is_async: bool) -> list[dict[str, Any]]:
-    """The codes the method may answer: its domain errors' (`RAISES`, mapped by `CODES`),
-    invalid params and internal error (any method), request cancelled (one that awaits)."""
-    codes = {INVALID_PARAMS, INTERNAL_ERROR, *(CODES[error] for error in RAISES.get(name, ()))}
+def _errors(spec: MethodSpec, *, is_async: bool) -> list[dict[str, Any]]:
+    """The codes the method may answer: its domain errors' (the spec's `raises`, each
+    class's code), invalid params and internal error (any method), request cancelled
+    (one that awaits)."""
+    codes = {INVALID_PARAMS, INTERNAL_ERROR, *(error.CODE for error in spec.raises)}
     if is_async:
         codes.add(REQUEST_CANCELLED)
     return [{"code": code, "message": MEANINGS[code]} for code in sorted(codes, reverse=True)]

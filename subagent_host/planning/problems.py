@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
-
 from subagent_host.errors import BackendUnavailable, LaunchRejected
+from subagent_host.values.error_data import Rejection
 from subagent_host.values.facts import Diagnostic
 
 
@@ -41,7 +40,7 @@ def raise_if_rejected(diagnostics: Sequence[Diagnostic]) -> None:
     errors = [d for d in diagnostics if d.severity == "error"]
     if not errors:
         return
-    data = {"diagnostics": [attrs.asdict(d, filter=lambda _a, v: v is not None) for d in errors]}
+    data = Rejection(tuple(errors))
     if all(d.code == "backend-unavailable" for d in errors):
         raise BackendUnavailable(errors[0].message, data=data)
     summary = "; ".join(d.message for d in errors[:3])

@@ -39,7 +39,12 @@ from subagent_host.planning.stored_workflow import (
     workflow_record,
 )
 from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
-from subagent_host.resuming.launch_check import LAUNCH_CHANGED, compare_launch, launch_check
+from subagent_host.resuming.launch_check import (
+    LAUNCH_CHANGED,
+    LaunchChange,
+    compare_launch,
+    launch_check,
+)
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.child_runner import WORKSPACE_GONE
 from subagent_host.runs.orchestrator import RunOrchestrator
@@ -55,7 +60,7 @@ resume would use now is not that one, as (code, message); None when it is."""
 
 class ResumeRefused(Exception):
     """The target cannot be resumed. `reason` is a protocol.md §4 reason; `code` says why;
-    `data` is what a program needs beyond that (`launch-changed`: what changed)."""
+    `change` is what a program needs beyond that (`launch-changed`: what changed)."""
 
     def __init__(
         self,
@@ -63,14 +68,14 @@ class ResumeRefused(Exception):
         code: str,
         message: str,
         path: str | None = None,
-        data: dict[str, Any] | None = None,
+        change: LaunchChange | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
         self.code = code
         self.message = message
         self.path = path
-        self.data = data
+        self.change = change
 
 
 @attrs.frozen
@@ -258,7 +263,7 @@ async def _check_launch(
             LAUNCH_CHANGED,
             f"the {projection.backend} launch this child would resume is not the one "
             f"approved: {change.sentence()}; {GUIDANCE}",
-            data=change.data(),
+            change=change,
         )
 
 

@@ -28,7 +28,6 @@ from typing import Final
 import attrs
 
 from subagent_host.errors import CapacityExceeded
-from subagent_host.rpc.codes import CODES
 from subagent_host.rpc.connection import Connection
 from subagent_host.rpc.control_socket import (
     SOCKET_SUFFIX,
@@ -37,10 +36,13 @@ from subagent_host.rpc.control_socket import (
     reachable,
 )
 from subagent_host.rpc.dispatch import Method, make_protocol
+from subagent_host.rpc.errors import error_for_exception
 from subagent_host.rpc.framing import AutoDecoder
 from subagent_host.rpc.json_codec import encode_json
+from subagent_host.rpc.wire import make_converter
 from subagent_host.state_layout import private_directory
 from subagent_host.values import Framing
+from subagent_host.values.error_data import ConnectionsFull
 
 logger = logging.getLogger(__name__)
 
@@ -213,15 +215,14 @@ class ControlListener:
 
 def busy_error(open_now: int) -> dict[str, object]:
     """The answer (`id: null`) to a connection beyond MAX_CONNECTIONS (protocol.md §10.1)."""
-    code = CODES[CapacityExceeded]
+    busy = CapacityExceeded(
+        f"busy: {open_now} control connections are open, at most {MAX_CONNECTIONS}",
+        data=ConnectionsFull(open_now, MAX_CONNECTIONS),
+    )
     return {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {
-            "code": code,
-            "message": f"busy: {open_now} control connections are open, at most {MAX_CONNECTIONS}",
-            "data": {"connections": open_now, "limit": MAX_CONNECTIONS},
-        },
+        "error": make_converter().unstructure(error_for_exception(busy)),
     }
 
 

@@ -1,9 +1,9 @@
 """JSON-RPC error objects: the one place a failure becomes a wire error.
 
-Domain code raises the code-free exceptions of `subagent_host.errors`; `CODES`
-(`rpc/codes.py`, the one table of codes) maps each to its protocol.md §4 code.
-Anything unmapped is an internal error: the client gets a short message, the
-traceback goes to the log only.
+Domain code raises the exceptions of `subagent_host.errors`: each class carries its
+protocol.md §4 code (`CODE`), and its `data` is a typed value the dispatcher's
+converter writes. Anything else is an internal error: the client gets a short
+message, the traceback goes to the log only.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
 from pygls.exceptions import JsonRpcException
 
 from subagent_host.errors import HostError
-from subagent_host.rpc.codes import CODES, INTERNAL_ERROR, INVALID_PARAMS
-from subagent_host.rpc.param_problems import ParamProblem, did_you_mean, summary
+from subagent_host.rpc.codes import INTERNAL_ERROR, INVALID_PARAMS
+from subagent_host.rpc.param_problems import ParamErrors, ParamProblem, did_you_mean, summary
 from subagent_host.rpc.unsafe_text import escape_unsafe
 
 logger = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ class InvalidParams(JsonRpcException):
     def __init__(self, problems: list[ParamProblem]) -> None:
         super().__init__(
             message=summary(problems),
-            data={"errors": [attrs.asdict(p) for p in problems]},
+            data=ParamErrors(tuple(problems)),
         )
 
 
@@ -50,10 +49,8 @@ def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
 
 def error_for_exception(exc: BaseException) -> dict[str, Any]:
     """Map anything a handler raised to an `error` member, never leaking a traceback."""
-    if isinstance(exc, HostError):
-        for kind, code in CODES.items():
-            if isinstance(exc, kind):
-                return error_object(code, exc.message, exc.data)
+    if isinstance(exc, HostError):  # each class carries its code (subagent_host/errors.py)
+        return error_object(exc.CODE, exc.message, exc.data)
     if isinstance(exc, JsonRpcException):
         return error_object(exc.code, exc.message, exc.data)
     logger.error("internal error", exc_info=exc)

@@ -35,6 +35,14 @@ class ParamProblem:
     """What is wrong there, for a person."""
 
 
+@attrs.frozen
+class ParamErrors:
+    """A -32602 answer's `data`: every problem found in the params."""
+
+    errors: tuple[ParamProblem, ...]
+    """Each problem, in the order found."""
+
+
 def summary(problems: list[ParamProblem]) -> str:
     """The first few problems in one line: `invalid params: tasks[2].timeoutMs: ...`.
 

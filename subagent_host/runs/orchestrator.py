@@ -44,6 +44,7 @@ from subagent_host.runs.state import (
 from subagent_host.runs.workflow_records import WorkflowRecords
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
 from subagent_host.values import RunKind
+from subagent_host.values.error_data import QueueFull
 from subagent_host.values.facts import Executable
 
 # Other modules import these from here.
@@ -144,7 +145,7 @@ class RunOrchestrator:
             raise CapacityExceeded(
                 f"capacity exceeded: {queued} waiting for a slot, "
                 f"at most {self._max_queue} may (--max-queue)",
-                data={"queued": queued, "limit": self._max_queue},
+                data=QueueFull(queued, self._max_queue),
             )
 
     @staticmethod

@@ -51,6 +51,7 @@ from subagent_host.store.reads import MIN_PREFIX
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.recovery import start_instance
 from subagent_host.store.run_ids import RunIds
+from subagent_host.values.error_data import RunIdMatches, RunRef
 from subagent_host.values.facts import RunSummary
 
 __all__ = ["MIN_PREFIX", "PERSISTENCE_UNAVAILABLE", "Refusal", "RunStore"]
@@ -206,7 +207,7 @@ class RunStore:
         if run is None or run.session_id != session_id:
             short = len(run_id) < MIN_PREFIX
             hint = f" (a run id prefix needs at least {MIN_PREFIX} characters)" if short else ""
-            raise RunNotFound(f"no run {run_id!r} in this session{hint}", data={"runId": run_id})
+            raise RunNotFound(f"no run {run_id!r} in this session{hint}", data=RunRef(run_id))
         return self.live(run.run_id) or run
 
     async def load_run(self, run_id: str) -> Run | None:
@@ -218,7 +219,7 @@ class RunStore:
         if len(ids) > 1:
             raise AmbiguousRunId(
                 f"{prefix!r} is the start of more than one run id: give more of it",
-                data={"runId": prefix, "matches": ids},
+                data=RunIdMatches(prefix, tuple(ids)),
             )
         if not ids:
             return None

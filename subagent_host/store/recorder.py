@@ -45,6 +45,7 @@ from subagent_host.store.database import Database
 from subagent_host.store.rows import RunRow, StoredEvent, run_row, stored_event
 from subagent_host.store.run_ids import RunIds, meta_key
 from subagent_host.values import TASK_MODE
+from subagent_host.values.error_data import RunRef
 
 STORE_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 STORE_BACKLOG_LOW_BYTES: Final = 1024 * 1024
@@ -314,7 +315,7 @@ class Recorder:
         if run is not None and run.run_id in self._unwritten:
             raise RecordFailed(
                 f"run {run.run_id} could not be written to the run history",
-                data={"runId": run.run_id},
+                data=RunRef(run.run_id),
             )
 
     @contextlib.contextmanager

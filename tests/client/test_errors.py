@@ -18,6 +18,7 @@ from subagent_host.client import (
     RunNotFound,
 )
 from subagent_host.client.errors import error_from
+from subagent_host.errors import DOMAIN_ERRORS
 from subagent_host.rpc import codes as server_codes
 from subagent_host.rpc.wire import SessionId
 from tests.client.conftest import started
@@ -90,3 +91,11 @@ async def test_a_request_larger_than_the_server_reads_is_refused_in_its_words_no
         assert too_large.value.message.startswith("message too large: ")
         assert too_large.value.message.endswith("(the limit is 4096 bytes)")
         assert (await host.ping()).pong  # nothing was sent: the connection goes on
+
+
+def test_each_domain_error_has_the_client_class_of_its_name_and_code() -> None:
+    by_name = {kind.__name__: kind for kind in ERRORS.values()}
+    for domain in DOMAIN_ERRORS:
+        if domain.CODE in (server_codes.INTERNAL_ERROR, server_codes.REQUEST_CANCELLED):
+            continue  # JSON-RPC's own codes: InternalError, RequestCancelled
+        assert by_name[domain.__name__].CODE == domain.CODE

@@ -222,7 +222,7 @@ async def test_stray_prints_cannot_reach_the_wire() -> None:
         "    print('stray print'); os.write(1, b'stray write\\n')\n"
         "    return orig(params, ctx)\n"
         "import subagent_host.handlers.table as t\n"
-        "t.ENTRIES = {'ping': (t.PingParams, noisy)}\n"
+        "t.METHODS = {'ping': t.METHODS['ping']._replace(handler=noisy)}\n"
         "sys.argv = ['subagent-host']\n"
         "from subagent_host.cli import main\n"
         "raise SystemExit(main())\n"

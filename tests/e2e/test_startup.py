@@ -18,7 +18,7 @@ answer = p.handle
 def recording(params, ctx):
     sys.stderr.write("LOADED " + " ".join(sorted(sys.modules)) + "\\n")
     return answer(params, ctx)
-t.ENTRIES = {**t.ENTRIES, "ping": (t.PingParams, recording)}
+t.METHODS = {**t.METHODS, "ping": t.METHODS["ping"]._replace(handler=recording)}
 sys.argv = ["subagent-host", "--state-dir", sys.argv[1]]
 from subagent_host.cli import main
 raise SystemExit(main())

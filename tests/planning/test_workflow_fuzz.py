@@ -108,7 +108,7 @@ def names_a_place(raw: Any, path: str, message: str) -> bool:
 
 def assert_refused_on_the_wire(raw: dict[str, Any], refusal: InvalidParams) -> None:
     """The refusal is a -32602 whose every problem says what is wrong, and where."""
-    error = error_for_exception(refusal)
+    error = PROTOCOL.converter.unstructure(error_for_exception(refusal))  # as dispatch writes it
     assert error["code"] == INVALID_PARAMS, raw
     assert error["message"].startswith("invalid params: "), error
     problems = error["data"]["errors"]

@@ -15,6 +15,7 @@ from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.errors import method_suggestion
 from subagent_host.rpc.framing import BadFrame, Parsed
 from subagent_host.rpc.notifier import Notifier
+from subagent_host.values.error_data import RunRef
 from tests.waits import loop_turns
 
 
@@ -77,7 +78,7 @@ class Harness:
         return {"released": True}
 
     async def missing(self, _params: Empty) -> None:
-        raise RunNotFound("no run r-1 in this session", data={"runId": "r-1"})
+        raise RunNotFound("no run r-1 in this session", data=RunRef("r-1"))
 
     async def crash(self, _params: Empty) -> None:
         raise RuntimeError("secret internals /home/user/.token")

@@ -31,6 +31,7 @@ from subagent_host.runs.state import (
     RunStatus,
 )
 from subagent_host.values import RunKind
+from subagent_host.values.error_data import QueueFull
 from subagent_host.values.events import ActivityEvent, ChildEvent, OutputEvent, StatusEvent
 from subagent_host.values.facts import Usage
 from tests.backends.conftest import processes_with_marker
@@ -603,7 +604,7 @@ async def test_a_launch_that_would_queue_more_than_max_queue_is_refused_with_not
     events_before = len(harness.events)
     with pytest.raises(CapacityExceeded) as refused:
         harness.launch(command("echo", "one too many"))
-    assert refused.value.data == {"queued": 1, "limit": 1}
+    assert refused.value.data == QueueFull(queued=1, limit=1)
     with pytest.raises(CapacityExceeded):  # a tasks spawn counts every child
         harness.launch(command("echo", "a"), command("echo", "b"), kind=RunKind.PARALLEL)
     assert len(harness.events) == events_before
@@ -618,7 +619,7 @@ async def test_children_that_find_a_free_slot_do_not_count_against_max_queue() -
     both = harness.launch(command("sleep", "30"), command("sleep", "30"), kind=RunKind.PARALLEL)
     with pytest.raises(CapacityExceeded) as refused:
         harness.launch(command("echo", "would wait"))
-    assert refused.value.data == {"queued": 0, "limit": 0}
+    assert refused.value.data == QueueFull(queued=0, limit=0)
     await harness.manager.stop(both, grace_ms=100, reason="done")
     assert_terminal_table(both)
 

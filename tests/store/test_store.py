@@ -46,6 +46,7 @@ from subagent_host.store.records import child_from_record, child_record, run_fro
 from subagent_host.store.rows import RunRow, run_row
 from subagent_host.store.schema import DB_NAME, MIGRATIONS, SCHEMA_VERSION, StoreError
 from subagent_host.values import RunKind
+from subagent_host.values.error_data import RunRef
 from subagent_host.values.events import ChildEvent, MessageEvent, OutputEvent, StatusEvent
 from subagent_host.values.facts import (
     Diagnostic,
@@ -915,7 +916,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
     await recorder.durable(other)
     with pytest.raises(RecordFailed) as failed:
         await recorder.durable(bad)
-    assert failed.value.data == {"runId": "r-bad"}
+    assert failed.value.data == RunRef("r-bad")
     assert await query(store, "SELECT run_id FROM runs ORDER BY run_id") == [
         ("r-good",),
         ("r-o",),
