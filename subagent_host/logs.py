@@ -90,9 +90,6 @@ def configure_logging(level: str, log_file: Path | None, log_format: str = "text
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # pygls logs again what we already answered and logged; keep its detail for debugging.
-    if level != "DEBUG":
-        logging.getLogger("pygls").setLevel(max(logging.getLevelName(level), logging.ERROR))
 
 
 def open_log_file(path: Path) -> TextIO:

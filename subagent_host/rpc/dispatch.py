@@ -1,35 +1,43 @@
-"""JSON-RPC 2.0 dispatch on top of pygls's `JsonRPCProtocol`.
+"""JSON-RPC 2.0 dispatch: the method table, the requests running, batches and cancellation.
 
-Above: the method table (`Method` entries built by the handlers package) and the
-connection loop, which feeds this class one `Frame` at a time. Below: pygls does
-the request bookkeeping, runs each handler as an asyncio task, honours
-`$/cancelRequest` and routes notifications. This class adds what pygls leaves
-out (checked with pygls 2.1.1): answers to malformed JSON and invalid requests,
-batches, -32602 for params that do not structure or hold a string no store or
-`exec` can take (rpc/unsafe_text.py), and errors without tracebacks. Every
-request with a usable id is answered exactly once. It names no pygls internal:
-those are all behind rpc/pygls_hooks.py.
+Above: the connection loop (rpc/connection.py), which feeds this class one
+`Frame` at a time and takes the encoded answers through the `emit` it attaches.
+Below: the method table (`Method` entries built by the handlers package); each
+handler runs inline (a plain function) or as an asyncio task (a coroutine
+function) that answers from its own last step. This class answers malformed
+JSON and invalid requests, collects a batch's answers into one array, reads
+params into the method's wire type (-32602 for params that do not structure or
+hold a string no store or `exec` can take, rpc/unsafe_text.py), keeps the table
+of running requests that `$/cancelRequest` cancels (-32800), and maps errors
+without tracebacks. Every request with a usable id is answered exactly once.
+
+The request table is ours, not pygls's `JsonRPCProtocol`: pygls calls nothing
+here, and from pygls only its public `JsonRpcException` classes are used
+(ARCHITECTURE.md, "Why dispatch is not pygls's").
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from typing import Any, Final
 
 import attrs
+import cattrs
 from lsprotocol.types import CANCEL_REQUEST
-from pygls.exceptions import JsonRpcInvalidRequest, JsonRpcMethodNotFound
-from pygls.protocol.json_rpc import MsgId as PyglsMsgId
-from pygls.server import JsonRPCServer
+from pygls.exceptions import JsonRpcInvalidRequest
 
 from subagent_host.rpc.answering import AfterAnswer
-from subagent_host.rpc.codes import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED
+from subagent_host.rpc.codes import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+)
 from subagent_host.rpc.errors import (
     InvalidParams,
     error_for_exception,
@@ -49,7 +57,6 @@ from subagent_host.rpc.messages import (
 )
 from subagent_host.rpc.pacing import ReplyPacer
 from subagent_host.rpc.param_problems import STRUCTURE_ERRORS, ParamProblem, param_problems
-from subagent_host.rpc.pygls_hooks import HandlerCall, Outcome, PyglsHooks
 from subagent_host.rpc.unsafe_text import unsafe_text_problems
 from subagent_host.rpc.wire import META, WireValueError, make_converter, without_meta
 
@@ -73,7 +80,7 @@ class Method:
     """One entry of the method table: how to read the params, and what to call with them.
 
     `handler` is a coroutine function, or a plain function for a method that never
-    waits (pygls then answers it inline, without the cost of a task).
+    waits (answered inline, without the cost of a task).
     """
 
     params_type: type[Any]
@@ -83,6 +90,17 @@ class Method:
     paced: bool = False
     """Its reply may be large (`status`): made only in its turn, one at a time in the
     order read, once the output drains (rpc/pacing.py)."""
+
+
+@attrs.frozen
+class _Entry:
+    """A method of the table as dispatch runs it."""
+
+    invoke: Callable[[Any], Any]
+    """Raw params to the result; for an async handler, to the coroutine that returns it."""
+    is_async: bool
+    paced: bool
+    notification: bool
 
 
 @attrs.define
@@ -111,15 +129,15 @@ class _Batch:
         return b"[" + b",".join(parts) + b"]" if parts else None
 
 
-class HostProtocol(PyglsHooks):
+class HostProtocol:
     """The server side of one connection: frames in, encoded JSON texts out."""
 
-    def __init__(self, server: JsonRPCServer, converter: Any) -> None:
-        super().__init__(server, converter)
-        self._invokers: dict[str, Callable[[Any], Any]] = {}
-        self._notifications: frozenset[str] = frozenset()  # methods never answered
-        self._inline: set[Callable[[Any], Any]] = set()  # invokers of synchronous handlers
-        self._paced: set[Callable[[Any], Any]] = set()  # invokers of paced methods
+    def __init__(self, converter: cattrs.Converter) -> None:
+        self.converter = converter
+        self._entries: dict[str, _Entry] = {}
+        # Every handler task still running, by request id (a notification's by a key of
+        # its own): what `$/cancelRequest` and `cancel_in_flight` cancel.
+        self._running: dict[object, asyncio.Future[Any]] = {}
         self._pacer = ReplyPacer()
         self._batch_bytes = 0  # the answers every unfinished batch holds (BATCH_ANSWERS_BYTES)
         self._empty: dict[type[Any], Any] = {}  # each params type structured from {}
@@ -131,9 +149,6 @@ class HostProtocol(PyglsHooks):
         self._in_flight: dict[MsgId, _Batch | None] = {}
         self._answered = asyncio.Event()
         self._answered.set()
-        # pygls sets the request id in a context var; tasks copy the context when
-        # they start, so one context for the dispatch step is enough.
-        self._context = contextvars.copy_context()
         self.lifecycle = Lifecycle()
         """LSP's `shutdown` and `exit` on this connection (the handlers mark it)."""
 
@@ -148,9 +163,7 @@ class HostProtocol(PyglsHooks):
         `writable` returns once the output may take more (the connection's flow
         control); paced methods wait for it. Without it they only take turns.
         """
-        self._invokers = {name: self._invoker(method) for name, method in methods.items()}
-        self._notifications = frozenset(n for n, method in methods.items() if method.notification)
-        self._paced = {self._invokers[n] for n, method in methods.items() if method.paced}
+        self._entries = {name: self._entry(method) for name, method in methods.items()}
         self._emit = emit
         if writable is not None:
             self._pacer = ReplyPacer(writable)
@@ -198,65 +211,72 @@ class HostProtocol(PyglsHooks):
             if self.lifecycle.ignores(incoming.method):
                 logger.debug("ignoring notification %s after shutdown", incoming.method)
             else:
-                self.on_notification(incoming.method, incoming.params)
+                self._notify(incoming.method, incoming.params)
         else:
             self._in_flight[incoming.id] = batch
             self._answered.clear()
             if batch is not None:
                 batch.slot_of[incoming.id] = slot
-            # Straight to pygls's request path: `handle_message` would re-check the
-            # shape we just validated, through slow runtime Protocol isinstance checks.
-            self._context.run(self.start_request, incoming.id, incoming.method, incoming.params)
+            self._start(incoming)
 
-    # --- what pygls calls (through rpc/pygls_hooks.py) ---------------------------------
+    # --- running handlers ------------------------------------------------------------
 
-    def handler_for(self, feature_name: str) -> Callable[[Any], Any]:
-        invoker = self._invokers.get(feature_name)
-        if invoker is None:
-            hint = method_suggestion(feature_name, self._invokers)
-            raise JsonRpcMethodNotFound(message=f"method not found: {feature_name}{hint}")
-        if feature_name in self._notifications:  # a request would wait for an answer never sent
-            raise JsonRpcMethodNotFound(
-                message=f"method not found: {feature_name} is a notification (send no id)"
-            )
-        return invoker
-
-    def execute(self, call: HandlerCall) -> None:
-        # Our own synchronous invokers first, by set membership, which is cheaper
-        # than asking `inspect` about every request's handler.
-        if call.handler not in self._inline:
-            if inspect.iscoroutinefunction(call.handler):
-                if call.handler in self._paced:
-                    turn = _Turn(self._pacer, self._batch_room(call.msg_id))
-                    self._execute_async(call.msg_id, call.run(), call.callback, turn)
-                else:
-                    self._execute_async(call.msg_id, call.run(), call.callback)
-            else:
-                self.execute_by_pygls(call)
+    def _start(self, request: Request) -> None:
+        """Run the handler of a request that is now in flight; its outcome is the answer."""
+        entry = self._entries.get(request.method)
+        if entry is None or entry.notification:
+            self._answer(request.id, _error_reply(request.id, self._not_found(request.method)))
             return
-        # pygls wraps a synchronous result in a thread-safe concurrent Future (a lock
-        # and a condition per request); a loop future carries it as well, for less.
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        try:
-            future.set_result(call.run())
-        except Exception as exc:
-            future.set_exception(exc)
-        call.callback(future)
+        done = partial(self._send_outcome, msg_id=request.id)
+        self._run(request.id, entry, request.params, done)
 
-    def _execute_async(
+    def _not_found(self, method: str) -> dict[str, Any]:
+        if method in self._entries:  # a request would wait for an answer never sent
+            message = f"method not found: {method} is a notification (send no id)"
+        else:
+            message = f"method not found: {method}{method_suggestion(method, self._entries)}"
+        return error_object(METHOD_NOT_FOUND, message)
+
+    def _run(
         self,
-        msg_id: PyglsMsgId,
+        key: object,
+        entry: _Entry,
+        params: Any,
+        done: Callable[[asyncio.Future[Any]], None],
+    ) -> None:
+        """Run `entry`'s handler on `params`; `done` gets its outcome as a done future.
+
+        A plain function runs now, in this step. A coroutine function runs as a
+        task entered in `_running` under `key`; a paced one (rpc/pacing.py) first
+        waits for its turn.
+        """
+        if entry.is_async:
+            turn = _Turn(self._pacer, self._batch_room(key)) if entry.paced else None
+            self._run_task(key, entry.invoke(params), done, turn)
+            return
+        # A loop future carries a synchronous outcome to the same `done` (cheaper than
+        # a thread-safe concurrent Future: no lock, no condition).
+        outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        try:
+            outcome.set_result(entry.invoke(params))
+        except Exception as exc:
+            outcome.set_exception(exc)
+        done(outcome)
+
+    def _run_task(
+        self,
+        key: object,
         work: Coroutine[Any, Any, Any],
-        callback: Callable[[Any], None],
+        done: Callable[[asyncio.Future[Any]], None],
         turn: _Turn | None = None,
     ) -> None:
         """Run an async handler as a task that answers from inside itself.
 
-        pygls answers from the task's done callback, one turn of the loop after
-        the handler returned; answering in the handler's own last step lets the
-        reply leave in the same write as the events that woke it. The done
-        callback stays as the fallback for a task cancelled before it ran (or
-        while it waited for its `turn`).
+        A task's done callback runs one turn of the loop after the handler
+        returned; answering in the handler's own last step lets the reply leave
+        in the same write as the events that woke it. The done callback stays as
+        the fallback for a task cancelled before it ran (or while it waited for
+        its `turn`).
         """
         answered = False
         after = AfterAnswer()
@@ -266,18 +286,34 @@ class HostProtocol(PyglsHooks):
             if not answered:
                 answered = True
                 try:
-                    callback(outcome)
+                    done(outcome)
                 finally:
                     after.run()
 
         task = asyncio.ensure_future(_answering(work, answer, after, turn))
-        self.track(msg_id, task)
+        self._running[key] = task
         task.add_done_callback(answer)
 
-    def _batch_room(self, msg_id: PyglsMsgId) -> Callable[[], None] | None:
+    def _cancel(self, params: Any) -> None:
+        """`$/cancelRequest`: cancel the request it names, if it still runs.
+
+        Its task is then answered -32800 (or as its handler says, once it stopped);
+        a request answered already, or never read, is left be.
+        """
+        target = params.get("id") if isinstance(params, dict) else None
+        if not is_valid_id(target):
+            logger.warning("ignoring $/cancelRequest without a usable id")
+            return
+        running = self._running.pop(target, None)
+        if running is None:
+            logger.debug("ignoring $/cancelRequest for %r: not running", target)
+        else:
+            running.cancel()
+
+    def _batch_room(self, key: object) -> Callable[[], None] | None:
         """For a member of a batch: what refuses it (-32600) once unfinished batches hold
         BATCH_ANSWERS_BYTES of answers (asked in its turn, before its reply is made)."""
-        if self._in_flight.get(msg_id) is None:
+        if not is_valid_id(key) or self._in_flight.get(key) is None:
             return None
 
         def check() -> None:
@@ -290,21 +326,21 @@ class HostProtocol(PyglsHooks):
 
         return check
 
-    def _invoker(self, method: Method) -> Callable[[Any], Any]:
-        """A function from raw params to the method's result, async if the handler is."""
+    def _entry(self, method: Method) -> _Entry:
+        """The method as dispatch runs it: from raw params to its result, async if the
+        handler is (its params are then read inside its task)."""
         handler = method.handler
         if inspect.iscoroutinefunction(handler):
 
             async def invoke_async(raw_params: Any) -> Any:
                 return await handler(self.structure_params(raw_params, method.params_type))
 
-            return invoke_async
+            return _Entry(invoke_async, True, method.paced, method.notification)
 
         def invoke(raw_params: Any) -> Any:
             return handler(self.structure_params(raw_params, method.params_type))
 
-        self._inline.add(invoke)
-        return invoke
+        return _Entry(invoke, False, method.paced, method.notification)
 
     def structure_params(self, raw: Any, params_type: type[Any]) -> Any:
         """Turn raw params into the method's attrs type, or raise `InvalidParams`."""
@@ -338,27 +374,28 @@ class HostProtocol(PyglsHooks):
             self._empty[params_type] = empty  # attrs frozen: safe to share
         return empty
 
-    def send_outcome(self, future: Outcome, msg_id: PyglsMsgId) -> None:
-        self.untrack(msg_id)
+    def _send_outcome(self, future: asyncio.Future[Any], *, msg_id: MsgId) -> None:
+        """Answer a request with its handler's outcome: a result, an error, or -32800."""
+        self._running.pop(msg_id, None)
         if future.cancelled():
             error = error_object(REQUEST_CANCELLED, "request cancelled")
-            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            self._answer(msg_id, _error_reply(msg_id, error))
             return
         exc = future.exception()
         if exc is not None:
             error = self.converter.unstructure(error_for_exception(exc))  # data may be attrs
-            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            self._answer(msg_id, _error_reply(msg_id, error))
             return
         try:
             result = self._encode_result(future.result())
         except JsonEncodeError as encode_error:
             logger.error("result of request %r is not valid JSON: %s", msg_id, encode_error)
             error = error_object(INTERNAL_ERROR, "internal error (result is not valid JSON)")
-            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            self._answer(msg_id, _error_reply(msg_id, error))
             return
         except Exception as unstructure_error:  # a bug of ours: answer, log, keep serving
             error = error_for_exception(unstructure_error)
-            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+            self._answer(msg_id, _error_reply(msg_id, error))
             return
         self._send(msg_id, _result_reply(msg_id, result))
 
@@ -402,35 +439,27 @@ class HostProtocol(PyglsHooks):
         remembered.immutable = True
         return True
 
-    def send_pygls_answer(self, msg_id: PyglsMsgId, result: Any, error: Any) -> None:
-        # pygls calls this for errors it raises itself (method not found).
-        if error is not None:
-            member = error_object(error.code, error.message, error.data)
-            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "error": member})
-        else:
-            self._answer(msg_id, {"jsonrpc": JSONRPC, "id": msg_id, "result": result})
-
-    def on_notification(self, method_name: str, params: Any) -> None:
+    def _notify(self, method_name: str, params: Any) -> None:
+        """Run a notification's handler; nothing is answered, a failure only logged."""
         if method_name == CANCEL_REQUEST:
-            target = params.get("id") if isinstance(params, dict) else None
-            if is_valid_id(target):
-                self.cancel_request(target)
-            else:
-                logger.warning("ignoring $/cancelRequest without a usable id")
+            self._cancel(params)
             return
         if method_name.startswith("$/"):
             logger.debug("ignoring notification %s", method_name)
             return
-        invoker = self._invokers.get(method_name)
-        if invoker is None:
+        entry = self._entries.get(method_name)
+        if entry is None:
             logger.warning("ignoring notification for unknown method %r", method_name)
             return
-        key = f"notification-{uuid.uuid4()}"
-        done = partial(self._notification_done, key=key, method_name=method_name)
-        self.execute(HandlerCall(key, invoker, done, (params,)))
+        key = object()  # its task's entry in `_running`: no request id can name it
+        self._run(
+            key, entry, params, partial(self._notification_done, key=key, method_name=method_name)
+        )
 
-    def _notification_done(self, future: Outcome, *, key: str, method_name: str) -> None:
-        self.untrack(key)
+    def _notification_done(
+        self, future: asyncio.Future[Any], *, key: object, method_name: str
+    ) -> None:
+        self._running.pop(key, None)
         if not future.cancelled() and (exc := future.exception()) is not None:
             # Nobody to answer: the log is the only place this can go.
             error = error_for_exception(exc)
@@ -483,23 +512,13 @@ class HostProtocol(PyglsHooks):
 
     def cancel_in_flight(self) -> None:
         """Cancel every running handler; each request is then answered -32800 (or as it says)."""
-        for future in self.running():
-            future.cancel()
-
-
-class _Server(JsonRPCServer):
-    """The container pygls expects around a protocol; we keep only its error reporting."""
-
-    def report_server_error(self, error: Exception, source: Any) -> None:
-        # Every error reported here was already answered to the client (or logged by us).
-        logger.debug("pygls reported %s: %s", getattr(source, "__name__", source), error)
+        for running in list(self._running.values()):
+            running.cancel()
 
 
 def make_protocol() -> HostProtocol:
-    """A protocol with our converter, inside the pygls server object it expects."""
-    server = _Server(HostProtocol, make_converter)
-    assert isinstance(server.protocol, HostProtocol)
-    return server.protocol
+    """A protocol with the wire's converter (rpc/wire.py)."""
+    return HostProtocol(make_converter())
 
 
 def _result_reply(msg_id: MsgId, result: bytes) -> bytes:
@@ -510,7 +529,11 @@ def _result_reply(msg_id: MsgId, result: bytes) -> bytes:
 
 
 def _encode_error(msg_id: MsgId | None, error: dict[str, Any]) -> bytes:
-    return encode_json({"jsonrpc": JSONRPC, "id": msg_id, "error": error})
+    return encode_json(_error_reply(msg_id, error))
+
+
+def _error_reply(msg_id: MsgId | None, error: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC, "id": msg_id, "error": error}
 
 
 def _drop(_body: bytes) -> None:

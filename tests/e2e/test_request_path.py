@@ -5,19 +5,26 @@ the call stack on every call of a function of the package: a module that
 appears twice on one stack was entered again from below — the path from stdin
 to a child's argv and back climbed up a layer and came down once more. Every
 method that launches, describes or changes a run is driven here, with every
-shape of launch; not one stack may re-enter a module.
+shape of launch, alone, in a batch and cancelled; not one stack may re-enter a
+module (each module counts as itself: none stands for another), pygls and
+lsprotocol never call into the package (they are leaves it calls), and every
+module that ARCHITECTURE.md's path of a request starts with is one the
+request went through.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Final
 
 from tests.e2e.harness import result_of, running_server, state_args
 
-TRACED_SERVER: Final = str(Path(__file__).resolve().parent.parent / "fakes" / "traced_server.py")
+TESTS: Final = Path(__file__).resolve().parent.parent
+TRACED_SERVER: Final = str(TESTS / "fakes" / "traced_server.py")
+ARCHITECTURE: Final = TESTS.parent / "ARCHITECTURE.md"
 
 ECHO: Final = {"command": ["echo", "hi"]}
 LAUNCHES: Final[dict[str, dict[str, Any]]] = {
@@ -60,6 +67,28 @@ async def test_no_request_climbs_back_into_a_module_it_came_through(tmp_path: Pa
         await result_of(server, "stop", {"runId": waiting["runId"]})
         await result_of(server, "status", {})
         await result_of(server, "agents/list", {})
+        await server.send([request(1, "status", {}), request(2, "ping", {})])
+        assert sorted(reply["id"] for reply in await server.receive()) == [1, 2]
+        await server.send(request("long", "spawn", {"command": ["sleep", "30"], "mode": "task"}))
+        await server.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "long"}})
+        while (cancelled := await server.receive()).get("id") != "long":
+            pass
+        assert cancelled["error"]["code"] == -32800, cancelled
         assert (await server.finish())[0] == 0
-    reentries = json.loads(report.read_text())
-    assert reentries == [], "\n".join(" > ".join(stack) for stack in reentries)
+    found = json.loads(report.read_text())
+    assert found["reentries"] == [], "\n".join(" > ".join(s) for s in found["reentries"])
+    assert found["calledByLibraries"] == [], found["calledByLibraries"]
+    assert set(request_path_in_architecture()) - set(found["entered"]) == set()
+
+
+def request(msg_id: str | int, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+
+
+def request_path_in_architecture() -> list[str]:
+    """The modules step 1 of ARCHITECTURE.md's path of a `spawn` names (stdin to handler)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    step = text.partition("## The path of a `spawn`")[2].partition("\n2. ")[0]
+    names = re.findall(r"\*\*([a-z_/]+)\.py\*\*", step)
+    assert names, "ARCHITECTURE.md names no module on the path of a request"
+    return ["subagent_host." + name.replace("/", ".") for name in names]

@@ -1,17 +1,19 @@
-"""The real server, watched by a profiler that records every call stack re-entering a module.
+"""The real server, watched by a profiler that records how calls travel between modules.
 
 Usage: python traced_server.py REPORT-FILE SERVER-ARGS...
 
-On every call of a function of the package, the modules of the package on the
-call stack are listed from the bottom up (frames of other packages — asyncio,
-pygls — are left out, and consecutive frames of one module count once). A
-module that appears twice in that list was entered again from below: the call
-path climbed back up. Every such list is written to REPORT-FILE (JSON) when the
-server exits.
-
-`rpc/pygls_hooks.py` counts as `rpc/dispatch.py`: it is the base class that
-confines pygls's internals, and pygls calling the protocol's overrides is one
-object's own round trip through its library, not a climb between layers.
+On every call of a function of the package, the modules on the call stack are
+listed from the bottom up: each module of the package under its own name, each
+frame of a library that must stay a leaf (pygls, lsprotocol) under the
+library's name, frames of anything else (asyncio, cattrs, the stdlib) left out,
+and consecutive frames of one module counted once. No module stands for
+another: each is its own stop on the path. Written to REPORT-FILE (JSON) when
+the server exits:
+- `reentries`: every list in which a module appears twice: it was entered again
+  from below, so the call path climbed back up;
+- `calledByLibraries`: every list with a leaf library below the called function:
+  that library called into the package;
+- `entered`: every module of the package one of whose functions was called.
 """
 
 from __future__ import annotations
@@ -23,29 +25,44 @@ from types import FrameType
 from typing import Any, Final
 
 PACKAGE: Final = "subagent_host"
-SAME_MODULE: Final = {"subagent_host.rpc.pygls_hooks": "subagent_host.rpc.dispatch"}
+LEAF_LIBRARIES: Final = ("pygls", "lsprotocol")
 
 reentries: set[tuple[str, ...]] = set()
+called_by_libraries: set[tuple[str, ...]] = set()
+entered: set[str] = set()
+
+
+def is_ours(module: str) -> bool:
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def listed_as(module: str) -> str | None:
+    """The name a frame of `module` is listed under, or None for a frame left out."""
+    if is_ours(module):
+        return module
+    library = module.partition(".")[0]
+    return library if library in LEAF_LIBRARIES else None
 
 
 def modules_on_stack(frame: FrameType | None) -> list[str]:
     names: list[str] = []
     while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if name.startswith(PACKAGE):
-            name = SAME_MODULE.get(name, name)
-            if not names or names[-1] != name:
-                names.append(name)
+        name = listed_as(frame.f_globals.get("__name__", ""))
+        if name is not None and (not names or names[-1] != name):
+            names.append(name)
         frame = frame.f_back
     return names[::-1]
 
 
 def profile(frame: FrameType, event: str, _arg: Any) -> None:
-    if event != "call" or not frame.f_globals.get("__name__", "").startswith(PACKAGE):
+    if event != "call" or not is_ours(frame.f_globals.get("__name__", "")):
         return
     stack = modules_on_stack(frame)
+    entered.add(stack[-1])
     if len(set(stack)) != len(stack):
         reentries.add(tuple(stack))
+    if any(name in LEAF_LIBRARIES for name in stack):
+        called_by_libraries.add(tuple(stack))
 
 
 def main() -> int:
@@ -58,8 +75,13 @@ def main() -> int:
         return cli.main(args)
     finally:
         sys.setprofile(None)
+        found = {
+            "reentries": sorted(list(stack) for stack in reentries),
+            "calledByLibraries": sorted(list(stack) for stack in called_by_libraries),
+            "entered": sorted(entered),
+        }
         with open(report, "w", encoding="utf-8") as out:
-            json.dump(sorted(list(stack) for stack in reentries), out, indent=1)
+            json.dump(found, out, indent=1)
 
 
 if __name__ == "__main__":

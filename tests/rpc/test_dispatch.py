@@ -60,6 +60,7 @@ class Harness:
                 "crash": Method(Empty, self.crash),
                 "nan": Method(Empty, self.nan),
                 "nested": Method(NestedParams, self.nested),
+                "length": Method(EchoParams, self.length),
             },
             lambda body: self.sent.append(json.loads(body)),
         )
@@ -89,6 +90,9 @@ class Harness:
     async def nested(self, params: NestedParams) -> EchoResult:
         self.cancelled.append("nested ran")  # must never happen with a bad string
         return EchoResult(text=params.text)
+
+    def length(self, params: EchoParams) -> int:
+        return len(params.text)
 
     def send(self, value: Any) -> None:
         self.protocol.receive(Parsed(value))
@@ -285,6 +289,28 @@ async def test_cancel_request_answers_the_request_cancelled(rpc: Harness) -> Non
         {"jsonrpc": "2.0", "id": 9, "error": {"code": -32800, "message": "request cancelled"}}
     ]
     assert rpc.cancelled == ["slow"]
+
+
+async def test_a_request_cancelled_twice_is_answered_once(rpc: Harness) -> None:
+    rpc.send(request(9, "slow"))
+    await asyncio.wait_for(rpc.slow_started.wait(), 5)
+    cancel = {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 9}}
+    rpc.send([cancel, cancel])
+    rpc.send(cancel)
+    assert [reply["id"] for reply in await rpc.settle()] == [9]
+    rpc.send(request(10, "echo", {"text": "after"}))  # every task has ended by its answer
+    assert await rpc.settle() == [{"jsonrpc": "2.0", "id": 10, "result": {"text": "after"}}]
+    assert rpc.cancelled == ["slow"]
+
+
+async def test_a_plain_function_is_answered_in_the_step_that_read_its_request(
+    rpc: Harness,
+) -> None:
+    rpc.send(request(1, "length", {"text": "four"}))
+    rpc.send(request(2, "length", {"text": 4}))
+    assert rpc.sent[0] == {"jsonrpc": "2.0", "id": 1, "result": 4}
+    assert [reply["error"]["code"] for reply in rpc.sent[1:]] == [-32602]
+    assert rpc.protocol.in_flight == 0
 
 
 async def test_cancel_of_an_unknown_or_finished_request_is_ignored(rpc: Harness) -> None:

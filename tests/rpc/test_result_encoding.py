@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
+from cattrs import Converter
 
 from subagent_host.rpc.dispatch import HostProtocol, Method, make_protocol
 from subagent_host.rpc.framing import Parsed
@@ -53,7 +54,7 @@ class Harness:
         self.unstructured = 0
         self.protocol: HostProtocol = make_protocol()
         self.protocol.attach({"get": Method(Empty, self.get)}, self.sent.append)
-        self.protocol.converter = _Counting(self.protocol.converter, self)
+        self.protocol.converter = cast(Converter, _Counting(self.protocol.converter, self))
 
     def get(self, _params: Empty) -> Any:
         return self.answer
