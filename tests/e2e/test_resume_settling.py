@@ -1,0 +1,72 @@
+"""How a run settles when one of its children timed out and another is resumed.
+
+A run's status follows from its children's newest attempts, exactly once per
+attempt (protocol.md §12, §15): a run whose first unfinished child timed out
+ends `timed-out` with that child's enforced timeout, however often the run
+settles again after resumes of its other children, and on whichever server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from tests.e2e.harness import ServerProcess, result_of, running_server, state_args
+from tests.e2e.test_resume import ECHO_AND_FAIL, approve
+
+# Runs until its timeout ends it.
+SLEEPER: Final = ["sleep", "300"]
+SHORT_MS: Final = 500
+LONGER_MS: Final = 1_500
+
+
+def timed_out_with(run: dict[str, Any], timeout_ms: int) -> None:
+    assert run["status"] == "timed-out", run
+    assert (run["reason"], run["enforcedTimeoutMs"]) == ("timeout", timeout_ms), run
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-server", "after-restart"])
+async def test_resuming_another_child_still_ends_the_run_timed_out(
+    tmp_path: Path, restart: bool
+) -> None:
+    state = tmp_path / "state"
+    tasks = [
+        {"command": SLEEPER, "timeoutMs": SHORT_MS},
+        {"command": ECHO_AND_FAIL, "prompt": "hi"},
+    ]
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(server, "spawn", {"tasks": tasks, "mode": "task"})
+        timed_out_with(run, SHORT_MS)
+        assert [c["status"] for c in run["children"]] == ["timed-out", "failed"], run
+        approval = await approve(server, {"runId": run["runId"], "index": 1, "message": "more"})
+        if not restart:
+            await resume_the_failed_child(server, run["runId"], approval["token"])
+        await server.finish()
+    if restart:
+        async with running_server(*state_args(state)) as server:
+            await resume_the_failed_child(server, run["runId"], approval["token"])
+            await server.finish()
+
+
+async def resume_the_failed_child(server: ServerProcess, run_id: str, token: str) -> None:
+    """Child 1 fails again: the run ends as before, with child 0's timeout."""
+    resumed = await result_of(server, "resume", {"token": token, "mode": "task"})
+    timed_out_with(resumed, SHORT_MS)
+    first, second = resumed["children"]
+    assert (first["attempt"], first["status"]) == (1, "timed-out"), first
+    assert (second["attempt"], second["status"]) == (2, "failed"), second
+    timed_out_with(await result_of(server, "status", {"runId": run_id}), SHORT_MS)
+
+
+async def test_a_run_takes_the_timeout_of_its_first_timed_out_child(tmp_path: Path) -> None:
+    # The later child times out last: the run still reports the first child's timeout.
+    tasks = [
+        {"command": SLEEPER, "timeoutMs": SHORT_MS},
+        {"command": SLEEPER, "timeoutMs": LONGER_MS},
+    ]
+    async with running_server(*state_args(tmp_path / "state")) as server:
+        run = await result_of(server, "spawn", {"tasks": tasks, "mode": "task"})
+        timed_out_with(run, SHORT_MS)
+        await server.finish()
