@@ -3,7 +3,9 @@
 A run's status follows from its children's newest attempts, exactly once per
 attempt (protocol.md §12, §15): a run whose first unfinished child timed out
 ends `timed-out` with that child's enforced timeout, however often the run
-settles again after resumes of its other children, and on whichever server.
+settles again after resumes of its other children, and on whichever server:
+`command` children, and pi children against the mock LLM (one whose model never
+finishes its answer).
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ from typing import Any, Final
 
 import pytest
 
+from tests.e2e.agents import PI_SPAWN
 from tests.e2e.harness import ServerProcess, result_of, running_server, state_args
+from tests.e2e.resuming import FOLLOW_UP, PiServers, needs
 from tests.e2e.test_resume import ECHO_AND_FAIL, approve
+from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_STALL, MockLLM
 
 # Runs until its timeout ends it.
 SLEEPER: Final = ["sleep", "300"]
 SHORT_MS: Final = 500
 LONGER_MS: Final = 1_500
+# Long enough for pi to start and ask the model, which then never finishes its answer.
+PI_TIMEOUT_MS: Final = 4_000
 
 
 def timed_out_with(run: dict[str, Any], timeout_ms: int) -> None:
@@ -69,4 +76,26 @@ async def test_a_run_takes_the_timeout_of_its_first_timed_out_child(tmp_path: Pa
     async with running_server(*state_args(tmp_path / "state")) as server:
         run = await result_of(server, "spawn", {"tasks": tasks, "mode": "task"})
         timed_out_with(run, SHORT_MS)
+        await server.finish()
+
+
+@needs("pi")
+async def test_a_pi_run_resumed_at_its_completed_child_still_ends_timed_out(
+    tmp_path: Path, mock: MockLLM
+) -> None:
+    tasks = [
+        {**PI_SPAWN, "prompt": f"{KEYWORD_STALL} think forever", "timeoutMs": PI_TIMEOUT_MS},
+        {**PI_SPAWN, "prompt": f"{KEYWORD_ANSWER_NOW} remember MANGO7"},
+    ]
+    async with PiServers(tmp_path, mock).start() as server:
+        run = await result_of(server, "spawn", {"tasks": tasks, "mode": "task"})
+        assert [c["status"] for c in run["children"]] == ["timed-out", "completed"], run
+        timed_out_with(run, PI_TIMEOUT_MS)
+        resume = {"runId": run["runId"], "index": 1, "message": FOLLOW_UP}
+        token = (await approve(server, resume))["token"]
+        resumed = await result_of(server, "resume", {"token": token, "mode": "task"})
+        timed_out_with(resumed, PI_TIMEOUT_MS)
+        first, second = resumed["children"]
+        assert (first["attempt"], first["status"]) == (1, "timed-out"), first
+        assert (second["attempt"], second["status"]) == (2, "completed"), second
         await server.finish()
