@@ -10,15 +10,18 @@ finishes its answer).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from tests.e2e.agents import PI_SPAWN
-from tests.e2e.harness import ServerProcess, result_of, running_server, state_args
+from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, result_of, running_server, state_args
 from tests.e2e.resuming import FOLLOW_UP, PiServers, needs
-from tests.e2e.test_resume import ECHO_AND_FAIL, approve
+from tests.e2e.test_durability import POLL_INTERVAL_S, crash, wait_until_no_run_survives
+from tests.e2e.test_preflight import error_codes
+from tests.e2e.test_resume import ECHO_AND_FAIL, SLOW_ON_REQUEST, approve
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_STALL, MockLLM
 
 # Runs until its timeout ends it.
@@ -76,6 +79,43 @@ async def test_a_run_takes_the_timeout_of_its_first_timed_out_child(tmp_path: Pa
     async with running_server(*state_args(tmp_path / "state")) as server:
         run = await result_of(server, "spawn", {"tasks": tasks, "mode": "task"})
         timed_out_with(run, SHORT_MS)
+        await server.finish()
+
+
+async def test_a_run_whose_server_died_after_a_child_timed_out_resumes_to_timed_out(
+    tmp_path: Path,
+) -> None:
+    # The server that recovers the run (interrupted) never saw the timeout: the
+    # child's record carries it.
+    state = tmp_path / "state"
+    tasks = [
+        {"command": SLEEPER, "timeoutMs": SHORT_MS},
+        {"command": SLOW_ON_REQUEST, "prompt": "slow"},
+    ]
+    async with running_server(*state_args(state)) as server:
+        run = await result_of(server, "spawn", {"tasks": tasks, "mode": "background"})
+        run_id = run["runId"]
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while [c["status"] for c in run["children"]] != ["timed-out", "running"]:
+                await asyncio.sleep(POLL_INTERVAL_S)  # a client is told nothing: ask
+                run = await result_of(server, "status", {"runId": run_id})
+        taken = await crash(server)
+    async with running_server(*state_args(state)) as server:
+        await wait_until_no_run_survives(taken)
+        recovered = await result_of(server, "status", {"runId": run_id})
+        assert recovered["status"] == "interrupted", recovered
+        resume = {"runId": run_id, "index": 1, "message": "fast"}
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while not (reply := await result_of(server, "preflight", {"resume": resume}))[
+                "accepted"
+            ]:  # the clean-up of the dead server's processes tells no client it is done
+                assert error_codes(reply) == ["still-running"], reply
+                await asyncio.sleep(POLL_INTERVAL_S)
+        resumed = await result_of(server, "resume", {"token": reply["token"], "mode": "task"})
+        timed_out_with(resumed, SHORT_MS)
+        first, second = resumed["children"]
+        assert (first["attempt"], first["status"]) == (1, "timed-out"), first
+        assert (second["attempt"], second["status"]) == (2, "failed"), second
         await server.finish()
 
 
