@@ -32,6 +32,11 @@ LONGER_MS: Final = 1_500
 PI_TIMEOUT_MS: Final = 4_000
 
 
+def beside_a_timeout(command: list[str], prompt: str) -> list[dict[str, Any]]:
+    """`tasks` of a child that times out after SHORT_MS, then `command` reading `prompt`."""
+    return [{"command": SLEEPER, "timeoutMs": SHORT_MS}, {"command": command, "prompt": prompt}]
+
+
 def timed_out_with(run: dict[str, Any], timeout_ms: int) -> None:
     assert run["status"] == "timed-out", run
     assert (run["reason"], run["enforcedTimeoutMs"]) == ("timeout", timeout_ms), run
@@ -42,10 +47,7 @@ async def test_resuming_another_child_still_ends_the_run_timed_out(
     tmp_path: Path, restart: bool
 ) -> None:
     state = tmp_path / "state"
-    tasks = [
-        {"command": SLEEPER, "timeoutMs": SHORT_MS},
-        {"command": ECHO_AND_FAIL, "prompt": "hi"},
-    ]
+    tasks = beside_a_timeout(ECHO_AND_FAIL, "hi")
     async with running_server(*state_args(state)) as server:
         run = await result_of(server, "spawn", {"tasks": tasks, "mode": "task"})
         timed_out_with(run, SHORT_MS)
@@ -88,10 +90,7 @@ async def test_a_run_whose_server_died_after_a_child_timed_out_resumes_to_timed_
     # The server that recovers the run (interrupted) never saw the timeout: the
     # child's record carries it.
     state = tmp_path / "state"
-    tasks = [
-        {"command": SLEEPER, "timeoutMs": SHORT_MS},
-        {"command": SLOW_ON_REQUEST, "prompt": "slow"},
-    ]
+    tasks = beside_a_timeout(SLOW_ON_REQUEST, "slow")
     async with running_server(*state_args(state)) as server:
         run = await result_of(server, "spawn", {"tasks": tasks, "mode": "background"})
         run_id = run["runId"]
@@ -111,11 +110,7 @@ async def test_a_run_whose_server_died_after_a_child_timed_out_resumes_to_timed_
             ]:  # the clean-up of the dead server's processes tells no client it is done
                 assert error_codes(reply) == ["still-running"], reply
                 await asyncio.sleep(POLL_INTERVAL_S)
-        resumed = await result_of(server, "resume", {"token": reply["token"], "mode": "task"})
-        timed_out_with(resumed, SHORT_MS)
-        first, second = resumed["children"]
-        assert (first["attempt"], first["status"]) == (1, "timed-out"), first
-        assert (second["attempt"], second["status"]) == (2, "failed"), second
+        await resume_the_failed_child(server, run_id, reply["token"])
         await server.finish()
 
 
