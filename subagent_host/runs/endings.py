@@ -3,9 +3,10 @@
 protocol.md §12 ("Statuses") says what each terminal status carries; these types
 say it too, so an ending without its facts is a type error rather than a check
 at run time: `Failed` cannot be made without its `error`, a run's `TimedOut`
-without its `enforced_timeout_ms`. A child's endings carry no run-only facts (a
-child's timed-out has no enforced timeout, its limit-reached names the limit as
-its `reason`) but may carry how its attempt's process ended (`ChildExit`).
+without its `enforced_timeout_ms`. A child's endings carry what the run's
+ending would take from them (a child's timed-out its enforced timeout, its
+limit-reached names the limit as its `reason`) and may carry how its attempt's
+process ended (`ChildExit`).
 
 Output: a completed ending's is whole, any other's partial (or absent); the
 constructors refuse anything else (`_output`). The state machine (state.py)
@@ -139,10 +140,12 @@ class ChildCancelled:
 
 @attrs.frozen
 class ChildTimedOut:
-    """The run, not the child, carries the timeout it enforced."""
+    """The timeout the server enforced is kept with the child (stored, never on the
+    wire: a snapshot shows it on the run): the run's, whenever the run settles from it."""
 
     status: ClassVar[RunStatus] = RunStatus.TIMED_OUT
     reason: str
+    enforced_timeout_ms: int
     output: OutputInfo | None = _partial_output()
     exit: ChildExit | None = None
 

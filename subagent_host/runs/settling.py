@@ -3,6 +3,11 @@
 A child's terminal status follows from its own exit and outcome, or from what
 ended it first (a stop, its timeout, a stall, its turn limit). A run's follows from its
 children's: completed when all completed, else the first one that did not.
+
+Everything a run's ending takes from that child is kept with the child (its
+enforced timeout, the limit it names as its reason), never beside it: a run
+settles again after each resume of any of its children, on whichever server
+(protocol.md §15), and the child it settles from may have ended long before.
 """
 
 from __future__ import annotations
@@ -54,8 +59,6 @@ class Settler:
     def __init__(self, book: RunStateMachine, caps: OutputCaps) -> None:
         self._book = book
         self._caps = caps
-        self._timeouts: dict[str, int] = {}  # run id -> the timeout that ended it
-        self._limits: dict[str, str] = {}  # run id -> the limit that stopped it
 
     def settle_child(
         self,
@@ -84,16 +87,10 @@ class Settler:
             self._book.transition_child(run, child, ChildFailed(error, output, exit_))
         elif ending is not None:
             self._book.transition_child(run, child, _stopped(ending, output, exit_))
-            child_timeout = ending.enforced_timeout_ms
-            if child_timeout is not None:
-                self._timeouts[run.run_id] = child_timeout
-            if ending.reached_limit is not None:
-                self._limits.setdefault(run.run_id, ending.reached_limit)
         elif outcome.reached_limit is not None:  # the CLI stopped at a limit of its own
             self._book.transition_child(
                 run, child, ChildLimitReached(outcome.reached_limit, output, exit_)
             )
-            self._limits.setdefault(run.run_id, outcome.reached_limit)
         else:
             error = ErrorInfo(
                 outcome.error_code or "failed",
@@ -149,15 +146,16 @@ class Settler:
                 error = ErrorInfo(error.code, f"child {first.index}: {error.message}", data)
             self._book.transition(run, Failed(error, output))
         elif first.status is RunStatus.LIMIT_REACHED:
-            limit = self._limits.pop(run.run_id, "limit")
-            self._book.transition(run, LimitReached(limit, output))
+            # A limit-reached child names its limit as its reason (endings.py).
+            self._book.transition(run, LimitReached(first.reason or "limit", output))
         elif first.status is RunStatus.TIMED_OUT:
-            timeout = self._timeouts.pop(run.run_id, None)
-            if timeout is None or first.reason is None:
-                # Only a child this server's supervision timed out ends the run timed out,
-                # and it left both here.
+            timeout, reason = first.enforced_timeout_ms, first.reason
+            if timeout is None or reason is None:
+                # Only a ChildTimedOut makes a child timed-out, and it carries both; a
+                # record from before the timeout was kept with the child has it filled
+                # from its run's when read back (store/reads.py).
                 raise ValueError(f"timed-out child {first.index} without its timeout")
-            self._book.transition(run, TimedOut(first.reason, timeout, output))
+            self._book.transition(run, TimedOut(reason, timeout, output))
         else:
             reason = stop_reason or first.reason or "stopped"
             self._book.transition(run, Cancelled(reason, output))
@@ -166,7 +164,9 @@ class Settler:
 def _stopped(cause: StopCause, output: OutputInfo | None, exit_: ChildExit) -> ChildEnding:
     """The ending of a child the server ended for `cause` (a failing cause is not one)."""
     if cause.status is RunStatus.TIMED_OUT:
-        return ChildTimedOut(cause.reason, output, exit_)
+        if cause.enforced_timeout_ms is None:
+            raise ValueError("a timeout ends a child only with the timeout it enforced")
+        return ChildTimedOut(cause.reason, cause.enforced_timeout_ms, output, exit_)
     if cause.status is RunStatus.LIMIT_REACHED:
         return ChildLimitReached(cause.reason, output, exit_)
     if cause.status is RunStatus.CANCELLED:

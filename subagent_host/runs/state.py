@@ -30,6 +30,7 @@ from subagent_host.runs.endings import (
     ChildCompleted,
     ChildEnding,
     ChildFailed,
+    ChildTimedOut,
     Failed,
     Interrupted,
     LimitReached,
@@ -209,6 +210,11 @@ class ChildRun:
     a resumed attempt runs in it again."""
     workspace_cwd: str | None = None
     """Where in that worktree it ran (stored, never sent on the wire)."""
+    enforced_timeout_ms: int | None = None
+    """The timeout that ended a `timed-out` attempt (stored, never sent on the wire): the
+    run's `enforcedTimeoutMs` whenever the run settles from this child, also after a
+    resume of another child, on any server. None for any other attempt, and in records
+    from before it was kept (store/reads.py fills it from the run's then)."""
 
 
 PROMPT_HEAD_CHARS: Final = 80
@@ -510,6 +516,8 @@ def _record_child_ending(child: ChildRun, ending: ChildEnding) -> None:
         child.error = ending.error
     elif not isinstance(ending, ChildCompleted):
         child.reason = ending.reason
+    if isinstance(ending, ChildTimedOut):
+        child.enforced_timeout_ms = ending.enforced_timeout_ms
     if ending.exit is not None:
         child.exit_code, child.signal = ending.exit.exit_code, ending.exit.signal
         child.stopped_by = ending.exit.stopped_by

@@ -10,7 +10,7 @@ import sqlite3
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from subagent_host.runs.state import Run, RunEvent
+from subagent_host.runs.state import Run, RunEvent, RunStatus
 from subagent_host.store.records import child_from_record, run_from_record, usage_from_record
 from subagent_host.store.rows import event_from_record
 from subagent_host.values.facts import RunSummary, Usage
@@ -75,11 +75,41 @@ def assemble(db: sqlite3.Connection, run_id: str, record: str) -> Run:
         )
     ]
     run = run_from_record(json.loads(record), children)
+    _fill_enforced_timeouts(db, run)
     if any(child.attempt > 1 for child in children):
         run.earlier_usage = _earlier_usage(db, run_id)
     if run.workflow is not None:
         _mark_command_steps(db, run)
     return run
+
+
+# A timed-out child's reason, and the limit of its launch projection it names.
+_TIMEOUT_LIMITS: Final = {"timeout": "timeoutMs", "stall": "stallTimeoutMs"}
+
+
+def _fill_enforced_timeouts(db: sqlite3.Connection, run: Run) -> None:
+    """A timed-out child recorded before the timeout it enforced was kept with it: the
+    run's, for the child a timed-out run settled from (its first timed-out one), else
+    the launch limit its reason names. The run settles from it again after a resume
+    of another child (runs/settling.py), and then needs it."""
+    lacking = [
+        child
+        for child in run.children
+        if child.status is RunStatus.TIMED_OUT and child.enforced_timeout_ms is None
+    ]
+    if not lacking:
+        return
+    first = next(c for c in run.children if c.status is RunStatus.TIMED_OUT)
+    if first.enforced_timeout_ms is None and run.status is RunStatus.TIMED_OUT:
+        first.enforced_timeout_ms = run.enforced_timeout_ms
+    for child in lacking:
+        found = db.execute(
+            "SELECT projection FROM children WHERE run_id = ? AND idx = ?",
+            (run.run_id, child.index),
+        ).fetchone()
+        if child.enforced_timeout_ms is None and found is not None and found[0] is not None:
+            limits = json.loads(found[0]).get("limits", {})
+            child.enforced_timeout_ms = limits.get(_TIMEOUT_LIMITS.get(child.reason or ""))
 
 
 def _earlier_usage(db: sqlite3.Connection, run_id: str) -> Usage | None:

@@ -38,6 +38,10 @@ def _documented() -> dict[RunStatus, tuple[set[str], set[str]]]:
 
 
 CARRIES = _documented()
+# Facts a child's ending keeps with the child for its run, never on a ChildSnapshot: a
+# timed-out child's enforced timeout, which its run reports whenever it settles from it
+# (also after a resume of another child, protocol.md §15).
+KEPT_FOR_THE_RUN: dict[RunStatus, set[str]] = {RunStatus.TIMED_OUT: {"enforcedTimeoutMs"}}
 
 RUN_ENDINGS: dict[RunStatus, type[RunEnding]] = {cls.status: cls for cls in get_args(RunEnding)}
 CHILD_ENDINGS: dict[RunStatus, type[ChildEnding]] = {
@@ -72,9 +76,11 @@ def test_a_run_ending_carries_exactly_its_documented_facts(status: RunStatus) ->
 @pytest.mark.parametrize("status", sorted(CARRIES))
 def test_a_child_ending_carries_exactly_its_documented_facts(status: RunStatus) -> None:
     every, required = facts(CHILD_ENDINGS[status])
+    kept = KEPT_FOR_THE_RUN.get(status, set())
+    assert kept <= CARRIES[status][0]  # the run's own fact, as the run carries it
     # `exit`: how its process ended (exitCode, signal, stoppedBy, usage, backendSessionId).
-    assert every == CARRIES[status][1] | {"output", "exit"}
-    assert required == CARRIES[status][1]
+    assert every == CARRIES[status][1] | kept | {"output", "exit"}
+    assert required == CARRIES[status][1] | kept
 
 
 def test_a_childs_exit_holds_the_process_facts_of_its_snapshot() -> None:

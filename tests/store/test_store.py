@@ -362,7 +362,7 @@ def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
             ChildExit(usage=Usage(1, 2, 3, 4, cost_usd=0.5), backend_session_id="b-1"),
         ),
     )
-    book.transition_child(run, second, ChildTimedOut("timeout"))
+    book.transition_child(run, second, ChildTimedOut("timeout", 5000))
     book.transition(run, TimedOut("timeout", 5000))
 
     record = json.loads(json.dumps(run_record(run)))
