@@ -1,6 +1,6 @@
 """`Host`: a typed asyncio client of one subagent-host server (protocol.md).
 
-It speaks the protocol with the server's own wire types (`rpc/wire.py`,
+It speaks the protocol with the server's own wire types (`rpc/wire/`,
 `values/facts.py`) and converter: params are built as those types from
 snake_case keywords and written camelCase; results are read back into them.
 Below it, `Connection` frames and matches replies; beside it, `EventRouter`

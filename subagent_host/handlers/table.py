@@ -11,7 +11,7 @@ Only `ping`, `initialize`, LSP's `shutdown` and the notifications' handlers are
 imported with the table: every other handler module is imported on its method's
 first call (`later`), so the first reply (to `initialize` or `ping`, as a rule)
 waits for none of what launching, checking or resuming runs needs. That is why
-a spec names its result type (a wire type of `rpc/wire.py`) rather than reading
+a spec names its result type (a wire type of `rpc/wire/`) rather than reading
 it from the handler: tests/handlers/test_table.py checks the two agree.
 """
 
@@ -80,7 +80,7 @@ class MethodSpec(NamedTuple):
     params: type[Any]
     """The wire type its params are read as."""
     result: object
-    """The wire type of its result (`rpc/wire.py`); None for one that answers null
+    """The wire type of its result (`rpc/wire/`); None for one that answers null
     (LSP's `shutdown`) or never answers (a notification)."""
     handler: AsyncHandler | SyncHandler
     """`handle(params, ctx)`: a handler module's own, or `later(module)`'s."""

@@ -1,6 +1,6 @@
 """JSON Schema 2020-12 for attrs types, written as the wire's converters write them.
 
-The rules are the converters' own (`rpc/wire.py`, `planning/views.py`): keys are
+The rules are the converters' own (`rpc/wire/`, `planning/views.py`): keys are
 camelCase (`as_` is `as`); an `INLINE` field's keys stand in its parent; a field
 that may be None is left out while unset (absent fields are omitted, never
 null), so it is not `required`; any other field is always sent. Params are read

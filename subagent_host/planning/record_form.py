@@ -5,7 +5,7 @@ that equals its default left out and timestamps in ISO 8601 (`+00:00`). The stor
 and child records (`store/records.py`) and a workflow's stored definition
 (`planning/stored_workflow.py`) are both written and read with this one instance; the
 store registers the hooks of its own types on it. It is not the wire's converter
-(`rpc/wire.py`): the same types are spelled otherwise there (a placement's `node_id` is
+(`rpc/wire/`): the same types are spelled otherwise there (a placement's `node_id` is
 `nodeId` on the wire, a timestamp ends in `Z`), and records of earlier versions must be
 read back, and hashed, exactly as they were written (ARCHITECTURE.md, "Converters").
 """

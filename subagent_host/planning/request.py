@@ -1,7 +1,7 @@
 """What a launch request says: the params of `spawn` and `preflight` that planning reads.
 
 Plain attrs values that import nothing of ours (an import-linter contract keeps it
-so): `rpc/wire.py` builds them from JSON with its converter (camelCase on the
+so): `rpc/wire/` builds them from JSON with its converter (camelCase on the
 wire, strict primitives) and `planning/` checks them, so the wire and the domain
 share one set of types instead of copying fields between twins.
 """

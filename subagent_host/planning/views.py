@@ -3,12 +3,12 @@ projection and a resume's contract, as typed values.
 
 These are views of a `LaunchPlan` (made in `normalized.py`, `receipts.py`,
 `projection.py`). The wire carries them as they are (`PreflightResult` in
-`rpc/wire.py`), the fingerprint seals them and the store keeps projections, all
+`rpc/wire/`), the fingerprint seals them and the store keeps projections, all
 through `to_json`: one converter, so what preflight shows, what a fingerprint
 covers and what is stored are the same JSON. Its rules are the wire's: fields
 are camelCase (`values.camel_case`); a field whose default is None is left out
 while it is None; a field without a default is always written, null included (a
-projection is stored so); the wire then leaves null members out (`rpc/wire.py`),
+projection is stored so); the wire then leaves null members out (`rpc/wire/`),
 which changes no digest: canonical JSON omits them too.
 Fields are declared in the order their keys have always been written (a
 projection, stored with its keys sorted and shown in a contract as it was read
@@ -386,7 +386,7 @@ class Contract:
 
 
 VIEWS: Final = frozenset({NormalizedPlan, Receipts, Projection, Contract})
-"""The views the wire carries or the store keeps (`rpc/wire.py` writes them with `to_json`)."""
+"""The views the wire carries or the store keeps (`rpc/wire/` writes them with `to_json`)."""
 
 
 # --- one converter ----------------------------------------------------------------------

@@ -517,7 +517,7 @@ class HostProtocol:
 
 
 def make_protocol() -> HostProtocol:
-    """A protocol with the wire's converter (rpc/wire.py)."""
+    """A protocol with the wire's converter (rpc/wire/)."""
     return HostProtocol(make_converter())
 
 

@@ -1,7 +1,7 @@
 """What an error's `data` holds, one type per shape (protocol.md §4).
 
 Raised with the domain errors of `subagent_host.errors` (by handlers, runs and the
-store) and written by the wire's one converter (`rpc/wire.py`) like any wire type:
+store) and written by the wire's one converter (`rpc/wire/`) like any wire type:
 camelCase keys, a field whose value is None left out. Imports nothing of ours but
 the diagnostics, so every layer may build them.
 """

@@ -2,7 +2,7 @@
 
 A child's usage, output, error and resources, a run's diagnostics and its
 summary are the same fields in the run state machine (`runs/`), in the adapters
-(`backends/`) and in a snapshot on the wire (`rpc/wire.py`). They are defined
+(`backends/`) and in a snapshot on the wire (`rpc/wire/`). They are defined
 once, here, and the wire's converter writes them with camelCase keys like any
 wire type (a field whose value is None is left out; one without a default is
 always sent). Imports nothing of ours, so every layer may use them.
