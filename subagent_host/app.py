@@ -236,7 +236,7 @@ async def _serve_with_store(
     supervisor.reap_on_sigchld()
     sessions = SessionFiles(pi_dir=pi_sessions)  # the one place pi's session files are
     recovering = await store.start(supervisor, config.grace_ms, sessions)
-    # What is left of the settings' problems never stops the server (an error did, in cli.py).
+    # What is left of the settings' problems never stops the server (an error did: parse_config).
     for problem in config.settings.diagnostics:
         level = logging.INFO if problem.severity == "info" else logging.WARNING
         logger.log(level, "%s", problem.message)

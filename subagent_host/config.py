@@ -1,7 +1,7 @@
 """The server's configuration: every default limit and every option (protocol.md §5, §7)
 in one frozen object.
 
-`cli.py` builds it from the command line over the configuration files
+`command_line.py` builds it from the command line over the configuration files
 (`settings/`); `app.py` hands it to whoever needs it.
 """
 

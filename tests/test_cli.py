@@ -15,7 +15,8 @@ import pytest
 
 from subagent_host import __version__
 from subagent_host.backends import cgroups
-from subagent_host.cli import build_parser, main, parse_config, read_depth
+from subagent_host.cli import main
+from subagent_host.command_line import build_parser, parse_config, read_depth
 from subagent_host.handlers.capabilities import limits_of
 from subagent_host.settings import ModelProfile, Settings
 from subagent_host.values import Framing

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from subagent_host.cli import SUBCOMMANDS
+from subagent_host.command_line import SUBCOMMANDS
 from tests.e2e.harness import server_executable
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from subagent_host.conformance.registry import FRAMINGS, FramingName, all_cases
+from subagent_host.conformance.mismatch import FRAMINGS, FramingName
 from subagent_host.conformance.runner import (
     DEFAULT_JOBS,
     DEFAULT_REPLY_TIMEOUT_S,
@@ -92,6 +92,9 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         parser.error("--server is empty")
     server = (_from_here(server[0]), *server[1:])
     framings: tuple[FramingName, ...] = FRAMINGS if args.framing == "both" else (args.framing,)
+    # The cases load only now: `--help` and a bad option answer without them.
+    from subagent_host.conformance.cases import all_cases
+
     cases = all_cases()
     by_pattern = [c for c in cases if matches(c.words())]
     selected = [c for c in by_pattern if args.with_agents or not c.needs_agents]

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from subagent_host.conformance.registry import FramingName, Mismatch, short
+from subagent_host.conformance.mismatch import FramingName, Mismatch, short
 from subagent_host.conformance.schema import Validator
 
 

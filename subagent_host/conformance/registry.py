@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+
+from subagent_host.conformance.mismatch import FRAMINGS, FramingName, Mismatch, short
 
 if TYPE_CHECKING:
     from subagent_host.conformance.trial import Trial
 
-FramingName = Literal["ndjson", "lsp"]
-FRAMINGS: Final[tuple[FramingName, ...]] = ("ndjson", "lsp")
 
 # Keywords with a meaning to the runner: a case with AGENTS runs only with
 # `--with-agents`.
@@ -22,15 +22,6 @@ CaseBody = Callable[["Trial"], Awaitable[None]]
 # A case's whole time: the slowest (a stop's grace, a second server started on one
 # state directory) take a few seconds; a server that hangs must not hang the run.
 CASE_TIMEOUT_S: Final = 30.0
-
-
-class Mismatch(Exception):
-    """A case saw something the protocol does not allow: what it expected, what it saw."""
-
-    def __init__(self, expected: str, seen: str) -> None:
-        super().__init__(f"expected {expected}; seen {seen}")
-        self.expected = expected
-        self.seen = seen
 
 
 @attrs.frozen
@@ -56,13 +47,6 @@ class Case:
 CASES: Final[list[Case]] = []
 
 
-def all_cases() -> list[Case]:
-    """Every case, registered by importing the modules that declare them."""
-    import subagent_host.conformance.cases  # noqa: F401
-
-    return CASES
-
-
 def case(
     case_id: str,
     section: str,
@@ -80,17 +64,6 @@ def case(
         return body
 
     return register
-
-
-def short(value: Any, limit: int = 300) -> str:
-    """A value as a one-line excerpt for a failure message."""
-    import json
-
-    try:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def expect(condition: bool, expected: str, seen: Any) -> None:

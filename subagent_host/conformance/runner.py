@@ -11,7 +11,8 @@ from typing import Final, Literal
 
 import attrs
 
-from subagent_host.conformance.registry import Case, FramingName, Mismatch, short
+from subagent_host.conformance.mismatch import FramingName, Mismatch, short
+from subagent_host.conformance.registry import Case
 from subagent_host.conformance.schema import Validator
 from subagent_host.conformance.trial import Trial
 

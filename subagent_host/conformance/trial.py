@@ -13,7 +13,7 @@ import attrs
 
 from subagent_host.conformance import processes
 from subagent_host.conformance.connection import Connection
-from subagent_host.conformance.registry import FramingName, Mismatch
+from subagent_host.conformance.mismatch import FramingName, Mismatch
 from subagent_host.conformance.schema import Validator
 
 # A server given end of input answers what it read, stops its runs (their grace) and

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import OneLineParser, add_serve_options, parse_config
+from subagent_host.command_line import add_serve_options, parse_config
+from subagent_host.options import OneLineParser
 from subagent_host.server_process import server_command, start_server_process
 
 PROG: Final = f"{SERVER_NAME} mcp"  # as mcp_face/server.py names it

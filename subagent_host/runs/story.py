@@ -15,15 +15,72 @@ from __future__ import annotations
 import functools
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from datetime import datetime
-from typing import TYPE_CHECKING, ParamSpec
+from typing import ParamSpec, Protocol
 
-from subagent_host.values import RunKind
+from subagent_host.values import RunKind, RunStatus
+from subagent_host.values.facts import ErrorInfo
 from subagent_host.values.words import plural
 
-if TYPE_CHECKING:  # state.py calls these: no import of it at run time
-    from subagent_host.runs.state import ChildRun, Run
+# state.py calls these with its `Run` and `ChildRun`: the story names only the facts it
+# tells (read-only, so mypy checks them against those classes at each call), and imports
+# nothing of the state machine, not even for its annotations.
+
+
+class _Ended(Protocol):
+    @property
+    def status(self) -> RunStatus: ...
+    @property
+    def ended_at(self) -> datetime | None: ...
+    @property
+    def error(self) -> ErrorInfo | None: ...
+    @property
+    def reason(self) -> str | None: ...
+
+
+class ChildRun(_Ended, Protocol):
+    """What the story tells of a child."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def signal(self) -> int | None: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+
+
+class _Workflow(Protocol):
+    @property
+    def steps(self) -> Sized: ...
+
+
+class Run(_Ended, Protocol):
+    """What the story tells of a run."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def kind(self) -> RunKind: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def children(self) -> Sized: ...
+    @property
+    def workflow(self) -> _Workflow | None: ...
+    @property
+    def reached_limit(self) -> str | None: ...
+
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ diagnostic naming the file and the field, and that field keeps the default or th
 lower-precedence file's value, except where falling back would weaken a protection:
 a safety setting (`FieldRule(safety=True)`) that cannot be read, or a file that
 cannot be read as a JSON object at all, is an `error` diagnostic (`Settings.refusal`),
-and the server does not start (`cli.parse_config` exits 2). This module reads files
-and nothing else of ours: `cli.py` applies the command line on top, `app.py` logs the
+and the server does not start (`command_line.parse_config` exits 2). This module reads files
+and nothing else of ours: `command_line.py` applies the command line on top, `app.py` logs the
 diagnostics.
 
 The package, one job a module: `model` holds the public types and the ranges

@@ -29,7 +29,7 @@ def load_settings(
     """Read the global, project and explicit files; return the merged settings and
     whether the project is trusted.
 
-    Called once by `cli.parse_config`, before the server starts. The project is
+    Called once by `command_line.parse_config`, before the server starts. The project is
     trusted when its real path is that of a `trusted` directory (`--trust-project`)
     or of a `trusted_projects` entry of the global or explicit file; only then is
     its `.pi/subagents.json` read. Never raises for a file's content: a problem the

@@ -27,9 +27,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from subagent_host.cli import read_depth
 from subagent_host.client import Host
 from subagent_host.client.errors import HostConnectionError, HostError
+from subagent_host.command_line import read_depth
 from subagent_host.rpc.wire import PingResult
 from subagent_host.state_layout import state_dir_problem
 from subagent_host.store.browse import BrowseError, StateBrowser, sqlite_library

@@ -14,7 +14,7 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from subagent_host.cli import parse_config
+from subagent_host.command_line import parse_config
 from subagent_host.terminal.checks import Check
 from subagent_host.terminal.diagnosis import diagnose
 from subagent_host.terminal.options import any_path, subcommand_parser

@@ -1,7 +1,7 @@
 """Options every terminal subcommand shares with `serve`, and the configuration they select.
 
 `--state-dir`, `--config` and `--trust-project` mean what they mean for `serve`
-(protocol.md §7), and are resolved by the same code (`cli.parse_config`): a subcommand
+(protocol.md §7), and are resolved by the same code (`command_line.parse_config`): a subcommand
 sees the state directory a server started with the same options would use.
 """
 
@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import (
+from subagent_host.command_line import parse_config
+from subagent_host.options import (
     OneLineParser,
     add_trust_project,
     examining,
     existing_file,
-    parse_config,
     state_directory,
 )
 

@@ -23,30 +23,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
-from subagent_host import SERVER_NAME
-from subagent_host.cli import add_number, existing_directory, parse_config
+from subagent_host.command_line import parse_config
+from subagent_host.options import add_number, existing_directory
 from subagent_host.server_process import server_command, start_server_process
 from subagent_host.state_layout import SERVER_LOG
 from subagent_host.terminal.options import server_arguments, subcommand_parser
-from subagent_host.terminal.scope import Scope
+from subagent_host.terminal.run_exits import (
+    EXIT_USAGE,
+    PROG,
+    SIGNAL_BASE,
+    Interrupts,
+)
 from subagent_host.terminal.server_log import server_log
 from subagent_host.values import MAX_DURATION_MS
-
-PROG: Final = f"{SERVER_NAME} run"
-
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
-# The server ended before the run did: its run is `interrupted` (sysexits' EX_TEMPFAIL:
-# trying again may work).
-EXIT_INTERRUPTED: Final = 75
-EXIT_TIMED_OUT: Final = 124  # as timeout(1)
-# Next to 124: a limit the run was given ended it (an agent's turns or budget). Clear of
-# 126/127 (a shell's "cannot run") and of 128+n (signals).
-EXIT_LIMIT_REACHED: Final = 125
-SIGNAL_BASE: Final = 128  # a shell's 128+n for "ended by signal n"
-
-# The signals that stop the run before this process exits: Ctrl-C, kill, a closed terminal.
-STOPPING_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 EPILOG: Final = """\
 The child gets no stdin (an empty pipe, closed at once) and the environment a server
@@ -263,30 +252,3 @@ async def _start_and_follow(
         await process.wait()
         raise
     return await supervise(process, args, spawn, interrupts)
-
-
-class Interrupts(Scope):
-    """The stopping signals, caught while a run goes on: the first one is kept (later ones
-    change nothing: the stop it started ends within the server's grace)."""
-
-    def __init__(self) -> None:
-        self.received: signal.Signals | None = None
-        self._event = asyncio.Event()
-
-    def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        for signum in STOPPING_SIGNALS:
-            loop.add_signal_handler(signum, self._receive, signum)
-
-    def close(self) -> None:
-        loop = asyncio.get_running_loop()
-        for signum in STOPPING_SIGNALS:
-            loop.remove_signal_handler(signum)
-
-    def _receive(self, signum: signal.Signals) -> None:
-        if self.received is None:
-            self.received = signum
-            self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()

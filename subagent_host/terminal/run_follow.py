@@ -31,7 +31,7 @@ from subagent_host.client import (
 from subagent_host.rpc.wire import EventWire, make_converter
 from subagent_host.terminal import views
 from subagent_host.terminal.progress import RunProgress
-from subagent_host.terminal.run import (
+from subagent_host.terminal.run_exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_LIMIT_REACHED,

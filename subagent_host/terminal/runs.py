@@ -14,7 +14,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.cli import add_number, session_id
+from subagent_host.options import add_number, session_id
 from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser

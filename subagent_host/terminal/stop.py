@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import add_number
+from subagent_host.options import add_number
 from subagent_host.rpc.wire import RunSnapshot
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.terminal.stopping import StopBusy, StopFailed, stop_run

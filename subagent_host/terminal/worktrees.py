@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from subagent_host import SERVER_NAME
-from subagent_host.cli import add_number
+from subagent_host.options import add_number
 from subagent_host.runs.state import Run
 from subagent_host.store.browse import MIN_PREFIX, BrowseError, StateBrowser
 from subagent_host.terminal import views

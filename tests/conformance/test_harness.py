@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pytest
 
-from subagent_host.conformance.registry import all_cases
+from subagent_host.conformance.cases import all_cases
 from subagent_host.conformance.selection import PatternError, compile_pattern
 
 CASES: Final = all_cases()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from subagent_host.backends.supervisor import Supervisor
-from subagent_host.cli import parse_config
+from subagent_host.command_line import parse_config
 from subagent_host.executors.select import MISSING_RAY, executor_for, unavailable
 from subagent_host.settings import ExecutorChoice
 from tests.e2e.harness import server_executable

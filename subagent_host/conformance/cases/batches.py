@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..connection import Connection, encode, frame, is_response
-from ..registry import Mismatch, case, expect, expect_equal, short
+from ..mismatch import Mismatch, short
+from ..registry import case, expect, expect_equal
 from ..trial import Trial
 from .steps import still_serving
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..registry import Mismatch, case, error_of, expect, expect_equal, result_of, short
+from ..mismatch import Mismatch, short
+from ..registry import case, error_of, expect, expect_equal, result_of
 from ..trial import Trial
 from .steps import expect_status, sh, still_serving
 

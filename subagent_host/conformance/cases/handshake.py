@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Mismatch, case, error_of, expect, expect_equal, result_of, short
+from ..mismatch import Mismatch, short
+from ..registry import case, error_of, expect, expect_equal, result_of
 from ..trial import Trial
 from .steps import child_running, expect_name_version, find_nulls, sh, spawn_background, spawn_task
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..connection import encode, frame
-from ..registry import case, error_of, expect, expect_equal, result_of, short
+from ..mismatch import short
+from ..registry import case, error_of, expect, expect_equal, result_of
 from ..trial import Trial
 from .steps import sh, still_serving
 

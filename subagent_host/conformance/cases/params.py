@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Mismatch, case, error_of, expect, expect_equal, result_of, short
+from ..mismatch import Mismatch, short
+from ..registry import case, error_of, expect, expect_equal, result_of
 from ..trial import Trial
 
 

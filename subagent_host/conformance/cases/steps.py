@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..connection import Connection
-from ..registry import Mismatch, case, error_of, expect, short
+from ..mismatch import Mismatch, short
+from ..registry import case, error_of, expect
 from ..trial import Trial
 
 PING = {"jsonrpc": "2.0", "id": "probe", "method": "ping"}
