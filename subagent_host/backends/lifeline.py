@@ -77,6 +77,18 @@ class GuardianLog:
     """The server's log is JSON lines (`--log-format json`)."""
 
 
+@attrs.define
+class GuardianSlot:
+    """Where the server's guardian is once started (None before `Supervisor.guard`).
+
+    Shared with the code that needs the guardian while it works (finding a child's
+    tree, handing a sweep over), which reads `current` at the moment it needs it:
+    an attribute, not a call back into the supervisor.
+    """
+
+    current: Guardian | None = None
+
+
 class Guardian:
     """Starts the guardian, keeps it told, replaces it if it dies, says bye at the end."""
 

@@ -39,7 +39,7 @@ from subagent_host.backends import cgroups, pipes, programs, termination
 from subagent_host.backends.cgroups import Group, entering
 from subagent_host.backends.child import Child, TreeUsage, open_pidfd
 from subagent_host.backends.exits import ProcessExit
-from subagent_host.backends.lifeline import Guardian, GuardianLog
+from subagent_host.backends.lifeline import Guardian, GuardianLog, GuardianSlot
 from subagent_host.backends.sweeps import SweepHandedOver, Sweeps
 from subagent_host.backends.termination import (
     KILL_WAIT_S,
@@ -130,9 +130,9 @@ class Supervisor:
         self.reaped = asyncio.Event()  # set whenever an adopted orphan was reaped
         self._claims = Claims()
         """Processes a stop sequence is ending, and for which child."""
-        self.guardian: Guardian | None = None
+        self._guardian = GuardianSlot()
         """Ends every child's tree if this server dies (`guard`); None: nothing does."""
-        self._sweeps = Sweeps(self._guardian_now, self.reap_exited)
+        self._sweeps = Sweeps(self._guardian)
 
     @property
     def mode(self) -> TrackingMode:
@@ -146,10 +146,11 @@ class Supervisor:
         """Start the guardian (lifeline.py): from now on, should this process die, whatever
         kills it, every child's tree is ended within moments. On the loop; never waits."""
         instance = self.tracking.instance
-        self.guardian = Guardian(instance.path if instance is not None else None, log)
-        self.guardian.start()
+        guardian = Guardian(instance.path if instance is not None else None, log)
+        self._guardian.current = guardian
+        guardian.start()
         for child in self._started.values():
-            self.guardian.child_started(child, child.pid, child.marker)
+            guardian.child_started(child, child.pid, child.marker)
 
     def close(self) -> None:
         """Remove this server's cgroups: call once every child has been waited for."""
@@ -424,7 +425,10 @@ class Supervisor:
         environment are touched: a recorded pid counts only if its start time
         matches too, and then its descendants with it. Never a pid alone.
         """
-        return await self._sweeps.end_strays(markers, recorded, grace_s)
+        try:
+            return await self._sweeps.end_strays(markers, recorded, grace_s)
+        finally:
+            self.reap_exited()
 
     async def sweep_gone_instances(self, grace_s: float) -> int:
         """End and remove what servers that are gone left in their cgroups; return how many.
@@ -434,17 +438,22 @@ class Supervisor:
         they are gone (cgroups.py). Every cgroup below an instance is read, ended
         (`cgroup.kill` is recursive) and removed, deepest first, within one bound.
         """
-        return await self._sweeps.sweep_gone_instances(self.tracking.hierarchy, grace_s)
+        try:
+            return await self._sweeps.sweep_gone_instances(self.tracking.hierarchy, grace_s)
+        finally:
+            self.reap_exited()
 
     def _snapshot(self, child: Child) -> list[Member]:
         """Every live process of the child's tree but the child itself, pinned (trees.py).
         Runs in a worker thread."""
         return snapshot(
-            child, self._started, self.tracking.is_subreaper, self._guardian_now, self._claims
+            child, self._started, self.tracking.is_subreaper, self._guardian, self._claims
         )
 
-    def _guardian_now(self) -> Guardian | None:
-        return self.guardian
+    @property
+    def guardian(self) -> Guardian | None:
+        """The server's guardian, once `guard` started it."""
+        return self._guardian.current
 
     async def sample(self, children: list[Child], *, trees: bool) -> dict[int, TreeUsage]:
         """Measure each child (with `trees`, its whole tree), by child pid. Off the loop.

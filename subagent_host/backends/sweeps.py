@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
 
 from subagent_host.backends import cgroups
 from subagent_host.backends.cgroups import Group, Hierarchy
-from subagent_host.backends.lifeline import Guardian, SweepLeft
+from subagent_host.backends.lifeline import GuardianSlot, SweepLeft
 from subagent_host.backends.termination import (
     KILL_WAIT_S,
     Member,
@@ -46,12 +45,9 @@ class SweepHandedOver(Exception):
 class Sweeps:
     """The supervisor's sweeps of gone servers' leftovers, and their hand-over."""
 
-    def __init__(
-        self, guardian: Callable[[], Guardian | None], reap_exited: Callable[[], object]
-    ) -> None:
+    def __init__(self, guardian: GuardianSlot) -> None:
         self._guardian = guardian
-        """The server's guardian, if it has one yet."""
-        self._reap_exited = reap_exited
+        """The server's guardian, once it has one. (The supervisor reaps after each sweep.)"""
         self._leaving = asyncio.Event()
         """Set by `hand_over`: a sweep in its grace hands the rest to the guardian."""
         self._handed: list[cgroups.Gone] = []
@@ -59,7 +55,7 @@ class Sweeps:
 
     def hand_over(self) -> bool:
         """`Supervisor.hand_over_sweeps`: False when no guardian listens to take a sweep."""
-        guardian = self._guardian()
+        guardian = self._guardian.current
         if guardian is None or not guardian.is_listening:
             return False
         self._leaving.set()
@@ -83,7 +79,6 @@ class Sweeps:
         finally:
             for member in members:
                 member.close()
-            self._reap_exited()
 
     async def sweep_gone_instances(self, hierarchy: Hierarchy | None, grace_s: float) -> int:
         """`Supervisor.sweep_gone_instances`, in the cgroups of `hierarchy` (None: none)."""
@@ -117,7 +112,6 @@ class Sweeps:
             else:
                 for instance in gone:
                     instance.release()  # once removed: no server can take it for alive meanwhile
-            self._reap_exited()
 
     async def _term_then_kill(
         self,
@@ -147,7 +141,7 @@ class Sweeps:
                 markers=tuple(sorted(markers)),
                 kill_at=kill_at,
             )
-            guardian = self._guardian()
+            guardian = self._guardian.current
             if guardian is not None and guardian.hand_over(left):
                 raise SweepHandedOver(len(handed), kill_at - loop.time())
             exited = await wait_exited(None, members, max(0.0, kill_at - loop.time()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from subagent_host.backends.child import Child, TreeUsage
@@ -22,7 +22,7 @@ from subagent_host.backends.onfirstuse import psutil
 from subagent_host.backends.termination import Member, pin_group
 
 if TYPE_CHECKING:
-    from subagent_host.backends.lifeline import Guardian
+    from subagent_host.backends.lifeline import GuardianSlot
 
 RUN_MARKER: Final = "SUBAGENT_HOST_RUN_ID"
 
@@ -57,7 +57,7 @@ def snapshot(
     child: Child,
     started: Mapping[int, Child],
     is_subreaper: bool,
-    guardian: Callable[[], Guardian | None],
+    guardian: GuardianSlot,
     claims: Claims,
 ) -> list[Member]:
     """Every live process of the child's tree but the child itself, each pinned by a pidfd.
@@ -101,14 +101,12 @@ def snapshot(
     return [member for member in members if member is not None]
 
 
-def adopted(
-    started: Mapping[int, Child], guardian_now: Callable[[], Guardian | None]
-) -> list[psutil.Process]:
+def adopted(started: Mapping[int, Child], guardian_slot: GuardianSlot) -> list[psutil.Process]:
     """Our own children that we did not start (nor the guardian): orphans reparented to us."""
     try:
         # Listed first, then told apart: a guardian listed was started before.
         listed = psutil.Process().children()
-        guardian = guardian_now()
+        guardian = guardian_slot.current
         return [
             p for p in listed if p.pid not in started and not (guardian and guardian.owns(p.pid))
         ]
