@@ -16,8 +16,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+import attrs
+
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
+from subagent_host.values import camel_case
+from subagent_host.values.placement import Placement
 
 # How long joining a cluster may take (Ray's own connection attempts are within it).
 BRIDGE_START_TIMEOUT_S: Final = 60.0
@@ -36,6 +40,20 @@ NODE_LOST: Final = "node-lost"
 SPAWN_FAILED: Final = "spawn-failed"
 # What the bridge's environment adds: Ray must not phone home from a server.
 BRIDGE_ENVIRONMENT: Final = {"RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def placement_message(placement: Placement) -> dict[str, object]:
+    """A placement as the bridge reads it (`placement_of`): its members by their wire
+    names (protocol.md §8.8), those not set left out."""
+    members = attrs.asdict(placement, recurse=False)
+    return {camel_case(name): value for name, value in members.items() if value is not None}
+
+
+def placement_of(message: Mapping[str, Any] | None) -> Placement:
+    """The placement a `placement_message` carried (None: an empty one, which places
+    nothing)."""
+    names = {camel_case(field.name): field.name for field in attrs.fields(Placement)}
+    return Placement(**{names[key]: value for key, value in (message or {}).items()})
 
 
 class ClusterUnreachable(Exception):
@@ -222,7 +240,7 @@ class RayBridge:
         grace_s: float,
         sink: OutputSink,
         stdin: str | None = None,
-        placement: Mapping[str, Any] | None = None,
+        placement: Placement | None = None,
         placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
     ) -> RemoteChild:
         """Send a child to the cluster and wait until it runs. RemoteFailure."""
@@ -238,7 +256,7 @@ class RayBridge:
                 "env": dict(env),
                 "stdin": stdin,
                 "graceS": grace_s,
-                "placement": dict(placement) if placement else None,
+                "placement": placement_message(placement) if placement else None,
                 "placementTimeoutS": placement_timeout_s,
             }
         )

@@ -1,8 +1,8 @@
 """What a launch request says: the params of `spawn` and `preflight` that planning reads.
 
-Plain attrs values that import nothing of ours (an import-linter contract keeps it
-so): `rpc/wire/` builds them from JSON with its converter (camelCase on the
-wire, strict primitives) and `planning/` checks them, so the wire and the domain
+Plain attrs values that import nothing of ours but `values` (an import-linter
+contract keeps it so): `rpc/wire/` builds them from JSON with its converter
+(camelCase on the wire, strict primitives) and `planning/` checks them, so the wire and the domain
 share one set of types instead of copying fields between twins.
 """
 
@@ -12,23 +12,12 @@ from typing import Final, Literal
 
 import attrs
 
+from subagent_host.values.placement import Placement
+
 RAW_STREAM: Final = "raw"
 """`stream`'s one string value: an agent child's raw output lines too."""
 StreamChoice = bool | Literal["raw"] | None
 """What `stream` takes: `true`, `false` or `"raw"` (absent: false)."""
-
-
-@attrs.frozen
-class Placement:
-    """Where on a cluster a child may run (protocol.md §8.8); only a cluster executor
-    places children, so the local one refuses it."""
-
-    resources: dict[str, float] | None = None
-    """Custom resources the node must offer, by name (`{"gpu": 1}`), held while the child runs."""
-    node_id: str | None = None
-    """Wire name `nodeId`: the one node the child must run on."""
-    labels: dict[str, str] | None = None
-    """Node labels the node must carry, all of them."""
 
 
 @attrs.frozen
