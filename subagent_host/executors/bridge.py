@@ -19,7 +19,8 @@ from typing import Any, Final, Protocol
 import attrs
 
 from subagent_host.backends.exits import ProcessExit
-from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
+from subagent_host.backends.supervisor import LaunchSpec, Supervisor
+from subagent_host.executors.local import LocalExecutor, LocalHandle
 from subagent_host.values import camel_case
 from subagent_host.values.placement import Placement
 
@@ -163,9 +164,9 @@ class RayBridge:
     open: that pipe carries the commands, and its end ends the bridge.
     """
 
-    def __init__(self, supervisor: Supervisor, process: Child, output: _BridgeOutput) -> None:
-        self._supervisor = supervisor
+    def __init__(self, process: LocalHandle, output: _BridgeOutput) -> None:
         self._process = process
+        """The bridge process, a child of this machine's like any other."""
         self._output = output
         self.node: str = ""
         """The node the bridge (the driver) runs on."""
@@ -198,7 +199,7 @@ class RayBridge:
             argv += ["--namespace", namespace]
         output = _BridgeOutput()
         try:
-            process = await supervisor.start(
+            process = await LocalExecutor(supervisor).start(
                 LaunchSpec(
                     argv=tuple(argv),
                     cwd=os.getcwd(),
@@ -211,7 +212,7 @@ class RayBridge:
             )
         except OSError as exc:
             raise ClusterUnreachable(f"cannot start the Ray bridge: {exc}") from None
-        bridge = cls(supervisor, process, output)
+        bridge = cls(process, output)
         try:
             async with asyncio.timeout(BRIDGE_START_TIMEOUT_S):
                 either: list[asyncio.Future[Any]] = [output.first, bridge.ended]
@@ -271,13 +272,13 @@ class RayBridge:
         return child
 
     def send(self, message: dict[str, Any]) -> None:
-        if self._process.input is not None:
-            self._process.input.send(json.dumps(message).encode() + b"\n")
+        if (commands := self._process.child.input) is not None:
+            commands.send(json.dumps(message).encode() + b"\n")
 
     async def _watch(self) -> ProcessExit:
         """Wait for the bridge's end; every child it still held is lost with it."""
         try:
-            return await self._supervisor.wait(self._process)
+            return await self._process.wait()
         finally:
             lost = RemoteFailure(NODE_LOST, "the Ray bridge (the cluster's driver) exited")
             for child in self._children.values():
@@ -303,11 +304,11 @@ class RayBridge:
 
     async def close(self, grace_s: float = BRIDGE_EXIT_TIMEOUT_S) -> None:
         """End the bridge: its actors are killed and their shims end the trees."""
-        if self._process.input is not None:
-            self._process.input.close()
+        if (commands := self._process.child.input) is not None:
+            commands.close()
         try:
             await asyncio.wait_for(asyncio.shield(self.ended), grace_s)
         except TimeoutError:
             # Its tree (the driver and what Ray started in it) gets the stop sequence.
-            await self._supervisor.stop(self._process, grace_s=BRIDGE_KILL_GRACE_S)
+            await self._process.stop(grace_s=BRIDGE_KILL_GRACE_S)
             await asyncio.wait_for(asyncio.shield(self.ended), BRIDGE_EXIT_TIMEOUT_S)
