@@ -257,7 +257,7 @@ class RayBridge:
                 "env": dict(env),
                 "stdin": stdin,
                 "graceS": grace_s,
-                "placement": placement_message(placement) if placement else None,
+                "placement": placement_message(placement) if placement is not None else None,
                 "placementTimeoutS": placement_timeout_s,
             }
         )
