@@ -107,7 +107,9 @@ def test_cluster_options_without_a_cluster_executor_exit_2(
     assert "--ray-address and --ray-namespace need --executor ray" in capsys.readouterr().err
 
 
-async def test_the_local_executor_is_the_supervisor_with_nothing_in_between() -> None:
+async def test_the_local_executor_is_the_supervisor_with_nothing_in_between_but_the_handle() -> (
+    None
+):
     supervisor = Supervisor()
     try:
         executor = executor_for(ExecutorChoice("local"), supervisor, {})
