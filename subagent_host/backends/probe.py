@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from subagent_host.backends.collect import HelperRunner
+from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.supervisor import Supervisor
 
 

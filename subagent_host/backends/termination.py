@@ -123,7 +123,7 @@ async def stop_tree(
 
 
 def tell(child: Child, message: str, *args: object) -> None:
-    """One step of a stop sequence, at INFO: with the run's lines (runs/story.py),
+    """One step of a stop sequence, at INFO: with the run's lines (runs/lifecycle_log.py),
     `--log-level info` tells what ended a run's processes, and how."""
     if logger.isEnabledFor(logging.INFO):
         logger.info("%r: " + message, child, *args, extra=child.log_fields)

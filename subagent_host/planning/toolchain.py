@@ -12,7 +12,7 @@ import attrs
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
-from subagent_host.backends.tested import TESTED_VERSIONS
+from subagent_host.backends.tested_versions import TESTED_VERSIONS
 from subagent_host.values.facts import BackendInfo
 
 

@@ -25,10 +25,10 @@ import attrs
 
 from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
-from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec

@@ -25,7 +25,7 @@ from subagent_host.planning.executable import identify_children
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
-from subagent_host.runs import heap, story
+from subagent_host.runs import heap_trim, lifecycle_log
 from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
 from subagent_host.runs.control import RunControl
@@ -310,7 +310,7 @@ class RunOrchestrator:
         control = RunControl(grace_s=self._grace_s, stream=stream)
         self._controls[run.run_id] = control
         self._book.reopen(run)
-        story.run_resumed(run, run.children[index])
+        lifecycle_log.run_resumed(run, run.children[index])
         control.task = asyncio.create_task(
             self._carry_out(run, control, self._execute_resume(run, index, plan, control))
         )
@@ -386,7 +386,7 @@ class RunOrchestrator:
             control.stop_reason = reason
             if grace_ms is not None:
                 control.grace_s = grace_ms / 1000
-            story.stop_requested(run, reason, control.grace_s)
+            lifecycle_log.stop_requested(run, reason, control.grace_s)
             control.stopping.set_result(None)
         return control
 
@@ -447,7 +447,7 @@ class RunOrchestrator:
         read from the store altogether."""
         held = finished.events.bytes
         finished.events.release()
-        heap.give_back(held)
+        heap_trim.trim_heap(held)
         self._finished.append(finished.run_id)
         while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
             self._drop(self._finished.popleft())
