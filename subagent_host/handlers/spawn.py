@@ -9,7 +9,7 @@ import attrs
 from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.run_reply import reply_with_run
-from subagent_host.planning.check import ResolvedSpawn, accept
+from subagent_host.planning.check import ResolvedSpawn, resolve_or_reject
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT
@@ -35,7 +35,7 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     checked = await ctx.check_launch(params)
     if params.preflight_id is None and ctx.config.require_preflight:
         checked = attrs.evolve(checked, diagnostics=(*checked.diagnostics, PREFLIGHT_REQUIRED))
-    resolved = accept(checked)
+    resolved = resolve_or_reject(checked)
     await ctx.require_executor()
     # Which files the agent CLIs are, for the projections a resume is checked against.
     programs = await ctx.runs.identify(resolved.plan)

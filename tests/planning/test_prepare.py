@@ -10,7 +10,7 @@ import attrs
 
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.command import CommandBackend
-from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.check import check_spawn, resolve_or_reject
 from subagent_host.planning.plan import LaunchPlan, prepared
 from subagent_host.planning.projection import project
 from subagent_host.planning.receipts import receipts
@@ -41,7 +41,7 @@ def planned(harness: Harness, tmp_path: Path, **request: Any) -> LaunchPlan:
     checked = check_spawn(
         params, backends=harness.backends, limits=LIMITS, depth=0, server_cwd=str(tmp_path)
     )
-    return accept(checked).plan
+    return resolve_or_reject(checked).plan
 
 
 async def launched(harness: Harness, plan: LaunchPlan) -> Run:

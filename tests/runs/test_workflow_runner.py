@@ -24,7 +24,7 @@ from subagent_host.backends.base import Backend, ParsedOutcome
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.supervisor import Supervisor
-from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.check import check_spawn, resolve_or_reject
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Projection, to_json
@@ -164,7 +164,7 @@ class Harness:
         checked = check_spawn(
             params, backends=self.backends, limits=LIMITS, depth=0, server_cwd=str(self.cwd)
         )
-        resolved = accept(checked)
+        resolved = resolve_or_reject(checked)
         return resolved.plan
 
     def launch(self, plan: LaunchPlan) -> Run:
