@@ -44,7 +44,7 @@ class HandlerContext:
     config: ServerConfig
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
-    runs: RunOrchestrator
+    orchestrator: RunOrchestrator
     store: RunStore
     """Runs wherever they are (live in memory or recorded on disk), and approvals."""
     progress: EventPublisher

@@ -38,15 +38,15 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     resolved = resolve_or_reject(checked)
     await ctx.require_executor()
     # Which files the agent CLIs are, for the projections a resume is checked against.
-    programs = await ctx.runs.identify(resolved.plan)
+    programs = await ctx.orchestrator.identify(resolved.plan)
     # Before a preflight id is spent: a full queue refuses with nothing recorded.
-    ctx.runs.admit(ctx.runs.children_added(resolved.plan))
+    ctx.orchestrator.admit(ctx.orchestrator.children_added(resolved.plan))
     admitted_by = ADMITTED_DIRECT
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
         admitted_by = ADMITTED_PREFLIGHT
     with ctx.announcing(resolved.mode):  # a background reply comes before the run's events
-        run = ctx.runs.launch(
+        run = ctx.orchestrator.launch(
             resolved.plan,
             ctx.session_id,
             admitted_by,

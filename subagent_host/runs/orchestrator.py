@@ -74,9 +74,9 @@ class RunOrchestrator:
     ) -> None:
         self._services = services
         self._backends = services.backends
-        self._book = services.book
+        self._state_machine = services.state_machine
         self._caps = services.caps
-        self._settler = Settler(services.book, services.caps)
+        self._settler = Settler(services.state_machine, services.caps)
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
         self._on_launch = on_launch
@@ -180,7 +180,7 @@ class RunOrchestrator:
             session_id=session_id,
             kind=plan.kind,
             fingerprint=plan.fingerprint,
-            created_at=self._book.now(),
+            created_at=self._state_machine.now(),
             label=plan.label,
             admitted_by=admitted_by,
             egress_consent=plan.egress_consent,
@@ -206,8 +206,8 @@ class RunOrchestrator:
             self._children.remember_env(run, child.index, plan.children[child.index].env)
         control = RunControl(grace_s=self._grace_s, stream=plan.stream, raw_output=plan.raw_output)
         self._controls[run.run_id] = control
-        # Queued until its first child starts (the run book moves it to running then).
-        self._book.created(run)
+        # Queued until its first child starts (the run state machine moves it to running then).
+        self._state_machine.created(run)
         if self._on_launch is not None:
             self._on_launch(
                 run,
@@ -309,7 +309,7 @@ class RunOrchestrator:
             self._start_workflow(run, *workflow)
         control = RunControl(grace_s=self._grace_s, stream=stream)
         self._controls[run.run_id] = control
-        self._book.reopen(run)
+        self._state_machine.reopen(run)
         lifecycle_log.run_resumed(run, run.children[index])
         control.task = asyncio.create_task(
             self._carry_out(run, control, self._execute_resume(run, index, plan, control))
@@ -334,10 +334,10 @@ class RunOrchestrator:
             logger.exception("run %s failed internally", run.run_id, extra={"runId": run.run_id})
             error = internal_error(exc)
             for child in run.children:  # each child, too, ends exactly once
-                self._book.transition_child(run, child, ChildFailed(error))
+                self._state_machine.transition_child(run, child, ChildFailed(error))
             for step in run.workflow.steps if run.workflow is not None else ():
-                self._book.transition_step(run, step, str(RunStatus.FAILED))  # if it ran
-            self._book.transition(run, Failed(error))
+                self._state_machine.transition_step(run, step, str(RunStatus.FAILED))  # if it ran
+            self._state_machine.transition(run, Failed(error))
         finally:
             control.done.set()
             control.reply_due.set()
@@ -492,7 +492,7 @@ class RunOrchestrator:
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
             reason = f"not run: step {failed_index} did not complete"
-            self._book.transition_child(run, later, ChildCancelled(reason))
+            self._state_machine.transition_child(run, later, ChildCancelled(reason))
 
 
 def _worktrees_removed(task: asyncio.Task[object]) -> None:

@@ -46,11 +46,11 @@ def planned(harness: Harness, tmp_path: Path, **request: Any) -> LaunchPlan:
 
 async def launched(harness: Harness, plan: LaunchPlan) -> Run:
     """Run the plan to its end, and prove none of its processes is left."""
-    run = harness.manager.launch(plan, "s1")
+    run = harness.orchestrator.launch(plan, "s1")
     try:
         return await harness.finish(run)
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
         left = [p.pid for p in processes_with_marker(run.run_id) if p.status() != "zombie"]
         assert left == [], f"processes left behind: {left}"
 

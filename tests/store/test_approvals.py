@@ -35,8 +35,8 @@ async def store(tmp_path: Path) -> AsyncIterator[RunStore]:
     supervisor = Supervisor()
     try:
         await (await opened.start(supervisor, grace_ms=0))  # nothing to recover here
-        book = RunStateMachine(clock=ticking(), listener=opened.record)
-        book.created(make_run("r1"))
+        state_machine = RunStateMachine(clock=ticking(), listener=opened.record)
+        state_machine.created(make_run("r1"))
         await opened.written()
         yield opened
         await opened.end()
