@@ -73,9 +73,9 @@ from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.state_layout import PI_SESSIONS_DIR, private_directory
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from subagent_host.values.error_data import RunRef
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 from subagent_host.workspaces.worktrees import WORKTREES_DIR
 
 logger = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ import attrs
 from subagent_host.backends.cgroups import Group
 from subagent_host.backends.child import Child, open_pidfd
 from subagent_host.backends.onfirstuse import psutil
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 # The supervisor's log lines keep one logger, whichever of its modules writes them.
 logger = logging.getLogger("subagent_host.backends.supervisor")

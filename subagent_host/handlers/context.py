@@ -21,7 +21,7 @@ from subagent_host.rpc.lifecycle import Lifecycle
 from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.settings import LOCAL
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from subagent_host.values.copying import shared
 from subagent_host.values.error_data import Rejection
 from subagent_host.values.facts import Diagnostic

@@ -83,7 +83,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
             ResumeDenial("mismatch"),
         )
     await ctx.require_executor()
-    ctx.orchestrator.admit(
+    ctx.orchestrator.check_capacity(
         1
     )  # before the token is spent: a full queue refuses with nothing recorded
     if (refusal := await ctx.store.redeem_token(params.token, ctx.session_id)) is not None:
@@ -92,7 +92,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     # From here on nothing awaits until the attempt has started: checked and started
     # as one step, on the one object this server keeps for the run (another request
     # may have read its own copy of it from the store meanwhile).
-    run = ctx.orchestrator.adopt(target.run)
+    run = ctx.orchestrator.keep(target.run)
     if not run.is_terminal:  # resumed by another token while this one was being checked
         deny(
             f"run {run.run_id} is running again",

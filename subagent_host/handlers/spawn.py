@@ -40,7 +40,7 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     # Which files the agent CLIs are, for the projections a resume is checked against.
     programs = await ctx.orchestrator.identify(resolved.plan)
     # Before a preflight id is spent: a full queue refuses with nothing recorded.
-    ctx.orchestrator.admit(ctx.orchestrator.children_added(resolved.plan))
+    ctx.orchestrator.check_capacity(ctx.orchestrator.children_added(resolved.plan))
     admitted_by = ADMITTED_DIRECT
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)

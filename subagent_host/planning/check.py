@@ -38,7 +38,7 @@ from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.values import BACKGROUND_MODE, MODES, TASK_MODE, RunKind
 from subagent_host.values.facts import Diagnostic
-from subagent_host.values.words import between
+from subagent_host.values.plurals import between
 
 MAX_CHAIN_ITEMS: Final = 32
 

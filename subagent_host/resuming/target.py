@@ -49,9 +49,9 @@ from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.child_runner import WORKSPACE_GONE
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStatus
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from subagent_host.values import RunKind
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a

@@ -43,9 +43,9 @@ from subagent_host.runs.child_sink import (
     StreamGate,
     agent_event,
 )
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause

@@ -21,7 +21,7 @@ from typing import ParamSpec, Protocol
 
 from subagent_host.values import RunKind, RunStatus
 from subagent_host.values.facts import ErrorInfo
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 # state.py calls these with its `Run` and `ChildRun`: this module names only the facts its
 # lines tell (read-only, so mypy checks them against those classes at each call), and

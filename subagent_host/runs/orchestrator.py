@@ -28,9 +28,9 @@ from subagent_host.planning.views import Projection
 from subagent_host.runs import heap_trim, lifecycle_log
 from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import ChildCancelled, ChildFailed, Failed
 from subagent_host.runs.outputs import OutputCaps
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
@@ -133,7 +133,7 @@ class RunOrchestrator:
         )
         return max(0, queued + adding - self._services.slots.free)
 
-    def admit(self, adding: int) -> None:
+    def check_capacity(self, adding: int) -> None:
         """Raise CapacityExceeded when `adding` more children would leave more than
         `--max-queue` waiting (protocol.md §8.4); called before anything of the run exists.
 
@@ -172,9 +172,9 @@ class RunOrchestrator:
         a `task`-mode answer is due once the others have ended (`wait_for_reply`).
         `programs` are the files its agent children's programs are (`identify`), by
         child, recorded with their projections (a workflow's children identify their own).
-        Raises CapacityExceeded, with nothing made, when the queue is full (`admit`).
+        Raises CapacityExceeded, with nothing made, when the queue is full (`check_capacity`).
         """
-        self.admit(self.children_added(plan))
+        self.check_capacity(self.children_added(plan))
         run = Run(
             run_id=self._new_run_id(),
             session_id=session_id,
@@ -253,7 +253,7 @@ class RunOrchestrator:
             parallelism=self._workflow_parallelism,
         )
 
-    def adopt(self, run: Run) -> Run:
+    def keep(self, run: Run) -> Run:
         """The one object this server keeps for the run: an earlier one wins.
 
         Runs read from the store are copies; two requests may each hold one. Whatever
@@ -288,7 +288,7 @@ class RunOrchestrator:
         Raises CapacityExceeded, with nothing changed, when the queue is full.
         """
         assert run.is_terminal, "only a terminal run is resumed"
-        self.admit(1)
+        self.check_capacity(1)
         self._runs[run.run_id] = run
         self._carried[run.run_id] = run
         old = run.children[index]

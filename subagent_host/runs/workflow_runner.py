@@ -36,8 +36,8 @@ from subagent_host.planning.plan import (
 )
 from subagent_host.planning.projection import project
 from subagent_host.runs.child_runner import ChildRunner
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import Failed
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (

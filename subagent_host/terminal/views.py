@@ -25,7 +25,7 @@ from rich.text import Text
 from subagent_host.values.facts import Usage, Workspace
 
 # The server counts things in its messages too: the word lives in values, shared.
-from subagent_host.values.words import plural as plural
+from subagent_host.values.plurals import plural as plural
 
 if TYPE_CHECKING:  # `run` uses these words without reading the state directory
     from subagent_host.runs.state import ChildRun, Run

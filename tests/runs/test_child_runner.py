@@ -9,7 +9,7 @@ from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs.child_runner import ChildRunner
-from subagent_host.runs.control import RunControl
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler

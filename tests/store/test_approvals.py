@@ -1,4 +1,4 @@
-"""Preflight ids and resume tokens through the store's face: the domain's rules, kept on disk."""
+"""Preflight ids and resume tokens through `RunStore`: the domain's rules, kept on disk."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from subagent_host.runs.approvals import (
     token_refusal,
 )
 from subagent_host.runs.state import RunStateMachine, utc_now
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from tests.store.test_store import make_run, ticking
 
 TTL = timedelta(minutes=10)

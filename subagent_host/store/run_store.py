@@ -1,4 +1,5 @@
-"""The store's one face: run history, approvals and recovery, as async methods on the loop.
+"""`RunStore`, the store's one entry point: run history, approvals and recovery, as async
+methods on the loop.
 
 Everything outside this package speaks to the store through `RunStore` and
 never sees SQL, the store's thread or its connection. Its invariants:
