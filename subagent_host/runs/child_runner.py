@@ -482,7 +482,7 @@ class ChildRunner:
         if opened is None or self.worktrees is None:
             return
         try:
-            child.workspace = await self.worktrees.settle(opened)
+            child.workspace = await self.worktrees.finish_attempt(opened)
         except GitFailed as exc:  # the worktree stays, and `subagent-host worktrees` lists it
             logger.warning("cannot measure the worktree %s: %s", opened.path, exc)
 

@@ -60,7 +60,7 @@ async def test_a_task_run_that_ends_in_a_few_turns_is_one_write(store: Database)
     state_machine.created(run)
     state_machine.start_child(run, run.children[0], pid=4242)
     await loop_turns()
-    await store.settled()
+    await store.drained()
     assert await stored_ids(store) == []  # held: not ended yet
     state_machine.transition_child(
         run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0))
@@ -96,7 +96,7 @@ async def test_a_held_run_still_running_is_written_once_its_hold_is_over(
     async with asyncio.timeout(HOLD_S + 5):
         await submitted.wait()
     written_at = loop.time()
-    await store.settled()
+    await store.drained()
 
     assert written_at - held_at >= HOLD_S
     assert await query(store, "SELECT status FROM runs") == [("running",)]
@@ -127,7 +127,7 @@ async def test_a_run_whose_id_is_not_reserved_on_disk_is_written_at_once(
     state_machine.created(unreserved)
     state_machine.created(background)
     await loop_turns()
-    await store.settled()
+    await store.drained()
 
     assert sorted(await stored_ids(store)) == sorted([unreserved.run_id, "r-background"])
 
@@ -162,7 +162,7 @@ async def test_recovery_queues_the_marker_scan_for_a_dead_servers_unwritten_rese
     state_machine = RunStateMachine(clock=ticking(), listener=Recorder(store, ME, 10, run_ids))
     state_machine.created(make_run(written))
     await asyncio.sleep(0)
-    await store.settled()
+    await store.drained()
 
     interrupted, _ = await store.call(
         instances.recover, store, "later", lambda _pid, _ct: False, RunStateMachine(clock=ticking())

@@ -298,26 +298,26 @@ class HeldWrite:
         """Return once the store's thread is inside the write (bounded)."""
         assert await asyncio.to_thread(self.started.wait, 10), "the write never started"
 
-    async def assert_settled_waits(self, store: Database) -> None:
-        """`store.settled()` is not done while the write is held, and is done once it ends."""
-        settling = asyncio.create_task(store.settled())
+    async def assert_drained_waits(self, store: Database) -> None:
+        """`store.drained()` is not done while the write is held, and is done once it ends."""
+        draining = asyncio.create_task(store.drained())
         try:
             await loop_turns()
-            assert not settling.done(), "settled() returned before the submitted write ran"
+            assert not draining.done(), "drained() returned before the submitted write ran"
         finally:
             self.gate.set()
-        await asyncio.wait_for(settling, 10)
+        await asyncio.wait_for(draining, 10)
         assert self.done == [1]
 
 
-async def test_settled_waits_for_everything_submitted(store: Database) -> None:
+async def test_drained_waits_for_everything_submitted(store: Database) -> None:
     write = HeldWrite()
     store.submit(write)
     await write.running()
-    await write.assert_settled_waits(store)
+    await write.assert_drained_waits(store)
 
 
-async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
+async def test_drained_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
     store: Database,
 ) -> None:
     write = HeldWrite()
@@ -328,7 +328,7 @@ async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancel
     caller.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await caller
-    await write.assert_settled_waits(store)
+    await write.assert_drained_waits(store)
 
 
 async def test_an_immediate_transaction_rolls_back_on_an_error(store: Database) -> None:
@@ -793,13 +793,13 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
     state_machine.start(second)
     assert saves == []  # nothing is written before the turn ends
     await asyncio.sleep(0)
-    await store.settled()
+    await store.drained()
     assert saves == [[("r1", [1, 2, 3]), ("r2", [1])]]
 
     state_machine.transition_child(first, first.children[0], ChildCancelled("stopped"))
     state_machine.transition(first, Cancelled("stopped"))
     await asyncio.sleep(0)
-    await store.settled()
+    await store.drained()
     assert saves[1:] == [[("r1", [4, 5])]]
     assert await query(store, "SELECT run_id, status, last_seq FROM runs ORDER BY run_id") == [
         ("r1", "cancelled", 5),
