@@ -223,7 +223,7 @@ class RunOrchestrator:
         if plan.workflow is not None:
             self._workflow_records.definition(run, plan)
         control.task = asyncio.create_task(
-            self._carry_out(run, control, self._execute(run, plan, control))
+            self._carry_out(run, control, self._drive_children(run, plan, control))
         )
         return run
 
@@ -411,7 +411,9 @@ class RunOrchestrator:
 
     # --- carrying a run out ----------------------------------------------------------
 
-    async def _execute(self, run: Run, plan: RunPlan, control: RunControl) -> None:
+    async def _drive_children(self, run: Run, plan: RunPlan, control: RunControl) -> None:
+        """Run the children in the order the run's kind says (a workflow through its
+        runner), then settle the run."""
         runner = self._workflows.get(run.run_id)
         if runner is not None:
             await runner.carry_out(control)
