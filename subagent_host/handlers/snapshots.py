@@ -22,7 +22,7 @@ from subagent_host.rpc.wire import (
 )
 from subagent_host.runs.state import ChildRun, Run, RunEvent, WorkflowState
 from subagent_host.values.copying import shared
-from subagent_host.values.moments import duration_ms
+from subagent_host.values.durations import duration_ms
 
 
 def outcome(run: Run | ChildRun) -> RunOutcome:

@@ -22,7 +22,7 @@ from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
 from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles, refusal
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
-from subagent_host.values.words import between
+from subagent_host.values.plurals import between
 
 MAX_WORKFLOW_STEPS: Final = 32
 MAX_NAME_LENGTH: Final = 128

@@ -3,7 +3,7 @@
 `RunStateMachine`'s `start`, `start_child`, `transition`, `transition_child` and
 `transition_step` are the only code that assigns a status. They check `NEXT`
 (`STEP_NEXT` for steps), stamp the time, write the INFO log line of a run's or a
-child's start and end (`story.py`), and append a `run/event` with the run's next
+child's start and end (`lifecycle_log.py`), and append a `run/event` with the run's next
 `seq` (a step's status shows in snapshots only: it has no event of its own). A
 run or a child ends with one ending (endings.py), whose type carries exactly the
 facts the protocol requires of its status (protocol.md §12). A
@@ -24,7 +24,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
-from subagent_host.runs import story
+from subagent_host.runs import lifecycle_log
 from subagent_host.runs.endings import (
     Cancelled,
     ChildCompleted,
@@ -385,7 +385,7 @@ class RunStateMachine:
             self.emit(run, StatusEvent(status=to, output=run.output))
         else:
             self.emit(run, StatusEvent(status=to))
-        story.run_ended(run)
+        lifecycle_log.run_ended(run)
         return True
 
     def start_child(
@@ -408,7 +408,7 @@ class RunStateMachine:
             # A run is queued until its first child starts (protocol.md §8.4): a run waiting
             # behind the server-wide limit says so.
             self.start(run)
-        story.child_started(run, child)
+        lifecycle_log.child_started(run, child)
         self.emit(run, ChildEvent(index=child.index, status=RunStatus.RUNNING))
         return True
 
@@ -418,7 +418,7 @@ class RunStateMachine:
         if not self._move(child, to):
             return False
         _record_child_ending(child, ending)
-        story.child_ended(run, child)
+        lifecycle_log.child_ended(run, child)
         self.emit(run, ChildEvent(index=child.index, status=to))
         return True
 
@@ -458,7 +458,7 @@ class RunStateMachine:
 
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""
-        story.run_started(run)
+        lifecycle_log.run_started(run)
         self.emit(run, StatusEvent(status=run.status))
 
     def reopen(self, run: Run) -> None:

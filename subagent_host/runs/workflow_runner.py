@@ -11,7 +11,7 @@ output: the texts are kept per child (capped like `{previous}`), in memory and
 in the store.
 
 Each child goes the one way every child goes (`ChildRunner.run`); each step's
-status moves through the run book's step transitions (`RunStateMachine.transition_step`),
+status moves through the run state machine's step transitions (`RunStateMachine.transition_step`),
 one terminal status per step, as a run's and a child's do.
 """
 
@@ -36,8 +36,8 @@ from subagent_host.planning.plan import (
 )
 from subagent_host.planning.projection import project
 from subagent_host.runs.child_runner import ChildRunner
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import Failed
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
@@ -97,8 +97,8 @@ class WorkflowRunner:
     _failure: ErrorInfo | None = None
 
     @property
-    def book(self) -> RunStateMachine:
-        return self.services.book
+    def state_machine(self) -> RunStateMachine:
+        return self.services.state_machine
 
     @property
     def previous_cap(self) -> int:
@@ -145,12 +145,12 @@ class WorkflowRunner:
         assert step is not None
         self._failure = None
         if self.state.steps[step].status in STEP_TERMINAL:  # it ended with the run
-            self.book.reopen_step(self.run, self.state.steps[step], STEP_RUNNING)
+            self.state_machine.reopen_step(self.run, self.state.steps[step], STEP_RUNNING)
         if self._end_step(step):
             await self.write_snapshot()
             for later in self.state.steps[step + 1 :]:  # a fan-out that failed runs again
                 if later.status != STEP_PENDING:
-                    self.book.reopen_step(self.run, later, STEP_PENDING)
+                    self.state_machine.reopen_step(self.run, later, STEP_PENDING)
             await self.run_from(step + 1, control)
             return
         await self.write_snapshot()
@@ -159,7 +159,7 @@ class WorkflowRunner:
     def settle(self, control: RunControl) -> None:
         """The run's one terminal status, from the first step that did not complete."""
         if self._failure is not None:
-            self.book.transition(self.run, Failed(self._failure))
+            self.state_machine.transition(self.run, Failed(self._failure))
             return
         for state in self.state.steps:
             if state.status != RunStatus.COMPLETED:
@@ -199,11 +199,11 @@ class WorkflowRunner:
             self.services.backends,
             self.services.identities,
         )
-        self.book.transition_step(self.run, state, STEP_RUNNING)
+        self.state_machine.transition_step(self.run, state, STEP_RUNNING)
         values = self._values(index)
         plans = self._expand(index, step, values)
         if plans is None:
-            self.book.transition_step(self.run, state, str(RunStatus.FAILED))
+            self.state_machine.transition_step(self.run, state, str(RunStatus.FAILED))
             return False
         # A template without placeholders keeps its planned launch; a filled one is
         # prepared now, once.
@@ -241,7 +241,7 @@ class WorkflowRunner:
         self.records.child_added(
             run, child.index, project(plan, self.services.backends[plan.backend], program)
         )
-        self.book.emit(run, ChildEvent(index=child.index, status=child.status))
+        self.state_machine.emit(run, ChildEvent(index=child.index, status=child.status))
         return child
 
     def _end_step(self, index: int) -> bool:
@@ -253,7 +253,7 @@ class WorkflowRunner:
             if self.run.children[i].status is not RunStatus.COMPLETED
         ]
         ended = unfinished[0].status if unfinished else RunStatus.COMPLETED
-        self.book.transition_step(self.run, state, str(ended))
+        self.state_machine.transition_step(self.run, state, str(ended))
         return not unfinished
 
     def _expand(

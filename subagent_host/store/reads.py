@@ -1,4 +1,4 @@
-"""Reading runs back: a session's list, one run, its events, its stored launch.
+"""Reading runs back: a session's list, one run, its events, its launch projection.
 
 Every function here runs on the store's thread.
 """

@@ -11,7 +11,7 @@ from typing import Any, Final
 import pytest
 
 from subagent_host.backends.command import CommandBackend
-from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.check import check_spawn, resolve_or_reject
 from subagent_host.planning.plan import LaunchPlan
 from subagent_host.planning.projection import project, seal
 from subagent_host.planning.stored_workflow import workflow_record
@@ -32,7 +32,7 @@ def planned(name: str) -> LaunchPlan:
     checked = check_spawn(
         params, backends={"command": CommandBackend()}, limits=LIMITS, depth=0, server_cwd="/"
     )
-    return accept(checked).plan
+    return resolve_or_reject(checked).plan
 
 
 def stored(query: str, *args: object) -> tuple[Any, ...]:
