@@ -114,3 +114,7 @@ STEP_FOR_EACH: Final = "forEach"
 # reported: a plan, its fingerprint and a stored definition say `prompt`, as before,
 # so what earlier runs stored and were bound to stays the same.
 STEP_COMMAND: Final = "command"
+# A step's own statuses before it ends (then it takes its children's outcome: a terminal
+# `RunStatus`).
+STEP_PENDING: Final = "pending"
+STEP_RUNNING: Final = "running"
