@@ -67,17 +67,8 @@ def _workflow(state: WorkflowState | None) -> WorkflowSnapshot | None:
         return None
     return WorkflowSnapshot(
         name=state.name,
-        steps=tuple(
-            StepSnapshot(
-                index=step.index,
-                kind=step.reported_kind,
-                status=step.status,
-                children=tuple(step.children),
-                label=step.label,
-                as_=step.output_name,
-            )
-            for step in state.steps
-        ),
+        # A step's snapshot is its state, frozen (the same fields: rpc/wire/snapshots.py).
+        steps=tuple(shared(StepSnapshot, step) for step in state.steps),
     )
 
 

@@ -29,12 +29,12 @@ from subagent_host.planning.executable import identify_children
 from subagent_host.planning.plan import (
     ChildPlan,
     RunPlan,
-    StepPlan,
     WorkflowPlan,
     command_steps,
     prepare_child,
 )
 from subagent_host.planning.projection import project
+from subagent_host.planning.views import PlanStep
 from subagent_host.runs.child_runner import ChildRunner
 from subagent_host.runs.endings import Failed
 from subagent_host.runs.run_control import RunControl
@@ -53,7 +53,8 @@ from subagent_host.runs.state import (
     prompt_head,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
-from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values import STEP_COMMAND, STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values.copying import shared
 from subagent_host.values.events import ChildEvent
 from subagent_host.values.facts import ErrorInfo, Executable
 
@@ -62,20 +63,16 @@ MAX_FOR_EACH_ITEMS: Final = 32
 
 
 def initial_state(plan: RunPlan) -> WorkflowState:
+    """Every step pending: the planned step's fields, its kind `command` when it is a
+    `prompt` step whose item runs a command."""
     workflow = plan.workflow
     assert workflow is not None
     commands = command_steps(plan)
     return WorkflowState(
         name=workflow.name,
         steps=[
-            StepState(
-                index=i,
-                kind=step.kind,
-                label=step.label,
-                output_name=step.output_name,
-                command=i in commands,
-            )
-            for i, step in enumerate(workflow.steps)
+            shared(StepState, step, kind=STEP_COMMAND if step.index in commands else step.kind)
+            for step in workflow.steps
         ],
     )
 
@@ -214,7 +211,7 @@ class WorkflowRunner:
             self._new_child(plan, index, program)
             for plan, program in zip(plans, of_template, strict=True)
         ]
-        state.children = [child.index for child in children]
+        state.children = tuple(child.index for child in children)
         bound = asyncio.Semaphore(self.parallelism)
 
         async def run_one(child: ChildRun, plan: ChildPlan) -> None:
@@ -257,7 +254,7 @@ class WorkflowRunner:
         return not unfinished
 
     def _expand(
-        self, index: int, step: StepPlan, values: Mapping[str, str]
+        self, index: int, step: PlanStep, values: Mapping[str, str]
     ) -> list[ChildPlan] | None:
         """The step's children, templates filled; None (and the failure noted) if it cannot."""
         templates_ = [self.plan.children[i] for i in step.items]
@@ -319,7 +316,7 @@ class WorkflowRunner:
         if state.status == STEP_PENDING:
             return None
         texts = [self.texts.get(i, "") for i in state.children]
-        if state.kind == STEP_PROMPT:
+        if self.workflow.steps[state.index].kind == STEP_PROMPT:  # a `command` step's too
             return texts[0] if texts else ""
         return json.dumps(texts, ensure_ascii=False)
 

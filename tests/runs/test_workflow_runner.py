@@ -34,6 +34,7 @@ from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
+from subagent_host.store.reads import mark_command_steps
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
 from subagent_host.values.events import OutputEvent, StatusEvent
 from tests.backends.conftest import processes_with_marker
@@ -220,7 +221,7 @@ def statuses(run: Run) -> list[str]:
 
 def step_children(run: Run) -> list[list[int]]:
     assert run.workflow is not None
-    return [step.children for step in run.workflow.steps]
+    return [list(step.children) for step in run.workflow.steps]
 
 
 # --- fan-out and templates --------------------------------------------------------------
@@ -810,10 +811,13 @@ async def test_resuming_a_child_of_an_earlier_step_runs_the_later_steps_again(
     assert step_children(run) == [[0], [2]]
 
 
-def stored_copy(run: Run) -> Run:
-    """The run as a restarted server reads it from the store (JSON records, no events)."""
+def stored_copy(run: Run, plan: RunPlan) -> Run:
+    """The run as a restarted server reads it from the store (JSON records, no events;
+    a step's kind `command` from its workflow's definition, `plan`)."""
     children = [child_from_record(json.loads(json.dumps(child_record(c)))) for c in run.children]
-    return run_from_record(json.loads(json.dumps(run_record(run))), children)
+    copy = run_from_record(json.loads(json.dumps(run_record(run))), children)
+    mark_command_steps(copy, stored_plan(plan))
+    return copy
 
 
 def stored_plan(plan: RunPlan) -> RunPlan:
@@ -832,7 +836,7 @@ async def test_after_a_restart_a_resume_given_the_stored_workflow_runs_the_rest(
     await before.orchestrator.shutdown("restart")
 
     after = make()  # a new server process: it has neither the run nor its runner
-    copy = stored_copy(run)
+    copy = stored_copy(run, plan)
     assert copy is not run and copy.workflow == run.workflow
     assert after.orchestrator.workflow_of(run.run_id) is None
     after.runs.append(copy)
@@ -868,7 +872,7 @@ async def test_after_a_restart_env_of_never_answers_with_another_childs_env(
     await before.orchestrator.shutdown("restart")
 
     after = make()
-    copy = stored_copy(run)
+    copy = stored_copy(run, plan)
     after.runs.append(copy)
     flag.touch()
     after.orchestrator.resume(copy, 1, child_plan, workflow=(stored_plan(plan), texts))
