@@ -74,7 +74,7 @@ STREAM_LINES: Final = 20_000
 
 
 def finished_run(run_id: str, session_id: str, created: datetime) -> Run:
-    book = RunStateMachine(clock=lambda: created)
+    state_machine = RunStateMachine(clock=lambda: created)
     run = Run(
         run_id=run_id,
         session_id=session_id,
@@ -85,10 +85,12 @@ def finished_run(run_id: str, session_id: str, created: datetime) -> Run:
         label=f"run {run_id[:8]}",
     )
     output = OutputInfo(text="done\n" * 40, truncated=False, bytes=200, lines=40, partial=False)
-    book.start(run)
-    book.start_child(run, run.children[0], pid=1)
-    book.transition_child(run, run.children[0], ChildCompleted(output, ChildExit(exit_code=0)))
-    book.transition(run, Completed(output))
+    state_machine.start(run)
+    state_machine.start_child(run, run.children[0], pid=1)
+    state_machine.transition_child(
+        run, run.children[0], ChildCompleted(output, ChildExit(exit_code=0))
+    )
+    state_machine.transition(run, Completed(output))
     return run
 
 

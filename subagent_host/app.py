@@ -73,9 +73,9 @@ from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import EventListener, Run, RunEvent, RunStateMachine
 from subagent_host.state_layout import PI_SESSIONS_DIR, private_directory
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from subagent_host.values.error_data import RunRef
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 from subagent_host.workspaces.worktrees import WORKTREES_DIR
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def new_session_id() -> str:
     return f"session-{uuid.uuid4().hex}"
 
 
-def build_run_manager(
+def build_orchestrator(
     config: ServerConfig,
     supervisor: Supervisor,
     listener: EventListener,
@@ -140,7 +140,7 @@ def build_run_manager(
         executor=executor or executor_for(config.executor, supervisor, os.environ),
         backends=backends if backends is not None else build_backends(config),
         slots=Slots(config.max_concurrency),
-        book=RunStateMachine(listener=listener),
+        state_machine=RunStateMachine(listener=listener),
         caps=OutputCaps(
             bytes=config.output_cap_bytes,
             lines=config.output_cap_lines,
@@ -269,7 +269,7 @@ async def _serve_with_store(
         snapshot=snapshot_writer(server_files(config)),
         touched=store.touch,
     )
-    runs = build_run_manager(
+    orchestrator = build_orchestrator(
         config,
         supervisor,
         record_and_publish,
@@ -281,13 +281,13 @@ async def _serve_with_store(
         executor=executor,
         identities=ProgramIdentities(probes),
     )
-    store.on_pruned(runs.forget)  # a pruned run is gone from memory too
-    store.live = runs.get  # a run this server holds is answered from memory
+    store.on_pruned(orchestrator.forget)  # a pruned run is gone from memory too
+    store.live = orchestrator.get  # a run this server holds is answered from memory
     connection = Connection(protocol, AutoDecoder(config.max_message_bytes, config.framing), sink)
     ctx = HandlerContext(
         config=config,
         session_id=config.session_id or new_session_id(),
-        runs=runs,
+        orchestrator=orchestrator,
         store=store,
         progress=publisher,
         toolchain=Toolchain(backends, probes, dict(os.environ)),
@@ -301,8 +301,12 @@ async def _serve_with_store(
     )
     # A client that does not read, or a disk slower than a child prints: streamed
     # children are held back (nothing is dropped) until the backlog is gone.
-    sink.watch_backlog(lambda: runs.streams.close("client"), lambda: runs.streams.open("client"))
-    store.watch_backlog(lambda: runs.streams.close("store"), lambda: runs.streams.open("store"))
+    sink.watch_backlog(
+        lambda: orchestrator.streams.close("client"), lambda: orchestrator.streams.open("client")
+    )
+    store.watch_backlog(
+        lambda: orchestrator.streams.close("store"), lambda: orchestrator.streams.open("store")
+    )
     protocol.attach(build_method_table(ctx), connection.emit, connection.writable)
     notifier.attach(connection.emit)
     control = await _open_control(config, store, ctx)
@@ -322,13 +326,13 @@ async def _serve_with_store(
         # The client is gone (or the server was told to stop): end what still runs.
         # Said at the default level: a client that just closed stdin may not have
         # meant to end its background runs, and nobody is left to answer.
-        if live := runs.live():
+        if live := orchestrator.live():
             logger.warning(
                 "cancelling %s: the client is gone (%s)",
                 plural(len(live), "background run"),
                 DISCONNECTED,
             )
-        await runs.shutdown(DISCONNECTED)
+        await orchestrator.shutdown(DISCONNECTED)
         if isinstance(executor, RayExecutor):
             await executor.close()  # every remote child has ended: leave the cluster
         if control is not None:

@@ -28,8 +28,8 @@ from subagent_host.openrpc.enums import enum_of
 from subagent_host.openrpc.schemas import REF_PREFIX
 from subagent_host.planning.views import VIEWS, from_json, to_json
 from subagent_host.rpc.wire import INLINE, EventWire, SessionId, make_converter
-from subagent_host.values import camel_case
 from subagent_host.values.events import EVENT_TYPES, Event
+from subagent_host.values.wire_names import wire_name
 
 MOMENT: Final = datetime(2026, 11, 30, 2, 47, 37, 415000, tzinfo=UTC)
 CONVERTER: Final = make_converter()
@@ -163,7 +163,7 @@ def test_each_event_type_has_its_branch_of_the_schemas_one_of_with_exactly_its_f
     and every other event field but its own optional ones declared absent."""
     schema = document()["components"]["schemas"]["EventWire"]
     [branch] = [branch for branch in schema["oneOf"] if branch["title"] == kind.type]
-    own = {camel_case(field.name): field for field in attrs.fields(kind)}
+    own = {wire_name(field): field for field in attrs.fields(kind)}
     required = [name for name, field in own.items() if field.default is attrs.NOTHING]
     assert branch["required"] == required
     assert branch["properties"]["type"] == {"const": kind.type}

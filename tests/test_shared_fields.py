@@ -14,10 +14,18 @@ import pytest
 from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.backends.base import ItemSpec
 from subagent_host.config import ServerConfig
-from subagent_host.planning.plan import ChildPlan, ServerLimits
-from subagent_host.planning.views import ChildLimits, PlanChild, PlannedPlacement, Projection
-from subagent_host.rpc.wire import AgentInfo, ChildSnapshot, Limits, RunOutcome
-from subagent_host.runs.state import ChildRun, Run
+from subagent_host.planning.plan import ChildPlan, ServerLimits, WorkflowPlan
+from subagent_host.planning.request import ForEachStep, ParallelStep
+from subagent_host.planning.views import (
+    ChildLimits,
+    PlanChild,
+    PlannedPlacement,
+    PlanStep,
+    PlanWorkflow,
+    Projection,
+)
+from subagent_host.rpc.wire import AgentInfo, ChildSnapshot, Limits, RunOutcome, StepSnapshot
+from subagent_host.runs.state import ChildRun, Run, StepState
 from subagent_host.terminal.runs import RunLine
 from subagent_host.values.copying import shared
 from subagent_host.values.placement import Placement
@@ -33,6 +41,11 @@ PAIRS: Final[tuple[tuple[type, type, frozenset[str]], ...]] = (
     (ChildLimits, ChildPlan, frozenset()),
     (ChildPlan, PlanChild, frozenset({"tools", "redact", "placement", "removed_tools"})),
     (Placement, PlannedPlacement, frozenset()),
+    (WorkflowPlan, PlanWorkflow, frozenset()),
+    (ParallelStep, PlanStep, frozenset()),
+    (ForEachStep, PlanStep, frozenset({"over"})),
+    (PlanStep, StepState, frozenset({"kind"})),
+    (StepState, StepSnapshot, frozenset()),
     (PlannedPlacement, Placement, frozenset()),
     (Run, RunOutcome, frozenset()),
     (ChildRun, RunOutcome, frozenset()),

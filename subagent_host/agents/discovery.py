@@ -75,7 +75,7 @@ def discover(user_dir: Path, project_dir: Path | None) -> AgentCatalog:
     directories = search_path(user_dir, project_dir)
     for source, directory in directories:
         loaded = _load_directory(source, directory, diagnostics)
-        _apply(loaded, agents, blocked, diagnostics)
+        _merge_directory(loaded, agents, blocked, diagnostics)
     return AgentCatalog(
         agents=MappingProxyType(agents),
         blocked=MappingProxyType(blocked),
@@ -188,7 +188,7 @@ def _read_capped(path: str) -> bytes | None:
     return None if len(data) > MAX_DEFINITION_BYTES else data
 
 
-def _apply(
+def _merge_directory(
     loaded: list[_Loaded],
     agents: dict[str, AgentDefinition],
     blocked: dict[str, DefinitionDiagnostic],

@@ -62,7 +62,7 @@ from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
 from subagent_host.values.facts import Usage
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 EXECUTABLE: Final = "claude"
 # `Bash` runs any command with the user's permissions (Claude Code's own sandbox is

@@ -541,7 +541,7 @@ def _remove_cgroups(groups: list[str]) -> list[str]:
 
 
 def _count(count: int, noun: str = "process") -> str:
-    """values/words.py's `plural`, for the two nouns said here: nothing of ours is imported."""
+    """values/plurals.py's `plural`, for the two nouns said here: nothing of ours is imported."""
     plural = "processes" if noun == "process" else f"{noun}s"
     return f"{count} {noun if count == 1 else plural}"
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Final
 from subagent_host.backends.base import ParsedOutcome
 from subagent_host.backends.events import AgentEvent, NormalizedEvents
 from subagent_host.backends.exits import ProcessExit
-from subagent_host.backends.mending import SURROGATE_ESCAPE, mend_tree
+from subagent_host.backends.lone_surrogates import SURROGATE_ESCAPE, mend_tree
 from subagent_host.backends.output import RollingTail
 from subagent_host.backends.reports import (
     STDERR_TAIL_BYTES,

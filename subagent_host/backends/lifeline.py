@@ -132,7 +132,7 @@ class Guardian:
             return
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         try:
-            pipes.widen(write_end)  # what it is told at its start fits in the pipe at once
+            pipes.enlarge(write_end)  # what it is told at its start fits in the pipe at once
             log_format = "off" if self._log.fd is None else "json" if self._log.json else "text"
             self._process = subprocess.Popen(  # noqa: ASYNC220 - a vfork and an exec, as a child's
                 [sys.executable, "-I", "-S", PROGRAM, str(read_end), *self._server, log_format],

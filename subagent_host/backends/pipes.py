@@ -25,8 +25,9 @@ READ_CHUNK: Final = 256 * 1024
 OUTPUT_PIPE_BYTES: Final = 1024 * 1024
 
 
-def widen(fd: int) -> None:
-    """Let a chatty child get further ahead of us (Linux pipes only)."""
+def enlarge(fd: int) -> None:
+    """Grow the pipe `fd` to OUTPUT_PIPE_BYTES, so a chatty child gets further ahead of
+    us (Linux pipes only)."""
     if hasattr(fcntl, "F_SETPIPE_SZ"):
         # Over the pipe-max-size limit: keep the default size.
         with contextlib.suppress(OSError):
@@ -120,7 +121,7 @@ class OutputPipe:
 
 
 def pipe_capacity(fd: int) -> int:
-    """How much the pipe `fd` can hold (Linux tells; elsewhere the size asked of `widen`,
+    """How much the pipe `fd` can hold (Linux tells; elsewhere the size asked of `enlarge`,
     more than any pipe there holds)."""
     if hasattr(fcntl, "F_GETPIPE_SZ"):
         with contextlib.suppress(OSError):

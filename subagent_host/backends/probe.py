@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from subagent_host.backends.collect import HelperRunner
+from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.supervisor import Supervisor
 
 
@@ -44,7 +44,7 @@ class VersionProbes:
         self._env = dict(env)
         self._known: dict[str, asyncio.Task[str | None]] = {}
         self._located: dict[str, str | None] = {}
-        self.settled = 0
+        self.ended = 0
         """How many probes have ended: what `cached` answers changes only when this does."""
 
     def locate(self, program: str) -> str | None:
@@ -88,7 +88,7 @@ class VersionProbes:
             return await self._run_probe(program)
         finally:
             # In the step that ends the task, so no one sees it done with the old count.
-            self.settled += 1
+            self.ended += 1
 
     async def _run_probe(self, program: str) -> str | None:
         # Too slow (status None), or the server is going: the runner ends its tree.

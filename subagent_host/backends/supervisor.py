@@ -265,7 +265,7 @@ class Supervisor:
         if self.guardian is not None:
             self.guardian.child_started(child, child.pid, child.marker)
         for fd in (stdout_read, stderr_read):
-            pipes.widen(fd)
+            pipes.enlarge(fd)
         child.outputs = [
             pipes.OutputPipe(loop, stdout_read, sink.on_stdout),
             pipes.OutputPipe(loop, stderr_read, sink.on_stderr),

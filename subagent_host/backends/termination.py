@@ -30,7 +30,7 @@ import attrs
 from subagent_host.backends.cgroups import Group
 from subagent_host.backends.child import Child, open_pidfd
 from subagent_host.backends.onfirstuse import psutil
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 # The supervisor's log lines keep one logger, whichever of its modules writes them.
 logger = logging.getLogger("subagent_host.backends.supervisor")
@@ -123,7 +123,7 @@ async def stop_tree(
 
 
 def tell(child: Child, message: str, *args: object) -> None:
-    """One step of a stop sequence, at INFO: with the run's lines (runs/story.py),
+    """One step of a stop sequence, at INFO: with the run's lines (runs/lifecycle_log.py),
     `--log-level info` tells what ended a run's processes, and how."""
     if logger.isEnabledFor(logging.INFO):
         logger.info("%r: " + message, child, *args, extra=child.log_fields)

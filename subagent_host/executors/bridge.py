@@ -21,8 +21,8 @@ import attrs
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.supervisor import LaunchSpec, Supervisor
 from subagent_host.executors.local import LocalExecutor, LocalHandle
-from subagent_host.values import camel_case
 from subagent_host.values.placement import Placement
+from subagent_host.values.wire_names import wire_name
 
 # How long joining a cluster may take (Ray's own connection attempts are within it).
 BRIDGE_START_TIMEOUT_S: Final = 60.0
@@ -46,14 +46,16 @@ BRIDGE_ENVIRONMENT: Final = {"RAY_USAGE_STATS_ENABLED": "0"}
 def placement_message(placement: Placement) -> dict[str, object]:
     """A placement as the bridge reads it (`placement_of`): its members by their wire
     names (protocol.md §8.8), those not set left out."""
-    members = attrs.asdict(placement, recurse=False)
-    return {camel_case(name): value for name, value in members.items() if value is not None}
+    members = (
+        (wire_name(field), getattr(placement, field.name)) for field in attrs.fields(Placement)
+    )
+    return {name: value for name, value in members if value is not None}
 
 
 def placement_of(message: Mapping[str, Any] | None) -> Placement:
     """The placement a `placement_message` carried (None: an empty one, which places
     nothing)."""
-    names = {camel_case(field.name): field.name for field in attrs.fields(Placement)}
+    names = {wire_name(field): field.name for field in attrs.fields(Placement)}
     return Placement(**{names[key]: value for key, value in (message or {}).items()})
 
 

@@ -21,7 +21,7 @@ from subagent_host.rpc.lifecycle import Lifecycle
 from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.settings import LOCAL
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from subagent_host.values.copying import shared
 from subagent_host.values.error_data import Rejection
 from subagent_host.values.facts import Diagnostic
@@ -44,7 +44,7 @@ class HandlerContext:
     config: ServerConfig
     session_id: str
     """The session this connection is bound to (`ping {sessionId}` or `--session` sets it)."""
-    runs: RunOrchestrator
+    orchestrator: RunOrchestrator
     store: RunStore
     """Runs wherever they are (live in memory or recorded on disk), and approvals."""
     progress: EventPublisher

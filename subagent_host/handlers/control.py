@@ -50,7 +50,7 @@ async def handle_stop(params: StopParams, ctx: HandlerContext) -> RunSnapshot:
 
 
 def held_run(run_id: str, ctx: HandlerContext) -> Run:
-    run = ctx.runs.get(run_id)
+    run = ctx.orchestrator.get(run_id)
     if run is None:
         raise RunNotFound(
             f"run {run_id} is not held by this server",

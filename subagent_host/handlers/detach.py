@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def handle(params: DetachParams, ctx: HandlerContext) -> None:
-    run = ctx.runs.get(params.run_id)
+    run = ctx.orchestrator.get(params.run_id)
     if run is None or run.session_id != ctx.session_id:
         logger.debug(
             "run/detach: no run %s of this session here",
@@ -26,7 +26,7 @@ def handle(params: DetachParams, ctx: HandlerContext) -> None:
             extra={"runId": params.run_id},
         )
         return
-    if not ctx.runs.detach(run):
+    if not ctx.orchestrator.detach(run):
         logger.debug(
             "run/detach: run %s has already ended", params.run_id, extra={"runId": params.run_id}
         )

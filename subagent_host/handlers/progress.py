@@ -34,7 +34,7 @@ class Notify(Protocol):
 
 
 class EventPublisher:
-    """The run book's listener: one notification per event, plus LSP work-done progress."""
+    """The run state machine's listener: one notification per event, plus LSP work-done progress."""
 
     def __init__(self, notify: Notify) -> None:
         self._notify = notify

@@ -29,9 +29,9 @@ REASON: Final = "cancelled by the client (window/workDoneProgress/cancel)"
 def handle(params: WorkDoneProgressCancelParams, ctx: HandlerContext) -> None:
     stopped = 0
     for run_id in ctx.progress.runs_with_token(params.token):
-        run = ctx.runs.get(run_id)
+        run = ctx.orchestrator.get(run_id)
         if run is not None and run.session_id == ctx.session_id and not run.is_terminal:
-            ctx.runs.begin_stop(run, grace_ms=None, reason=REASON)
+            ctx.orchestrator.begin_stop(run, grace_ms=None, reason=REASON)
             stopped += 1
     if not stopped:
         logger.debug("progress cancel: no live run of this session under %r", params.token)

@@ -56,7 +56,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     try:
         target = await resolve_target(
             ctx.store,
-            ctx.runs,
+            ctx.orchestrator,
             grant.session_id,
             grant.run_id,
             grant.index,
@@ -83,14 +83,16 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
             ResumeDenial("mismatch"),
         )
     await ctx.require_executor()
-    ctx.runs.admit(1)  # before the token is spent: a full queue refuses with nothing recorded
+    ctx.orchestrator.check_capacity(
+        1
+    )  # before the token is spent: a full queue refuses with nothing recorded
     if (refusal := await ctx.store.redeem_token(params.token, ctx.session_id)) is not None:
         deny(refusal.message, ResumeDenial(refusal.code))
     retained = await ctx.store.events_after(target.run, target.run.first_retained_seq - 1)
     # From here on nothing awaits until the attempt has started: checked and started
     # as one step, on the one object this server keeps for the run (another request
     # may have read its own copy of it from the store meanwhile).
-    run = ctx.runs.adopt(target.run)
+    run = ctx.orchestrator.keep(target.run)
     if not run.is_terminal:  # resumed by another token while this one was being checked
         deny(
             f"run {run.run_id} is running again",
@@ -104,11 +106,11 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     if not run.events:  # released when it ended: counted again against the bounds
         restore_events(run, retained)
     target = attrs.evolve(target, run=run)
-    env = ctx.runs.env_of(run.run_id, target.index)
+    env = ctx.orchestrator.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env, ctx.toolchain.adapters)
     mode = resume_mode(params.mode, run, target.index, ctx)
     with ctx.announcing(mode):  # a background reply comes before the attempt's events
-        ctx.runs.resume(run, target.index, child, workflow=target.workflow)
+        ctx.orchestrator.resume(run, target.index, child, workflow=target.workflow)
     return await reply_with_run(ctx, run, mode)
 
 

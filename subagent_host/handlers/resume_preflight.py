@@ -25,7 +25,7 @@ async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> Prefl
     try:
         target = await resolve_target(
             ctx.store,
-            ctx.runs,
+            ctx.orchestrator,
             ctx.session_id,
             request.run_id,
             request.index,

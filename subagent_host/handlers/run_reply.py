@@ -27,9 +27,11 @@ logger = logging.getLogger(__name__)
 async def reply_with_run(ctx: HandlerContext, run: Run, mode: str) -> RunSnapshot:
     if mode == "task":
         try:
-            await ctx.runs.wait_for_reply(run)
+            await ctx.orchestrator.wait_for_reply(run)
         except asyncio.CancelledError:
-            await asyncio.shield(ctx.runs.stop(run, grace_ms=None, reason="request cancelled"))
+            await asyncio.shield(
+                ctx.orchestrator.stop(run, grace_ms=None, reason="request cancelled")
+            )
             raise RequestCancelled(
                 "request cancelled; its run was stopped", data=run_snapshot(run)
             ) from None
@@ -50,4 +52,4 @@ async def reply_with_run(ctx: HandlerContext, run: Run, mode: str) -> RunSnapsho
 
 async def _abandon(ctx: HandlerContext, run: Run) -> None:
     with ctx.store.unrecorded(run):
-        await ctx.runs.abandon(run, reason="the run could not be recorded")
+        await ctx.orchestrator.abandon(run, reason="the run could not be recorded")

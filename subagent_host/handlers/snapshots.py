@@ -22,7 +22,7 @@ from subagent_host.rpc.wire import (
 )
 from subagent_host.runs.state import ChildRun, Run, RunEvent, WorkflowState
 from subagent_host.values.copying import shared
-from subagent_host.values.moments import duration_ms
+from subagent_host.values.durations import duration_ms
 
 
 def outcome(run: Run | ChildRun) -> RunOutcome:
@@ -67,17 +67,8 @@ def _workflow(state: WorkflowState | None) -> WorkflowSnapshot | None:
         return None
     return WorkflowSnapshot(
         name=state.name,
-        steps=tuple(
-            StepSnapshot(
-                index=step.index,
-                kind=step.reported_kind,
-                status=step.status,
-                children=tuple(step.children),
-                label=step.label,
-                as_=step.output_name,
-            )
-            for step in state.steps
-        ),
+        # A step's snapshot is its state, frozen (the same fields: rpc/wire/snapshots.py).
+        steps=tuple(shared(StepSnapshot, step) for step in state.steps),
     )
 
 

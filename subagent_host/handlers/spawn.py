@@ -9,7 +9,7 @@ import attrs
 from subagent_host.errors import LaunchRejected
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.run_reply import reply_with_run
-from subagent_host.planning.check import ResolvedSpawn, accept
+from subagent_host.planning.check import ResolvedSpawn, resolve_or_reject
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT
@@ -35,18 +35,18 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     checked = await ctx.check_launch(params)
     if params.preflight_id is None and ctx.config.require_preflight:
         checked = attrs.evolve(checked, diagnostics=(*checked.diagnostics, PREFLIGHT_REQUIRED))
-    resolved = accept(checked)
+    resolved = resolve_or_reject(checked)
     await ctx.require_executor()
     # Which files the agent CLIs are, for the projections a resume is checked against.
-    programs = await ctx.runs.identify(resolved.plan)
+    programs = await ctx.orchestrator.identify(resolved.plan)
     # Before a preflight id is spent: a full queue refuses with nothing recorded.
-    ctx.runs.admit(ctx.runs.children_added(resolved.plan))
+    ctx.orchestrator.check_capacity(ctx.orchestrator.children_added(resolved.plan))
     admitted_by = ADMITTED_DIRECT
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
         admitted_by = ADMITTED_PREFLIGHT
     with ctx.announcing(resolved.mode):  # a background reply comes before the run's events
-        run = ctx.runs.launch(
+        run = ctx.orchestrator.launch(
             resolved.plan,
             ctx.session_id,
             admitted_by,

@@ -21,7 +21,7 @@ async def handle(params: StopParams, ctx: HandlerContext) -> RunSnapshot:
     """Answer the terminal snapshot; a run that had already ended comes back unchanged."""
     check_grace(params)
     run = await ctx.store.find(ctx.session_id, params.run_id)
-    if run.is_terminal or ctx.runs.get(run.run_id) is not None:
+    if run.is_terminal or ctx.orchestrator.get(run.run_id) is not None:
         return await stop_here(run, params, ctx)
     if ctx.stop_elsewhere is None:
         raise RunNotFound(
@@ -41,7 +41,7 @@ def check_grace(params: StopParams) -> None:
 
 async def stop_here(run: Run, params: StopParams, ctx: HandlerContext) -> RunSnapshot:
     """Stop a run this server holds (stdio `stop` and the control socket's): the one path."""
-    already = await ctx.runs.stop(
+    already = await ctx.orchestrator.stop(
         run, grace_ms=params.grace_ms, reason=params.reason or DEFAULT_REASON
     )
     await ctx.store.written(run)  # a stop the store did not take is no success

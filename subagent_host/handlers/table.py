@@ -9,7 +9,7 @@ here and one handler module (`handlers/<name>.py` with its `handle`).
 
 Only `ping`, `initialize`, LSP's `shutdown` and the notifications' handlers are
 imported with the table: every other handler module is imported on its method's
-first call (`later`), so the first reply (to `initialize` or `ping`, as a rule)
+first call (`lazy_handler`), so the first reply (to `initialize` or `ping`, as a rule)
 waits for none of what launching, checking or resuming runs needs. That is why
 a spec names its result type (a wire type of `rpc/wire/`) rather than reading
 it from the handler: tests/handlers/test_table.py checks the two agree.
@@ -83,7 +83,7 @@ class MethodSpec(NamedTuple):
     """The wire type of its result (`rpc/wire/`); None for one that answers null
     (LSP's `shutdown`) or never answers (a notification)."""
     handler: AsyncHandler | SyncHandler
-    """`handle(params, ctx)`: a handler module's own, or `later(module)`'s."""
+    """`handle(params, ctx)`: a handler module's own, or `lazy_handler(module)`'s."""
     raises: tuple[type[HostError], ...] = ()
     """The domain errors it may raise besides what any method may answer (invalid
     params, internal error, cancelled): the schema lists their codes as its `errors`."""
@@ -95,24 +95,24 @@ class MethodSpec(NamedTuple):
     list of methods (a request for it is -32601)."""
 
 
-def later(module: str) -> AsyncHandler:
+def lazy_handler(module: str) -> AsyncHandler:
     """The async `handle` of `handlers/<module>.py`, imported when first called."""
 
     async def handle(params: Any, ctx: HandlerContext) -> Any:
         return await _handler(module)(params, ctx)
 
-    _LATER[handle] = module
+    _LAZY_MODULES[handle] = module
     return handle
 
 
-# Each handler made by `later`, with the module whose `handle` it calls.
-_LATER: dict[AsyncHandler, str] = {}
+# Each handler made by `lazy_handler`, with the module whose `handle` it calls.
+_LAZY_MODULES: dict[AsyncHandler, str] = {}
 
 
 def implementation(handler: AsyncHandler | SyncHandler) -> AsyncHandler | SyncHandler:
-    """The function that answers: for a `later` handler, its module's `handle`, imported
+    """The function that answers: for a `lazy_handler`, its module's `handle`, imported
     now (the schema reads its summary; a test its annotations)."""
-    module = _LATER.get(handler)
+    module = _LAZY_MODULES.get(handler)
     return handler if module is None else _handler(module)
 
 
@@ -133,14 +133,14 @@ def by_name(specs: Iterable[MethodSpec]) -> Mapping[str, MethodSpec]:
 
 METHODS: Mapping[str, MethodSpec] = by_name(
     (
-        MethodSpec("agents/list", AgentsListParams, AgentsListResult, later("agents_list")),
+        MethodSpec("agents/list", AgentsListParams, AgentsListResult, lazy_handler("agents_list")),
         MethodSpec("initialize", InitializeParams, InitializeResult, initialize.handle),
         MethodSpec("ping", PingParams, PingResult, ping.handle),
         MethodSpec(
             "preflight",
             PreflightParams,
             PreflightResult,
-            later("preflight"),
+            lazy_handler("preflight"),
             # BackendUnavailable: a cluster executor that cannot reach its cluster (§8.8).
             raises=(RunNotFound, AmbiguousRunId, BackendUnavailable),
         ),
@@ -148,7 +148,7 @@ METHODS: Mapping[str, MethodSpec] = by_name(
             "resume",
             ResumeParams,
             RunSnapshot,
-            later("resume"),
+            lazy_handler("resume"),
             raises=(ResumeDenied, CapacityExceeded, BackendUnavailable),
         ),
         MethodSpec(SHUTDOWN, NoParams, None, shutdown.handle),
@@ -156,19 +156,23 @@ METHODS: Mapping[str, MethodSpec] = by_name(
             "spawn",
             SpawnParams,
             RunSnapshot,
-            later("spawn"),
+            lazy_handler("spawn"),
             raises=(BackendUnavailable, LaunchRejected, CapacityExceeded),
         ),
         MethodSpec(
             "status",
             StatusParams,
             StatusResult,
-            later("status"),
+            lazy_handler("status"),
             raises=(RunNotFound, AmbiguousRunId),
             paced=True,
         ),
         MethodSpec(
-            "stop", StopParams, RunSnapshot, later("stop"), raises=(RunNotFound, AmbiguousRunId)
+            "stop",
+            StopParams,
+            RunSnapshot,
+            lazy_handler("stop"),
+            raises=(RunNotFound, AmbiguousRunId),
         ),
         # Only ever notifications: `$/cancelRequest` is dispatch's own, not a spec.
         MethodSpec(EXIT, NoParams, None, exit_.handle, notification=True),

@@ -1,10 +1,11 @@
 """JSON Schema 2020-12 for attrs types, written as the wire's converters write them.
 
 The rules are the converters' own (`rpc/wire/`, `planning/views.py`): keys are
-camelCase (`as_` is `as`); an `INLINE` field's keys stand in its parent; a field
-that may be None is left out while unset (absent fields are omitted, never
-null), so it is not `required`; any other field is always sent. Params are read
-with unknown keys refused, so their objects say `additionalProperties: false`;
+camelCase, or the wire name a field declares (`output_name` is `as`); an
+`INLINE` field's keys stand in its parent; a field that may be None is left out
+while unset (absent fields are omitted, never null), so it is not `required`;
+any other field is always sent. Params are read with unknown keys refused, so
+their objects say `additionalProperties: false`;
 results leave `additionalProperties` open, so that a client checking a reply
 against an older schema keeps working when a later version adds a field. Every
 attrs class becomes one entry of `components.schemas`, named as the class,
@@ -34,8 +35,9 @@ from subagent_host.openrpc.docstrings import class_description, field_descriptio
 from subagent_host.openrpc.enums import enum_of
 from subagent_host.planning.views import UNPROBED
 from subagent_host.rpc.wire import INLINE, EventWire, SessionId
-from subagent_host.values import SESSION_ID_PATTERN, camel_case
+from subagent_host.values import SESSION_ID_PATTERN
 from subagent_host.values.events import EVENT_TYPES
+from subagent_host.values.wire_names import wire_name
 
 Schema = dict[str, Any]
 REF_PREFIX: Final = "#/components/schemas/"
@@ -119,7 +121,7 @@ class SchemaBuilder:
             if field.metadata.get(INLINE):
                 found.update(self.properties(hints[field.name], direction))
                 continue
-            found[camel_case(field.name)] = self._field(cls, field, hints[field.name], direction)
+            found[wire_name(field)] = self._field(cls, field, hints[field.name], direction)
         return found
 
     def _field(
@@ -152,7 +154,7 @@ class SchemaBuilder:
         event type carries (optional here: the `oneOf` branch of its type says which)."""
         hints = typing.get_type_hints(EventWire)
         envelope = {
-            camel_case(field.name): self._field(EventWire, field, hints[field.name], direction)
+            wire_name(field): self._field(EventWire, field, hints[field.name], direction)
             for field in attrs.fields(EventWire)
             if field.name != "event"  # written as `type` and the fields below
         }

@@ -39,7 +39,7 @@ def permitted(access: Access) -> frozenset[str]:
     return frozenset(effects)
 
 
-def beyond(access: Access, tools: Mapping[str, list[str]]) -> dict[str, list[str]]:
+def unpermitted_effects(access: Access, tools: Mapping[str, list[str]]) -> dict[str, list[str]]:
     """Per tool, the effects it has that this access does not permit."""
     allowed = permitted(access)
     return {name: [e for e in effects if e not in allowed] for name, effects in tools.items()}

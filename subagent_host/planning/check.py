@@ -15,7 +15,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.base import Backend
-from subagent_host.planning.access import FILESYSTEM_LEVELS, beyond, is_full, negotiate
+from subagent_host.planning.access import FILESYSTEM_LEVELS, is_full, negotiate, unpermitted_effects
 from subagent_host.planning.items import (
     AgentSources,
     ItemResolver,
@@ -38,7 +38,7 @@ from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.values import BACKGROUND_MODE, MODES, TASK_MODE, RunKind
 from subagent_host.values.facts import Diagnostic
-from subagent_host.values.words import between
+from subagent_host.values.plurals import between
 
 MAX_CHAIN_ITEMS: Final = 32
 
@@ -82,8 +82,8 @@ def uses_agents(params: LaunchRequest) -> bool:
     return params.agent is not None or any(item.agent is not None for item in items)
 
 
-def accept(checked: CheckedSpawn) -> ResolvedSpawn:
-    """The launch to run; LaunchRejected / BackendUnavailable when it has an error."""
+def resolve_or_reject(checked: CheckedSpawn) -> ResolvedSpawn:
+    """The launch to run; raises LaunchRejected / BackendUnavailable when it has an error."""
     raise_if_rejected(checked.diagnostics)
     assert checked.plan is not None
     return ResolvedSpawn(plan=checked.plan, mode=checked.mode, background=checked.background)
@@ -260,7 +260,7 @@ def _check_access(
                 "no-tools-left", "the requested access removes every tool of this child", path
             )
         elif tools.removed:
-            exceeding = beyond(access, tools.removed)
+            exceeding = unpermitted_effects(access, tools.removed)
             removed = ", ".join(f"{n} ({', '.join(exceeding[n])})" for n in sorted(exceeding))
             problems.info("tools-removed", f"removed for the requested access: {removed}", path)
 

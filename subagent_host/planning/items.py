@@ -227,7 +227,7 @@ def _resolve_item(
         instructions=instructions if is_agent else None,
         session_resources=wanted.session_resources if is_agent else None,
         agent=_agent_ref(definition),
-        output_name=item.as_,
+        output_name=item.output_name,
         max_turns=max_turns if is_agent else None,
         max_tokens=max_tokens if is_agent else None,
         max_cost_usd=max_cost_usd if is_agent else None,

@@ -20,7 +20,6 @@ from subagent_host.planning.views import (
     NormalizedPlan,
     PlanChild,
     PlannedPlacement,
-    PlanStep,
     PlanWorkflow,
     to_json,
 )
@@ -47,7 +46,6 @@ def normalized_plan(
                 prompt_digest=digest(child.prompt) if child.prompt is not None else None,
                 limits=child.limits,
                 removed_tools=tuple(sorted(tools.removed)) if tools.removed else None,
-                as_=child.output_name,
                 placement=PlannedPlacement.of(child.placement),
                 redact=None if child.redact else False,
             )
@@ -62,23 +60,9 @@ def normalized_plan(
 
 
 def _workflow(workflow: WorkflowPlan) -> PlanWorkflow:
-    """The workflow's shape: steps refer to `children` (item templates) by index."""
-    return PlanWorkflow(
-        name=workflow.name,
-        task_digest=digest(workflow.task),
-        steps=tuple(
-            PlanStep(
-                index=index,
-                kind=step.kind,
-                items=step.items,
-                as_=step.output_name,
-                for_each=step.over,
-                label=step.label,
-            )
-            for index, step in enumerate(workflow.steps)
-        ),
-        snapshot_path=workflow.snapshot_path,
-    )
+    """The workflow's shape: steps refer to `children` (item templates) by index. Its
+    steps are the plan's own: a planned step is one type (`PlanStep`)."""
+    return shared(PlanWorkflow, workflow, task_digest=digest(workflow.task))
 
 
 def plan_fingerprint(plan: NormalizedPlan) -> str:

@@ -3,7 +3,8 @@
 `check.py` makes them from a request, `resume.py` from a stored projection;
 `runs/` carries them out. The views of a plan (what preflight shows, its
 fingerprint, its receipts, each child's launch projection) are made from these
-in `normalized.py`, `receipts.py` and `projection.py`.
+in `normalized.py`, `receipts.py` and `projection.py`. A workflow's steps are
+`PlanStep`s (`views.py`): the plan holds them as its normalized view shows them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
-from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan
+from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan, PlanStep
 from subagent_host.values import FULL, STEP_PROMPT, RunKind
 from subagent_host.values.copying import shared
 from subagent_host.values.placement import Placement
@@ -108,34 +109,15 @@ def is_empty_prompt(backend: str, prompt: str | None) -> bool:
 
 
 @attrs.frozen
-class StepPlan:
-    """One workflow step: which of the plan's children are its items, and how they run.
-
-    A `prompt` step has one item, a `parallel` step several; a `forEach` step
-    has one item, run once per element of the array its `over` template yields.
-    Item prompts (and labels) are templates, filled when the step starts.
-    """
-
-    kind: str
-    """`prompt`, `parallel` or `forEach` (`STEP_PROMPT`, `STEP_PARALLEL`, `STEP_FOR_EACH`)."""
-    items: tuple[int, ...]
-    """Indices into the plan's children (item templates)."""
-    output_name: str | None = None
-    """The step's `as`: the name its text is known by in later steps."""
-    over: str | None = None
-    """A `forEach` step's template (the wire's `forEach`)."""
-    label: str | None = None
-    """The step's label, when it has one."""
-
-
-@attrs.frozen
 class WorkflowPlan:
     name: str
     """The workflow's name."""
     task: str
     """What `{task}` stands for in the templates."""
-    steps: tuple[StepPlan, ...]
-    """Its steps, in order."""
+    steps: tuple[PlanStep, ...]
+    """Its steps, in order: which of the plan's children are each one's items, and how they
+    run (a `forEach` step's one item once per element of the array its `over` yields). Item
+    prompts (and labels) are templates, filled when the step starts."""
     snapshot_path: str | None = None
     """The file its snapshot is rewritten to, when the request names one."""
 
@@ -171,8 +153,8 @@ def command_steps(plan: RunPlan) -> frozenset[int]:
     if plan.workflow is None:
         return frozenset()
     return frozenset(
-        index
-        for index, step in enumerate(plan.workflow.steps)
+        step.index
+        for step in plan.workflow.steps
         if step.kind == STEP_PROMPT
         and all(plan.children[item].command is not None for item in step.items)
     )

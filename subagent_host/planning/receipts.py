@@ -18,7 +18,7 @@ from typing import Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS
-from subagent_host.planning.access import beyond, negotiate
+from subagent_host.planning.access import negotiate, unpermitted_effects
 from subagent_host.planning.egress import declared_egress
 from subagent_host.planning.plan import ChildPlan, RunPlan, ServerLimits
 from subagent_host.planning.views import (
@@ -63,7 +63,7 @@ def receipts(
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
         tools = negotiate(backend, child.tools, access, child.removed_tools)
-        exceeding = beyond(access, tools.removed)
+        exceeding = unpermitted_effects(access, tools.removed)
         children.append(
             ChildReceipt(
                 index=index,

@@ -1,8 +1,8 @@
 """What a launch request says: the params of `spawn` and `preflight` that planning reads.
 
 Plain attrs values that import nothing of ours but `values` (an import-linter
-contract keeps it so): `rpc/wire/` builds them from JSON with its converter
-(camelCase on the wire, strict primitives) and `planning/` checks them, so the wire and the domain
+contract keeps it so): `rpc/wire/` builds them from JSON with its converter (camelCase on the
+wire, strict primitives) and `planning/` checks them, so the wire and the domain
 share one set of types instead of copying fields between twins.
 """
 
@@ -13,6 +13,7 @@ from typing import Final, Literal
 import attrs
 
 from subagent_host.values.placement import Placement
+from subagent_host.values.wire_names import WIRE_NAME
 
 RAW_STREAM: Final = "raw"
 """`stream`'s one string value: an agent child's raw output lines too."""
@@ -77,7 +78,7 @@ class ItemFields:
 class SpawnItem(ItemFields):
     """One child of a `tasks` or `chain` spawn."""
 
-    as_: str | None = None
+    output_name: str | None = attrs.field(default=None, metadata={WIRE_NAME: "as"})
     """Wire name `as`: a workflow item's output name, for `{outputs.NAME}` in later steps."""
 
 
@@ -85,7 +86,7 @@ class SpawnItem(ItemFields):
 class StepFields:
     """What a `parallel` and a `forEach` step both take."""
 
-    as_: str | None = None
+    output_name: str | None = attrs.field(default=None, metadata={WIRE_NAME: "as"})
     """Names the step's output: a JSON array of its items' final texts."""
     label: str | None = None
     """The step's label, shown in its snapshot."""
@@ -99,17 +100,21 @@ class ParallelStep(StepFields):
     """The step's items, 1..8."""
 
 
+# Its description (the OpenRPC document's, kept as published) calls the template
+# `for_each`: the field is `over`, `forEach` on the wire.
 @attrs.frozen(kw_only=True)
 class ForEachStep(StepFields):
     """A workflow step running `item` once per element of the JSON array `for_each` yields."""
 
-    for_each: str
+    over: str = attrs.field(metadata={WIRE_NAME: "forEach"})
     """Wire name `forEach`: a template whose text must be a JSON array (at most 32 elements)."""
     item: SpawnItem
     """The item run once per element; `{item}` and `{index}` are filled in it."""
 
 
 WorkflowStep = SpawnItem | ParallelStep | ForEachStep
+"""A workflow step as requested: an item, a `parallel` group or a `forEach` fan-out. Planned,
+it is a `PlanStep` (planning/views.py); run, a `StepState` (values/steps.py)."""
 
 
 @attrs.frozen

@@ -25,6 +25,10 @@ def workflow_record(plan: RunPlan) -> dict[str, Any]:
         stored.pop("launch", None)  # derived from the rest, and holds env values
         stored.pop("env", None)
         stored["env_keys"] = sorted(child.env)
+    for step in record.get("workflow", {}).get("steps", ()):
+        # A step's index is its place in the list, as records of every version keep
+        # it: left out, so that a record (and its digest) is what it always was.
+        del step["index"]
     return {"v": WORKFLOW_RECORD_VERSION, "plan": record}
 
 
@@ -42,6 +46,12 @@ def workflow_from_record(record: Mapping[str, Any]) -> RunPlan:
         {k: v for k, v in child.items() if k != "env_keys"} for child in plan["children"]
     ]
     try:
+        if "workflow" in plan:  # each step's index again: its place in the list
+            steps = enumerate(plan["workflow"]["steps"])
+            plan["workflow"] = {
+                **plan["workflow"],
+                "steps": [{**step, "index": index} for index, step in steps],
+            }
         return RECORDS.structure(plan, RunPlan)
     except Exception as exc:  # noqa: BLE001 - any shape problem means "unreadable"
         raise ValueError(f"unreadable workflow record ({type(exc).__name__})") from None

@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from subagent_host.backends.mending import mend_tree
+from subagent_host.backends.lone_surrogates import mend_tree
 
 PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)\}")
 OUTPUT_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -12,7 +12,7 @@ import attrs
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
-from subagent_host.backends.tested import TESTED_VERSIONS
+from subagent_host.backends.tested_versions import TESTED_VERSIONS
 from subagent_host.values.facts import BackendInfo
 
 
@@ -28,7 +28,7 @@ class Toolchain:
     _described: tuple[int, tuple[BackendInfo, ...]] | None = attrs.field(
         default=None, init=False, repr=False, eq=False
     )
-    """The last `describe()`, with the probes' `settled` count it was made at."""
+    """The last `describe()`, with the probes' `ended` count it was made at."""
 
     @property
     def ids(self) -> frozenset[str]:
@@ -42,10 +42,10 @@ class Toolchain:
         Made again only once a version probe has ended (the only thing that changes
         it: a program is located once), so `ping` answers from the same tuple.
         """
-        settled = self.probes.settled if self.probes is not None else 0
-        if self._described is None or self._described[0] != settled:
+        ended = self.probes.ended if self.probes is not None else 0
+        if self._described is None or self._described[0] != ended:
             backends = tuple(self._describe(name) for name in sorted(self.adapters))
-            self._described = (settled, backends)
+            self._described = (ended, backends)
         return self._described[1]
 
     def _describe(self, name: str) -> BackendInfo:

@@ -6,10 +6,12 @@ These are views of a `LaunchPlan` (made in `normalized.py`, `receipts.py`,
 `rpc/wire/`), the fingerprint seals them and the store keeps projections, all
 through `to_json`: one converter, so what preflight shows, what a fingerprint
 covers and what is stored are the same JSON. Its rules are the wire's: fields
-are camelCase (`values.camel_case`); a field whose default is None is left out
-while it is None; a field without a default is always written, null included (a
-projection is stored so); the wire then leaves null members out (`rpc/wire/`),
-which changes no digest: canonical JSON omits them too.
+are camelCase, or the wire name a field declares (`values/wire_names.py`); a
+field whose default is None is left out while it is None; a field without a
+default is always written, null included (a projection is stored so); the wire
+then leaves null members out (`rpc/wire/`), which changes no digest: canonical
+JSON omits them too. A workflow's plan holds its steps as `PlanStep`s, the very
+type its normalized plan shows.
 Fields are declared in the order their keys have always been written (a
 projection, stored with its keys sorted and shown in a contract as it was read
 back, is written with sorted keys), so the JSON is byte for byte what earlier
@@ -30,10 +32,10 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
-from subagent_host.values import camel_case
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 from subagent_host.values.placement import Placement
+from subagent_host.values.wire_names import WIRE_NAME, wire_name
 
 T = TypeVar("T")
 
@@ -144,7 +146,7 @@ class PlanChild:
     """The tools access took away, sorted; absent when none."""
     agent: AgentRef | None = None
     """The agent definition it runs, when it runs one."""
-    as_: str | None = None
+    output_name: str | None = attrs.field(default=None, metadata={WIRE_NAME: "as"})
     """Wire name `as`: a workflow item's output name."""
     isolation: str | None = None
     """`worktree` when it runs in a git worktree of its own; absent otherwise (so the
@@ -156,6 +158,10 @@ class PlanChild:
     §12.1); absent otherwise."""
 
 
+# The one type of a planned step: the plan's own (`WorkflowPlan.steps`, which a
+# workflow's stored definition keeps) and, as it is, the normalized plan's, which a
+# fingerprint seals. A step as requested is `request.WorkflowStep`; as it runs,
+# `values.steps.StepState`.
 @attrs.frozen(kw_only=True)
 class PlanStep:
     """A workflow step; `items` are indices into the plan's children (item templates)."""
@@ -166,9 +172,9 @@ class PlanStep:
     """`prompt`, `parallel` or `forEach`."""
     items: tuple[int, ...]
     """Indices into the plan's `children`: the step's item templates."""
-    as_: str | None = None
+    output_name: str | None = attrs.field(default=None, metadata={WIRE_NAME: "as"})
     """Wire name `as`: the step's output name."""
-    for_each: str | None = None
+    over: str | None = attrs.field(default=None, metadata={WIRE_NAME: "forEach"})
     """Wire name `forEach`: a forEach step's template, as written."""
     label: str | None = None
     """The step's label, when it has one."""
@@ -405,7 +411,7 @@ def _converter() -> cattrs.Converter:
     def unstructure_factory(cls: type[Any]) -> Any:
         # By hand, not cattrs' generated function: that writes the fields it may leave
         # out after all the others, and the keys must keep their order (see above).
-        fields = [(a.name, camel_case(a.name), _omitted(a), a.default) for a in attrs.fields(cls)]
+        fields = [(a.name, wire_name(a), _omitted(a), a.default) for a in attrs.fields(cls)]
 
         def unstructure(view: Any) -> dict[str, Any]:
             data: dict[str, Any] = {}
@@ -421,7 +427,7 @@ def _converter() -> cattrs.Converter:
 
     def structure_factory(cls: type[Any]) -> Any:
         overrides: dict[str, Any] = {
-            a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)
+            a.name: override(rename=wire_name(a)) for a in attrs.fields(cls)
         }
         return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
 

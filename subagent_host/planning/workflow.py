@@ -17,12 +17,14 @@ import attrs
 from subagent_host.config import DEFAULT_MAX_PARALLEL
 from subagent_host.planning import templates
 from subagent_host.planning.items import ItemResolver
-from subagent_host.planning.plan import ChildPlan, StepPlan, WorkflowPlan
+from subagent_host.planning.plan import ChildPlan, WorkflowPlan
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem, WorkflowRequest
 from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles, refusal
+from subagent_host.planning.views import PlanStep
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
-from subagent_host.values.words import between
+from subagent_host.values.copying import shared
+from subagent_host.values.plurals import between
 
 MAX_WORKFLOW_STEPS: Final = 32
 MAX_NAME_LENGTH: Final = 128
@@ -48,12 +50,11 @@ def plan_workflow(
             "workflow.chain",
         )
     children: list[ChildPlan] = []
-    steps: list[StepPlan] = []
+    steps: list[PlanStep] = []
     outputs: set[str] = set()
     for index, step in enumerate(workflow.chain):
-        path = f"workflow.chain[{index}]"
         planner = _StepPlanner(
-            problems, path, previous=index > 0, outputs=frozenset(outputs), most=max_parallel
+            problems, index, previous=index > 0, outputs=frozenset(outputs), most=max_parallel
         )
         planned = planner.plan(step, items, children)
         steps.append(planned)
@@ -76,7 +77,7 @@ class _StepPlanner:
     """One step: its items resolved and appended, its templates checked, its output names."""
 
     _problems: Problems
-    _path: str
+    _index: int
     _previous: bool = attrs.field(kw_only=True)
     _outputs: frozenset[str] = attrs.field(kw_only=True)
     _most: int = attrs.field(kw_only=True)
@@ -88,8 +89,9 @@ class _StepPlanner:
         step: SpawnItem | ParallelStep | ForEachStep,
         items: ItemResolver,
         children: list[ChildPlan],
-    ) -> StepPlan:
-        path = self._path
+    ) -> PlanStep:
+        index = self._index
+        path = f"workflow.chain[{index}]"
         if isinstance(step, ParallelStep):
             count = len(step.parallel)
             if not 1 <= count <= self._most:
@@ -100,11 +102,12 @@ class _StepPlanner:
                 )
             entries = [(f"{path}.parallel[{i}]", item) for i, item in enumerate(step.parallel)]
             indices = self._items(entries, items, children, loop=False, own_names=True)
-            self._name(step.as_, f"{path}.as")
-            return StepPlan(STEP_PARALLEL, indices, step.as_, label=step.label)
+            self._name(step.output_name, f"{path}.as")
+            # The step's `output_name` and `label`, as requested.
+            return shared(PlanStep, step, index=index, kind=STEP_PARALLEL, items=indices)
         if isinstance(step, ForEachStep):
-            self._check(step.for_each, f"{path}.forEach", loop=False)
-            if step.item.as_ is not None:
+            self._check(step.over, f"{path}.forEach", loop=False)
+            if step.item.output_name is not None:
                 self._problems.error(
                     "invalid-output-name",
                     "a forEach item runs many times: name the fan-out's output with the "
@@ -114,10 +117,13 @@ class _StepPlanner:
             indices = self._items(
                 [(f"{path}.item", step.item)], items, children, loop=True, own_names=False
             )
-            self._name(step.as_, f"{path}.as")
-            return StepPlan(STEP_FOR_EACH, indices, step.as_, over=step.for_each, label=step.label)
+            self._name(step.output_name, f"{path}.as")
+            return shared(
+                PlanStep, step, index=index, kind=STEP_FOR_EACH, items=indices, over=step.over
+            )
         indices = self._items([(path, step)], items, children, loop=False, own_names=True)
-        return StepPlan(STEP_PROMPT, indices, step.as_)  # its label is its child's
+        # Its label is its child's.
+        return PlanStep(index=index, kind=STEP_PROMPT, items=indices, output_name=step.output_name)
 
     def _items(
         self,
@@ -146,7 +152,7 @@ class _StepPlanner:
             children.append(items.resolve(path, item))
             indices.append(len(children) - 1)
             if own_names:
-                self._name(item.as_, f"{path}.as")
+                self._name(item.output_name, f"{path}.as")
         return tuple(indices)
 
     def _check(self, template: str, path: str, *, loop: bool) -> None:

@@ -49,9 +49,9 @@ from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
 from subagent_host.runs.child_runner import WORKSPACE_GONE
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunStatus
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from subagent_host.values import RunKind
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
@@ -94,7 +94,7 @@ class Target:
 
 async def resolve_target(
     store: RunStore,
-    manager: RunOrchestrator,
+    orchestrator: RunOrchestrator,
     session_id: str,
     run_id: str,
     index: int | None,
@@ -158,7 +158,7 @@ async def resolve_target(
         raise ResumeRefused(
             "override-not-allowed", "override-not-allowed", "; ".join(refused), "resume.overrides"
         )
-    if projection.env_keys and manager.env_of(run.run_id, chosen) is None:
+    if projection.env_keys and orchestrator.env_of(run.run_id, chosen) is None:
         raise ResumeRefused(
             "not-resumable",
             "environment-gone",
@@ -174,15 +174,15 @@ async def resolve_target(
             f"the worktree {child.workspace.path!r} this child worked in is gone (it held no "
             f"changes, or was removed): {GUIDANCE}",
         )
-    session_file = await _check_session(manager, run, child, projection)
-    await _check_launch(manager, run, chosen, projection)
+    session_file = await _check_session(orchestrator, run, child, projection)
+    await _check_launch(orchestrator, run, chosen, projection)
     agents = [projection.agent] if projection.agent is not None else []
     workflow: tuple[RunPlan, dict[int, str]] | None = None
     sealed_workflow: ContractWorkflow | None = None
     if run.kind is RunKind.WORKFLOW:
         step = child.step or 0
         _check_later_steps(run, step)
-        record, plan, stored_texts = await _workflow(store, manager, run, step)
+        record, plan, stored_texts = await _workflow(store, orchestrator, run, step)
         if stored_texts is not None:  # this server no longer has the runner: from the store
             workflow = (plan, stored_texts)
         later = _later_templates(plan, step)
@@ -214,17 +214,17 @@ async def resolve_target(
 
 
 async def _check_session(
-    manager: RunOrchestrator, run: Run, child: ChildRun, projection: Projection
+    orchestrator: RunOrchestrator, run: Run, child: ChildRun, projection: Projection
 ) -> str | None:
     """Refuse unless the CLI session the attempt continues is still what it left.
 
     Returns the checked file when the CLI is given it by path (pi), else None.
     """
-    sessions = manager.sessions
+    sessions = orchestrator.sessions
     backend = projection.backend
     if child.backend_session_id is None or sessions is None or backend == "command":
         return None
-    env = manager.cli_environment(backend, run.run_id, child.index)
+    env = orchestrator.cli_environment(backend, run.run_id, child.index)
     try:
         path = await asyncio.to_thread(
             sessions.check,
@@ -247,13 +247,13 @@ async def _check_session(
 
 
 async def _check_launch(
-    manager: RunOrchestrator, run: Run, index: int, projection: Projection
+    orchestrator: RunOrchestrator, run: Run, index: int, projection: Projection
 ) -> None:
     """Refuse unless the agent CLI a new attempt would start is the one approved."""
     if projection.backend == "command":
         return
-    services = manager.services
-    env = manager.env_of(run.run_id, index) or {}
+    services = orchestrator.services
+    env = orchestrator.env_of(run.run_id, index) or {}
     change = await compare_launch(
         projection, services.backends[projection.backend], services.identities, env.get("PATH")
     )
@@ -290,11 +290,11 @@ def _check_agent(check_agent: AgentCheck | None, agent: AgentRef) -> None:
 
 
 async def _workflow(
-    store: RunStore, manager: RunOrchestrator, run: Run, step: int
+    store: RunStore, orchestrator: RunOrchestrator, run: Run, step: int
 ) -> tuple[dict[str, Any], RunPlan, dict[int, str] | None]:
     """The workflow's definition record and plan; its children's texts when they are read
     from the store (None: this server's runner has them)."""
-    runner = manager.workflow_of(run.run_id)
+    runner = orchestrator.workflow_of(run.run_id)
     if runner is not None:
         return workflow_record(runner.plan), runner.plan, None
     stored, texts = await store.stored_workflow(run.run_id)

@@ -118,11 +118,11 @@ class _Batch:
     def __init__(self, size: int) -> None:
         self.replies: list[bytes | None] = [None] * size
         self.slot_of: dict[MsgId, int] = {}
-        self.sealed = False  # every element has been accepted
+        self.all_accepted = False  # every element has been accepted
         self.held = 0  # bytes of the answers in `replies`
 
     def is_complete(self) -> bool:
-        return self.sealed and not self.slot_of
+        return self.all_accepted and not self.slot_of
 
     def encode(self) -> bytes | None:
         parts = [reply for reply in self.replies if reply is not None]
@@ -187,7 +187,7 @@ class HostProtocol:
         batch = _Batch(len(items))
         for slot, item in enumerate(items):
             self._accept(item, batch, slot)
-        batch.sealed = True
+        batch.all_accepted = True
         self._finish_batch(batch)
 
     def _accept(self, value: Any, batch: _Batch | None, slot: int) -> None:
@@ -543,10 +543,10 @@ def _drop(_body: bytes) -> None:
 @attrs.frozen
 class _Turn:
     """How a paced request waits (rpc/pacing.py), and, for a batch's member, what
-    refuses it once batches hold too much (`admit` raises)."""
+    refuses it once batches hold too much (`check_room` raises)."""
 
     pacer: ReplyPacer
-    admit: Callable[[], None] | None
+    check_room: Callable[[], None] | None
 
 
 async def _answering(
@@ -567,7 +567,7 @@ async def _answering(
         return
     try:
         async with turn.pacer.turn():
-            await _answer_with(work, answer, turn.admit)
+            await _answer_with(work, answer, turn.check_room)
     finally:
         # Nothing once it ran; a request cancelled while it waited for its turn
         # (answered -32800 by the done callback) never started its handler.
@@ -577,12 +577,12 @@ async def _answering(
 async def _answer_with(
     work: Coroutine[Any, Any, Any],
     answer: Callable[[asyncio.Future[Any]], None],
-    admit: Callable[[], None] | None = None,
+    check_room: Callable[[], None] | None = None,
 ) -> None:
     outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     try:
-        if admit is not None:
-            admit()  # a refusal is the answer; the handler never runs
+        if check_room is not None:
+            check_room()  # a refusal is the answer; the handler never runs
         outcome.set_result(await work)
     except asyncio.CancelledError:
         outcome.cancel()

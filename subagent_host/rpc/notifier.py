@@ -3,7 +3,7 @@
 Notifications are not answers: they need none of dispatch's request
 bookkeeping, so they leave through this small object instead. A run's events
 are published while a handler is still running (a `spawn` launches its run and
-the run book emits `queued`); going through here keeps that path from climbing
+the run state machine emits `queued`); going through here keeps that path from climbing
 back into the dispatcher that called the handler.
 
 A notification may be *about* something (a run id). While that subject is held

@@ -19,7 +19,8 @@ from cattrs.errors import (
     IterableValidationError,
 )
 
-from subagent_host.rpc.wire import WireValueError, camel_case
+from subagent_host.rpc.wire import WireValueError
+from subagent_host.values.wire_names import wire_name, wire_name_of
 
 # What reading params as a wire type raises for params that do not fit it.
 STRUCTURE_ERRORS: Final = (BaseValidationError, ForbiddenExtraKeysError, WireValueError)
@@ -59,7 +60,7 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
         problems: list[ParamProblem] = []
         with_notes, without = exc.group_exceptions()
         for inner, note in with_notes:
-            problems += param_problems(inner, _join(path, camel_case(note.name)))
+            problems += param_problems(inner, _join(path, wire_name_of(exc.cl, note.name)))
         for inner in without:
             problems += param_problems(inner, path)
         return problems
@@ -72,7 +73,7 @@ def param_problems(exc: BaseException, path: str = "") -> list[ParamProblem]:
             problems += param_problems(inner, path)
         return problems
     if isinstance(exc, ForbiddenExtraKeysError):
-        known = [camel_case(a.name) for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        known = [wire_name(a) for a in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
         return [
             ParamProblem(_join(path, key), "unknown field" + did_you_mean(key, known))
             for key in sorted(exc.extra_fields)

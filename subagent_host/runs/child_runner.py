@@ -7,7 +7,7 @@ its executor (`running`; executors/: here, or on a cluster), and ends in exactly
 one terminal status. What ends it is decided in one place, `_supervise`: its
 own exit, a stop request, its timeout, a stall, its turn limit (`maxTurns`,
 counted from the CLI's events) or its budget (`maxTokens`, `maxCostUsd`, summed
-from them) — the first of them wins, and the run book refuses any later status.
+from them) — the first of them wins, and the run state machine refuses any later status.
 Nothing the child started outlives it: its handle's `wait` (executors/base.py
 `ChildHandle`) returns only once its tree is gone, and a bug of ours while it
 runs ends the tree too.
@@ -26,10 +26,10 @@ import attrs
 
 from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
-from subagent_host.backends.collect import HelperRunner
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
@@ -45,9 +45,9 @@ from subagent_host.runs.child_sink import (
     StreamGate,
     agent_event,
 )
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.sampling import ResourceSampler, record_usage
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler, StopCause
@@ -110,7 +110,7 @@ class ChildRunner:
         self._executor: Executor = services.executor or LocalExecutor(services.supervisor)
         self._backends = services.backends
         self._slots = services.slots
-        self._book = services.book
+        self._state_machine = services.state_machine
         self._settler = settler
         self._caps = services.caps
         self._server_env = dict(services.server_env)
@@ -167,7 +167,7 @@ class ChildRunner:
         """
         child = run.children[index]
         if not await self._take_slot(control):
-            self._book.transition_child(run, child, _not_started(control))
+            self._state_machine.transition_child(run, child, _not_started(control))
             return None
         try:
             return await self._start(run, child, plan, previous, control)
@@ -200,7 +200,7 @@ class ChildRunner:
     ) -> str | None:
         """Prepare and start the child (it holds a slot), then see it to its end."""
         if control.stopping.done():
-            self._book.transition_child(run, child, _not_started(control))
+            self._state_machine.transition_child(run, child, _not_started(control))
             return None
         backend = self._backends[plan.backend]
         prompt = plan.prompt
@@ -213,7 +213,9 @@ class ChildRunner:
                 "the prompt is empty once its placeholders are filled: "
                 f"the {plan.backend} CLI was not started"
             )
-            self._book.transition_child(run, child, ChildFailed(ErrorInfo(EMPTY_PROMPT, message)))
+            self._state_machine.transition_child(
+                run, child, ChildFailed(ErrorInfo(EMPTY_PROMPT, message))
+            )
             return None
         # Prepared when planned; rendered again only when `{previous}` changed the prompt.
         launch = (
@@ -227,7 +229,7 @@ class ChildRunner:
                 opened = await self._open_workspace(run, child, plan.cwd)
             except GitFailed as exc:
                 error = ErrorInfo(_workspace_error(child, exc), str(exc))
-                self._book.transition_child(run, child, ChildFailed(error))
+                self._state_machine.transition_child(run, child, ChildFailed(error))
                 return None
             launch = attrs.evolve(launch, cwd=opened.cwd)
         env = child_environment(
@@ -268,16 +270,20 @@ class ChildRunner:
             )
         except StoppedBeforeStart:  # it waited for somewhere to run, and its run was stopped
             await self._settle_workspace(child, opened)
-            self._book.transition_child(run, child, _not_started(control))
+            self._state_machine.transition_child(run, child, _not_started(control))
             return None
         except ChildLost as lost:  # it never ran where its executor sent it
             await self._settle_workspace(child, opened)
-            self._book.transition_child(run, child, ChildFailed(ErrorInfo(lost.code, lost.message)))
+            self._state_machine.transition_child(
+                run, child, ChildFailed(ErrorInfo(lost.code, lost.message))
+            )
             return None
         except OSError as exc:
             message = _start_failure(launch.argv[0], exc)
             await self._settle_workspace(child, opened)
-            self._book.transition_child(run, child, ChildFailed(ErrorInfo("spawn-failed", message)))
+            self._state_machine.transition_child(
+                run, child, ChildFailed(ErrorInfo("spawn-failed", message))
+            )
             return None
         try:
             return await self._see_through(run, child, plan, control, process, parser, sink, opened)
@@ -285,7 +291,9 @@ class ChildRunner:
             # and what it used, as far as that is known.
             record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
             exit_ = _exit_facts(process, child, usage=_reported_usage(parser))
-            self._book.transition_child(run, child, ChildFailed(internal_error(exc), exit=exit_))
+            self._state_machine.transition_child(
+                run, child, ChildFailed(internal_error(exc), exit=exit_)
+            )
             raise
 
     async def _start_process(
@@ -322,7 +330,7 @@ class ChildRunner:
         opened: Opened | None,
     ) -> str | None:
         """The started child: running, supervised until it ends, then settled."""
-        self._book.start_child(
+        self._state_machine.start_child(
             run,
             child,
             pid=process.pid,
@@ -345,7 +353,7 @@ class ChildRunner:
                 usage=_reported_usage(parser), backend_session_id=child.backend_session_id
             )
             error = ErrorInfo(lost.code, lost.message)
-            self._book.transition_child(run, child, ChildFailed(error, exit=exit_))
+            self._state_machine.transition_child(run, child, ChildFailed(error, exit=exit_))
             return None
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
@@ -480,7 +488,7 @@ class ChildRunner:
         if opened is None or self.worktrees is None:
             return
         try:
-            child.workspace = await self.worktrees.settle(opened)
+            child.workspace = await self.worktrees.finish_attempt(opened)
         except GitFailed as exc:  # the worktree stays, and `subagent-host worktrees` lists it
             logger.warning("cannot measure the worktree %s: %s", opened.path, exc)
 
@@ -500,7 +508,7 @@ class ChildRunner:
         """Emit what one child printed: `output` (its stdout) and `stderr` events."""
 
         def stream(raw: RawEvent, text: str) -> None:
-            self._book.emit(run, raw(index=child.index, text=text))
+            self._state_machine.emit(run, raw(index=child.index, text=text))
 
         return stream
 
@@ -513,7 +521,7 @@ class ChildRunner:
         def stream(text: str) -> None:
             if child.backend_session_id is None:
                 child.backend_session_id = parser.session_id
-            self._book.emit(run, ActivityEvent(index=child.index, text=text))
+            self._state_machine.emit(run, ActivityEvent(index=child.index, text=text))
 
         return stream
 
@@ -521,7 +529,7 @@ class ChildRunner:
         """Emit an agent child's normalized events (`message`, `tool`, `usage`)."""
 
         def send(event: AgentEvent) -> None:
-            self._book.emit(run, agent_event(child.index, event))
+            self._state_machine.emit(run, agent_event(child.index, event))
 
         return send
 

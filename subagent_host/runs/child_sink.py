@@ -364,9 +364,9 @@ class StallWatch:
         self._stall_s = stall_s
         self._on_stall = on_stall
         self._loop = asyncio.get_running_loop()
-        self._timer = self._loop.call_later(stall_s, self._check)
+        self._timer = self._loop.call_later(stall_s, self._check_stall)
 
-    def _check(self) -> None:
+    def _check_stall(self) -> None:
         if self._sink.held:
             # Held back because the client is not reading: the child may be working
             # as hard as ever. The run's timeout still bounds it.
@@ -379,7 +379,7 @@ class StallWatch:
         if remaining <= 0:
             self._on_stall()
         else:
-            self._timer = self._loop.call_later(remaining, self._check)
+            self._timer = self._loop.call_later(remaining, self._check_stall)
 
     def cancel(self) -> None:
         self._timer.cancel()

@@ -25,12 +25,12 @@ from subagent_host.planning.executable import identify_children
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
-from subagent_host.runs import heap, story
+from subagent_host.runs import heap_trim, lifecycle_log
 from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import ChildCancelled, ChildFailed, Failed
 from subagent_host.runs.outputs import OutputCaps
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
@@ -74,9 +74,9 @@ class RunOrchestrator:
     ) -> None:
         self._services = services
         self._backends = services.backends
-        self._book = services.book
+        self._state_machine = services.state_machine
         self._caps = services.caps
-        self._settler = Settler(services.book, services.caps)
+        self._settler = Settler(services.state_machine, services.caps)
         self._grace_s = grace_ms / 1000
         self._new_run_id = new_run_id
         self._on_launch = on_launch
@@ -133,7 +133,7 @@ class RunOrchestrator:
         )
         return max(0, queued + adding - self._services.slots.free)
 
-    def admit(self, adding: int) -> None:
+    def check_capacity(self, adding: int) -> None:
         """Raise CapacityExceeded when `adding` more children would leave more than
         `--max-queue` waiting (protocol.md §8.4); called before anything of the run exists.
 
@@ -172,15 +172,15 @@ class RunOrchestrator:
         a `task`-mode answer is due once the others have ended (`wait_for_reply`).
         `programs` are the files its agent children's programs are (`identify`), by
         child, recorded with their projections (a workflow's children identify their own).
-        Raises CapacityExceeded, with nothing made, when the queue is full (`admit`).
+        Raises CapacityExceeded, with nothing made, when the queue is full (`check_capacity`).
         """
-        self.admit(self.children_added(plan))
+        self.check_capacity(self.children_added(plan))
         run = Run(
             run_id=self._new_run_id(),
             session_id=session_id,
             kind=plan.kind,
             fingerprint=plan.fingerprint,
-            created_at=self._book.now(),
+            created_at=self._state_machine.now(),
             label=plan.label,
             admitted_by=admitted_by,
             egress_consent=plan.egress_consent,
@@ -206,8 +206,8 @@ class RunOrchestrator:
             self._children.remember_env(run, child.index, plan.children[child.index].env)
         control = RunControl(grace_s=self._grace_s, stream=plan.stream, raw_output=plan.raw_output)
         self._controls[run.run_id] = control
-        # Queued until its first child starts (the run book moves it to running then).
-        self._book.created(run)
+        # Queued until its first child starts (the run state machine moves it to running then).
+        self._state_machine.created(run)
         if self._on_launch is not None:
             self._on_launch(
                 run,
@@ -223,7 +223,7 @@ class RunOrchestrator:
         if plan.workflow is not None:
             self._workflow_records.definition(run, plan)
         control.task = asyncio.create_task(
-            self._carry_out(run, control, self._execute(run, plan, control))
+            self._carry_out(run, control, self._drive_children(run, plan, control))
         )
         return run
 
@@ -253,7 +253,7 @@ class RunOrchestrator:
             parallelism=self._workflow_parallelism,
         )
 
-    def adopt(self, run: Run) -> Run:
+    def keep(self, run: Run) -> Run:
         """The one object this server keeps for the run: an earlier one wins.
 
         Runs read from the store are copies; two requests may each hold one. Whatever
@@ -288,7 +288,7 @@ class RunOrchestrator:
         Raises CapacityExceeded, with nothing changed, when the queue is full.
         """
         assert run.is_terminal, "only a terminal run is resumed"
-        self.admit(1)
+        self.check_capacity(1)
         self._runs[run.run_id] = run
         self._carried[run.run_id] = run
         old = run.children[index]
@@ -309,8 +309,8 @@ class RunOrchestrator:
             self._start_workflow(run, *workflow)
         control = RunControl(grace_s=self._grace_s, stream=stream)
         self._controls[run.run_id] = control
-        self._book.reopen(run)
-        story.run_resumed(run, run.children[index])
+        self._state_machine.reopen(run)
+        lifecycle_log.run_resumed(run, run.children[index])
         control.task = asyncio.create_task(
             self._carry_out(run, control, self._execute_resume(run, index, plan, control))
         )
@@ -334,10 +334,10 @@ class RunOrchestrator:
             logger.exception("run %s failed internally", run.run_id, extra={"runId": run.run_id})
             error = internal_error(exc)
             for child in run.children:  # each child, too, ends exactly once
-                self._book.transition_child(run, child, ChildFailed(error))
+                self._state_machine.transition_child(run, child, ChildFailed(error))
             for step in run.workflow.steps if run.workflow is not None else ():
-                self._book.transition_step(run, step, str(RunStatus.FAILED))  # if it ran
-            self._book.transition(run, Failed(error))
+                self._state_machine.transition_step(run, step, str(RunStatus.FAILED))  # if it ran
+            self._state_machine.transition(run, Failed(error))
         finally:
             control.done.set()
             control.reply_due.set()
@@ -386,7 +386,7 @@ class RunOrchestrator:
             control.stop_reason = reason
             if grace_ms is not None:
                 control.grace_s = grace_ms / 1000
-            story.stop_requested(run, reason, control.grace_s)
+            lifecycle_log.stop_requested(run, reason, control.grace_s)
             control.stopping.set_result(None)
         return control
 
@@ -411,7 +411,9 @@ class RunOrchestrator:
 
     # --- carrying a run out ----------------------------------------------------------
 
-    async def _execute(self, run: Run, plan: RunPlan, control: RunControl) -> None:
+    async def _drive_children(self, run: Run, plan: RunPlan, control: RunControl) -> None:
+        """Run the children in the order the run's kind says (a workflow through its
+        runner), then settle the run."""
         runner = self._workflows.get(run.run_id)
         if runner is not None:
             await runner.carry_out(control)
@@ -447,7 +449,7 @@ class RunOrchestrator:
         read from the store altogether."""
         held = finished.events.bytes
         finished.events.release()
-        heap.give_back(held)
+        heap_trim.trim_heap(held)
         self._finished.append(finished.run_id)
         while len(self._finished) > FINISHED_KEPT_IN_MEMORY:
             self._drop(self._finished.popleft())
@@ -492,7 +494,7 @@ class RunOrchestrator:
     def _skip_rest(self, run: Run, failed_index: int) -> None:
         for later in run.children[failed_index + 1 :]:
             reason = f"not run: step {failed_index} did not complete"
-            self._book.transition_child(run, later, ChildCancelled(reason))
+            self._state_machine.transition_child(run, later, ChildCancelled(reason))
 
 
 def _worktrees_removed(task: asyncio.Task[object]) -> None:

@@ -27,7 +27,7 @@ class ChildServices:
     backends: Mapping[str, Backend]
     slots: Slots
     """The server-wide concurrency slots a child waits for."""
-    book: RunStateMachine
+    state_machine: RunStateMachine
     caps: OutputCaps
     server_env: Mapping[str, str]
     """The server's own environment, which a child's is filtered from."""

@@ -54,10 +54,10 @@ class StopCause:
 
 
 class Settler:
-    """Moves children and runs to their one terminal status through the run book."""
+    """Moves children and runs to their one terminal status through the run state machine."""
 
-    def __init__(self, book: RunStateMachine, caps: OutputCaps) -> None:
-        self._book = book
+    def __init__(self, state_machine: RunStateMachine, caps: OutputCaps) -> None:
+        self._state_machine = state_machine
         self._caps = caps
 
     def settle_child(
@@ -81,14 +81,14 @@ class Settler:
             backend_session_id=outcome.backend_session_id,
         )
         if completed:
-            self._book.transition_child(run, child, ChildCompleted(output, exit_))
+            self._state_machine.transition_child(run, child, ChildCompleted(output, exit_))
         elif ending is not None and ending.error is not None:
             error = ErrorInfo(*ending.error, outcome.error_data)
-            self._book.transition_child(run, child, ChildFailed(error, output, exit_))
+            self._state_machine.transition_child(run, child, ChildFailed(error, output, exit_))
         elif ending is not None:
-            self._book.transition_child(run, child, _stopped(ending, output, exit_))
+            self._state_machine.transition_child(run, child, _stopped(ending, output, exit_))
         elif outcome.reached_limit is not None:  # the CLI stopped at a limit of its own
-            self._book.transition_child(
+            self._state_machine.transition_child(
                 run, child, ChildLimitReached(outcome.reached_limit, output, exit_)
             )
         else:
@@ -97,7 +97,7 @@ class Settler:
                 outcome.error_message or "failed",
                 outcome.error_data,
             )
-            self._book.transition_child(run, child, ChildFailed(error, output, exit_))
+            self._state_machine.transition_child(run, child, ChildFailed(error, output, exit_))
 
     def settle_run(self, run: Run, stop_reason: str | None) -> None:
         """The run's one terminal status, from its children's."""
@@ -120,10 +120,12 @@ class Settler:
         """A workflow's end: its last step's text, or the first step that did not complete."""
         unfinished = [c for c in children if c.status is not RunStatus.COMPLETED]
         if not unfinished and last_text is not None:
-            self._book.transition(run, Completed(text_output(self._caps, last_text, partial=False)))
+            self._state_machine.transition(
+                run, Completed(text_output(self._caps, last_text, partial=False))
+            )
             return
         if not unfinished:  # a step that never started: the run was stopped before it
-            self._book.transition(run, Cancelled(stop_reason or "stopped"))
+            self._state_machine.transition(run, Cancelled(stop_reason or "stopped"))
             return
         self._settle_from(run, stop_reason, unfinished, unfinished[0].output)
 
@@ -136,7 +138,7 @@ class Settler:
     ) -> None:
         """Settle from the children that did not complete (none: the run completed)."""
         if not unfinished:
-            self._book.transition(run, Completed(output))
+            self._state_machine.transition(run, Completed(output))
             return
         first = unfinished[0]
         if first.status is RunStatus.FAILED and first.error is not None:
@@ -144,10 +146,10 @@ class Settler:
             if run.kind is not RunKind.SINGLE:
                 data = {"index": first.index, **(error.data or {})}
                 error = ErrorInfo(error.code, f"child {first.index}: {error.message}", data)
-            self._book.transition(run, Failed(error, output))
+            self._state_machine.transition(run, Failed(error, output))
         elif first.status is RunStatus.LIMIT_REACHED:
             # A limit-reached child names its limit as its reason (endings.py).
-            self._book.transition(run, LimitReached(first.reason or "limit", output))
+            self._state_machine.transition(run, LimitReached(first.reason or "limit", output))
         elif first.status is RunStatus.TIMED_OUT:
             timeout, reason = first.enforced_timeout_ms, first.reason
             if timeout is None or reason is None:
@@ -155,10 +157,10 @@ class Settler:
                 # record from before the timeout was kept with the child has it filled
                 # from its run's when read back (store/reads.py).
                 raise ValueError(f"timed-out child {first.index} without its timeout")
-            self._book.transition(run, TimedOut(reason, timeout, output))
+            self._state_machine.transition(run, TimedOut(reason, timeout, output))
         else:
             reason = stop_reason or first.reason or "stopped"
-            self._book.transition(run, Cancelled(reason, output))
+            self._state_machine.transition(run, Cancelled(reason, output))
 
 
 def _stopped(cause: StopCause, output: OutputInfo | None, exit_: ChildExit) -> ChildEnding:

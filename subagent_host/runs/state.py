@@ -3,7 +3,7 @@
 `RunStateMachine`'s `start`, `start_child`, `transition`, `transition_child` and
 `transition_step` are the only code that assigns a status. They check `NEXT`
 (`STEP_NEXT` for steps), stamp the time, write the INFO log line of a run's or a
-child's start and end (`story.py`), and append a `run/event` with the run's next
+child's start and end (`lifecycle_log.py`), and append a `run/event` with the run's next
 `seq` (a step's status shows in snapshots only: it has no event of its own). A
 run or a child ends with one ending (endings.py), whose type carries exactly the
 facts the protocol requires of its status (protocol.md §12). A
@@ -24,7 +24,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
-from subagent_host.runs import story
+from subagent_host.runs import lifecycle_log
 from subagent_host.runs.endings import (
     Cancelled,
     ChildCompleted,
@@ -37,7 +37,12 @@ from subagent_host.runs.endings import (
     RunEnding,
     TimedOut,
 )
-from subagent_host.values import BACKGROUND_MODE, STEP_COMMAND, RunKind
+from subagent_host.values import BACKGROUND_MODE, RunKind
+
+# A step's state is what the wire shows of it, so it lives in values (values/steps.py),
+# with the statuses it starts with; re-exported for the machine's readers.
+from subagent_host.values import STEP_PENDING as STEP_PENDING
+from subagent_host.values import STEP_RUNNING as STEP_RUNNING
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
@@ -51,6 +56,7 @@ from subagent_host.values.facts import (
     Usage,
     Workspace,
 )
+from subagent_host.values.steps import StepState as StepState
 
 NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
     # A queued child may end without running: stopped, or its chain ended first.
@@ -232,8 +238,6 @@ def prompt_head(prompt: str | None) -> str | None:
     return None
 
 
-STEP_PENDING: Final = "pending"
-STEP_RUNNING: Final = "running"
 STEP_TERMINAL: Final = frozenset(str(status) for status in TERMINAL)
 # A step is pending until it starts, then running until its children's outcome (or a
 # fan-out that cannot start its children, or a dead server) ends it, once.
@@ -242,28 +246,6 @@ STEP_NEXT: Final[Mapping[str, frozenset[str]]] = {
     STEP_RUNNING: STEP_TERMINAL,
     **{status: frozenset() for status in STEP_TERMINAL},
 }
-
-
-@attrs.define
-class StepState:
-    """How far one workflow step got: `pending` until it starts, then its children's outcome."""
-
-    index: int
-    kind: str
-    """As planned: `prompt`, `parallel` or `forEach`."""
-    status: str = STEP_PENDING
-    children: list[int] = attrs.Factory(list)
-    label: str | None = None
-    output_name: str | None = None
-    command: bool = attrs.field(default=False, eq=False)
-    """A `prompt` step whose item runs a command: reported as kind `command`. Never
-    stored (store/records.py), no part of the step's state: known from the plan, and
-    from the stored definition when the run is read back (store/reads.py)."""
-
-    @property
-    def reported_kind(self) -> str:
-        """The kind a RunSnapshot shows (§17)."""
-        return STEP_COMMAND if self.command else self.kind
 
 
 @attrs.define
@@ -385,7 +367,7 @@ class RunStateMachine:
             self.emit(run, StatusEvent(status=to, output=run.output))
         else:
             self.emit(run, StatusEvent(status=to))
-        story.run_ended(run)
+        lifecycle_log.run_ended(run)
         return True
 
     def start_child(
@@ -408,7 +390,7 @@ class RunStateMachine:
             # A run is queued until its first child starts (protocol.md §8.4): a run waiting
             # behind the server-wide limit says so.
             self.start(run)
-        story.child_started(run, child)
+        lifecycle_log.child_started(run, child)
         self.emit(run, ChildEvent(index=child.index, status=RunStatus.RUNNING))
         return True
 
@@ -418,7 +400,7 @@ class RunStateMachine:
         if not self._move(child, to):
             return False
         _record_child_ending(child, ending)
-        story.child_ended(run, child)
+        lifecycle_log.child_ended(run, child)
         self.emit(run, ChildEvent(index=child.index, status=to))
         return True
 
@@ -458,7 +440,7 @@ class RunStateMachine:
 
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""
-        story.run_started(run)
+        lifecycle_log.run_started(run)
         self.emit(run, StatusEvent(status=run.status))
 
     def reopen(self, run: Run) -> None:

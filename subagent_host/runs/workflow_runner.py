@@ -11,7 +11,7 @@ output: the texts are kept per child (capped like `{previous}`), in memory and
 in the store.
 
 Each child goes the one way every child goes (`ChildRunner.run`); each step's
-status moves through the run book's step transitions (`RunStateMachine.transition_step`),
+status moves through the run state machine's step transitions (`RunStateMachine.transition_step`),
 one terminal status per step, as a run's and a child's do.
 """
 
@@ -29,15 +29,15 @@ from subagent_host.planning.executable import identify_children
 from subagent_host.planning.plan import (
     ChildPlan,
     RunPlan,
-    StepPlan,
     WorkflowPlan,
     command_steps,
     prepare_child,
 )
 from subagent_host.planning.projection import project
+from subagent_host.planning.views import PlanStep
 from subagent_host.runs.child_runner import ChildRunner
-from subagent_host.runs.control import RunControl
 from subagent_host.runs.endings import Failed
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
@@ -53,7 +53,8 @@ from subagent_host.runs.state import (
     prompt_head,
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
-from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values import STEP_COMMAND, STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values.copying import shared
 from subagent_host.values.events import ChildEvent
 from subagent_host.values.facts import ErrorInfo, Executable
 
@@ -62,20 +63,16 @@ MAX_FOR_EACH_ITEMS: Final = 32
 
 
 def initial_state(plan: RunPlan) -> WorkflowState:
+    """Every step pending: the planned step's fields, its kind `command` when it is a
+    `prompt` step whose item runs a command."""
     workflow = plan.workflow
     assert workflow is not None
     commands = command_steps(plan)
     return WorkflowState(
         name=workflow.name,
         steps=[
-            StepState(
-                index=i,
-                kind=step.kind,
-                label=step.label,
-                output_name=step.output_name,
-                command=i in commands,
-            )
-            for i, step in enumerate(workflow.steps)
+            shared(StepState, step, kind=STEP_COMMAND if step.index in commands else step.kind)
+            for step in workflow.steps
         ],
     )
 
@@ -97,8 +94,8 @@ class WorkflowRunner:
     _failure: ErrorInfo | None = None
 
     @property
-    def book(self) -> RunStateMachine:
-        return self.services.book
+    def state_machine(self) -> RunStateMachine:
+        return self.services.state_machine
 
     @property
     def previous_cap(self) -> int:
@@ -145,12 +142,12 @@ class WorkflowRunner:
         assert step is not None
         self._failure = None
         if self.state.steps[step].status in STEP_TERMINAL:  # it ended with the run
-            self.book.reopen_step(self.run, self.state.steps[step], STEP_RUNNING)
+            self.state_machine.reopen_step(self.run, self.state.steps[step], STEP_RUNNING)
         if self._end_step(step):
             await self.write_snapshot()
             for later in self.state.steps[step + 1 :]:  # a fan-out that failed runs again
                 if later.status != STEP_PENDING:
-                    self.book.reopen_step(self.run, later, STEP_PENDING)
+                    self.state_machine.reopen_step(self.run, later, STEP_PENDING)
             await self.run_from(step + 1, control)
             return
         await self.write_snapshot()
@@ -159,7 +156,7 @@ class WorkflowRunner:
     def settle(self, control: RunControl) -> None:
         """The run's one terminal status, from the first step that did not complete."""
         if self._failure is not None:
-            self.book.transition(self.run, Failed(self._failure))
+            self.state_machine.transition(self.run, Failed(self._failure))
             return
         for state in self.state.steps:
             if state.status != RunStatus.COMPLETED:
@@ -199,11 +196,11 @@ class WorkflowRunner:
             self.services.backends,
             self.services.identities,
         )
-        self.book.transition_step(self.run, state, STEP_RUNNING)
+        self.state_machine.transition_step(self.run, state, STEP_RUNNING)
         values = self._values(index)
         plans = self._expand(index, step, values)
         if plans is None:
-            self.book.transition_step(self.run, state, str(RunStatus.FAILED))
+            self.state_machine.transition_step(self.run, state, str(RunStatus.FAILED))
             return False
         # A template without placeholders keeps its planned launch; a filled one is
         # prepared now, once.
@@ -214,7 +211,7 @@ class WorkflowRunner:
             self._new_child(plan, index, program)
             for plan, program in zip(plans, of_template, strict=True)
         ]
-        state.children = [child.index for child in children]
+        state.children = tuple(child.index for child in children)
         bound = asyncio.Semaphore(self.parallelism)
 
         async def run_one(child: ChildRun, plan: ChildPlan) -> None:
@@ -241,7 +238,7 @@ class WorkflowRunner:
         self.records.child_added(
             run, child.index, project(plan, self.services.backends[plan.backend], program)
         )
-        self.book.emit(run, ChildEvent(index=child.index, status=child.status))
+        self.state_machine.emit(run, ChildEvent(index=child.index, status=child.status))
         return child
 
     def _end_step(self, index: int) -> bool:
@@ -253,11 +250,11 @@ class WorkflowRunner:
             if self.run.children[i].status is not RunStatus.COMPLETED
         ]
         ended = unfinished[0].status if unfinished else RunStatus.COMPLETED
-        self.book.transition_step(self.run, state, str(ended))
+        self.state_machine.transition_step(self.run, state, str(ended))
         return not unfinished
 
     def _expand(
-        self, index: int, step: StepPlan, values: Mapping[str, str]
+        self, index: int, step: PlanStep, values: Mapping[str, str]
     ) -> list[ChildPlan] | None:
         """The step's children, templates filled; None (and the failure noted) if it cannot."""
         templates_ = [self.plan.children[i] for i in step.items]
@@ -319,7 +316,7 @@ class WorkflowRunner:
         if state.status == STEP_PENDING:
             return None
         texts = [self.texts.get(i, "") for i in state.children]
-        if state.kind == STEP_PROMPT:
+        if self.workflow.steps[state.index].kind == STEP_PROMPT:  # a `command` step's too
             return texts[0] if texts else ""
         return json.dumps(texts, ensure_ascii=False)
 

@@ -1,1 +1,2 @@
-"""The store: run history, approvals and crash recovery in SQLite, behind one face (`RunStore`)."""
+"""The store: run history, approvals and crash recovery in SQLite, behind one entry point
+(`RunStore`)."""

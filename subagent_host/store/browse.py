@@ -62,8 +62,8 @@ class Owner:
 
 
 @attrs.frozen
-class Launch:
-    """What one child was launched as, from its stored projection."""
+class LaunchSummary:
+    """What one child was launched as, summed up from its stored projection for a person."""
 
     backend: str
     argv: tuple[str, ...]
@@ -272,7 +272,7 @@ class StateBrowser:
             ).fetchall()
         return "".join(text for (text,) in rows if isinstance(text, str))
 
-    def launches(self, run_id: str) -> dict[int, Launch]:
+    def launches(self, run_id: str) -> dict[int, LaunchSummary]:
         """What each child was launched as, from its stored projection (protocol.md §15):
         backend, argv, model, agent. Shown to a person, not checked against its digest."""
         with self._snapshot() as db:
@@ -284,6 +284,6 @@ class StateBrowser:
                 (run_id,),
             ).fetchall()
         return {
-            index: Launch(str(backend), tuple(json.loads(argv or "[]")), model, agent)
+            index: LaunchSummary(str(backend), tuple(json.loads(argv or "[]")), model, agent)
             for index, backend, argv, model, agent in rows
         }

@@ -175,7 +175,7 @@ class Database:
         future.add_done_callback(_log_failure)
         return future
 
-    async def settled(self) -> None:
+    async def drained(self) -> None:
         """Return once everything submitted so far has run.
 
         A no-op queued behind it: the newest future alone would not do, since a
@@ -185,7 +185,7 @@ class Database:
         await asyncio.shield(asyncio.wait([marker]))
 
     async def close(self) -> None:
-        await self.settled()
+        await self.drained()
         if self._db is not None:
             await self.call(self._close)
         self._executor.shutdown(wait=True)

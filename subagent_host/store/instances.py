@@ -98,7 +98,7 @@ def recover(
     store: Database,
     instance_id: str,
     is_alive: Callable[[int, float], bool],
-    book: RunStateMachine,
+    state_machine: RunStateMachine,
     seal: Callable[[ChildRun], Seal | None] | None = None,
 ) -> tuple[list[str], list[Leftover]]:
     """Mark runs of server instances that are gone `interrupted`, once; say what they left.
@@ -151,14 +151,14 @@ def recover(
                 or [(run_id, None, None)],  # no pid on record: the marker scan still runs
             )
             first_new_seq = run.last_seq + 1
-            _interrupt(book, run, reason, seal)
+            _interrupt(state_machine, run, reason, seal)
             write_run(db, owner, run_row(run, [e for e in run.events if e.seq >= first_new_seq]))
             interrupted.append(run_id)
         for other in gone:
             _clean_up_reserved(db, other)
             db.execute(
                 "UPDATE instances SET ended_at = coalesce(ended_at, ?) WHERE instance_id = ?",
-                (book.now().isoformat(), other),
+                (state_machine.now().isoformat(), other),
             )
     return interrupted, leftovers
 
@@ -283,15 +283,18 @@ def seal_interrupted(
 
 
 def _interrupt(
-    book: RunStateMachine, run: Run, reason: str, seal: Callable[[ChildRun], Seal | None] | None
+    state_machine: RunStateMachine,
+    run: Run,
+    reason: str,
+    seal: Callable[[ChildRun], Seal | None] | None,
 ) -> None:
     for child in run.children:
         if child.status not in TERMINAL:
             found = seal(child) if seal is not None else None
             if found is not None:
                 child.session_digest, child.session_digest_source = found.digest, found.source
-            book.transition_child(run, child, ChildInterrupted(reason))
+            state_machine.transition_child(run, child, ChildInterrupted(reason))
     for step in run.workflow.steps if run.workflow is not None else ():
-        # The step a dead server was carrying out (the book refuses any other).
-        book.transition_step(run, step, str(RunStatus.INTERRUPTED))
-    book.transition(run, Interrupted(reason))
+        # The step a dead server was carrying out (the state machine refuses any other).
+        state_machine.transition_step(run, step, str(RunStatus.INTERRUPTED))
+    state_machine.transition(run, Interrupted(reason))

@@ -1,4 +1,4 @@
-"""Reading runs back: a session's list, one run, its events, its stored launch.
+"""Reading runs back: a session's list, one run, its events, its launch projection.
 
 Every function here runs on the store's thread.
 """
@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Final
 from subagent_host.runs.state import Run, RunEvent, RunStatus
 from subagent_host.store.records import child_from_record, run_from_record, usage_from_record
 from subagent_host.store.rows import event_from_record
+from subagent_host.values import STEP_COMMAND
 from subagent_host.values.facts import RunSummary, Usage
 
 if TYPE_CHECKING:  # the store's connection; the read-only browser (browse.py) needs none
+    from subagent_host.planning.plan import RunPlan
     from subagent_host.store.database import Database
 
 # A run is found by a prefix of its id only from this many characters on: shorter ones
@@ -126,7 +128,7 @@ def _earlier_usage(db: sqlite3.Connection, run_id: str) -> Usage | None:
 
 
 def _mark_command_steps(db: sqlite3.Connection, run: Run) -> None:
-    """Which of a workflow's steps run a command (reported as such, never stored: records
+    """The kind `command` of a workflow's steps that run a command (never stored: records
     of every version say `prompt`), from its stored definition."""
     assert run.workflow is not None
     found = db.execute(
@@ -136,15 +138,25 @@ def _mark_command_steps(db: sqlite3.Connection, run: Run) -> None:
         return
     # Planning is loaded for a workflow's run only: `runs` and `show` of other runs
     # start faster without it.
-    from subagent_host.planning.plan import command_steps
     from subagent_host.planning.stored_workflow import workflow_from_record
 
     try:
-        commands = command_steps(workflow_from_record(json.loads(found[0])))
+        plan = workflow_from_record(json.loads(found[0]))
     except (ValueError, KeyError, TypeError, AttributeError):  # unreadable: as planned
         return
+    mark_command_steps(run, plan)
+
+
+def mark_command_steps(run: Run, plan: RunPlan) -> None:
+    """Give the kind `command` back to the steps of `run` that `plan` (its workflow's
+    definition) says run a command: their records say `prompt`."""
+    from subagent_host.planning.plan import command_steps
+
+    assert run.workflow is not None
+    commands = command_steps(plan)
     for step in run.workflow.steps:
-        step.command = step.index in commands
+        if step.index in commands:
+            step.kind = STEP_COMMAND
 
 
 def events_after(store: Database, run_id: str, seq: int) -> list[RunEvent]:

@@ -1,6 +1,6 @@
 """Record runs in the store as they change: one write per turn of the loop, in order.
 
-The run book calls the recorder for every event. What changed during one turn
+The run state machine calls the recorder for every event. What changed during one turn
 of the event loop is serialised once at the end of that turn (the objects keep
 changing) and handed to the store's thread as one transaction; the loop never
 waits for the disk. `durable()` waits until everything recorded so far is
@@ -90,7 +90,7 @@ class Recorder:
         # Runs being given up on after a failed write (see `unrecorded`).
         self._unrecorded: set[str] = set()
         self.on_pruned: Callable[[Sequence[str]], None] = lambda _run_ids: None
-        """Told the ids of the runs each write deleted (set once the run manager exists)."""
+        """Told the ids of the runs each write deleted (set once the orchestrator exists)."""
         # New task-mode runs not written yet, each with the timer that ends its hold.
         self._held: dict[str, asyncio.TimerHandle] = {}
 
@@ -99,7 +99,7 @@ class Recorder:
         self._watchers.append((full, drained))
 
     def __call__(self, run: Run, event: RunEvent) -> None:
-        """The run book's listener: note the run and its new event."""
+        """The run state machine's listener: note the run and its new event."""
         if run.run_id in self._unrecorded:
             return
         pending = self._pending.get(run.run_id)

@@ -12,24 +12,31 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_unstructure_fn
 
 from subagent_host.planning.record_form import RECORDS as _converter
 from subagent_host.runs.state import ChildRun, EventLog, Run, StepState
+from subagent_host.values import STEP_COMMAND, STEP_PROMPT
 from subagent_host.values.facts import Usage
 
 # The hooks of the store's own types, on the one record converter (runs' types are
 # never part of a workflow's stored plan, the converter's other user).
 # Never in a record (see _RUN_EXCLUDED); a run read back starts with an empty log.
 _converter.register_structure_hook(EventLog, lambda _value, _: EventLog())
-# A step's `command` is how it is reported, not what it is (reads.py marks it again):
-# a record keeps the planned kind alone, as records always have.
-_converter.register_unstructure_hook(
-    StepState,
-    make_dict_unstructure_fn(
-        StepState, _converter, _cattrs_omit_if_default=True, command=override(omit=True)
-    ),
-)
+# A step of kind `command` is a `prompt` step whose item runs a command: its record
+# keeps the planned kind, `prompt`, as records always have (reads.py reads the kind
+# again from the workflow's stored definition).
+_plain_step = make_dict_unstructure_fn(StepState, _converter, _cattrs_omit_if_default=True)
+
+
+def _step_record(step: StepState) -> dict[str, object]:
+    record: dict[str, object] = _plain_step(step)
+    if step.kind == STEP_COMMAND:
+        record["kind"] = STEP_PROMPT
+    return record
+
+
+_converter.register_unstructure_hook(StepState, _step_record)
 
 # Fields of a Run that are not its own record: children are rows of their own,
 # events are rows of their own, and the usage of earlier attempts is summed from

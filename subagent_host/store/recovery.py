@@ -23,7 +23,7 @@ from subagent_host.backends.supervisor import Supervisor, SweepHandedOver
 from subagent_host.runs.state import ChildRun, RunStateMachine, utc_now
 from subagent_host.store import instances
 from subagent_host.store.database import Database
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 logger = logging.getLogger(__name__)
 

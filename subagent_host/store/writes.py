@@ -12,11 +12,11 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.mending import mend
+from subagent_host.backends.lone_surrogates import mend
 from subagent_host.runs.state import MAX_EVENTS_KEPT, RunStatus
 from subagent_host.store.database import Database
 from subagent_host.store.rows import RunRow, create_time
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 
 Each subcommand is a thin client of the one core: it starts or reaches a server through
 the client library (`subagent_host.client`), or reads the state directory through the
-store's read-only face; none runs children itself. `serve` stays pure protocol.
+store's read-only view (store/browse.py); none runs children itself. `serve` stays pure
+protocol.
 
 `COMMANDS` names each subcommand and its module; the module is imported only when its
 subcommand is asked for, so `serve`, `--version` and `--help` never load terminal code.

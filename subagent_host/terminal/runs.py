@@ -19,8 +19,8 @@ from subagent_host.store.browse import BrowsedRun, NoHistory, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import state_dir_of, subcommand_parser
 from subagent_host.values.copying import shared
+from subagent_host.values.durations import duration_ms
 from subagent_host.values.facts import Usage
-from subagent_host.values.moments import duration_ms
 
 DEFAULT_LIMIT: Final = 20
 MAX_LIMIT: Final = 1_000_000

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from subagent_host.runs.state import Run
-from subagent_host.store.browse import Launch, StateBrowser
+from subagent_host.store.browse import LaunchSummary, StateBrowser
 from subagent_host.terminal import views
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values.facts import ErrorInfo
@@ -82,7 +82,7 @@ def describe(out: Console, run: Run) -> None:
             out.print(Text.assemble((name.ljust(width), "bold"), "  ", value))
 
 
-def children(out: Console, run: Run, launches: Mapping[int, Launch]) -> None:
+def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> None:
     if not run.children:
         return
     out.print()

@@ -25,11 +25,11 @@ from rich.text import Text
 from subagent_host.values.facts import Usage, Workspace
 
 # The server counts things in its messages too: the word lives in values, shared.
-from subagent_host.values.words import plural as plural
+from subagent_host.values.plurals import plural as plural
 
 if TYPE_CHECKING:  # `run` uses these words without reading the state directory
     from subagent_host.runs.state import ChildRun, Run
-    from subagent_host.store.browse import Launch
+    from subagent_host.store.browse import LaunchSummary
 
 SHORT_ID: Final = 8
 """Characters of a run id shown: the shortest prefix `show`, `logs` and `stop` accept."""
@@ -128,7 +128,7 @@ def shorten(text: str, width: int = HEAD_CHARS) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def child_head(child: ChildRun, launch: Launch | None) -> str:
+def child_head(child: ChildRun, launch: LaunchSummary | None) -> str:
     """What a child ran, on one line: its command line, or its prompt's first line, or
     (for an agent child recorded before prompt heads were kept) its backend and agent or
     model."""
@@ -143,7 +143,7 @@ def child_head(child: ChildRun, launch: Launch | None) -> str:
     return child.backend
 
 
-def launch_head(run: Run, launches: Mapping[int, Launch]) -> str:
+def launch_head(run: Run, launches: Mapping[int, LaunchSummary]) -> str:
     """What a run ran, in a few words: its workflow's name, or what its first child ran
     (and how many more it had). A listing shows the run's label instead when it has one."""
     if run.workflow is not None:

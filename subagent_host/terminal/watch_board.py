@@ -17,7 +17,7 @@ import attrs
 from subagent_host.backends.liveness import tree_usage
 from subagent_host.backends.reports import stderr_reason
 from subagent_host.runs.state import ChildRun, Run, RunStatus
-from subagent_host.store.browse import Launch, StateBrowser
+from subagent_host.store.browse import LaunchSummary, StateBrowser
 from subagent_host.terminal.views import child_head, last_line, plural, printable
 from subagent_host.values import RunKind
 from subagent_host.values.facts import ErrorInfo
@@ -73,7 +73,7 @@ class OutputTail:
 class BoardCache:
     """What a read keeps for the next: launches never change, activity only with events."""
 
-    launches: dict[str, dict[int, Launch]] = attrs.Factory(dict)
+    launches: dict[str, dict[int, LaunchSummary]] = attrs.Factory(dict)
     activity: dict[str, tuple[int, dict[int, str]]] = attrs.Factory(dict)
     """Per run: the `last_seq` it was read at, and each child's latest activity."""
 
@@ -99,7 +99,9 @@ def read_board(
     return tuple(lines)
 
 
-def run_line(run: Run, launches: Mapping[int, Launch], activity: Mapping[int, str]) -> RunLine:
+def run_line(
+    run: Run, launches: Mapping[int, LaunchSummary], activity: Mapping[int, str]
+) -> RunLine:
     children = tuple(
         ChildLine(
             child=child,

@@ -110,7 +110,11 @@ def camel_case(name: str) -> str:
 STEP_PROMPT: Final = "prompt"
 STEP_PARALLEL: Final = "parallel"
 STEP_FOR_EACH: Final = "forEach"
-# How a RunSnapshot reports a `prompt` step whose one item runs a command (§17). Only
-# reported: a plan, its fingerprint and a stored definition say `prompt`, as before,
-# so what earlier runs stored and were bound to stays the same.
+# The kind of a `prompt` step whose one item runs a command, in its state and so in a
+# RunSnapshot (§17). A plan, its fingerprint, a stored definition and a run's record say
+# `prompt`, as before, so what earlier runs stored and were bound to stays the same.
 STEP_COMMAND: Final = "command"
+# A step's own statuses before it ends (then it takes its children's outcome: a terminal
+# `RunStatus`).
+STEP_PENDING: Final = "pending"
+STEP_RUNNING: Final = "running"

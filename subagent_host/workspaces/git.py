@@ -1,7 +1,7 @@
 """Run git: argv only, never on the loop's thread, every wait bounded.
 
 How a git process is started is injected (`Runner`): the server runs it through
-its supervisor (`backends/collect.py`: the one code that forks and reaps); the
+its supervisor (`backends/helper_runner.py`: the one code that forks and reaps); the
 terminal, which supervises nothing, uses `local_runner`, a plain asyncio
 subprocess in a session of its own. Either way a call that outlives its bound
 or is cancelled has its process ended before the exception goes on. Repository

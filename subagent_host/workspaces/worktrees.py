@@ -3,7 +3,7 @@
 Each isolated child gets `<state>/worktrees/<runId>-<index>`, a worktree of the
 repository around its `cwd` on a new branch `subagent/<first 8 of runId>-<index>`
 made from `HEAD`; it runs in the same relative directory inside it. When an
-attempt ends, `settle` measures what it left (commits on the branch, uncommitted
+attempt ends, `finish_attempt` measures what it left (commits on the branch, uncommitted
 changes and new untracked files, against the commit it began from) and removes
 a worktree that holds nothing, with its branch. Kept ones are listed and removed
 on request (`subagent-host worktrees`); with the runs history pruning deletes only
@@ -206,7 +206,7 @@ class Worktrees:
             raise GitFailed(f"cannot make the child's directory in {path!r}: {exc}") from None
         return Opened(path=path, branch=branch, base_commit=base, cwd=inside)
 
-    async def settle(self, opened: Opened) -> Workspace:
+    async def finish_attempt(self, opened: Opened) -> Workspace:
         """What the attempt left in its worktree; one holding nothing is removed with its
         branch (kept: false)."""
         report = await self.measure(opened)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from subagent_host.backends.tested import TESTED_VERSIONS
+from subagent_host.backends.tested_versions import TESTED_VERSIONS
 
 PACKAGE_JSON = Path(__file__).resolve().parents[2] / "agents" / "package.json"
 PACKAGES = {

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from subagent_host import __version__
-from subagent_host.backends.tested import TESTED_VERSIONS
+from subagent_host.backends.tested_versions import TESTED_VERSIONS
 from tests.e2e.harness import (
     FramingName,
     error_of,

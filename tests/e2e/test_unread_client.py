@@ -22,7 +22,7 @@ from subagent_host.rpc.control_socket import CONTROL_DIR
 from subagent_host.runs.state import Run
 from subagent_host.store.browse import StateBrowser
 from subagent_host.values import RunStatus
-from subagent_host.values.moments import duration_ms
+from subagent_host.values.durations import duration_ms
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, running_server, state_args
 
 MIB: Final = 1024 * 1024

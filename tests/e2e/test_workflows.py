@@ -488,7 +488,7 @@ async def test_stop_during_a_parallel_step_ends_every_tree_and_runs_no_later_ste
         name="stoppable",
         task="t",
         chain=(
-            ParallelStep(parallel=(tree, tree, tree), as_="naps"),
+            ParallelStep(parallel=(tree, tree, tree), output_name="naps"),
             SpawnItem(command=("echo", "never")),
         ),
     )

@@ -61,7 +61,7 @@ class Session:
         self.ctx = HandlerContext(
             config=ServerConfig(state_dir=tmp_path),
             session_id="s-1",
-            runs=cast(Any, None),  # none of these messages reach runs
+            orchestrator=cast(Any, None),  # none of these messages reach runs
             store=cast(Any, SimpleNamespace(persistence="sqlite", durable=True)),
             progress=cast(Any, None),
             lifecycle=self.protocol.lifecycle,

@@ -18,7 +18,7 @@ def context(tmp_path: Path, **changes: Any) -> HandlerContext:
     ctx = HandlerContext(
         config=ServerConfig(state_dir=tmp_path),
         session_id="s-1",
-        runs=cast(Any, None),  # ping reads neither runs nor progress
+        orchestrator=cast(Any, None),  # ping reads neither runs nor progress
         store=cast(Any, SimpleNamespace(persistence="sqlite")),
         progress=cast(Any, None),
         methods=("ping", "status"),

@@ -52,7 +52,7 @@ class Server:
         self.protocol = make_protocol()
         self.notifier = Notifier(self.protocol.converter)
         self.publisher = EventPublisher(self.notifier)
-        self.book = RunStateMachine(clock=lambda: T0, listener=self.publisher)
+        self.state_machine = RunStateMachine(clock=lambda: T0, listener=self.publisher)
         self.other = make_run("other")
         self.protocol.attach({"launch": Method(LaunchParams, self.launch)}, self.emit)
         self.notifier.attach(self.emit)
@@ -64,13 +64,13 @@ class Server:
         run = make_run("mine")
         if params.mode == "background":
             with self.publisher.announcing(after_answer):
-                self.book.created(run)  # seq 1, emitted inside the launch
+                self.state_machine.created(run)  # seq 1, emitted inside the launch
         else:
-            self.book.created(run)
+            self.state_machine.created(run)
         self.publisher.track(run, "tok")
-        self.book.emit(self.other, OutputEvent(index=0, text="another run goes on"))
+        self.state_machine.emit(self.other, OutputEvent(index=0, text="another run goes on"))
         await asyncio.sleep(0)  # the run goes on while the handler waits (for the disk)
-        self.book.emit(run, OutputEvent(index=0, text="meanwhile"))
+        self.state_machine.emit(run, OutputEvent(index=0, text="meanwhile"))
         if params.fail:
             raise RuntimeError("the write failed")
         return {"runId": run.run_id}
@@ -106,7 +106,7 @@ async def test_a_background_launchs_notifications_follow_its_answer_and_no_other
         "event mine 2",
     ]
     assert server.notifier.held == 0
-    server.book.emit(make_run("mine"), OutputEvent(index=0, text="later"))
+    server.state_machine.emit(make_run("mine"), OutputEvent(index=0, text="later"))
     assert describe(server.sent[-1]) == "event mine 1"  # released for good: sent at once
 
 

@@ -18,13 +18,13 @@ from subagent_host.mcp_face.server import describe
 from subagent_host.mcp_face.tools import REPLAY_ONLY, TOOLS, BadArguments, read_arguments
 from subagent_host.planning.request import LaunchRequest
 from subagent_host.rpc.wire import RunSnapshot, StopParams
-from subagent_host.values import camel_case
 from subagent_host.values.facts import OutputInfo
+from subagent_host.values.wire_names import wire_name
 
 
 def test_spawn_offers_every_launch_field_but_mode_and_stream_and_adds_wait_seconds() -> None:
     offered = set(TOOLS["spawn"].input_schema()["properties"])
-    launch = {camel_case(field.name) for field in attrs.fields(LaunchRequest)}
+    launch = {wire_name(field) for field in attrs.fields(LaunchRequest)}
     assert offered == launch - {"mode", "stream"} | {"waitSeconds"}
     assert TOOLS["spawn"].input_schema()["properties"]["waitSeconds"]["maximum"] == 50
 

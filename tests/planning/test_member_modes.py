@@ -11,7 +11,7 @@ import pytest
 
 from subagent_host.agents.discovery import AgentCatalog, discover
 from subagent_host.backends.base import Backend
-from subagent_host.planning.check import CheckedSpawn, accept
+from subagent_host.planning.check import CheckedSpawn, resolve_or_reject
 from subagent_host.planning.items import AgentSources
 from subagent_host.settings import Settings
 from tests.planning.conftest import check_request
@@ -67,7 +67,7 @@ def test_definitions_that_differ_make_a_mixed_run_waiting_for_its_task_members(
         {"command": ["true"]},
     )
     assert (checked.mode, checked.background) == ("task", (0, 2, 3))
-    resolved = accept(checked)
+    resolved = resolve_or_reject(checked)
     assert (resolved.mode, resolved.background) == ("task", (0, 2, 3))
 
 

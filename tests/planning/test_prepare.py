@@ -10,7 +10,7 @@ import attrs
 
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.command import CommandBackend
-from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.check import check_spawn, resolve_or_reject
 from subagent_host.planning.plan import LaunchPlan, prepared
 from subagent_host.planning.projection import project
 from subagent_host.planning.receipts import receipts
@@ -41,16 +41,16 @@ def planned(harness: Harness, tmp_path: Path, **request: Any) -> LaunchPlan:
     checked = check_spawn(
         params, backends=harness.backends, limits=LIMITS, depth=0, server_cwd=str(tmp_path)
     )
-    return accept(checked).plan
+    return resolve_or_reject(checked).plan
 
 
 async def launched(harness: Harness, plan: LaunchPlan) -> Run:
     """Run the plan to its end, and prove none of its processes is left."""
-    run = harness.manager.launch(plan, "s1")
+    run = harness.orchestrator.launch(plan, "s1")
     try:
         return await harness.finish(run)
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
         left = [p.pid for p in processes_with_marker(run.run_id) if p.status() != "zombie"]
         assert left == [], f"processes left behind: {left}"
 

@@ -14,7 +14,7 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.pi import PiBackend
-from subagent_host.planning.plan import ChildPlan, RunPlan, StepPlan, WorkflowPlan
+from subagent_host.planning.plan import ChildPlan, RunPlan, WorkflowPlan
 from subagent_host.planning.projection import (
     ProjectionProblem,
     check_overrides,
@@ -24,7 +24,7 @@ from subagent_host.planning.projection import (
     unseal,
 )
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
-from subagent_host.planning.views import Access, to_json
+from subagent_host.planning.views import Access, PlanStep, to_json
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import RunKind
@@ -154,7 +154,9 @@ def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:
     plan = RunPlan(
         kind=RunKind.WORKFLOW,
         children=(AGENT, attrs.evolve(AGENT, max_turns=None)),
-        workflow=WorkflowPlan(name="w", task="t", steps=(StepPlan(kind="parallel", items=(0, 1)),)),
+        workflow=WorkflowPlan(
+            name="w", task="t", steps=(PlanStep(index=0, kind="parallel", items=(0, 1)),)
+        ),
     )
     stored = workflow_from_record(json.loads(json.dumps(workflow_record(plan))))
     assert stored is not None

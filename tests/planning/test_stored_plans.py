@@ -11,10 +11,10 @@ from typing import Any, Final
 import pytest
 
 from subagent_host.backends.command import CommandBackend
-from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.check import check_spawn, resolve_or_reject
 from subagent_host.planning.plan import LaunchPlan
 from subagent_host.planning.projection import project, seal
-from subagent_host.planning.stored_workflow import workflow_record
+from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from tests.planning.conftest import LIMITS
@@ -32,7 +32,7 @@ def planned(name: str) -> LaunchPlan:
     checked = check_spawn(
         params, backends={"command": CommandBackend()}, limits=LIMITS, depth=0, server_cwd="/"
     )
-    return accept(checked).plan
+    return resolve_or_reject(checked).plan
 
 
 def stored(query: str, *args: object) -> tuple[Any, ...]:
@@ -56,6 +56,18 @@ def test_a_workflow_is_recorded_as_it_was_recorded_before() -> None:
     run_id = EXPECTED["launches"]["workflow"]["runId"]
     (record,) = stored("SELECT definition FROM workflows WHERE run_id = ?", run_id)
     assert workflow_record(planned("workflow")) == json.loads(record)
+
+
+def test_a_workflow_recorded_before_reads_back_as_the_plan_made_now() -> None:
+    """Its steps are the plan's own `PlanStep`s, each index its place in the record."""
+    run_id = EXPECTED["launches"]["workflow"]["runId"]
+    (record,) = stored("SELECT definition FROM workflows WHERE run_id = ?", run_id)
+    plan = planned("workflow")
+    read = workflow_from_record(json.loads(record))
+    assert read.workflow == plan.workflow
+    assert read.workflow is not None and plan.normalized.workflow is not None
+    assert read.workflow.steps == plan.normalized.workflow.steps
+    assert [step.index for step in read.workflow.steps] == [0, 1, 2]
 
 
 @pytest.mark.parametrize("name", ["single", "tasks", "chain"])

@@ -14,8 +14,8 @@ from subagent_host.backends.base import Backend
 from subagent_host.planning.check import CheckedSpawn, check_spawn
 from subagent_host.planning.fingerprint import digest
 from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
-from subagent_host.planning.plan import RunPlan, StepPlan, command_steps
-from subagent_host.planning.views import to_json
+from subagent_host.planning.plan import RunPlan, command_steps
+from subagent_host.planning.views import PlanStep, to_json
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT, RunKind
 from tests.planning.conftest import LIMITS
@@ -407,10 +407,17 @@ def test_an_accepted_workflow_plans_its_steps_over_item_templates(
     assert plan.workflow.task == "t"
     assert plan.workflow.snapshot_path is None
     assert plan.workflow.steps == (
-        StepPlan(STEP_PROMPT, (0,), "plan"),
-        StepPlan(STEP_PARALLEL, (1, 2), "both", label="fan"),
-        StepPlan(STEP_FOR_EACH, (3,), "each", over="{outputs.plan}", label="loop"),
-        StepPlan(STEP_PROMPT, (4,)),
+        PlanStep(index=0, kind=STEP_PROMPT, items=(0,), output_name="plan"),
+        PlanStep(index=1, kind=STEP_PARALLEL, items=(1, 2), output_name="both", label="fan"),
+        PlanStep(
+            index=2,
+            kind=STEP_FOR_EACH,
+            items=(3,),
+            output_name="each",
+            over="{outputs.plan}",
+            label="loop",
+        ),
+        PlanStep(index=3, kind=STEP_PROMPT, items=(4,)),
     )
     children = plan.children
     assert [c.backend for c in children] == ["pi", "command", "pi", "command", "pi"]
@@ -456,7 +463,7 @@ def test_a_one_step_workflow_of_a_command_is_accepted(
 ) -> None:
     plan = accepted_plan(check(backends, tmp_path, flow(cmd("echo", "{task}"))))
     assert plan.workflow is not None
-    assert plan.workflow.steps == (StepPlan(STEP_PROMPT, (0,)),)
+    assert plan.workflow.steps == (PlanStep(index=0, kind=STEP_PROMPT, items=(0,)),)
     assert [c.command for c in plan.children] == [("echo", "{task}")]
 
 
@@ -508,7 +515,7 @@ def test_a_parallel_step_of_8_items_is_accepted(
 ) -> None:
     plan = accepted_plan(check(backends, tmp_path, flow({"parallel": [cmd("true")] * 8})))
     assert plan.workflow is not None
-    assert plan.workflow.steps == (StepPlan(STEP_PARALLEL, tuple(range(8))),)
+    assert plan.workflow.steps == (PlanStep(index=0, kind=STEP_PARALLEL, items=tuple(range(8))),)
     assert len(plan.children) == 8
 
 

@@ -156,7 +156,9 @@ def _snapshot() -> RunSnapshot:
         workflow=WorkflowSnapshot(
             name="w",
             steps=(
-                StepSnapshot(index=0, kind="prompt", status="completed", children=(0,), as_="a"),
+                StepSnapshot(
+                    index=0, kind="prompt", status="completed", children=(0,), output_name="a"
+                ),
             ),
         ),
         events=(

@@ -1,4 +1,4 @@
-"""The run manager's harness as a fixture, for every test here that starts runs."""
+"""The orchestrator's harness as a fixture, for every test here that starts runs."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from tests.runs.test_orchestrator import Harness
 
 @pytest.fixture
 async def runs() -> AsyncIterator[Harness]:
-    """A run manager with real processes; afterwards none of its runs' processes is left."""
+    """An orchestrator with real processes; afterwards none of its runs' processes is left."""
     harness = Harness()
     yield harness
-    await harness.manager.shutdown("test over")
+    await harness.orchestrator.shutdown("test over")
     left = [p.pid for run in harness.runs for p in processes_with_marker(run.run_id)
             if p.status() != "zombie"]  # fmt: skip
     assert left == [], f"processes left behind: {left}"

@@ -49,14 +49,14 @@ async def streamed_events(tmp_path: Path, stream: bool, raw: bool) -> list[RunEv
     harness = Harness(more={"pi": _ReplayingPi(tmp_path)})
     plan = RunPlan(kind=RunKind.SINGLE, children=(agent_child(),), stream=stream, raw_output=raw)
     try:
-        run = harness.manager.launch(launch_plan(plan, harness.backends), "s1")
+        run = harness.orchestrator.launch(launch_plan(plan, harness.backends), "s1")
         harness.runs.append(run)
         await harness.finish(run)
         assert run.status is RunStatus.COMPLETED, run
         assert processes_with_marker(run.run_id) == []
         return harness.events_of(run)
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 async def test_a_streamed_agent_sends_its_normalized_events_and_not_its_raw_lines(

@@ -9,7 +9,7 @@ from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.runs.child_runner import ChildRunner
-from subagent_host.runs.control import RunControl
+from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
@@ -35,17 +35,17 @@ def new_run(run_id: str) -> Run:
 
 
 def new_runner(slots: Slots, events: list[RunEvent]) -> ChildRunner:
-    book = RunStateMachine(listener=lambda _run, event: events.append(event))
+    state_machine = RunStateMachine(listener=lambda _run, event: events.append(event))
     services = ChildServices(
         supervisor=Supervisor(),
         backends={"command": CommandBackend()},
         slots=slots,
-        book=book,
+        state_machine=state_machine,
         caps=CAPS,
         server_env=os.environ,
         depth=0,
     )
-    return ChildRunner(services, Settler(book, CAPS))
+    return ChildRunner(services, Settler(state_machine, CAPS))
 
 
 async def test_a_child_goes_from_queued_to_one_terminal_status_and_gives_its_slot_back() -> None:

@@ -25,7 +25,7 @@ def gated(gate: Path) -> ChildPlan:
 
 def launch_mixed(runs: Harness, *children: ChildPlan, background: tuple[int, ...]) -> Run:
     plan = launch_plan(RunPlan(kind=RunKind.PARALLEL, children=children), runs.backends)
-    run = runs.manager.launch(plan, "s1", mode="task", background=background)
+    run = runs.orchestrator.launch(plan, "s1", mode="task", background=background)
     runs.runs.append(run)
     return run
 
@@ -48,7 +48,7 @@ async def test_the_answer_is_due_when_the_task_members_end_and_the_background_on
         run = launch_mixed(
             runs, command("echo", "quick"), gated(tmp_path / "gate"), background=(1,)
         )
-        await asyncio.wait_for(runs.manager.wait_for_reply(run), WAIT_S)
+        await asyncio.wait_for(runs.orchestrator.wait_for_reply(run), WAIT_S)
 
         waited, loose = run.children
         assert waited.status is RunStatus.COMPLETED, waited
@@ -74,7 +74,7 @@ async def test_a_background_member_that_ends_first_leaves_the_answer_to_the_othe
     with gate_at(tmp_path / "gate") as gate:
         run = launch_mixed(runs, gated(tmp_path / "gate"), command("true"), background=(1,))
         await runs.until(lambda: run.children[1].status in TERMINAL)
-        reply = asyncio.ensure_future(runs.manager.wait_for_reply(run))
+        reply = asyncio.ensure_future(runs.orchestrator.wait_for_reply(run))
         await runs.until(lambda: run.children[0].status is RunStatus.RUNNING)
         assert not reply.done()  # its task member still runs
 
@@ -93,8 +93,8 @@ async def test_detaching_a_mixed_run_answers_at_once_and_every_member_goes_on(
             runs, gated(tmp_path / "first"), gated(tmp_path / "second"), background=(1,)
         )
         await runs.until(lambda: all(c.status is RunStatus.RUNNING for c in run.children))
-        assert runs.manager.detach(run)
-        await asyncio.wait_for(runs.manager.wait_for_reply(run), WAIT_S)
+        assert runs.orchestrator.detach(run)
+        await asyncio.wait_for(runs.orchestrator.wait_for_reply(run), WAIT_S)
         assert [c.status for c in run.children] == [RunStatus.RUNNING, RunStatus.RUNNING]
 
         os.write(first, b"1\n")
@@ -109,9 +109,9 @@ async def test_stopping_a_mixed_run_after_its_answer_ends_its_background_members
 ) -> None:
     with gate_at(tmp_path / "gate"):
         run = launch_mixed(runs, command("true"), gated(tmp_path / "gate"), background=(1,))
-        await asyncio.wait_for(runs.manager.wait_for_reply(run), WAIT_S)
+        await asyncio.wait_for(runs.orchestrator.wait_for_reply(run), WAIT_S)
         await runs.until(lambda: run.children[1].status is RunStatus.RUNNING)
-        await runs.manager.stop(run, grace_ms=1000, reason="enough")
+        await runs.orchestrator.stop(run, grace_ms=1000, reason="enough")
         await runs.finish(run)
     assert run.status is RunStatus.CANCELLED
     (ended,) = terminal_events(runs.events_of(run))
@@ -151,7 +151,7 @@ async def test_an_empty_output_is_carried_and_a_run_without_output_carries_none(
     assert output is not None and output.text == "" and output.bytes == 0
 
     never = runs.launch(command("true"))
-    runs.manager.begin_stop(never, grace_ms=None, reason="before it started")
+    runs.orchestrator.begin_stop(never, grace_ms=None, reason="before it started")
     await runs.finish(never)
     assert never.status is RunStatus.CANCELLED and never.output is None
     (ended,) = terminal_events(runs.events_of(never))

@@ -1,4 +1,4 @@
-"""The run manager with real processes: statuses, stop, timeouts, chains, parallel, the limit."""
+"""The orchestrator with real processes: statuses, stop, timeouts, chains, parallel, the limit."""
 
 from __future__ import annotations
 
@@ -52,18 +52,18 @@ class Harness:
     ) -> None:
         self.events: list[tuple[str, RunEvent]] = []
         self.changed = asyncio.Event()
-        self.book = RunStateMachine(listener=self.record)
+        self.state_machine = RunStateMachine(listener=self.record)
         self.backends: dict[str, Backend] = {"command": backend or CommandBackend(), **(more or {})}
         services = ChildServices(
             supervisor=Supervisor(),
             backends=self.backends,
             slots=Slots(limit),
-            book=self.book,
+            state_machine=self.state_machine,
             caps=CAPS,
             server_env=os.environ,
             depth=0,
         )
-        self.manager = RunOrchestrator(
+        self.orchestrator = RunOrchestrator(
             services,
             grace_ms=2000,
             max_queue=max_queue,
@@ -85,7 +85,7 @@ class Harness:
         self, *children: ChildPlan, kind: RunKind = RunKind.SINGLE, stream: bool = False
     ) -> Run:
         plan = launch_plan(RunPlan(kind=kind, children=children, stream=stream), self.backends)
-        run = self.manager.launch(plan, "s1")
+        run = self.orchestrator.launch(plan, "s1")
         self.runs.append(run)
         return run
 
@@ -94,7 +94,7 @@ class Harness:
         return [event for run_id, event in self.events if run_id == run.run_id]
 
     async def finish(self, run: Run) -> Run:
-        await asyncio.wait_for(self.manager.wait(run), WAIT_S)
+        await asyncio.wait_for(self.orchestrator.wait(run), WAIT_S)
         assert_terminal_table(run)
         return run
 
@@ -153,9 +153,11 @@ async def test_stop_cancels_a_running_tree_and_nothing_survives(runs: Harness) -
     run = runs.launch(command(sys.executable, str(FAKES / "tree.py"), "6"), stream=True)
     # The tree prints "ready" once all six processes exist.
     await runs.until(lambda: any(e.type == "output" for _, e in runs.events))
-    assert await runs.manager.stop(run, grace_ms=5000, reason="user asked") is False
+    assert await runs.orchestrator.stop(run, grace_ms=5000, reason="user asked") is False
     assert run.status is RunStatus.CANCELLED and run.reason == "user asked"
-    assert await runs.manager.stop(run, grace_ms=5000, reason="again") is True  # already terminal
+    assert (
+        await runs.orchestrator.stop(run, grace_ms=5000, reason="again") is True
+    )  # already terminal
     assert run.reason == "user asked"
     assert_terminal_table(run)
 
@@ -248,7 +250,7 @@ async def test_a_run_is_queued_until_its_first_child_starts() -> None:
     await harness.until(lambda: blocker.children[0].status is RunStatus.RUNNING)
     assert blocker.status is RunStatus.RUNNING and blocker.started_at is not None
     assert waiting.status is RunStatus.QUEUED and waiting.started_at is None
-    await harness.manager.stop(blocker, grace_ms=100, reason="make room")
+    await harness.orchestrator.stop(blocker, grace_ms=100, reason="make room")
     await harness.finish(waiting)
     statuses = [
         e.payload.status for e in harness.events_of(waiting) if isinstance(e.payload, StatusEvent)
@@ -262,9 +264,9 @@ async def test_stop_while_queued_cancels_without_starting(runs: Harness) -> None
     blocker = harness.launch(command("sleep", "30"))
     queued = harness.launch(command("echo", "never"))
     await harness.until(lambda: blocker.children[0].status is RunStatus.RUNNING)
-    assert await harness.manager.stop(queued, grace_ms=100, reason="changed my mind") is False
+    assert await harness.orchestrator.stop(queued, grace_ms=100, reason="changed my mind") is False
     assert queued.status is RunStatus.CANCELLED and queued.children[0].pid is None
-    await harness.manager.stop(blocker, grace_ms=100, reason="done")
+    await harness.orchestrator.stop(blocker, grace_ms=100, reason="done")
     assert_terminal_table(queued)
 
 
@@ -296,7 +298,7 @@ async def test_a_child_too_brief_to_sample_still_has_resources(runs: Harness) ->
 async def test_stop_racing_the_exit_ends_with_exactly_one_terminal_status(runs: Harness) -> None:
     for _ in range(20):
         run = runs.launch(command("true"))
-        await runs.manager.stop(run, grace_ms=1000, reason="race")
+        await runs.orchestrator.stop(run, grace_ms=1000, reason="race")
         assert_terminal_table(run)
         assert run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED)
         statuses = [
@@ -309,8 +311,8 @@ async def test_two_stops_at_once_agree(runs: Harness) -> None:
     run = runs.launch(command("sleep", "30"))
     await runs.until(lambda: run.children[0].status is RunStatus.RUNNING)
     first, second = await asyncio.gather(
-        runs.manager.stop(run, grace_ms=1000, reason="one"),
-        runs.manager.stop(run, grace_ms=1000, reason="two"),
+        runs.orchestrator.stop(run, grace_ms=1000, reason="one"),
+        runs.orchestrator.stop(run, grace_ms=1000, reason="two"),
     )
     assert (first, second) == (False, False)
     assert run.status is RunStatus.CANCELLED and run.reason == "one"
@@ -337,8 +339,8 @@ async def test_each_child_records_whether_it_exited_or_sigterm_or_sigkill_ended_
     ignores = runs.launch(command(*tree, "--ignore-term"), stream=True)
     await runs.until(lambda: ready(runs, honours) and ready(runs, ignores))
     await asyncio.gather(
-        runs.manager.stop(honours, grace_ms=5000, reason="asked"),
-        runs.manager.stop(ignores, grace_ms=100, reason="asked"),
+        runs.orchestrator.stop(honours, grace_ms=5000, reason="asked"),
+        runs.orchestrator.stop(ignores, grace_ms=100, reason="asked"),
     )
     ended = [run.children[0].stopped_by for run in (exited, honours, ignores)]
     assert ended == [StoppedBy.EXIT, StoppedBy.SIGTERM, StoppedBy.SIGKILL]
@@ -351,13 +353,13 @@ async def test_a_child_that_never_started_records_no_ending() -> None:
         first = harness.launch(command("sleep", "30"))
         queued = harness.launch(command("true"))
         await harness.until(lambda: first.children[0].status is RunStatus.RUNNING)
-        await harness.manager.stop(queued, grace_ms=1000, reason="never mind")
+        await harness.orchestrator.stop(queued, grace_ms=1000, reason="never mind")
         assert (queued.children[0].status, queued.children[0].stopped_by) == (
             RunStatus.CANCELLED,
             None,
         )
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 class _FinishingParser(CommandParser):
@@ -383,7 +385,7 @@ async def test_a_child_lingering_after_its_final_event_records_the_signal_that_e
         assert (run.children[0].signal, run.children[0].stopped_by) == (15, StoppedBy.SIGTERM)
         assert processes_with_marker(run.run_id) == []
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 class _TalkativeParser(CommandParser):
@@ -465,7 +467,7 @@ async def test_a_bug_of_ours_while_a_child_runs_ends_its_tree_and_records_the_si
         assert (child.signal, child.stopped_by) == (15, StoppedBy.SIGTERM)
         assert processes_with_marker(run.run_id) == []
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 class _UnreadableExitParser(CommandParser):
@@ -573,7 +575,7 @@ async def test_a_child_that_begins_one_turn_more_than_max_turns_is_ended_limit_r
         assert child.output.text == "TURN\nTURN\nTURN\n"  # ended as turn 3 began
         assert processes_with_marker(run.run_id) == []
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 async def test_a_child_within_its_max_turns_completes() -> None:
@@ -608,8 +610,8 @@ async def test_a_launch_that_would_queue_more_than_max_queue_is_refused_with_not
     with pytest.raises(CapacityExceeded):  # a tasks spawn counts every child
         harness.launch(command("echo", "a"), command("echo", "b"), kind=RunKind.PARALLEL)
     assert len(harness.events) == events_before
-    assert {run.run_id for run in harness.manager.live()} == {blocker.run_id, waiting.run_id}
-    await harness.manager.stop(blocker, grace_ms=100, reason="make room")
+    assert {run.run_id for run in harness.orchestrator.live()} == {blocker.run_id, waiting.run_id}
+    await harness.orchestrator.stop(blocker, grace_ms=100, reason="make room")
     await harness.finish(waiting)
     await harness.finish(harness.launch(command("echo", "room again")))
 
@@ -620,7 +622,7 @@ async def test_children_that_find_a_free_slot_do_not_count_against_max_queue() -
     with pytest.raises(CapacityExceeded) as refused:
         harness.launch(command("echo", "would wait"))
     assert refused.value.data == QueueFull(queued=0, limit=0)
-    await harness.manager.stop(both, grace_ms=100, reason="done")
+    await harness.orchestrator.stop(both, grace_ms=100, reason="done")
     assert_terminal_table(both)
 
 
@@ -632,9 +634,9 @@ async def test_a_resume_that_would_queue_more_than_max_queue_changes_nothing() -
     plan = launch_plan(RunPlan(kind=RunKind.SINGLE, children=(command("echo", "again"),)),
                        harness.backends).children[0]  # fmt: skip
     with pytest.raises(CapacityExceeded):
-        harness.manager.resume(done, 0, plan)
+        harness.orchestrator.resume(done, 0, plan)
     assert done.status is RunStatus.COMPLETED and done.children[0].attempt == 1
-    await harness.manager.stop(blocker, grace_ms=100, reason="done")
+    await harness.orchestrator.stop(blocker, grace_ms=100, reason="done")
 
 
 async def test_an_agent_child_keeps_its_prompts_first_line_to_be_named_by() -> None:

@@ -84,7 +84,7 @@ async def test_a_cli_retrying_for_its_stall_timeout_fails_with_its_reason(
         e.payload.text for e in harness.events_of(run) if isinstance(e.payload, ActivityEvent)
     ]
     assert activity.count(f"reconnecting to the model ({reason})") == 1
-    await harness.manager.shutdown("test over")
+    await harness.orchestrator.shutdown("test over")
     assert_terminal_table(run)
     left = [p.pid for p in processes_with_marker(run.run_id) if p.status() != "zombie"]
     assert left == []
@@ -105,6 +105,6 @@ async def test_codex_still_reconnecting_after_its_last_counted_retry_fails_at_on
     assert child.error.message == (
         "codex could not reach its model: 5/5: failed to lookup address (its retries are spent)"
     )
-    await harness.manager.shutdown("test over")
+    await harness.orchestrator.shutdown("test over")
     left = [p.pid for p in processes_with_marker(run.run_id) if p.status() != "zombie"]
     assert left == []

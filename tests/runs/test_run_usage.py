@@ -1,6 +1,6 @@
 """What a run and its children used: a child ended early keeps what its parser reported,
 a bug of ours still leaves resources and usage, and a run's usage sums every attempt of
-every child (protocol.md §12). Real processes, through the run manager."""
+every child (protocol.md §12). Real processes, through the orchestrator."""
 
 from __future__ import annotations
 
@@ -64,13 +64,13 @@ async def test_a_child_stopped_before_its_final_event_keeps_the_usage_its_parser
     try:
         run = harness.launch(command("sh", "-c", TWO_LINES_THEN_WAIT))
         await harness.until(lambda: sum(e.type == "activity" for e in harness.events_of(run)) == 2)
-        await harness.manager.stop(run, grace_ms=2000, reason="enough")
+        await harness.orchestrator.stop(run, grace_ms=2000, reason="enough")
         child = run.children[0]
         assert (run.status, child.status) == (RunStatus.CANCELLED, RunStatus.CANCELLED)
         assert child.usage == Usage(2, 1, 0, 0) and run.usage == Usage(2, 1, 0, 0)
         assert child.resources is not None and child.resources.processes >= 1
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 async def test_a_running_childs_usage_so_far_is_sampled_into_the_run(
@@ -96,7 +96,7 @@ async def test_a_running_childs_usage_so_far_is_sampled_into_the_run(
         assert run.status is RunStatus.RUNNING
         assert run.children[0].usage == Usage(2, 1, 0, 0) and run.usage == Usage(2, 1, 0, 0)
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 async def test_a_child_ended_at_its_turn_limit_keeps_the_usage_its_parser_reported() -> None:
@@ -109,7 +109,7 @@ async def test_a_child_ended_at_its_turn_limit_keeps_the_usage_its_parser_report
         assert child.usage == Usage(2, 1, 0, 0) and child.resources is not None
         assert processes_with_marker(run.run_id) == []
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 class _PricedParser(CommandParser):
@@ -135,7 +135,7 @@ async def test_a_runs_usage_sums_its_children_and_each_attempt_a_resume_replaced
     again = launch_plan(
         RunPlan(kind=RunKind.SINGLE, children=(command("echo", "b again"),)), harness.backends
     ).children[0]
-    harness.manager.resume(run, 1, again)
+    harness.orchestrator.resume(run, 1, again)
     await harness.finish(run)
     assert run.children[1].attempt == 2 and run.children[1].usage == PRICED
     assert run.earlier_usage == PRICED  # the attempt the resume replaced
@@ -177,7 +177,7 @@ async def test_a_child_ended_by_a_bug_of_ours_while_it_runs_still_has_resources(
         assert child.resources is not None and child.resources.processes >= 1
         assert processes_with_marker(run.run_id) == []
     finally:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
 
 
 async def test_a_child_whose_outcome_a_bug_cannot_read_keeps_the_usage_reported() -> None:

@@ -55,32 +55,34 @@ def make_run() -> Run:
 
 def test_the_first_terminal_status_wins_and_is_kept() -> None:
     seen: list[RunEvent] = []
-    book = RunStateMachine(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
+    state_machine = RunStateMachine(
+        clock=lambda: T0, listener=lambda _run, event: seen.append(event)
+    )
     run = make_run()
-    assert book.start(run)
-    assert book.transition(run, Cancelled("stopped"))
-    assert not book.transition(run, Completed())
-    assert not book.transition(run, Failed(ErrorInfo("x", "y")))
+    assert state_machine.start(run)
+    assert state_machine.transition(run, Cancelled("stopped"))
+    assert not state_machine.transition(run, Completed())
+    assert not state_machine.transition(run, Failed(ErrorInfo("x", "y")))
     assert (run.status, run.reason, run.ended_at) == (RunStatus.CANCELLED, "stopped", T0)
     assert run.error is None
     assert [e.seq for e in seen] == [1, 2] and run.last_seq == 2
 
 
 def test_an_ending_writes_its_facts_and_a_reopen_clears_them() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     output = OutputInfo("x", False, 1, 1, partial=True)
-    assert book.transition(run, TimedOut("timeout", 5, output))
+    assert state_machine.transition(run, TimedOut("timeout", 5, output))
     facts = (run.status, run.reason, run.enforced_timeout_ms, run.output, run.error)
     assert facts == (RunStatus.TIMED_OUT, "timeout", 5, output, None)
-    book.reopen(run)
+    state_machine.reopen(run)
     assert (run.status, run.reason, run.enforced_timeout_ms, run.output) == (
         RunStatus.QUEUED,
         None,
         None,
         None,
     )
-    assert book.transition(run, LimitReached("max-turns"))
+    assert state_machine.transition(run, LimitReached("max-turns"))
     assert (run.reached_limit, run.reason, run.ended_at) == ("max-turns", None, T0)
 
 
@@ -98,30 +100,30 @@ def test_output_partial_must_match_the_ending() -> None:
 
 
 def test_a_child_ending_without_its_exit_keeps_what_the_child_has() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     child = run.children[0]
-    book.start_child(run, child, pid=42)
+    state_machine.start_child(run, child, pid=42)
     child.usage = Usage(1, 2, 0, 0)  # sampled while it ran
-    assert book.transition_child(run, child, ChildInterrupted("server died"))
+    assert state_machine.transition_child(run, child, ChildInterrupted("server died"))
     assert (child.usage, child.stopped_by, child.reason) == (Usage(1, 2, 0, 0), None, "server died")
     other = ChildRun(index=1, backend="command", usage=Usage(1, 2, 0, 0))  # sampled
     run.children.append(other)
-    book.start_child(run, other)
+    state_machine.start_child(run, other)
     exit_ = ChildExit(exit_code=0, stopped_by=StoppedBy.EXIT)
-    assert book.transition_child(run, other, ChildFailed(ErrorInfo("x", "y"), exit=exit_))
+    assert state_machine.transition_child(run, other, ChildFailed(ErrorInfo("x", "y"), exit=exit_))
     # Given, the exit is the whole truth: a parser that failed leaves no usage.
     assert (other.exit_code, other.stopped_by, other.usage) == (0, StoppedBy.EXIT, None)
 
 
 def test_child_events_share_the_run_sequence() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     child = run.children[0]
-    book.start(run)
-    book.start_child(run, child, pid=42)
-    book.emit(run, OutputEvent(index=0, text="hi"))
-    book.transition_child(run, child, ChildCompleted())
+    state_machine.start(run)
+    state_machine.start_child(run, child, pid=42)
+    state_machine.emit(run, OutputEvent(index=0, text="hi"))
+    state_machine.transition_child(run, child, ChildCompleted())
     assert [(e.seq, e.type) for e in run.events] == [
         (1, "status"),
         (2, "child"),
@@ -132,22 +134,22 @@ def test_child_events_share_the_run_sequence() -> None:
 
 
 def test_event_history_is_bounded_while_seq_keeps_counting() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     for _ in range(MAX_EVENTS_KEPT + 5):
-        book.emit(run, OutputEvent(index=0, text="x"))
+        state_machine.emit(run, OutputEvent(index=0, text="x"))
     assert len(run.events) == MAX_EVENTS_KEPT
     assert run.last_seq == MAX_EVENTS_KEPT + 5 and run.events[0].seq == 6
     assert run.first_retained_seq == 6
 
 
 def test_event_history_is_bounded_in_bytes_oldest_first() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "x" * (256 * 1024)  # one read of a chatty child's stdout
     chunks = MAX_EVENT_BYTES_KEPT // len(chunk) * 3
     for _ in range(chunks):
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
     held = list(run.events)
     assert run.events.bytes == sum(event_bytes(event) for event in held)
     assert MAX_EVENT_BYTES_KEPT - event_bytes(held[0]) < run.events.bytes <= MAX_EVENT_BYTES_KEPT
@@ -156,22 +158,22 @@ def test_event_history_is_bounded_in_bytes_oldest_first() -> None:
 
 
 def test_text_is_weighed_in_utf8_bytes() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "é" * (MAX_EVENT_BYTES_KEPT // 4)  # two bytes each: half the budget per event
     for _ in range(3):
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
     assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
 
 
 def test_text_is_weighed_as_the_json_the_client_receives() -> None:
     # A NUL is six bytes in a reply (\u0000): a budget of characters would let the
     # replay of a NUL-printing child grow six times past its figure.
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "\x00" * (MAX_EVENT_BYTES_KEPT // 12)  # half the budget per event, as JSON
     for _ in range(3):
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
     assert [e.seq for e in run.events] == [3] and run.first_retained_seq == 3
     assert event_bytes(run.events[0]) == EVENT_OVERHEAD_BYTES + 6 * len(chunk)
 
@@ -194,24 +196,24 @@ def test_an_event_weighs_the_bytes_the_encoder_writes(text: str, wire: str) -> N
 
 
 def test_the_newest_event_is_kept_even_over_the_byte_budget() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
-    book.emit(run, OutputEvent(index=0, text="small"))
-    book.emit(run, OutputEvent(index=0, text="x" * (MAX_EVENT_BYTES_KEPT + 1)))
+    state_machine.emit(run, OutputEvent(index=0, text="small"))
+    state_machine.emit(run, OutputEvent(index=0, text="x" * (MAX_EVENT_BYTES_KEPT + 1)))
     assert [e.seq for e in run.events] == [2] and run.first_retained_seq == 2
 
 
 def test_a_released_log_is_empty_and_restored_events_count_again() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_run()
     chunk = "x" * (MAX_EVENT_BYTES_KEPT // 3)
     for _ in range(2):
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
     events = list(run.events)
     run.events.release()
     assert len(run.events) == 0 and run.events.bytes == 0 and run.first_retained_seq == 1
     restore_events(run, events)  # as a resume does, from disk
-    book.emit(run, OutputEvent(index=0, text=chunk))
+    state_machine.emit(run, OutputEvent(index=0, text=chunk))
     assert [e.seq for e in run.events] == [2, 3] and run.first_retained_seq == 2
 
 
@@ -226,35 +228,37 @@ def make_workflow_run() -> Run:
 
 def test_a_step_runs_then_ends_once_and_refuses_any_later_status() -> None:
     seen: list[RunEvent] = []
-    book = RunStateMachine(clock=lambda: T0, listener=lambda _run, event: seen.append(event))
+    state_machine = RunStateMachine(
+        clock=lambda: T0, listener=lambda _run, event: seen.append(event)
+    )
     run = make_workflow_run()
     assert run.workflow is not None
     step, later = run.workflow.steps
-    assert not book.transition_step(run, step, "completed")  # a step that never ran
-    assert not book.transition_step(run, later, "interrupted")  # nor a dead server's
-    assert book.transition_step(run, step, "running")
-    assert book.transition_step(run, step, "failed")
-    assert not book.transition_step(run, step, "completed")
-    assert not book.transition_step(run, step, "interrupted")
-    assert not book.transition_step(run, step, "running")
+    assert not state_machine.transition_step(run, step, "completed")  # a step that never ran
+    assert not state_machine.transition_step(run, later, "interrupted")  # nor a dead server's
+    assert state_machine.transition_step(run, step, "running")
+    assert state_machine.transition_step(run, step, "failed")
+    assert not state_machine.transition_step(run, step, "completed")
+    assert not state_machine.transition_step(run, step, "interrupted")
+    assert not state_machine.transition_step(run, step, "running")
     assert [s.status for s in run.workflow.steps] == ["failed", "pending"]
     assert seen == []  # a step's status is seen in snapshots: it has no event of its own
 
 
 def test_only_a_step_that_ended_is_reopened_and_then_it_ends_once_more() -> None:
-    book = RunStateMachine(clock=lambda: T0)
+    state_machine = RunStateMachine(clock=lambda: T0)
     run = make_workflow_run()
     assert run.workflow is not None
     step, later = run.workflow.steps
     with pytest.raises(ValueError, match="pending"):
-        book.reopen_step(run, later, "running")
-    book.transition_step(run, step, "running")
+        state_machine.reopen_step(run, later, "running")
+    state_machine.transition_step(run, step, "running")
     with pytest.raises(ValueError, match="running"):
-        book.reopen_step(run, step, "running")
-    book.transition_step(run, step, "cancelled")
-    book.reopen_step(run, step, "running")
-    assert book.transition_step(run, step, "completed")
-    assert not book.transition_step(run, step, "failed")
+        state_machine.reopen_step(run, step, "running")
+    state_machine.transition_step(run, step, "cancelled")
+    state_machine.reopen_step(run, step, "running")
+    assert state_machine.transition_step(run, step, "completed")
+    assert not state_machine.transition_step(run, step, "failed")
     assert step.status == "completed"
 
 

@@ -1,4 +1,4 @@
-"""Workflows carried out by the run manager with real processes (only `command` items).
+"""Workflows carried out by the orchestrator with real processes (only `command` items).
 
 Plans are made the way the server makes them: the request's `workflow` structured
 with the wire converter, then `check_spawn` and `accept`. Each test's processes are checked
@@ -24,7 +24,7 @@ from subagent_host.backends.base import Backend, ParsedOutcome
 from subagent_host.backends.command import CommandBackend, CommandParser
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.supervisor import Supervisor
-from subagent_host.planning.check import accept, check_spawn
+from subagent_host.planning.check import check_spawn, resolve_or_reject
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, RunPlan, ServerLimits
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Projection, to_json
@@ -34,6 +34,7 @@ from subagent_host.runs.scheduler import Slots
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine, RunStatus
 from subagent_host.runs.workflow_runner import MAX_FOR_EACH_ITEMS, WORKFLOW_PARALLELISM
+from subagent_host.store.reads import mark_command_steps
 from subagent_host.store.records import child_from_record, child_record, run_from_record, run_record
 from subagent_host.values.events import OutputEvent, StatusEvent
 from tests.backends.conftest import processes_with_marker
@@ -114,7 +115,7 @@ class Records:
 
 
 class Harness:
-    """One run manager (one server process), its events and its workflow records."""
+    """One orchestrator (one server process), its events and its workflow records."""
 
     def __init__(self, cwd: Path, *, slots: int = 8, previous_bytes: int = 64 * 1024) -> None:
         self.cwd = cwd
@@ -127,12 +128,12 @@ class Harness:
             supervisor=Supervisor(),
             backends=self.backends,
             slots=Slots(slots),
-            book=RunStateMachine(listener=self.record),
+            state_machine=RunStateMachine(listener=self.record),
             caps=caps(previous_bytes),
             server_env=os.environ,
             depth=0,
         )
-        self.manager = RunOrchestrator(
+        self.orchestrator = RunOrchestrator(
             services,
             grace_ms=2000,
             workflow_records=self.records.hooks(),
@@ -164,16 +165,16 @@ class Harness:
         checked = check_spawn(
             params, backends=self.backends, limits=LIMITS, depth=0, server_cwd=str(self.cwd)
         )
-        resolved = accept(checked)
+        resolved = resolve_or_reject(checked)
         return resolved.plan
 
     def launch(self, plan: LaunchPlan) -> Run:
-        run = self.manager.launch(plan, "s1")
+        run = self.orchestrator.launch(plan, "s1")
         self.runs.append(run)
         return run
 
     async def finish(self, run: Run) -> Run:
-        await asyncio.wait_for(self.manager.wait(run), WAIT_S)
+        await asyncio.wait_for(self.orchestrator.wait(run), WAIT_S)
         assert_terminal_table(run)
         return run
 
@@ -196,7 +197,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
 
     yield new
     for harness in made:
-        await harness.manager.shutdown("test over")
+        await harness.orchestrator.shutdown("test over")
     left = [pid for h in made for run in h.runs for pid in survivors(run.run_id)]
     assert left == [], f"processes left behind: {left}"
 
@@ -220,7 +221,7 @@ def statuses(run: Run) -> list[str]:
 
 def step_children(run: Run) -> list[list[int]]:
     assert run.workflow is not None
-    return [step.children for step in run.workflow.steps]
+    return [list(step.children) for step in run.workflow.steps]
 
 
 # --- fan-out and templates --------------------------------------------------------------
@@ -512,7 +513,7 @@ async def test_stop_during_a_parallel_step_cancels_it_and_ends_every_tree(make: 
     assert ready() == {1, 2, 3, 4} and run.children[5].status is RunStatus.QUEUED
     processes = [p for child in run.children[1:5] for p in tree_of(child)]
     assert len(processes) == 12
-    assert await runs.manager.stop(run, grace_ms=2000, reason="test") is False
+    assert await runs.orchestrator.stop(run, grace_ms=2000, reason="test") is False
     assert_terminal_table(run)
     assert run.status is RunStatus.CANCELLED and run.reason == "test"
     terminal = [
@@ -543,7 +544,7 @@ async def test_stop_during_a_prompt_step_leaves_the_rest_pending(
     )
     run = runs.launch(plan)
     await runs.until(lambda: any(e.type == "output" for _, e in runs.events))
-    assert await runs.manager.stop(run, grace_ms=2000, reason="test") is False
+    assert await runs.orchestrator.stop(run, grace_ms=2000, reason="test") is False
     assert_terminal_table(run)
     assert run.status is RunStatus.CANCELLED and run.reason == "test"
     assert statuses(run) == ["cancelled", "pending"]
@@ -560,7 +561,7 @@ async def test_stop_between_steps_starts_no_further_step(make: Make) -> None:
     async with asyncio.timeout(WAIT_S):
         await runs.records.at_gate.wait()
     assert statuses(run) == ["completed", "pending"]
-    stopping = asyncio.create_task(runs.manager.stop(run, grace_ms=2000, reason="test"))
+    stopping = asyncio.create_task(runs.orchestrator.stop(run, grace_ms=2000, reason="test"))
     await loop_turns()  # the stop is requested, and waits for the step held at the gate
     assert not stopping.done() and not run.is_terminal
     gate.set()
@@ -710,7 +711,7 @@ async def test_a_resumed_child_lets_the_remaining_steps_run_on_the_earlier_outpu
     runs = make()
     run, plan = await fail_at_step_one(runs, flaky)
     flaky.flag.touch()
-    resumed = runs.manager.resume(run, 1, resumed_plan(runs, plan, 1))
+    resumed = runs.orchestrator.resume(run, 1, resumed_plan(runs, plan, 1))
     reopened = run.status
     assert resumed is run and reopened is RunStatus.QUEUED  # running once the attempt starts
     run = await runs.finish(run)
@@ -737,7 +738,7 @@ async def test_a_resumed_child_that_fails_again_leaves_the_later_steps_pending(
 ) -> None:
     runs = make()
     run, plan = await fail_at_step_one(runs, flaky)
-    runs.manager.resume(run, 1, resumed_plan(runs, plan, 1))
+    runs.orchestrator.resume(run, 1, resumed_plan(runs, plan, 1))
     run = await runs.finish(run)
     assert run.status is RunStatus.FAILED and run.error is not None
     assert run.error.data is not None and run.error.data["index"] == 1
@@ -769,7 +770,7 @@ async def test_a_step_with_two_failed_children_goes_on_once_both_were_resumed(
     assert run.error.data is not None and run.error.data["index"] == 0
 
     flags[0].touch()
-    runs.manager.resume(run, 0, resumed_plan(runs, plan, 0))
+    runs.orchestrator.resume(run, 0, resumed_plan(runs, plan, 0))
     run = await runs.finish(run)
     # Its step still has a failed child: the run fails again, now for that one.
     assert run.status is RunStatus.FAILED and run.error is not None
@@ -778,7 +779,7 @@ async def test_a_step_with_two_failed_children_goes_on_once_both_were_resumed(
     assert statuses(run) == ["failed", "pending"]
 
     flags[1].touch()
-    runs.manager.resume(run, 1, resumed_plan(runs, plan, 1))
+    runs.orchestrator.resume(run, 1, resumed_plan(runs, plan, 1))
     run = await runs.finish(run)
     assert run.status is RunStatus.COMPLETED, (run.status, run.error)
     assert run.output is not None and run.output.text == "['a', 'b']"
@@ -801,7 +802,7 @@ async def test_resuming_a_child_of_an_earlier_step_runs_the_later_steps_again(
     run = await runs.finish(runs.launch(plan))
     assert run.output is not None and run.output.text == "got-v1"
     source.write_text("v2")
-    runs.manager.resume(run, 0, resumed_plan(runs, plan, 0))
+    runs.orchestrator.resume(run, 0, resumed_plan(runs, plan, 0))
     run = await runs.finish(run)
     assert run.status is RunStatus.COMPLETED, (run.status, run.error)
     assert run.output is not None and run.output.text == "got-v2"
@@ -810,10 +811,13 @@ async def test_resuming_a_child_of_an_earlier_step_runs_the_later_steps_again(
     assert step_children(run) == [[0], [2]]
 
 
-def stored_copy(run: Run) -> Run:
-    """The run as a restarted server reads it from the store (JSON records, no events)."""
+def stored_copy(run: Run, plan: RunPlan) -> Run:
+    """The run as a restarted server reads it from the store (JSON records, no events;
+    a step's kind `command` from its workflow's definition, `plan`)."""
     children = [child_from_record(json.loads(json.dumps(child_record(c)))) for c in run.children]
-    return run_from_record(json.loads(json.dumps(run_record(run))), children)
+    copy = run_from_record(json.loads(json.dumps(run_record(run))), children)
+    mark_command_steps(copy, stored_plan(plan))
+    return copy
 
 
 def stored_plan(plan: RunPlan) -> RunPlan:
@@ -829,15 +833,15 @@ async def test_after_a_restart_a_resume_given_the_stored_workflow_runs_the_rest(
     child_plan = resumed_plan(before, plan, 1)
     texts = before.texts()
     assert texts == {0: "zero"}
-    await before.manager.shutdown("restart")
+    await before.orchestrator.shutdown("restart")
 
     after = make()  # a new server process: it has neither the run nor its runner
-    copy = stored_copy(run)
+    copy = stored_copy(run, plan)
     assert copy is not run and copy.workflow == run.workflow
-    assert after.manager.workflow_of(run.run_id) is None
+    assert after.orchestrator.workflow_of(run.run_id) is None
     after.runs.append(copy)
     flaky.flag.touch()
-    after.manager.resume(copy, 1, child_plan, workflow=(stored_plan(plan), texts))
+    after.orchestrator.resume(copy, 1, child_plan, workflow=(stored_plan(plan), texts))
     await after.finish(copy)
     assert copy.status is RunStatus.COMPLETED, (copy.status, copy.error)
     assert copy.output is not None and copy.output.text == "final: got zero + zero"
@@ -862,20 +866,20 @@ async def test_after_a_restart_env_of_never_answers_with_another_childs_env(
     plan = before.plan(chain)
     run = await before.finish(before.launch(plan))
     assert run.status is RunStatus.FAILED
-    assert before.manager.env_of(run.run_id, 0) == {"SECRET": "s3"}
+    assert before.orchestrator.env_of(run.run_id, 0) == {"SECRET": "s3"}
     child_plan = resumed_plan(before, plan, 1)
     texts = before.texts()
-    await before.manager.shutdown("restart")
+    await before.orchestrator.shutdown("restart")
 
     after = make()
-    copy = stored_copy(run)
+    copy = stored_copy(run, plan)
     after.runs.append(copy)
     flag.touch()
-    after.manager.resume(copy, 1, child_plan, workflow=(stored_plan(plan), texts))
+    after.orchestrator.resume(copy, 1, child_plan, workflow=(stored_plan(plan), texts))
     await after.finish(copy)
     assert copy.status is RunStatus.COMPLETED, (copy.status, copy.error)
-    assert after.manager.env_of(run.run_id, 0) is None  # this server never had it
-    assert after.manager.env_of(run.run_id, 2) == {}
+    assert after.orchestrator.env_of(run.run_id, 0) is None  # this server never had it
+    assert after.orchestrator.env_of(run.run_id, 2) == {}
 
 
 async def test_a_fan_out_that_failed_runs_once_the_child_feeding_it_is_resumed(
@@ -893,7 +897,7 @@ async def test_a_fan_out_that_failed_runs_once_the_child_feeding_it_is_resumed(
     assert run.status is RunStatus.FAILED and run.error is not None
     assert run.error.code == "foreach-not-array"
     flag.touch()
-    runs.manager.resume(run, 0, resumed_plan(runs, plan, 0))
+    runs.orchestrator.resume(run, 0, resumed_plan(runs, plan, 0))
     run = await runs.finish(run)
     assert run.status is RunStatus.COMPLETED, (run.status, run.error)
     assert statuses(run) == ["completed", "completed"]

@@ -1,4 +1,4 @@
-"""Preflight ids and resume tokens through the store's face: the domain's rules, kept on disk."""
+"""Preflight ids and resume tokens through `RunStore`: the domain's rules, kept on disk."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from subagent_host.runs.approvals import (
     token_refusal,
 )
 from subagent_host.runs.state import RunStateMachine, utc_now
-from subagent_host.store.face import RunStore
+from subagent_host.store.run_store import RunStore
 from tests.store.test_store import make_run, ticking
 
 TTL = timedelta(minutes=10)
@@ -35,8 +35,8 @@ async def store(tmp_path: Path) -> AsyncIterator[RunStore]:
     supervisor = Supervisor()
     try:
         await (await opened.start(supervisor, grace_ms=0))  # nothing to recover here
-        book = RunStateMachine(clock=ticking(), listener=opened.record)
-        book.created(make_run("r1"))
+        state_machine = RunStateMachine(clock=ticking(), listener=opened.record)
+        state_machine.created(make_run("r1"))
         await opened.written()
         yield opened
         await opened.end()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from subagent_host.client import SpawnItem
-from subagent_host.store.browse import BrowseError, Launch, StateBrowser
+from subagent_host.store.browse import BrowseError, LaunchSummary, StateBrowser
 from subagent_host.store.schema import DB_NAME
 from tests.client.conftest import started
 
@@ -86,7 +86,7 @@ async def test_each_childs_latest_activity_streamed_output_and_launch_are_read(
         assert browser.latest_activity(quiet.run_id) == {}
         assert browser.streamed_output(quiet.run_id, 0) == ""
         launches = browser.launches(snap.run_id)
-        assert launches[1] == Launch("command", ("echo", "other"), None)
+        assert launches[1] == LaunchSummary("command", ("echo", "other"), None)
         assert launches[0].argv[:2] == ("sh", "-c")
 
 

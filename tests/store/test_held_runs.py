@@ -53,17 +53,19 @@ async def test_a_task_run_that_ends_in_a_few_turns_is_one_write(store: Database)
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = task_run(run_ids)
     commits = store.commits
 
-    book.created(run)
-    book.start_child(run, run.children[0], pid=4242)
+    state_machine.created(run)
+    state_machine.start_child(run, run.children[0], pid=4242)
     await loop_turns()
-    await store.settled()
+    await store.drained()
     assert await stored_ids(store) == []  # held: not ended yet
-    book.transition_child(run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0)))
-    book.transition(run, Completed())
+    state_machine.transition_child(
+        run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0))
+    )
+    state_machine.transition(run, Completed())
     await recorder.durable(run)
 
     assert store.commits - commits == 1
@@ -77,7 +79,7 @@ async def test_a_held_run_still_running_is_written_once_its_hold_is_over(
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = task_run(run_ids)
     loop = asyncio.get_running_loop()
     submitted = asyncio.Event()
@@ -89,12 +91,12 @@ async def test_a_held_run_still_running_is_written_once_its_hold_is_over(
 
     store.submit = noting_submit  # type: ignore[method-assign,assignment]
     held_at = loop.time()
-    book.created(run)
-    book.start_child(run, run.children[0], pid=4242)
+    state_machine.created(run)
+    state_machine.start_child(run, run.children[0], pid=4242)
     async with asyncio.timeout(HOLD_S + 5):
         await submitted.wait()
     written_at = loop.time()
-    await store.settled()
+    await store.drained()
 
     assert written_at - held_at >= HOLD_S
     assert await query(store, "SELECT status FROM runs") == [("running",)]
@@ -105,10 +107,10 @@ async def test_whoever_waits_for_the_disk_ends_every_hold(store: Database) -> No
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = task_run(run_ids)
 
-    book.created(run)
+    state_machine.created(run)
     await recorder.durable()  # a lookup, or a reply naming another run
 
     assert await stored_ids(store) == [run.run_id]
@@ -119,13 +121,13 @@ async def test_a_run_whose_id_is_not_reserved_on_disk_is_written_at_once(
 ) -> None:
     run_ids = RunIds()  # its reservation never written: no id is covered
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     unreserved, background = task_run(run_ids), make_run("r-background", mode="background")
 
-    book.created(unreserved)
-    book.created(background)
+    state_machine.created(unreserved)
+    state_machine.created(background)
     await loop_turns()
-    await store.settled()
+    await store.drained()
 
     assert sorted(await stored_ids(store)) == sorted([unreserved.run_id, "r-background"])
 
@@ -136,10 +138,12 @@ async def test_new_ids_are_reserved_with_a_later_write_before_the_first_batch_ru
     run_ids = RunIds(batch=4)
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     taken = [run_ids.take() for _ in range(3)]  # the fourth batch id is left: time to refill
 
-    book.created(make_run("r-carrier", mode="background"))  # a write to carry the reservation
+    state_machine.created(
+        make_run("r-carrier", mode="background")
+    )  # a write to carry the reservation
     await recorder.durable()
     (stored,) = await query(store, "SELECT value FROM meta WHERE key = ?", meta_key(ME))
     reserved = json.loads(stored[0])
@@ -155,10 +159,10 @@ async def test_recovery_queues_the_marker_scan_for_a_dead_servers_unwritten_rese
     run_ids = RunIds(batch=4)
     await started(store, run_ids)
     written, unwritten = run_ids.take(), run_ids.take()
-    book = RunStateMachine(clock=ticking(), listener=Recorder(store, ME, 10, run_ids))
-    book.created(make_run(written))
+    state_machine = RunStateMachine(clock=ticking(), listener=Recorder(store, ME, 10, run_ids))
+    state_machine.created(make_run(written))
     await asyncio.sleep(0)
-    await store.settled()
+    await store.drained()
 
     interrupted, _ = await store.call(
         instances.recover, store, "later", lambda _pid, _ct: False, RunStateMachine(clock=ticking())
@@ -184,7 +188,7 @@ async def test_a_server_that_ends_gives_its_reserved_ids_back(store: Database) -
 
 
 async def holding(store: Database) -> tuple[Recorder, RunStateMachine, Run]:
-    """A recorder that holds task-mode runs, its run book, and a new task-mode run."""
+    """A recorder that holds task-mode runs, its run state machine, and a new task-mode run."""
     run_ids = RunIds()
     await started(store, run_ids)
     recorder = Recorder(store, ME, history_limit=10, run_ids=run_ids)
@@ -194,7 +198,7 @@ async def holding(store: Database) -> tuple[Recorder, RunStateMachine, Run]:
 async def test_a_held_runs_projection_is_sealed_once_after_the_turn_its_child_starts_in(
     store: Database,
 ) -> None:
-    recorder, book, run = await holding(store)
+    recorder, state_machine, run = await holding(store)
     sealings: list[int] = []
     turns = [0]
 
@@ -202,15 +206,15 @@ async def test_a_held_runs_projection_is_sealed_once_after_the_turn_its_child_st
         sealings.append(turns[0])
         return '{"v":1}', "sha256:v1:" + "0" * 64
 
-    book.created(run)  # the launch's step: its first child starts in the next turn
+    state_machine.created(run)  # the launch's step: its first child starts in the next turn
     recorder.projection(run, 0, sealing)
     assert sealings == []
     for _ in range(3):
         turns[0] += 1
         await asyncio.sleep(0)
     assert sealings == [2]  # once, after the turn the child started in
-    book.start(run)
-    book.transition(run, Cancelled("stopped"))
+    state_machine.start(run)
+    state_machine.transition(run, Cancelled("stopped"))
     await recorder.durable(run)
 
     assert sealings == [2]  # the write took the sealed projection as it was
@@ -221,7 +225,7 @@ async def test_a_projection_not_sealed_yet_is_sealed_by_the_write_of_its_run(
     store: Database,
 ) -> None:
     recorder = Recorder(store, ME, history_limit=10)  # no reserved ids: nothing is held
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r-background")
     calls: list[str] = []
 
@@ -229,7 +233,7 @@ async def test_a_projection_not_sealed_yet_is_sealed_by_the_write_of_its_run(
         calls.append(run.run_id)
         return '{"v":1}', "sha256:v1:" + "1" * 64
 
-    book.created(run)
+    state_machine.created(run)
     recorder.projection(run, 0, sealing)
     await recorder.durable(run)  # before any spare turn
 
@@ -244,7 +248,7 @@ async def test_a_projection_not_sealed_yet_is_sealed_by_the_write_of_its_run(
 async def test_a_held_runs_early_events_are_encoded_in_a_spare_turn_before_its_end(
     store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorder, book, run = await holding(store)
+    recorder, state_machine, run = await holding(store)
     encoded: list[int] = []
     encode = rows.event_record
 
@@ -253,16 +257,18 @@ async def test_a_held_runs_early_events_are_encoded_in_a_spare_turn_before_its_e
         return encode(event)
 
     monkeypatch.setattr(rows, "event_record", noting_encode)
-    book.created(run)  # the launch's step
+    state_machine.created(run)  # the launch's step
     recorder.projection(run, 0, lambda: ('{"v":1}', "sha256:v1:" + "2" * 64))
     await asyncio.sleep(0)  # the child starts in the next turn
-    book.start_child(run, run.children[0], pid=4242)
+    state_machine.start_child(run, run.children[0], pid=4242)
     await loop_turns()
     assert encoded == [1, 2, 3]  # queued, running, child running: while the child runs
     assert await stored_ids(store) == []  # still held
 
-    book.transition_child(run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0)))
-    book.transition(run, Completed())
+    state_machine.transition_child(
+        run, run.children[0], ChildCompleted(exit=ChildExit(exit_code=0))
+    )
+    state_machine.transition(run, Completed())
     await recorder.durable(run)
 
     assert encoded == [1, 2, 3, 4, 5]  # the end's write encoded only its own events

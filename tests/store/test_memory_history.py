@@ -118,12 +118,12 @@ async def test_a_memory_store_keeps_a_sessions_newest_runs_only(memory: Database
     recorder = Recorder(memory, ME, history_limit=3)
     pruned: list[str] = []
     recorder.on_pruned = pruned.extend
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     live = make_run("r-live", minute=-1)  # the oldest, but live: never pruned
-    book.start(live)
+    state_machine.start(live)
     runs: list[Run] = []
     for minute in range(40):
-        runs.append(completed_run(book, f"r{minute:02}", minute=minute))
+        runs.append(completed_run(state_machine, f"r{minute:02}", minute=minute))
         await recorder.durable()
 
     listed = await memory.call(reads.list_runs, memory, "s1", 100)
@@ -140,11 +140,11 @@ async def test_a_memory_store_bounds_each_runs_events_as_the_disk_does(
 ) -> None:
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
     recorder = Recorder(memory, ME, history_limit=100)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.start(run)
+    state_machine.start(run)
     for n in range(50):
-        book.emit(run, OutputEvent(index=0, text=f"line {n}"))
+        state_machine.emit(run, OutputEvent(index=0, text=f"line {n}"))
         await recorder.durable()
 
     seqs = [seq for (seq,) in await query(memory, "SELECT seq FROM events ORDER BY seq")]

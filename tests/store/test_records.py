@@ -9,7 +9,7 @@ from subagent_host.store.records import dumps, run_from_record, run_record
 from subagent_host.values import RunKind
 
 
-def test_a_step_running_a_command_is_reported_as_command_and_stored_as_planned() -> None:
+def test_a_step_running_a_command_is_of_kind_command_and_stored_as_planned() -> None:
     run = Run(
         run_id="r",
         session_id="s",
@@ -20,19 +20,20 @@ def test_a_step_running_a_command_is_reported_as_command_and_stored_as_planned()
         workflow=WorkflowState(
             name="w",
             steps=[
-                StepState(index=0, kind="prompt", command=True),
+                StepState(index=0, kind="command"),
                 StepState(index=1, kind="prompt"),
             ],
         ),
     )
     assert run.workflow is not None
-    assert [step.reported_kind for step in run.workflow.steps] == ["command", "prompt"]
     record = run_record(run)
     assert record["workflow"]["steps"] == [
         {"index": 0, "kind": "prompt"},
         {"index": 1, "kind": "prompt"},
     ]
-    run.workflow.steps[0].command = False
-    assert dumps(run_record(run)) == dumps(record)  # the flag leaves no trace
+    run.workflow.steps[0].kind = "prompt"
+    assert dumps(run_record(run)) == dumps(record)  # the kind `command` leaves no trace
+    # Read back as stored: the store's reads mark it `command` again from the workflow's
+    # stored definition (tests/e2e/test_stored_state.py).
     read = run_from_record(record, [])
-    assert read.workflow is not None and not read.workflow.steps[0].command
+    assert read.workflow is not None and read.workflow.steps[0].kind == "prompt"

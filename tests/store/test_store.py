@@ -83,14 +83,16 @@ def make_run(
 
 
 def completed_run(
-    book: RunStateMachine, run_id: str, session_id: str = "s1", minute: int = 0
+    state_machine: RunStateMachine, run_id: str, session_id: str = "s1", minute: int = 0
 ) -> Run:
     run = make_run(run_id, session_id, minute=minute)
     output = OutputInfo(text="ok\n", truncated=False, bytes=3, lines=1, partial=False)
-    book.start(run)
-    book.start_child(run, run.children[0])
-    book.transition_child(run, run.children[0], ChildCompleted(output, ChildExit(exit_code=0)))
-    book.transition(run, Completed(output))
+    state_machine.start(run)
+    state_machine.start_child(run, run.children[0])
+    state_machine.transition_child(
+        run, run.children[0], ChildCompleted(output, ChildExit(exit_code=0))
+    )
+    state_machine.transition(run, Completed(output))
     return run
 
 
@@ -296,26 +298,26 @@ class HeldWrite:
         """Return once the store's thread is inside the write (bounded)."""
         assert await asyncio.to_thread(self.started.wait, 10), "the write never started"
 
-    async def assert_settled_waits(self, store: Database) -> None:
-        """`store.settled()` is not done while the write is held, and is done once it ends."""
-        settling = asyncio.create_task(store.settled())
+    async def assert_drained_waits(self, store: Database) -> None:
+        """`store.drained()` is not done while the write is held, and is done once it ends."""
+        draining = asyncio.create_task(store.drained())
         try:
             await loop_turns()
-            assert not settling.done(), "settled() returned before the submitted write ran"
+            assert not draining.done(), "drained() returned before the submitted write ran"
         finally:
             self.gate.set()
-        await asyncio.wait_for(settling, 10)
+        await asyncio.wait_for(draining, 10)
         assert self.done == [1]
 
 
-async def test_settled_waits_for_everything_submitted(store: Database) -> None:
+async def test_drained_waits_for_everything_submitted(store: Database) -> None:
     write = HeldWrite()
     store.submit(write)
     await write.running()
-    await write.assert_settled_waits(store)
+    await write.assert_drained_waits(store)
 
 
-async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
+async def test_drained_waits_for_earlier_work_even_after_a_later_call_was_cancelled(
     store: Database,
 ) -> None:
     write = HeldWrite()
@@ -326,7 +328,7 @@ async def test_settled_waits_for_earlier_work_even_after_a_later_call_was_cancel
     caller.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await caller
-    await write.assert_settled_waits(store)
+    await write.assert_drained_waits(store)
 
 
 async def test_an_immediate_transaction_rolls_back_on_an_error(store: Database) -> None:
@@ -345,16 +347,16 @@ async def test_an_immediate_transaction_rolls_back_on_an_error(store: Database) 
 
 
 def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     warning = Diagnostic("warning", "snapshot-skipped", "not written", "workflow.snapshotPath")
     run = make_run("r1", children=2, label="both", enforced_timeout_ms=5000, diagnostics=(warning,))
-    book.start(run)
+    state_machine.start(run)
     first, second = run.children
     first.create_time = 1234.56
-    book.start_child(run, first, pid=4242, pgid=4242, start_time_probe=lambda: 1234.56)
+    state_machine.start_child(run, first, pid=4242, pgid=4242, start_time_probe=lambda: 1234.56)
     # Sampled while it runs (runs/sampling.py), not an ending's fact.
     first.resources = Resources(cpu_seconds=0.25, peak_rss_bytes=1 << 20, processes=2)
-    book.transition_child(
+    state_machine.transition_child(
         run,
         first,
         ChildCompleted(
@@ -362,8 +364,8 @@ def test_a_run_and_its_children_survive_a_json_round_trip() -> None:
             ChildExit(usage=Usage(1, 2, 3, 4, cost_usd=0.5), backend_session_id="b-1"),
         ),
     )
-    book.transition_child(run, second, ChildTimedOut("timeout", 5000))
-    book.transition(run, TimedOut("timeout", 5000))
+    state_machine.transition_child(run, second, ChildTimedOut("timeout", 5000))
+    state_machine.transition(run, TimedOut("timeout", 5000))
 
     record = json.loads(json.dumps(run_record(run)))
     assert "children" not in record and "events" not in record
@@ -395,24 +397,24 @@ def test_how_a_child_ended_is_kept_in_its_record_and_absent_from_older_records()
 
 
 async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("r1", children=4, label="four")
     done, failed, cancelled, running = run.children
-    book.start(run)
-    book.start_child(run, done)
+    state_machine.start(run)
+    state_machine.start_child(run, done)
     done.pid, done.exit_code = 100, 0
-    book.transition_child(
+    state_machine.transition_child(
         run,
         done,
         ChildCompleted(OutputInfo(text="done\n", truncated=False, bytes=5, lines=1, partial=False)),
     )
-    book.start_child(run, failed)
+    state_machine.start_child(run, failed)
     error = ErrorInfo("exit", "exited with 3", {"exitCode": 3, "stderrTail": "bad\n"})
-    book.transition_child(run, failed, ChildFailed(error, exit=ChildExit(exit_code=3)))
-    book.transition_child(run, cancelled, ChildCancelled("stopped"))
-    book.start_child(run, running)
+    state_machine.transition_child(run, failed, ChildFailed(error, exit=ChildExit(exit_code=3)))
+    state_machine.transition_child(run, cancelled, ChildCancelled("stopped"))
+    state_machine.start_child(run, running)
     running.pid, running.pgid, running.create_time = 200, 200, 99.5
-    book.emit(run, OutputEvent(index=3, text="partial…"))
+    state_machine.emit(run, OutputEvent(index=3, text="partial…"))
     await save(store, run)
 
     loaded = await store.call(reads.load_run, store, "r1")
@@ -427,8 +429,8 @@ async def test_a_saved_run_loads_back_equal_with_its_last_seq(store: Database) -
     assert loaded.children[1].error == error
     assert list(loaded.events) == []  # events are read with events_after
 
-    book.transition_child(run, running, ChildFailed(ErrorInfo("x", "y")))
-    book.transition(run, Failed(ErrorInfo("child", "child 1: exited with 3")))
+    state_machine.transition_child(run, running, ChildFailed(ErrorInfo("x", "y")))
+    state_machine.transition(run, Failed(ErrorInfo("child", "child 1: exited with 3")))
     await save(store, run)
     loaded = await store.call(reads.load_run, store, "r1")
     assert loaded == without_events(run)
@@ -441,12 +443,12 @@ async def test_load_run_of_an_unknown_id_is_none(store: Database) -> None:
 
 
 async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
-    run = completed_run(book, "r1")
+    state_machine = RunStateMachine(clock=ticking())
+    run = completed_run(state_machine, "r1")
     await save(store, run)
     retry = ChildRun(index=0, backend="command", attempt=2)
     run.children[0] = retry
-    book.start_child(run, retry)
+    state_machine.start_child(run, retry)
     await save(store, run)
 
     loaded = await store.call(reads.load_run, store, "r1")
@@ -456,9 +458,9 @@ async def test_load_run_gives_each_child_its_newest_attempt(store: Database) -> 
 
 
 async def test_events_after_gives_later_events_in_order(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
-    run = completed_run(book, "r1")
-    book.emit(run, MessageEvent(index=0, text="é\u0000", final=True))
+    state_machine = RunStateMachine(clock=ticking())
+    run = completed_run(state_machine, "r1")
+    state_machine.emit(run, MessageEvent(index=0, text="é\u0000", final=True))
     await save(store, run)
     assert run.last_seq == 5
 
@@ -471,22 +473,22 @@ async def test_events_after_gives_later_events_in_order(store: Database) -> None
 
 
 async def test_saving_only_new_events_appends_them(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("r1")
-    book.start(run)
+    state_machine.start(run)
     await save(store, run)
-    book.emit(run, OutputEvent(index=0, text="a"))
+    state_machine.emit(run, OutputEvent(index=0, text="a"))
     await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
     assert [e.seq for e in await store.call(reads.events_after, store, "r1", 0)] == [1, 2]
 
 
 async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("r1")
-    book.start(run)
+    state_machine.start(run)
     chunk = "x" * (1024 * 1024)
     for _ in range(3 * MAX_EVENT_BYTES_KEPT // len(chunk)):  # one write per turn, as the recorder
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
         await store.call(writes.save, store, ME, [run_row(run, [run.events[-1]])], 100)
     stored = await store.call(reads.events_after, store, "r1", 0)
     assert [e.seq for e in stored] == [e.seq for e in run.events]
@@ -504,11 +506,11 @@ async def test_stored_events_are_bounded_in_bytes_as_in_memory(store: Database) 
 
 
 async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
-    runs = [completed_run(book, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
-    await save(store, *runs, completed_run(book, "x9", session_id="s2", minute=9))
+    state_machine = RunStateMachine(clock=ticking())
+    runs = [completed_run(state_machine, f"r{i}", minute=i) for i in (2, 0, 3, 1)]
+    await save(store, *runs, completed_run(state_machine, "x9", session_id="s2", minute=9))
     running = make_run("r4", minute=4, label="live")
-    book.start(running)
+    state_machine.start(running)
     await save(store, running)
 
     summaries = await store.call(reads.list_runs, store, "s1", 10)
@@ -528,15 +530,15 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) 
 
 
 async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     old_running = make_run("r-old", minute=-10)
-    book.start(old_running)
+    state_machine.start(old_running)
     old_queued = make_run("r-older", minute=-20)
     await save(store, old_running, old_queued, limit=3)
-    other = completed_run(book, "x-other", session_id="s2", minute=-30)
+    other = completed_run(state_machine, "x-other", session_id="s2", minute=-30)
     await save(store, other, limit=3)
     for i in range(5):
-        await save(store, completed_run(book, f"r{i}", minute=i), limit=3)
+        await save(store, completed_run(state_machine, f"r{i}", minute=i), limit=3)
 
     ids = [s.run_id for s in await store.call(reads.list_runs, store, "s1", 100)]
     assert ids == ["r4", "r3", "r2", "r-old", "r-older"]
@@ -546,7 +548,7 @@ async def test_pruning_keeps_the_newest_runs_and_never_a_live_one(store: Databas
     kept = {r for (r,) in await query(store, "SELECT DISTINCT run_id FROM events")}
     assert kept == {"r4", "r3", "r2", "r-old", "x-other"}  # r-older never had an event
 
-    book.transition(old_running, Cancelled("stopped"))
+    state_machine.transition(old_running, Cancelled("stopped"))
     await save(store, old_running, limit=3)
     ids = [s.run_id for s in await store.call(reads.list_runs, store, "s1", 100)]
     assert ids == ["r4", "r3", "r2", "r-older"]
@@ -557,15 +559,15 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
     store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 5)
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("r1")
-    book.start(run)
+    state_machine.start(run)
     for n in range(7):
-        book.emit(run, OutputEvent(index=0, text=str(n)))
+        state_machine.emit(run, OutputEvent(index=0, text=str(n)))
     await save(store, run)  # 8 events in one write
     assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(4, 9)]
     for n in range(4):
-        book.emit(run, OutputEvent(index=0, text=f"more {n}"))
+        state_machine.emit(run, OutputEvent(index=0, text=f"more {n}"))
         await save(store, run)
 
     assert await query(store, "SELECT seq FROM events ORDER BY seq") == [(s,) for s in range(8, 13)]
@@ -577,10 +579,10 @@ async def test_events_on_disk_are_bounded_per_run_while_seq_keeps_counting(
 
 
 async def test_run_ids_with_prefix_match_literally_within_the_session(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     ids = ["abc%def", "abcXdef", "abc_1", "abcd1", "abc\\z", "abz"]
-    await save(store, *(completed_run(book, r, minute=i) for i, r in enumerate(ids)))
-    await save(store, completed_run(book, "abc%other", session_id="s2"))
+    await save(store, *(completed_run(state_machine, r, minute=i) for i, r in enumerate(ids)))
+    await save(store, completed_run(state_machine, "abc%other", session_id="s2"))
 
     def prefixed(session_id: str, prefix: str, limit: int = 10) -> list[str]:
         return sorted(reads.run_ids_with_prefix(store, session_id, prefix, limit))
@@ -610,30 +612,30 @@ async def register(store: Database, instance: str, pid: int) -> None:
 
 
 async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     for instance, pid in (("dead", DEAD_PID), ("alive", ALIVE_PID), (ME, MY_PID)):
         await register(store, instance, pid)
 
     mixed = make_run("r-mixed", children=3)
     done, busy, waiting = mixed.children
-    book.start(mixed)
-    book.start_child(mixed, done)
+    state_machine.start(mixed)
+    state_machine.start_child(mixed, done)
     done.pid, done.create_time = 3131, 555.0  # ended: not a leftover
-    book.transition_child(mixed, done, ChildFailed(ErrorInfo("exit", "exit 1")))
-    book.start_child(mixed, busy)
+    state_machine.transition_child(mixed, done, ChildFailed(ErrorInfo("exit", "exit 1")))
+    state_machine.start_child(mixed, busy)
     busy.pid, busy.pgid, busy.create_time = 4242, 4242, 777.25
     queued = make_run("r-queued")
-    finished = completed_run(book, "r-finished")
+    finished = completed_run(state_machine, "r-finished")
     await save(store, mixed, queued, finished, instance="dead")
     theirs = make_run("r-theirs")
-    book.start(theirs)
+    state_machine.start(theirs)
     await save(store, theirs, instance="alive")
     mine = make_run("r-mine")
-    book.start(mine)
+    state_machine.start(mine)
     await save(store, mine, instance=ME)
     stray = make_run("r-stray")
-    book.start(stray)
-    book.start_child(stray, stray.children[0])
+    state_machine.start(stray)
+    state_machine.start_child(stray, stray.children[0])
     stray.children[0].pid = 5151  # its start time was never read
     await save(store, stray, instance="never-registered")
     events_before = await query(store, "SELECT run_id, seq, record FROM events ORDER BY 1, 2")
@@ -697,11 +699,11 @@ async def test_recover_interrupts_runs_of_gone_instances_exactly_once(store: Dat
 
 
 async def test_recover_leaves_a_live_instances_runs_and_its_own_alone(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     await register(store, "alive", ALIVE_PID)
     await register(store, ME, MY_PID)
     theirs = make_run("r-theirs")
-    book.start(theirs)
+    state_machine.start(theirs)
     await save(store, theirs, instance="alive")
     mine = make_run("r-mine")
     await save(store, mine, instance=ME)
@@ -741,11 +743,11 @@ async def test_two_servers_recovering_at_once_interrupt_each_run_once(tmp_path: 
     state = tmp_path / "state"
     first, second = await Database.open(state), await Database.open(state)
     try:
-        book = RunStateMachine(clock=ticking())
+        state_machine = RunStateMachine(clock=ticking())
         await register(first, "dead", DEAD_PID)
         runs = [make_run(f"r{i}") for i in range(20)]
         for run in runs:
-            book.start(run)
+            state_machine.start(run)
         await save(first, *runs, instance="dead")
         await register(first, "a", MY_PID)
         await register(second, "b", LATER_PID)
@@ -782,22 +784,22 @@ async def test_the_recorder_writes_one_save_per_loop_turn(
 
     monkeypatch.setattr(writes, "save", counting_save)
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     first, second = make_run("r1"), make_run("r2", minute=1)
 
-    book.start(first)
-    book.start_child(first, first.children[0])
-    book.emit(first, OutputEvent(index=0, text="hi"))
-    book.start(second)
+    state_machine.start(first)
+    state_machine.start_child(first, first.children[0])
+    state_machine.emit(first, OutputEvent(index=0, text="hi"))
+    state_machine.start(second)
     assert saves == []  # nothing is written before the turn ends
     await asyncio.sleep(0)
-    await store.settled()
+    await store.drained()
     assert saves == [[("r1", [1, 2, 3]), ("r2", [1])]]
 
-    book.transition_child(first, first.children[0], ChildCancelled("stopped"))
-    book.transition(first, Cancelled("stopped"))
+    state_machine.transition_child(first, first.children[0], ChildCancelled("stopped"))
+    state_machine.transition(first, Cancelled("stopped"))
     await asyncio.sleep(0)
-    await store.settled()
+    await store.drained()
     assert saves[1:] == [[("r1", [4, 5])]]
     assert await query(store, "SELECT run_id, status, last_seq FROM runs ORDER BY run_id") == [
         ("r1", "cancelled", 5),
@@ -816,14 +818,14 @@ async def test_the_recorder_says_when_too_many_events_wait_for_the_disk(store: D
         drained.set()
 
     recorder.watch_backlog(lambda: told.append("full"), on_drained)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.start(run)
+    state_machine.start(run)
     gate = threading.Event()
     store.submit(gate.wait, 10)  # the disk is busy: nothing is committed meanwhile
     chunk = "x" * (256 * 1024)
     for _ in range(STORE_BACKLOG_BYTES // len(chunk) + 1):
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
         await asyncio.sleep(0)  # one write per turn
     assert told == ["full"] and recorder.full
     gate.set()
@@ -845,15 +847,15 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
         check_backlog()
 
     monkeypatch.setattr(recorder, "_check_backlog", counting_check)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.start(run)
+    state_machine.start(run)
     gate = threading.Event()
     store.submit(gate.wait, 10)  # the disk is busy: every write below waits
     chunk = "x" * (256 * 1024)
     writes = STORE_BACKLOG_BYTES // len(chunk) + 20
     for _ in range(writes):
-        book.emit(run, OutputEvent(index=0, text=chunk))
+        state_machine.emit(run, OutputEvent(index=0, text=chunk))
         await asyncio.sleep(0)  # one write per turn
     assert recorder.full
     looks = 0
@@ -867,9 +869,9 @@ async def test_a_full_recorder_looks_at_its_backlog_once_per_committed_write(
 
 async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r-fresh", label="fresh")
-    book.start(run)
+    state_machine.start(run)
 
     await recorder.durable()  # no turn of the loop in between: durable writes it now
     summaries = await store.call(reads.list_runs, store, "s1", 10)
@@ -879,10 +881,10 @@ async def test_a_run_launched_a_moment_ago_is_listed_after_durable(store: Databa
 
 async def test_a_touch_without_an_event_is_written_too(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
-    book.start(run)
-    book.start_child(run, run.children[0])
+    state_machine.start(run)
+    state_machine.start_child(run, run.children[0])
     await recorder.durable()
     run.children[0].pid = 31337
     run.children[0].start_time_probe = lambda: 42.5
@@ -907,10 +909,10 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
 
     monkeypatch.setattr(writes, "write_run", failing_write_run)
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     good, bad, other = make_run("r-good"), make_run("r-bad", minute=1), make_run("r-o", minute=2)
     for run in (good, bad, other):  # one turn of the loop: one batch
-        book.start(run)
+        state_machine.start(run)
 
     await recorder.durable(good)
     await recorder.durable(other)
@@ -923,7 +925,7 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
     ]
     # Once a write carrying it succeeds, the run is reported written again.
     monkeypatch.setattr(writes, "write_run", real_write_run)
-    book.emit(bad, OutputEvent(index=0, text="later"))
+    state_machine.emit(bad, OutputEvent(index=0, text="later"))
     await recorder.durable(bad)
     assert await query(store, "SELECT run_id, last_seq FROM runs WHERE run_id = 'r-bad'") == [
         ("r-bad", 2)
@@ -932,10 +934,10 @@ async def test_a_run_whose_write_fails_is_reported_and_the_rest_of_its_batch_is_
 
 async def test_nothing_of_a_run_is_written_while_it_is_unrecorded(store: Database) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     run = make_run("r1")
     with recorder.unrecorded(run):
-        book.start(run)
+        state_machine.start(run)
         recorder.touch(run)
         await recorder.durable(run)
     await recorder.durable(run)
@@ -946,11 +948,11 @@ async def test_a_lone_surrogate_that_slipped_through_is_stored_mended_with_its_b
     store: Database,
 ) -> None:
     recorder = Recorder(store, ME, history_limit=10)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     bad, good = make_run("r-bad", label="a\ud800b"), make_run("r-good", minute=1)
-    book.start(bad)
-    book.emit(bad, OutputEvent(index=0, text="x\udfff"))
-    book.start(good)
+    state_machine.start(bad)
+    state_machine.emit(bad, OutputEvent(index=0, text="x\udfff"))
+    state_machine.start(good)
     await recorder.durable(bad)
     await recorder.durable(good)
     assert await query(store, "SELECT run_id, label FROM runs ORDER BY run_id") == [
@@ -967,17 +969,17 @@ async def test_the_runs_a_write_pruned_are_handed_on_before_durable_returns(
     recorder = Recorder(store, ME, history_limit=2)
     pruned: list[list[str]] = []
     recorder.on_pruned = lambda run_ids: pruned.append(list(run_ids))
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     for minute in range(2):
-        completed_run(book, f"r{minute}", minute=minute)
+        completed_run(state_machine, f"r{minute}", minute=minute)
         await recorder.durable()
     assert pruned == []
     live = make_run("r-live", minute=-1)  # older, but live: never pruned
-    book.start(live)
+    state_machine.start(live)
     await recorder.durable()
     assert pruned == []  # r-live is live; nothing else is beyond the newest two
 
-    completed_run(book, "r2", minute=2)
+    completed_run(state_machine, "r2", minute=2)
     await recorder.durable()
     assert pruned == [["r0"]]
     assert await store.call(reads.load_run, store, "r0") is None
@@ -1002,8 +1004,8 @@ async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after
         set_done(waiter)
 
     monkeypatch.setattr(recorder_module, "_set_done", noting_wake)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
-    completed_run(book, "r0", minute=0)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
+    completed_run(state_machine, "r0", minute=0)
     await recorder.durable()
     loop = asyncio.get_running_loop()
     ticking_on = True
@@ -1016,7 +1018,7 @@ async def test_a_waiter_for_the_disk_resumes_in_the_first_turn_of_the_loop_after
 
     tick()
     woken_in.clear()
-    completed_run(book, "r1", minute=1)
+    completed_run(state_machine, "r1", minute=1)
     await recorder.durable()
     resumed_in = turns
     ticking_on = False
@@ -1044,8 +1046,10 @@ async def test_the_runs_beyond_the_history_limit_are_the_oldest_ties_broken_by_r
     store: Database, created: tuple[int, ...]
 ) -> None:
     # Runs created at one moment on both sides of the limit: the newest by run_id stay.
-    book = RunStateMachine(clock=ticking())
-    runs = [completed_run(book, f"r{n}", minute=minute) for n, minute in enumerate(created)]
+    state_machine = RunStateMachine(clock=ticking())
+    runs = [
+        completed_run(state_machine, f"r{n}", minute=minute) for n, minute in enumerate(created)
+    ]
     for run in runs:
         await save(store, run, limit=2)
     newest = sorted(runs, key=lambda run: (run.created_at, run.run_id), reverse=True)[:2]
@@ -1056,11 +1060,15 @@ async def test_the_runs_beyond_the_history_limit_are_the_oldest_ties_broken_by_r
 async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store: Database) -> None:
     now = T0 + timedelta(days=100)
     old = T0  # 100 days before `now`
-    book = RunStateMachine(clock=ticking())  # stamps near T0: every run here ended long ago...
+    state_machine = RunStateMachine(
+        clock=ticking()
+    )  # stamps near T0: every run here ended long ago...
     for n in range(30):  # thirty servers, each with its own default session, long gone
         instance = f"gone-{n}"
         await store.call(instances.register_instance, store, instance, 1000 + n, 1.0, old)
-        await save(store, completed_run(book, f"r{n}", session_id=f"s{n}"), instance=instance)
+        await save(
+            store, completed_run(state_machine, f"r{n}", session_id=f"s{n}"), instance=instance
+        )
         await store.call(instances.end_instance, store, instance, old)
     # ...but these sessions are kept: a run of the last 30 days, or a live one.
     recent = completed_run(
@@ -1068,7 +1076,7 @@ async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store:
     )
     await save(store, recent)
     live = make_run("r-live", "s-live")  # created long ago, still running
-    book.start(live)
+    state_machine.start(live)
     await save(store, live, instance="gone-live-owner")
     await store.call(instances.register_instance, store, "gone-live-owner", 99, 1.0, old)
     await store.call(instances.end_instance, store, "gone-live-owner", old)
@@ -1093,9 +1101,9 @@ async def test_idle_sessions_and_ended_server_records_are_pruned_at_start(store:
 async def test_a_session_whose_old_run_ended_recently_is_kept(store: Database) -> None:
     now = T0 + timedelta(days=100)
     run = make_run("r-long", "s-long")  # created 100 days ago...
-    book = RunStateMachine(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
-    book.start(run)
-    book.transition(run, Cancelled("stopped"))
+    state_machine = RunStateMachine(clock=lambda: now - timedelta(days=1))  # ...and ended yesterday
+    state_machine.start(run)
+    state_machine.transition(run, Cancelled("stopped"))
     await save(store, run)
     assert await store.call(instances.prune_stale, store, ME, now) == instances.Pruned(0, 0, 0)
 
@@ -1109,14 +1117,14 @@ async def test_the_database_is_intact_after_a_full_history(
     monkeypatch.setattr(writes, "MAX_EVENTS_KEPT", 4)
     recorder = Recorder(store, "dead", history_limit=3)
     await register(store, "dead", DEAD_PID)
-    book = RunStateMachine(clock=ticking(), listener=recorder)
+    state_machine = RunStateMachine(clock=ticking(), listener=recorder)
     for i in range(6):
         run = make_run(f"r{i}", children=2, minute=i)
-        book.start(run)
+        state_machine.start(run)
         for n in range(5):
-            book.emit(run, OutputEvent(index=0, text=str(n)))
+            state_machine.emit(run, OutputEvent(index=0, text=str(n)))
         if i < 5:
-            book.transition(run, Cancelled("stopped"))
+            state_machine.transition(run, Cancelled("stopped"))
         await asyncio.sleep(0)
     await recorder.durable()
     await register(store, ME, MY_PID)

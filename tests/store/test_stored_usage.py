@@ -18,22 +18,22 @@ SECOND = Usage(10, 2, 0, 0, 0.25)
 RESUMED = Usage(1, 1, 1, 1, 0.125)
 
 
-def ended(book: RunStateMachine, run: Run, child: ChildRun, usage: Usage | None) -> None:
-    book.start_child(run, child)
-    book.transition_child(run, child, ChildCompleted(exit=ChildExit(usage=usage)))
+def ended(state_machine: RunStateMachine, run: Run, child: ChildRun, usage: Usage | None) -> None:
+    state_machine.start_child(run, child)
+    state_machine.transition_child(run, child, ChildCompleted(exit=ChildExit(usage=usage)))
 
 
 async def test_a_run_read_back_counts_every_attempt_of_every_child(store: Database) -> None:
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("r1", children=2)
-    book.start(run)
-    ended(book, run, run.children[0], FIRST)
-    ended(book, run, run.children[1], SECOND)
-    book.transition(run, Completed())
+    state_machine.start(run)
+    ended(state_machine, run, run.children[0], FIRST)
+    ended(state_machine, run, run.children[1], SECOND)
+    state_machine.transition(run, Completed())
     await save(store, run)
     resumed = ChildRun(index=1, backend="command", attempt=2)
     run.replace_child(resumed)
-    ended(book, run, resumed, RESUMED)
+    ended(state_machine, run, resumed, RESUMED)
     await save(store, run)
     assert run.usage == Usage(111, 23, 6, 2, 0.875)
     assert "earlier_usage" not in run_record(run)  # the attempts' rows are what counts
@@ -48,8 +48,8 @@ async def test_a_run_read_back_counts_every_attempt_of_every_child(store: Databa
 async def test_a_listing_sums_each_run_alone_and_leaves_a_run_without_usage_bare(
     store: Database,
 ) -> None:
-    book = RunStateMachine(clock=ticking())
-    bare = completed_run(book, "r0", minute=0)
+    state_machine = RunStateMachine(clock=ticking())
+    bare = completed_run(state_machine, "r0", minute=0)
     priced = make_run("r1", minute=1)
     unpriced = make_run("r2", minute=2, children=2)
     other = make_run("x9", session_id="s2", minute=9)
@@ -59,7 +59,7 @@ async def test_a_listing_sums_each_run_alone_and_leaves_a_run_without_usage_bare
         (other, [SECOND]),
     ):
         for child, usage in zip(run.children, usages, strict=True):
-            ended(book, run, child, usage)
+            ended(state_machine, run, child, usage)
     await save(store, bare, priced, unpriced, other)
 
     summaries = await store.call(reads.list_runs, store, "s1", 10)

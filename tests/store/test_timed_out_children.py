@@ -29,14 +29,14 @@ async def store(tmp_path: Path) -> AsyncIterator[Database]:
 
 def timed_out_twice() -> Run:
     """Child 0 timed out, child 1 stalled, child 2 completed: the run timed out from child 0."""
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("r1", children=3)
-    book.start(run)
+    state_machine.start(run)
     timeout, stall, done = run.children
-    book.transition_child(run, timeout, ChildTimedOut("timeout", RUN_TIMEOUT_MS))
-    book.transition_child(run, stall, ChildTimedOut("stall", 2_000))
-    book.transition_child(run, done, ChildCompleted())
-    book.transition(run, TimedOut("timeout", RUN_TIMEOUT_MS))
+    state_machine.transition_child(run, timeout, ChildTimedOut("timeout", RUN_TIMEOUT_MS))
+    state_machine.transition_child(run, stall, ChildTimedOut("stall", 2_000))
+    state_machine.transition_child(run, done, ChildCompleted())
+    state_machine.transition(run, TimedOut("timeout", RUN_TIMEOUT_MS))
     return run
 
 

@@ -22,20 +22,20 @@ RESUMED = Usage(300, 50, 0, 0, 0.25)
 async def write_resumed_run(tmp_path: Path) -> str:
     """A state directory holding one run of two agent children, the second resumed once:
     usage FIRST for every attempt but the resumed one's, RESUMED."""
-    book = RunStateMachine(clock=ticking())
+    state_machine = RunStateMachine(clock=ticking())
     run = make_run("a" * 32, children=2)
-    book.start(run)
+    state_machine.start(run)
     for child in run.children:
-        book.start_child(run, child)
-        book.transition_child(run, child, ChildCompleted(exit=ChildExit(usage=FIRST)))
-    book.transition(run, Completed())
+        state_machine.start_child(run, child)
+        state_machine.transition_child(run, child, ChildCompleted(exit=ChildExit(usage=FIRST)))
+    state_machine.transition(run, Completed())
     store = await Database.open(state(tmp_path))
     try:
         await store.call(writes.save, store, "instance", [run_row(run, list(run.events))], 100)
         resumed = ChildRun(index=1, backend="pi", attempt=2)
         run.replace_child(resumed)
-        book.start_child(run, resumed)
-        book.transition_child(run, resumed, ChildCompleted(exit=ChildExit(usage=RESUMED)))
+        state_machine.start_child(run, resumed)
+        state_machine.transition_child(run, resumed, ChildCompleted(exit=ChildExit(usage=RESUMED)))
         await store.call(writes.save, store, "instance", [run_row(run, [])], 100)
     finally:
         await store.close()

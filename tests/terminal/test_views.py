@@ -8,7 +8,7 @@ import pytest
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.runs.state import ChildRun, Run, WorkflowState
-from subagent_host.store.browse import Launch
+from subagent_host.store.browse import LaunchSummary
 from subagent_host.terminal.views import (
     child_head,
     cost,
@@ -79,15 +79,18 @@ def test_a_runs_tokens_and_cost_read_from_every_attempt_of_its_children() -> Non
 def test_a_child_is_named_by_its_command_its_prompt_or_its_backend_and_agent() -> None:
     command = ChildRun(index=0, backend="command")
     assert (
-        child_head(command, Launch("command", ("sh", "-c", "echo hi"), None)) == "sh -c 'echo hi'"
+        child_head(command, LaunchSummary("command", ("sh", "-c", "echo hi"), None))
+        == "sh -c 'echo hi'"
     )
     prompted = ChildRun(index=0, backend="pi", prompt_head="Summarize the README")
-    assert child_head(prompted, Launch("pi", ("pi", "--mode", "json"), "m")) == (
+    assert child_head(prompted, LaunchSummary("pi", ("pi", "--mode", "json"), "m")) == (
         "pi: Summarize the README"
     )
     older = ChildRun(index=0, backend="claude")  # recorded before prompt heads were kept
-    assert child_head(older, Launch("claude", (), None, "reviewer")) == ("claude agent reviewer")
-    assert child_head(older, Launch("claude", (), "opus")) == "claude opus"
+    assert child_head(older, LaunchSummary("claude", (), None, "reviewer")) == (
+        "claude agent reviewer"
+    )
+    assert child_head(older, LaunchSummary("claude", (), "opus")) == "claude opus"
     assert child_head(older, None) == "claude"
 
 
@@ -100,7 +103,7 @@ def test_a_run_is_named_by_its_workflow_or_its_first_child_and_how_many_more() -
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
         children=[ChildRun(index=0, backend="command"), ChildRun(index=1, backend="command")],
     )
-    assert launch_head(run, {0: Launch("command", ("true",), None)}) == "true (+1 more)"
+    assert launch_head(run, {0: LaunchSummary("command", ("true",), None)}) == "true (+1 more)"
     run.workflow = WorkflowState(name="review", steps=[])
     assert launch_head(run, {}) == "workflow review"
     assert shorten("a  b\nc", 60) == "a b c" and shorten("x" * 70, 10) == "x" * 9 + "…"

@@ -88,7 +88,7 @@ async def test_a_worktree_is_made_on_its_branch_from_head_in_the_same_relative_d
     assert (Path(opened.cwd) / "keep.txt").read_text() == "kept\n"
     assert worktrees_of(repo) == [opened.path]
     assert oct((worktrees.root).stat().st_mode & 0o777) == "0o700"
-    clean = await worktrees.settle(opened)
+    clean = await worktrees.finish_attempt(opened)
     assert clean.kept is False and clean.commits == 0 and clean.uncommitted == 0
     assert worktrees_of(repo) == [] and opened.branch not in branches_of(repo)
 
@@ -104,7 +104,7 @@ async def test_renames_deletions_binary_files_and_commits_are_all_measured_again
     (path / "shared.txt").unlink()
     (path / "new.txt").write_text("one\ntwo\n")
 
-    report = await worktrees.settle(opened)
+    report = await worktrees.finish_attempt(opened)
     assert report.commits == 1 and report.kept is True
     assert report.uncommitted == 3  # the staged rename (once), the deletion, the new file
     assert report.changed_files == (

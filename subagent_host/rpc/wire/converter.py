@@ -1,6 +1,7 @@
 """The one cattrs converter that reads and writes every wire type, and its hooks.
 
-Fields are snake_case in Python and camelCase on the wire. A field whose value is
+Fields are snake_case in Python and camelCase on the wire, or the wire name a
+field declares (`values/wire_names.py`: a workflow's `output_name` is `as`). A field whose value is
 `None` is omitted from what we send; a field that must always be sent has no
 default. Moments are `datetime`s, written as `timestamp` spells them. Unknown keys
 in params are rejected; primitives are checked, not coerced: cattrs on its own
@@ -38,8 +39,9 @@ from subagent_host.rpc.wire.basics import (
 )
 from subagent_host.rpc.wire.events import EventWire
 from subagent_host.rpc.wire.snapshots import RunList, RunSnapshot, StatusResult
-from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE, camel_case
+from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
 from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS
+from subagent_host.values.wire_names import wire_name
 
 T = TypeVar("T")
 
@@ -129,7 +131,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
         attrs.resolve_types(cls)
         inline = [a for a in attrs.fields(cls) if a.metadata.get(INLINE)]
         overrides: dict[str, Any] = {
-            a.name: override(rename=camel_case(a.name), omit=a in inline) for a in attrs.fields(cls)
+            a.name: override(rename=wire_name(a), omit=a in inline) for a in attrs.fields(cls)
         }
         plain: Callable[[Any, type], Any] = make_dict_structure_fn(
             cls, converter, _cattrs_forbid_extra_keys=forbid_extra_keys, **overrides
@@ -140,11 +142,11 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
 
     def unstructure_factory(cls: type[Any]) -> Any:
         overrides: dict[str, Any] = {
-            a.name: override(rename=camel_case(a.name), omit_if_default=_omitted(a))
+            a.name: override(rename=wire_name(a), omit_if_default=_omitted(a))
             for a in attrs.fields(cls)
         }
         plain = make_dict_unstructure_fn(cls, converter, **overrides)
-        inline = {camel_case(a.name) for a in attrs.fields(cls) if a.metadata.get(INLINE)}
+        inline = {wire_name(a) for a in attrs.fields(cls) if a.metadata.get(INLINE)}
         return _inlining(plain, inline) if inline else plain
 
     converter.register_structure_hook_factory(attrs.has, structure_factory)
@@ -160,7 +162,7 @@ def _nullable_without_default(cls: type[Any]) -> tuple[str, ...]:
     """Wire names of `cls`'s fields that may be null but have no default (a projection's
     `model`, `label`, ...): stored with their nulls, written to the wire without them."""
     return tuple(
-        camel_case(a.name)
+        wire_name(a)
         for a in attrs.fields(cls)
         if a.default is attrs.NOTHING and type(None) in get_args(a.type)
     )
@@ -186,7 +188,7 @@ def _gathering(
 ) -> Callable[[Any, type], Any]:
     """Read the `inline` fields back from the keys written in their place (see `INLINE`)."""
     groups = [(a.name, _attrs_type(a)) for a in inline]
-    keys = {name: {camel_case(f.name) for f in attrs.fields(kind)} for name, kind in groups}
+    keys = {name: {wire_name(f) for f in attrs.fields(kind)} for name, kind in groups}
 
     def structure(value: Any, cls: type) -> Any:
         if not isinstance(value, dict):

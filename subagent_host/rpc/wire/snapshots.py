@@ -20,6 +20,7 @@ from subagent_host.values.facts import (
     Usage,
     Workspace,
 )
+from subagent_host.values.steps import StepState
 
 T = TypeVar("T")
 
@@ -119,22 +120,13 @@ class BackgroundMember:
     """Its status when the snapshot was taken (`queued`, `running`, or how it ended)."""
 
 
+# A step's snapshot is its state (values/steps.py), frozen: its fields, their order and
+# their descriptions are the state's, declared once there. The wire may not import
+# `runs/`, nor `runs/` the wire, so the state lives below both; this class adds only
+# its name and its description on the wire.
 @attrs.frozen
-class StepSnapshot:
+class StepSnapshot(StepState):
     """One workflow step: `pending` until it starts, then its children's outcome."""
-
-    index: int
-    """The step's position in `workflow.chain`, from 0."""
-    kind: str
-    """`prompt` (one agent item), `command` (one command item), `parallel` or `forEach`."""
-    status: str
-    """`pending` (not started), `running`, or the status it ended with."""
-    children: tuple[int, ...]
-    """The indices of its children in the run's `children`."""
-    label: str | None = None
-    """The step's label, when it has one."""
-    as_: str | None = None
-    """Wire name `as`: the name later steps know its text by, when it has one."""
 
 
 @attrs.frozen

@@ -28,7 +28,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-def give_back(freed_bytes: int) -> None:
+def trim_heap(freed_bytes: int) -> None:
     """Return free heap pages to the OS if `freed_bytes` were just released."""
     trim = _malloc_trim()
     if trim is not None and freed_bytes >= TRIM_AFTER_BYTES:

@@ -1,4 +1,5 @@
-"""The store's one face: run history, approvals and recovery, as async methods on the loop.
+"""`RunStore`, the store's one entry point: run history, approvals and recovery, as async
+methods on the loop.
 
 Everything outside this package speaks to the store through `RunStore` and
 never sees SQL, the store's thread or its connection. Its invariants:
@@ -69,7 +70,7 @@ class RunStore:
         self._recorder: Recorder | None = None
         self._run_ids = RunIds()
         self.live: Callable[[str], Run | None] = lambda _run_id: None
-        """This server's run by id, if it holds it (set once the run manager exists)."""
+        """This server's run by id, if it holds it (set once the orchestrator exists)."""
 
     @classmethod
     async def open(cls, state_dir: Path, history_limit: int) -> RunStore:
@@ -148,7 +149,7 @@ class RunStore:
         return self._recorder
 
     def record(self, run: Run, event: RunEvent) -> None:
-        """The run book's listener: the run and its new event, written this turn."""
+        """The run state machine's listener: the run and its new event, written this turn."""
         self.recorder(run, event)
 
     def touch(self, run: Run) -> None:

@@ -1,4 +1,5 @@
-"""Hold a run's stop request (the first one wins) and say when the run is done, or detached."""
+"""A run's controls while it runs: its stop request (the first one wins), what it streams, and
+when it is done or detached."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from subagent_host.terminal.views import plural as terminal_plural
-from subagent_host.values.words import between, plural
+from subagent_host.values.plurals import between, plural
 
 
 def test_a_count_and_its_noun_agree() -> None:

@@ -1,4 +1,4 @@
-"""The INFO lines that tell a run's story: its start, each child's start and end, its end.
+"""The INFO lines of a run's lifecycle: its start, each child's start and end, its end.
 
 `RunStateMachine` calls these where a status changes, the one place every path goes
 through, so each line is written once whatever starts or ends the run (a spawn, a
@@ -21,11 +21,11 @@ from typing import ParamSpec, Protocol
 
 from subagent_host.values import RunKind, RunStatus
 from subagent_host.values.facts import ErrorInfo
-from subagent_host.values.words import plural
+from subagent_host.values.plurals import plural
 
-# state.py calls these with its `Run` and `ChildRun`: the story names only the facts it
-# tells (read-only, so mypy checks them against those classes at each call), and imports
-# nothing of the state machine, not even for its annotations.
+# state.py calls these with its `Run` and `ChildRun`: this module names only the facts its
+# lines tell (read-only, so mypy checks them against those classes at each call), and
+# imports nothing of the state machine, not even for its annotations.
 
 
 class _Ended(Protocol):
@@ -40,7 +40,7 @@ class _Ended(Protocol):
 
 
 class ChildRun(_Ended, Protocol):
-    """What the story tells of a child."""
+    """What the lines tell of a child."""
 
     @property
     def index(self) -> int: ...
@@ -64,7 +64,7 @@ class _Workflow(Protocol):
 
 
 class Run(_Ended, Protocol):
-    """What the story tells of a run."""
+    """What the lines tell of a run."""
 
     @property
     def run_id(self) -> str: ...
@@ -100,7 +100,7 @@ def _at_info(tell: Callable[P, None]) -> Callable[P, None]:
 
 
 def _tell(run: Run, message: str, *args: object, **ids: int | None) -> None:
-    """One line of the story: `run ID ` and `message`; `runId` and `ids` (a child's `index`,
+    """One lifecycle line: `run ID ` and `message`; `runId` and `ids` (a child's `index`,
     `pid`) go with it for `--log-format json`."""
     logger.info("run %s " + message, run.run_id, *args, extra={"runId": run.run_id, **ids})
 
