@@ -20,7 +20,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
@@ -132,7 +132,7 @@ def build_orchestrator(
     workflow_records: WorkflowRecords | None = None,
     sessions: SessionFiles | None = None,
     new_run_id: Callable[[], str] | None = None,
-    executor: Executor[Any] | None = None,
+    executor: Executor | None = None,
     identities: ProgramIdentities | None = None,
 ) -> RunOrchestrator:
     services = ChildServices(

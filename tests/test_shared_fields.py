@@ -15,7 +15,7 @@ from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.backends.base import ItemSpec
 from subagent_host.config import ServerConfig
 from subagent_host.planning.plan import ChildPlan, ServerLimits, WorkflowPlan
-from subagent_host.planning.request import ForEachStep, ParallelStep, Placement
+from subagent_host.planning.request import ForEachStep, ParallelStep
 from subagent_host.planning.views import (
     ChildLimits,
     PlanChild,
@@ -28,6 +28,7 @@ from subagent_host.rpc.wire import AgentInfo, ChildSnapshot, Limits, RunOutcome,
 from subagent_host.runs.state import ChildRun, Run, StepState
 from subagent_host.terminal.runs import RunLine
 from subagent_host.values.copying import shared
+from subagent_host.values.placement import Placement
 
 # (source, made, the fields of the same name the call gives itself)
 PAIRS: Final[tuple[tuple[type, type, frozenset[str]], ...]] = (

@@ -61,7 +61,6 @@ class Child:
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads its own group
-        self.node: str | None = None  # this machine
         self.marker = marker
         self.pidfd = pidfd
         self.group = group

@@ -31,7 +31,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import attrs
 
@@ -51,6 +51,7 @@ from subagent_host.backends.termination import (
 )
 from subagent_host.backends.tracking import Tracking, TrackingMode, choose
 from subagent_host.backends.trees import RUN_MARKER, Claims, sample_now, snapshot
+from subagent_host.values.placement import Placement
 
 # Names callers take from here, though their own modules hold them.
 __all__ = [
@@ -92,9 +93,9 @@ class LaunchSpec:
     """The child's whole environment (allowlisted by the caller), including the marker."""
     stdin: bytes | None = None
     """Written to the child's stdin, which is then closed (it is closed in any case)."""
-    placement: Mapping[str, Any] | None = None
-    """Where on a cluster it may run (protocol.md §8.8: `resources`, `nodeId`, `labels`),
-    for a cluster executor; the supervisor runs everything here and never gets one."""
+    placement: Placement | None = None
+    """Where on a cluster it may run (protocol.md §8.8), for a cluster executor; the
+    supervisor runs everything here and never gets one."""
     placement_wait_s: float | None = None
     """The most a cluster executor may wait for a node that can hold it (None: its own
     bound); the supervisor starts at once."""
@@ -118,8 +119,6 @@ class OutputSink(Protocol):
 
 class Supervisor:
     """Starts children, drains them, and ends their trees. One per server."""
-
-    starts_at_once: Final = True  # as the local executor: a start never waits to be placed
 
     def __init__(self, tracking: Tracking | None = None) -> None:
         self.tracking = tracking if tracking is not None else choose()

@@ -1,18 +1,24 @@
-"""The executor interface: what the child runner needs of wherever a child runs."""
+"""The executor interface: what the child runner needs of wherever a child runs.
+
+An executor starts a prepared launch and gives back one handle per started child
+(`ChildHandle`), as jupyter_client's provisioners and anyio's `Process` do: the
+child's facts, its exit (`wait`) and the end of its whole tree (`stop`) are the
+handle's, wherever the child runs. `local.py` wraps this machine's supervisor
+and its `Child`; `ray_executor.py` a child on a node of a cluster.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol
 
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import LaunchSpec, OutputSink, TreeStopReport, TreeUsage
 
 
-class StartedChild(Protocol):
-    """A started child as its supervision sees it, wherever it runs (a local `Child`,
-    or a remote one: executors/ray_executor.py)."""
+class ChildHandle(Protocol):
+    """One started child as its supervision sees it, wherever it runs."""
 
     @property
     def pid(self) -> int:
@@ -20,7 +26,9 @@ class StartedChild(Protocol):
         ...
 
     @property
-    def pgid(self) -> int | None: ...
+    def pgid(self) -> int | None:
+        """Its process group, when it is one of this machine's (None: elsewhere)."""
+        ...
 
     @property
     def node(self) -> str | None:
@@ -28,15 +36,19 @@ class StartedChild(Protocol):
         ...
 
     @property
-    def log_fields(self) -> Mapping[str, object]: ...
-
-    @property
-    def exited(self) -> asyncio.Future[None]:
-        """Done once it has exited."""
+    def log_fields(self) -> Mapping[str, object]:
+        """The `extra` of a log line about it (its run, index, pid, node)."""
         ...
 
     @property
-    def returncode(self) -> int | None: ...
+    def exited(self) -> asyncio.Future[None]:
+        """Done once it has exited (its tree may still be ending: `wait` says when not)."""
+        ...
+
+    @property
+    def returncode(self) -> int | None:
+        """As `subprocess` spells it, once it has exited (None: not yet, or not known)."""
+        ...
 
     @property
     def stopped_by(self) -> StoppedBy:
@@ -65,14 +77,23 @@ class StartedChild(Protocol):
         """Read no more of its stdout and stderr for now: it blocks on write (a slow client)."""
         ...
 
-    def release_output(self) -> None: ...
+    def release_output(self) -> None:
+        """Read its output again."""
+        ...
+
+    async def wait(self) -> ProcessExit:
+        """How it exited, once nothing of its tree is left; never bounded here (its caller
+        bounds it, or has stopped it). ChildLost: it was lost where it ran."""
+        ...
+
+    async def stop(self, grace_s: float) -> TreeStopReport:
+        """End its whole tree: SIGTERM, `grace_s`, then SIGKILL (protocol.md §10); which
+        step ended it, and how many processes. `wait` then reports its exit."""
+        ...
 
 
-C = TypeVar("C", bound=StartedChild)
-
-
-class Executor(Protocol[C]):
-    """Starts a prepared launch, reports its exit, ends its tree (runs/child_runner.py)."""
+class Executor(Protocol):
+    """Starts a prepared launch and hands back its child's handle (runs/child_runner.py)."""
 
     @property
     def starts_at_once(self) -> bool:
@@ -80,19 +101,11 @@ class Executor(Protocol[C]):
         (a cluster's node), and a stop of the run cancels it, which calls the start off."""
         ...
 
-    async def start(self, spec: LaunchSpec, sink: OutputSink) -> C:
+    async def start(self, spec: LaunchSpec, sink: OutputSink) -> ChildHandle:
         """Start the child; its output goes to `sink` as it comes.
 
         OSError: it cannot start; ChildLost: it never ran where it was sent.
         """
-        ...
-
-    async def wait(self, child: C) -> ProcessExit:
-        """How the child exited, once nothing of its tree is left. ChildLost."""
-        ...
-
-    async def stop(self, child: C, grace_s: float) -> TreeStopReport:
-        """End the child's whole tree: SIGTERM, `grace_s`, then SIGKILL (protocol.md §10)."""
         ...
 
 

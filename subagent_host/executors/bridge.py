@@ -16,8 +16,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+import attrs
+
 from subagent_host.backends.exits import ProcessExit
-from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
+from subagent_host.backends.supervisor import LaunchSpec, Supervisor
+from subagent_host.executors.local import LocalExecutor, LocalHandle
+from subagent_host.values.placement import Placement
+from subagent_host.values.wire_names import wire_name
 
 # How long joining a cluster may take (Ray's own connection attempts are within it).
 BRIDGE_START_TIMEOUT_S: Final = 60.0
@@ -36,6 +41,22 @@ NODE_LOST: Final = "node-lost"
 SPAWN_FAILED: Final = "spawn-failed"
 # What the bridge's environment adds: Ray must not phone home from a server.
 BRIDGE_ENVIRONMENT: Final = {"RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def placement_message(placement: Placement) -> dict[str, object]:
+    """A placement as the bridge reads it (`placement_of`): its members by their wire
+    names (protocol.md §8.8), those not set left out."""
+    members = (
+        (wire_name(field), getattr(placement, field.name)) for field in attrs.fields(Placement)
+    )
+    return {name: value for name, value in members if value is not None}
+
+
+def placement_of(message: Mapping[str, Any] | None) -> Placement:
+    """The placement a `placement_message` carried (None: an empty one, which places
+    nothing)."""
+    names = {wire_name(field): field.name for field in attrs.fields(Placement)}
+    return Placement(**{names[key]: value for key, value in (message or {}).items()})
 
 
 class ClusterUnreachable(Exception):
@@ -145,9 +166,9 @@ class RayBridge:
     open: that pipe carries the commands, and its end ends the bridge.
     """
 
-    def __init__(self, supervisor: Supervisor, process: Child, output: _BridgeOutput) -> None:
-        self._supervisor = supervisor
+    def __init__(self, process: LocalHandle, output: _BridgeOutput) -> None:
         self._process = process
+        """The bridge process, a child of this machine's like any other."""
         self._output = output
         self.node: str = ""
         """The node the bridge (the driver) runs on."""
@@ -180,7 +201,7 @@ class RayBridge:
             argv += ["--namespace", namespace]
         output = _BridgeOutput()
         try:
-            process = await supervisor.start(
+            process = await LocalExecutor(supervisor).start(
                 LaunchSpec(
                     argv=tuple(argv),
                     cwd=os.getcwd(),
@@ -193,7 +214,7 @@ class RayBridge:
             )
         except OSError as exc:
             raise ClusterUnreachable(f"cannot start the Ray bridge: {exc}") from None
-        bridge = cls(supervisor, process, output)
+        bridge = cls(process, output)
         try:
             async with asyncio.timeout(BRIDGE_START_TIMEOUT_S):
                 either: list[asyncio.Future[Any]] = [output.first, bridge.ended]
@@ -222,7 +243,7 @@ class RayBridge:
         grace_s: float,
         sink: OutputSink,
         stdin: str | None = None,
-        placement: Mapping[str, Any] | None = None,
+        placement: Placement | None = None,
         placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
     ) -> RemoteChild:
         """Send a child to the cluster and wait until it runs. RemoteFailure."""
@@ -238,7 +259,7 @@ class RayBridge:
                 "env": dict(env),
                 "stdin": stdin,
                 "graceS": grace_s,
-                "placement": dict(placement) if placement else None,
+                "placement": placement_message(placement) if placement is not None else None,
                 "placementTimeoutS": placement_timeout_s,
             }
         )
@@ -253,13 +274,13 @@ class RayBridge:
         return child
 
     def send(self, message: dict[str, Any]) -> None:
-        if self._process.input is not None:
-            self._process.input.send(json.dumps(message).encode() + b"\n")
+        if (commands := self._process.child.input) is not None:
+            commands.send(json.dumps(message).encode() + b"\n")
 
     async def _watch(self) -> ProcessExit:
         """Wait for the bridge's end; every child it still held is lost with it."""
         try:
-            return await self._supervisor.wait(self._process)
+            return await self._process.wait()
         finally:
             lost = RemoteFailure(NODE_LOST, "the Ray bridge (the cluster's driver) exited")
             for child in self._children.values():
@@ -285,11 +306,11 @@ class RayBridge:
 
     async def close(self, grace_s: float = BRIDGE_EXIT_TIMEOUT_S) -> None:
         """End the bridge: its actors are killed and their shims end the trees."""
-        if self._process.input is not None:
-            self._process.input.close()
+        if (commands := self._process.child.input) is not None:
+            commands.close()
         try:
             await asyncio.wait_for(asyncio.shield(self.ended), grace_s)
         except TimeoutError:
             # Its tree (the driver and what Ray started in it) gets the stop sequence.
-            await self._supervisor.stop(self._process, grace_s=BRIDGE_KILL_GRACE_S)
+            await self._process.stop(grace_s=BRIDGE_KILL_GRACE_S)
             await asyncio.wait_for(asyncio.shield(self.ended), BRIDGE_EXIT_TIMEOUT_S)

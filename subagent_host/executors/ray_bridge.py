@@ -60,8 +60,15 @@ from ray.exceptions import (  # noqa: E402
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from subagent_host.executors.bridge import NODE_LOST, SPAWN_FAILED, UNPLACEABLE  # noqa: E402
+from subagent_host.executors.bridge import (  # noqa: E402
+    NODE_LOST,
+    SPAWN_FAILED,
+    UNPLACEABLE,
+    placement_message,
+    placement_of,
+)
 from subagent_host.executors.ray_actor import RemoteChildActor  # noqa: E402
+from subagent_host.values.placement import Placement  # noqa: E402
 
 EXIT_UNREACHABLE: Final = 3
 # How long the head's port may take to answer before the cluster counts as unreachable
@@ -118,19 +125,20 @@ class Bridge:
         elif op == "resume" and child_id in self._flowing:
             self._flowing[child_id].set()
 
-    def _new_actor(self, placement: dict[str, Any]) -> tuple[Any, str]:
+    def _new_actor(self, placement: Placement) -> tuple[Any, str]:
         self._made += 1
         name = f"{self._names}-{self._made}"
         return RemoteChildActor.options(name=name, **_options(placement)).remote(), name
 
     def warm_up(self) -> None:
         """Start the actors the first children without a placement will take."""
-        self._warm[_key({})] = [self._new_actor({}) for _ in range(WARM_ACTORS)]
+        nowhere = Placement()
+        self._warm[_key(nowhere)] = [self._new_actor(nowhere) for _ in range(WARM_ACTORS)]
 
-    def _actor_for(self, placement: dict[str, Any]) -> tuple[Any, str, bool]:
+    def _actor_for(self, placement: Placement) -> tuple[Any, str, bool]:
         """An actor for one child: a warm one when its placement keeps some (then one
         more is started for the next), else a new one. True: it was warm."""
-        if placement.get("resources"):
+        if placement.resources:
             return (*self._new_actor(placement), False)  # would hold them while idle
         warm = self._warm.setdefault(_key(placement), [])
         taken = warm.pop() if warm else None  # the newest: a returned one is surely up
@@ -140,7 +148,7 @@ class Bridge:
 
     async def _run(self, message: dict[str, Any]) -> None:
         child_id = message["id"]
-        placement = message.get("placement") or {}
+        placement = placement_of(message.get("placement"))
         actor, name, warm = self._actor_for(placement)
         self._actors[child_id] = actor
         ended = False
@@ -161,7 +169,7 @@ class Bridge:
             self._started.discard(child_id)
             self._actors.pop(child_id, None)
             self._flowing.pop(child_id, None)
-            idle = None if placement.get("resources") else self._warm.get(_key(placement))
+            idle = None if placement.resources else self._warm.get(_key(placement))
             if ended and idle is not None and len(idle) < IDLE_ACTORS:
                 idle.append((actor, name))  # nothing of its child is left: it takes another
             else:
@@ -241,21 +249,23 @@ def _settle(gone: asyncio.Future[Any]) -> None:
         gone.exception()
 
 
-def _key(placement: dict[str, Any]) -> str:
+def _key(placement: Placement) -> str:
     """The placement as the warm actors are kept by: its canonical JSON."""
-    return json.dumps(placement, sort_keys=True)
+    return json.dumps(placement_message(placement), sort_keys=True)
 
 
-def _options(placement: dict[str, Any]) -> dict[str, Any]:
+def _options(placement: Placement) -> dict[str, Any]:
+    """Ray's options for the actor of a child placed so: the node's resources it holds, the
+    one node it must run on, the labels that node must carry."""
     options: dict[str, Any] = {}
-    if placement.get("resources"):
-        options["resources"] = placement["resources"]
-    if placement.get("nodeId"):
+    if placement.resources:
+        options["resources"] = placement.resources
+    if placement.node_id:
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-            placement["nodeId"], soft=False
+            placement.node_id, soft=False
         )
-    if placement.get("labels"):
-        options["label_selector"] = placement["labels"]
+    if placement.labels:
+        options["label_selector"] = placement.labels
     return options
 
 

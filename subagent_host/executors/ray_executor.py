@@ -2,7 +2,7 @@
 
 The server never imports Ray: the bridge (bridge.py, ray_bridge.py) is the Ray
 driver, a child of the server's supervisor. This module turns what the bridge
-reports into what a child's supervision needs (`StartedChild`): the child's
+reports into a child's handle (`RemoteHandle`, a `ChildHandle`): the child's
 exit, its stop, its usage, and a lost node as a failure with a reason.
 
 The bridge is opened when the server starts and again whenever a launch finds
@@ -47,8 +47,8 @@ logger = logging.getLogger(__name__)
 STOP_MARGIN_S: Final = KILL_WAIT_S + 10.0
 
 
-class RemoteProcess:
-    """A child on a node of the cluster, as its supervision sees it (a `StartedChild`)."""
+class RemoteHandle:
+    """A child on a node of the cluster, as its supervision sees it (a `ChildHandle`)."""
 
     def __init__(
         self, remote: RemoteChild, started: Mapping[str, Any], log_fields: Mapping[str, object]
@@ -74,7 +74,7 @@ class RemoteProcess:
 
     def __repr__(self) -> str:
         state = "running" if self.returncode is None else f"exited {self.returncode}"
-        return f"<RemoteProcess pid={self.pid} node={self.node[:12]} {state}>"
+        return f"<RemoteHandle pid={self.pid} node={self.node[:12]} {state}>"
 
     def _ended(self, ended: asyncio.Future[dict[str, Any]]) -> None:
         failure = ended.exception()
@@ -113,8 +113,30 @@ class RemoteProcess:
     def release_output(self) -> None:
         self._remote.release_output()
 
-    def stop(self, grace_s: float) -> None:
+    async def wait(self) -> ProcessExit:
+        await self.exited
+        if self.lost is not None:
+            raise ChildLost(self.lost.reason, str(self.lost))
+        assert self.returncode is not None
+        return ProcessExit.from_returncode(self.returncode)
+
+    async def stop(self, grace_s: float) -> TreeStopReport:
+        """Its shim carries out the stop sequence on its node; its report tells how it went
+        (waited for `grace_s` and STOP_MARGIN_S at most: a node that never answers is lost)."""
+        if self.exited.done():
+            return TreeStopReport(StopStep.NOTHING_LEFT, 0)
         self._remote.stop(grace_s)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.exited), grace_s + STOP_MARGIN_S)
+        except TimeoutError:
+            logger.error(
+                "%r: no report of its end %.0f s after the stop",
+                self,
+                grace_s + STOP_MARGIN_S,
+                extra=dict(self.log_fields),
+            )
+        step = StopStep.SIGKILL if self.stopped_by is StoppedBy.SIGKILL else StopStep.SIGTERM
+        return TreeStopReport(step, 1 + self.leftovers_ended)
 
 
 def _discard(listeners: list[Callable[[], None]], listener: Callable[[], None]) -> None:
@@ -171,7 +193,7 @@ class RayExecutor:
         except ClusterUnreachable as exc:
             raise ExecutorUnavailable(str(exc)) from None
 
-    async def start(self, spec: LaunchSpec, sink: OutputSink) -> RemoteProcess:
+    async def start(self, spec: LaunchSpec, sink: OutputSink) -> RemoteHandle:
         try:
             bridge = await self.bridge()
         except ExecutorUnavailable as exc:
@@ -194,30 +216,7 @@ class RayExecutor:
             if failure.reason == SPAWN_FAILED:  # exec refused it there, as it would here
                 raise OSError(str(failure)) from None
             raise ChildLost(failure.reason, str(failure)) from None
-        return RemoteProcess(remote, remote.started.result(), spec.log_fields)
-
-    async def wait(self, child: RemoteProcess) -> ProcessExit:
-        await child.exited
-        if child.lost is not None:
-            raise ChildLost(child.lost.reason, str(child.lost))
-        assert child.returncode is not None
-        return ProcessExit.from_returncode(child.returncode)
-
-    async def stop(self, child: RemoteProcess, grace_s: float) -> TreeStopReport:
-        if child.exited.done():
-            return TreeStopReport(StopStep.NOTHING_LEFT, 0)
-        child.stop(grace_s)
-        try:
-            await asyncio.wait_for(asyncio.shield(child.exited), grace_s + STOP_MARGIN_S)
-        except TimeoutError:
-            logger.error(
-                "%r: no report of its end %.0f s after the stop",
-                child,
-                grace_s + STOP_MARGIN_S,
-                extra=dict(child.log_fields),
-            )
-        step = StopStep.SIGKILL if child.stopped_by is StoppedBy.SIGKILL else StopStep.SIGTERM
-        return TreeStopReport(step, 1 + child.leftovers_ended)
+        return RemoteHandle(remote, remote.started.result(), spec.log_fields)
 
     async def close(self) -> None:
         """Leave the cluster: the bridge kills its actors, their shims end the trees."""

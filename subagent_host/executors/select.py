@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.executors.base import Executor
-from subagent_host.executors.local import local_executor
+from subagent_host.executors.local import LocalExecutor
 from subagent_host.executors.ray_executor import RayExecutor
 from subagent_host.settings import LOCAL, RAY, ExecutorChoice
 
@@ -30,11 +30,11 @@ def unavailable(choice: ExecutorChoice) -> str | None:
 
 def executor_for(
     choice: ExecutorChoice, supervisor: Supervisor, env: Mapping[str, str]
-) -> Executor[Any]:
+) -> Executor:
     """The executor children run on; `unavailable(choice)` was None (cli.py checked).
 
     `env` is the server's environment, which a cluster's bridge process gets.
     """
     if choice.kind == RAY:
         return RayExecutor(supervisor, choice, env)
-    return local_executor(supervisor)
+    return LocalExecutor(supervisor)

@@ -27,7 +27,7 @@ from subagent_host.backends.probe import find_executable
 from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.planning.problems import Problems
-from subagent_host.planning.request import LaunchRequest, Placement, SpawnItem
+from subagent_host.planning.request import LaunchRequest, SpawnItem
 from subagent_host.planning.views import AgentRef
 from subagent_host.settings import Settings
 from subagent_host.values import (
@@ -37,6 +37,7 @@ from subagent_host.values import (
     SESSION_RESOURCES,
     WORKTREE,
 )
+from subagent_host.values.placement import Placement
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
     outside_repository,

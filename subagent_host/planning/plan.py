@@ -15,10 +15,10 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
-from subagent_host.planning.request import Placement
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan, PlanStep
 from subagent_host.values import FULL, STEP_PROMPT, RunKind
 from subagent_host.values.copying import shared
+from subagent_host.values.placement import Placement
 
 
 @attrs.frozen

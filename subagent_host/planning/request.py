@@ -12,25 +12,13 @@ from typing import Final, Literal
 
 import attrs
 
+from subagent_host.values.placement import Placement
 from subagent_host.values.wire_names import WIRE_NAME
 
 RAW_STREAM: Final = "raw"
 """`stream`'s one string value: an agent child's raw output lines too."""
 StreamChoice = bool | Literal["raw"] | None
 """What `stream` takes: `true`, `false` or `"raw"` (absent: false)."""
-
-
-@attrs.frozen
-class Placement:
-    """Where on a cluster a child may run (protocol.md §8.8); only a cluster executor
-    places children, so the local one refuses it."""
-
-    resources: dict[str, float] | None = None
-    """Custom resources the node must offer, by name (`{"gpu": 1}`), held while the child runs."""
-    node_id: str | None = None
-    """Wire name `nodeId`: the one node the child must run on."""
-    labels: dict[str, str] | None = None
-    """Node labels the node must carry, all of them."""
 
 
 @attrs.frozen

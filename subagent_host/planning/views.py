@@ -32,9 +32,9 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
-from subagent_host.planning.request import Placement
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
+from subagent_host.values.placement import Placement
 from subagent_host.values.wire_names import WIRE_NAME, wire_name
 
 T = TypeVar("T")

@@ -8,8 +8,9 @@ one terminal status. What ends it is decided in one place, `_supervise`: its
 own exit, a stop request, its timeout, a stall, its turn limit (`maxTurns`,
 counted from the CLI's events) or its budget (`maxTokens`, `maxCostUsd`, summed
 from them) — the first of them wins, and the run state machine refuses any later status.
-Nothing the child started outlives it: the executor's `wait` returns only
-once its tree is gone, and a bug of ours while it runs ends the tree too.
+Nothing the child started outlives it: its handle's `wait` (executors/base.py
+`ChildHandle`) returns only once its tree is gone, and a bug of ours while it
+runs ends the tree too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import errno
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Final, cast
+from typing import Final
 
 import attrs
 
@@ -32,7 +33,8 @@ from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
-from subagent_host.executors.base import ChildLost, Executor, StartedChild
+from subagent_host.executors.base import ChildHandle, ChildLost, Executor
+from subagent_host.executors.local import LocalExecutor
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.runs.child_sink import (
@@ -105,7 +107,7 @@ class ChildRunner:
     """Runs children for every run of this server; keeps what a later attempt needs."""
 
     def __init__(self, services: ChildServices, settler: Settler) -> None:
-        self._executor: Executor[Any] = services.executor or services.supervisor
+        self._executor: Executor = services.executor or LocalExecutor(services.supervisor)
         self._backends = services.backends
         self._slots = services.slots
         self._state_machine = services.state_machine
@@ -260,7 +262,7 @@ class ChildRunner:
                     stdin=launch.stdin,
                     name=f"{run.run_id}-{child.index}-{child.attempt}",
                     log_fields={"runId": run.run_id, "index": child.index},
-                    placement=_placement(plan),
+                    placement=plan.placement,
                     # A child waits for a node no longer than it may run.
                     placement_wait_s=plan.timeout_ms / 1000,
                 ),
@@ -296,17 +298,21 @@ class ChildRunner:
 
     async def _start_process(
         self, control: RunControl, spec: LaunchSpec, sink: ChildSink
-    ) -> StartedChild:
+    ) -> ChildHandle:
         """Start the child; a start that may wait (for a cluster's node) gives way to a
         stop of its run (StoppedBeforeStart), and is then called off."""
         if self._executor.starts_at_once:  # no extra task on a local child's path
-            return cast(StartedChild, await self._executor.start(spec, sink))
+            return await self._executor.start(spec, sink)
         starting = asyncio.ensure_future(self._executor.start(spec, sink))
-        await asyncio.wait({starting, control.stopping}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[ChildHandle] | asyncio.Future[None]] = {
+            starting,
+            control.stopping,
+        }
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if not starting.done():
             starting.cancel()  # the executor calls off whatever it had begun
         try:
-            return cast(StartedChild, await starting)
+            return await starting
         except asyncio.CancelledError:
             if not control.stopping.done():
                 raise  # it is this task that is being cancelled
@@ -318,7 +324,7 @@ class ChildRunner:
         child: ChildRun,
         plan: ChildPlan,
         control: RunControl,
-        process: StartedChild,
+        process: ChildHandle,
         parser: OutputParser,
         sink: ChildSink,
         opened: Opened | None,
@@ -365,12 +371,12 @@ class ChildRunner:
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
     async def _run_to_exit(
-        self, process: StartedChild, plan: ChildPlan, sink: ChildSink, control: RunControl
+        self, process: ChildHandle, plan: ChildPlan, sink: ChildSink, control: RunControl
     ) -> tuple[StopCause | None, ProcessExit]:
         """Supervise the child until its tree is gone: what ended it, and its exit."""
         try:
             cause = await self._supervise(process, plan, sink, control)
-            return cause, await self._executor.wait(process)
+            return cause, await process.wait()
         except ChildLost:
             raise  # nothing of it is left to end: its executor says so
         except Exception:  # a bug of ours: nothing of the child may outlive it
@@ -381,7 +387,7 @@ class ChildRunner:
             self._sampler.unwatch(process)
 
     async def _supervise(
-        self, process: StartedChild, plan: ChildPlan, sink: ChildSink, control: RunControl
+        self, process: ChildHandle, plan: ChildPlan, sink: ChildSink, control: RunControl
     ) -> StopCause | None:
         """Wait for whichever comes first: exit, stop, stall, timeout, turn limit, budget.
         End the tree unless exit.
@@ -452,9 +458,9 @@ class ChildRunner:
                 process,
                 extra=process.log_fields,
             )
-            await self._executor.stop(process, grace_s=LEFTOVER_GRACE_S)
+            await process.stop(grace_s=LEFTOVER_GRACE_S)
             return None  # as if it had exited: its final event decides
-        await self._executor.stop(process, grace_s=control.grace_s)
+        await process.stop(grace_s=control.grace_s)
         return cause
 
     # --- an isolated child's worktree ---------------------------------------------------
@@ -486,11 +492,11 @@ class ChildRunner:
         except GitFailed as exc:  # the worktree stays, and `subagent-host worktrees` lists it
             logger.warning("cannot measure the worktree %s: %s", opened.path, exc)
 
-    async def _end_after_bug(self, process: StartedChild) -> None:
+    async def _end_after_bug(self, process: ChildHandle) -> None:
         """End and reap the tree of a child whose supervision failed (best effort, logged)."""
         try:
-            await self._executor.stop(process, grace_s=LEFTOVER_GRACE_S)
-            await self._executor.wait(process)
+            await process.stop(grace_s=LEFTOVER_GRACE_S)
+            await process.wait()
         except Exception:
             logger.exception(
                 "cannot end %r after an internal error", process, extra=process.log_fields
@@ -575,25 +581,13 @@ def _reported_usage(parser: OutputParser) -> Usage | None:
         return None
 
 
-def _placement(plan: ChildPlan) -> dict[str, Any] | None:
-    """The child's placement as a cluster executor takes it (wire names)."""
-    if plan.placement is None:
-        return None
-    placement = {
-        "resources": plan.placement.resources,
-        "nodeId": plan.placement.node_id,
-        "labels": plan.placement.labels,
-    }
-    return {name: value for name, value in placement.items() if value is not None}
-
-
 def _not_started(control: RunControl) -> ChildCancelled:
     """The ending of a child its run's stop ended before it started (the stop set its reason
     before it said so)."""
     return ChildCancelled(control.stop_reason or "stopped")
 
 
-def _exit_facts(process: StartedChild, child: ChildRun, usage: Usage | None) -> ChildExit:
+def _exit_facts(process: ChildHandle, child: ChildRun, usage: Usage | None) -> ChildExit:
     """How a child's process ended, for a child that could not be settled from its output:
     its exit as far as known, the `usage` its CLI reported, and its session as seen so far."""
     exit_ = (

@@ -7,8 +7,9 @@ import asyncio
 from typing import Final
 
 from subagent_host.backends.base import OutputParser
-from subagent_host.backends.supervisor import Child, Supervisor, TreeUsage
-from subagent_host.executors.base import StartedChild
+from subagent_host.backends.supervisor import Supervisor, TreeUsage
+from subagent_host.executors.base import ChildHandle
+from subagent_host.executors.local import LocalHandle
 from subagent_host.runs.state import ChildRun
 from subagent_host.values.facts import Resources
 
@@ -24,16 +25,16 @@ class ResourceSampler:
         self._supervisor = supervisor
         # Running children (by identity: a remote child's pid is another machine's),
         # with the parser that knows their CLI's usage.
-        self._sampled: dict[int, tuple[StartedChild, ChildRun, OutputParser]] = {}
+        self._sampled: dict[int, tuple[ChildHandle, ChildRun, OutputParser]] = {}
         self._sampler: asyncio.Task[None] | None = None
 
-    def watch(self, process: StartedChild, child: ChildRun, parser: OutputParser) -> None:
+    def watch(self, process: ChildHandle, child: ChildRun, parser: OutputParser) -> None:
         """Sample the running child from now on (the sweep starts if it is not running)."""
         self._sampled[id(process)] = (process, child, parser)
         if self._sampler is None or self._sampler.done():
             self._sampler = asyncio.create_task(self._sample_running())
 
-    def unwatch(self, process: StartedChild) -> None:
+    def unwatch(self, process: ChildHandle) -> None:
         """Sample the child no more: it has exited."""
         self._sampled.pop(id(process), None)
 
@@ -44,12 +45,13 @@ class ResourceSampler:
             await asyncio.sleep(RESOURCE_SAMPLE_S)  # noqa: ASYNC110
             running = dict(self._sampled)
             # A remote child's tree is measured on its node, at its end (its shim's report).
-            local = [p for p, _, _ in running.values() if isinstance(p, Child)]
+            local = [p.child for p, _, _ in running.values() if isinstance(p, LocalHandle)]
             usages = await self._supervisor.sample(local, trees=True) if local else {}
             for key, (process, child, parser) in running.items():
                 if key not in self._sampled:
                     continue  # it ended while the sweep ran
-                if isinstance(process, Child) and (usage := usages.get(process.pid)) is not None:
+                usage = usages.get(process.pid) if isinstance(process, LocalHandle) else None
+                if usage is not None:
                     record_usage(child, usage)
                 child.usage = parser.usage or child.usage
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -36,7 +35,7 @@ class ChildServices:
     """This server's depth in a delegation chain; its children are one deeper."""
     sessions: SessionFiles | None = None
     """The agent CLIs' session files: sealed when an attempt ends, checked on resume."""
-    executor: Executor[Any] | None = None
+    executor: Executor | None = None
     """Where children run (executors/); None: here, through `supervisor`."""
     worktrees: Path | None = None
     """Where isolated children's worktrees are made (`<state>/worktrees`); None: nowhere,

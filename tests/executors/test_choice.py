@@ -1,8 +1,8 @@
 """Where children run is chosen by configuration: `--executor`, `--ray-*`, `executor` in a file.
 
-The local executor is this machine's supervisor itself; a cluster executor needs the
-`ray` extra, and a server told to use one it cannot have does not start (exit 2, one
-line naming what is missing).
+The local executor is this machine's supervisor (a child's handle wraps its `Child`);
+a cluster executor needs the `ray` extra, and a server told to use one it cannot have
+does not start (exit 2, one line naming what is missing).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.command_line import parse_config
+from subagent_host.executors.local import LocalExecutor
 from subagent_host.executors.select import MISSING_RAY, executor_for, unavailable
 from subagent_host.settings import ExecutorChoice
 from tests.e2e.harness import server_executable
@@ -106,10 +107,14 @@ def test_cluster_options_without_a_cluster_executor_exit_2(
     assert "--ray-address and --ray-namespace need --executor ray" in capsys.readouterr().err
 
 
-async def test_the_local_executor_is_the_supervisor_with_nothing_in_between() -> None:
+async def test_the_local_executor_is_the_supervisor_with_nothing_in_between_but_the_handle() -> (
+    None
+):
     supervisor = Supervisor()
     try:
-        assert executor_for(ExecutorChoice("local"), supervisor, {}) is supervisor
+        executor = executor_for(ExecutorChoice("local"), supervisor, {})
+        assert isinstance(executor, LocalExecutor) and executor.supervisor is supervisor
+        assert executor.starts_at_once  # a stop of the run never has a start to call off
     finally:
         supervisor.close()
 

@@ -28,6 +28,7 @@ from subagent_host.executors.bridge import (  # noqa: E402
     RemoteFailure,
 )
 from subagent_host.executors.ray_actor import CHUNK_BYTES  # noqa: E402
+from subagent_host.values.placement import Placement  # noqa: E402
 from tests.raycluster import (  # noqa: E402
     EXIT_TIMEOUT_S,
     Collected,
@@ -46,8 +47,8 @@ async def test_a_child_runs_on_the_node_its_placement_asks_for_and_its_output_co
     bridge: RayBridge, two_nodes: TwoNodes, marker: str
 ) -> None:
     for placement, node in (
-        ({"resources": {"worker": 1}}, two_nodes.worker),
-        ({"nodeId": two_nodes.head}, two_nodes.head),
+        (Placement(resources={"worker": 1}), two_nodes.worker),
+        (Placement(node_id=two_nodes.head), two_nodes.head),
     ):
         sink = Collected()
         child = await bridge.start(
@@ -160,7 +161,7 @@ async def test_a_held_child_blocks_on_write_while_others_flow_and_its_output_arr
         env=env_of(marker),
         grace_s=1.0,
         sink=held_sink,
-        placement={"resources": {"worker": 1}},
+        placement=Placement(resources={"worker": 1}),
     )
     await held_sink.until(b"ready\n")
     held.hold_output()
@@ -197,7 +198,7 @@ async def test_a_held_child_that_is_stopped_ends_without_its_output_being_taken(
         env=env_of(marker),
         grace_s=1.0,
         sink=sink,
-        placement={"resources": {"worker": 1}},
+        placement=Placement(resources={"worker": 1}),
     )
     await sink.until(b"ready\n")
     held.hold_output()
@@ -221,7 +222,7 @@ async def test_a_placement_no_node_can_hold_fails_after_a_bounded_wait(
             env=env_of(marker),
             grace_s=1.0,
             sink=Collected(),
-            placement={"resources": {"gpu": 1}},
+            placement=Placement(resources={"gpu": 1}),
             placement_timeout_s=2.0,
         )
     assert failed.value.reason == "unplaceable"
@@ -252,7 +253,7 @@ async def test_the_bridge_s_death_ends_every_remote_tree(
                 env=env_of(marker),
                 grace_s=0.5,
                 sink=sink,
-                placement={"resources": {node: 1}},
+                placement=Placement(resources={node: 1}),
             )
         )
         await sink.until(b"ready\n")

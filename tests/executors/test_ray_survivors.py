@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("ray")
 
 from subagent_host.executors.bridge import RayBridge, RemoteChild, RemoteFailure  # noqa: E402
+from subagent_host.values.placement import Placement  # noqa: E402
 from tests.raycluster import (  # noqa: E402
     EXIT_TIMEOUT_S,
     NAMESPACE,
@@ -59,7 +60,7 @@ async def started_with_daemon(
         env=env_of(marker),
         grace_s=0.5,
         sink=sink,
-        placement={"resources": {resource: 1}},
+        placement=Placement(resources={resource: 1}),
     )
     await sink.until(b"ready\n")
     assert len(await asyncio.to_thread(marked, marker)) == 2  # the child and its daemon
@@ -83,7 +84,7 @@ async def test_stop_ends_a_remote_tree_that_ignores_sigterm_with_sigkill(
         env=env_of(marker),
         grace_s=0.5,
         sink=sink,
-        placement={"resources": {node: 1}},
+        placement=Placement(resources={node: 1}),
     )
     assert child.started.result()["node"] == two_nodes.node_of(node)
     await sink.until(b"ready\n")
@@ -108,7 +109,7 @@ async def test_a_daemon_left_by_a_finished_remote_child_is_ended(
         env=env_of(marker),
         grace_s=0.3,
         sink=Collected(),
-        placement={"resources": {node: 1}},
+        placement=Placement(resources={node: 1}),
     )
     assert child.started.result()["node"] == two_nodes.node_of(node)
     ended = await asyncio.wait_for(child.ended, EXIT_TIMEOUT_S)

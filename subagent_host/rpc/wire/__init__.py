@@ -26,7 +26,6 @@ from subagent_host.planning.request import (
     ItemFields,
     LaunchRequest,
     ParallelStep,
-    Placement,
     SpawnItem,
     WorkflowRequest,
     WorkflowStep,
@@ -87,6 +86,7 @@ from subagent_host.rpc.wire.snapshots import (
     WorkflowSnapshot,
 )
 from subagent_host.values import camel_case
+from subagent_host.values.placement import Placement
 
 __all__ = [
     "INLINE",
