@@ -25,11 +25,12 @@ from subagent_host.planning.projection import (
 )
 from subagent_host.planning.request import Placement
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
-from subagent_host.planning.views import Access, to_json
+from subagent_host.planning.views import Access
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import RunKind
 from subagent_host.values.facts import OutputInfo
+from tests.planning.conftest import to_json
 
 BACKENDS: Final[dict[str, Backend]] = {"command": CommandBackend(), "claude": ClaudeBackend()}
 CHILD = ChildPlan(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from subagent_host.runs.state import Run, StepState, WorkflowState
 from subagent_host.store.records import dumps, run_from_record, run_record
@@ -27,7 +28,7 @@ def test_a_step_running_a_command_is_reported_as_command_and_stored_as_planned()
     )
     assert run.workflow is not None
     assert [step.reported_kind for step in run.workflow.steps] == ["command", "prompt"]
-    record = run_record(run)
+    record: dict[str, Any] = run_record(run)
     assert record["workflow"]["steps"] == [
         {"index": 0, "kind": "prompt"},
         {"index": 1, "kind": "prompt"},
