@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from subagent_host.handlers.snapshots import event_wire
 from subagent_host.rpc.wire import MsgToken
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class Notify(Protocol):
     """rpc/notifier.py's `Notifier`, as far as this module uses it."""
 
-    def __call__(self, method: str, params: Any, about: str | None = None) -> None: ...
+    def __call__(self, method: str, params: object, about: str | None = None) -> None: ...
 
     def hold(self, about: str) -> None: ...
 

@@ -3,7 +3,7 @@
 Before any process starts: the token is looked up (by its hash), must belong to
 this session, be unexpired and unused; the target is resolved again and its
 contract rebuilt from what is stored; both digests must match what the token
-was issued for; then the token is consumed by one conditional update. Any
+was issued for; then the token is consumed by one conditional update. Every
 failure is -32004 with `data.reason`, and nothing is spawned.
 """
 

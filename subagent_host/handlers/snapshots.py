@@ -9,7 +9,6 @@ and moments are `datetime`s the wire's converter writes (`rpc/wire.timestamp`).
 from __future__ import annotations
 
 import signal
-from typing import Any
 
 from subagent_host.rpc.wire import (
     BackgroundMember,
@@ -30,7 +29,14 @@ def outcome(run: Run | ChildRun) -> RunOutcome:
     return shared(RunOutcome, run, duration_ms=duration_ms(run.started_at, run.ended_at))
 
 
-def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
+def run_snapshot(
+    run: Run,
+    *,
+    already_terminal: bool | None = None,
+    events: tuple[EventWire, ...] | None = None,
+) -> RunSnapshot:
+    """The run as the wire shows it; a `stop` says whether it had already ended, a `status
+    {since}` adds the events since then."""
     return RunSnapshot(
         run_id=run.run_id,
         session_id=run.session_id,
@@ -50,7 +56,8 @@ def run_snapshot(run: Run, **extra: Any) -> RunSnapshot:
         workflow=_workflow(run.workflow),
         diagnostics=run.diagnostics or None,
         background=_background(run),
-        **extra,
+        already_terminal=already_terminal,
+        events=events,
     )
 
 

@@ -21,8 +21,9 @@ import functools
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple, Never
 
+from attrs import AttrsInstance
 from lsprotocol.types import CANCEL_REQUEST
 
 from subagent_host.errors import (
@@ -67,8 +68,12 @@ from subagent_host.rpc.wire import (
     WorkDoneProgressCancelParams,
 )
 
-AsyncHandler = Callable[[Any, HandlerContext], Awaitable[Any]]
-SyncHandler = Callable[[Any, HandlerContext], Any]
+# A handler module's `handle(params, ctx)`, async or plain. The table holds handlers of
+# every params type, so it names none: `Never` is the params type every one of them takes
+# (a handler of `PingParams` is a handler of `Never`). Only dispatch calls one, with the
+# params its spec names structured (tests/handlers/test_table.py checks the two agree).
+AsyncHandler = Callable[[Never, HandlerContext], Awaitable[object]]
+SyncHandler = Callable[[Never, HandlerContext], object]
 
 
 class MethodSpec(NamedTuple):
@@ -77,7 +82,7 @@ class MethodSpec(NamedTuple):
 
     name: str
     """The method's name on the wire."""
-    params: type[Any]
+    params: type[AttrsInstance]
     """The wire type its params are read as."""
     result: object
     """The wire type of its result (`rpc/wire/`); None for one that answers null
@@ -98,7 +103,7 @@ class MethodSpec(NamedTuple):
 def lazy_handler(module: str) -> AsyncHandler:
     """The async `handle` of `handlers/<module>.py`, imported when first called."""
 
-    async def handle(params: Any, ctx: HandlerContext) -> Any:
+    async def handle(params: Never, ctx: HandlerContext) -> object:
         return await _handler(module)(params, ctx)
 
     _LAZY_MODULES[handle] = module
@@ -106,7 +111,7 @@ def lazy_handler(module: str) -> AsyncHandler:
 
 
 # Each handler made by `lazy_handler`, with the module whose `handle` it calls.
-_LAZY_MODULES: dict[AsyncHandler, str] = {}
+_LAZY_MODULES: dict[AsyncHandler | SyncHandler, str] = {}
 
 
 def implementation(handler: AsyncHandler | SyncHandler) -> AsyncHandler | SyncHandler:
@@ -211,16 +216,16 @@ def bind_methods(specs: Iterable[MethodSpec], ctx: HandlerContext) -> dict[str, 
     }
 
 
-def bind(handler: AsyncHandler | SyncHandler, ctx: HandlerContext) -> Callable[[Any], Any]:
+def bind(handler: AsyncHandler | SyncHandler, ctx: HandlerContext) -> Callable[[Never], object]:
     """Close over the context, keeping the handler async or sync as it was written."""
     if inspect.iscoroutinefunction(handler):
 
-        async def call_async(params: Any) -> Any:
+        async def call_async(params: Never) -> object:
             return await handler(params, ctx)
 
         return call_async
 
-    def call(params: Any) -> Any:
+    def call(params: Never) -> object:
         return handler(params, ctx)
 
     return call

@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.values import DIGEST_PREFIX
+from subagent_host.values.json_values import JsonValue
 
 # Beyond 2**53 a float no longer holds every integer: written as it is.
 MAX_SAFE_INTEGER: Final = 2**53
@@ -27,15 +28,15 @@ _CANONICAL: Final = json.JSONEncoder(
 )
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: JsonValue) -> bytes:
     return _CANONICAL.encode(_normalize(value)).encode("utf-8")
 
 
-def fingerprint(value: Any) -> str:
+def fingerprint(value: JsonValue) -> str:
     return DIGEST_PREFIX + hashlib.sha256(canonical_json(value)).hexdigest()
 
 
-def _normalize(value: Any) -> Any:
+def _normalize(value: JsonValue) -> JsonValue:
     if isinstance(value, dict):
         return {str(k): _normalize(v) for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple)):  # a tuple of types: `list | tuple` is built per call

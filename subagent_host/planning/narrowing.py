@@ -12,17 +12,19 @@ program with your own permissions), cannot be narrowed.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Final
 
 import attrs
 
 from subagent_host.planning.access import FILESYSTEM_LEVELS, permitted
 from subagent_host.planning.views import Access, Projection, RemovedTool, ToolEffects
+from subagent_host.values.json_values import JsonValue
 
 MEMBERS: Final = ("filesystem", "process", "network")
 
 
-def narrowing_problems(projection: Projection, value: Any) -> list[str]:
+def narrowing_problems(projection: Projection, value: JsonValue) -> list[str]:
     """Why `access` cannot be this on resume (empty when it narrows, or keeps, the ceiling)."""
     if not isinstance(value, dict) or not value:
         return ["access must be an object with any of filesystem, process, network"]
@@ -55,13 +57,18 @@ def narrowing_problems(projection: Projection, value: Any) -> list[str]:
     return []
 
 
-def narrowed_access(ceiling: Access, value: dict[str, Any]) -> Access:
-    """The ceiling with the override's members in place of its own."""
-    return attrs.evolve(ceiling, **{name: value[name] for name in MEMBERS if name in value})
+def narrowed_access(ceiling: Access, value: Mapping[str, JsonValue]) -> Access:
+    """The ceiling with the override's members in place of its own (`narrowing_problems`
+    refused any member that is not a level, or true or false)."""
+    filesystem = value.get("filesystem", ceiling.filesystem)
+    process = value.get("process", ceiling.process)
+    network = value.get("network", ceiling.network)
+    assert isinstance(filesystem, str) and isinstance(process, bool) and isinstance(network, bool)
+    return attrs.evolve(ceiling, filesystem=filesystem, process=process, network=network)
 
 
 def narrow(
-    projection: Projection, value: dict[str, Any] | None
+    projection: Projection, value: Mapping[str, JsonValue] | None
 ) -> tuple[Projection, tuple[RemovedTool, ...] | None]:
     """The projection with the narrowed access and the tools it keeps, and the tools it
     removed, each with the effects beyond it; as it is (and None) when nothing narrows."""

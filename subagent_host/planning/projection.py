@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import Final, TypeVar
 
 import attrs
 from cattrs.errors import BaseValidationError
@@ -29,6 +29,7 @@ from subagent_host.planning.narrowing import narrow, narrowing_problems
 from subagent_host.planning.plan import ChildPlan, prepared
 from subagent_host.planning.views import (
     PROJECTION_VERSION,
+    ChildLimits,
     Contract,
     ContractWorkflow,
     PlannedPlacement,
@@ -40,6 +41,9 @@ from subagent_host.planning.views import (
 from subagent_host.values import MAX_SAFE_INTEGER
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
+from subagent_host.values.json_values import JsonValue
+
+T = TypeVar("T")
 
 VERSION: Final = PROJECTION_VERSION
 # What a resume may change, only downwards: a limit lowered (a child launched without
@@ -155,7 +159,7 @@ def contract(
     index: int,
     attempt: int,
     projection: Projection,
-    overrides: Mapping[str, Any],
+    overrides: Mapping[str, JsonValue],
     *,
     backend_session_id: str | None = None,
     session_digest: str | None = None,
@@ -168,19 +172,13 @@ def contract(
     `backendSessionId` is the agent CLI's own session the new attempt continues
     (known only once a child has run, so it is not part of the projection).
     """
-    narrowed, removed = narrow(projection, overrides.get("access"))
-    lowered = {
-        "timeout_ms": overrides.get("timeoutMs", projection.limits.timeout_ms),
-        "stall_timeout_ms": overrides.get("stallTimeoutMs", projection.limits.stall_timeout_ms),
-        "max_turns": overrides.get("maxTurns", projection.limits.max_turns),
-        "max_tokens": overrides.get(MAX_TOKENS, projection.limits.max_tokens),
-        "max_cost_usd": _dollars(overrides.get(MAX_COST_USD, projection.limits.max_cost_usd)),
-    }
+    access = overrides.get("access")
+    narrowed, removed = narrow(projection, access if isinstance(access, dict) else None)
     return Contract(
         run_id=run_id,
         index=index,
         attempt=attempt,
-        projection=attrs.evolve(narrowed, limits=attrs.evolve(projection.limits, **lowered)),
+        projection=attrs.evolve(narrowed, limits=_lowered(projection.limits, overrides)),
         projection_digest=fingerprint(to_json(projection)),
         backend_session_id=backend_session_id,
         session_digest=session_digest,
@@ -191,7 +189,7 @@ def contract(
     )
 
 
-def check_overrides(projection: Projection, overrides: Mapping[str, Any]) -> list[str]:
+def check_overrides(projection: Projection, overrides: Mapping[str, JsonValue]) -> list[str]:
     """Why these overrides are refused (empty when they are allowed)."""
     limits = to_json(projection.limits)
     problems = []
@@ -207,23 +205,40 @@ def check_overrides(projection: Projection, overrides: Mapping[str, Any]) -> lis
             problems.append(f"{name} cannot be honoured by the command backend")
         elif (reason := unreported(projection.backend, name)) is not None:
             problems.append(f"{name} cannot be enforced: {reason}")
-        elif (wrong := _not_positive(name, value)) is not None:
-            problems.append(wrong)
-        elif name in limits and value > limits[name]:
-            problems.append(f"{name} may only be lowered on resume ({value} > {limits[name]})")
+        elif isinstance(limit := _limit(name, value), str):
+            problems.append(limit)
+        elif isinstance(launched := limits.get(name), int | float) and limit > launched:
+            problems.append(f"{name} may only be lowered on resume ({limit} > {launched})")
     return problems
 
 
-def _not_positive(name: str, value: object) -> str | None:
-    """Why an override's value is no limit at all (None when it is one)."""
+def _limit(name: str, value: JsonValue) -> int | float | str:
+    """An override's value as a limit, or why it is no limit at all."""
     if name == MAX_COST_USD:
-        is_number = type(value) in (int, float) and math.isfinite(cast(float, value))
-        return None if is_number and cast(float, value) > 0 else f"{name} must be a number above 0"
+        # `type`, not isinstance: true and false are ints, and no cost.
+        if (type(value) is int or type(value) is float) and math.isfinite(value) and value > 0:
+            return value
+        return f"{name} must be a number above 0"
     if type(value) is not int or not 1 <= value <= MAX_SAFE_INTEGER:
         return f"{name} must be a positive integer"
-    return None
+    return value
 
 
-def _dollars(value: float | None) -> float | None:
-    """A cost as a float (a client may write whole dollars as an integer)."""
-    return None if value is None else float(value)
+def _lowered(limits: ChildLimits, overrides: Mapping[str, JsonValue]) -> ChildLimits:
+    """The launch's limits, each one an override names in its place (`check_overrides`
+    allowed them: an integer, or a cost in dollars)."""
+    cost = overrides.get(MAX_COST_USD)
+    return attrs.evolve(
+        limits,
+        timeout_ms=_count(overrides.get("timeoutMs"), limits.timeout_ms),
+        stall_timeout_ms=_count(overrides.get("stallTimeoutMs"), limits.stall_timeout_ms),
+        max_turns=_count(overrides.get("maxTurns"), limits.max_turns),
+        max_tokens=_count(overrides.get(MAX_TOKENS), limits.max_tokens),
+        # A float: a client may write whole dollars as an integer.
+        max_cost_usd=float(cost) if isinstance(cost, int | float) else limits.max_cost_usd,
+    )
+
+
+def _count(value: JsonValue, launched: T) -> int | T:
+    """An integer override (not true or false), or the launch's own limit without one."""
+    return value if type(value) is int else launched

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.backends.lone_surrogates import mend_tree
+from subagent_host.values.json_values import JsonValue
 
 PLACEHOLDER: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)\}")
 OUTPUT_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -85,7 +86,7 @@ def cap(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", "ignore") + "\n" + TRUNCATED_MARKER
 
 
-def item_text(item: Any) -> str:
+def item_text(item: JsonValue) -> str:
     """How a forEach element reads in `{item}`: a string as it is, anything else as JSON."""
     return item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
 
@@ -94,7 +95,7 @@ class NotAnArray(ValueError):
     """A forEach template did not yield a JSON array."""
 
 
-def json_array(text: str) -> list[Any]:
+def json_array(text: str) -> list[JsonValue]:
     """The JSON array `text` holds: the whole text, or the inside of one code fence.
 
     Agents often wrap JSON in a markdown fence (```json ... ```); that one
@@ -118,7 +119,7 @@ def json_array(text: str) -> list[Any]:
     raise NotAnArray(f"it did not yield JSON (it began {preview!r})")
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: JsonValue) -> str:
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, str):

@@ -26,14 +26,18 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 import attrs
 import cattrs
+from attrs import AttrsInstance
 from cattrs.gen import make_dict_structure_fn, override
+from cattrs.types import SimpleStructureHook
 
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
+from subagent_host.values.json_values import JsonObject, JsonValue
 from subagent_host.values.placement import Placement
 from subagent_host.values.wire_names import WIRE_NAME, wire_name
 
@@ -398,7 +402,7 @@ VIEWS: Final = frozenset({NormalizedPlan, Receipts, Projection, Contract})
 # --- one converter ----------------------------------------------------------------------
 
 
-def _omitted(attribute: attrs.Attribute[Any]) -> bool:
+def _omitted(attribute: attrs.Attribute[object]) -> bool:
     """Whether a field is left out while it equals its default (None, or UNPROBED)."""
     return attribute.default is None or attribute.default is UNPROBED
 
@@ -408,13 +412,13 @@ def _converter() -> cattrs.Converter:
     """Built on first use: a server that plans nothing never pays for it."""
     converter = cattrs.Converter(forbid_extra_keys=True)
 
-    def unstructure_factory(cls: type[Any]) -> Any:
+    def unstructure_factory(cls: type[AttrsInstance]) -> Callable[[AttrsInstance], JsonValue]:
         # By hand, not cattrs' generated function: that writes the fields it may leave
         # out after all the others, and the keys must keep their order (see above).
         fields = [(a.name, wire_name(a), _omitted(a), a.default) for a in attrs.fields(cls)]
 
-        def unstructure(view: Any) -> dict[str, Any]:
-            data: dict[str, Any] = {}
+        def unstructure(view: AttrsInstance) -> JsonObject:
+            data: JsonObject = {}
             for name, key, omitted, default in fields:
                 value = getattr(view, name)
                 if not (omitted and value is default):
@@ -425,7 +429,10 @@ def _converter() -> cattrs.Converter:
             return lambda view: _sorted_keys(unstructure(view))
         return unstructure
 
-    def structure_factory(cls: type[Any]) -> Any:
+    def structure_factory(
+        cls: type[AttrsInstance],
+    ) -> SimpleStructureHook[Mapping[str, object], AttrsInstance]:
+        # Loosely typed: the overrides go in as keyword arguments beside cattrs' own flags.
         overrides: dict[str, Any] = {
             a.name: override(rename=wire_name(a)) for a in attrs.fields(cls)
         }
@@ -436,7 +443,7 @@ def _converter() -> cattrs.Converter:
     return converter
 
 
-def _sorted_keys(value: Any) -> Any:
+def _sorted_keys(value: JsonValue) -> JsonValue:
     if isinstance(value, dict):
         return {key: _sorted_keys(value[key]) for key in sorted(value)}
     if isinstance(value, list):
@@ -444,12 +451,12 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
-def to_json(view: object) -> dict[str, Any]:
+def to_json(view: object) -> JsonObject:
     """The view as JSON values (camelCase), as the wire shows it and a fingerprint seals it."""
-    unstructured: dict[str, Any] = _converter().unstructure(view)
+    unstructured: JsonObject = _converter().unstructure(view)
     return unstructured
 
 
-def from_json(data: Any, kind: type[T]) -> T:
+def from_json(data: Mapping[str, object], kind: type[T]) -> T:
     """A view read back from JSON values; cattrs' errors when it is not of that shape."""
     return _converter().structure(data, kind)

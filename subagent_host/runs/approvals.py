@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 import attrs
+
+from subagent_host.values.json_values import JsonValue
 
 TOKEN_BYTES: Final = 32  # 256 bits
 
@@ -92,7 +94,7 @@ class ResumeGrant:
     contract_digest: str
     follow_up_digest: str
     message: str
-    overrides: dict[str, Any]
+    overrides: dict[str, JsonValue]
     expires_at: datetime
     consumed: bool
 

@@ -36,7 +36,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from subagent_host.state_layout import database_problem, private_directory
 from subagent_host.store.schema import (
@@ -227,7 +227,7 @@ def _nothing() -> None:
     pass
 
 
-def _log_failure(future: concurrent.futures.Future[Any]) -> None:
+def _log_failure(future: concurrent.futures.Future[object]) -> None:
     if not future.cancelled() and (exc := future.exception()) is not None:
         logger.error("a write to the run history failed: %s", exc, exc_info=exc)
 

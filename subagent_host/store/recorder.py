@@ -36,7 +36,7 @@ import contextlib
 import functools
 import json
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import Final
 
 from subagent_host.errors import RecordFailed
 from subagent_host.runs.state import Run, RunEvent
@@ -46,6 +46,7 @@ from subagent_host.store.rows import RunRow, StoredEvent, run_row, stored_event
 from subagent_host.store.run_ids import RunIds, meta_key
 from subagent_host.values import TASK_MODE
 from subagent_host.values.error_data import RunRef
+from subagent_host.values.json_values import JsonObject
 
 STORE_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 STORE_BACKLOG_LOW_BYTES: Final = 1024 * 1024
@@ -159,7 +160,7 @@ class Recorder:
             events = self._pending[run_id][1]
             events[:] = [e if isinstance(e, StoredEvent) else stored_event(e) for e in events]
 
-    def workflow(self, run: Run, definition: dict[str, Any]) -> None:
+    def workflow(self, run: Run, definition: JsonObject) -> None:
         """Record a workflow's definition (its item templates, no environment values)."""
         self._extras.workflows.append((run.run_id, json.dumps(definition, sort_keys=True)))
         self.touch(run)

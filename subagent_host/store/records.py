@@ -8,8 +8,7 @@ knows how a `Run` or `ChildRun` is spelled there. Timestamps are ISO 8601 UTC.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import attrs
 from cattrs.gen import make_dict_unstructure_fn
@@ -18,6 +17,7 @@ from subagent_host.planning.record_form import RECORDS as _converter
 from subagent_host.runs.state import ChildRun, EventLog, Run, StepState
 from subagent_host.values import STEP_COMMAND, STEP_PROMPT
 from subagent_host.values.facts import Usage
+from subagent_host.values.json_values import JsonObject
 
 # The hooks of the store's own types, on the one record converter (runs' types are
 # never part of a workflow's stored plan, the converter's other user).
@@ -44,10 +44,10 @@ _converter.register_unstructure_hook(StepState, _step_record)
 _RUN_EXCLUDED = ("children", "events", "earlier_usage")
 
 
-def run_record(run: Run) -> dict[str, Any]:
+def run_record(run: Run) -> JsonObject:
     # Field by field: unstructuring the whole run would convert up to 10,000
     # events (and every child) only to throw them away, at every write.
-    record: dict[str, Any] = {}
+    record: JsonObject = {}
     for field in attrs.fields(Run):
         if field.name in _RUN_EXCLUDED:
             continue
@@ -61,21 +61,21 @@ def run_record(run: Run) -> dict[str, Any]:
 _CHILD_EXCLUDED = ("start_time_probe",)
 
 
-def child_record(child: ChildRun) -> dict[str, Any]:
-    record: dict[str, Any] = _converter.unstructure(child)
+def child_record(child: ChildRun) -> JsonObject:
+    record: JsonObject = _converter.unstructure(child)
     for name in _CHILD_EXCLUDED:
         record.pop(name, None)
     return record
 
 
-def run_from_record(record: Mapping[str, Any], children: list[ChildRun]) -> Run:
+def run_from_record(record: JsonObject, children: list[ChildRun]) -> Run:
     fields = {k: v for k, v in record.items() if k not in _RUN_EXCLUDED}
     run = _converter.structure({**fields, "children": []}, Run)
     run.children = children
     return run
 
 
-def child_from_record(record: Mapping[str, Any]) -> ChildRun:
+def child_from_record(record: JsonObject) -> ChildRun:
     return _converter.structure(dict(record), ChildRun)
 
 
@@ -84,7 +84,7 @@ def usage_from_record(text: str) -> Usage:
     return _converter.structure(json.loads(text), Usage)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """Compact JSON as stored (no NaN: SQLite's JSON functions could not read it)."""
     return _ENCODER.encode(value)
 

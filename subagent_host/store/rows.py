@@ -11,7 +11,7 @@ import functools
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
@@ -19,6 +19,7 @@ from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.store.records import child_record, dumps, run_record
 from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, EVENT_TYPES, Event
 from subagent_host.values.facts import OutputInfo, Usage
+from subagent_host.values.json_values import JsonObject
 
 
 @attrs.frozen
@@ -121,19 +122,23 @@ def create_time(row: ChildRow) -> float | None:
     return created
 
 
-def event_record(event: RunEvent) -> dict[str, Any]:
+def event_record(event: RunEvent) -> dict[str, object]:
     """An event as the store has always kept it: its `type`, `at`, and its `fields` by their
     snake_case names, absent ones left out (a `status` event's output whole, nulls too; a usage
     without its nulls): records of earlier versions and of this one read alike."""
     return {"type": event.type, "at": event.at.isoformat(), "fields": _stored_fields(event.payload)}
 
 
-def event_from_record(seq: int, record: dict[str, Any]) -> RunEvent:
-    fields = dict(record["fields"])
+def event_from_record(seq: int, record: JsonObject) -> RunEvent:
+    kind, at, stored = record["type"], record["at"], record["fields"]
+    if not isinstance(kind, str) or not isinstance(at, str) or not isinstance(stored, dict):
+        raise ValueError(f"event {seq} is not an event as the store keeps one")
+    fields: dict[str, object] = dict(stored)
     for name in fields.keys() & _READ.keys():
         fields[name] = _READ[name](fields[name])
-    payload = EVENT_CLASSES[record["type"]](**fields)
-    return RunEvent(seq=seq, at=datetime.fromisoformat(record["at"]), payload=payload)
+    # Its fields by name, as `event_record` wrote them from the same class.
+    make: Callable[..., Event] = EVENT_CLASSES[kind]
+    return RunEvent(seq=seq, at=datetime.fromisoformat(at), payload=make(**fields))
 
 
 _FIELD_NAMES: Final[Mapping[type[Event], tuple[str, ...]]] = {

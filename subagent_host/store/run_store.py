@@ -30,7 +30,6 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -54,6 +53,7 @@ from subagent_host.store.recovery import start_instance
 from subagent_host.store.run_ids import RunIds
 from subagent_host.values.error_data import RunIdMatches, RunRef
 from subagent_host.values.facts import RunSummary
+from subagent_host.values.json_values import JsonObject
 
 __all__ = ["MIN_PREFIX", "PERSISTENCE_UNAVAILABLE", "Refusal", "RunStore"]
 
@@ -163,7 +163,7 @@ class RunStore:
         JSON and digest (called once, after the launch's turn of the loop)."""
         self.recorder.projection(run, index, sealing)
 
-    def record_workflow(self, run: Run, definition: dict[str, Any]) -> None:
+    def record_workflow(self, run: Run, definition: JsonObject) -> None:
         """A workflow's definition (its item templates, no environment values)."""
         self.recorder.workflow(run, definition)
 

@@ -11,6 +11,7 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.backends.pi import PiBackend
+from subagent_host.planning import views
 from subagent_host.planning.check import CheckedSpawn, check_spawn
 from subagent_host.planning.items import AgentSources
 from subagent_host.planning.plan import ServerLimits
@@ -54,3 +55,9 @@ def backends(tmp_path: Path) -> dict[str, Backend]:
         "pi": PiBackend(session_dir=tmp_path),
         "claude": ClaudeBackend(),
     }
+
+
+def to_json(view: object) -> dict[str, Any]:
+    """`views.to_json`, its members read as Any: a test reaches into nested members
+    without narrowing each JSON value on the way."""
+    return views.to_json(view)

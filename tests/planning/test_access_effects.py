@@ -19,9 +19,9 @@ from subagent_host.planning.access import permitted
 from subagent_host.planning.check import CheckedSpawn, check_spawn
 from subagent_host.planning.normalized import normalized_plan
 from subagent_host.planning.receipts import receipts
-from subagent_host.planning.views import Access, to_json
+from subagent_host.planning.views import Access
 from subagent_host.rpc.wire import AccessRequest, SpawnParams
-from tests.planning.conftest import LIMITS
+from tests.planning.conftest import LIMITS, to_json
 
 EVERYTHING = set(EFFECTS)
 READ = {"filesystem-read"}

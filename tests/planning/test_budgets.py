@@ -16,9 +16,9 @@ from subagent_host.planning.check import CheckedSpawn
 from subagent_host.planning.items import AgentSources
 from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
 from subagent_host.planning.receipts import receipts
-from subagent_host.planning.views import Access, to_json
+from subagent_host.planning.views import Access
 from subagent_host.settings import Settings
-from tests.planning.conftest import LIMITS, check_request
+from tests.planning.conftest import LIMITS, check_request, to_json
 from tests.planning.test_launch_defaults import definition
 
 MOST_TOKENS = 2**53 - 1

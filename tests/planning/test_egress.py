@@ -16,8 +16,7 @@ from subagent_host.planning.egress import EGRESS_CONSENT_REQUIRED, consent_missi
 from subagent_host.planning.plan import LaunchPlan
 from subagent_host.planning.preview import versioned_receipts
 from subagent_host.planning.toolchain import Toolchain
-from subagent_host.planning.views import to_json
-from tests.planning.conftest import LIMITS, check_request
+from tests.planning.conftest import LIMITS, check_request, to_json
 
 MOCK = "http://127.0.0.1:8123"
 

@@ -10,8 +10,8 @@ from subagent_host.backends.base import Backend
 from subagent_host.planning.check import CheckedSpawn
 from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
 from subagent_host.planning.receipts import receipts
-from subagent_host.planning.views import Access, to_json
-from tests.planning.conftest import LIMITS, check_request
+from subagent_host.planning.views import Access
+from tests.planning.conftest import LIMITS, check_request, to_json
 
 
 def check(backends: dict[str, Backend], tmp_path: Path, **request: Any) -> CheckedSpawn:

@@ -24,12 +24,13 @@ from subagent_host.planning.projection import (
     unseal,
 )
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
-from subagent_host.planning.views import Access, PlanStep, to_json
+from subagent_host.planning.views import Access, PlanStep
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.values import RunKind
 from subagent_host.values.facts import OutputInfo
 from subagent_host.values.placement import Placement
+from tests.planning.conftest import to_json
 
 BACKENDS: Final[dict[str, Backend]] = {"command": CommandBackend(), "claude": ClaudeBackend()}
 CHILD = ChildPlan(

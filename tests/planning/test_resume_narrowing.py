@@ -12,7 +12,9 @@ from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.planning.plan import ChildPlan
 from subagent_host.planning.projection import check_overrides, child_of, contract, project
-from subagent_host.planning.views import Access, to_json
+from subagent_host.planning.views import Access
+from subagent_host.values.json_values import JsonObject
+from tests.planning.conftest import to_json
 
 CLAUDE = ChildPlan(
     backend="claude", cwd="/tmp", timeout_ms=60_000, stall_timeout_ms=30_000,
@@ -25,7 +27,7 @@ CODEX = ChildPlan(
 COMMAND = ChildPlan(
     backend="command", cwd="/tmp", timeout_ms=60_000, stall_timeout_ms=30_000, command=("true",)
 )
-NARROWED: Final = {"network": False, "process": False}
+NARROWED: Final[JsonObject] = {"network": False, "process": False}
 
 
 def test_an_access_that_narrows_keeps_only_the_tools_it_permits_and_says_what_it_removed() -> None:

@@ -26,12 +26,12 @@ from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
 from subagent_host.planning.plan import ChildPlan
 from subagent_host.planning.projection import contract, project, seal, unseal
 from subagent_host.planning.receipts import receipts
-from subagent_host.planning.views import Access, Projection, to_json
+from subagent_host.planning.views import Access, Projection
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.settings import Settings, load_settings
 from subagent_host.values import RunKind
-from tests.planning.conftest import LIMITS, check_request
+from tests.planning.conftest import LIMITS, check_request, to_json
 from tests.planning.test_launch_defaults import definition
 
 PI_LEAN = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files"]

@@ -15,10 +15,10 @@ from subagent_host.planning.check import CheckedSpawn, check_spawn
 from subagent_host.planning.fingerprint import digest
 from subagent_host.planning.normalized import normalized_plan, plan_fingerprint
 from subagent_host.planning.plan import RunPlan, command_steps
-from subagent_host.planning.views import PlanStep, to_json
+from subagent_host.planning.views import PlanStep
 from subagent_host.rpc.wire import SpawnParams, make_converter
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT, RunKind
-from tests.planning.conftest import LIMITS
+from tests.planning.conftest import LIMITS, to_json
 from tests.special_files import NOT_REGULAR, shm_path
 
 CONVERTER = make_converter()

@@ -224,7 +224,7 @@ def test_a_contract_is_written_without_nulls_and_its_digest_is_the_stored_forms(
     contract = Contract(
         run_id="r" * 32, index=0, attempt=2, projection=projection, projection_digest="d"
     )
-    stored = to_json(contract)
+    stored: dict[str, typing.Any] = to_json(contract)
     assert stored["projection"]["model"] is None  # the stored form keeps its nulls
     wire = CONVERTER.unstructure(PreflightResult(accepted=True, diagnostics=(), contract=contract))
     assert "null" not in json.dumps(wire)

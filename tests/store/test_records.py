@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from subagent_host.runs.state import Run, StepState, WorkflowState
 from subagent_host.store.records import dumps, run_from_record, run_record
@@ -26,7 +27,7 @@ def test_a_step_running_a_command_is_of_kind_command_and_stored_as_planned() -> 
         ),
     )
     assert run.workflow is not None
-    record = run_record(run)
+    record: dict[str, Any] = run_record(run)
     assert record["workflow"]["steps"] == [
         {"index": 0, "kind": "prompt"},
         {"index": 1, "kind": "prompt"},
