@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from subagent_host.planning.access import FILESYSTEM_LEVELS, permitted
+from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.views import Access, Projection, RemovedTool, ToolEffects
 
 MEMBERS: Final = ("filesystem", "process", "network")
@@ -42,8 +43,8 @@ def narrowing_problems(projection: Projection, value: Any) -> list[str]:
     widened = [name for name in MEMBERS if _rank(asked, name) > _rank(ceiling, name)]
     if widened:
         return [
-            f"access.{name} may only be narrowed on resume ({getattr(asked, name)!r} is wider "
-            f"than the approved {getattr(ceiling, name)!r})"
+            f"access.{name} may only be narrowed on resume ({_shown(asked, name)} is wider "
+            f"than the approved {_shown(ceiling, name)})"
             for name in widened
         ]
     if asked == ceiling:
@@ -56,8 +57,11 @@ def narrowing_problems(projection: Projection, value: Any) -> list[str]:
 
 
 def narrowed_access(ceiling: Access, value: dict[str, Any]) -> Access:
-    """The ceiling with the override's members in place of its own."""
-    return attrs.evolve(ceiling, **{name: value[name] for name in MEMBERS if name in value})
+    """The ceiling with the override's members (checked) in place of its own."""
+    changes = {name: value[name] for name in MEMBERS if name in value}
+    if "filesystem" in changes:
+        changes["filesystem"] = FilesystemAccess(changes["filesystem"])
+    return attrs.evolve(ceiling, **changes)
 
 
 def narrow(
@@ -83,6 +87,12 @@ def kept_tools(projection: Projection, access: Access) -> tuple[ToolEffects, ...
     """The projection's tools whose effects `access` all permits."""
     allowed = permitted(access)
     return tuple(tool for tool in projection.tools if set(tool.effects) <= allowed)
+
+
+def _shown(access: Access, name: str) -> str:
+    """One member as a problem quotes it: `'read'`, `False`."""
+    value = getattr(access, name)
+    return repr(str(value) if name == "filesystem" else value)
 
 
 def _rank(access: Access, name: str) -> int:

@@ -54,6 +54,7 @@ from subagent_host.runs.state import (
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
 from subagent_host.values import STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values.choices import StepStatus
 from subagent_host.values.events import ChildEvent
 from subagent_host.values.facts import ErrorInfo, Executable
 
@@ -162,7 +163,7 @@ class WorkflowRunner:
             self.book.transition(self.run, Failed(self._failure))
             return
         for state in self.state.steps:
-            if state.status != RunStatus.COMPLETED:
+            if state.status != StepStatus.COMPLETED:
                 children = [self.run.children[i] for i in state.children]
                 self.settler.settle_workflow(self.run, control.stop_reason, children, None)
                 return
@@ -203,7 +204,7 @@ class WorkflowRunner:
         values = self._values(index)
         plans = self._expand(index, step, values)
         if plans is None:
-            self.book.transition_step(self.run, state, str(RunStatus.FAILED))
+            self.book.transition_step(self.run, state, StepStatus.FAILED)
             return False
         # A template without placeholders keeps its planned launch; a filled one is
         # prepared now, once.
@@ -253,7 +254,7 @@ class WorkflowRunner:
             if self.run.children[i].status is not RunStatus.COMPLETED
         ]
         ended = unfinished[0].status if unfinished else RunStatus.COMPLETED
-        self.book.transition_step(self.run, state, str(ended))
+        self.book.transition_step(self.run, state, StepStatus(ended))
         return not unfinished
 
     def _expand(

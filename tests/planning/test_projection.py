@@ -23,12 +23,12 @@ from subagent_host.planning.projection import (
     seal,
     unseal,
 )
-from subagent_host.planning.request import Placement
+from subagent_host.planning.request import FilesystemAccess, Placement
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Access, to_json
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
-from subagent_host.values import RunKind
+from subagent_host.values import RunKind, StepKind
 from subagent_host.values.facts import OutputInfo
 
 BACKENDS: Final[dict[str, Backend]] = {"command": CommandBackend(), "claude": ClaudeBackend()}
@@ -40,7 +40,7 @@ CHILD = ChildPlan(
     command=("sh", "-c", "cat"),
     prompt="first",
     env={"TOKEN": "secret-value"},
-    access=Access(filesystem="read", process=True, network=False),
+    access=Access(filesystem=FilesystemAccess.READ, process=True, network=False),
 )
 
 
@@ -154,7 +154,9 @@ def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:
     plan = RunPlan(
         kind=RunKind.WORKFLOW,
         children=(AGENT, attrs.evolve(AGENT, max_turns=None)),
-        workflow=WorkflowPlan(name="w", task="t", steps=(StepPlan(kind="parallel", items=(0, 1)),)),
+        workflow=WorkflowPlan(
+            name="w", task="t", steps=(StepPlan(kind=StepKind.PARALLEL, items=(0, 1)),)
+        ),
     )
     stored = workflow_from_record(json.loads(json.dumps(workflow_record(plan))))
     assert stored is not None

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from subagent_host.runs.state import Run, StepState, WorkflowState
 from subagent_host.store.records import dumps, run_from_record, run_record
-from subagent_host.values import RunKind
+from subagent_host.values import RunKind, StepKind
 
 
 def test_a_step_running_a_command_is_reported_as_command_and_stored_as_planned() -> None:
@@ -20,8 +20,8 @@ def test_a_step_running_a_command_is_reported_as_command_and_stored_as_planned()
         workflow=WorkflowState(
             name="w",
             steps=[
-                StepState(index=0, kind="prompt", command=True),
-                StepState(index=1, kind="prompt"),
+                StepState(index=0, kind=StepKind.PROMPT, command=True),
+                StepState(index=1, kind=StepKind.PROMPT),
             ],
         ),
     )
