@@ -28,6 +28,7 @@ from subagent_host.values.choices import (
 )
 from subagent_host.values.events import EVENT_TYPES
 from subagent_host.values.facts import BackendInfo
+from tests.e2e.harness import schema_document
 from tests.test_schema_samples import WIRE_TYPES
 
 # Every attrs class the document describes (an event's own fields inside `EventWire`'s).
@@ -86,16 +87,27 @@ def test_a_field_whose_schema_lists_values_is_typed_with_them(cls: type[Any]) ->
     assert mismatched == []
 
 
-def test_the_document_lists_the_values_of_many_fields_all_from_types() -> None:
-    enumerated = [
-        (cls.__name__, field.name)
+def test_each_enum_of_the_committed_document_is_a_field_typed_with_its_values() -> None:
+    """Read from the other side: every property of the committed document that lists
+    values (LSP's progress `kind`s and a `run/event`'s `type` aside) is one of those fields."""
+    typed = {
+        (cls.__name__, camel_case(field.name))
         for cls in CLASSES
         for field, hint in fields_with_hints(cls)
         if names_its_values(hint)
-    ]
-    # Runs, children, steps, plans, receipts, agents, the handshake: not a handful.
-    assert len(enumerated) > 40
-    assert ("StepSnapshot", "status") in enumerated and ("PingResult", "persistence") in enumerated
+    }
+    listed = {
+        (name, key)
+        for name, schema in schema_document()["components"]["schemas"].items()
+        for key, prop in schema.get("properties", {}).items()
+        if lists_values(prop) and not name.startswith("WorkDoneProgress")
+    }
+    # An event's fields are properties of `EventWire`, whose `type` is the event's class.
+    events = {cls.__name__ for cls in EVENT_TYPES}
+    expected = {(name, key) for name, key in typed if name not in events}
+    expected |= {("EventWire", key) for name, key in typed if name in events}
+    assert listed == expected | {("EventWire", "type")}
+    assert ("StepSnapshot", "status") in listed and ("PingResult", "persistence") in listed
 
 
 def test_a_backend_is_an_open_string_whose_values_are_listed_in_one_place() -> None:

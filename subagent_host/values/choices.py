@@ -53,7 +53,7 @@ class OneOf:
 # switches on: configuration is to name further backends (any agent that speaks ACP,
 # named by the user), so the list the schema shows is this one tuple, opened here alone.
 BACKENDS: Final = ("command", "pi", "claude", "codex")
-AGENT_BACKENDS: Final = BACKENDS[1:]
+AGENT_BACKENDS: Final = tuple(name for name in BACKENDS if name != "command")
 """The backends that run an agent CLI (all but `command`)."""
 BackendName = Annotated[str, OneOf(BACKENDS)]
 """A backend's name: `command`, `pi`, `claude` or `codex` today (see BACKENDS)."""

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from subagent_host.client import Host, ResumeRequest, RunList, RunSnapshot
+from subagent_host.client import (
+    Host,
+    ResumeRequest,
+    RunKind,
+    RunList,
+    RunSnapshot,
+    RunStatus,
+    StoppedBy,
+)
 from subagent_host.planning.views import ExecutionBoundary
 from subagent_host.rpc.wire import (
     AgentsListResult,
@@ -18,14 +26,7 @@ from subagent_host.rpc.wire import (
     PreflightResult,
     make_converter,
 )
-from subagent_host.values import RunKind, RunStatus
-from subagent_host.values.choices import (
-    AdmittedBy,
-    Effect,
-    Persistence,
-    StoppedBy,
-    TrackingMode,
-)
+from subagent_host.values.choices import AdmittedBy, Effect, Persistence, TrackingMode
 from tests.client.conftest import first_run_id, memory_streams, started
 
 CONVERTER = make_converter()
