@@ -291,7 +291,7 @@ async def _serve_with_store(
         store=store,
         progress=publisher,
         toolchain=Toolchain(backends, probes, dict(os.environ)),
-        process_tracking=lambda: supervisor.mode.value,
+        process_tracking=lambda: supervisor.mode,
         hold_output=connection.holding,
         framing=lambda: connection.framing.value,
         after_answer=after_answer,

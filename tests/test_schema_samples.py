@@ -24,10 +24,10 @@ from subagent_host.handlers.table import METHODS
 from subagent_host.openrpc import document
 from subagent_host.openrpc.builder import PROTOCOL_NOTIFICATIONS, SERVER_NOTIFICATIONS
 from subagent_host.openrpc.check import close_objects
-from subagent_host.openrpc.enums import enum_of
 from subagent_host.openrpc.schemas import REF_PREFIX
 from subagent_host.planning.views import VIEWS, from_json, to_json
 from subagent_host.rpc.wire import INLINE, EventWire, SessionId, make_converter
+from subagent_host.values.choices import OneOf
 from subagent_host.values.events import EVENT_TYPES, Event
 from subagent_host.values.wire_names import wire_name
 
@@ -69,18 +69,17 @@ def fields_of(cls: type[Any]) -> list[Any]:
 WIRE_TYPES: Final = wire_types()
 
 
-def sample(hint: Any, owner: type[Any] | None = None, name: str = "", *, full: bool) -> Any:
-    """A value of `hint` (the value of field `name` of `owner`, when it is one)."""
-    if owner is not None:
-        values = enum_of(owner, name)
-        if values is not None:
-            is_array = any(
-                typing.get_origin(arg) is tuple for arg in (hint, *typing.get_args(hint))
-            )
-            return (values[0],) if is_array else values[0]
+def sample(hint: Any, *, full: bool) -> Any:
+    """A value of `hint`: an enumeration's first value where it has one."""
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         kept = [arg for arg in typing.get_args(hint) if arg is not types.NoneType]
-        return sample(kept[0], owner, name, full=full)
+        return sample(kept[0], full=full)
+    if typing.get_origin(hint) is typing.Annotated:
+        base, *extras = typing.get_args(hint)
+        choices = [extra.values for extra in extras if isinstance(extra, OneOf)]
+        return choices[0][0] if choices else sample(base, full=full)
+    if typing.get_origin(hint) is typing.Literal:
+        return typing.get_args(hint)[0]
     if hint is SessionId:
         return SessionId("s1")
     simple = {str: "text", int: 1, float: 1.5, bool: True, datetime: MOMENT}
@@ -101,14 +100,14 @@ def sample(hint: Any, owner: type[Any] | None = None, name: str = "", *, full: b
 
 
 def instance(cls: type[Any], *, full: bool) -> Any:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     values = {}
     for field in attrs.fields(cls):
         if not full and field.default is not attrs.NOTHING and field.name != "status":
             continue
         if getattr(field.validator, "options", None):
             continue  # lsprotocol's `kind`: its one allowed value is its default
-        values[field.alias] = sample(hints[field.name], cls, field.name, full=full)
+        values[field.alias] = sample(hints[field.name], full=full)
     return cls(**values)
 
 

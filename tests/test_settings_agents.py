@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from subagent_host.settings import AgentDisabled, AgentFilter, Settings, load_settings
+from subagent_host.values.choices import DisabledBy
 
 
 class Files:
@@ -59,16 +60,18 @@ def test_the_example_of_protocol_md(files: Files) -> None:
     assert got == {
         "reviewer": None,
         "Reviewer-2": None,
-        "reviewer-old": AgentDisabled("agents.disabled", str(files.explicit_file), "reviewer-old"),
-        "scout": AgentDisabled("agents.disabled", str(files.project_file), "scout"),
-        "writer": AgentDisabled("agents.enabled", str(files.global_file)),
+        "reviewer-old": AgentDisabled(
+            DisabledBy.DISABLED, str(files.explicit_file), "reviewer-old"
+        ),
+        "scout": AgentDisabled(DisabledBy.DISABLED, str(files.project_file), "scout"),
+        "writer": AgentDisabled(DisabledBy.ENABLED, str(files.global_file)),
     }
 
 
 def test_an_agent_matching_both_lists_is_disabled(files: Files) -> None:
     files.write(files.global_file, {"enabled": ["reviewer", "*"], "disabled": ["REV?EWER"]})
     assert files.disabled("Reviewer") == {
-        "Reviewer": AgentDisabled("agents.disabled", str(files.global_file), "REV?EWER")
+        "Reviewer": AgentDisabled(DisabledBy.DISABLED, str(files.global_file), "REV?EWER")
     }
 
 
@@ -82,7 +85,7 @@ def test_patterns_are_fnmatch_globs_matched_case_insensitively(files: Files) -> 
 
 def test_an_empty_enabled_list_enables_nothing(files: Files) -> None:
     files.write(files.global_file, {"enabled": []})
-    assert files.disabled("any")["any"] == AgentDisabled("agents.enabled", str(files.global_file))
+    assert files.disabled("any")["any"] == AgentDisabled(DisabledBy.ENABLED, str(files.global_file))
 
 
 def test_the_config_file_s_list_replaces_the_global_one_list_by_list(files: Files) -> None:
@@ -92,13 +95,13 @@ def test_the_config_file_s_list_replaces_the_global_one_list_by_list(files: File
     # enabled: the --config file's; disabled: null there, so the global file's.
     assert got == {
         "a": None,
-        "b": AgentDisabled("agents.disabled", str(files.global_file), "b"),
+        "b": AgentDisabled(DisabledBy.DISABLED, str(files.global_file), "b"),
         "c": None,
-        "d": AgentDisabled("agents.enabled", str(files.explicit_file)),
+        "d": AgentDisabled(DisabledBy.ENABLED, str(files.explicit_file)),
     }
     files.write(files.explicit_file, {"disabled": []})  # re-enables b, keeps global enabled
     assert files.disabled("b", "c") == {
-        "b": None, "c": AgentDisabled("agents.enabled", str(files.global_file))
+        "b": None, "c": AgentDisabled(DisabledBy.ENABLED, str(files.global_file))
     }  # fmt: skip
 
 
@@ -108,12 +111,12 @@ def test_a_project_only_narrows_what_the_user_enabled(files: Files) -> None:
     # The project's `*` and empty disabled list enable nothing the user left out or disabled.
     assert files.disabled("a", "c", "x") == {
         "a": None,
-        "c": AgentDisabled("agents.enabled", str(files.global_file)),
-        "x": AgentDisabled("agents.disabled", str(files.global_file), "x"),
+        "c": AgentDisabled(DisabledBy.ENABLED, str(files.global_file)),
+        "x": AgentDisabled(DisabledBy.DISABLED, str(files.global_file), "x"),
     }
     files.write(files.project_file, {"enabled": ["b*"]})
     assert files.disabled("a", "b") == {
-        "a": AgentDisabled("agents.enabled", str(files.project_file)),
+        "a": AgentDisabled(DisabledBy.ENABLED, str(files.project_file)),
         "b": None,
     }
 

@@ -49,7 +49,7 @@ PAIRS: Final[tuple[tuple[type, type, frozenset[str]], ...]] = (
     (PlannedPlacement, Placement, frozenset()),
     (Run, RunOutcome, frozenset()),
     (ChildRun, RunOutcome, frozenset()),
-    (ChildRun, ChildSnapshot, frozenset({"status", "signal", "stopped_by"})),
+    (ChildRun, ChildSnapshot, frozenset({"signal"})),
     (AgentDefinition, AgentInfo, frozenset({"model", "effort", "tools", "mode"})),
     (Run, RunLine, frozenset({"kind", "status", "children"})),
 )

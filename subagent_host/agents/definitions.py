@@ -46,10 +46,12 @@ from subagent_host.values import (
     MODES,
     SESSION_RESOURCES,
 )
+from subagent_host.values.choices import AgentSource
+from subagent_host.values.facts import Severity
 
-USER: Final = "user"
-PROJECT: Final = "project"
-SOURCES: Final = (USER, PROJECT)
+USER: Final = AgentSource.USER
+PROJECT: Final = AgentSource.PROJECT
+SOURCES: Final = tuple(source.value for source in AgentSource)
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
@@ -91,7 +93,7 @@ class AgentDefinition:
     name: str  # as written
     description: str
     instructions: str
-    source: str  # USER or PROJECT
+    source: AgentSource
     path: str  # realpath of the file
     digest: str  # DIGEST_PREFIX + sha256 of the file's exact bytes
     model: str | None = None
@@ -120,7 +122,7 @@ class AgentDefinition:
 class DefinitionDiagnostic:
     """One problem (or note) about one definition file."""
 
-    severity: str  # ERROR, WARNING or INFO
+    severity: Severity
     code: str
     message: str  # a sentence naming the file and, when relevant, the field
     path: str
@@ -146,9 +148,9 @@ class _Report:
     """Problems found so far; turned into diagnostics once the name is known."""
 
     path: str
-    problems: list[tuple[str, str, str]] = attrs.Factory(list)
+    problems: list[tuple[Severity, str, str]] = attrs.Factory(list)
 
-    def add(self, severity: str, code: str, message: str) -> None:
+    def add(self, severity: Severity, code: str, message: str) -> None:
         self.problems.append((severity, code, f"{self.path}: {message}"))
 
     @property
@@ -158,16 +160,16 @@ class _Report:
     def diagnostics(self, name: str | None) -> list[DefinitionDiagnostic]:
         """The problems as diagnostics, at most MAX_DIAGNOSTICS_PER_CODE of each code and
         then one that counts the rest of that code (where the last one shown was)."""
-        shown: list[tuple[str, str, str]] = []
-        left_out: dict[str, list[str]] = {}  # code -> [severity, count as text]
+        shown: list[tuple[Severity, str, str]] = []
+        left_out: dict[str, Severity] = {}  # code -> its severity
         counts: dict[str, int] = {}
         for severity, code, message in self.problems:
             counts[code] = counts.get(code, 0) + 1
             if counts[code] <= MAX_DIAGNOSTICS_PER_CODE:
                 shown.append((severity, code, message))
             elif counts[code] == MAX_DIAGNOSTICS_PER_CODE + 1:
-                left_out[code] = [severity]
-        for code, (severity,) in left_out.items():
+                left_out[code] = severity
+        for code, severity in left_out.items():
             more = counts[code] - MAX_DIAGNOSTICS_PER_CODE
             last = max(i for i, (_, c, _) in enumerate(shown) if c == code)
             summary = (
@@ -232,7 +234,7 @@ def parse_definition(
         name=name,
         description=description,
         instructions=instructions,
-        source=source,
+        source=AgentSource(source),
         path=path,
         digest=DIGEST_PREFIX + hashlib.sha256(data).hexdigest(),
         tools=tools,

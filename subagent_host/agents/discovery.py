@@ -29,6 +29,7 @@ from subagent_host.agents.definitions import (
     DefinitionDiagnostic,
     parse_definition,
 )
+from subagent_host.values.choices import AgentSource
 
 # Generous for instructions, small enough that a stray huge file cannot bloat
 # every spawn's prompt or the server's memory.
@@ -54,7 +55,7 @@ class AgentCatalog:
         return self.agents.get(key)
 
 
-def search_path(user_dir: Path, project_dir: Path | None) -> list[tuple[str, Path]]:
+def search_path(user_dir: Path, project_dir: Path | None) -> list[tuple[AgentSource, Path]]:
     """The directories definitions are read from, lowest precedence first.
 
     `project_dir` is given only for a trusted project: its definitions are
@@ -104,7 +105,7 @@ class _NotAFile(Exception):
 
 
 def _load_directory(
-    source: str, directory: Path, diagnostics: list[DefinitionDiagnostic]
+    source: AgentSource, directory: Path, diagnostics: list[DefinitionDiagnostic]
 ) -> list[_Loaded]:
     """Parse the directory's `*.md` files in name order; a missing directory has none."""
     try:
@@ -129,7 +130,9 @@ def _load_directory(
     return loaded
 
 
-def _load_file(source: str, path: Path, diagnostics: list[DefinitionDiagnostic]) -> _Loaded | None:
+def _load_file(
+    source: AgentSource, path: Path, diagnostics: list[DefinitionDiagnostic]
+) -> _Loaded | None:
     """Read and parse one file, adding its diagnostics; None when it is no file at all."""
     real = os.path.realpath(path)
     stem = path.name.removesuffix(SUFFIX)  # the name as found, not the symlink target's

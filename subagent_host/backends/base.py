@@ -17,6 +17,7 @@ import attrs
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.values import FULL
+from subagent_host.values.choices import Effect, ReachedLimit
 from subagent_host.values.facts import Usage
 
 
@@ -91,7 +92,7 @@ class ParsedOutcome:
     """Tokens and cost, as the CLI reported them; None when it reported none."""
     backend_session_id: str | None = None
     """The CLI's own session id, which a resume continues."""
-    reached_limit: str | None = None
+    reached_limit: ReachedLimit | None = None
     """Set when the CLI stopped at a limit of its own (e.g. max turns): `limit-reached`."""
     stderr_tail: str | None = None
     """A `command` child's last STDERR_TAIL_BYTES of stderr, however it ended (a failed
@@ -117,7 +118,7 @@ class ParsedOutcome:
         code: str | None,
         message: str,
         data: Mapping[str, object] | None = None,
-        reached_limit: str | None = None,
+        reached_limit: ReachedLimit | None = None,
     ) -> ParsedOutcome:
         """The same output, read as a failure: what the child printed is reported all the same."""
         return attrs.evolve(
@@ -181,21 +182,22 @@ class OutputParser(Protocol):
 
 # The `reachedLimit` of a child that began more model responses than its `maxTurns`
 # allows, whoever stopped it (claude's own `error_max_turns`, or the server's count).
-MAX_TURNS_LIMIT: Final = "max-turns"
+MAX_TURNS_LIMIT: Final = ReachedLimit.MAX_TURNS
 
-# What a tool can do. A request's `access` removes tools with effects beyond it.
-FILESYSTEM_READ: Final = "filesystem-read"
-FILESYSTEM_WRITE: Final = "filesystem-write"
-PROCESS: Final = "process"
-NETWORK: Final = "network"
-EFFECTS: Final = (FILESYSTEM_READ, FILESYSTEM_WRITE, PROCESS, NETWORK)
+# What a tool can do (`Effect`, which plans and receipts show too). A request's `access`
+# removes tools with effects beyond it.
+FILESYSTEM_READ: Final = Effect.FILESYSTEM_READ
+FILESYSTEM_WRITE: Final = Effect.FILESYSTEM_WRITE
+PROCESS: Final = Effect.PROCESS
+NETWORK: Final = Effect.NETWORK
+EFFECTS: Final = tuple(Effect)
 
 
 class Backend(Protocol):
     """An adapter: a name, its tools and their effects, how to launch an item, a parser."""
 
     id: str
-    tools: Mapping[str, frozenset[str]]
+    tools: Mapping[str, frozenset[Effect]]
     """The tool catalog: each tool's effects (a subset of EFFECTS)."""
     restrictable: bool
     """Whether removing tools actually narrows what a child can do (false for a

@@ -20,14 +20,15 @@ from typing import Final
 
 import attrs
 
+from subagent_host.values.choices import ReachedLimit
 from subagent_host.values.facts import Usage
 
 MAX_TOKENS: Final = "maxTokens"
 MAX_COST_USD: Final = "maxCostUsd"
 BUDGETS: Final = (MAX_TOKENS, MAX_COST_USD)
 # The `reachedLimit` (and the child's `reason`) of a child ended at its budget.
-MAX_TOKENS_LIMIT: Final = "max-tokens"
-MAX_COST_LIMIT: Final = "max-cost"
+MAX_TOKENS_LIMIT: Final = ReachedLimit.MAX_TOKENS
+MAX_COST_LIMIT: Final = ReachedLimit.MAX_COST
 # The diagnostic codes of a budget the backend cannot enforce.
 TOKENS_NOT_REPORTED: Final = "tokens-not-reported"
 COST_NOT_REPORTED: Final = "cost-not-reported"
@@ -70,7 +71,7 @@ class Budget:
     def is_set(self) -> bool:
         return self.max_tokens is not None or self.max_cost_usd is not None
 
-    def reached(self, usage: Usage | None) -> str | None:
+    def reached(self, usage: Usage | None) -> ReachedLimit | None:
         """The `reachedLimit` of the first budget `usage` has reached; None while within."""
         if usage is None:
             return None

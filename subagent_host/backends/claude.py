@@ -61,6 +61,7 @@ from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
+from subagent_host.values.choices import Effect
 from subagent_host.values.facts import Usage
 from subagent_host.values.plurals import plural
 
@@ -69,7 +70,7 @@ EXECUTABLE: Final = "claude"
 # off unless the user's settings turn it on, which the server cannot see): it can
 # write files and reach the network as well as start processes, so it carries
 # every effect.
-TOOLS: Final[Mapping[str, frozenset[str]]] = {
+TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     "Read": frozenset({FILESYSTEM_READ}),
     "Grep": frozenset({FILESYSTEM_READ}),
     "Glob": frozenset({FILESYSTEM_READ}),
@@ -132,7 +133,7 @@ MAX_TURNS_SUBTYPE: Final = "error_max_turns"
 class ClaudeBackend(AgentCLI):
     id = "claude"
     executable = EXECUTABLE
-    tools: Mapping[str, frozenset[str]] = TOOLS
+    tools: Mapping[str, frozenset[Effect]] = TOOLS
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     # Without `tools` the child is still started with `--tools`: the whole catalog.

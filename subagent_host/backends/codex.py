@@ -102,6 +102,7 @@ from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import ERROR_LABEL, STDERR_TAIL_BYTES, exit_message, short
 from subagent_host.values import LEAN
+from subagent_host.values.choices import Effect
 from subagent_host.values.facts import Usage
 
 EXECUTABLE: Final = "codex"
@@ -110,7 +111,7 @@ WORKSPACE_WRITE: Final = "workspace-write"
 WORKSPACE_NETWORK: Final = "workspace-write-network"
 TIERS: Final = (READ_ONLY, WORKSPACE_WRITE, WORKSPACE_NETWORK)
 """The sandbox tiers, narrowest first."""
-TOOLS: Final[Mapping[str, frozenset[str]]] = {
+TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     READ_ONLY: frozenset({PROCESS, FILESYSTEM_READ}),
     WORKSPACE_WRITE: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE}),
     WORKSPACE_NETWORK: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE, NETWORK}),
@@ -169,7 +170,7 @@ STDERR_ERROR_PREFIX: Final = "error"
 class CodexBackend(AgentCLI):
     id = "codex"
     executable = EXECUTABLE
-    tools: Mapping[str, frozenset[str]] = TOOLS
+    tools: Mapping[str, frozenset[Effect]] = TOOLS
     # Its shell exists whatever `tools` says: `tools: []` would claim less than it can do.
     tools_required = True
     thinking_levels: tuple[str, ...] = THINKING_LEVELS

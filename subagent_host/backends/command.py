@@ -21,6 +21,7 @@ from subagent_host.backends.reports import (
     stderr_reason,
     with_reason,
 )
+from subagent_host.values.choices import Effect
 from subagent_host.values.facts import Usage
 
 # Stdout kept for the final text: what a snapshot shows is capped lower, but a
@@ -99,7 +100,7 @@ class CommandParser:
 class CommandBackend:
     id = "command"
     # An arbitrary program runs with the user's own permissions: it may do anything.
-    tools: Mapping[str, frozenset[str]] = {"command": frozenset(EFFECTS)}
+    tools: Mapping[str, frozenset[Effect]] = {"command": frozenset(EFFECTS)}
     tools_required = False
     restrictable = False
     env_allowed: frozenset[str] = frozenset()

@@ -7,9 +7,10 @@ settling read them. A module of its own so that the backend interface
 
 from __future__ import annotations
 
-import enum
-
 import attrs
+
+# Reported on the wire too, so declared with the values the wire may import.
+from subagent_host.values.choices import StoppedBy as StoppedBy
 
 
 @attrs.frozen
@@ -24,17 +25,3 @@ class ProcessExit:
         if returncode < 0:
             return cls(exit_code=None, signal=-returncode)
         return cls(exit_code=returncode, signal=None)
-
-
-class StoppedBy(enum.StrEnum):
-    """How the direct child ended: on its own, or by which signal of the stop sequence.
-
-    Only the direct child counts: a child that exited on its own is `exit` even
-    when what it left behind needed SIGKILL (that shows in `leftovers_ended`).
-    A signal from elsewhere (the OOM killer, a user's `kill`) is `exit` too: the
-    exit status names it.
-    """
-
-    EXIT = "exit"
-    SIGTERM = "sigterm"  # it was running when the stop sequence sent SIGTERM
-    SIGKILL = "sigkill"  # it was still running when the grace was over

@@ -38,6 +38,7 @@ from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import exit_message, short
 from subagent_host.values import LEAN
+from subagent_host.values.choices import Effect
 from subagent_host.values.facts import Usage
 
 EXECUTABLE: Final = "pi"
@@ -47,7 +48,7 @@ EXECUTABLE: Final = "pi"
 # and PI_OFFLINE is not set, pi first downloads them from GitHub into its own
 # directory: a network request, a file written and a program started that the
 # server cannot rule out beforehand, so they carry every effect too.
-TOOLS: Final[Mapping[str, frozenset[str]]] = {
+TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     "read": frozenset({FILESYSTEM_READ}),
     "grep": frozenset(EFFECTS),
     "find": frozenset(EFFECTS),
@@ -100,7 +101,7 @@ TOOL_KINDS: Final[ToolCatalog] = {
 class PiBackend(AgentCLI):
     id = "pi"
     executable = EXECUTABLE
-    tools: Mapping[str, frozenset[str]] = TOOLS
+    tools: Mapping[str, frozenset[Effect]] = TOOLS
     env_allowed: frozenset[str] = ENV_ALLOWED
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     default_tools: tuple[str, ...] = DEFAULT_TOOLS

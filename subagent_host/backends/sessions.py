@@ -29,6 +29,8 @@ from typing import Final
 
 import attrs
 
+from subagent_host.values.choices import SessionDigestSource
+
 PI_SUFFIX: Final = ".jsonl"
 # What a session id a CLI printed may look like to be used in a file name (uuids).
 SAFE_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,127}")
@@ -36,8 +38,8 @@ SAFE_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,127}")
 CLAUDE_SLUG_CHARS: Final = 200
 DIGEST_PREFIX: Final = "sha256:"
 # Where the digest of a session file was taken.
-SEALED_AT_END: Final = "attempt-end"
-SEALED_AT_RECOVERY: Final = "recovered"
+SEALED_AT_END: Final = SessionDigestSource.ATTEMPT_END
+SEALED_AT_RECOVERY: Final = SessionDigestSource.RECOVERED
 
 MISSING: Final = "session-missing"
 CHANGED: Final = "session-changed"
@@ -58,7 +60,7 @@ class Seal:
     """A session file's digest, and when it was taken (`attempt-end` or `recovered`)."""
 
     digest: str
-    source: str
+    source: SessionDigestSource
 
 
 @attrs.frozen
@@ -68,7 +70,9 @@ class SessionFiles:
     pi_dir: Path
     """`<state-dir>/pi-sessions`: where pi children keep their sessions."""
 
-    def seal(self, backend: str, session_id: str | None, source: str) -> Seal | None:
+    def seal(
+        self, backend: str, session_id: str | None, source: SessionDigestSource
+    ) -> Seal | None:
         """The digest of the session file a resume of this attempt would continue.
 
         Only pi's files, which live in the state directory, are sealed; None for

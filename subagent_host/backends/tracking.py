@@ -19,7 +19,6 @@ The marker scan of recovery (store/recovery.py) runs in every mode as a last res
 from __future__ import annotations
 
 import ctypes
-import enum
 import itertools
 import logging
 import os
@@ -32,6 +31,9 @@ import attrs
 from subagent_host.backends import cgroups
 from subagent_host.backends.cgroups import Group, Hierarchy
 
+# `ping` reports the mode in force, so it is declared with the values the wire may import.
+from subagent_host.values.choices import TrackingMode as TrackingMode
+
 logger = logging.getLogger(__name__)
 
 PR_SET_CHILD_SUBREAPER: Final = 36
@@ -41,12 +43,6 @@ CGROUP_NAME_CHARS: Final = 120
 _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9._-]")
 # Unique within this process, whichever Supervisor starts the child (tests make several).
 _sequence = itertools.count(1)
-
-
-class TrackingMode(enum.Enum):
-    CGROUP = "cgroup"
-    SUBREAPER = "subreaper"
-    MARKER = "marker"
 
 
 CHOICES: Final = (AUTO, *(mode.value for mode in TrackingMode))

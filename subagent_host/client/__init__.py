@@ -19,7 +19,9 @@ Results are the server's own wire types (`subagent_host.rpc.wire`,
 `outcome`'s, readable as its own attributes too (`snap.output`). An event
 (`EventWire`) carries its `run_id`, `seq`, `at` and `type`, and under `event`
 one of the event classes (`values/events.py`, re-exported here) with that
-type's own fields. See `Host` for
+type's own fields. A field with a fixed set of values is read as its enumeration's
+member (`snap.status is RunStatus.COMPLETED`; a member equals its string too, and the
+enumerations a client most compares against are re-exported here). See `Host` for
 every method and protocol.md for what they mean.
 """
 
@@ -57,6 +59,8 @@ from subagent_host.rpc.wire import (
     SpawnItem,
     WorkflowRequest,
 )
+from subagent_host.values import TERMINAL, Mode, RunKind, RunStatus
+from subagent_host.values.choices import ReachedLimit, StepStatus, StoppedBy
 from subagent_host.values.events import (
     ActivityEvent,
     ChildEvent,
@@ -93,20 +97,27 @@ __all__ = [
     "LaunchRejected",
     "MessageEvent",
     "MethodNotFound",
+    "Mode",
     "OutputEvent",
     "ParallelStep",
     "ParseError",
+    "ReachedLimit",
     "PingResult",
     "PreflightResult",
     "RequestCancelled",
     "ResumeDenied",
     "ResumeRequest",
+    "RunKind",
     "RunList",
     "RunNotFound",
     "RunSnapshot",
+    "RunStatus",
     "SpawnItem",
     "StatusEvent",
     "StderrEvent",
+    "StepStatus",
+    "StoppedBy",
+    "TERMINAL",
     "ToolEvent",
     "UsageEvent",
     "WorkflowRequest",

@@ -13,6 +13,8 @@ from __future__ import annotations
 from subagent_host.agents.effective import effective
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import AgentDisabledInfo, AgentInfo, AgentsListParams, AgentsListResult
+from subagent_host.values import Mode
+from subagent_host.values.choices import member
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Diagnostic
 
@@ -33,7 +35,7 @@ async def handle(params: AgentsListParams, ctx: HandlerContext) -> AgentsListRes
                 model=wanted.model,
                 effort=wanted.effort,
                 tools=wanted.tools,
-                mode=wanted.mode,
+                mode=member(Mode, wanted.mode),
                 disabled=None
                 if disabled is None
                 else AgentDisabledInfo(disabled.by, disabled.file, disabled.pattern),

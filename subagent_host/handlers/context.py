@@ -22,6 +22,7 @@ from subagent_host.rpc.wire import PingResult, SpawnParams, StopParams
 from subagent_host.runs.orchestrator import RunOrchestrator
 from subagent_host.settings import LOCAL
 from subagent_host.store.run_store import RunStore
+from subagent_host.values.choices import TrackingMode
 from subagent_host.values.copying import shared
 from subagent_host.values.error_data import Rejection
 from subagent_host.values.facts import Diagnostic
@@ -52,7 +53,7 @@ class HandlerContext:
     """The methods this server answers, as `ping` lists them."""
     toolchain: Toolchain = attrs.Factory(Toolchain)
     """The backends that can run here, and their CLIs' versions (probed once each)."""
-    process_tracking: Callable[[], str] = lambda: "marker"
+    process_tracking: Callable[[], TrackingMode] = lambda: TrackingMode.MARKER
     """How the supervisor finds every process a child started, now (`ping` reports it):
     cgroup tracking falls back for later children when a cgroup cannot be made."""
     hold_output: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from subagent_host.handlers.snapshots import event_wire
 from subagent_host.rpc.wire import MsgToken
-from subagent_host.runs.state import TERMINAL, Run, RunEvent, RunStatus
+from subagent_host.runs.state import TERMINAL, Run, RunEvent
+from subagent_host.values.choices import StepStatus
 from subagent_host.values.events import ChildEvent, StatusEvent
 
 if TYPE_CHECKING:
@@ -119,6 +120,6 @@ def _percentage(run: Run) -> int:
     steps completed of all steps."""
     if run.workflow is not None:
         steps = run.workflow.steps
-        return round(100 * sum(step.status == RunStatus.COMPLETED for step in steps) / len(steps))
+        return round(100 * sum(step.status == StepStatus.COMPLETED for step in steps) / len(steps))
     done = sum(child.status in TERMINAL for child in run.children)
     return round(100 * done / len(run.children))

@@ -40,8 +40,8 @@ def run_snapshot(
     return RunSnapshot(
         run_id=run.run_id,
         session_id=run.session_id,
-        kind=str(run.kind),
-        status=str(run.status),
+        kind=run.kind,
+        status=run.status,
         created_at=run.created_at,
         fingerprint=run.fingerprint,
         last_seq=run.last_seq,
@@ -83,9 +83,7 @@ def child_snapshot(child: ChildRun) -> ChildSnapshot:
     return shared(
         ChildSnapshot,
         child,
-        status=str(child.status),
         signal=signal.Signals(child.signal).name if child.signal else None,
-        stopped_by=str(child.stopped_by) if child.stopped_by else None,
         outcome=outcome(child),
     )
 

@@ -12,7 +12,7 @@ from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.check import ResolvedSpawn, resolve_or_reject
 from subagent_host.rpc.wire import RunSnapshot, SpawnParams
 from subagent_host.runs.approvals import PERSISTENCE_UNAVAILABLE
-from subagent_host.runs.state import ADMITTED_DIRECT, ADMITTED_PREFLIGHT
+from subagent_host.values.choices import AdmittedBy
 from subagent_host.values.error_data import Rejection
 from subagent_host.values.facts import Diagnostic
 
@@ -41,10 +41,10 @@ async def handle(params: SpawnParams, ctx: HandlerContext) -> RunSnapshot:
     programs = await ctx.orchestrator.identify(resolved.plan)
     # Before a preflight id is spent: a full queue refuses with nothing recorded.
     ctx.orchestrator.check_capacity(ctx.orchestrator.children_added(resolved.plan))
-    admitted_by = ADMITTED_DIRECT
+    admitted_by = AdmittedBy.DIRECT
     if params.preflight_id is not None:
         await _take_preflight(ctx, params.preflight_id, resolved)
-        admitted_by = ADMITTED_PREFLIGHT
+        admitted_by = AdmittedBy.PREFLIGHT
     with ctx.announcing(resolved.mode):  # a background reply comes before the run's events
         run = ctx.orchestrator.launch(
             resolved.plan,

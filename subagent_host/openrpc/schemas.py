@@ -27,15 +27,15 @@ import types
 import typing
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import attrs
 
 from subagent_host.openrpc.docstrings import class_description, field_description, unwrap
-from subagent_host.openrpc.enums import enum_of
 from subagent_host.planning.views import UNPROBED
 from subagent_host.rpc.wire import INLINE, EventWire, SessionId
 from subagent_host.values import SESSION_ID_PATTERN
+from subagent_host.values.choices import OneOf
 from subagent_host.values.events import EVENT_TYPES
 from subagent_host.values.wire_names import wire_name
 
@@ -115,7 +115,7 @@ class SchemaBuilder:
     def _attrs_properties(
         self, cls: type[Any], direction: Direction
     ) -> dict[str, tuple[Schema, bool]]:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)  # `OneOf` is an extra
         found: dict[str, tuple[Schema, bool]] = {}
         for field in attrs.fields(cls):
             if field.metadata.get(INLINE):
@@ -140,10 +140,9 @@ class SchemaBuilder:
             )
         kept = [arg for arg in args if arg is not types.NoneType and not _is_marker(arg, field)]
         schema = self.type_schema(kept[0] if len(kept) == 1 else _as_union(kept), direction)
-        values = enum_of(cls, field.name) or _validator_options(field)
+        values = _validator_options(field)
         if values is not None:
-            target = schema["items"] if schema.get("type") == "array" else schema
-            target.update({"const": values[0]} if len(values) == 1 else {"enum": list(values)})
+            schema.update({"const": values[0]} if len(values) == 1 else {"enum": list(values)})
         description = field_description(cls, field.name)
         if description:  # beside a `$ref` too: 2020-12 reads both
             schema = {**schema, "description": description}
@@ -208,6 +207,8 @@ class SchemaBuilder:
             return self.ref(hint, direction)
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             return _enum_schema([member.value for member in hint])
+        if typing.get_origin(hint) is Annotated:
+            return self._annotated(hint, direction)
         if hasattr(hint, "__supertype__"):  # a NewType: written as what it wraps
             return self.type_schema(hint.__supertype__, direction)
         origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -223,6 +224,17 @@ class SchemaBuilder:
         if origin in (types.UnionType, typing.Union):
             return self._union(args, direction)
         raise SchemaError(f"no JSON Schema for {hint!r}")
+
+    def _annotated(self, hint: Any, direction: Direction) -> Schema:
+        """`Annotated[str, OneOf(...)]`: a string the code keeps open, whose values the
+        schema lists all the same (values/choices.py); any other extra says nothing here."""
+        base, *extras = typing.get_args(hint)
+        choices = [extra for extra in extras if isinstance(extra, OneOf)]
+        if not choices:
+            return self.type_schema(base, direction)
+        if base is not str:
+            raise SchemaError(f"OneOf annotates a str, not {base!r}")
+        return _enum_schema(list(choices[0].values))
 
     def _union(self, args: tuple[Any, ...], direction: Direction) -> Schema:
         if all(arg in PRIMITIVES for arg in args):

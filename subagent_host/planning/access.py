@@ -20,12 +20,14 @@ from subagent_host.backends.base import (
     PROCESS,
     Backend,
 )
+from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.views import Access
+from subagent_host.values.choices import Effect
 
-FILESYSTEM_LEVELS: Final = ("none", "read", "write")
+FILESYSTEM_LEVELS: Final = tuple(level.value for level in FilesystemAccess)
 
 
-def permitted(access: Access) -> frozenset[str]:
+def permitted(access: Access) -> frozenset[Effect]:
     """The effects this access permits."""
     effects = set()
     if access.filesystem in ("read", "write"):
@@ -39,7 +41,9 @@ def permitted(access: Access) -> frozenset[str]:
     return frozenset(effects)
 
 
-def unpermitted_effects(access: Access, tools: Mapping[str, list[str]]) -> dict[str, list[str]]:
+def unpermitted_effects(
+    access: Access, tools: Mapping[str, list[Effect]]
+) -> dict[str, list[Effect]]:
     """Per tool, the effects it has that this access does not permit."""
     allowed = permitted(access)
     return {name: [e for e in effects if e not in allowed] for name, effects in tools.items()}
@@ -54,8 +58,8 @@ def is_full(access: Access) -> bool:
 class Negotiated:
     """One child's tools after the request's access was applied."""
 
-    kept: dict[str, list[str]]
-    removed: dict[str, list[str]]
+    kept: dict[str, list[Effect]]
+    removed: dict[str, list[Effect]]
 
 
 def negotiate(
@@ -71,8 +75,8 @@ def negotiate(
     """
     names = requested if requested is not None else default_tools(backend)
     allowed = permitted(access)
-    kept: dict[str, list[str]] = {}
-    removed: dict[str, list[str]] = {
+    kept: dict[str, list[Effect]] = {}
+    removed: dict[str, list[Effect]] = {
         name: sorted(backend.tools.get(name, frozenset())) for name in already_removed
     }
     for name in names:

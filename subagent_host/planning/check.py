@@ -29,6 +29,7 @@ from subagent_host.planning.receipts import CHILD_LIMITS, HOST_HARD, receipts
 from subagent_host.planning.request import (
     RAW_STREAM,
     AccessRequest,
+    FilesystemAccess,
     LaunchRequest,
     ParallelStep,
     SpawnItem,
@@ -37,6 +38,7 @@ from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles
 from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.values import BACKGROUND_MODE, MODES, TASK_MODE, RunKind
+from subagent_host.values.choices import member
 from subagent_host.values.facts import Diagnostic
 from subagent_host.values.plurals import between
 
@@ -222,14 +224,14 @@ def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access)
 def _access(problems: Problems, requested: AccessRequest | None) -> Access:
     if requested is None:
         return Access()
-    filesystem = requested.filesystem or "write"
-    if filesystem not in FILESYSTEM_LEVELS:
+    filesystem = member(FilesystemAccess, requested.filesystem or FilesystemAccess.WRITE)
+    if filesystem is None:
         problems.error(
             "invalid-access",
             f"filesystem must be one of {', '.join(FILESYSTEM_LEVELS)}",
             "access.filesystem",
         )
-        filesystem = "write"
+        filesystem = FilesystemAccess.WRITE
     return Access(
         filesystem=filesystem,
         process=requested.process if requested.process is not None else True,

@@ -17,19 +17,15 @@ from subagent_host.backends.base import Backend
 from subagent_host.backends.endpoints import provider_endpoint
 from subagent_host.backends.environment import allowed_environment
 from subagent_host.planning.plan import ChildPlan, LaunchPlan, prepared
-from subagent_host.planning.views import Egress
+from subagent_host.planning.views import Egress, EgressKind
 from subagent_host.values.facts import Diagnostic
-
-MODEL_PROVIDER: Final = "model-provider"
-UNKNOWN: Final = "unknown"
-EGRESS_KINDS: Final = (MODEL_PROVIDER, UNKNOWN)
 
 
 def declared_egress(backend: str) -> tuple[Egress, ...]:
     """A child's egress as its backend alone says it (no endpoint looked up)."""
     if backend == "command":
-        return (Egress(UNKNOWN),)
-    return (Egress(MODEL_PROVIDER, backend=backend),)
+        return (Egress(EgressKind.UNKNOWN),)
+    return (Egress(EgressKind.MODEL_PROVIDER, backend=backend),)
 
 
 def child_egress(
@@ -47,7 +43,7 @@ def child_egress(
     env.update(child.env)
     env.update(launch.env)
     endpoint = provider_endpoint(child.backend, env, launch.argv)
-    return (Egress(MODEL_PROVIDER, backend=child.backend, endpoint=endpoint),)
+    return (Egress(EgressKind.MODEL_PROVIDER, backend=child.backend, endpoint=endpoint),)
 
 
 def plan_egress(

@@ -36,7 +36,10 @@ from subagent_host.values import (
     MAX_SAFE_INTEGER,
     SESSION_RESOURCES,
     WORKTREE,
+    Isolation,
+    SessionResources,
 )
+from subagent_host.values.choices import member
 from subagent_host.values.placement import Placement
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
@@ -225,7 +228,7 @@ def _resolve_item(
         thinking=wanted.effort if is_agent else None,
         tools=wanted.tools if is_agent else None,
         instructions=instructions if is_agent else None,
-        session_resources=wanted.session_resources if is_agent else None,
+        session_resources=member(SessionResources, wanted.session_resources) if is_agent else None,
         agent=_agent_ref(definition),
         output_name=item.output_name,
         max_turns=max_turns if is_agent else None,
@@ -425,7 +428,7 @@ class _Budgets:
 
 def _isolation(
     problems: Problems, path: str, value: str | None, cwd: str, given: str
-) -> str | None:
+) -> Isolation | None:
     """`worktree` needs a git repository around the working directory (found by its `.git`,
     without starting git: planning starts nothing), one the directory as `given` (`cwd`
     is resolved) does not lead out of."""
@@ -453,7 +456,7 @@ def _isolation(
                 "run `git init` there (with a first commit), or leave isolation out",
                 path,
             )
-    return value
+    return member(Isolation, value)
 
 
 def _placement(

@@ -18,6 +18,7 @@ from typing import Final
 import attrs
 
 from subagent_host.planning.access import FILESYSTEM_LEVELS, permitted
+from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.views import Access, Projection, RemovedTool, ToolEffects
 from subagent_host.values.json_values import JsonValue
 
@@ -44,8 +45,8 @@ def narrowing_problems(projection: Projection, value: JsonValue) -> list[str]:
     widened = [name for name in MEMBERS if _rank(asked, name) > _rank(ceiling, name)]
     if widened:
         return [
-            f"access.{name} may only be narrowed on resume ({getattr(asked, name)!r} is wider "
-            f"than the approved {getattr(ceiling, name)!r})"
+            f"access.{name} may only be narrowed on resume ({_shown(asked, name)} is wider "
+            f"than the approved {_shown(ceiling, name)})"
             for name in widened
         ]
     if asked == ceiling:
@@ -64,7 +65,9 @@ def narrowed_access(ceiling: Access, value: Mapping[str, JsonValue]) -> Access:
     process = value.get("process", ceiling.process)
     network = value.get("network", ceiling.network)
     assert isinstance(filesystem, str) and isinstance(process, bool) and isinstance(network, bool)
-    return attrs.evolve(ceiling, filesystem=filesystem, process=process, network=network)
+    return attrs.evolve(
+        ceiling, filesystem=FilesystemAccess(filesystem), process=process, network=network
+    )
 
 
 def narrow(
@@ -90,6 +93,12 @@ def kept_tools(projection: Projection, access: Access) -> tuple[ToolEffects, ...
     """The projection's tools whose effects `access` all permits."""
     allowed = permitted(access)
     return tuple(tool for tool in projection.tools if set(tool.effects) <= allowed)
+
+
+def _shown(access: Access, name: str) -> str:
+    """One member as a problem quotes it: `'read'`, `False`."""
+    value = getattr(access, name)
+    return repr(str(value) if name == "filesystem" else value)
 
 
 def _rank(access: Access, name: str) -> int:

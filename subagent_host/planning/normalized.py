@@ -51,7 +51,7 @@ def normalized_plan(
             )
         )
     return NormalizedPlan(
-        kind=str(plan.kind),
+        kind=plan.kind,
         children=tuple(children),
         access=None if is_full(access) else access,
         workflow=_workflow(plan.workflow) if plan.workflow is not None else None,

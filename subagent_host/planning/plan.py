@@ -16,7 +16,7 @@ import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan, PlanStep
-from subagent_host.values import FULL, STEP_PROMPT, RunKind
+from subagent_host.values import FULL, STEP_PROMPT, Isolation, RunKind, SessionResources
 from subagent_host.values.copying import shared
 from subagent_host.values.placement import Placement
 
@@ -59,7 +59,7 @@ class ChildPlan:
     """The agent definition it was launched from, when it was."""
     output_name: str | None = None
     """A workflow item's `as`: the name its final text is known by in later steps."""
-    session_resources: str | None = None
+    session_resources: SessionResources | None = None
     """An agent child's `lean` or `full`; None for a command child, and for a child
     resumed from a projection recorded before the field existed (it ran `full`)."""
     max_turns: int | None = None
@@ -68,7 +68,7 @@ class ChildPlan:
     """Input and output tokens an agent child may spend; the server sums them (None: no limit)."""
     max_cost_usd: float | None = None
     """US dollars an agent child may spend; the server sums them (None: no limit)."""
-    isolation: str | None = None
+    isolation: Isolation | None = None
     """`worktree`: it runs in a git worktree of its own (protocol.md §8.7); None: in `cwd`."""
     placement: Placement | None = None
     """Where on a cluster it runs (protocol.md §8.8); None: anywhere the executor likes."""

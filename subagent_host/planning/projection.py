@@ -39,6 +39,7 @@ from subagent_host.planning.views import (
     to_json,
 )
 from subagent_host.values import MAX_SAFE_INTEGER
+from subagent_host.values.choices import SessionDigestSource
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 from subagent_host.values.json_values import JsonValue
@@ -163,7 +164,7 @@ def contract(
     *,
     backend_session_id: str | None = None,
     session_digest: str | None = None,
-    session_digest_source: str | None = None,
+    session_digest_source: SessionDigestSource | None = None,
     workflow: ContractWorkflow | None = None,
     launch_check: str | None = None,
 ) -> Contract:

@@ -25,6 +25,8 @@ from subagent_host.planning.views import (
     Access,
     AccessReceipt,
     ChildReceipt,
+    Enforcement,
+    ExecutionBoundary,
     LimitReceipt,
     Receipts,
     RemovedTool,
@@ -50,9 +52,7 @@ CHILD_LIMITS: Final[Mapping[str, tuple[Callable[[ChildPlan], float | None], str]
         "once it reaches N US dollars",
     ),
 }
-EXECUTION_BOUNDARY: Final = "shared-user"
-HOST_HARD: Final = "host-hard"
-BEST_EFFORT: Final = "best-effort"
+HOST_HARD: Final = Enforcement.HOST_HARD
 
 
 def receipts(
@@ -83,7 +83,9 @@ def receipts(
             )
         )
     return Receipts(
-        access=AccessReceipt(execution_boundary=EXECUTION_BOUNDARY, children=tuple(children)),
+        access=AccessReceipt(
+            execution_boundary=ExecutionBoundary.SHARED_USER, children=tuple(children)
+        ),
         limits=_limits(plan, server),
     )
 

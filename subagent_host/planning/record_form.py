@@ -12,11 +12,15 @@ read back, and hashed, exactly as they were written (ARCHITECTURE.md, "Converter
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 from typing import Final
 
 import cattrs
 
 RECORDS: Final = cattrs.Converter(omit_if_default=True)
+# An enumeration (a status, a step's kind, ...) is stored as its value and read back as
+# its member: records of earlier versions, which stored the same strings, read alike.
+RECORDS.register_unstructure_hook(enum.StrEnum, str)
 RECORDS.register_unstructure_hook(datetime, datetime.isoformat)
 RECORDS.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))

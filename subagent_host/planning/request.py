@@ -8,10 +8,13 @@ share one set of types instead of copying fields between twins.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+import enum
+from typing import Annotated, Final, Literal
 
 import attrs
 
+from subagent_host.values import Isolation, Mode, SessionResources
+from subagent_host.values.choices import BackendName, OneOf
 from subagent_host.values.placement import Placement
 from subagent_host.values.wire_names import WIRE_NAME
 
@@ -19,6 +22,21 @@ RAW_STREAM: Final = "raw"
 """`stream`'s one string value: an agent child's raw output lines too."""
 StreamChoice = bool | Literal["raw"] | None
 """What `stream` takes: `true`, `false` or `"raw"` (absent: false)."""
+
+
+class FilesystemAccess(enum.StrEnum):
+    """What children may do to files (`access.filesystem`), least first; `access.py` says
+    which tool effects each level permits."""
+
+    NONE = "none"
+    READ = "read"
+    WRITE = "write"
+
+
+# The fields below that name one of a fixed set are read as the strings the client sent
+# (`OneOf` gives the schema their values): planning checks them, so that a value outside
+# the set is a finding with its own code and path (`invalid-isolation`), not a request
+# the wire refuses whole. What planning makes of them is typed with the enumeration.
 
 
 @attrs.frozen
@@ -33,7 +51,7 @@ class ItemFields:
     """A `command` child's argv (no shell)."""
     label: str | None = None
     """Shown in snapshots and in `$/progress`."""
-    backend: str | None = None
+    backend: BackendName | None = None
     """`command`, `pi`, `claude` or `codex`; absent: chosen as protocol.md §8.1 says."""
     model: str | None = None
     """An agent child's model (agent backends only)."""
@@ -54,7 +72,7 @@ class ItemFields:
     stall_timeout_ms: int | None = None
     """Milliseconds without output, 1..86400000, after which a child is ended: `timed-out`, reason
     `stall`."""
-    session_resources: str | None = None
+    session_resources: Annotated[str, OneOf(SessionResources)] | None = None
     """`lean` or `full`: what an agent child loads of the user's and project's resources."""
     max_turns: int | None = None
     """Model responses an agent child may make (protocol.md §8.1); agent backends only."""
@@ -64,7 +82,7 @@ class ItemFields:
     max_cost_usd: float | None = None
     """US dollars an agent child may spend, above 0 (protocol.md §8.1); agent backends whose
     CLI reports cost while it runs (pi)."""
-    isolation: str | None = None
+    isolation: Annotated[str, OneOf(Isolation)] | None = None
     """`worktree`: the child works in a git worktree and on a branch of its own (protocol.md
     §8.7); absent: in its `cwd` itself (an agent definition may ask for a worktree)."""
     placement: Placement | None = None
@@ -133,7 +151,7 @@ class WorkflowRequest:
 class AccessRequest:
     """What the children may do: tools with larger effects are removed (preflight)."""
 
-    filesystem: str | None = None
+    filesystem: Annotated[str, OneOf(FilesystemAccess)] | None = None
     """`none`, `read` or `write` (the default)."""
     process: bool | None = None
     """False removes every tool that can start processes (default: allowed)."""
@@ -152,7 +170,7 @@ class LaunchRequest(ItemFields):
     """Items run in order, 1..32; `{previous}` in a prompt is the previous child's final text."""
     workflow: WorkflowRequest | None = None
     """Steps that fan out and gather (protocol.md §17)."""
-    mode: str | None = None
+    mode: Annotated[str, OneOf(Mode)] | None = None
     """`background` (answered at once) or `task` (answered when the run is terminal), for every
     member; absent: a single agent and each member of `tasks` resolve their own (the agent
     definition's `subagent_mode`, else the configured `default_mode`, else `background`), and

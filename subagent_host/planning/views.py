@@ -35,6 +35,15 @@ from attrs import AttrsInstance
 from cattrs.gen import make_dict_structure_fn, override
 from cattrs.types import SimpleStructureHook
 
+from subagent_host.planning.request import FilesystemAccess
+from subagent_host.values import Isolation, RunKind, SessionResources, StepKind
+from subagent_host.values.choices import (
+    AgentBackendName,
+    AgentSource,
+    BackendName,
+    Effect,
+    SessionDigestSource,
+)
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 from subagent_host.values.json_values import JsonObject, JsonValue
@@ -54,7 +63,7 @@ class Access:
     """What a request lets its children do (all of it by default; `access.py` says what
     each level permits)."""
 
-    filesystem: str = "write"
+    filesystem: FilesystemAccess = FilesystemAccess.WRITE
     """`none`, `read` or `write`."""
     process: bool = True
     """Whether tools that can start processes are kept."""
@@ -68,7 +77,7 @@ class AgentRef:
 
     name: str
     """The definition's name."""
-    source: str
+    source: AgentSource
     """`user` or `project`."""
     path: str
     """The definition file's real path."""
@@ -99,7 +108,7 @@ class ToolEffects:
 
     name: str
     """The tool's name, as its CLI knows it."""
-    effects: tuple[str, ...]
+    effects: tuple[Effect, ...]
     """Every effect it can have: `filesystem-read`, `filesystem-write`, `process`, `network`."""
 
 
@@ -126,7 +135,7 @@ class PlanChild:
 
     index: int
     """From 0; in a workflow, an item template's index (steps refer to it)."""
-    backend: str
+    backend: BackendName
     """`command`, `pi`, `claude` or `codex`."""
     argv: tuple[str, ...]
     """The argv as it would be executed."""
@@ -136,7 +145,7 @@ class PlanChild:
     """An agent child's model, when it has one."""
     thinking: str | None = None
     """An agent child's thinking effort, when it has one."""
-    session_resources: str | None = None
+    session_resources: SessionResources | None = None
     """An agent child's `lean` or `full`; absent for a `command` child."""
     tools: tuple[str, ...]
     """The names of the tools it gets once access is applied, sorted."""
@@ -152,7 +161,7 @@ class PlanChild:
     """The agent definition it runs, when it runs one."""
     output_name: str | None = attrs.field(default=None, metadata={WIRE_NAME: "as"})
     """Wire name `as`: a workflow item's output name."""
-    isolation: str | None = None
+    isolation: Isolation | None = None
     """`worktree` when it runs in a git worktree of its own; absent otherwise (so the
     fingerprints of plans without it are what they always were)."""
     placement: PlannedPlacement | None = None
@@ -172,7 +181,7 @@ class PlanStep:
 
     index: int
     """The step's position in the chain, from 0."""
-    kind: str
+    kind: StepKind
     """`prompt`, `parallel` or `forEach`."""
     items: tuple[int, ...]
     """Indices into the plan's `children`: the step's item templates."""
@@ -201,7 +210,7 @@ class NormalizedPlan:
     """What a launch would run: `preflight` shows it, and `spawn` and `preflight` both
     fingerprint it."""
 
-    kind: str
+    kind: RunKind
     """`single`, `parallel`, `chain` or `workflow`."""
     children: tuple[PlanChild, ...]
     """Each child by index; for a workflow, each item template."""
@@ -227,9 +236,34 @@ class Unprobed(enum.Enum):
 UNPROBED: Final = Unprobed.UNPROBED
 
 
+class EgressKind(enum.StrEnum):
+    """Where a child's own connection goes (an `Egress`'s `kind`)."""
+
+    MODEL_PROVIDER = "model-provider"
+    """An agent CLI talks to its model's provider."""
+    UNKNOWN = "unknown"
+    """A `command` child: the server cannot tell what a program reaches."""
+
+
+class ExecutionBoundary(enum.StrEnum):
+    """What separates children from the user (an `AccessReceipt`'s): nothing but the
+    user's own permissions, today."""
+
+    SHARED_USER = "shared-user"
+
+
+class Enforcement(enum.StrEnum):
+    """How a limit is enforced (a `LimitReceipt`'s)."""
+
+    HOST_HARD = "host-hard"
+    """The server ends the tree."""
+    BEST_EFFORT = "best-effort"
+    """Only asked for."""
+
+
 @attrs.frozen
 class RemovedTool(ToolEffects):
-    exceeds: tuple[str, ...]
+    exceeds: tuple[Effect, ...]
     """The effects the request's access did not permit."""
 
 
@@ -237,10 +271,10 @@ class RemovedTool(ToolEffects):
 class Egress:
     """Where a child's own connection goes, whatever its tools may do (protocol.md §14.2)."""
 
-    kind: str
+    kind: EgressKind
     """`model-provider` (an agent CLI talks to its model's provider: always, whatever `access`
     says) or `unknown` (a `command` child: the server cannot tell what a program reaches)."""
-    backend: str | None = None
+    backend: AgentBackendName | None = None
     """A `model-provider`'s agent backend: `pi`, `claude` or `codex`."""
     endpoint: str | None = None
     """The provider's base URL, where the child's environment or its CLI's configuration names
@@ -251,22 +285,22 @@ class Egress:
 class ChildReceipt:
     index: int
     """The child's index in the plan."""
-    backend: str
+    backend: BackendName
     """`command`, `pi`, `claude` or `codex`."""
     tools: tuple[ToolEffects, ...]
     """The tools it keeps, each with its effects."""
     removed_tools: tuple[RemovedTool, ...]
     """The tools access took away, each with the effects beyond it; empty when none."""
-    effects: tuple[str, ...]
+    effects: tuple[Effect, ...]
     """The union of the kept tools' effects: never less than the child can do."""
     restrictable: bool
     """Whether removing tools narrows what it can do (false for a `command` child)."""
-    session_resources: str | None = None
+    session_resources: SessionResources | None = None
     """An agent child's `lean` or `full`; absent for a `command` child."""
     version: str | None | Unprobed = UNPROBED
     """Its CLI's probed version; absent on the wire when the CLI gave none or was not asked (a
     `command` child)."""
-    isolation: str | None = None
+    isolation: Isolation | None = None
     """`worktree` when it works in a git worktree of its own, not in the shared checkout;
     absent otherwise."""
     egress: tuple[Egress, ...]
@@ -276,7 +310,7 @@ class ChildReceipt:
 
 @attrs.frozen(kw_only=True)
 class AccessReceipt:
-    execution_boundary: str
+    execution_boundary: ExecutionBoundary
     """Always `shared-user`: children run with the user's own permissions, not sandboxed."""
     children: tuple[ChildReceipt, ...]
     """What each child may do, by index."""
@@ -289,7 +323,7 @@ class LimitReceipt:
     value: int | float
     """Its value: milliseconds for a duration, bytes or lines for a cap, US dollars for
     `maxCostUsd`, else a count."""
-    enforcement: str
+    enforcement: Enforcement
     """`host-hard` (the server ends the tree) or `best-effort` (only asked for)."""
     how: str
     """One sentence: how the server enforces it."""
@@ -313,7 +347,7 @@ class Projection:
 
     v: int = PROJECTION_VERSION
     """The projection's format version: 1."""
-    backend: str
+    backend: BackendName
     """`command`, `pi`, `claude` or `codex`."""
     argv_template: tuple[str, ...]
     """The argv its prepared launch executed."""
@@ -337,9 +371,9 @@ class Projection:
     """The request's access, when it narrowed the default: a resume keeps it."""
     instructions: str | None = None
     """The agent definition's body, for a child of a definition."""
-    session_resources: str | None = None
+    session_resources: SessionResources | None = None
     """Absent in projections recorded before it existed: those children ran `full`."""
-    isolation: str | None = None
+    isolation: Isolation | None = None
     """`worktree`: a resume runs in the child's worktree (absent: it had none)."""
     executable: Executable | None = None
     """An agent child's program, as launched: a resume refuses another file or version.
@@ -382,7 +416,7 @@ class Contract:
     session_digest: str | None = None
     """`sha256:v1:` of the agent CLI's session file (pi), when one was sealed (protocol.md
     §15.1)."""
-    session_digest_source: str | None = None
+    session_digest_source: SessionDigestSource | None = None
     """When `sessionDigest` was taken: `attempt-end`, or `recovered` by the server that recovered
     the run."""
     workflow: ContractWorkflow | None = None
@@ -440,6 +474,8 @@ def _converter() -> cattrs.Converter:
 
     converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
     converter.register_structure_hook_factory(attrs.has, structure_factory)
+    # An enumeration is written as its value, read back as its member (cattrs' own).
+    converter.register_unstructure_hook(enum.StrEnum, str)
     return converter
 
 

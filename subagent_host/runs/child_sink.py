@@ -55,6 +55,7 @@ from subagent_host.backends.events import (
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import StreamSize
 from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
+from subagent_host.values.choices import ReachedLimit
 from subagent_host.values.events import (
     Event,
     MessageEvent,
@@ -111,7 +112,7 @@ class ChildSink:
         self.on_retries_spent: Callable[[], None] | None = None
         """Called once, when the CLI said it made its last retry (`retries_spent`)."""
         self._turn_limit: tuple[int, Callable[[], None]] | None = None
-        self._budget: tuple[Budget, Callable[[str], None]] | None = None
+        self._budget: tuple[Budget, Callable[[ReachedLimit], None]] | None = None
         self.held = False
         """Its output is not being read: the client is behind (see StreamGate)."""
         self._pause: Callable[[], None] = _nothing
@@ -256,7 +257,7 @@ class ChildSink:
         self._turn_limit = (max_turns, on_exceeded)
         self._check_turns()  # output read before the watch began counts too
 
-    def watch_budget(self, budget: Budget, on_reached: Callable[[str], None]) -> None:
+    def watch_budget(self, budget: Budget, on_reached: Callable[[ReachedLimit], None]) -> None:
         """Call `on_reached` with the limit's name once the usage the parser has summed
         reaches one of `budget`'s limits (checked after each chunk, as turns are), unless
         the CLI has printed its final event by then."""

@@ -21,6 +21,7 @@ import attrs
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.values import RunStatus
+from subagent_host.values.choices import ReachedLimit
 from subagent_host.values.facts import ErrorInfo, OutputInfo, Usage
 
 
@@ -81,7 +82,7 @@ class TimedOut:
 @attrs.frozen
 class LimitReached:
     status: ClassVar[RunStatus] = RunStatus.LIMIT_REACHED
-    reached_limit: str
+    reached_limit: ReachedLimit
     """`max-turns`, `max-tokens` or `max-cost`."""
     output: OutputInfo | None = _partial_output()
 

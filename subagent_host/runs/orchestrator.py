@@ -34,7 +34,6 @@ from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
 from subagent_host.runs.state import (
-    ADMITTED_DIRECT,
     TERMINAL,
     ChildRun,
     Run,
@@ -44,6 +43,7 @@ from subagent_host.runs.state import (
 from subagent_host.runs.workflow_records import WorkflowRecords
 from subagent_host.runs.workflow_runner import WORKFLOW_PARALLELISM, WorkflowRunner, initial_state
 from subagent_host.values import RunKind
+from subagent_host.values.choices import AdmittedBy, StepStatus
 from subagent_host.values.error_data import QueueFull
 from subagent_host.values.facts import Executable
 
@@ -160,7 +160,7 @@ class RunOrchestrator:
         self,
         plan: LaunchPlan,
         session_id: str,
-        admitted_by: str = ADMITTED_DIRECT,
+        admitted_by: AdmittedBy = AdmittedBy.DIRECT,
         mode: str | None = None,
         background: tuple[int, ...] = (),
         programs: Sequence[Executable | None] = (),
@@ -336,7 +336,7 @@ class RunOrchestrator:
             for child in run.children:  # each child, too, ends exactly once
                 self._state_machine.transition_child(run, child, ChildFailed(error))
             for step in run.workflow.steps if run.workflow is not None else ():
-                self._state_machine.transition_step(run, step, str(RunStatus.FAILED))  # if it ran
+                self._state_machine.transition_step(run, step, StepStatus.FAILED)  # if it ran
             self._state_machine.transition(run, Failed(error))
         finally:
             control.done.set()

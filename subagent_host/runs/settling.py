@@ -35,6 +35,7 @@ from subagent_host.runs.endings import (
 from subagent_host.runs.outputs import OutputCaps, child_output, parallel_summary, text_output
 from subagent_host.runs.state import ChildRun, Run, RunStateMachine, RunStatus
 from subagent_host.values import RunKind
+from subagent_host.values.choices import ReachedLimit, member
 from subagent_host.values.facts import ErrorInfo, OutputInfo
 
 
@@ -46,7 +47,7 @@ class StopCause:
     status: RunStatus
     reason: str
     enforced_timeout_ms: int | None = None
-    reached_limit: str | None = None
+    reached_limit: ReachedLimit | None = None
     """The limit a `limit-reached` ending enforced (e.g. `max-turns`)."""
     error: tuple[str, str] | None = None
     """A `failed` ending's error code and sentence (an agent CLI that stalled retrying
@@ -149,7 +150,10 @@ class Settler:
             self._state_machine.transition(run, Failed(error, output))
         elif first.status is RunStatus.LIMIT_REACHED:
             # A limit-reached child names its limit as its reason (endings.py).
-            self._state_machine.transition(run, LimitReached(first.reason or "limit", output))
+            limit = member(ReachedLimit, first.reason)
+            if limit is None:
+                raise ValueError(f"limit-reached child {first.index} without its limit")
+            self._state_machine.transition(run, LimitReached(limit, output))
         elif first.status is RunStatus.TIMED_OUT:
             timeout, reason = first.enforced_timeout_ms, first.reason
             if timeout is None or reason is None:

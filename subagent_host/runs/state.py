@@ -39,14 +39,15 @@ from subagent_host.runs.endings import (
 )
 from subagent_host.values import BACKGROUND_MODE, RunKind
 
-# A step's state is what the wire shows of it, so it lives in values (values/steps.py),
-# with the statuses it starts with; re-exported for the machine's readers.
-from subagent_host.values import STEP_PENDING as STEP_PENDING
-from subagent_host.values import STEP_RUNNING as STEP_RUNNING
-
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
 from subagent_host.values import TERMINAL as TERMINAL
 from subagent_host.values import RunStatus as RunStatus
+from subagent_host.values.choices import (
+    AdmittedBy,
+    ReachedLimit,
+    SessionDigestSource,
+    StepStatus,
+)
 from subagent_host.values.events import ChildEvent, Event, StatusEvent, text_of
 from subagent_host.values.facts import (
     Diagnostic,
@@ -193,7 +194,7 @@ class ChildRun:
     session_digest: str | None = None
     """The SHA-256 of the CLI's session file as this attempt left it (pi's only:
     backends/sessions.py); None in records from before it was taken."""
-    session_digest_source: str | None = None
+    session_digest_source: SessionDigestSource | None = None
     """When it was taken: `attempt-end`, or `recovered` by the next server."""
     pgid: int | None = None
     node: str | None = None
@@ -238,10 +239,14 @@ def prompt_head(prompt: str | None) -> str | None:
     return None
 
 
-STEP_TERMINAL: Final = frozenset(str(status) for status in TERMINAL)
+# A step's state is what the wire shows of it, so it lives in values (values/steps.py);
+# the statuses it starts with are named here for the machine's readers.
+STEP_PENDING: Final = StepStatus.PENDING
+STEP_RUNNING: Final = StepStatus.RUNNING
+STEP_TERMINAL: Final = frozenset(StepStatus(status) for status in TERMINAL)
 # A step is pending until it starts, then running until its children's outcome (or a
 # fan-out that cannot start its children, or a dead server) ends it, once.
-STEP_NEXT: Final[Mapping[str, frozenset[str]]] = {
+STEP_NEXT: Final[Mapping[StepStatus, frozenset[StepStatus]]] = {
     STEP_PENDING: frozenset({STEP_RUNNING}),
     STEP_RUNNING: STEP_TERMINAL,
     **{status: frozenset() for status in STEP_TERMINAL},
@@ -252,11 +257,6 @@ STEP_NEXT: Final[Mapping[str, frozenset[str]]] = {
 class WorkflowState:
     name: str
     steps: list[StepState]
-
-
-# How a run's spawn was admitted (the admission policy, `--require-preflight`).
-ADMITTED_PREFLIGHT: Final = "preflight"
-ADMITTED_DIRECT: Final = "direct"
 
 
 @attrs.define
@@ -275,7 +275,7 @@ class Run:
     error: ErrorInfo | None = None
     reason: str | None = None
     enforced_timeout_ms: int | None = None
-    reached_limit: str | None = None
+    reached_limit: ReachedLimit | None = None
     workflow: WorkflowState | None = None
     mode: str | None = None
     """The mode its spawn answered in (`background` or `task`): what a resume of it
@@ -285,7 +285,7 @@ class Run:
     answered (`mode` `task`) once the others had ended. Empty for a run answered as one."""
     diagnostics: tuple[Diagnostic, ...] = ()
     """Warnings about the run, each once, in the order they arose (kept in its record)."""
-    admitted_by: str = ADMITTED_DIRECT
+    admitted_by: AdmittedBy = AdmittedBy.DIRECT
     """How its spawn was admitted: `preflight` (a valid preflightId) or `direct`. A
     record without it (a direct run, or one recorded before it existed) reads as direct."""
     egress_consent: bool = False
@@ -416,7 +416,7 @@ class RunStateMachine:
             target.ended_at = now
         return True
 
-    def transition_step(self, run: Run, step: StepState, to: str) -> bool:
+    def transition_step(self, run: Run, step: StepState, to: StepStatus) -> bool:
         """Move a workflow step of `run` to `to`; False (and no change) if not allowed.
 
         No event: a step's status is seen in the run's snapshots (§17), as before.
@@ -427,7 +427,7 @@ class RunStateMachine:
         step.status = to
         return True
 
-    def reopen_step(self, run: Run, step: StepState, to: str) -> None:
+    def reopen_step(self, run: Run, step: StepState, to: StepStatus) -> None:
         """A resume: a step that ended runs again — the resumed child's step (`running`),
         or a later one that started no child (a failed fan-out) made `pending` again.
 

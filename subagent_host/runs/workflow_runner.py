@@ -54,6 +54,7 @@ from subagent_host.runs.state import (
 )
 from subagent_host.runs.workflow_records import WorkflowRecords, write_snapshot
 from subagent_host.values import STEP_COMMAND, STEP_FOR_EACH, STEP_PARALLEL, STEP_PROMPT
+from subagent_host.values.choices import StepStatus
 from subagent_host.values.copying import shared
 from subagent_host.values.events import ChildEvent
 from subagent_host.values.facts import ErrorInfo, Executable
@@ -159,7 +160,7 @@ class WorkflowRunner:
             self.state_machine.transition(self.run, Failed(self._failure))
             return
         for state in self.state.steps:
-            if state.status != RunStatus.COMPLETED:
+            if state.status != StepStatus.COMPLETED:
                 children = [self.run.children[i] for i in state.children]
                 self.settler.settle_workflow(self.run, control.stop_reason, children, None)
                 return
@@ -200,7 +201,7 @@ class WorkflowRunner:
         values = self._values(index)
         plans = self._expand(index, step, values)
         if plans is None:
-            self.state_machine.transition_step(self.run, state, str(RunStatus.FAILED))
+            self.state_machine.transition_step(self.run, state, StepStatus.FAILED)
             return False
         # A template without placeholders keeps its planned launch; a filled one is
         # prepared now, once.
@@ -250,7 +251,7 @@ class WorkflowRunner:
             if self.run.children[i].status is not RunStatus.COMPLETED
         ]
         ended = unfinished[0].status if unfinished else RunStatus.COMPLETED
-        self.state_machine.transition_step(self.run, state, str(ended))
+        self.state_machine.transition_step(self.run, state, StepStatus(ended))
         return not unfinished
 
     def _expand(

@@ -14,8 +14,7 @@ import fnmatch
 
 import attrs
 
-ENABLED = "agents.enabled"
-DISABLED = "agents.disabled"
+from subagent_host.values.choices import DisabledBy
 
 
 @attrs.frozen
@@ -30,7 +29,7 @@ class AgentLists:
 class PatternList:
     """One file's `agents.enabled` or `agents.disabled` list, as the merge kept it."""
 
-    member: str
+    member: DisabledBy
     """`agents.enabled` or `agents.disabled`."""
     patterns: tuple[str, ...]
     """Agent names or fnmatch globs (`*`, `?`, `[...]`), matched case-insensitively."""
@@ -46,7 +45,7 @@ class PatternList:
 class AgentDisabled:
     """Why an agent may not be delegated to."""
 
-    by: str
+    by: DisabledBy
     """`agents.disabled` (a pattern of that list matches it) or `agents.enabled` (that
     list does not name it)."""
     file: str
@@ -73,10 +72,10 @@ class AgentFilter:
         """Why `name` (any case) may not be delegated to; None when it may."""
         for patterns in self.disabled:
             if (pattern := patterns.first_match(name)) is not None:
-                return AgentDisabled(DISABLED, patterns.file, pattern)
+                return AgentDisabled(DisabledBy.DISABLED, patterns.file, pattern)
         for patterns in self.enabled:
             if patterns.first_match(name) is None:
-                return AgentDisabled(ENABLED, patterns.file)
+                return AgentDisabled(DisabledBy.ENABLED, patterns.file)
         return None
 
 
@@ -85,16 +84,19 @@ def merge_agent_lists(
 ) -> AgentFilter:
     """The filter of the user's files (a later file's list replaces an earlier one's) and
     the project's (each list one more restriction), each given as (lists, file)."""
-    kept: dict[str, PatternList] = {}
+    kept: dict[DisabledBy, PatternList] = {}
     for lists, file in user:
-        for member, patterns in ((ENABLED, lists.enabled), (DISABLED, lists.disabled)):
+        for member, patterns in (
+            (DisabledBy.ENABLED, lists.enabled),
+            (DisabledBy.DISABLED, lists.disabled),
+        ):
             if patterns is not None:
                 kept[member] = PatternList(member, patterns, file)
-    enabled = [kept[ENABLED]] if ENABLED in kept else []
-    disabled = [kept[DISABLED]] if DISABLED in kept else []
+    enabled = [kept[DisabledBy.ENABLED]] if DisabledBy.ENABLED in kept else []
+    disabled = [kept[DisabledBy.DISABLED]] if DisabledBy.DISABLED in kept else []
     for lists, file in project:
         if lists.enabled is not None:
-            enabled.append(PatternList(ENABLED, lists.enabled, file))
+            enabled.append(PatternList(DisabledBy.ENABLED, lists.enabled, file))
         if lists.disabled is not None:
-            disabled.append(PatternList(DISABLED, lists.disabled, file))
+            disabled.append(PatternList(DisabledBy.DISABLED, lists.disabled, file))
     return AgentFilter(enabled=tuple(enabled), disabled=tuple(disabled))

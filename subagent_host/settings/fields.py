@@ -13,8 +13,6 @@ import attrs
 
 from subagent_host.settings.agent_filter import AgentLists
 from subagent_host.settings.model import (
-    AGENT_BACKENDS,
-    BACKENDS,
     EXECUTORS,
     LOCAL,
     LOG_FORMATS,
@@ -42,6 +40,7 @@ from subagent_host.values import (
     SESSION_ID_RULE,
     SESSION_RESOURCES,
 )
+from subagent_host.values.choices import AGENT_BACKENDS, BACKENDS
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
 EFFORT_KEYS: Final = ("default_effort", "default_thinking_level", "thinkingLevel")

@@ -25,6 +25,7 @@ from subagent_host.settings.fields import (
     show,
 )
 from subagent_host.settings.model import ERROR, ModelProfile, SettingsDiagnostic
+from subagent_host.values.facts import Severity
 
 # A settings file is a few hundred bytes; a bigger one is a mistake, not settings.
 MAX_FILE_BYTES: Final = 1024 * 1024
@@ -69,7 +70,7 @@ class Layer:
         """A problem the server must not start with (a safety setting it cannot read)."""
         self._note(ERROR, code, field, f"{message}; {REFUSED}")
 
-    def _note(self, severity: str, code: str, field: str | None, message: str) -> None:
+    def _note(self, severity: Severity, code: str, field: str | None, message: str) -> None:
         where = f"{self.path}: {field}" if field is not None else str(self.path)
         self.diagnostics.append(
             SettingsDiagnostic(severity, code, f"{where}: {message}", str(self.path), field)

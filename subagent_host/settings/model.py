@@ -11,6 +11,7 @@ from typing import Final
 import attrs
 
 from subagent_host.settings.agent_filter import AgentFilter
+from subagent_host.values.facts import Severity
 
 FILE_NAME: Final = "subagents.json"
 PROJECT_FILE: Final = Path(".pi") / FILE_NAME
@@ -30,8 +31,6 @@ MIN_CAP_BYTES: Final = 1024
 MAX_CAP_BYTES: Final = 16 * 1024 * 1024
 MAX_CAP_LINES: Final = 1_000_000
 
-BACKENDS: Final = ("command", "pi", "claude", "codex")
-AGENT_BACKENDS: Final = ("pi", "claude", "codex")
 # How the server finds every process a child started (backends/tracking.py).
 PROCESS_TRACKING: Final = ("auto", "cgroup", "subreaper", "marker")
 # Where children run (executors/): here, or on a Ray cluster.
@@ -49,7 +48,7 @@ ERROR: Final = "error"
 class SettingsDiagnostic:
     """One problem found in a configuration file; the server logs it and goes on."""
 
-    severity: str
+    severity: Severity
     """`error` (a safety setting, or a whole file, cannot be read: the server does not
     start), `warning` (a field or file was ignored) or `info` (worth knowing, nothing
     ignored that was meant to be read)."""

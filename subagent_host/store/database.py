@@ -36,7 +36,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from subagent_host.state_layout import database_problem, private_directory
 from subagent_host.store.schema import (
@@ -46,14 +46,12 @@ from subagent_host.store.schema import (
     check_version,
     migrate,
 )
+from subagent_host.values.choices import Persistence
 
 logger = logging.getLogger(__name__)
 
 
 T = TypeVar("T")
-
-PERSISTENCE_SQLITE: Final = "sqlite"
-PERSISTENCE_MEMORY: Final = "memory"
 
 
 class Database:
@@ -94,9 +92,9 @@ class Database:
         return self.path is not None
 
     @property
-    def persistence(self) -> str:
+    def persistence(self) -> Persistence:
         """`sqlite` or `memory`, as `ping` reports it."""
-        return PERSISTENCE_SQLITE if self.durable else PERSISTENCE_MEMORY
+        return Persistence.SQLITE if self.durable else Persistence.MEMORY
 
     # --- the thread's side -----------------------------------------------------------
 

@@ -25,6 +25,7 @@ from subagent_host.store.records import child_from_record, child_record, dumps
 from subagent_host.store.rows import run_row
 from subagent_host.store.run_ids import meta_key
 from subagent_host.store.writes import LIVE, write_run
+from subagent_host.values.choices import StepStatus
 
 # A session none of whose runs was created or ended within this long (and none of
 # which is live) is deleted at a server's start: sessions are made per connection
@@ -296,5 +297,5 @@ def _interrupt(
             state_machine.transition_child(run, child, ChildInterrupted(reason))
     for step in run.workflow.steps if run.workflow is not None else ():
         # The step a dead server was carrying out (the state machine refuses any other).
-        state_machine.transition_step(run, step, str(RunStatus.INTERRUPTED))
+        state_machine.transition_step(run, step, StepStatus.INTERRUPTED)
     state_machine.transition(run, Interrupted(reason))

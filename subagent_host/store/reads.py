@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from subagent_host.runs.state import Run, RunEvent, RunStatus
 from subagent_host.store.records import child_from_record, run_from_record, usage_from_record
 from subagent_host.store.rows import event_from_record
-from subagent_host.values import STEP_COMMAND
+from subagent_host.values import STEP_COMMAND, RunKind
 from subagent_host.values.facts import RunSummary, Usage
 
 if TYPE_CHECKING:  # the store's connection; the read-only browser (browse.py) needs none
@@ -46,8 +46,8 @@ def list_runs(store: Database, session_id: str, limit: int) -> list[RunSummary]:
     return [
         RunSummary(
             run_id=run_id,
-            kind=kind,
-            status=status,
+            kind=RunKind(kind),
+            status=RunStatus(status),
             created_at=datetime.fromisoformat(created_at),
             ended_at=datetime.fromisoformat(ended_at) if ended_at else None,
             label=label,

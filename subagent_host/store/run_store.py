@@ -51,6 +51,7 @@ from subagent_host.store.reads import MIN_PREFIX
 from subagent_host.store.recorder import Recorder
 from subagent_host.store.recovery import start_instance
 from subagent_host.store.run_ids import RunIds
+from subagent_host.values.choices import Persistence
 from subagent_host.values.error_data import RunIdMatches, RunRef
 from subagent_host.values.facts import RunSummary
 from subagent_host.values.json_values import JsonObject
@@ -83,7 +84,7 @@ class RunStore:
         return self._db.durable
 
     @property
-    def persistence(self) -> str:
+    def persistence(self) -> Persistence:
         """`sqlite` or `memory`, as `ping` reports it."""
         return self._db.persistence
 
@@ -237,7 +238,7 @@ class RunStore:
         if live is None:
             return summary
         # Memory is ahead of the last write: its status, end and usage stand.
-        fresh = (str(live.status), live.ended_at, live.usage)
+        fresh = (live.status, live.ended_at, live.usage)
         if fresh == (summary.status, summary.ended_at, summary.usage):
             return summary
         return attrs.evolve(summary, status=fresh[0], ended_at=fresh[1], usage=fresh[2])

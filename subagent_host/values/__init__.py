@@ -64,26 +64,46 @@ TERMINAL: Final = frozenset(
 # The framing option's values: either framing, or `auto` (resolved from the first byte).
 FRAMINGS: Final = ("auto", *Framing)
 
-# How a spawn answers (protocol.md §3): `task` replies when the run has ended,
-# `background` at once with its run id. Agent definitions and settings name a default.
-TASK_MODE: Final = "task"
-BACKGROUND_MODE: Final = "background"
-MODES: Final = (TASK_MODE, BACKGROUND_MODE)
+
+class Mode(enum.StrEnum):
+    """How a spawn answers (protocol.md §3): `task` replies when the run has ended,
+    `background` at once with its run id. Agent definitions and settings name a default."""
+
+    TASK = "task"
+    BACKGROUND = "background"
+
+
+TASK_MODE: Final = Mode.TASK
+BACKGROUND_MODE: Final = Mode.BACKGROUND
+MODES: Final = tuple(Mode)
 
 # The effort (thinking level) an agent definition or a setting may ask of a model.
 EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
-# What an agent child loads of the user's and the project's own resources.
-LEAN: Final = "lean"
-"""As little as the CLI allows: no extensions, skills, prompt templates, context files."""
-FULL: Final = "full"
-"""Whatever the CLI loads by itself."""
-SESSION_RESOURCES: Final = (LEAN, FULL)
 
-# Where a child works (protocol.md §8.7): `worktree` gives it a git worktree and a
-# branch of its own, so children editing the same checkout never trample each other.
-WORKTREE: Final = "worktree"
-ISOLATIONS: Final = (WORKTREE,)
+class SessionResources(enum.StrEnum):
+    """What an agent child loads of the user's and the project's own resources."""
+
+    LEAN = "lean"
+    """As little as the CLI allows: no extensions, skills, prompt templates, context files."""
+    FULL = "full"
+    """Whatever the CLI loads by itself."""
+
+
+LEAN: Final = SessionResources.LEAN
+FULL: Final = SessionResources.FULL
+SESSION_RESOURCES: Final = tuple(SessionResources)
+
+
+class Isolation(enum.StrEnum):
+    """Where a child works (protocol.md §8.7): `worktree` gives it a git worktree and a
+    branch of its own, so children editing the same checkout never trample each other."""
+
+    WORKTREE = "worktree"
+
+
+WORKTREE: Final = Isolation.WORKTREE
+ISOLATIONS: Final = tuple(Isolation)
 
 # Digests of what a client may compare across servers (plan fingerprints, agent
 # definition files): this prefix, then the SHA-256 in hex; `v1` names the scheme.
@@ -106,15 +126,27 @@ def camel_case(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-# A workflow step's kinds (protocol.md §17).
-STEP_PROMPT: Final = "prompt"
-STEP_PARALLEL: Final = "parallel"
-STEP_FOR_EACH: Final = "forEach"
-# The kind of a `prompt` step whose one item runs a command, in its state and so in a
-# RunSnapshot (§17). A plan, its fingerprint, a stored definition and a run's record say
-# `prompt`, as before, so what earlier runs stored and were bound to stays the same.
-STEP_COMMAND: Final = "command"
-# A step's own statuses before it ends (then it takes its children's outcome: a terminal
-# `RunStatus`).
-STEP_PENDING: Final = "pending"
-STEP_RUNNING: Final = "running"
+class StepKind(enum.StrEnum):
+    """A workflow step's kinds (protocol.md §17), as planned, fingerprinted and stored."""
+
+    PROMPT = "prompt"
+    PARALLEL = "parallel"
+    FOR_EACH = "forEach"
+
+
+class ReportedStepKind(enum.StrEnum):
+    """A step's kind as a RunSnapshot reports it: a `prompt` step whose one item runs a
+    command is `command` (§17). Only reported: a plan, its fingerprint and a stored
+    definition say `prompt`, as before, so what earlier runs stored and were bound to
+    stays the same."""
+
+    PROMPT = "prompt"
+    COMMAND = "command"
+    PARALLEL = "parallel"
+    FOR_EACH = "forEach"
+
+
+STEP_PROMPT: Final = StepKind.PROMPT
+STEP_PARALLEL: Final = StepKind.PARALLEL
+STEP_FOR_EACH: Final = StepKind.FOR_EACH
+STEP_COMMAND: Final = ReportedStepKind.COMMAND

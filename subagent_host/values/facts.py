@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import attrs
+
+from subagent_host.values import RunKind, RunStatus
+from subagent_host.values.choices import BackendName
+
+Severity = Literal["error", "warning", "info"]
+"""How much a `Diagnostic` weighs: a preflight with an `error` is not accepted."""
 
 
 @attrs.frozen
@@ -76,7 +82,7 @@ class Diagnostic:
     """Something a client should know that changed no status: a preflight's finding,
     a skipped write of a run, a note about an agent definition or a setting."""
 
-    severity: str
+    severity: Severity
     """`error`, `warning` or `info` (a preflight with an `error` is not accepted)."""
     code: str
     """A stable code, e.g. `invalid-cwd` or `snapshot-skipped`."""
@@ -179,9 +185,9 @@ class RunSummary:
 
     run_id: str
     """The run's id."""
-    kind: str
+    kind: RunKind
     """`single`, `parallel`, `chain` or `workflow`."""
-    status: str
+    status: RunStatus
     """A live run's status as it is in memory: the store's record may lag behind it."""
     created_at: datetime
     """When the run was created."""
@@ -198,7 +204,7 @@ class RunSummary:
 class BackendInfo:
     """Whether a backend can run here, and its CLI's version when it was probed."""
 
-    id: str
+    id: BackendName
     """`command`, `pi`, `claude` or `codex`."""
     available: bool
     """Whether the backend can run here."""

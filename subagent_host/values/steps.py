@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import attrs
 
-from subagent_host.values import STEP_PENDING
+from subagent_host.values import ReportedStepKind
+from subagent_host.values.choices import StepStatus
 from subagent_host.values.wire_names import WIRE_NAME
 
 
@@ -27,9 +28,9 @@ class StepState:
 
     index: int
     """The step's position in `workflow.chain`, from 0."""
-    kind: str
+    kind: ReportedStepKind
     """`prompt` (one agent item), `command` (one command item), `parallel` or `forEach`."""
-    status: str = STEP_PENDING
+    status: StepStatus = StepStatus.PENDING
     """`pending` (not started), `running`, or the status it ended with."""
     children: tuple[int, ...] = ()
     """The indices of its children in the run's `children`."""

@@ -16,6 +16,7 @@ from subagent_host.agents.definitions import (
     parse_definition,
 )
 from subagent_host.values import DIGEST_PREFIX, EFFORTS
+from subagent_host.values.choices import AgentSource
 
 PATH = "/defs/reviewer.md"
 
@@ -69,7 +70,7 @@ def test_the_documented_example_parses_into_every_field() -> None:
         name="reviewer",
         description="Reviews a diff for bugs",
         instructions="You review code. Be terse.",
-        source="user",
+        source=AgentSource.USER,
         path=PATH,
         digest=DIGEST_PREFIX + hashlib.sha256(EXAMPLE.encode()).hexdigest(),
         model="anthropic/claude-sonnet-4-5",

@@ -20,6 +20,7 @@ from subagent_host.agents.discovery import (
     discover,
     search_path,
 )
+from subagent_host.values.choices import AgentSource
 
 
 @attrs.frozen
@@ -120,7 +121,7 @@ def test_a_definition_is_found_with_its_source_realpath_and_digest(dirs: Dirs) -
             name="reviewer",
             description="d",
             instructions="Work.",
-            source="user",
+            source=AgentSource.USER,
             path=os.path.realpath(path),
             digest="sha256:v1:" + hashlib.sha256(text.encode()).hexdigest(),
             tools=("read", "grep"),

@@ -22,6 +22,7 @@ from subagent_host.backends.codex import (
 )
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.planning.access import negotiate
+from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.views import Access
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
@@ -297,8 +298,8 @@ def sandbox_of(spec: ItemSpec) -> tuple[str, ...]:
     [
         (Access(), WORKSPACE_NETWORK),
         (Access(network=False), WORKSPACE_WRITE),
-        (Access(filesystem="read"), READ_ONLY),
-        (Access(filesystem="read", network=False), READ_ONLY),
+        (Access(filesystem=FilesystemAccess.READ), READ_ONLY),
+        (Access(filesystem=FilesystemAccess.READ, network=False), READ_ONLY),
     ],
 )
 def test_access_chooses_the_sandbox_through_the_tools_it_leaves(access: Access, tier: str) -> None:
@@ -314,7 +315,9 @@ def test_access_chooses_the_sandbox_through_the_tools_it_leaves(access: Access, 
     assert {effect for name in kept for effect in TOOLS[name]} == TOOLS[tier]
 
 
-@pytest.mark.parametrize("access", [Access(filesystem="none"), Access(process=False)])
+@pytest.mark.parametrize(
+    "access", [Access(filesystem=FilesystemAccess.NONE), Access(process=False)]
+)
 def test_access_codex_cannot_honour_leaves_no_tool(access: Access) -> None:
     # codex always reads files and runs commands: the server refuses (no-tools-left).
     assert negotiate(CodexBackend(), None, access).kept == {}

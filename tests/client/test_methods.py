@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from subagent_host.client import Host, ResumeRequest, RunList, RunSnapshot
+from subagent_host.client import (
+    Host,
+    ResumeRequest,
+    RunKind,
+    RunList,
+    RunSnapshot,
+    RunStatus,
+    StoppedBy,
+)
+from subagent_host.planning.views import ExecutionBoundary
 from subagent_host.rpc.wire import (
     AgentsListResult,
     ClientInfo,
@@ -17,6 +26,7 @@ from subagent_host.rpc.wire import (
     PreflightResult,
     make_converter,
 )
+from subagent_host.values.choices import AdmittedBy, Effect, Persistence, TrackingMode
 from tests.client.conftest import first_run_id, memory_streams, started
 
 CONVERTER = make_converter()
@@ -37,21 +47,29 @@ async def test_every_method_answers_with_its_typed_result(tmp_path: Path, framin
         info = await host.ping()
         assert isinstance(info, PingResult) and info.pong and info.session_id == "s1"
         assert "agents/list" in info.methods and info.limits.max_concurrency >= 1
+        # Enumerated values are read as their enumeration's members, not bare strings.
+        assert isinstance(info.process_tracking, TrackingMode)
+        assert info.persistence is Persistence.SQLITE
 
         checked = await host.preflight(command=("echo", "hi"), label="greet")
         assert isinstance(checked, PreflightResult) and checked.accepted
         assert checked.plan is not None and checked.plan.children[0].argv == ("echo", "hi")
+        assert checked.plan.kind is RunKind.SINGLE and checked.receipts is not None
+        assert checked.receipts.access.execution_boundary is ExecutionBoundary.SHARED_USER
+        assert {type(e) for e in checked.receipts.access.children[0].effects} == {Effect}
         assert checked.preflight_id is not None and checked.expires_at is not None
 
         snap = await host.spawn(
             command=("echo", "hi"), mode="task", preflight_id=checked.preflight_id, label="greet"
         )
-        assert isinstance(snap, RunSnapshot) and snap.status == "completed"
+        assert isinstance(snap, RunSnapshot) and snap.status is RunStatus.COMPLETED
         assert snap.children[0].output is not None and snap.children[0].output.text == "hi\n"
-        assert snap.admitted_by == "preflight" and snap.duration_ms is not None
+        assert snap.admitted_by is AdmittedBy.PREFLIGHT and snap.duration_ms is not None
+        assert snap.children[0].stopped_by is StoppedBy.EXIT
 
         runs = await host.status()
         assert isinstance(runs, RunList) and [r.run_id for r in runs.runs] == [snap.run_id]
+        assert runs.runs[0].status is RunStatus.COMPLETED and runs.runs[0].kind is RunKind.SINGLE
         again = await host.status(snap.run_id[:8], since=0)
         assert again.run_id == snap.run_id and again.events is not None
         assert [e.seq for e in again.events] == list(range(1, snap.last_seq + 1))

@@ -21,6 +21,7 @@ from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.table import build_method_table
 from subagent_host.rpc.dispatch import HostProtocol, make_protocol
 from subagent_host.rpc.framing import Parsed
+from subagent_host.values.choices import Persistence
 
 # What vscode-languageclient 9 sends (VS Code 1.95), capabilities cut to a realistic part.
 VSCODE_INITIALIZE: Final[dict[str, Any]] = {
@@ -62,7 +63,7 @@ class Session:
             config=ServerConfig(state_dir=tmp_path),
             session_id="s-1",
             orchestrator=cast(Any, None),  # none of these messages reach runs
-            store=cast(Any, SimpleNamespace(persistence="sqlite", durable=True)),
+            store=cast(Any, SimpleNamespace(persistence=Persistence.SQLITE, durable=True)),
             progress=cast(Any, None),
             lifecycle=self.protocol.lifecycle,
         )

@@ -12,6 +12,7 @@ from subagent_host.config import ServerConfig
 from subagent_host.handlers import ping
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.rpc.wire import PingParams, SessionId
+from subagent_host.values.choices import Persistence, TrackingMode
 
 
 def context(tmp_path: Path, **changes: Any) -> HandlerContext:
@@ -19,7 +20,7 @@ def context(tmp_path: Path, **changes: Any) -> HandlerContext:
         config=ServerConfig(state_dir=tmp_path),
         session_id="s-1",
         orchestrator=cast(Any, None),  # ping reads neither runs nor progress
-        store=cast(Any, SimpleNamespace(persistence="sqlite")),
+        store=cast(Any, SimpleNamespace(persistence=Persistence.SQLITE)),
         progress=cast(Any, None),
         methods=("ping", "status"),
     )
@@ -38,15 +39,15 @@ def test_ping_answers_the_very_same_result_while_nothing_it_reports_changes(
 def test_ping_answers_anew_once_the_session_persistence_or_context_differs(
     tmp_path: Path,
 ) -> None:
-    store = SimpleNamespace(persistence="sqlite")
+    store = SimpleNamespace(persistence=Persistence.SQLITE)
     ctx = context(tmp_path, store=store)
     first = ping.handle(PingParams(), ctx)
     bound = ping.handle(PingParams(session_id=SessionId("s-2")), ctx)
     assert bound.session_id == "s-2" and ctx.session_id == "s-2"
     assert ping.handle(PingParams(), ctx) is bound
-    store.persistence = "memory"  # the state directory became unusable
+    store.persistence = Persistence.MEMORY  # the state directory became unusable
     assert ping.handle(PingParams(), ctx).persistence == "memory"
-    other = context(tmp_path, methods=("ping",), process_tracking=lambda: "subreaper")
+    other = context(tmp_path, methods=("ping",), process_tracking=lambda: TrackingMode.SUBREAPER)
     answer = ping.handle(PingParams(), other)
     assert (answer.session_id, answer.methods, answer.process_tracking) == (
         "s-1",

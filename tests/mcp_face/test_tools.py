@@ -18,6 +18,8 @@ from subagent_host.mcp_face.server import describe
 from subagent_host.mcp_face.tools import REPLAY_ONLY, TOOLS, BadArguments, read_arguments
 from subagent_host.planning.request import LaunchRequest
 from subagent_host.rpc.wire import RunSnapshot, StopParams
+from subagent_host.values import RunKind, RunStatus
+from subagent_host.values.choices import AdmittedBy
 from subagent_host.values.facts import OutputInfo
 from subagent_host.values.wire_names import wire_name
 
@@ -52,20 +54,22 @@ def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output
     run = RunSnapshot(
         run_id="r1",
         session_id="s",
-        kind="single",
-        status="running",
+        kind=RunKind.SINGLE,
+        status=RunStatus.RUNNING,
         created_at=datetime(2026, 12, 2, tzinfo=UTC),
         fingerprint="sha256:v1:0",
         last_seq=2,
         children=(),
-        admitted_by="direct",
+        admitted_by=AdmittedBy.DIRECT,
     )
     assert run_text(run) == (
         "run r1 (single): running\nstill going: call wait with runId r1 (or stop it)"
     )
     output = OutputInfo(text="hi\n", truncated=False, bytes=3, lines=1, partial=False)
     done = attrs.evolve(
-        run, status="completed", outcome=attrs.evolve(run.outcome, duration_ms=1500, output=output)
+        run,
+        status=RunStatus.COMPLETED,
+        outcome=attrs.evolve(run.outcome, duration_ms=1500, output=output),
     )
     assert run_text(done) == "run r1 (single): completed in 1.5 s\noutput:\nhi\n"
 

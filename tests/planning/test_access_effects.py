@@ -19,6 +19,7 @@ from subagent_host.planning.access import permitted
 from subagent_host.planning.check import CheckedSpawn, check_spawn
 from subagent_host.planning.normalized import normalized_plan
 from subagent_host.planning.receipts import receipts
+from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.views import Access
 from subagent_host.rpc.wire import AccessRequest, SpawnParams
 from tests.planning.conftest import LIMITS, to_json
@@ -99,7 +100,7 @@ def test_narrowed_access_removes_the_shell_and_the_receipt_says_why(
     assert [tool["name"] for tool in child["tools"]] == left
     assert child["effects"] == ["filesystem-read"]
     narrowed = Access(
-        filesystem=access.filesystem or "write",
+        filesystem=FilesystemAccess(access.filesystem or "write"),
         process=access.process is not False,
         network=access.network is not False,
     )
@@ -167,7 +168,7 @@ def test_every_codex_access_is_refused_or_receipted_as_exactly_the_sandbox_it_ru
         # Refused only when no requested tier fits: codex always reads and runs its shell.
         allowed = permitted(
             Access(
-                access.filesystem or "write",
+                FilesystemAccess(access.filesystem or "write"),
                 access.process is not False,
                 access.network is not False,
             )

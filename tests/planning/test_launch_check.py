@@ -18,6 +18,7 @@ from subagent_host.planning.plan import ChildPlan
 from subagent_host.planning.projection import project
 from subagent_host.planning.views import Projection
 from subagent_host.resuming.launch_check import LEGACY, VERIFIED, compare_launch, launch_check
+from subagent_host.values import SessionResources
 
 IDENTITIES = ProgramIdentities(None)  # paths and digests only: nothing is run
 
@@ -35,7 +36,7 @@ async def launched(
 ) -> Projection:
     child = ChildPlan(
         backend="pi", cwd=str(tmp_path), timeout_ms=60_000, stall_timeout_ms=30_000,
-        prompt="hi", session_resources="full", tools=tools,
+        prompt="hi", session_resources=SessionResources.FULL, tools=tools,
     )  # fmt: skip
     return project(child, backend, await identify_child(child, backend, IDENTITIES))
 

@@ -23,11 +23,12 @@ from subagent_host.planning.projection import (
     seal,
     unseal,
 )
+from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Access, PlanStep
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
-from subagent_host.values import RunKind
+from subagent_host.values import RunKind, StepKind
 from subagent_host.values.facts import OutputInfo
 from subagent_host.values.placement import Placement
 from tests.planning.conftest import to_json
@@ -41,7 +42,7 @@ CHILD = ChildPlan(
     command=("sh", "-c", "cat"),
     prompt="first",
     env={"TOKEN": "secret-value"},
-    access=Access(filesystem="read", process=True, network=False),
+    access=Access(filesystem=FilesystemAccess.READ, process=True, network=False),
 )
 
 
@@ -156,7 +157,7 @@ def test_a_stored_workflow_keeps_each_item_templates_max_turns() -> None:
         kind=RunKind.WORKFLOW,
         children=(AGENT, attrs.evolve(AGENT, max_turns=None)),
         workflow=WorkflowPlan(
-            name="w", task="t", steps=(PlanStep(index=0, kind="parallel", items=(0, 1)),)
+            name="w", task="t", steps=(PlanStep(index=0, kind=StepKind.PARALLEL, items=(0, 1)),)
         ),
     )
     stored = workflow_from_record(json.loads(json.dumps(workflow_record(plan))))

@@ -12,14 +12,15 @@ from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.command import CommandBackend
 from subagent_host.planning.plan import ChildPlan
 from subagent_host.planning.projection import check_overrides, child_of, contract, project
-from subagent_host.planning.views import Access
+from subagent_host.planning.request import FilesystemAccess
+from subagent_host.planning.views import Access, Projection, from_json
 from subagent_host.values.json_values import JsonObject
 from tests.planning.conftest import to_json
 
 CLAUDE = ChildPlan(
     backend="claude", cwd="/tmp", timeout_ms=60_000, stall_timeout_ms=30_000,
     prompt="look around", tools=("Read", "Bash", "WebFetch"),
-    access=Access(filesystem="write", process=True, network=True),
+    access=Access(filesystem=FilesystemAccess.WRITE, process=True, network=True),
 )  # fmt: skip
 CODEX = ChildPlan(
     backend="codex", cwd="/tmp", timeout_ms=60_000, stall_timeout_ms=30_000, prompt="x"
@@ -66,9 +67,20 @@ def test_an_access_equal_to_the_approved_one_narrows_nothing() -> None:
 def test_an_access_that_widens_any_member_is_refused_even_beside_a_narrowing(
     access: dict[str, Any],
 ) -> None:
-    launched = attrs.evolve(CLAUDE, access=Access(filesystem="read", network=False))
+    launched = attrs.evolve(CLAUDE, access=Access(filesystem=FilesystemAccess.READ, network=False))
     problems = check_overrides(project(launched, ClaudeBackend()), {"access": access})
     assert problems and all("may only be narrowed on resume" in p for p in problems), problems
+
+
+def test_a_widening_is_told_with_the_members_as_the_request_spells_them() -> None:
+    launched = attrs.evolve(CLAUDE, access=Access(filesystem=FilesystemAccess.READ, network=False))
+    stored = from_json(to_json(project(launched, ClaudeBackend())), Projection)  # as read back
+    problems = check_overrides(stored, {"access": {"filesystem": "write", "network": True}})
+    assert problems == [
+        "access.filesystem may only be narrowed on resume ('write' is wider than the "
+        "approved 'read')",
+        "access.network may only be narrowed on resume (True is wider than the approved False)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -94,7 +106,9 @@ def test_a_narrowed_codex_child_gets_the_sandbox_of_a_spawn_with_that_access() -
     sealed = contract("r", 0, 2, projection, {"access": {"filesystem": "read"}})
     argv = CodexBackend().prepare(child_of(sealed.projection).item()).argv
     spawned = (
-        CodexBackend().prepare(attrs.evolve(CODEX, access=Access(filesystem="read")).item()).argv
+        CodexBackend()
+        .prepare(attrs.evolve(CODEX, access=Access(filesystem=FilesystemAccess.READ)).item())
+        .argv
     )
     assert "read-only" in " ".join(argv) and argv == spawned
 

@@ -30,7 +30,7 @@ from subagent_host.planning.views import Access, Projection
 from subagent_host.resuming.target import Target, resumed_child
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.settings import Settings, load_settings
-from subagent_host.values import RunKind
+from subagent_host.values import RunKind, SessionResources
 from tests.planning.conftest import LIMITS, check_request, to_json
 from tests.planning.test_launch_defaults import definition
 
@@ -200,7 +200,7 @@ def test_a_resume_runs_with_the_launchs_value_and_an_old_projection_without_it_r
     tmp_path: Path,
 ) -> None:
     backend = PiBackend(session_dir=tmp_path)
-    lean = project(attrs.evolve(CHILD, session_resources="lean"), backend)
+    lean = project(attrs.evolve(CHILD, session_resources=SessionResources.LEAN), backend)
     assert to_json(lean)["sessionResources"] == "lean"
     assert to_json(unseal(*seal(lean)))["sessionResources"] == "lean"
     again = resumed_child(target(lean), "more", None, {"pi": backend})

@@ -22,7 +22,8 @@ from subagent_host.rpc.wire import (
     WorkflowSnapshot,
     make_converter,
 )
-from subagent_host.values import RunStatus
+from subagent_host.values import ReportedStepKind, RunKind, RunStatus
+from subagent_host.values.choices import AdmittedBy, StepStatus
 from subagent_host.values.events import StatusEvent
 from subagent_host.values.facts import (
     Diagnostic,
@@ -58,7 +59,7 @@ def test_every_moment_is_written_in_utc_to_the_millisecond_cut_not_rounded() -> 
 
 def test_a_summary_is_written_with_camel_case_keys_in_the_wire_order_and_no_absent_end() -> None:
     summary = RunSummary(
-        run_id="r1", kind="single", status="running", created_at=MOMENT, label="live"
+        run_id="r1", kind=RunKind.SINGLE, status=RunStatus.RUNNING, created_at=MOMENT, label="live"
     )
     written = CONVERTER.unstructure(RunList(runs=(summary,)))
     assert written == {
@@ -72,7 +73,9 @@ def test_a_summary_is_written_with_camel_case_keys_in_the_wire_order_and_no_abse
             }
         ]
     }
-    ended = RunSummary("r2", "chain", "completed", MOMENT, ended_at=MOMENT + timedelta(seconds=1))
+    ended = RunSummary(
+        "r2", RunKind.CHAIN, RunStatus.COMPLETED, MOMENT, ended_at=MOMENT + timedelta(seconds=1)
+    )
     assert list(CONVERTER.unstructure(ended)) == ["runId", "kind", "status", "createdAt", "endedAt"]
 
 
@@ -113,7 +116,7 @@ def test_a_snapshots_outcome_is_written_in_its_place_among_the_snapshots_own_key
     went = RunOutcome(
         started_at=MOMENT, duration_ms=5, error=ErrorInfo("timeout", "too slow"), reason="timeout"
     )
-    child = ChildSnapshot(index=0, backend="command", status="failed", attempt=1, pid=7)
+    child = ChildSnapshot(index=0, backend="command", status=RunStatus.FAILED, attempt=1, pid=7)
     written = CONVERTER.unstructure(attrs.evolve(child, outcome=went, step=2))
     assert list(written) == [
         "index", "backend", "status", "attempt", "pid",
@@ -141,23 +144,32 @@ def _snapshot() -> RunSnapshot:
     return RunSnapshot(
         run_id="r1",
         session_id="s1",
-        kind="workflow",
-        status="completed",
+        kind=RunKind.WORKFLOW,
+        status=RunStatus.COMPLETED,
         created_at=AT_MS,
         fingerprint="sha256:v1:" + "0" * 64,
         last_seq=5,
         children=(
             ChildSnapshot(
-                index=0, backend="command", status="completed", attempt=1, outcome=went, step=0
+                index=0,
+                backend="command",
+                status=RunStatus.COMPLETED,
+                attempt=1,
+                outcome=went,
+                step=0,
             ),
         ),
-        admitted_by="direct",
+        admitted_by=AdmittedBy.DIRECT,
         outcome=went,
         workflow=WorkflowSnapshot(
             name="w",
             steps=(
                 StepSnapshot(
-                    index=0, kind="prompt", status="completed", children=(0,), output_name="a"
+                    index=0,
+                    kind=ReportedStepKind.PROMPT,
+                    status=StepStatus.COMPLETED,
+                    children=(0,),
+                    output_name="a",
                 ),
             ),
         ),
@@ -178,7 +190,9 @@ def test_a_snapshot_read_back_is_the_snapshot_written_inline_outcome_and_moments
 
 def test_a_status_result_is_read_as_a_list_or_a_snapshot_by_its_keys() -> None:
     listing = RunList(
-        runs=(RunSummary(run_id="r1", kind="single", status="queued", created_at=AT_MS),)
+        runs=(
+            RunSummary(run_id="r1", kind=RunKind.SINGLE, status=RunStatus.QUEUED, created_at=AT_MS),
+        )
     )
     assert CONVERTER.structure(CONVERTER.unstructure(listing), STATUS_RESULT) == listing
     snapshot = _snapshot()

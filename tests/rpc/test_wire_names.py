@@ -11,6 +11,8 @@ import pytest
 from subagent_host.planning.request import ForEachStep, ParallelStep, SpawnItem
 from subagent_host.rpc.param_problems import STRUCTURE_ERRORS, param_problems
 from subagent_host.rpc.wire import SpawnParams, StepSnapshot, make_converter
+from subagent_host.values import ReportedStepKind
+from subagent_host.values.choices import StepStatus
 from subagent_host.values.copying import shared
 from subagent_host.values.steps import StepState
 
@@ -55,11 +57,17 @@ def test_a_problem_of_a_renamed_field_is_said_at_its_wire_name() -> None:
 
 
 def test_a_step_snapshot_is_its_state_frozen_and_written_with_the_wire_s_keys() -> None:
-    state = StepState(index=1, kind="command", status="running", children=(2, 3), label="l")
+    state = StepState(
+        index=1,
+        kind=ReportedStepKind.COMMAND,
+        status=StepStatus.RUNNING,
+        children=(2, 3),
+        label="l",
+    )
     state.output_name = "out"
     snapshot = shared(StepSnapshot, state)
     assert isinstance(snapshot, StepState) and attrs.asdict(snapshot) == attrs.asdict(state)
-    state.status = "completed"  # the state goes on; its snapshot does not
+    state.status = StepStatus.COMPLETED  # the state goes on; its snapshot does not
     assert snapshot.status == "running"
     assert CONVERTER.unstructure(snapshot) == {
         "index": 1,

@@ -24,6 +24,8 @@ from subagent_host.runs.state import (
     MAX_EVENT_BYTES_KEPT,
     MAX_EVENTS_KEPT,
     PROMPT_HEAD_CHARS,
+    STEP_NEXT,
+    TERMINAL,
     ChildRun,
     Run,
     RunEvent,
@@ -35,7 +37,8 @@ from subagent_host.runs.state import (
     prompt_head,
     restore_events,
 )
-from subagent_host.values import RunKind
+from subagent_host.values import ReportedStepKind, RunKind
+from subagent_host.values.choices import ReachedLimit, StepStatus
 from subagent_host.values.events import OutputEvent
 from subagent_host.values.facts import ErrorInfo, OutputInfo, Usage
 
@@ -82,7 +85,7 @@ def test_an_ending_writes_its_facts_and_a_reopen_clears_them() -> None:
         None,
         None,
     )
-    assert state_machine.transition(run, LimitReached("max-turns"))
+    assert state_machine.transition(run, LimitReached(ReachedLimit.MAX_TURNS))
     assert (run.reached_limit, run.reason, run.ended_at) == ("max-turns", None, T0)
 
 
@@ -221,7 +224,11 @@ def make_workflow_run() -> Run:
     run = make_run()
     run.kind = RunKind.WORKFLOW
     run.workflow = WorkflowState(
-        name="w", steps=[StepState(index=0, kind="prompt"), StepState(index=1, kind="prompt")]
+        name="w",
+        steps=[
+            StepState(index=0, kind=ReportedStepKind.PROMPT),
+            StepState(index=1, kind=ReportedStepKind.PROMPT),
+        ],
     )
     return run
 
@@ -234,15 +241,27 @@ def test_a_step_runs_then_ends_once_and_refuses_any_later_status() -> None:
     run = make_workflow_run()
     assert run.workflow is not None
     step, later = run.workflow.steps
-    assert not state_machine.transition_step(run, step, "completed")  # a step that never ran
-    assert not state_machine.transition_step(run, later, "interrupted")  # nor a dead server's
-    assert state_machine.transition_step(run, step, "running")
-    assert state_machine.transition_step(run, step, "failed")
-    assert not state_machine.transition_step(run, step, "completed")
-    assert not state_machine.transition_step(run, step, "interrupted")
-    assert not state_machine.transition_step(run, step, "running")
+    assert not state_machine.transition_step(
+        run, step, StepStatus.COMPLETED
+    )  # a step that never ran
+    assert not state_machine.transition_step(
+        run, later, StepStatus.INTERRUPTED
+    )  # nor a dead server's
+    assert state_machine.transition_step(run, step, StepStatus.RUNNING)
+    assert state_machine.transition_step(run, step, StepStatus.FAILED)
+    assert not state_machine.transition_step(run, step, StepStatus.COMPLETED)
+    assert not state_machine.transition_step(run, step, StepStatus.INTERRUPTED)
+    assert not state_machine.transition_step(run, step, StepStatus.RUNNING)
     assert [s.status for s in run.workflow.steps] == ["failed", "pending"]
     assert seen == []  # a step's status is seen in snapshots: it has no event of its own
+
+
+def test_a_step_is_pending_or_running_until_it_ends_with_a_run_s_terminal_status() -> None:
+    # StepStatus spells the terminal statuses again (an enumeration cannot extend another):
+    # they must stay a run's, in a run's order (the schema lists them so).
+    ended = [status for status in RunStatus if status in TERMINAL]
+    assert [*StepStatus] == [StepStatus.PENDING, StepStatus.RUNNING, *ended]
+    assert {StepStatus(status) for status in TERMINAL} == STEP_NEXT[StepStatus.RUNNING]
 
 
 def test_only_a_step_that_ended_is_reopened_and_then_it_ends_once_more() -> None:
@@ -251,14 +270,14 @@ def test_only_a_step_that_ended_is_reopened_and_then_it_ends_once_more() -> None
     assert run.workflow is not None
     step, later = run.workflow.steps
     with pytest.raises(ValueError, match="pending"):
-        state_machine.reopen_step(run, later, "running")
-    state_machine.transition_step(run, step, "running")
+        state_machine.reopen_step(run, later, StepStatus.RUNNING)
+    state_machine.transition_step(run, step, StepStatus.RUNNING)
     with pytest.raises(ValueError, match="running"):
-        state_machine.reopen_step(run, step, "running")
-    state_machine.transition_step(run, step, "cancelled")
-    state_machine.reopen_step(run, step, "running")
-    assert state_machine.transition_step(run, step, "completed")
-    assert not state_machine.transition_step(run, step, "failed")
+        state_machine.reopen_step(run, step, StepStatus.RUNNING)
+    state_machine.transition_step(run, step, StepStatus.CANCELLED)
+    state_machine.reopen_step(run, step, StepStatus.RUNNING)
+    assert state_machine.transition_step(run, step, StepStatus.COMPLETED)
+    assert not state_machine.transition_step(run, step, StepStatus.FAILED)
     assert step.status == "completed"
 
 

@@ -97,7 +97,7 @@ class Records:
         async def snapshot(run: Run, path: str) -> None:
             await asyncio.sleep(0)  # a real await, as the file writer's
             assert run.workflow is not None
-            steps = [step.status for step in run.workflow.steps]
+            steps: list[str] = [step.status for step in run.workflow.steps]
             self.snapshots.append(Snapshot(path, run.status, steps, len(run.children)))
             if self.snapshot_error is not None:
                 raise self.snapshot_error

@@ -7,7 +7,7 @@ from typing import Any
 
 from subagent_host.runs.state import Run, StepState, WorkflowState
 from subagent_host.store.records import dumps, run_from_record, run_record
-from subagent_host.values import RunKind
+from subagent_host.values import ReportedStepKind, RunKind
 
 
 def test_a_step_running_a_command_is_of_kind_command_and_stored_as_planned() -> None:
@@ -21,8 +21,8 @@ def test_a_step_running_a_command_is_of_kind_command_and_stored_as_planned() -> 
         workflow=WorkflowState(
             name="w",
             steps=[
-                StepState(index=0, kind="command"),
-                StepState(index=1, kind="prompt"),
+                StepState(index=0, kind=ReportedStepKind.COMMAND),
+                StepState(index=1, kind=ReportedStepKind.PROMPT),
             ],
         ),
     )
@@ -32,7 +32,7 @@ def test_a_step_running_a_command_is_of_kind_command_and_stored_as_planned() -> 
         {"index": 0, "kind": "prompt"},
         {"index": 1, "kind": "prompt"},
     ]
-    run.workflow.steps[0].kind = "prompt"
+    run.workflow.steps[0].kind = ReportedStepKind.PROMPT
     assert dumps(run_record(run)) == dumps(record)  # the kind `command` leaves no trace
     # Read back as stored: the store's reads mark it `command` again from the workflow's
     # stored definition (tests/e2e/test_stored_state.py).

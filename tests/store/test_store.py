@@ -517,8 +517,8 @@ async def test_list_runs_gives_this_sessions_runs_newest_first(store: Database) 
     assert [s.run_id for s in summaries] == ["r4", "r3", "r2", "r1", "r0"]
     assert summaries[0] == RunSummary(
         run_id="r4",
-        kind="single",
-        status="running",
+        kind=RunKind.SINGLE,
+        status=RunStatus.RUNNING,
         created_at=T0 + timedelta(minutes=4),
         ended_at=None,
         label="live",

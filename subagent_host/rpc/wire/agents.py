@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from subagent_host.values import Mode
+from subagent_host.values.choices import AgentSource, DisabledBy
 from subagent_host.values.facts import Diagnostic
 
 
@@ -18,7 +20,7 @@ class AgentsListParams:
 class AgentDisabledInfo:
     """Why the configuration's `agents` lists disable an agent (protocol.md §19)."""
 
-    by: str
+    by: DisabledBy
     """`agents.disabled` (a pattern of that list matches the name; it wins over any enabled
     one) or `agents.enabled` (that list does not name the agent)."""
     file: str
@@ -36,7 +38,7 @@ class AgentInfo:
     """The definition's name (matched case-insensitively)."""
     description: str
     """Its frontmatter's `description`."""
-    source: str
+    source: AgentSource
     """`user` or `project`: where the definition was found."""
     path: str
     """The definition file's path."""
@@ -49,7 +51,7 @@ class AgentInfo:
     """The thinking effort a spawn of it would run with today; absent when none is set."""
     tools: tuple[str, ...] | None = None
     """The tools a spawn of it would get; absent: the backend's own default."""
-    mode: str | None = None
+    mode: Mode | None = None
     """`task` or `background`: the mode of a single spawn of it that names none; absent when none is
     set."""
     disabled: AgentDisabledInfo | None = None

@@ -40,7 +40,7 @@ from subagent_host.rpc.wire.basics import (
 from subagent_host.rpc.wire.events import EventWire
 from subagent_host.rpc.wire.snapshots import RunList, RunSnapshot, StatusResult
 from subagent_host.values import SESSION_ID_PATTERN, SESSION_ID_RULE
-from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS
+from subagent_host.values.events import EVENT_CLASSES
 from subagent_host.values.wire_names import wire_name
 
 T = TypeVar("T")
@@ -120,10 +120,11 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     converter.register_structure_hook_func(
         lambda t: t == StatusResult, _status_result_hook(converter)
     )
-    # An event: the envelope's keys and its type's fields in one object. Its enumerations
-    # are read as their members (a StrEnum would otherwise take `str`'s hook, unchecked).
-    for enumeration in EVENT_ENUMS:
-        converter.register_structure_hook(enumeration, _structure_member)
+    # Enumerations (values/choices.py, the events' kinds) are read as their members (a
+    # StrEnum would otherwise take `str`'s hook, unchecked) and written as their values.
+    converter.register_structure_hook(enum.StrEnum, _structure_member)
+    converter.register_unstructure_hook(enum.StrEnum, str)
+    # An event: the envelope's keys and its type's fields in one object.
     converter.register_unstructure_hook(EventWire, _event_unstructure_hook(converter))
     converter.register_structure_hook(EventWire, _event_structure_hook(converter))
 
@@ -357,27 +358,37 @@ def _structure_object(value: Any, _type: type) -> dict[str, Any]:
     return dict(value)
 
 
+def _each_checked(
+    converter: cattrs.Converter, value: Any, noun: str, kind_of: Callable[[Any], type[T]]
+) -> tuple[T, ...]:
+    """An array read member by member as `kind_of` its member says, every bad member
+    reported with its index (`item 2`, `step 0`), not only the first."""
+    if not isinstance(value, list):
+        raise WireValueError(f"expected an array, got {json_type_name(value)}")
+    members: list[T] = []
+    errors: list[Exception] = []
+    for index, raw in enumerate(value):
+        kind = kind_of(raw)
+        try:
+            members.append(converter.structure(raw, kind))
+        except Exception as exc:  # noqa: BLE001 - collected and re-raised below
+            exc.__notes__ = [IterableValidationNote(f"{noun} {index}", index, kind)]
+            errors.append(exc)
+    if errors:
+        raise IterableValidationError(f"invalid {noun}s", errors, tuple)
+    return tuple(members)
+
+
 def _items_hook(converter: cattrs.Converter) -> Callable[[Any, type], tuple[SpawnItem, ...]]:
     """Items of `tasks`/`chain`: an array of objects, every bad item reported with its index."""
 
     def structure(value: Any, _type: type) -> tuple[SpawnItem, ...]:
-        if not isinstance(value, list):
-            raise WireValueError(f"expected an array, got {json_type_name(value)}")
-        items, errors = [], []
-        for index, raw in enumerate(value):
-            try:
-                items.append(converter.structure(raw, SpawnItem))
-            except Exception as exc:  # noqa: BLE001 - collected and re-raised below
-                exc.__notes__ = [IterableValidationNote(f"item {index}", index, SpawnItem)]
-                errors.append(exc)
-        if errors:
-            raise IterableValidationError("invalid items", errors, tuple)
-        return tuple(items)
+        return _each_checked(converter, value, "item", lambda _raw: SpawnItem)
 
     return structure
 
 
-def _step_type(raw: Any) -> type:
+def _step_type(raw: Any) -> type[WorkflowStep]:
     """Which kind of step an object is: by its `parallel` or `forEach` key, else an item."""
     if isinstance(raw, dict):
         if "parallel" in raw:
@@ -391,19 +402,6 @@ def _steps_hook(converter: cattrs.Converter) -> Callable[[Any, type], tuple[Work
     """A workflow's `chain`: items, `parallel` groups and `forEach` fan-outs, each checked."""
 
     def structure(value: Any, _type: type) -> tuple[WorkflowStep, ...]:
-        if not isinstance(value, list):
-            raise WireValueError(f"expected an array, got {json_type_name(value)}")
-        steps: list[WorkflowStep] = []
-        errors: list[Exception] = []
-        for index, raw in enumerate(value):
-            kind = _step_type(raw)
-            try:
-                steps.append(converter.structure(raw, kind))
-            except Exception as exc:  # noqa: BLE001 - collected and re-raised below
-                exc.__notes__ = [IterableValidationNote(f"step {index}", index, kind)]
-                errors.append(exc)
-        if errors:
-            raise IterableValidationError("invalid steps", errors, tuple)
-        return tuple(steps)
+        return _each_checked(converter, value, "step", _step_type)
 
     return structure

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import attrs
 
 from subagent_host.rpc.wire.basics import MsgToken, SessionId
+from subagent_host.values.choices import OneOf, Persistence, TrackingMode
 from subagent_host.values.facts import BackendInfo
 
 
@@ -82,9 +83,9 @@ class PingResult:
     """Each backend: whether it can run here, its probed version, or why not."""
     limits: Limits
     """The limits a client should plan with (durations in milliseconds, sizes in bytes)."""
-    process_tracking: str
+    process_tracking: TrackingMode
     """cgroup, subreaper or marker: what "nothing is left behind" rests on (protocol.md §8.7)."""
-    persistence: str
+    persistence: Persistence
     """sqlite, or memory when the state directory cannot be used (protocol.md §13)."""
     admission: Admission
     """The admission policy spawns are held to."""
@@ -99,7 +100,8 @@ class ClientInfo:
 
 
 TRACE_VALUES: Final = ("off", "messages", "verbose")
-"""LSP's `TraceValue`s, which `initialize`'s `trace` may be."""
+"""LSP's `TraceValue`s, which `initialize`'s `trace` may be (a `str` field: the handler
+checks it, answering invalid params that name it)."""
 
 
 @attrs.frozen
@@ -141,7 +143,7 @@ class InitializeParams:
     initialization_options: Any = None
     """LSP: options for the server, any JSON value; ignored (the server is configured by its
     command line and configuration file)."""
-    trace: str | None = None
+    trace: Annotated[str, OneOf(TRACE_VALUES)] | None = None
     """LSP: `off`, `messages` or `verbose`; ignored (`$/setTrace` and `$/logTrace` are not
     used: the log is the server's stderr)."""
     work_done_token: MsgToken | None = None

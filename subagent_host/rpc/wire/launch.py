@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
 
 from subagent_host.planning.request import LaunchRequest
 from subagent_host.planning.views import Contract, NormalizedPlan, Receipts
 from subagent_host.rpc.wire.basics import MsgToken
+from subagent_host.values import Mode
+from subagent_host.values.choices import OneOf
 from subagent_host.values.facts import Diagnostic
 
 
@@ -85,7 +87,7 @@ class PreflightResult:
 class ResumeParams:
     token: str
     """The single-use token a `preflight {resume}` issued."""
-    mode: str | None = None
+    mode: Annotated[str, OneOf(Mode)] | None = None
     """`background` or `task`; absent: the mode the run's `spawn` answered in (`background` for a
     background member of a mixed `tasks` run), else the configured `default_mode`, else
     `background`."""

@@ -11,6 +11,13 @@ import attrs
 
 from subagent_host.rpc.wire.basics import INLINE
 from subagent_host.rpc.wire.events import EventWire
+from subagent_host.values import RunKind, RunStatus
+from subagent_host.values.choices import (
+    AdmittedBy,
+    BackendName,
+    ReachedLimit,
+    StoppedBy,
+)
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -75,9 +82,9 @@ class OutcomeFields:
 class ChildSnapshot(OutcomeFields):
     index: int
     """The child's index in the run, from 0."""
-    backend: str
+    backend: BackendName
     """`command`, `pi`, `claude` or `codex`."""
-    status: str
+    status: RunStatus
     """Its newest attempt's: `queued`, `running`, or a terminal status (protocol.md §12)."""
     attempt: int
     """1, then one more for each resume."""
@@ -92,7 +99,7 @@ class ChildSnapshot(OutcomeFields):
     """The exit status of its process, when it exited with one."""
     signal: str | None = None
     """The name of the signal that killed its process, e.g. `SIGTERM`."""
-    stopped_by: str | None = None
+    stopped_by: StoppedBy | None = None
     """`exit`, `sigterm` or `sigkill`: how its process ended (protocol.md §10, §12)."""
     outcome: RunOutcome = attrs.field(factory=RunOutcome, metadata={INLINE: True})
     """Written inline, not under `outcome`: its keys (`startedAt`, `endedAt`, `durationMs`,
@@ -143,9 +150,9 @@ class RunSnapshot(OutcomeFields):
     """The run's id."""
     session_id: str
     """The session that started it."""
-    kind: str
+    kind: RunKind
     """`single`, `parallel`, `chain` or `workflow`."""
-    status: str
+    status: RunStatus
     """`queued`, `running`, then one terminal status that never changes unless a resume reopens the
     run (protocol.md §12)."""
     created_at: datetime
@@ -157,7 +164,7 @@ class RunSnapshot(OutcomeFields):
     """The seq of its newest event."""
     children: tuple[ChildSnapshot, ...]
     """Its children by index (a workflow's are added step by step)."""
-    admitted_by: str
+    admitted_by: AdmittedBy
     """`preflight` or `direct`: how the spawn was admitted (always sent)."""
     egress_consent: bool | None = None
     """True when the spawn gave `egressConsent: true` (kept with the run, and what its resumes
@@ -170,7 +177,7 @@ class RunSnapshot(OutcomeFields):
     enforced_timeout_ms: int | None = None
     """A `timed-out` run's: the limit that ended a child, in milliseconds (its `timeoutMs`, or its
     `stallTimeoutMs` for a stall)."""
-    reached_limit: str | None = None
+    reached_limit: ReachedLimit | None = None
     """A `limit-reached` run's: which limit, `max-turns`, `max-tokens` or `max-cost`."""
     usage: Usage | None = None
     """Every attempt of every child that reported usage, summed: tokens added up, `costUsd` only
