@@ -18,7 +18,6 @@ import pytest
 
 from subagent_host.openrpc.schemas import Direction, Schema, SchemaBuilder
 from subagent_host.rpc.wire import INLINE, EventWire
-from subagent_host.values import camel_case
 from subagent_host.values.choices import (
     AGENT_BACKENDS,
     BACKENDS,
@@ -28,6 +27,7 @@ from subagent_host.values.choices import (
 )
 from subagent_host.values.events import EVENT_TYPES
 from subagent_host.values.facts import BackendInfo
+from subagent_host.values.wire_names import wire_name
 from tests.e2e.harness import schema_document
 from tests.test_schema_samples import WIRE_TYPES
 
@@ -81,7 +81,7 @@ def test_a_field_whose_schema_lists_values_is_typed_with_them(cls: type[Any]) ->
     for field, hint in fields_with_hints(cls):
         if getattr(field.validator, "options", None):
             continue  # lsprotocol's `kind`: its values come with its validator
-        schema, _ = properties[camel_case(field.name)]
+        schema, _ = properties[wire_name(field)]
         if lists_values(schema) != names_its_values(hint):
             mismatched.append((field.name, hint, schema))
     assert mismatched == []
@@ -91,7 +91,7 @@ def test_each_enum_of_the_committed_document_is_a_field_typed_with_its_values() 
     """Read from the other side: every property of the committed document that lists
     values (LSP's progress `kind`s and a `run/event`'s `type` aside) is one of those fields."""
     typed = {
-        (cls.__name__, camel_case(field.name))
+        (cls.__name__, wire_name(field))
         for cls in CLASSES
         for field, hint in fields_with_hints(cls)
         if names_its_values(hint)
