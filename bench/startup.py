@@ -34,6 +34,13 @@ each start would compile every module of the package again (about 0.1 s).
 `--compare CMD` measures a second server command (another checkout, say) in
 the same interleaving, for a before/after in one run.
 
+6. With `--compare`, the CPU time of each case (user and system, of the process
+   and every process it started and reaped: `getrusage(RUSAGE_CHILDREN)` before
+   and after; the cases run one at a time, so each delta is that case's alone),
+   against the compared command's (ratio = this / compared). On a loaded shared
+   machine the wall times scatter by more than two versions differ; CPU time is
+   the steadier figure. A server case's CPU time is its whole cycle (ping, exit).
+
 Every measurement is repeated (7 times by default) and the medians are
 reported; the repeats are interleaved, so slow drift on the machine (other
 work on two shared cores) hits every row alike. Targets: first reply <= 0.3 s,
@@ -62,6 +69,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import shlex
 import statistics
 import tempfile
@@ -247,6 +255,23 @@ def face_cases(
     return cases
 
 
+def children_cpu_s() -> float:
+    """User and system seconds of every child this process has reaped so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def with_cpu(name: str, case: Case) -> Case:
+    """`case`, also reporting as `cpu-NAME` the CPU time of what it started (see 6.)."""
+
+    async def measured() -> dict[str, float]:
+        before = children_cpu_s()
+        values = await case()
+        return values | {f"cpu-{name}": children_cpu_s() - before}
+
+    return measured
+
+
 def timed(name: str, measure: Callable[[], Awaitable[float]]) -> Case:
     async def case() -> dict[str, float]:
         return {name: await measure()}
@@ -352,6 +377,8 @@ async def run(server: tuple[str, ...], compare: tuple[str, ...] | None, repeat: 
             reply, _, _ = await first_reply(bare)
             return {"bare": reply}
 
+        if compare:
+            cases = {name: with_cpu(name, case) for name, case in cases.items()}
         cases |= {
             "bare": bare_reply,
             "pass": timed("pass", lambda: run_to_exit((python, "-c", "pass"))),
@@ -377,9 +404,32 @@ async def run(server: tuple[str, ...], compare: tuple[str, ...] | None, repeat: 
         Row("import pygls (minus pass)", "s", pygls, "-", None),
         Row("first reply minus pygls import", "s", med["server"] - pygls, "-", None, med["bare"]),
     ]
+    if compare:
+        rows += cpu_rows(med)
     print()
     print("\n".join(format_table(rows)))
     return 0
+
+
+CPU_ROWS: Final = (
+    ("server", "server cycle"),
+    ("version", "--version"),
+    ("help", "--help"),
+    ("run", "run -- true"),
+    ("mcp", "mcp: initialize answered"),
+    ("runs", "runs"),
+    ("show", "show RUN"),
+)
+
+
+def cpu_rows(med: dict[str, float]) -> list[Row]:
+    """CPU time of each case against the compared command's (see 6.): no worse."""
+    rows = []
+    for name, shown in CPU_ROWS:
+        if f"cpu-{name}" in med and f"cpu-{name}-compare" in med:
+            value, before = med[f"cpu-{name}"], med[f"cpu-{name}-compare"]
+            rows.append(Row(f"CPU: {shown}", "s", value, "<= compare", value <= before, before))
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -506,8 +506,11 @@ def test_version_and_help_load_none_of_the_server(option: str) -> None:
 
 
 # What reading the history must not load: the server's dispatch, the wire's types and
-# converter (only `--json` asks for them), the event loop, planning, process work.
+# converter (only `--json` asks for them), the event loop, planning, process work, and
+# what the run state machine makes and takes (events, endings: loaded on first use).
 NOT_FOR_READING_HISTORY = (
+    "subagent_host.values.events",
+    "subagent_host.runs.endings",
     "pygls",
     "lsprotocol",
     "asyncio",

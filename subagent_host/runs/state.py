@@ -19,24 +19,12 @@ import collections
 import json.encoder
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
 from subagent_host.backends.exits import StoppedBy
 from subagent_host.runs import lifecycle_log
-from subagent_host.runs.endings import (
-    Cancelled,
-    ChildCompleted,
-    ChildEnding,
-    ChildFailed,
-    ChildTimedOut,
-    Failed,
-    Interrupted,
-    LimitReached,
-    RunEnding,
-    TimedOut,
-)
 from subagent_host.values import BACKGROUND_MODE, RunKind
 
 # Statuses are what clients see too, so they live in values; re-exported for the machine's readers.
@@ -48,7 +36,6 @@ from subagent_host.values.choices import (
     SessionDigestSource,
     StepStatus,
 )
-from subagent_host.values.events import ChildEvent, Event, StatusEvent, text_of
 from subagent_host.values.facts import (
     Diagnostic,
     ErrorInfo,
@@ -58,6 +45,12 @@ from subagent_host.values.facts import (
     Workspace,
 )
 from subagent_host.values.steps import StepState as StepState
+
+if TYPE_CHECKING:
+    # Imported where the machine makes events and takes endings: what reads runs back
+    # (`subagent-host runs`, `show`: store/browse.py) needs neither (tests/terminal).
+    from subagent_host.runs.endings import ChildEnding, RunEnding
+    from subagent_host.values.events import Event
 
 NEXT: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
     # A queued child may end without running: stopped, or its chain ended first.
@@ -95,6 +88,8 @@ def event_bytes(event: RunEvent) -> int:
     """What one event counts against MAX_EVENT_BYTES_KEPT: its text (an `output`, `activity` or
     `message` event's, a terminal `status` event's output) or a `tool` event's summary as JSON
     writes it on the wire, plus the rest."""
+    from subagent_host.values.events import text_of  # loaded with the machine's events
+
     text = text_of(event.payload)
     if text is None:
         return EVENT_OVERHEAD_BYTES
@@ -350,6 +345,8 @@ class RunStateMachine:
 
     def start(self, run: Run) -> bool:
         """A queued run is running: its first child started. False if it is not queued."""
+        from subagent_host.values.events import StatusEvent  # see TYPE_CHECKING above
+
         if not self._move(run, RunStatus.RUNNING):
             return False
         self.emit(run, StatusEvent(status=RunStatus.RUNNING))
@@ -357,6 +354,8 @@ class RunStateMachine:
 
     def transition(self, run: Run, ending: RunEnding) -> bool:
         """End the run with `ending`; False (and no change) if it has ended already."""
+        from subagent_host.values.events import StatusEvent  # see TYPE_CHECKING above
+
         to = ending.status
         if not self._move(run, to):
             return False
@@ -382,6 +381,8 @@ class RunStateMachine:
     ) -> bool:
         """A queued child's process started (as far as known: `pid`, its group, the node it
         runs on); False if the child is not queued."""
+        from subagent_host.values.events import ChildEvent  # see TYPE_CHECKING above
+
         if not self._move(child, RunStatus.RUNNING):
             return False
         child.pid, child.pgid, child.node = pid, pgid, node
@@ -396,6 +397,8 @@ class RunStateMachine:
 
     def transition_child(self, run: Run, child: ChildRun, ending: ChildEnding) -> bool:
         """End one child with `ending`; False (and no change) if it has ended already."""
+        from subagent_host.values.events import ChildEvent  # see TYPE_CHECKING above
+
         to = ending.status
         if not self._move(child, to):
             return False
@@ -440,6 +443,8 @@ class RunStateMachine:
 
     def created(self, run: Run) -> None:
         """A new run, queued until its first child starts: its first event (seq 1)."""
+        from subagent_host.values.events import StatusEvent  # see TYPE_CHECKING above
+
         lifecycle_log.run_started(run)
         self.emit(run, StatusEvent(status=run.status))
 
@@ -451,6 +456,8 @@ class RunStateMachine:
         be set again, exactly once, when the new attempt has ended. The run is
         `running` again once the new attempt starts.
         """
+        from subagent_host.values.events import StatusEvent  # see TYPE_CHECKING above
+
         if run.status not in TERMINAL:
             raise ValueError("only a terminal run can be reopened")
         run.status = RunStatus.QUEUED
@@ -483,6 +490,14 @@ def _keep(run: Run, event: RunEvent) -> None:
 
 def _record_run_ending(run: Run, ending: RunEnding | None) -> None:
     """Write `ending`'s facts onto the run, each other fact of an ending cleared (None: all)."""
+    from subagent_host.runs.endings import (  # see TYPE_CHECKING above
+        Cancelled,
+        Failed,
+        Interrupted,
+        LimitReached,
+        TimedOut,
+    )
+
     run.output = ending.output if ending is not None else None
     run.error = ending.error if isinstance(ending, Failed) else None
     run.reason = ending.reason if isinstance(ending, Cancelled | TimedOut | Interrupted) else None
@@ -493,6 +508,12 @@ def _record_run_ending(run: Run, ending: RunEnding | None) -> None:
 def _record_child_ending(child: ChildRun, ending: ChildEnding) -> None:
     """Write `ending`'s facts onto the child: its output, its error or its reason, and how
     its process ended when that is known (else the child keeps what it has)."""
+    from subagent_host.runs.endings import (  # see TYPE_CHECKING above
+        ChildCompleted,
+        ChildFailed,
+        ChildTimedOut,
+    )
+
     child.output = ending.output
     if isinstance(ending, ChildFailed):
         child.error = ending.error

@@ -11,15 +11,19 @@ import functools
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING
 
 import attrs
 
 from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.store.records import child_record, dumps, run_record
-from subagent_host.values.events import EVENT_CLASSES, EVENT_ENUMS, EVENT_TYPES, Event
 from subagent_host.values.facts import OutputInfo, Usage
 from subagent_host.values.json_values import JsonObject
+
+if TYPE_CHECKING:
+    # The event classes load with the first event written or read: what reads runs
+    # alone (`subagent-host runs`, `show`) never loads them (tests/terminal).
+    from subagent_host.values.events import Event
 
 
 @attrs.frozen
@@ -134,23 +138,28 @@ def event_from_record(seq: int, record: JsonObject) -> RunEvent:
     if not isinstance(kind, str) or not isinstance(at, str) or not isinstance(stored, dict):
         raise ValueError(f"event {seq} is not an event as the store keeps one")
     fields: dict[str, object] = dict(stored)
-    for name in fields.keys() & _READ.keys():
-        fields[name] = _READ[name](fields[name])
+    read = _readers()
+    for name in fields.keys() & read.keys():
+        fields[name] = read[name](fields[name])
+    from subagent_host.values.events import EVENT_CLASSES  # see TYPE_CHECKING above
+
     # Its fields by name, as `event_record` wrote them from the same class.
     make: Callable[..., Event] = EVENT_CLASSES[kind]
     return RunEvent(seq=seq, at=datetime.fromisoformat(at), payload=make(**fields))
 
 
-_FIELD_NAMES: Final[Mapping[type[Event], tuple[str, ...]]] = {
-    kind: tuple(field.name for field in attrs.fields(kind)) for kind in EVENT_TYPES
-}
+@functools.cache
+def _field_names() -> Mapping[type[Event], tuple[str, ...]]:
+    from subagent_host.values.events import EVENT_TYPES  # see TYPE_CHECKING above
+
+    return {kind: tuple(field.name for field in attrs.fields(kind)) for kind in EVENT_TYPES}
 
 
 def _stored_fields(payload: Event) -> dict[str, object]:
     # Per event (a streaming run writes thousands): field names looked up once per class;
     # statuses, phases and kinds are str enumerations, written as their values by JSON itself.
     fields: dict[str, object] = {}
-    for name in _FIELD_NAMES[type(payload)]:
+    for name in _field_names()[type(payload)]:
         value = getattr(payload, name)
         if value is None:
             continue
@@ -162,9 +171,12 @@ def _stored_fields(payload: Event) -> dict[str, object]:
     return fields
 
 
-def _readers() -> dict[str, Callable[..., object]]:
+@functools.cache
+def _readers() -> Mapping[str, Callable[..., object]]:
     """Stored fields that are not plain JSON values, by name: what reads each back (an
     enumeration's member, an attrs value from its snake_case fields)."""
+    from subagent_host.values.events import EVENT_ENUMS, EVENT_TYPES  # see TYPE_CHECKING above
+
     found: dict[str, Callable[..., object]] = {}
     for kind in EVENT_TYPES:
         for name, hint in typing.get_type_hints(kind).items():
@@ -178,6 +190,3 @@ def _readers() -> dict[str, Callable[..., object]]:
 
 def _from_fields(kind: type[object], fields: dict[str, object]) -> object:
     return kind(**fields)
-
-
-_READ: Final = _readers()
