@@ -118,11 +118,9 @@ class ParallelStep(StepFields):
     """The step's items, 1..8."""
 
 
-# Its description (the OpenRPC document's, kept as published) calls the template
-# `for_each`: the field is `over`, `forEach` on the wire.
 @attrs.frozen(kw_only=True)
 class ForEachStep(StepFields):
-    """A workflow step running `item` once per element of the JSON array `for_each` yields."""
+    """A workflow step running `item` once per element of the JSON array `forEach` yields."""
 
     over: str = attrs.field(metadata={WIRE_NAME: "forEach"})
     """Wire name `forEach`: a template whose text must be a JSON array (at most 32 elements)."""

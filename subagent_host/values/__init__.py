@@ -121,7 +121,8 @@ DEPTH_VARIABLE: Final = "SUBAGENT_HOST_DEPTH"
 
 
 def camel_case(name: str) -> str:
-    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; `as_` -> `as` (a Python keyword)."""
+    """`enforced_timeout_ms` -> `enforcedTimeoutMs`; a trailing `_` (a name that would be a
+    Python keyword) is dropped. A field whose wire name differs declares it (`wire_names.py`)."""
     head, *rest = name.removesuffix("_").split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
