@@ -1,0 +1,163 @@
+"""What every interactive conversation with an agent CLI says and hears, as types.
+
+A `Conversation` is sans-I/O: it never reads or writes a pipe. Its caller (the child's
+supervision) hands it each line the CLI prints (`on_line`) and each request of a client
+(`opening`, `send`, `interrupt`, `answer`), and carries out the `Reaction`s it returns
+in order: bytes to write to the CLI's stdin, a signal to send, and what happened
+(a turn started or ended, a permission is asked, the normalized agent events of
+backends/events.py). Keeping the protocol free of I/O lets one module per CLI be
+tested line by line, and leaves stdin, signals and timeouts to the one code that owns
+the child's process.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+from subagent_host.backends.events import AgentEvent, ToolKind
+
+
+class Delivery(enum.StrEnum):
+    """How a live message is to reach the model."""
+
+    QUEUE = "queue"
+    """When the current turn ends (or at once, when no turn runs)."""
+    STEER = "steer"
+    """Into the current turn, where the CLI can take it there."""
+
+
+class DeliveryState(enum.StrEnum):
+    """Where a live message is: written to the CLI, or waiting for the turn to end."""
+
+    DELIVERED = "delivered"
+    QUEUED = "queued"
+    DROPPED = "dropped"
+    """Still queued when the child ended: never replayed into a later attempt."""
+
+
+class OptionKind(enum.StrEnum):
+    """A permission answer's kind, modelled on ACP's permission options."""
+
+    ALLOW_ONCE = "allow-once"
+    ALLOW_ALWAYS = "allow-always"
+    REJECT_ONCE = "reject-once"
+    REJECT_ALWAYS = "reject-always"
+
+
+@attrs.frozen
+class PermissionOption:
+    """One answer a permission offers."""
+
+    option_id: str
+    name: str
+    kind: OptionKind
+
+
+@attrs.frozen
+class Write:
+    """Bytes to write to the CLI's stdin, as they are (each message ends its own line)."""
+
+    data: bytes
+
+
+@attrs.frozen
+class Signal:
+    """A signal for the CLI's process (a `command` child's interrupt is SIGINT)."""
+
+    signum: signal.Signals
+
+
+@attrs.frozen
+class TurnStarted:
+    """The CLI began a turn: its model works on a message."""
+
+
+@attrs.frozen
+class TurnEnded:
+    """The CLI ended a turn and waits for input. `stop_reason`: `end_turn`,
+    `interrupted`, or the CLI's own reason when it says one (`error`, `max_turns`...)."""
+
+    stop_reason: str
+
+
+@attrs.frozen
+class PermissionAsked:
+    """The CLI asks before it runs a tool; `answer(permission_id, option_id)` replies."""
+
+    permission_id: str
+    tool_id: str | None
+    name: str
+    kind: ToolKind
+    summary: str
+    options: tuple[PermissionOption, ...]
+
+
+@attrs.frozen
+class MessageDelivered:
+    """A message a `send` queued was written to the CLI (its turn came)."""
+
+    message_id: str
+
+
+@attrs.frozen
+class ProtocolFailure:
+    """The CLI broke its protocol (a line that cannot be what it must be): the child
+    fails with `reason`; the conversation says nothing more."""
+
+    reason: str
+
+
+Reaction = (
+    Write
+    | Signal
+    | TurnStarted
+    | TurnEnded
+    | PermissionAsked
+    | MessageDelivered
+    | ProtocolFailure
+    | AgentEvent
+)
+
+
+class Conversation(Protocol):
+    """One interactive child's protocol state (one per started CLI process)."""
+
+    @property
+    def turn_running(self) -> bool:
+        """True from a turn's start until its end."""
+        ...
+
+    def opening(self, prompt: str) -> Sequence[Reaction]:
+        """What to write first: the protocol's handshake, if any, and the first turn's
+        prompt (or the handshake alone, the prompt following from `on_line` once the
+        CLI has answered it)."""
+        ...
+
+    def on_line(self, line: bytes) -> Sequence[Reaction]:
+        """One line of the CLI's stdout (without its newline)."""
+        ...
+
+    def send(
+        self, message_id: str, text: str, delivery: Delivery
+    ) -> tuple[Sequence[Reaction], DeliveryState]:
+        """A live message: written now (`delivered`), or kept until the current turn ends
+        (`queued`; a `MessageDelivered` follows when it is written)."""
+        ...
+
+    def interrupt(self) -> Sequence[Reaction]:
+        """End the current turn, not the CLI (nothing when no turn runs)."""
+        ...
+
+    def answer(self, permission_id: str, option_id: str) -> Sequence[Reaction]:
+        """Reply to a `PermissionAsked` (KeyError: no such pending permission; ValueError:
+        an option it did not offer)."""
+        ...
+
+    def queued(self) -> Sequence[str]:
+        """The ids of the messages still queued (they are dropped when the child ends)."""
+        ...
