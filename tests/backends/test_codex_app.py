@@ -59,6 +59,12 @@ def is_method(method: str) -> Callable[[bytes], bool]:
     return lambda line: json.loads(line).get("method") == method
 
 
+def is_command_started(line: bytes) -> bool:
+    message = json.loads(line)
+    item = message.get("params", {}).get("item", {})
+    return bool(message.get("method") == "item/started" and item["type"] == "commandExecution")
+
+
 class Replay:
     """A recorded conversation fed line by line to a fresh conversation, which writes
     what it wrote when it was recorded (the same request ids)."""
@@ -213,9 +219,9 @@ def test_a_steer_codex_refuses_is_written_again_as_the_next_turn() -> None:
     assert turn["params"]["input"] == [{"type": "text", "text": "late"}]
 
 
-def test_an_interrupt_ends_the_turn_and_says_commands_may_be_left_running() -> None:
+def test_an_interrupt_ends_the_turn_and_names_the_command_left_running() -> None:
     replay = Replay("interrupt", prompt="SLEEP-TOOL please")
-    replay.until(is_method("turn/started"))
+    [started] = of_type(replay.until(is_command_started), ToolStarted)
     [interrupt] = written(replay.conversation.interrupt())
     turn_id = json.loads(
         next(line for line in lines_of("interrupt") if is_method("turn/started")(line))
@@ -223,13 +229,27 @@ def test_an_interrupt_ends_the_turn_and_says_commands_may_be_left_running() -> N
     assert interrupt["method"] == "turn/interrupt"
     assert interrupt["params"] == {"threadId": replay.conversation.thread_id, "turnId": turn_id}
     ended = replay.until(is_method("turn/completed"))
-    assert ended[-1] == TurnEndedLeavingCommands("interrupted", ())
+    left = LeftRunning(started.tool_id, "/bin/bash -lc 'sleep 300'")
+    assert ended[-1] == TurnEndedLeavingCommands("interrupted", (left,))
     assert isinstance(ended[-1], TurnEnded) and ended[-1].stop_reason == "interrupted"
+    # Its result never reaches the model: the call ended with the turn.
+    assert ToolEnded(started.tool_id, "shell", ToolKind.EXECUTE, is_error=True) in ended
     assert replay.conversation.interrupt() == []  # no turn runs: nothing to do
     reactions, state = replay.conversation.send("m1", "ANSWER-NOW REPEAT:after", Delivery.QUEUE)
     assert state is DeliveryState.DELIVERED and written(reactions)[0]["method"] == "turn/start"
     rest = replay.rest()
     assert "".join(t.text for t in of_type(rest, MessageText)).endswith(" after")
+    assert not of_type(rest, ToolStarted)  # nothing of the command is told again
+
+
+def test_every_interrupted_turn_says_commands_may_be_left_running() -> None:
+    replay = Replay("turns")
+    started = json.loads(next(line for line in replay.lines if is_method("turn/started")(line)))
+    replay.until(is_method("turn/started"))
+    interrupted = {**started["params"]["turn"], "status": "interrupted"}
+    line = {"method": "turn/completed", "params": {**started["params"], "turn": interrupted}}
+    ended = replay.conversation.on_line(json.dumps(line).encode())
+    assert ended[-1] == TurnEndedLeavingCommands("interrupted", ())
 
 
 def test_an_interrupt_before_codex_names_the_turn_waits_for_its_id() -> None:

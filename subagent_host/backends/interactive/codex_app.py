@@ -34,16 +34,17 @@ What the conversation writes and reads, in order:
   the turn ended before codex read it (it answers an error, e.g. -32600 "no active
   turn to steer"), the message is written again as the next turn's input.
 - Interrupt: `turn/interrupt {threadId, turnId}` → `turn/completed` with status
-  `interrupted`. codex does not end the command its turn was running: that command
-  never gets its `item/completed`, and the sandboxed process (under
-  `codex-linux-sandbox` and `bwrap --new-session`, so in a session and process group
-  of its own) goes on. An interrupted turn's end is therefore a
-  `TurnEndedLeavingCommands` (a `TurnEnded`), naming the commands codex announced
-  and did not finish (possibly none: a command that needs no approval is announced
-  only when it ends or yields); the processes are descendants of the codex process,
-  which is how the supervision's tree tracking finds and ends them. codex reports no
-  OS process id: a command item's `processId` is codex's own handle of its PTY
-  session, and comes only with `item/completed` anyway.
+  `interrupted`. codex does not always end the command its turn was running: one
+  interrupted in its first moments it ends, but one that has run a while (codex has
+  announced it with `item/started` by then, and waits for it in the background) goes
+  on, sandboxed under `codex-linux-sandbox` and `bwrap --new-session` (a session and
+  process group of its own), and never gets its `item/completed`. So every
+  interrupted turn ends with a `TurnEndedLeavingCommands` (a `TurnEnded`) naming the
+  commands codex announced and did not finish (possibly none, and possibly one codex
+  did end); whatever is left is a descendant of the codex process, which is how the
+  supervision's tree tracking finds and ends it. codex reports no OS process id: a
+  command item's `processId` is codex's own handle of its PTY session, and comes
+  only with `item/completed` anyway.
 - Approvals: with `approvalPolicy: "untrusted"` codex asks before every command it
   does not know to be harmless with the request `item/commandExecution/
   requestApproval {itemId, command, ...}` (ids from 0), and before a patch with
@@ -151,13 +152,14 @@ class LeftRunning:
 @attrs.frozen
 class TurnEndedLeavingCommands(TurnEnded):
     """A turn ended that may have left commands running: every interrupted turn (codex
-    does not end the command an interrupt stops), and any turn that ended before a
-    command it announced completed. `left_running` names the commands codex announced;
-    it may name none, since codex announces a command that runs without approval only
-    when it ends or yields. Whatever it left runs sandboxed under the codex process
-    (`codex-linux-sandbox`, `bwrap --new-session`: a session and process group of its
-    own), so the supervision ends it by walking the child's tree, as it ends any
-    leftover of a child (this type is this module's addition to base.py's reactions)."""
+    does not always end the command an interrupt stops), and any turn that ended before
+    a command it announced completed. `left_running` names the commands codex announced
+    and did not finish; it may name none (a command interrupted before codex announced
+    it) or one codex did end after all. Whatever is left runs sandboxed under the codex
+    process (`codex-linux-sandbox`, `bwrap --new-session`: a session and process group
+    of its own), so the supervision ends it by walking the child's tree, as it ends any
+    leftover of a child. This type is this module's addition to base.py's reactions;
+    a supervision that knows only `TurnEnded` still reads the turn's end from it."""
 
     left_running: tuple[LeftRunning, ...] = ()
 
