@@ -97,6 +97,10 @@ def of_type(reactions: Sequence[object], kind: type[T]) -> list[T]:
 def test_the_conversation_is_a_conversation() -> None:
     conversation: Conversation = CodexAppConversation(cwd=CWD)
     assert not conversation.turn_running and conversation.queued() == []
+    # Before there is a thread a message can only wait for the first turn's end.
+    reactions, state = conversation.send("m0", "early", Delivery.STEER)
+    assert (list(reactions), state) == ([], DeliveryState.QUEUED)
+    assert conversation.interrupt() == [] and conversation.queued() == ["m0"]
 
 
 def test_the_handshake_the_thread_then_the_prompts_turn() -> None:

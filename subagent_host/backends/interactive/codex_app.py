@@ -261,7 +261,7 @@ class CodexAppConversation:
     def send(
         self, message_id: str, text: str, delivery: Delivery
     ) -> tuple[Sequence[Reaction], DeliveryState]:
-        if not self._turn_running:
+        if not self._turn_running and self.thread_id is not None:
             return [self._start_turn([text])], DeliveryState.DELIVERED
         if delivery is Delivery.STEER and self._turn_id is not None and self.thread_id:
             params = {
