@@ -4,14 +4,16 @@ Checked with codex-cli 0.171.0 (its protocol is what `codex app-server
 generate-json-schema --out DIR` writes). The lines are JSON-RPC 2.0 without the
 `"jsonrpc"` member. The launch is
 
-    codex app-server -c approval_policy="POLICY" -c sandbox_mode="MODE"
+    codex app-server -c sandbox_mode="MODE"
           [-c sandbox_workspace_write.network_access=BOOL] [-c web_search="disabled"]
           [-c model_reasoning_effort="LEVEL"] [-c developer_instructions="..."]
           [lean switches]
 
 with the sandbox tiers, thinking, instructions and lean switches of the one-shot
-`codex exec` launch (backends/codex.py), and the working directory, the model and
-the provider coming from the same item and `$CODEX_HOME/config.toml`.
+`codex exec` launch (backends/codex.py); the model provider is the one
+`$CODEX_HOME/config.toml` names, as for `codex exec`. The thread is told the working
+directory, the model, the sandbox mode again, and the approval policy (`never`,
+codex's one-shot behaviour, unless the host answers approvals: `untrusted`).
 
 What the conversation writes and reads, in order:
 
@@ -173,13 +175,6 @@ def interactive_launch(item: ItemSpec, executable: str = EXECUTABLE) -> Launch:
     return Launch(argv=tuple(argv), stdin=None, env=dict(item.env), cwd=item.cwd)
 
 
-@attrs.frozen
-class _Pending:
-    """A permission codex waits for: its JSON-RPC id, as codex wrote it."""
-
-    request_id: int | str
-
-
 class CodexAppConversation:
     """One `codex app-server` child's conversation (see the module's docstring)."""
 
@@ -210,7 +205,7 @@ class CodexAppConversation:
         self._turn_id: str | None = None
         self._interrupt_wanted = False  # asked before codex said the turn's id
         self._queue: list[tuple[str, str]] = []  # (message id, text)
-        self._permissions: dict[str, _Pending] = {}
+        self._permissions: dict[str, int | str] = {}  # codex's request ids, as it wrote them
         self._items: dict[str, dict[str, Any]] = {}  # tool items started, by id
         self._abandoned: set[str] = set()  # tool items a turn ended without
         self._streamed: set[str] = set()  # agent messages whose text came in deltas
@@ -285,11 +280,11 @@ class CodexAppConversation:
         return [self._interrupt_turn()]
 
     def answer(self, permission_id: str, option_id: str) -> Sequence[Reaction]:
-        pending = self._permissions[permission_id]  # KeyError: not pending
+        request_id = self._permissions[permission_id]  # KeyError: not pending
         if option_id not in {option.option_id for option in OPTIONS}:
             raise ValueError(f"codex did not offer {option_id!r}")
         del self._permissions[permission_id]
-        return [_write({"id": pending.request_id, "result": {"decision": option_id}})]
+        return [_write({"id": request_id, "result": {"decision": option_id}})]
 
     def queued(self) -> Sequence[str]:
         return [message_id for message_id, _ in self._queue]
@@ -352,7 +347,7 @@ class CodexAppConversation:
         params = params if isinstance(params, dict) else {}
         if method in (COMMAND_APPROVAL, FILE_CHANGE_APPROVAL):
             permission_id = str(request_id)
-            self._permissions[permission_id] = _Pending(request_id)
+            self._permissions[permission_id] = request_id
             return [self._permission(permission_id, method, params)]
         error = {"code": METHOD_NOT_FOUND, "message": f"{short(method)} is not supported"}
         return [_write({"id": request_id, "error": error})]
