@@ -97,7 +97,7 @@ from subagent_host.backends.base import (
     Launch,
     ParsedOutcome,
 )
-from subagent_host.backends.events import ToolKind, summary_of
+from subagent_host.backends.events import NormalizedEvents, ToolKind, summary_of
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.jsonlines import JsonEventParser
 from subagent_host.backends.reports import ERROR_LABEL, STDERR_TAIL_BYTES, exit_message, short
@@ -117,21 +117,20 @@ TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     WORKSPACE_NETWORK: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE, NETWORK}),
 }
 NO_WEB_SEARCH: Final = ("-c", 'web_search="disabled"')
+SANDBOX_MODES: Final[Mapping[str, str]] = {
+    READ_ONLY: "read-only",
+    WORKSPACE_WRITE: "workspace-write",
+    WORKSPACE_NETWORK: "workspace-write",
+}
+"""codex's sandbox mode for each tier (`--sandbox`, `sandbox_mode`, a thread's `sandbox`)."""
+SANDBOX_CONFIG: Final[Mapping[str, tuple[str, ...]]] = {
+    READ_ONLY: NO_WEB_SEARCH,
+    WORKSPACE_WRITE: ("-c", "sandbox_workspace_write.network_access=false", *NO_WEB_SEARCH),
+    WORKSPACE_NETWORK: ("-c", "sandbox_workspace_write.network_access=true"),
+}
+"""What each tier sets besides the mode: the sandbox's network, codex's web search."""
 SANDBOX_FLAGS: Final[Mapping[str, tuple[str, ...]]] = {
-    READ_ONLY: ("--sandbox", "read-only", *NO_WEB_SEARCH),
-    WORKSPACE_WRITE: (
-        "--sandbox",
-        "workspace-write",
-        "-c",
-        "sandbox_workspace_write.network_access=false",
-        *NO_WEB_SEARCH,
-    ),
-    WORKSPACE_NETWORK: (
-        "--sandbox",
-        "workspace-write",
-        "-c",
-        "sandbox_workspace_write.network_access=true",
-    ),
+    tier: ("--sandbox", SANDBOX_MODES[tier], *SANDBOX_CONFIG[tier]) for tier in TIERS
 }
 # A lean child reads no AGENTS.md (project docs), lists no skills, and runs no hooks,
 # plugins or apps (connectors). MCP servers of `config.toml` stay: a `-c` override
@@ -184,15 +183,9 @@ class CodexBackend(AgentCLI):
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
         argv += ["-c", 'approval_policy="never"', *SANDBOX_FLAGS[sandbox_tier(item)]]
-        if item.model is not None:
-            # Agent definitions name models `provider/id`; codex takes the id.
-            argv += ["-m", item.model.removeprefix("openai/")]
-        if item.thinking is not None:
-            argv += ["-c", f'model_reasoning_effort="{item.thinking}"']
-        if item.instructions is not None:
-            argv += ["-c", f"developer_instructions={toml_string(item.instructions)}"]
-        if item.session_resources == LEAN:
-            argv += LEAN_FLAGS
+        if (model := model_id(item)) is not None:
+            argv += ["-m", model]
+        argv += session_options(item)
         if item.resume_session is not None:
             # After `--`: an id can never be taken for an option.
             argv += ["resume", "--", item.resume_session]
@@ -201,6 +194,24 @@ class CodexBackend(AgentCLI):
 
     def parser(self) -> CodexParser:
         return CodexParser()
+
+
+def model_id(item: ItemSpec) -> str | None:
+    """The item's model as codex names it (agent definitions say `provider/id`)."""
+    return None if item.model is None else item.model.removeprefix("openai/")
+
+
+def session_options(item: ItemSpec) -> list[str]:
+    """The options every codex launch of the item takes (`exec` and `app-server` alike):
+    its thinking effort, its instructions, and a lean session's switches."""
+    options: list[str] = []
+    if item.thinking is not None:
+        options += ["-c", f'model_reasoning_effort="{item.thinking}"']
+    if item.instructions is not None:
+        options += ["-c", f"developer_instructions={toml_string(item.instructions)}"]
+    if item.session_resources == LEAN:
+        options += LEAN_FLAGS
+    return options
 
 
 def toml_string(text: str) -> str:
@@ -303,7 +314,7 @@ class CodexParser(JsonEventParser):
             name = f"mcp {short(item.get('server'))}.{short(item.get('tool'))}"
         if name is None:
             return
-        self._tell_tool(item, name, completed=completed)
+        tell_tool(self._events, item, name, completed=completed)
         item_id = item.get("id")
         if completed and not (self._tools_running - {item_id}):
             # The tools' results go back to the model: what comes next is a new response.
@@ -319,16 +330,6 @@ class CodexParser(JsonEventParser):
         elif not completed:
             return  # without an id it is told once, when it completes
         self._pending_activity.append(f"tool {name}")
-
-    def _tell_tool(self, item: dict[str, Any], name: str, *, completed: bool) -> None:
-        """Normalized tool events: a start once, an end when it completes (an item that
-        only ever completes starts and ends at once)."""
-        item_id = item.get("id")
-        if not self._events.is_tool_running(item_id):
-            kind, summary = _tool_kind(item)
-            self._events.tool_began(item_id, name.removeprefix("mcp "), kind, summary)
-        if completed:
-            self._events.tool_ended(item_id, is_error=_failed(item))
 
     def _count_turn(self, item: dict[str, Any]) -> None:
         """A new item (not a warning) after the tools' results begins a model response."""
@@ -379,14 +380,7 @@ class CodexParser(JsonEventParser):
     def _usage_total(self) -> Usage | None:
         if not self._saw_usage:
             return None
-        total_input, output, cached, cache_write = self._usage
-        return Usage(
-            input_tokens=max(total_input - cached, 0),
-            output_tokens=output,
-            cache_read_tokens=cached,
-            cache_write_tokens=cache_write,
-            cost_usd=None,
-        )
+        return usage_of(*self._usage)
 
     def _stderr_error(self) -> str | None:
         """codex's own last `Error: ...` line on stderr, if it printed one, without the label."""
@@ -414,7 +408,32 @@ def retries_spent(reason: str) -> bool:
     return match is not None and int(match.group(1)) >= int(match.group(2)) > 0
 
 
-def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:
+def usage_of(total_input: int, output: int, cached: int, cache_write: int) -> Usage:
+    """codex's token counts as a child's usage: its input counts the cached input too,
+    the usage's input is the uncached part; codex reports no cost."""
+    return Usage(
+        input_tokens=max(total_input - cached, 0),
+        output_tokens=output,
+        cache_read_tokens=cached,
+        cache_write_tokens=cache_write,
+        cost_usd=None,
+    )
+
+
+def tell_tool(
+    events: NormalizedEvents, item: Mapping[str, Any], name: str, *, completed: bool
+) -> None:
+    """A tool item's normalized events: a start once, an end when it completes (an item
+    that only ever completes starts and ends at once). `item` in `exec --json`'s shape."""
+    item_id = item.get("id")
+    if not events.is_tool_running(item_id):
+        kind, summary = tool_kind(item)
+        events.tool_began(item_id, name.removeprefix("mcp "), kind, summary)
+    if completed:
+        events.tool_ended(item_id, is_error=tool_failed(item))
+
+
+def tool_kind(item: Mapping[str, Any]) -> tuple[ToolKind, str | None]:
     """A tool item's ACP kind and the summary of what it does."""
     kind = item.get("type")
     if kind == "command_execution":
@@ -434,11 +453,13 @@ def _tool_kind(item: dict[str, Any]) -> tuple[ToolKind, str | None]:
     return ToolKind.OTHER, None
 
 
-def _failed(item: dict[str, Any]) -> bool:
-    """Whether a completed tool item failed: its status, or a command's exit code."""
+def tool_failed(item: Mapping[str, Any]) -> bool:
+    """Whether a completed tool item failed: its status (a declined one did not run), or
+    a command's exit code."""
     exit_code = item.get("exit_code")
     nonzero = isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
-    return item.get("status") == "failed" or nonzero or item.get("error") not in (None, "")
+    failed = item.get("status") in ("failed", "declined")
+    return failed or nonzero or item.get("error") not in (None, "")
 
 
 def _message(value: object) -> str | None:
