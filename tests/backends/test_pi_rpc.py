@@ -222,6 +222,19 @@ def test_an_interrupt_or_a_steer_before_pi_began_the_run_waits_for_agent_start()
     assert conversation.interrupt() == []
 
 
+def test_a_steer_pi_takes_after_its_run_ended_is_a_turn_pi_started() -> None:
+    conversation = PiRpcConversation()
+    conversation.opening(FIRST)
+    conversation.on_line(AGENT_START)
+    said, state = conversation.send("s1", STEERED, Delivery.STEER)
+    assert state is DeliveryState.DELIVERED and written(said)[0]["streamingBehavior"] == "steer"
+    ended = conversation.on_line(b'{"type":"agent_end","messages":[]}')
+    assert ended == [TurnEnded("end_turn")] and not conversation.turn_running
+    # pi was idle when the steer came: it ran it as a prompt of its own.
+    assert conversation.on_line(AGENT_START) == [TurnStarted()]
+    assert conversation.turn_running
+
+
 def test_a_refused_message_fails_the_conversation_with_pis_error() -> None:
     conversation = PiRpcConversation()
     conversation.opening(FIRST)

@@ -49,6 +49,8 @@ after the run that failed it ended) and ends at `agent_end`, its stop reason the
 assistant message's: `stop` is `end_turn`, `aborted` is `interrupted`, others (`error`,
 `length`) are pi's own. pi prints `auto_retry_start` after the failed run's
 `agent_end`, so a retried request is two turns: one ended `error`, one started by pi.
+A steer that reaches pi once its run ended (its `agent_end` not read here yet) starts a
+run of its own, which is counted the same way: a turn pi started.
 
 A `response` with `success: false` to a command of ours (a refused message, say "No
 API key found") is a `ProtocolFailure` naming the message and pi's error: the
@@ -147,6 +149,9 @@ class PiRpcConversation:
             reactions += self._run_began()
         self._parser.on_event(event)
         reactions += self._parser.events()
+        # The one-shot run's activity lines say what the tool events say already: not
+        # kept, so that a long conversation does not pile them up.
+        self._parser.activity()
         if kind == "agent_end" and self._turn_running:
             reactions += self._turn_ended(event)
         return reactions
