@@ -12,7 +12,9 @@ shapes `--mode json` prints (`agent_start`, `turn_start`, `message_update`,
 `tool_execution_*`, `message_end`, `agent_end`, `auto_retry_*`, `queue_update`...), which
 `PiParser` turns into the normalized agent events, one parser for both modes.
 
-What this driver writes, and why:
+What this driver writes, and why (seen on the wire against the mock LLM; the races,
+which cannot be shown on demand, read in pi's source: `core/agent-session.js`, and
+`agent-loop.js` of `@mariozechner/pi-agent-core`):
 
 - `get_state` first: rpc mode prints no `session` event, and a resume needs pi's
   session id (`session_id`, from the response's `data.sessionId`).
