@@ -81,19 +81,27 @@ class JsonLines:
         if len(line) > self._max:
             self.dropped_lines += 1
             return None
-        stripped = line.strip()
-        if not stripped:
+        if not line.strip():
             return None
-        try:
-            event = json.loads(stripped)
-        except (ValueError, RecursionError):
-            event = None
-        if isinstance(event, dict):
-            if SURROGATE_ESCAPE.search(stripped) is not None:
-                mend_tree(event)  # no lone surrogate goes further than this
-            return event
-        self.text.feed(line + b"\n")
+        event = json_object(line)
+        if event is None:
+            self.text.feed(line + b"\n")
+        return event
+
+
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object one line holds (lone surrogates mended), or None when it holds
+    something else: not JSON, or JSON that is not an object."""
+    stripped = line.strip()
+    try:
+        event = json.loads(stripped)
+    except (ValueError, RecursionError):
         return None
+    if not isinstance(event, dict):
+        return None
+    if SURROGATE_ESCAPE.search(stripped) is not None:
+        mend_tree(event)  # no lone surrogate goes further than this
+    return event
 
 
 class JsonEventParser:
@@ -161,6 +169,11 @@ class JsonEventParser:
     def on_stdout(self, data: bytes) -> None:
         for event in self._lines.feed(data):
             self._on_event(event)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """One event its caller read from a line itself (an interactive conversation,
+        which owns the CLI's stdout lines, backends/interactive/)."""
+        self._on_event(event)
 
     def on_stderr(self, data: bytes) -> None:
         self._stderr.feed(data)

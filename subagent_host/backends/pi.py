@@ -111,7 +111,12 @@ class PiBackend(AgentCLI):
         self.session_dir = session_dir
 
     def prepare(self, item: ItemSpec) -> Launch:
-        argv = [self.executable, "--mode", "json", "--session-dir", str(self.session_dir)]
+        return self.launch(self.argv(item, "json"), item)
+
+    def argv(self, item: ItemSpec, mode: str) -> list[str]:
+        """pi's command line for `item` in one of its modes: `json` for a one-shot run,
+        `rpc` for an interactive one (backends/interactive/pi_rpc.py)."""
+        argv = [self.executable, "--mode", mode, "--session-dir", str(self.session_dir)]
         if item.resume_session is not None:
             argv += ["--session", item.resume_session]
         if item.model is not None:
@@ -129,7 +134,7 @@ class PiBackend(AgentCLI):
             # final line break, instructions can never be taken for a path.
             text = item.instructions
             argv += ["--append-system-prompt", text if text.endswith("\n") else text + "\n"]
-        return self.launch(argv, item)
+        return argv
 
     def parser(self) -> PiParser:
         return PiParser()
