@@ -27,41 +27,37 @@ from subagent_host.backends.interactive.base import (
     Write,
 )
 from subagent_host.backends.interactive.claude_stream import (
+    STREAM_ARGS,
     Approvals,
     ClaudeConversation,
     interactive_launch,
 )
-from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, numbered_uuids
+from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, Seen, numbered_uuids
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "interactive"
 R = TypeVar("R")
 
 
-class Replay:
+class Replay(Seen):
     """A recording fed to a conversation line by line, up to the reaction a step waits for
     (as the recording's driver did, live)."""
 
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.lines = (FIXTURES / f"claude_{name}.jsonl").read_bytes().splitlines()
         self.conversation = ClaudeConversation(numbered_uuids())
-        self.seen: list[Reaction] = []
         self._next_line = 0
-        self._unread = 0
 
     def do(self, reactions: Sequence[Reaction]) -> list[Reaction]:
         self.seen += reactions
         return list(reactions)
 
     def next(self, kind: type[R]) -> R:
-        while True:
-            while self._unread < len(self.seen):
-                reaction = self.seen[self._unread]
-                self._unread += 1
-                if isinstance(reaction, kind):
-                    return reaction
+        while (reaction := self.take(kind)) is None:
             assert self._next_line < len(self.lines), f"no {kind.__name__} in the recording"
             self.do(self.conversation.on_line(self.lines[self._next_line]))
             self._next_line += 1
+        return reaction
 
     def rest(self) -> list[Reaction]:
         """Feed the remaining lines; what they caused."""
@@ -309,19 +305,27 @@ def test_the_launch_is_the_one_shot_child_s_talked_to_on_stdin() -> None:
     one_shot = backend.prepare(item).argv
     launch = interactive_launch(backend, item, Approvals.CLI)
     assert launch.stdin is None and launch.cwd == "/w" and launch.env == {"A": "1"}
-    assert launch.argv[:8] == (
-        "claude",
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--replay-user-messages",
-    )
+    assert launch.argv[:8] == ("claude", *STREAM_ARGS)
+    assert "--replay-user-messages" in STREAM_ARGS  # the echoes that say a message was taken
     assert launch.argv[8:] == one_shot[5:]  # what the child is, as a one-shot child's
     for approvals in (Approvals.CLIENT, Approvals.POLICY):
         asking = interactive_launch(backend, item, approvals).argv
         assert asking[8:11] == ("--permission-mode", "default", "--permission-prompt-tool")
         assert asking[11] == "stdio" and "--allowedTools" not in asking
         assert "--tools" in asking
+
+
+def test_lone_surrogates_in_a_line_are_mended() -> None:
+    conversation = ClaudeConversation()
+    conversation.opening("hello")
+    assistant = {
+        "type": "assistant",
+        "message": {"id": "m1", "content": [{"type": "text", "text": "a\\ud800b"}]},
+        "parent_tool_use_id": None,
+    }
+    line = json.dumps(assistant).replace("\\\\ud800", "\\ud800").encode()
+    assert b"\\ud800" in line
+    conversation.on_line(line)
+    result = {"type": "result", "subtype": "success", "is_error": False}
+    reactions = conversation.on_line(json.dumps(result).encode())
+    assert text_of(reactions) == "a\ufffdb"
