@@ -59,6 +59,15 @@ class Replay(Seen):
             self._next_line += 1
         return reaction
 
+    def through(self, marker: bytes) -> None:
+        """Feed the lines up to the next one holding `marker`, that one included."""
+        while True:
+            line = self.lines[self._next_line]
+            self.do(self.conversation.on_line(line))
+            self._next_line += 1
+            if marker in line:
+                return
+
     def rest(self) -> list[Reaction]:
         """Feed the remaining lines; what they caused."""
         start = len(self.seen)
@@ -329,3 +338,17 @@ def test_lone_surrogates_in_a_line_are_mended() -> None:
     result = {"type": "result", "subtype": "success", "is_error": False}
     reactions = conversation.on_line(json.dumps(result).encode())
     assert text_of(reactions) == "a\ufffdb"
+
+
+def test_an_interrupt_while_asking_withdraws_the_permission() -> None:
+    replay = Replay("interrupt_asking")
+    replay.do(replay.conversation.opening("write it please"))
+    asked = replay.next(PermissionAsked)
+    assert replay.conversation.pending_permissions() == [asked.permission_id]
+    replay.do(replay.conversation.interrupt())
+    replay.through(b'"control_cancel_request"')
+    assert replay.conversation.pending_permissions() == []
+    with pytest.raises(KeyError):
+        replay.conversation.answer(asked.permission_id, "allow-once")
+    assert replay.next(TurnEnded) == TurnEnded("interrupted")
+    assert replay.rest() == [] and not replay.conversation.turn_running

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 import psutil
+import pytest
 
 from subagent_host.backends.events import ToolStarted
 from subagent_host.backends.interactive.base import (
@@ -158,3 +159,18 @@ async def test_rejected_a_write_does_not_happen_and_the_model_is_told(tmp_path: 
             assert not (work / WRITTEN).exists()
             assert mock.requests_containing("The user refused this tool use.")
             assert await claude.close() == 0
+
+
+async def test_an_interrupt_while_asking_withdraws_the_permission(tmp_path: Path) -> None:
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        async with claude_child(tmp_path, mock, Approvals.CLIENT) as (claude, work):
+            await claude.act(claude.conversation.opening("write it please"))
+            asked = await claude.next(PermissionAsked)
+            await claude.act(claude.conversation.interrupt())
+            assert await claude.next(TurnEnded) == TurnEnded("interrupted")
+            assert claude.conversation.pending_permissions() == []
+            with pytest.raises(KeyError):
+                claude.conversation.answer(asked.permission_id, "allow-once")
+            assert not (work / WRITTEN).exists()
+            # Claude Code's exit says how its last turn ended: interrupted, 1.
+            assert await claude.close() == 1

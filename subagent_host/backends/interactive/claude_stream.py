@@ -5,8 +5,9 @@ Checked with Claude Code 2.1.197 against the loopback mock LLM. The child runs a
     claude -p --input-format stream-json --output-format stream-json --verbose
            --replay-user-messages  ...what a one-shot child gets (claude.py)...
 
-and stays alive until its stdin closes (it then exits 0). One JSON object a line
-each way:
+and stays alive until its stdin closes. It then exits 0, or 1 when its last turn
+did not succeed (interrupted, at its turn limit, failed): the exit says how the last
+turn ended, not that the child failed. One JSON object a line each way:
 
 - A message is `{"type":"user","message":{"role":"user","content":TEXT},"uuid":U}`.
   Each carries a fresh `uuid` of ours: with `--replay-user-messages` Claude Code
@@ -213,6 +214,12 @@ class ClaudeConversation:
 
     def queued(self) -> Sequence[str]:
         return [message_id for message_id, _ in self._queue]
+
+    def pending_permissions(self) -> Sequence[str]:
+        """The ids of the permissions asked and still answerable. One leaves without an
+        answer when Claude Code withdraws it or its turn ends: `base.Reaction` has no
+        reaction saying so, so the caller compares this after each line."""
+        return list(self._permissions)
 
     def on_line(self, line: bytes) -> Sequence[Reaction]:
         if self._failed or not line.strip():
