@@ -20,6 +20,10 @@ positional prompt, but the prompt goes on stdin. `thinking` is `--effort`.
 A lean child gets `--safe-mode`: no CLAUDE.md, skills, plugins, hooks, MCP
 servers, custom commands or agents, output styles (managed policy settings
 still apply; built-in tools, permissions, auth and model work as usual).
+All but the first line above is `session_args`, which an interactive child's launch
+shares (backends/interactive/claude_stream.py): there, when someone answers
+permission prompts, `--permission-mode default --permission-prompt-tool stdio`
+without `--allowedTools` instead.
 
 Claude Code prints one JSON event per line: `system`/`init` (the session id),
 `assistant` (text and `tool_use` content), `user` (tool results),
