@@ -20,6 +20,10 @@ positional prompt, but the prompt goes on stdin. `thinking` is `--effort`.
 A lean child gets `--safe-mode`: no CLAUDE.md, skills, plugins, hooks, MCP
 servers, custom commands or agents, output styles (managed policy settings
 still apply; built-in tools, permissions, auth and model work as usual).
+All but the first line above is `session_args`, which an interactive child's launch
+shares (backends/interactive/claude_stream.py): there, when someone answers
+permission prompts, `--permission-mode default --permission-prompt-tool stdio`
+without `--allowedTools` instead.
 
 Claude Code prints one JSON event per line: `system`/`init` (the session id),
 `assistant` (text and `tool_use` content), `user` (tool results),
@@ -83,6 +87,9 @@ TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
 # `--effort`: how hard the model thinks (sent as `output_config.effort`).
 THINKING_LEVELS: Final = ("low", "medium", "high", "xhigh", "max")
 PERMISSION_MODE: Final = "dontAsk"
+# Where someone answers permission prompts (an interactive child): `default` asks for
+# every tool use it does not deem read-only, through the prompt tool.
+ASKING_MODE: Final = "default"
 LEAN_FLAGS: Final = ("--safe-mode",)
 # The server's variables a claude child also gets: where the API is and its key,
 # Claude Code's own directory, the switches that keep it from connecting anywhere
@@ -141,7 +148,17 @@ class ClaudeBackend(AgentCLI):
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
-        argv += ["--permission-mode", PERMISSION_MODE, "--strict-mcp-config"]
+        return self.launch(argv + self.session_args(item, ask=False), item)
+
+    def session_args(self, item: ItemSpec, *, ask: bool) -> list[str]:
+        """The arguments that say what the child is (model, tools, permissions, session,
+        instructions), whatever way it is talked to. `ask`: tools that are not
+        read-only are asked for through `--permission-prompt-tool stdio` (someone
+        answers on stdin) instead of pre-approved by `--allowedTools`."""
+        argv = ["--permission-mode", ASKING_MODE if ask else PERMISSION_MODE]
+        if ask:
+            argv += ["--permission-prompt-tool", "stdio"]
+        argv.append("--strict-mcp-config")
         if item.model is not None:
             # Agent definitions name models `provider/id`; Claude Code takes the id.
             argv += ["--model", item.model.removeprefix("anthropic/")]
@@ -153,14 +170,14 @@ class ClaudeBackend(AgentCLI):
             argv += LEAN_FLAGS
         tools = item.tools if item.tools is not None else self.default_tools
         argv += ["--tools", ",".join(tools)]  # "" offers no tool at all
-        if tools:
+        if tools and not ask:
             argv += ["--allowedTools", ",".join(tools)]
         if item.max_turns is not None:
             argv += ["--max-turns", str(item.max_turns)]
         if item.instructions is not None:
             # One argument with "=": instructions starting with "-" stay a value.
             argv.append(f"--append-system-prompt={item.instructions}")
-        return self.launch(argv, item)
+        return argv
 
     def parser(self) -> ClaudeParser:
         return ClaudeParser()
@@ -179,11 +196,19 @@ class ClaudeParser(JsonEventParser):
         self._last_texts: list[str] = []
         # The newest usage of each message (its events repeat it), summed until `result`.
         self._message_usage: dict[object, Usage] = {}
+        # The tokens of every `result` so far (an interactive child prints one per turn,
+        # each counting its own turn's tokens) and the latest one's cost (a running total).
+        self._results_usage: Usage | None = None
         self.session_id: str | None = None
 
     @property
     def finished(self) -> bool:
         return self._result is not None
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """One event already read from its line (an interactive conversation reads the
+        lines itself: they carry its control messages too)."""
+        self._on_event(event)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -203,6 +228,8 @@ class ClaudeParser(JsonEventParser):
         elif kind == "result":
             self._events.end_response()
             self._result = event
+            self._results_usage = _plus(self._results_usage, _usage_of(event))
+            self._message_usage.clear()  # the result counted them
             if isinstance(event.get("session_id"), str):
                 self.session_id = event["session_id"]
 
@@ -245,17 +272,12 @@ class ClaudeParser(JsonEventParser):
 
     @property
     def usage(self) -> Usage | None:
-        """What the `result` event sums; before it, the tokens of the messages so far
-        (no cost: Claude Code reports it in the `result` only)."""
-        if self._result is not None or not self._message_usage:
-            return _usage_of(self._result)
-        parts = self._message_usage.values()
-        return Usage(
-            input_tokens=sum(u.input_tokens for u in parts),
-            output_tokens=sum(u.output_tokens for u in parts),
-            cache_read_tokens=sum(u.cache_read_tokens for u in parts),
-            cache_write_tokens=sum(u.cache_write_tokens for u in parts),
-        )
+        """What the `result` events sum; before one, the tokens of the messages since the
+        last (cost: the latest `result`'s, as Claude Code reports it there only)."""
+        usage = self._results_usage
+        for message in self._message_usage.values():
+            usage = _plus(usage, message)
+        return usage
 
     @property
     def tool_running(self) -> bool:
@@ -299,6 +321,20 @@ def _usage_of(result: dict[str, Any] | None) -> Usage | None:
     tokens = _tokens_of(usage if isinstance(usage, dict) else {})
     assert tokens is not None
     return attrs.evolve(tokens, cost_usd=round(cost, 6) if cost is not None else None)
+
+
+def _plus(total: Usage | None, more: Usage | None) -> Usage | None:
+    """`total` with the tokens of `more` added; the cost is the newest one said (Claude
+    Code's `total_cost_usd` is the session's running total)."""
+    if total is None or more is None:
+        return more if total is None else total
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cache_read_tokens=total.cache_read_tokens + more.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens + more.cache_write_tokens,
+        cost_usd=more.cost_usd if more.cost_usd is not None else total.cost_usd,
+    )
 
 
 def _tokens_of(usage: object) -> Usage | None:
