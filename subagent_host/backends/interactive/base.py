@@ -14,12 +14,37 @@ from __future__ import annotations
 
 import enum
 import signal
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Sequence, Set
+from typing import Final, Protocol
 
 import attrs
 
 from subagent_host.backends.events import AgentEvent, ToolKind
+
+
+class Approvals(enum.StrEnum):
+    """Who answers the tool uses a child asks permission for: a launch-level setting
+    every driver takes (its launch and its conversation both depend on it). A driver
+    whose CLI cannot ask refuses any but `cli` (`approvals_supported`)."""
+
+    CLI = "cli"
+    """Nobody: the CLI's own non-interactive rules decide (a one-shot child's)."""
+    CLIENT = "client"
+    """A client of the run, through `answer`."""
+    POLICY = "policy"
+    """The host, from the child's access, through `answer`."""
+
+
+APPROVALS_UNSUPPORTED: Final = "approvals-unsupported"
+
+
+def approvals_supported(backend: str, approvals: Approvals, supported: Set[Approvals]) -> None:
+    """Refuse (ValueError naming `approvals-unsupported`) approvals a CLI cannot ask."""
+    if approvals not in supported:
+        raise ValueError(
+            f"{APPROVALS_UNSUPPORTED}: {backend} cannot ask before its tools run "
+            f"(approvals {approvals.value!r}; it takes {sorted(a.value for a in supported)})"
+        )
 
 
 class Delivery(enum.StrEnum):
@@ -86,6 +111,27 @@ class TurnEnded:
 
 
 @attrs.frozen
+class LeftRunning:
+    """A tool the CLI started in a turn that ended without its result."""
+
+    tool_id: str
+    summary: str | None
+
+
+@attrs.frozen
+class TurnEndedLeavingCommands(TurnEnded):
+    """A turn ended that may have left tools running: a CLI whose interrupt does not
+    always end the running tool says so with this form of `TurnEnded`. `left_running`
+    names the tools the CLI announced and did not finish; it may name none (a tool
+    interrupted before it was announced) or one the CLI did end after all. The
+    supervision ends the child tree's leftovers either way (whatever is left is a
+    descendant of the CLI's process); a caller that knows only `TurnEnded` still reads
+    the turn's end from it."""
+
+    left_running: tuple[LeftRunning, ...] = ()
+
+
+@attrs.frozen
 class PermissionAsked:
     """The CLI asks before it runs a tool; `answer(permission_id, option_id)` replies."""
 
@@ -95,6 +141,28 @@ class PermissionAsked:
     kind: ToolKind
     summary: str
     options: tuple[PermissionOption, ...]
+
+
+@attrs.frozen
+class PermissionWithdrawn:
+    """A `PermissionAsked` is no longer answerable: the CLI withdrew it (an interrupt)
+    or its turn ended. `reason` says which, in words."""
+
+    permission_id: str
+    reason: str
+
+
+@attrs.frozen
+class MessageRefused:
+    """The CLI refused one message (`message_id`, the `send`'s, or `opening` for the
+    first prompt) and lives on: the message never reaches the model."""
+
+    message_id: str
+    reason: str
+
+
+OPENING: Final = "opening"
+"""The `message_id` of the first prompt, in a `MessageRefused`."""
 
 
 @attrs.frozen
@@ -118,7 +186,9 @@ Reaction = (
     | TurnStarted
     | TurnEnded
     | PermissionAsked
+    | PermissionWithdrawn
     | MessageDelivered
+    | MessageRefused
     | ProtocolFailure
     | AgentEvent
 )
@@ -130,6 +200,11 @@ class Conversation(Protocol):
     @property
     def turn_running(self) -> bool:
         """True from a turn's start until its end."""
+        ...
+
+    @property
+    def session_id(self) -> str | None:
+        """The CLI's session (what a resume continues), once the CLI said it."""
         ...
 
     def opening(self, prompt: str) -> Sequence[Reaction]:
