@@ -8,6 +8,14 @@ in order: bytes to write to the CLI's stdin, a signal to send, and what happened
 backends/events.py). Keeping the protocol free of I/O lets one module per CLI be
 tested line by line, and leaves stdin, signals and timeouts to the one code that owns
 the child's process.
+
+Every driver says the same things the same way, so the supervision needs not know
+which CLI it talks to: who answers permissions is a launch-level `Approvals` (a CLI
+that cannot ask refuses any but `cli`, `approvals-unsupported`); a permission no
+longer answerable is a `PermissionWithdrawn`; a message the CLI refuses while living
+on is a `MessageRefused` (a `ProtocolFailure` is for a CLI that broke its protocol);
+a turn's end that may have left tools running is a `TurnEndedLeavingCommands`; and
+`session_id` is what a resume continues.
 """
 
 from __future__ import annotations

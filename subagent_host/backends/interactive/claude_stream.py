@@ -47,7 +47,11 @@ turn ended, not that the child failed. One JSON object a line each way:
   interrupt) or one still open when its turn ends is no longer pending: a
   `PermissionWithdrawn` says so (before the turn's `TurnEnded`).
   With `approvals` `cli` the child runs as a one-shot child does (`dontAsk`, its
-  tools pre-approved) and never asks.
+  tools pre-approved) and never asks. The conversation is the same for every
+  `approvals` (`for_item`): what Claude Code asks depends on its launch alone.
+- Claude Code refuses no single message in this mode (a message it cannot take
+  fails the turn, `result` with an error), so this driver never says
+  `MessageRefused`. Its session id (`session_id`) is the `system`/`init` event's.
 - Any other `control_request` Claude Code sends gets an error `control_response`
   at once, so it never waits on us. The `control_response`s it prints are ours
   echoed back (and the answer to an interrupt); they need nothing.

@@ -12,8 +12,9 @@ generate-json-schema --out DIR` writes). The lines are JSON-RPC 2.0 without the
 with the sandbox tiers, thinking, instructions and lean switches of the one-shot
 `codex exec` launch (backends/codex.py); the model provider is the one
 `$CODEX_HOME/config.toml` names, as for `codex exec`. The thread is told the working
-directory, the model, the sandbox mode again, and the approval policy (`never`,
-codex's one-shot behaviour, unless the host answers approvals: `untrusted`).
+directory, the model, the sandbox mode again, and the approval policy: `never`,
+codex's one-shot behaviour, for approvals `cli`; `untrusted` when the host answers
+approvals (`client`, `policy`). The thread's id is the conversation's `session_id`.
 
 What the conversation writes and reads, in order:
 
@@ -29,7 +30,9 @@ What the conversation writes and reads, in order:
       thread/tokenUsage/updated, ..., turn/completed {turn:{id,status}}
 
 - A turn ends with `turn/completed`; its `status` is `completed` (stop reason
-  `end_turn`), `interrupted` or `failed` (`error`).
+  `end_turn`), `interrupted` or `failed` (`error`). An error answering a `turn/start`
+  refuses that turn's messages: a `MessageRefused` for each (the first prompt's id
+  is `opening`), then `TurnEnded("error")`, and the queued messages go next.
 - A follow-up is another `turn/start` on the thread once the turn ended; messages
   queued meanwhile go together, as one turn's input.
 - Steer: `turn/steer {threadId, expectedTurnId, input}` joins the running turn. When
@@ -41,12 +44,12 @@ What the conversation writes and reads, in order:
   announced it with `item/started` by then, and waits for it in the background) goes
   on, sandboxed under `codex-linux-sandbox` and `bwrap --new-session` (a session and
   process group of its own), and never gets its `item/completed`. So every
-  interrupted turn ends with a `TurnEndedLeavingCommands` (a `TurnEnded`) naming the
-  commands codex announced and did not finish (possibly none, and possibly one codex
-  did end); whatever is left is a descendant of the codex process, which is how the
-  supervision's tree tracking finds and ends it. codex reports no OS process id: a
-  command item's `processId` is codex's own handle of its PTY session, and comes
-  only with `item/completed` anyway.
+  interrupted turn ends with a `TurnEndedLeavingCommands` (base.py's `TurnEnded` that
+  names tools left running) naming the commands codex announced and did not finish
+  (possibly none, and possibly one codex did end); whatever is left is a descendant
+  of the codex process, which is how the supervision's tree tracking finds and ends
+  it. codex reports no OS process id: a command item's `processId` is codex's own
+  handle of its PTY session, and comes only with `item/completed` anyway.
 - Approvals: with `approvalPolicy: "untrusted"` codex asks before every command it
   does not know to be harmless with the request `item/commandExecution/
   requestApproval {itemId, command, ...}` (ids from 0), and before a patch with
@@ -56,7 +59,8 @@ What the conversation writes and reads, in order:
   `cancel` (reject, and codex ends the turn `interrupted`). The answer is
   `{"id":ID,"result":{"decision":OPTION}}`. A request codex resolves itself (an
   interrupt) is announced by `serverRequest/resolved {requestId}` and is no longer
-  pending. Approving does not lift the sandbox: a read-only sandbox still refuses
+  pending: a `PermissionWithdrawn` says so, as it does for each request still open
+  when its turn ends. Approving does not lift the sandbox: a read-only sandbox still refuses
   the write. `approvalPolicy: "never"` asks nothing (the CLI's own behaviour).
 - Any other request codex sends gets a JSON-RPC error at once (-32601), so that it
   never waits for an answer that will not come.
