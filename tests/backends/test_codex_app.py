@@ -11,25 +11,30 @@ from typing import Any, Final, TypeVar
 import pytest
 
 from subagent_host.backends.base import ItemSpec
+from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.events import MessageText, ToolEnded, ToolKind, ToolStarted, UsageSoFar
 from subagent_host.backends.interactive.base import (
+    OPENING,
+    Approvals,
     Conversation,
     Delivery,
     DeliveryState,
+    LeftRunning,
     MessageDelivered,
+    MessageRefused,
     OptionKind,
     PermissionAsked,
+    PermissionWithdrawn,
     ProtocolFailure,
     Reaction,
     TurnEnded,
+    TurnEndedLeavingCommands,
     TurnStarted,
     Write,
 )
 from subagent_host.backends.interactive.codex_app import (
     CLIENT_INFO,
     CodexAppConversation,
-    LeftRunning,
-    TurnEndedLeavingCommands,
     interactive_launch,
 )
 from subagent_host.values import LEAN
@@ -120,7 +125,7 @@ def test_the_handshake_the_thread_then_the_prompts_turn() -> None:
         },
     ]
     turn = written(replay.until(lambda line: json.loads(line).get("id") == 1))
-    thread_id = replay.conversation.thread_id
+    thread_id = replay.conversation.session_id
     assert thread_id is not None
     assert turn == [
         {
@@ -192,7 +197,7 @@ def test_a_steered_message_joins_the_running_turn() -> None:
     ]
     assert steer["method"] == "turn/steer"
     assert steer["params"] == {
-        "threadId": replay.conversation.thread_id,
+        "threadId": replay.conversation.session_id,
         "expectedTurnId": turn_started[-1]["params"]["turn"]["id"],
         "input": [{"type": "text", "text": steered}],
     }
@@ -231,7 +236,7 @@ def test_an_interrupt_ends_the_turn_and_names_the_command_left_running() -> None
         next(line for line in lines_of("interrupt") if is_method("turn/started")(line))
     )["params"]["turn"]["id"]
     assert interrupt["method"] == "turn/interrupt"
-    assert interrupt["params"] == {"threadId": replay.conversation.thread_id, "turnId": turn_id}
+    assert interrupt["params"] == {"threadId": replay.conversation.session_id, "turnId": turn_id}
     ended = replay.until(is_method("turn/completed"))
     left = LeftRunning(started.tool_id, "/bin/bash -lc 'sleep 300'")
     assert ended[-1] == TurnEndedLeavingCommands("interrupted", (left,))
@@ -352,7 +357,10 @@ def test_a_permission_codex_resolves_itself_is_no_longer_pending() -> None:
     [asked] = conversation.on_line(json.dumps(request).encode())
     assert isinstance(asked, PermissionAsked) and asked.summary == ""
     resolved = {"method": "serverRequest/resolved", "params": {"threadId": "t", "requestId": "r1"}}
-    assert conversation.on_line(json.dumps(resolved).encode()) == []
+    assert conversation.on_line(json.dumps(resolved).encode()) == [
+        PermissionWithdrawn("r1", "codex resolved it itself")
+    ]
+    assert conversation.on_line(json.dumps(resolved).encode()) == []  # said once
     with pytest.raises(KeyError):
         conversation.answer("r1", "accept")
 
@@ -413,7 +421,7 @@ def test_a_refused_turn_ends_it_with_an_error_and_starts_the_queued_messages() -
     replay.conversation.send("m1", "next", Delivery.QUEUE)
     refused = b'{"id":2,"error":{"code":-32603,"message":"busy"}}'
     reactions = replay.conversation.on_line(refused)
-    assert reactions[0] == TurnEnded("error")
+    assert reactions[:2] == [MessageRefused(OPENING, "busy"), TurnEnded("error")]
     assert [m["method"] for m in written(reactions)] == ["turn/start"]
     assert reactions[-1] == MessageDelivered("m1")
 
@@ -422,7 +430,7 @@ def test_a_resumed_session_resumes_its_thread() -> None:
     item = ItemSpec(
         command=None, prompt=None, cwd=CWD, env={}, model="openai/gpt-5", resume_session="th-1"
     )
-    conversation = CodexAppConversation.for_item(item, ask=False)
+    conversation = CodexAppConversation.for_item(item, Approvals.CLI)
     conversation.opening("again")
     [_, resume] = written(conversation.on_line(b'{"id":0,"result":{}}'))
     assert resume["method"] == "thread/resume"
@@ -445,7 +453,7 @@ def test_the_launch_is_the_app_server_with_the_exec_launchs_sandbox_and_options(
         network_access=False,
         session_resources=LEAN,
     )
-    launch = interactive_launch(item, executable="/opt/codex")
+    launch = interactive_launch(CodexBackend(executable="/opt/codex"), item, Approvals.CLI)
     assert launch.argv[:2] == ("/opt/codex", "app-server") and launch.stdin is None
     assert launch.argv[2:] == (
         "-c",
@@ -469,8 +477,11 @@ def test_the_launch_is_the_app_server_with_the_exec_launchs_sandbox_and_options(
     )
     assert (launch.cwd, dict(launch.env)) == (CWD, {"K": "v"})
     read_only = ItemSpec(command=None, prompt="p", cwd=CWD, env={}, filesystem_access="read")
-    assert 'sandbox_mode="read-only"' in interactive_launch(read_only).argv
-    asking = CodexAppConversation.for_item(read_only, ask=True)
+    assert (
+        'sandbox_mode="read-only"'
+        in interactive_launch(CodexBackend(), read_only, Approvals.CLIENT).argv
+    )
+    asking = CodexAppConversation.for_item(read_only, Approvals.CLIENT)
     [init] = written(asking.opening("p"))
     [_, thread] = written(asking.on_line(json.dumps({"id": init["id"], "result": {}}).encode()))
     assert thread["params"] == {"cwd": CWD, "approvalPolicy": "untrusted", "sandbox": "read-only"}

@@ -14,17 +14,20 @@ import pytest
 from subagent_host.backends.base import ItemSpec
 from subagent_host.backends.events import MessageText, ToolEnded, ToolStarted, UsageSoFar
 from subagent_host.backends.interactive.base import (
+    OPENING,
+    Approvals,
     Conversation,
     Delivery,
     DeliveryState,
     MessageDelivered,
+    MessageRefused,
     ProtocolFailure,
     Reaction,
     TurnEnded,
     TurnStarted,
     Write,
 )
-from subagent_host.backends.interactive.pi_rpc import PiRpcConversation, pi_rpc_launch
+from subagent_host.backends.interactive.pi_rpc import PiRpcConversation, interactive_launch
 from subagent_host.backends.pi import PiBackend
 from tests.backends.fixtures.record_pi_rpc import FIRST, FOLLOW_UP, LONG_TOOL, QUEUED, STEERED
 from tests.backends.test_agent_events import responses
@@ -235,7 +238,7 @@ def test_a_steer_pi_takes_after_its_run_ended_is_a_turn_pi_started() -> None:
     assert conversation.turn_running
 
 
-def test_a_refused_message_fails_the_conversation_with_pis_error() -> None:
+def test_a_refused_steer_is_refused_alone_and_the_turn_goes_on() -> None:
     conversation = PiRpcConversation()
     conversation.opening(FIRST)
     conversation.on_line(AGENT_START)
@@ -249,8 +252,50 @@ def test_a_refused_message_fails_the_conversation_with_pis_error() -> None:
         "error": "No API key found for mock.",
     }
     reactions = conversation.on_line(json.dumps(refusal).encode())
-    assert reactions == [ProtocolFailure("pi refused message m7: No API key found for mock.")]
-    assert conversation.on_line(b'{"type":"agent_end","messages":[]}') == []  # nothing more
+    assert reactions == [MessageRefused("m7", "No API key found for mock.")]
+    assert conversation.turn_running
+    assert conversation.on_line(b'{"type":"agent_end","messages":[]}') == [TurnEnded("end_turn")]
+
+
+def refusal_of(write: Reaction) -> bytes:
+    assert isinstance(write, Write)
+    command_id = json.loads(write.data)["id"]
+    refusal = {"id": command_id, "type": "response", "command": "prompt", "success": False}
+    return json.dumps({**refusal, "error": "No API key found for mock."}).encode()
+
+
+def test_a_refused_prompt_ends_the_turn_it_opened_and_the_queue_goes_on() -> None:
+    conversation = PiRpcConversation()
+    _, prompt, _ = conversation.opening(FIRST)
+    said, state = conversation.send("q1", QUEUED, Delivery.QUEUE)
+    assert state is DeliveryState.QUEUED and said == []
+    reactions = conversation.on_line(refusal_of(prompt))
+    assert reactions[:2] == [
+        MessageRefused(OPENING, "No API key found for mock."),
+        TurnEnded("error"),
+    ]
+    assert [json.loads(w.data)["message"] for w in reactions if isinstance(w, Write)] == [QUEUED]
+    assert reactions[-2:] == [MessageDelivered("q1"), TurnStarted()]
+    assert conversation.turn_running
+    # pi refuses the delivered one too: the conversation waits for the next message.
+    queued_prompt = next(w for w in reactions if isinstance(w, Write))
+    assert conversation.on_line(refusal_of(queued_prompt)) == [
+        MessageRefused("q1", "No API key found for mock."),
+        TurnEnded("error"),
+    ]
+    assert not conversation.turn_running
+    said, state = conversation.send("m2", FOLLOW_UP, Delivery.QUEUE)
+    assert state is DeliveryState.DELIVERED and TurnStarted() in said
+
+
+@pytest.mark.parametrize("approvals", [Approvals.CLIENT, Approvals.POLICY])
+def test_pi_refuses_approvals_it_cannot_ask(tmp_path: Path, approvals: Approvals) -> None:
+    backend = PiBackend(tmp_path / "sessions", executable="/opt/pi")
+    item = ItemSpec(command=None, prompt="the task", cwd=str(tmp_path), env={})
+    with pytest.raises(ValueError, match="approvals-unsupported"):
+        interactive_launch(backend, item, approvals)
+    with pytest.raises(ValueError, match="approvals-unsupported"):
+        PiRpcConversation.for_item(item, approvals)
 
 
 def test_a_line_pi_could_not_read_fails_the_conversation() -> None:
@@ -330,7 +375,7 @@ def test_the_interactive_launch_is_the_one_shot_launch_in_rpc_mode_with_stdin_op
         resume_session="abc",
         instructions="be brief",
     )
-    one_shot, interactive = backend.prepare(item), pi_rpc_launch(backend, item)
+    one_shot, interactive = backend.prepare(item), interactive_launch(backend, item, Approvals.CLI)
     assert interactive.stdin is None and one_shot.stdin == b"the task"
     mode = one_shot.argv.index("--mode") + 1
     assert (one_shot.argv[mode], interactive.argv[mode]) == ("json", "rpc")

@@ -22,14 +22,15 @@ import pytest
 
 from subagent_host.backends.events import ToolStarted
 from subagent_host.backends.interactive.base import (
+    Approvals,
     Delivery,
     DeliveryState,
     MessageDelivered,
     PermissionAsked,
+    PermissionWithdrawn,
     TurnEnded,
     TurnStarted,
 )
-from subagent_host.backends.interactive.claude_stream import Approvals
 from tests.backends.fixtures.record_claude_stream import (
     WRITE_COMMAND,
     WRITTEN,
@@ -167,8 +168,9 @@ async def test_an_interrupt_while_asking_withdraws_the_permission(tmp_path: Path
             await claude.act(claude.conversation.opening("write it please"))
             asked = await claude.next(PermissionAsked)
             await claude.act(claude.conversation.interrupt())
+            withdrawn = await claude.next(PermissionWithdrawn)
+            assert withdrawn.permission_id == asked.permission_id
             assert await claude.next(TurnEnded) == TurnEnded("interrupted")
-            assert claude.conversation.pending_permissions() == []
             with pytest.raises(KeyError):
                 claude.conversation.answer(asked.permission_id, "allow-once")
             assert not (work / WRITTEN).exists()

@@ -14,8 +14,12 @@ from typing import Final
 import psutil
 
 from subagent_host.backends.events import MessageText, ToolStarted
-from subagent_host.backends.interactive.base import Delivery, MessageDelivered, TurnEnded
-from subagent_host.backends.interactive.codex_app import TurnEndedLeavingCommands
+from subagent_host.backends.interactive.base import (
+    Delivery,
+    MessageDelivered,
+    TurnEnded,
+    TurnEndedLeavingCommands,
+)
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE
 from tests.backends.fixtures.record_codex_app import (
     SHORT_SLEEP,
@@ -76,7 +80,7 @@ async def test_a_turn_then_a_follow_up_then_closing_stdin_ends_codex(tmp_path: P
         async with codex_child(tmp_path, mock, FIRST_PROMPT) as watched:
             child = watched.child
             assert (await child.turn_ended()).stop_reason == "end_turn"
-            assert child.conversation.thread_id is not None
+            assert child.conversation.session_id is not None
             assert watched.text_since(0).startswith("MOCK-FINAL")
             start = len(child.reactions)
             follow_up = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}papaya"

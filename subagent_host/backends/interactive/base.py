@@ -8,18 +8,51 @@ in order: bytes to write to the CLI's stdin, a signal to send, and what happened
 backends/events.py). Keeping the protocol free of I/O lets one module per CLI be
 tested line by line, and leaves stdin, signals and timeouts to the one code that owns
 the child's process.
+
+Every driver says the same things the same way, so the supervision needs not know
+which CLI it talks to: who answers permissions is a launch-level `Approvals` (a CLI
+that cannot ask refuses any but `cli`, `approvals-unsupported`); a permission no
+longer answerable is a `PermissionWithdrawn`; a message the CLI refuses while living
+on is a `MessageRefused` (a `ProtocolFailure` is for a CLI that broke its protocol);
+a turn's end that may have left tools running is a `TurnEndedLeavingCommands`; and
+`session_id` is what a resume continues.
 """
 
 from __future__ import annotations
 
 import enum
 import signal
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Sequence, Set
+from typing import Final, Protocol
 
 import attrs
 
 from subagent_host.backends.events import AgentEvent, ToolKind
+
+
+class Approvals(enum.StrEnum):
+    """Who answers the tool uses a child asks permission for: a launch-level setting
+    every driver takes (its launch and its conversation both depend on it). A driver
+    whose CLI cannot ask refuses any but `cli` (`approvals_supported`)."""
+
+    CLI = "cli"
+    """Nobody: the CLI's own non-interactive rules decide (a one-shot child's)."""
+    CLIENT = "client"
+    """A client of the run, through `answer`."""
+    POLICY = "policy"
+    """The host, from the child's access, through `answer`."""
+
+
+APPROVALS_UNSUPPORTED: Final = "approvals-unsupported"
+
+
+def approvals_supported(backend: str, approvals: Approvals, supported: Set[Approvals]) -> None:
+    """Refuse (ValueError naming `approvals-unsupported`) approvals a CLI cannot ask."""
+    if approvals not in supported:
+        raise ValueError(
+            f"{APPROVALS_UNSUPPORTED}: {backend} cannot ask before its tools run "
+            f"(approvals {approvals.value!r}; it takes {sorted(a.value for a in supported)})"
+        )
 
 
 class Delivery(enum.StrEnum):
@@ -86,6 +119,27 @@ class TurnEnded:
 
 
 @attrs.frozen
+class LeftRunning:
+    """A tool the CLI started in a turn that ended without its result."""
+
+    tool_id: str
+    summary: str | None
+
+
+@attrs.frozen
+class TurnEndedLeavingCommands(TurnEnded):
+    """A turn ended that may have left tools running: a CLI whose interrupt does not
+    always end the running tool says so with this form of `TurnEnded`. `left_running`
+    names the tools the CLI announced and did not finish; it may name none (a tool
+    interrupted before it was announced) or one the CLI did end after all. The
+    supervision ends the child tree's leftovers either way (whatever is left is a
+    descendant of the CLI's process); a caller that knows only `TurnEnded` still reads
+    the turn's end from it."""
+
+    left_running: tuple[LeftRunning, ...] = ()
+
+
+@attrs.frozen
 class PermissionAsked:
     """The CLI asks before it runs a tool; `answer(permission_id, option_id)` replies."""
 
@@ -95,6 +149,28 @@ class PermissionAsked:
     kind: ToolKind
     summary: str
     options: tuple[PermissionOption, ...]
+
+
+@attrs.frozen
+class PermissionWithdrawn:
+    """A `PermissionAsked` is no longer answerable: the CLI withdrew it (an interrupt)
+    or its turn ended. `reason` says which, in words."""
+
+    permission_id: str
+    reason: str
+
+
+@attrs.frozen
+class MessageRefused:
+    """The CLI refused one message (`message_id`, the `send`'s, or `opening` for the
+    first prompt) and lives on: the message never reaches the model."""
+
+    message_id: str
+    reason: str
+
+
+OPENING: Final = "opening"
+"""The `message_id` of the first prompt, in a `MessageRefused`."""
 
 
 @attrs.frozen
@@ -118,7 +194,9 @@ Reaction = (
     | TurnStarted
     | TurnEnded
     | PermissionAsked
+    | PermissionWithdrawn
     | MessageDelivered
+    | MessageRefused
     | ProtocolFailure
     | AgentEvent
 )
@@ -130,6 +208,11 @@ class Conversation(Protocol):
     @property
     def turn_running(self) -> bool:
         """True from a turn's start until its end."""
+        ...
+
+    @property
+    def session_id(self) -> str | None:
+        """The CLI's session (what a resume continues), once the CLI said it."""
         ...
 
     def opening(self, prompt: str) -> Sequence[Reaction]:

@@ -44,9 +44,14 @@ turn ended, not that the child failed. One JSON object a line each way:
   files), so a like use is not asked again; when it suggested none, it is
   `allow-once`. `reject-always` is `reject-once`: Claude Code's deny answer takes
   no rules. A request Claude Code withdraws (`control_cancel_request`, e.g. on an
-  interrupt) or one still open when its turn ends is no longer pending.
+  interrupt) or one still open when its turn ends is no longer pending: a
+  `PermissionWithdrawn` says so (before the turn's `TurnEnded`).
   With `approvals` `cli` the child runs as a one-shot child does (`dontAsk`, its
-  tools pre-approved) and never asks.
+  tools pre-approved) and never asks. The conversation is the same for every
+  `approvals` (`for_item`): what Claude Code asks depends on its launch alone.
+- Claude Code refuses no single message in this mode (a message it cannot take
+  fails the turn, `result` with an error), so this driver never says
+  `MessageRefused`. Its session id (`session_id`) is the `system`/`init` event's.
 - Any other `control_request` Claude Code sends gets an error `control_response`
   at once, so it never waits on us. The `control_response`s it prints are ours
   echoed back (and the answer to an interrupt); they need nothing.
@@ -55,7 +60,6 @@ turn ended, not that the child failed. One JSON object a line each way:
 from __future__ import annotations
 
 import collections
-import enum
 import itertools
 import json
 import uuid
@@ -68,32 +72,22 @@ from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.claude import MAX_TURNS_SUBTYPE, TOOL_KINDS, ClaudeBackend, ClaudeParser
 from subagent_host.backends.events import ToolKind, input_summary, summary_of
 from subagent_host.backends.interactive.base import (
+    Approvals,
     Delivery,
     DeliveryState,
     MessageDelivered,
     OptionKind,
     PermissionAsked,
     PermissionOption,
+    PermissionWithdrawn,
     ProtocolFailure,
     Reaction,
     TurnEnded,
     TurnStarted,
     Write,
 )
-from subagent_host.backends.lone_surrogates import SURROGATE_ESCAPE, mend_tree
+from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
-
-
-class Approvals(enum.StrEnum):
-    """Who answers the tool uses a child asks permission for."""
-
-    CLI = "cli"
-    """Nobody: the CLI's own non-interactive rules decide (a one-shot child's)."""
-    CLIENT = "client"
-    """A client of the run, through `answer`."""
-    POLICY = "policy"
-    """The host, from the child's access, through `answer`."""
-
 
 STREAM_ARGS: Final = (
     "-p",
@@ -119,6 +113,8 @@ OPTIONS: Final = (
 )
 REJECTED_MESSAGE: Final = "The user refused this tool use."
 UNHANDLED: Final = "not handled by this client"
+WITHDRAWN: Final = "claude withdrew it"
+TURN_ENDED: Final = "its turn ended"
 
 
 def interactive_launch(backend: ClaudeBackend, item: ItemSpec, approvals: Approvals) -> Launch:
@@ -147,6 +143,12 @@ class ClaudeConversation:
 
     `message_uuid` makes the `uuid` each written message carries (a recording and its
     replay in the tests use the same ones)."""
+
+    @classmethod
+    def for_item(cls, item: ItemSpec, approvals: Approvals) -> ClaudeConversation:
+        """The conversation of `interactive_launch(backend, item, approvals)`: the same
+        for every item (what Claude Code asks depends on its launch alone)."""
+        return cls()
 
     def __init__(self, message_uuid: Callable[[], str] = new_message_uuid) -> None:
         self._parser = ClaudeParser()
@@ -215,16 +217,10 @@ class ClaudeConversation:
     def queued(self) -> Sequence[str]:
         return [message_id for message_id, _ in self._queue]
 
-    def pending_permissions(self) -> Sequence[str]:
-        """The ids of the permissions asked and still answerable. One leaves without an
-        answer when Claude Code withdraws it or its turn ends: `base.Reaction` has no
-        reaction saying so, so the caller compares this after each line."""
-        return list(self._permissions)
-
     def on_line(self, line: bytes) -> Sequence[Reaction]:
         if self._failed or not line.strip():
             return []
-        event = _json_object(line)
+        event = json_object(line)
         if event is None:
             self._failed = True
             return [
@@ -235,7 +231,9 @@ class ClaudeConversation:
         if kind == "control_request":
             reactions += self._on_request(event)
         elif kind == "control_cancel_request":
-            self._permissions.pop(str(event.get("request_id")), None)
+            request_id = str(event.get("request_id"))
+            if self._permissions.pop(request_id, None) is not None:
+                reactions.append(PermissionWithdrawn(request_id, WITHDRAWN))
         elif kind == "control_response":
             pass  # an interrupt's success, or our own answers printed back
         elif kind == "user" and event.get("isReplay") is True:
@@ -258,9 +256,11 @@ class ClaudeConversation:
         return _write({"type": "user", "message": message, "uuid": message_uuid})
 
     def _end_turn(self, result: dict[str, Any]) -> list[Reaction]:
-        reactions: list[Reaction] = [TurnEnded(self._stop_reason(result))]
+        # Claude Code no longer waits on the permissions still asked.
+        reactions: list[Reaction] = [PermissionWithdrawn(p, TURN_ENDED) for p in self._permissions]
+        reactions.append(TurnEnded(self._stop_reason(result)))
         self._interrupting = False
-        self._permissions.clear()  # Claude Code no longer waits on them
+        self._permissions.clear()
         if self._untaken:
             reactions.append(TurnStarted())  # it starts a turn for them itself
         elif self._queue:
@@ -313,19 +313,6 @@ def _always_rules(request: dict[str, Any]) -> tuple[dict[str, Any], ...]:
         for suggestion in (suggestions if isinstance(suggestions, list) else ())
         if isinstance(suggestion, dict) and suggestion.get("behavior", "allow") == "allow"
     )
-
-
-def _json_object(line: bytes) -> dict[str, Any] | None:
-    """The line's JSON object, lone surrogates mended; None when it is not one."""
-    try:
-        event = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(event, dict):
-        return None
-    if SURROGATE_ESCAPE.search(line) is not None:
-        mend_tree(event)
-    return event
 
 
 def _success(request_id: str, response: dict[str, Any]) -> Write:

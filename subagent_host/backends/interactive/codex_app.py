@@ -12,8 +12,9 @@ generate-json-schema --out DIR` writes). The lines are JSON-RPC 2.0 without the
 with the sandbox tiers, thinking, instructions and lean switches of the one-shot
 `codex exec` launch (backends/codex.py); the model provider is the one
 `$CODEX_HOME/config.toml` names, as for `codex exec`. The thread is told the working
-directory, the model, the sandbox mode again, and the approval policy (`never`,
-codex's one-shot behaviour, unless the host answers approvals: `untrusted`).
+directory, the model, the sandbox mode again, and the approval policy: `never`,
+codex's one-shot behaviour, for approvals `cli`; `untrusted` when the host answers
+approvals (`client`, `policy`). The thread's id is the conversation's `session_id`.
 
 What the conversation writes and reads, in order:
 
@@ -29,7 +30,9 @@ What the conversation writes and reads, in order:
       thread/tokenUsage/updated, ..., turn/completed {turn:{id,status}}
 
 - A turn ends with `turn/completed`; its `status` is `completed` (stop reason
-  `end_turn`), `interrupted` or `failed` (`error`).
+  `end_turn`), `interrupted` or `failed` (`error`). An error answering a `turn/start`
+  refuses that turn's messages: a `MessageRefused` for each (the first prompt's id
+  is `opening`), then `TurnEnded("error")`, and the queued messages go next.
 - A follow-up is another `turn/start` on the thread once the turn ended; messages
   queued meanwhile go together, as one turn's input.
 - Steer: `turn/steer {threadId, expectedTurnId, input}` joins the running turn. When
@@ -41,12 +44,12 @@ What the conversation writes and reads, in order:
   announced it with `item/started` by then, and waits for it in the background) goes
   on, sandboxed under `codex-linux-sandbox` and `bwrap --new-session` (a session and
   process group of its own), and never gets its `item/completed`. So every
-  interrupted turn ends with a `TurnEndedLeavingCommands` (a `TurnEnded`) naming the
-  commands codex announced and did not finish (possibly none, and possibly one codex
-  did end); whatever is left is a descendant of the codex process, which is how the
-  supervision's tree tracking finds and ends it. codex reports no OS process id: a
-  command item's `processId` is codex's own handle of its PTY session, and comes
-  only with `item/completed` anyway.
+  interrupted turn ends with a `TurnEndedLeavingCommands` (base.py's `TurnEnded` that
+  names tools left running) naming the commands codex announced and did not finish
+  (possibly none, and possibly one codex did end); whatever is left is a descendant
+  of the codex process, which is how the supervision's tree tracking finds and ends
+  it. codex reports no OS process id: a command item's `processId` is codex's own
+  handle of its PTY session, and comes only with `item/completed` anyway.
 - Approvals: with `approvalPolicy: "untrusted"` codex asks before every command it
   does not know to be harmless with the request `item/commandExecution/
   requestApproval {itemId, command, ...}` (ids from 0), and before a patch with
@@ -56,7 +59,8 @@ What the conversation writes and reads, in order:
   `cancel` (reject, and codex ends the turn `interrupted`). The answer is
   `{"id":ID,"result":{"decision":OPTION}}`. A request codex resolves itself (an
   interrupt) is announced by `serverRequest/resolved {requestId}` and is no longer
-  pending. Approving does not lift the sandbox: a read-only sandbox still refuses
+  pending: a `PermissionWithdrawn` says so, as it does for each request still open
+  when its turn ends. Approving does not lift the sandbox: a read-only sandbox still refuses
   the write. `approvalPolicy: "never"` asks nothing (the CLI's own behaviour).
 - Any other request codex sends gets a JSON-RPC error at once (-32601), so that it
   never waits for an answer that will not come.
@@ -79,14 +83,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import attrs
-
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.codex import (
-    EXECUTABLE,
     SANDBOX_CONFIG,
     SANDBOX_MODES,
     TOOL_ITEMS,
+    CodexBackend,
     model_id,
     sandbox_tier,
     session_options,
@@ -96,18 +98,25 @@ from subagent_host.backends.codex import (
 )
 from subagent_host.backends.events import TOOL_ID_CHARS, NormalizedEvents, summary_of
 from subagent_host.backends.interactive.base import (
+    OPENING,
+    Approvals,
     Delivery,
     DeliveryState,
+    LeftRunning,
     MessageDelivered,
+    MessageRefused,
     OptionKind,
     PermissionAsked,
     PermissionOption,
+    PermissionWithdrawn,
     ProtocolFailure,
     Reaction,
     TurnEnded,
+    TurnEndedLeavingCommands,
     TurnStarted,
     Write,
 )
+from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
 from subagent_host.values.facts import Usage
 
@@ -143,34 +152,16 @@ STOP_REASONS: Final[Mapping[str, str]] = {
 }
 
 
-@attrs.frozen
-class LeftRunning:
-    """A command codex started in a turn that ended without its result."""
-
-    tool_id: str
-    summary: str | None
+WITHDRAWN: Final = "codex resolved it itself"
+TURN_ENDED: Final = "its turn ended"
 
 
-@attrs.frozen
-class TurnEndedLeavingCommands(TurnEnded):
-    """A turn ended that may have left commands running: every interrupted turn (codex
-    does not always end the command an interrupt stops), and any turn that ended before
-    a command it announced completed. `left_running` names the commands codex announced
-    and did not finish; it may name none (a command interrupted before codex announced
-    it) or one codex did end after all. Whatever is left runs sandboxed under the codex
-    process (`codex-linux-sandbox`, `bwrap --new-session`: a session and process group
-    of its own), so the supervision ends it by walking the child's tree, as it ends any
-    leftover of a child. This type is this module's addition to base.py's reactions;
-    a supervision that knows only `TurnEnded` still reads the turn's end from it."""
-
-    left_running: tuple[LeftRunning, ...] = ()
-
-
-def interactive_launch(item: ItemSpec, executable: str = EXECUTABLE) -> Launch:
+def interactive_launch(backend: CodexBackend, item: ItemSpec, approvals: Approvals) -> Launch:
     """codex's app-server for the item: the tier's sandbox and the item's own options,
-    as `codex exec` gets them; nothing on stdin but the conversation."""
+    as `codex exec` gets them; nothing on stdin but the conversation. (Whether codex
+    asks is the thread's approval policy: `CodexAppConversation.for_item`.)"""
     tier = sandbox_tier(item)
-    argv = [executable, "app-server", "-c", f'sandbox_mode="{SANDBOX_MODES[tier]}"']
+    argv = [backend.executable, "app-server", "-c", f'sandbox_mode="{SANDBOX_MODES[tier]}"']
     argv += [*SANDBOX_CONFIG[tier], *session_options(item)]
     return Launch(argv=tuple(argv), stdin=None, env=dict(item.env), cwd=item.cwd)
 
@@ -198,9 +189,9 @@ class CodexAppConversation:
         self._next_id = 0
         self._requests: dict[int, str] = {}  # our requests' ids, by the method asked
         self._steers: dict[int, tuple[str, str]] = {}  # a steer's id: (message id, text)
+        self._turn_messages: dict[int, tuple[str, ...]] = {}  # a turn/start's id: message ids
         self._prompt: str | None = None
-        self.thread_id: str | None = None
-        """codex's thread (the session a resume continues), once it said it."""
+        self._thread_id: str | None = None  # codex's thread, once it said it
         self._turn_running = False  # from our `turn/start` until `turn/completed`
         self._turn_id: str | None = None
         self._interrupt_wanted = False  # asked before codex said the turn's id
@@ -214,20 +205,25 @@ class CodexAppConversation:
         self._failed = False
 
     @classmethod
-    def for_item(cls, item: ItemSpec, *, ask: bool) -> CodexAppConversation:
-        """The conversation of `interactive_launch(item)`; `ask`: codex asks before its
-        tools run (approvals answered by the host), else it never asks."""
+    def for_item(cls, item: ItemSpec, approvals: Approvals) -> CodexAppConversation:
+        """The conversation of `interactive_launch(backend, item, approvals)`: codex asks
+        before its tools run unless `approvals` is `cli` (then it never asks)."""
         return cls(
             cwd=item.cwd,
             model=model_id(item),
             sandbox=SANDBOX_MODES[sandbox_tier(item)],
-            approval_policy=ASK if ask else NEVER,
+            approval_policy=NEVER if approvals is Approvals.CLI else ASK,
             resume_thread=item.resume_session,
         )
 
     @property
     def turn_running(self) -> bool:
         return self._turn_running
+
+    @property
+    def session_id(self) -> str | None:
+        """codex's thread (the session a resume continues), once it said it."""
+        return self._thread_id
 
     def opening(self, prompt: str) -> Sequence[Reaction]:
         # The prompt's turn starts once codex answered the handshake and the thread.
@@ -238,12 +234,11 @@ class CodexAppConversation:
     def on_line(self, line: bytes) -> Sequence[Reaction]:
         if self._failed or not line.strip():
             return []
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return self._fail(f"codex app-server printed a line that is not JSON: {line[:80]!r}")
-        if not isinstance(message, dict):
-            return self._fail("codex app-server printed JSON that is not an object")
+        message = json_object(line)
+        if message is None:
+            return self._fail(
+                f"codex app-server printed a line that is not a JSON object: {short(line)}"
+            )
         method, has_id = message.get("method"), "id" in message
         if isinstance(method, str) and has_id:
             return self._on_request(message["id"], method, message.get("params"))
@@ -256,11 +251,11 @@ class CodexAppConversation:
     def send(
         self, message_id: str, text: str, delivery: Delivery
     ) -> tuple[Sequence[Reaction], DeliveryState]:
-        if not self._turn_running and self.thread_id is not None:
-            return [self._start_turn([text])], DeliveryState.DELIVERED
-        if delivery is Delivery.STEER and self._turn_id is not None and self.thread_id:
+        if not self._turn_running and self._thread_id is not None:
+            return [self._start_turn([(message_id, text)])], DeliveryState.DELIVERED
+        if delivery is Delivery.STEER and self._turn_id is not None and self._thread_id:
             params = {
-                "threadId": self.thread_id,
+                "threadId": self._thread_id,
                 "expectedTurnId": self._turn_id,
                 "input": _input([text]),
             }
@@ -274,7 +269,7 @@ class CodexAppConversation:
     def interrupt(self) -> Sequence[Reaction]:
         if not self._turn_running:
             return []
-        if self._turn_id is None or self.thread_id is None:
+        if self._turn_id is None or self._thread_id is None:
             self._interrupt_wanted = True  # written once codex says which turn runs
             return []
         return [self._interrupt_turn()]
@@ -300,9 +295,10 @@ class CodexAppConversation:
             return []  # not ours: nothing waits for it
         method = self._requests.pop(request_id)
         steered = self._steers.pop(request_id, None)
+        messages = self._turn_messages.pop(request_id, ())
         error = message.get("error")
         if error is not None:
-            return self._on_error(method, _error_text(error), steered)
+            return self._on_error(method, _error_text(error), steered, messages)
         result = message.get("result")
         result = result if isinstance(result, dict) else {}
         if method == "initialize":
@@ -316,8 +312,8 @@ class CodexAppConversation:
             thread_id = thread.get("id") if isinstance(thread, dict) else None
             if not isinstance(thread_id, str):
                 return self._fail(f"codex's {method} answer names no thread")
-            self.thread_id = thread_id
-            return [self._start_turn([self._prompt or ""])]
+            self._thread_id = thread_id
+            return [self._start_turn([(OPENING, self._prompt or "")])]
         if method == "turn/start":
             turn = result.get("turn")
             if isinstance(turn, dict) and isinstance(turn.get("id"), str):
@@ -325,20 +321,25 @@ class CodexAppConversation:
         return []
 
     def _on_error(
-        self, method: str, reason: str, steered: tuple[str, str] | None
+        self,
+        method: str,
+        reason: str,
+        steered: tuple[str, str] | None,
+        messages: tuple[str, ...],
     ) -> list[Reaction]:
         if method in ("initialize", "thread/start", "thread/resume"):
             return self._fail(f"codex refused {method}: {reason}")
         if method == "turn/start":
-            # No turn began: the child waits for input again.
+            # codex refused the turn's messages; no turn began: it waits for input again.
             self._turn_running, self._turn_id = False, None
-            return [TurnEnded("error"), *self._deliver_queue()]
+            refused = [MessageRefused(message_id, reason) for message_id in messages]
+            return [*refused, TurnEnded("error"), *self._deliver_queue()]
         if steered is not None:
             # The turn ended before codex read it: it opens the next turn instead.
             if self._turn_running:
                 self._queue.insert(0, steered)
                 return []
-            return [self._start_turn([steered[1]])]
+            return [self._start_turn([steered])]
         return []  # an interrupt that came too late: the turn ended anyway
 
     def _on_request(self, request_id: object, method: str, params: object) -> list[Reaction]:
@@ -395,7 +396,9 @@ class CodexAppConversation:
             return self._drain()
         if method == "serverRequest/resolved":
             # codex settled it itself (an interrupt): no answer is awaited any more.
-            self._permissions.pop(str(params.get("requestId")), None)
+            permission_id = str(params.get("requestId"))
+            if self._permissions.pop(permission_id, None) is not None:
+                return [PermissionWithdrawn(permission_id, WITHDRAWN)]
         return []
 
     def _on_item(self, item: dict[str, Any], *, completed: bool) -> None:
@@ -452,28 +455,33 @@ class CodexAppConversation:
             # Its result will never reach the model: the call ended with the turn.
             self._events.tool_ended(item_id, is_error=True)
         self._items.clear()
-        self._permissions.clear()  # codex answers its own requests when a turn ends
+        # codex answers its own requests when a turn ends.
+        withdrawn = [PermissionWithdrawn(p, TURN_ENDED) for p in self._permissions]
+        self._permissions.clear()
         self._events.end_response()
         self._turn_running, self._turn_id, self._interrupt_wanted = False, None, False
         leaves = left or reason == STOP_REASONS["interrupted"]
         ended = TurnEndedLeavingCommands(reason, left) if leaves else TurnEnded(reason)
-        return [*self._drain(), ended, *self._deliver_queue()]
+        return [*self._drain(), *withdrawn, ended, *self._deliver_queue()]
 
     def _deliver_queue(self) -> list[Reaction]:
         """The queued messages, together, as the next turn's input."""
-        if not self._queue or self.thread_id is None:
+        if not self._queue or self._thread_id is None:
             return []
         queued, self._queue = self._queue, []
         delivered = [MessageDelivered(message_id) for message_id, _ in queued]
-        return [self._start_turn([text for _, text in queued]), *delivered]
+        return [self._start_turn(queued), *delivered]
 
-    def _start_turn(self, texts: list[str]) -> Write:
+    def _start_turn(self, messages: list[tuple[str, str]]) -> Write:
+        """A turn for `messages` ((message id, text) each), as one input."""
         self._turn_running, self._turn_id = True, None
-        return self._request("turn/start", {"threadId": self.thread_id, "input": _input(texts)})
+        params = {"threadId": self._thread_id, "input": _input([text for _, text in messages])}
+        self._turn_messages[self._next_id] = tuple(message_id for message_id, _ in messages)
+        return self._request("turn/start", params)
 
     def _interrupt_turn(self) -> Write:
         return self._request(
-            "turn/interrupt", {"threadId": self.thread_id, "turnId": self._turn_id}
+            "turn/interrupt", {"threadId": self._thread_id, "turnId": self._turn_id}
         )
 
     def _request(self, method: str, params: Mapping[str, Any]) -> Write:

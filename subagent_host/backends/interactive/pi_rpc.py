@@ -54,12 +54,14 @@ assistant message's: `stop` is `end_turn`, `aborted` is `interrupted`, others (`
 A steer that reaches pi once its run ended (its `agent_end` not read here yet) starts a
 run of its own, which is counted the same way: a turn pi started.
 
-A `response` with `success: false` to a command of ours (a refused message, say "No
-API key found") is a `ProtocolFailure` naming the message and pi's error: the
-conversation types have no reaction for one refused message, and pi refuses only what
-it cannot take at all. So is a refusal of a line pi could not read (a response with no
-id), and a line that is not a JSON object. pi has no permission prompts: `answer`
-always raises KeyError.
+A `response` with `success: false` to a prompt of ours (a refused message, say "No
+API key found") is a `MessageRefused` naming the message and pi's error: pi lives on
+and takes the next one. When the refused prompt opened a turn (no run began for it),
+that turn ends `error` and a queued message goes next. A refusal of another command,
+or of a line pi could not read (a response with no id), is a `ProtocolFailure`, as is
+a line that is not a JSON object. pi has no permission prompts: it launches only with
+approvals `cli` (any other is refused, `approvals-unsupported`), and `answer` always
+raises KeyError.
 """
 
 from __future__ import annotations
@@ -73,14 +75,18 @@ import attrs
 
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.interactive.base import (
+    OPENING,
+    Approvals,
     Delivery,
     DeliveryState,
     MessageDelivered,
+    MessageRefused,
     ProtocolFailure,
     Reaction,
     TurnEnded,
     TurnStarted,
     Write,
+    approvals_supported,
 )
 from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.pi import PiBackend, PiParser
@@ -99,9 +105,15 @@ REASON_CHARS: Final = 300
 """How much of pi's error, or of a line it broke, a failure quotes."""
 
 
-def pi_rpc_launch(backend: PiBackend, item: ItemSpec) -> Launch:
+APPROVALS: Final = frozenset({Approvals.CLI})
+"""pi never asks before a tool runs: its own rules decide."""
+
+
+def interactive_launch(backend: PiBackend, item: ItemSpec, approvals: Approvals) -> Launch:
     """The interactive launch of pi for `item`: its one-shot launch in rpc mode, stdin
-    left open for the conversation (the first prompt is `opening`'s, not stdin's)."""
+    left open for the conversation (the first prompt is `opening`'s, not stdin's).
+    ValueError (`approvals-unsupported`): approvals other than `cli`."""
+    approvals_supported(backend.id, approvals, APPROVALS)
     return attrs.evolve(backend.launch(backend.argv(item, "rpc"), item), stdin=None)
 
 
@@ -117,18 +129,31 @@ class PiRpcConversation:
         self._steers: list[tuple[str, str]] = []  # (message id, text) until the run begins
         self._queued: deque[tuple[str, str]] = deque()  # until the turn ends
         self._commands: dict[str, str] = {}  # ids of commands unanswered: what each was
+        # Prompts unanswered, by command id: the message's id, and whether it began a turn.
+        self._prompts: dict[str, tuple[str, bool]] = {}
         self._last_id = 0
         self._failed = False
-        self.session_id: str | None = None
-        """pi's session id, once it answered the state request (what a resume continues)."""
+        self._session_id: str | None = None
+
+    @classmethod
+    def for_item(cls, item: ItemSpec, approvals: Approvals) -> PiRpcConversation:
+        """The conversation of `interactive_launch(backend, item, approvals)` (pi's is
+        the same for every item; ValueError: approvals other than `cli`)."""
+        approvals_supported("pi", approvals, APPROVALS)
+        return cls()
 
     @property
     def turn_running(self) -> bool:
         return self._turn_running
 
+    @property
+    def session_id(self) -> str | None:
+        """pi's session id, once it answered the state request (what a resume continues)."""
+        return self._session_id
+
     def opening(self, prompt: str) -> Sequence[Reaction]:
         state = self._command({"type": "get_state"}, STATE_REQUEST)
-        return [state, *self._start_turn(prompt, "the first prompt")]
+        return [state, *self._start_turn(prompt, OPENING)]
 
     def on_line(self, line: bytes) -> Sequence[Reaction]:
         if self._failed or not line.strip():
@@ -155,16 +180,16 @@ class PiRpcConversation:
         # kept, so that a long conversation does not pile them up.
         self._parser.activity()
         if kind == "agent_end" and self._turn_running:
-            reactions += self._turn_ended(event)
+            reactions += self._turn_ended(_stop_reason(event.get("messages")))
         return reactions
 
     def send(
         self, message_id: str, text: str, delivery: Delivery
     ) -> tuple[Sequence[Reaction], DeliveryState]:
         if not self._turn_running:
-            return self._start_turn(text, f"message {message_id}"), DeliveryState.DELIVERED
+            return self._start_turn(text, message_id), DeliveryState.DELIVERED
         if delivery is Delivery.STEER and self._run_started:
-            prompt = self._prompt(text, "steer", f"message {message_id}")
+            prompt = self._prompt(text, "steer", message_id)
             return [prompt], DeliveryState.DELIVERED
         waiting = self._steers if delivery is Delivery.STEER else self._queued
         waiting.append((message_id, text))
@@ -184,16 +209,16 @@ class PiRpcConversation:
     def queued(self) -> Sequence[str]:
         return [message_id for message_id, _ in (*self._steers, *self._queued)]
 
-    def _start_turn(self, text: str, what: str) -> list[Reaction]:
+    def _start_turn(self, text: str, message_id: str) -> list[Reaction]:
         self._turn_running, self._run_started = True, False
         self._abort_wanted = self._abort_sent = False
-        return [self._prompt(text, "followUp", what), TurnStarted()]
+        return [self._prompt(text, "followUp", message_id, starts_turn=True), TurnStarted()]
 
     def _run_began(self) -> list[Reaction]:
         self._run_started = True
         reactions: list[Reaction] = []
         for message_id, text in self._steers:
-            reactions.append(self._prompt(text, "steer", f"message {message_id}"))
+            reactions.append(self._prompt(text, "steer", message_id))
             reactions.append(MessageDelivered(message_id))
         self._steers.clear()
         if self._abort_wanted:
@@ -201,8 +226,8 @@ class PiRpcConversation:
             reactions.append(self._abort())
         return reactions
 
-    def _turn_ended(self, event: dict[str, Any]) -> list[Reaction]:
-        reactions: list[Reaction] = [TurnEnded(_stop_reason(event.get("messages")))]
+    def _turn_ended(self, stop_reason: str) -> list[Reaction]:
+        reactions: list[Reaction] = [TurnEnded(stop_reason)]
         self._turn_running = self._run_started = False
         self._abort_wanted = self._abort_sent = False
         # Steers wait only for a run to begin, and each run begins before it ends: none
@@ -211,26 +236,37 @@ class PiRpcConversation:
         self._steers.clear()
         if self._queued:
             message_id, text = self._queued.popleft()
-            prompt, started = self._start_turn(text, f"message {message_id}")
+            prompt, started = self._start_turn(text, message_id)
             reactions += [prompt, MessageDelivered(message_id), started]
         return reactions
 
     def _on_response(self, event: dict[str, Any]) -> list[Reaction]:
         command_id = event.get("id")
         what = self._commands.pop(command_id, None) if isinstance(command_id, str) else None
+        prompt = self._prompts.pop(command_id, None) if isinstance(command_id, str) else None
         succeeded = event.get("success") is True
         error = short(event.get("error"), REASON_CHARS)
         if what is None:
             if command_id is None and not succeeded:  # a line of ours pi could not read
                 return self._fail(f"pi refused a command ({short(event.get('command'))}): {error}")
             return []  # not a command of ours
+        if not succeeded and prompt is not None:
+            return self._refused(*prompt, error)
         if not succeeded:
             return self._fail(f"pi refused {what}: {error}")
         data = event.get("data")
         if what == STATE_REQUEST and isinstance(data, dict):
             session = data.get("sessionId")
-            self.session_id = session if isinstance(session, str) else None
+            self._session_id = session if isinstance(session, str) else None
         return []
+
+    def _refused(self, message_id: str, began_turn: bool, error: str) -> list[Reaction]:
+        """pi refused one message (say "No API key found") and waits for the next."""
+        reactions: list[Reaction] = [MessageRefused(message_id, error)]
+        if began_turn and self._turn_running and not self._run_started:
+            # No run began for it: the turn it opened ends here, and the queue goes on.
+            reactions += self._turn_ended("error")
+        return reactions
 
     def _on_ui_request(self, event: dict[str, Any]) -> list[Reaction]:
         request_id = event.get("id")
@@ -239,9 +275,13 @@ class PiRpcConversation:
         # A dialog no one here can answer: dismissed, so the extension goes on at once.
         return [_line({"type": "extension_ui_response", "id": request_id, "cancelled": True})]
 
-    def _prompt(self, text: str, behaviour: str, what: str) -> Write:
+    def _prompt(
+        self, text: str, behaviour: str, message_id: str, *, starts_turn: bool = False
+    ) -> Write:
         body = {"type": "prompt", "message": text, "streamingBehavior": behaviour}
-        return self._command(body, what)
+        write = self._command(body, f"message {message_id}")
+        self._prompts[f"{ID_PREFIX}{self._last_id}"] = (message_id, starts_turn)
+        return write
 
     def _abort(self) -> Write:
         self._abort_sent = True

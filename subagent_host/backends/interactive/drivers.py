@@ -1,0 +1,58 @@
+"""Which driver talks to which agent CLI: a backend's id to its interactive launch and
+its `Conversation`, so the supervision starts any of them the one way.
+
+Every driver has the same two entry points: `interactive_launch(backend, item,
+approvals)` (the CLI's argv/env/cwd, stdin left open) and `for_item(item, approvals)`
+(its conversation's state). Both refuse approvals the CLI cannot ask for
+(`approvals-unsupported`: pi takes only `cli`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Generic, TypeVar
+
+import attrs
+
+from subagent_host.backends import claude, codex, pi
+from subagent_host.backends.base import AgentCLI, ItemSpec, Launch
+from subagent_host.backends.interactive import claude_stream, codex_app, pi_rpc
+from subagent_host.backends.interactive.base import Approvals, Conversation
+
+BackendT = TypeVar("BackendT", bound=AgentCLI)
+
+
+@attrs.frozen
+class Driver(Generic[BackendT]):
+    """One CLI's interactive driver: its launch (from the backend's one-shot adapter)
+    and the conversation that talks to the process it starts."""
+
+    backend: type[BackendT]
+    launch: Callable[[BackendT, ItemSpec, Approvals], Launch]
+    conversation: Callable[[ItemSpec, Approvals], Conversation]
+
+    def start(
+        self, backend: AgentCLI, item: ItemSpec, approvals: Approvals
+    ) -> tuple[Launch, Conversation]:
+        """The launch of `item`'s interactive child and its conversation (ValueError,
+        `approvals-unsupported`: the CLI cannot ask as `approvals` says; TypeError: a
+        backend of another CLI)."""
+        if not isinstance(backend, self.backend):
+            raise TypeError(f"the {self.backend.id} driver cannot launch {backend.id}")
+        return self.launch(backend, item, approvals), self.conversation(item, approvals)
+
+
+DRIVERS: Final[Mapping[str, Driver[Any]]] = {
+    pi.PiBackend.id: Driver(
+        pi.PiBackend, pi_rpc.interactive_launch, pi_rpc.PiRpcConversation.for_item
+    ),
+    claude.ClaudeBackend.id: Driver(
+        claude.ClaudeBackend,
+        claude_stream.interactive_launch,
+        claude_stream.ClaudeConversation.for_item,
+    ),
+    codex.CodexBackend.id: Driver(
+        codex.CodexBackend, codex_app.interactive_launch, codex_app.CodexAppConversation.for_item
+    ),
+}
+"""The agent backends an interactive child can run, by id."""
