@@ -3,7 +3,7 @@
 A `Conversation` is sans-I/O: it never reads or writes a pipe. Its caller (the child's
 supervision) hands it each line the CLI prints (`on_line`) and each request of a client
 (`opening`, `send`, `interrupt`, `answer`), and carries out the `Reaction`s it returns
-in order: bytes to write to the CLI's stdin, a signal to send, and what happened
+in order: bytes to write to the CLI's stdin, and what happened
 (a turn started or ended, a permission is asked, the normalized agent events of
 backends/events.py). Keeping the protocol free of I/O lets one module per CLI be
 tested line by line, and leaves stdin, signals and timeouts to the one code that owns
@@ -21,7 +21,6 @@ a turn's end that may have left tools running is a `TurnEndedLeavingCommands`; a
 from __future__ import annotations
 
 import enum
-import signal
 from collections.abc import Sequence, Set
 from typing import Final, Protocol
 
@@ -96,13 +95,6 @@ class Write:
     """Bytes to write to the CLI's stdin, as they are (each message ends its own line)."""
 
     data: bytes
-
-
-@attrs.frozen
-class Signal:
-    """A signal for the CLI's process (a `command` child's interrupt is SIGINT)."""
-
-    signum: signal.Signals
 
 
 @attrs.frozen
@@ -190,7 +182,6 @@ class ProtocolFailure:
 
 Reaction = (
     Write
-    | Signal
     | TurnStarted
     | TurnEnded
     | PermissionAsked
