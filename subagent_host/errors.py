@@ -75,6 +75,13 @@ class LaunchRejected(HostError):
     MEANING = "launch rejected"
 
 
+class RequestRefused(LaunchRejected):
+    """A request about a running run that its state refuses, answered with the code of
+    a rejected launch (-32003): a live message, interrupt or close for a child that is
+    not interactive or not running, an answer to a permission no longer pending.
+    `data`: a `Refusal`."""
+
+
 class ResumeDenied(HostError):
     """A resume token was unknown, expired, consumed, foreign or mismatched.
     `data`: a `ResumeDenial`."""

@@ -92,7 +92,9 @@ class BackendUnavailable(HostError):
 
 
 class LaunchRejected(HostError):
-    """The launch was rejected (-32003): `data["diagnostics"]` says why."""
+    """The launch was rejected (-32003): `data["diagnostics"]` says why. Also a request
+    about a running run that its state refuses (a message to a child that is not
+    interactive, say): `data["reason"]` says why."""
 
     CODE = domain.LaunchRejected.CODE
 

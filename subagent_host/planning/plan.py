@@ -15,8 +15,10 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
+from subagent_host.backends.interactive.drivers import DRIVERS
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan, PlanStep
 from subagent_host.values import FULL, STEP_PROMPT, Isolation, RunKind, SessionResources
+from subagent_host.values.choices import Approvals
 from subagent_host.values.copying import shared
 from subagent_host.values.placement import Placement
 
@@ -74,12 +76,32 @@ class ChildPlan:
     """Where on a cluster it runs (protocol.md §8.8); None: anywhere the executor likes."""
     redact: bool = True
     """Whether long base64-like runs of its output are redacted (its secrets always are)."""
+    interactive: bool = False
+    """It lives on after its first turn, taking live messages (protocol.md §23): started
+    through its backend's machine protocol, stdin kept open."""
+    approvals: Approvals = Approvals.CLI
+    """Who answers the tool uses it asks permission for (`cli`: nobody, its CLI's own
+    rules). Other than `cli`, it is started through its machine protocol even when not
+    interactive (and closed when its first turn ends)."""
+    idle_timeout_ms: int | None = None
+    """An interactive child's: milliseconds it may wait for input after a turn ended
+    before it is closed (`completed`); None when not interactive."""
+    permission_timeout_ms: int | None = None
+    """Milliseconds a permission it asks may go unanswered before the answer is reject;
+    None when nothing but its CLI answers (`approvals: "cli"`)."""
     launch: Launch | None = attrs.field(default=None, init=False, eq=False, repr=False)
     """What the backend executes for it (argv, stdin, extra env, cwd), prepared once
     from the fields above by `prepare_child`. Not an init argument: any copy
     (`attrs.evolve`: a template filled, a field changed) starts unprepared, so a
     launch never outlives what it was rendered from. Never recorded: it is derived,
     and holds environment values."""
+
+    @property
+    def driven(self) -> bool:
+        """Whether it is started through its backend's machine protocol (a `Conversation`,
+        backends/interactive/): it is interactive, or someone but its CLI answers its
+        permissions."""
+        return self.interactive or self.approvals is not Approvals.CLI
 
     @property
     def limits(self) -> ChildLimits:
@@ -202,11 +224,22 @@ def prepare_child(child: ChildPlan, backend: Backend) -> ChildPlan:
         return child
     ready = attrs.evolve(child)
     # Set once, on a copy no one else holds yet: `launch` is derived, never an input.
-    object.__setattr__(ready, "launch", backend.prepare(child.item()))
+    object.__setattr__(ready, "launch", render_launch(child, backend))
     return ready
+
+
+def render_launch(child: ChildPlan, backend: Backend, prompt: str | None = None) -> Launch:
+    """What the backend executes for the child (`prompt` replaces its planned one): its
+    one-shot launch, or, for a child driven through its machine protocol, its driver's
+    (stdin kept open; the prompt is the conversation's first message). ValueError
+    (`approvals-unsupported`): approvals its backend cannot ask (checked when planned)."""
+    item = child.item(prompt)
+    if not child.driven:
+        return backend.prepare(item)
+    return DRIVERS[backend.id].launch(backend, item, child.approvals)
 
 
 def prepared(child: ChildPlan, backend: Backend) -> Launch:
     """The child's launch: the one prepared when it was planned, else prepared now (a
     workflow child whose templates were just filled)."""
-    return child.launch if child.launch is not None else backend.prepare(child.item())
+    return child.launch if child.launch is not None else render_launch(child, backend)

@@ -36,7 +36,7 @@ from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
 from subagent_host.executors.base import ChildHandle, ChildLost, Executor
 from subagent_host.executors.local import LocalExecutor
 from subagent_host.planning import templates
-from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
+from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt, render_launch
 from subagent_host.runs.child_sink import (
     ChildSink,
     EventSender,
@@ -221,7 +221,7 @@ class ChildRunner:
         launch = (
             plan.launch
             if prompt == plan.prompt and plan.launch
-            else backend.prepare(plan.item(prompt))
+            else render_launch(plan, backend, prompt)
         )
         opened: Opened | None = None
         if plan.isolation == WORKTREE:

@@ -7,6 +7,7 @@ snapshot shows it), and its newest events.
 
 from __future__ import annotations
 
+import enum
 import functools
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -138,13 +139,13 @@ def event_from_record(seq: int, record: JsonObject) -> RunEvent:
     if not isinstance(kind, str) or not isinstance(at, str) or not isinstance(stored, dict):
         raise ValueError(f"event {seq} is not an event as the store keeps one")
     fields: dict[str, object] = dict(stored)
-    read = _readers()
-    for name in fields.keys() & read.keys():
-        fields[name] = read[name](fields[name])
     from subagent_host.values.events import EVENT_CLASSES  # see TYPE_CHECKING above
 
     # Its fields by name, as `event_record` wrote them from the same class.
     make: Callable[..., Event] = EVENT_CLASSES[kind]
+    read = _readers()[EVENT_CLASSES[kind]]
+    for name in fields.keys() & read.keys():
+        fields[name] = read[name](fields[name])
     return RunEvent(seq=seq, at=datetime.fromisoformat(at), payload=make(**fields))
 
 
@@ -167,26 +168,55 @@ def _stored_fields(payload: Event) -> dict[str, object]:
             value = attrs.asdict(value)  # nulls too, as it always was
         elif isinstance(value, Usage):
             value = {key: part for key, part in attrs.asdict(value).items() if part is not None}
+        elif isinstance(value, tuple):  # a permission's options
+            value = [attrs.asdict(part) if attrs.has(type(part)) else part for part in value]
         fields[name] = value
     return fields
 
 
 @functools.cache
-def _readers() -> Mapping[str, Callable[..., object]]:
-    """Stored fields that are not plain JSON values, by name: what reads each back (an
-    enumeration's member, an attrs value from its snake_case fields)."""
-    from subagent_host.values.events import EVENT_ENUMS, EVENT_TYPES  # see TYPE_CHECKING above
+def _readers() -> Mapping[type[Event], Mapping[str, Callable[..., object]]]:
+    """Stored fields that are not plain JSON values, by event class and name: what reads
+    each back (an enumeration's member, an attrs value from its snake_case fields, a
+    tuple of them)."""
+    from subagent_host.values.events import EVENT_TYPES  # see TYPE_CHECKING above
 
-    found: dict[str, Callable[..., object]] = {}
-    for kind in EVENT_TYPES:
-        for name, hint in typing.get_type_hints(kind).items():
-            for arg in (hint, *typing.get_args(hint)):
-                if arg in EVENT_ENUMS:
-                    found[name] = arg
-                elif isinstance(arg, type) and attrs.has(arg):
-                    found[name] = functools.partial(_from_fields, arg)
+    return {kind: _field_readers(kind) for kind in EVENT_TYPES}
+
+
+def _reader(hint: object) -> Callable[..., object] | None:
+    for arg in (hint, *typing.get_args(hint)):
+        if isinstance(arg, type) and issubclass(arg, enum.Enum):
+            return arg
+        if isinstance(arg, type) and attrs.has(arg):
+            return functools.partial(_from_fields, arg)
+        if typing.get_origin(arg) is tuple and (read := _reader(typing.get_args(arg)[0])):
+            return functools.partial(_each, read)
+    return None
+
+
+def _from_fields(kind: type, fields: dict[str, object]) -> object:
+    read = _field_readers(kind)
+    return kind(
+        **{name: read[name](value) if name in read else value for name, value in fields.items()}
+    )
+
+
+def _field_readers(kind: type) -> Mapping[str, Callable[..., object]]:
+    """What reads back each field of an attrs class that is not a plain JSON value (once
+    per class: a streaming run's events are read by the thousand)."""
+    found = _FIELD_READERS.get(kind)
+    if found is None:
+        found = _FIELD_READERS[kind] = {
+            name: reader
+            for name, hint in typing.get_type_hints(kind).items()
+            if (reader := _reader(hint)) is not None
+        }
     return found
 
 
-def _from_fields(kind: type[object], fields: dict[str, object]) -> object:
-    return kind(**fields)
+_FIELD_READERS: dict[type, Mapping[str, Callable[..., object]]] = {}
+
+
+def _each(read: Callable[..., object], values: list[object]) -> tuple[object, ...]:
+    return tuple(read(value) for value in values)

@@ -155,3 +155,87 @@ class DisabledBy(enum.StrEnum):
     """The `enabled` list does not name it."""
     DISABLED = "agents.disabled"
     """A pattern of the `disabled` list matches it."""
+
+
+class Approvals(enum.StrEnum):
+    """Who answers the tool uses a child asks permission for (protocol.md §23.4): a
+    launch-level setting. A CLI that cannot ask takes only `cli`
+    (`approvals-unsupported`)."""
+
+    CLI = "cli"
+    """Nobody: the CLI's own non-interactive rules decide (a one-shot child's)."""
+    CLIENT = "client"
+    """A client of the run's session, through `run/permit`."""
+    POLICY = "policy"
+    """The host, from the child's `access`."""
+
+
+class Delivery(enum.StrEnum):
+    """How a live message is to reach the model (`run/send`'s `delivery`)."""
+
+    QUEUE = "queue"
+    """When the current turn ends (or at once, when no turn runs)."""
+    STEER = "steer"
+    """Into the current turn, where the CLI can take it there (else queued)."""
+
+
+class DeliveryState(enum.StrEnum):
+    """Where a live message is (`run/send`'s reply, an `input` event's `state`)."""
+
+    DELIVERED = "delivered"
+    """Written to the child (acceptance does not prove the model read it)."""
+    QUEUED = "queued"
+    """Waiting for the current turn to end."""
+    DROPPED = "dropped"
+    """Still queued when the child ended: never replayed into a later attempt."""
+    REFUSED = "refused"
+    """The CLI refused it and lives on (its reason in the event's `reason`)."""
+
+
+class TurnState(enum.StrEnum):
+    """An interactive child's turn: its model works on a message, or it waits for one."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+
+
+class PermissionStage(enum.StrEnum):
+    """A `permission` event's stage: asked, answered, or withdrawn by the CLI."""
+
+    ASKED = "asked"
+    ANSWERED = "answered"
+    WITHDRAWN = "withdrawn"
+
+
+class OptionKind(enum.StrEnum):
+    """A permission answer's kind, modelled on ACP's permission options."""
+
+    ALLOW_ONCE = "allow-once"
+    ALLOW_ALWAYS = "allow-always"
+    REJECT_ONCE = "reject-once"
+    REJECT_ALWAYS = "reject-always"
+
+    @property
+    def allows(self) -> bool:
+        return self in (OptionKind.ALLOW_ONCE, OptionKind.ALLOW_ALWAYS)
+
+
+class ToolKind(enum.StrEnum):
+    """What a tool does, in ACP's words (agentclientprotocol.com, `ToolKind`)."""
+
+    READ = "read"
+    EDIT = "edit"
+    DELETE = "delete"
+    MOVE = "move"
+    SEARCH = "search"
+    EXECUTE = "execute"
+    THINK = "think"
+    FETCH = "fetch"
+    OTHER = "other"
+
+
+class Phase(enum.StrEnum):
+    """A `tool` event's moment: the call began, or its result is back."""
+
+    START = "start"
+    END = "end"

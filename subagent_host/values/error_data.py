@@ -49,6 +49,21 @@ class Rejection:
 
 
 @attrs.frozen
+class Refusal:
+    """-32003 for a request about a running run (`run/send`, `run/interrupt`, `run/close`,
+    `run/permit`) that its state refuses."""
+
+    reason: str
+    """`not-interactive`, `not-running` or `not-pending`."""
+    run_id: str
+    """The run's id."""
+    index: int | None = None
+    """The child, when the request concerns one."""
+    permission_id: str | None = None
+    """`run/permit`'s permission."""
+
+
+@attrs.frozen
 class ResumeDenial:
     """-32004: why a resume is refused; nothing was spawned."""
 

@@ -26,28 +26,13 @@ from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 import attrs
 
 from subagent_host.values import RunStatus
+from subagent_host.values.choices import DeliveryState, PermissionStage
+
+# Declared with the wire's other words; named from here where events are made.
+from subagent_host.values.choices import Phase as Phase
+from subagent_host.values.choices import ToolKind as ToolKind
 from subagent_host.values.facts import OutputInfo, Usage
-
-
-class ToolKind(enum.StrEnum):
-    """What a tool does, in ACP's words (agentclientprotocol.com, `ToolKind`)."""
-
-    READ = "read"
-    EDIT = "edit"
-    DELETE = "delete"
-    MOVE = "move"
-    SEARCH = "search"
-    EXECUTE = "execute"
-    THINK = "think"
-    FETCH = "fetch"
-    OTHER = "other"
-
-
-class Phase(enum.StrEnum):
-    """A `tool` event's moment: the call began, or its result is back."""
-
-    START = "start"
-    END = "end"
+from subagent_host.values.interaction import PermissionOption
 
 
 @attrs.frozen(kw_only=True)
@@ -148,6 +133,63 @@ class UsageEvent(_OfChild):
     """`usage`: the child's tokens (and cost where the CLI reports one) so far."""
 
 
+@attrs.frozen(kw_only=True)
+class TurnEvent(_OfChild):
+    """An interactive child began a turn (`start`), or ended one and waits (`end`)."""
+
+    type: ClassVar[str] = "turn"
+    phase: Phase
+    """`turn`: `start` or `end`."""
+    stop_reason: str | None = None
+    """`turn` `end`: `end_turn`, `interrupted`, or the CLI's own reason (`error`, ...)."""
+
+
+@attrs.frozen(kw_only=True)
+class InputEvent(_OfChild):
+    """A live message to an interactive child changed state."""
+
+    type: ClassVar[str] = "input"
+    message_id: str
+    """`input`: the id `run/send` answered."""
+    state: DeliveryState
+    """`input`: `delivered`, `queued`, `dropped` (still queued when the child ended) or
+    `refused` (by the CLI)."""
+    text: str
+    """`input`: the message (a `message` event's text is the assistant's)."""
+    reason: str | None = None
+    """`input` `refused`: why, in the CLI's words."""
+
+
+@attrs.frozen(kw_only=True)
+class PermissionEvent(_OfChild):
+    """An interactive child asks before a tool runs (`asked`), or its ask was answered or
+    withdrawn."""
+
+    type: ClassVar[str] = "permission"
+    permission_id: str
+    """`permission`: what `run/permit` names."""
+    stage: PermissionStage
+    """`permission`: `asked`, `answered` or `withdrawn`."""
+    name: str
+    """`permission`: the CLI's own name of the tool."""
+    kind: ToolKind
+    """`permission`: what the tool does, in ACP's tool kinds."""
+    summary: str
+    """`permission`: one line of the tool's input (a command, a path); never file contents."""
+    options: tuple[PermissionOption, ...]
+    """`permission`: the answers it offers."""
+    tool_id: str | None = None
+    """`permission`: the CLI's own id of the tool call, when it gave one."""
+    option_id: str | None = None
+    """`permission` `answered`: the answer chosen."""
+    answered_by: str | None = None
+    """`permission` `answered`: who answered: `client` (and which, e.g. `client:vscode`),
+    `policy`, `timeout` (unanswered for its `permissionTimeoutMs`: rejected) or `ended`
+    (the child ended first: rejected)."""
+    reason: str | None = None
+    """`permission` `answered` by `policy`, `withdrawn`: why, in words."""
+
+
 Event = (
     StatusEvent
     | ChildEvent
@@ -157,6 +199,9 @@ Event = (
     | MessageEvent
     | ToolEvent
     | UsageEvent
+    | TurnEvent
+    | InputEvent
+    | PermissionEvent
 )
 """One `run/event`'s own fields, by type."""
 
@@ -169,6 +214,9 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     MessageEvent,
     ToolEvent,
     UsageEvent,
+    TurnEvent,
+    InputEvent,
+    PermissionEvent,
 )
 """Every class of `Event`, in the order the protocol lists them."""
 
@@ -197,8 +245,10 @@ def text_of(event: Event) -> str | None:
     match event:
         case _ChildText(text=text):
             return text
-        case ToolEvent(summary=summary):
+        case ToolEvent(summary=summary) | PermissionEvent(summary=summary):
             return summary
+        case InputEvent(text=text):
+            return text
         case StatusEvent(output=OutputInfo(text=text)):
             return text
         case _:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent_host.backends.base import AgentCLI, ItemSpec
+from subagent_host.backends.base import Backend, ItemSpec
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
 from subagent_host.backends.interactive.base import Approvals, Conversation
@@ -18,7 +18,7 @@ from subagent_host.backends.pi import PiBackend
 from subagent_host.values.choices import AGENT_BACKENDS
 
 
-def backends(tmp_path: Path) -> dict[str, AgentCLI]:
+def backends(tmp_path: Path) -> dict[str, Backend]:
     return {
         "pi": PiBackend(tmp_path / "sessions", executable="/opt/pi"),
         "claude": ClaudeBackend(executable="/opt/claude"),
@@ -31,7 +31,7 @@ def item_in(tmp_path: Path) -> ItemSpec:
 
 
 def test_every_agent_backend_has_a_driver_of_its_own_conversation() -> None:
-    assert set(DRIVERS) == set(AGENT_BACKENDS) == {"pi", "claude", "codex"}
+    assert set(DRIVERS) == {*AGENT_BACKENDS, "command"} == {"command", "pi", "claude", "codex"}
     assert DRIVERS["pi"].conversation == PiRpcConversation.for_item
     assert DRIVERS["claude"].conversation == ClaudeConversation.for_item
     assert DRIVERS["codex"].conversation == CodexAppConversation.for_item
@@ -39,7 +39,7 @@ def test_every_agent_backend_has_a_driver_of_its_own_conversation() -> None:
         assert driver.backend.id == backend_id
 
 
-@pytest.mark.parametrize("backend_id", sorted(DRIVERS))
+@pytest.mark.parametrize("backend_id", sorted(AGENT_BACKENDS))
 def test_a_driver_starts_its_cli_with_stdin_open_and_a_fresh_conversation(
     tmp_path: Path, backend_id: str
 ) -> None:

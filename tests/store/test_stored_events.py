@@ -16,21 +16,26 @@ from subagent_host.runs.state import RunEvent
 from subagent_host.store.records import dumps
 from subagent_host.store.rows import event_from_record, event_record, stored_event
 from subagent_host.values import RunStatus
+from subagent_host.values.choices import DeliveryState, OptionKind, PermissionStage
 from subagent_host.values.events import (
     EVENT_TYPES,
     ActivityEvent,
     ChildEvent,
     Event,
+    InputEvent,
     MessageEvent,
     OutputEvent,
+    PermissionEvent,
     Phase,
     StatusEvent,
     StderrEvent,
     ToolEvent,
     ToolKind,
+    TurnEvent,
     UsageEvent,
 )
 from subagent_host.values.facts import OutputInfo, Usage
+from subagent_host.values.interaction import PermissionOption
 
 AT: Final = datetime(2026, 12, 4, 21, 0, 0, 123456, tzinfo=UTC)
 STAMP: Final = '"at":"2026-12-04T21:00:00.123456+00:00"'
@@ -101,6 +106,33 @@ STORED: Final[list[tuple[str, Event]]] = [
         '"output_tokens":4,"cache_read_tokens":0,"cache_write_tokens":0}}}',
         UsageEvent(index=0, usage=Usage(3, 4, 0, 0)),
     ),
+    (
+        '{"type":"turn",' + STAMP + ',"fields":{"index":0,"phase":"end",'
+        '"stop_reason":"interrupted"}}',
+        TurnEvent(index=0, phase=Phase.END, stop_reason="interrupted"),
+    ),
+    (
+        '{"type":"input",' + STAMP + ',"fields":{"index":1,"message_id":"m1",'
+        '"state":"queued","text":"and then?"}}',
+        InputEvent(index=1, message_id="m1", state=DeliveryState.QUEUED, text="and then?"),
+    ),
+    (
+        '{"type":"permission",' + STAMP + ',"fields":{"index":0,"permission_id":"p1",'
+        '"stage":"answered","name":"Write","kind":"edit","summary":"a.txt","options":'
+        '[{"option_id":"allow","name":"Allow","kind":"allow-once"}],"option_id":"allow",'
+        '"answered_by":"client:vscode"}}',
+        PermissionEvent(
+            index=0,
+            permission_id="p1",
+            stage=PermissionStage.ANSWERED,
+            name="Write",
+            kind=ToolKind.EDIT,
+            summary="a.txt",
+            options=(PermissionOption("allow", "Allow", OptionKind.ALLOW_ONCE),),
+            option_id="allow",
+            answered_by="client:vscode",
+        ),
+    ),
 ]
 
 
@@ -111,7 +143,10 @@ def test_an_event_is_stored_as_earlier_versions_stored_it_and_reads_back(
     event = RunEvent(seq=4, at=AT, payload=payload)
     assert dumps(event_record(event)) == record
     assert stored_event(event).record == record
-    assert event_from_record(4, json.loads(record)) == event
+    read = event_from_record(4, json.loads(record))
+    assert read == event
+    if isinstance(read.payload, PermissionEvent):  # nested values come back typed too
+        assert read.payload.options[0].kind is OptionKind.ALLOW_ONCE
 
 
 def test_every_event_type_has_a_stored_record_here() -> None:

@@ -20,7 +20,6 @@ a turn's end that may have left tools running is a `TurnEndedLeavingCommands`; a
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence, Set
 from typing import Final, Protocol
 
@@ -28,19 +27,12 @@ import attrs
 
 from subagent_host.backends.events import AgentEvent, ToolKind
 
-
-class Approvals(enum.StrEnum):
-    """Who answers the tool uses a child asks permission for: a launch-level setting
-    every driver takes (its launch and its conversation both depend on it). A driver
-    whose CLI cannot ask refuses any but `cli` (`approvals_supported`)."""
-
-    CLI = "cli"
-    """Nobody: the CLI's own non-interactive rules decide (a one-shot child's)."""
-    CLIENT = "client"
-    """A client of the run, through `answer`."""
-    POLICY = "policy"
-    """The host, from the child's access, through `answer`."""
-
+# Declared with the wire's other words (values/choices.py); the drivers name them from here.
+from subagent_host.values.choices import Approvals as Approvals
+from subagent_host.values.choices import Delivery as Delivery
+from subagent_host.values.choices import DeliveryState as DeliveryState
+from subagent_host.values.choices import OptionKind as OptionKind
+from subagent_host.values.interaction import PermissionOption as PermissionOption
 
 APPROVALS_UNSUPPORTED: Final = "approvals-unsupported"
 
@@ -54,47 +46,19 @@ def approvals_supported(backend: str, approvals: Approvals, supported: Set[Appro
         )
 
 
-class Delivery(enum.StrEnum):
-    """How a live message is to reach the model."""
-
-    QUEUE = "queue"
-    """When the current turn ends (or at once, when no turn runs)."""
-    STEER = "steer"
-    """Into the current turn, where the CLI can take it there."""
-
-
-class DeliveryState(enum.StrEnum):
-    """Where a live message is: written to the CLI, or waiting for the turn to end."""
-
-    DELIVERED = "delivered"
-    QUEUED = "queued"
-    DROPPED = "dropped"
-    """Still queued when the child ended: never replayed into a later attempt."""
-
-
-class OptionKind(enum.StrEnum):
-    """A permission answer's kind, modelled on ACP's permission options."""
-
-    ALLOW_ONCE = "allow-once"
-    ALLOW_ALWAYS = "allow-always"
-    REJECT_ONCE = "reject-once"
-    REJECT_ALWAYS = "reject-always"
-
-
-@attrs.frozen
-class PermissionOption:
-    """One answer a permission offers."""
-
-    option_id: str
-    name: str
-    kind: OptionKind
-
-
 @attrs.frozen
 class Write:
     """Bytes to write to the CLI's stdin, as they are (each message ends its own line)."""
 
     data: bytes
+
+
+@attrs.frozen
+class Signal:
+    """A signal for the child's process group, as a terminal's Ctrl-C sends one (a
+    plain command's interrupt: it has no protocol to ask in)."""
+
+    signum: int
 
 
 @attrs.frozen
@@ -182,6 +146,7 @@ class ProtocolFailure:
 
 Reaction = (
     Write
+    | Signal
     | TurnStarted
     | TurnEnded
     | PermissionAsked

@@ -1,10 +1,12 @@
-"""Which driver talks to which agent CLI: a backend's id to its interactive launch and
+"""Which driver talks to which backend: a backend's id to its interactive launch and
 its `Conversation`, so the supervision starts any of them the one way.
 
 Every driver has the same two entry points: `interactive_launch(backend, item,
-approvals)` (the CLI's argv/env/cwd, stdin left open) and `for_item(item, approvals)`
-(its conversation's state). Both refuse approvals the CLI cannot ask for
-(`approvals-unsupported`: pi takes only `cli`).
+approvals)` (the program's argv/env/cwd, stdin left open) and `for_item(item,
+approvals)` (its conversation's state). Both refuse approvals the backend cannot ask
+for (`approvals-unsupported`: pi and a plain command take only `cli`). The agent CLIs
+speak their own machine protocols; a plain command speaks lines
+(command_lines.py).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
-from subagent_host.backends import claude, codex, pi
-from subagent_host.backends.base import AgentCLI, ItemSpec, Launch
-from subagent_host.backends.interactive import claude_stream, codex_app, pi_rpc
-from subagent_host.backends.interactive.base import Approvals, Conversation
+from subagent_host.backends import claude, codex, command, pi
+from subagent_host.backends.base import Backend, ItemSpec, Launch
+from subagent_host.backends.interactive import claude_stream, codex_app, command_lines, pi_rpc
+from subagent_host.backends.interactive.base import Approvals, Conversation, approvals_supported
 
-BackendT = TypeVar("BackendT", bound=AgentCLI)
+BackendT = TypeVar("BackendT", bound=Backend)
 
 
 @attrs.frozen
@@ -32,7 +34,7 @@ class Driver(Generic[BackendT]):
     conversation: Callable[[ItemSpec, Approvals], Conversation]
 
     def start(
-        self, backend: AgentCLI, item: ItemSpec, approvals: Approvals
+        self, backend: Backend, item: ItemSpec, approvals: Approvals
     ) -> tuple[Launch, Conversation]:
         """The launch of `item`'s interactive child and its conversation (ValueError,
         `approvals-unsupported`: the CLI cannot ask as `approvals` says; TypeError: a
@@ -42,7 +44,17 @@ class Driver(Generic[BackendT]):
         return self.launch(backend, item, approvals), self.conversation(item, approvals)
 
 
+def command_launch(backend: command.CommandBackend, item: ItemSpec, approvals: Approvals) -> Launch:
+    """A command's launch with nothing written at start: its prompt is the conversation's
+    first line, and its stdin stays open for the next ones."""
+    approvals_supported(backend.id, approvals, command_lines.APPROVALS)
+    return attrs.evolve(backend.prepare(attrs.evolve(item, prompt=None)), stdin=None)
+
+
 DRIVERS: Final[Mapping[str, Driver[Any]]] = {
+    command.CommandBackend.id: Driver(
+        command.CommandBackend, command_launch, command_lines.CommandConversation.for_item
+    ),
     pi.PiBackend.id: Driver(
         pi.PiBackend, pi_rpc.interactive_launch, pi_rpc.PiRpcConversation.for_item
     ),
@@ -55,4 +67,4 @@ DRIVERS: Final[Mapping[str, Driver[Any]]] = {
         codex.CodexBackend, codex_app.interactive_launch, codex_app.CodexAppConversation.for_item
     ),
 }
-"""The agent backends an interactive child can run, by id."""
+"""The backends an interactive child can run, by id: every one there is."""

@@ -11,7 +11,8 @@ One module per job, every name re-exported here (`from subagent_host.rpc.wire im
 - `events`: `EventWire`, one event of a run, and how it is read and written;
 - `snapshots`: a run's snapshot (`status`, `stop`), the list of runs;
 - `agents`: `agents/list`;
-- `control`: `stop`, `run/detach`, `window/workDoneProgress/cancel`;
+- `control`: `stop`, `run/detach`, `window/workDoneProgress/cancel`, and `run/send`,
+  `run/interrupt`, `run/close`, `run/permit`;
 - `converter`: `make_converter` and its hooks.
 
 What runs report (usage, output, error, resources, diagnostics, summaries) is not
@@ -44,7 +45,18 @@ from subagent_host.rpc.wire.basics import (
     json_type_name,
     timestamp,
 )
-from subagent_host.rpc.wire.control import DetachParams, StopParams, WorkDoneProgressCancelParams
+from subagent_host.rpc.wire.control import (
+    CloseParams,
+    DetachParams,
+    InterruptParams,
+    InterruptResult,
+    PermitParams,
+    PermitResult,
+    SendParams,
+    SendResult,
+    StopParams,
+    WorkDoneProgressCancelParams,
+)
 from subagent_host.rpc.wire.converter import make_converter, view_json, without_nulls
 from subagent_host.rpc.wire.events import EventWire
 from subagent_host.rpc.wire.handshake import (
@@ -89,10 +101,6 @@ from subagent_host.values import camel_case
 from subagent_host.values.placement import Placement
 
 __all__ = [
-    "INLINE",
-    "META",
-    "META_SCHEMA",
-    "TRACE_VALUES",
     "AccessRequest",
     "Admission",
     "AgentDisabledInfo",
@@ -102,22 +110,30 @@ __all__ = [
     "BackgroundMember",
     "ChildSnapshot",
     "ClientInfo",
+    "CloseParams",
     "DetachParams",
     "EventWire",
     "Features",
     "ForEachStep",
+    "INLINE",
     "InitializeParams",
     "InitializeResult",
     "InitializedParams",
+    "InterruptParams",
+    "InterruptResult",
     "ItemFields",
     "LaunchRequest",
     "Limits",
+    "META",
+    "META_SCHEMA",
     "MsgToken",
     "NoParams",
     "NotificationCapabilities",
     "OutcomeField",
     "OutcomeFields",
     "ParallelStep",
+    "PermitParams",
+    "PermitResult",
     "PingParams",
     "PingResult",
     "Placement",
@@ -128,6 +144,8 @@ __all__ = [
     "RunList",
     "RunOutcome",
     "RunSnapshot",
+    "SendParams",
+    "SendResult",
     "ServerCapabilities",
     "ServerInfo",
     "SessionId",
@@ -137,6 +155,7 @@ __all__ = [
     "StatusResult",
     "StepSnapshot",
     "StopParams",
+    "TRACE_VALUES",
     "WireValueError",
     "WorkDoneProgressCancelParams",
     "WorkflowRequest",

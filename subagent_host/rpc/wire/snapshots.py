@@ -27,6 +27,7 @@ from subagent_host.values.facts import (
     Usage,
     Workspace,
 )
+from subagent_host.values.interaction import PendingPermission, TurnInfo
 from subagent_host.values.steps import StepState
 
 T = TypeVar("T")
@@ -115,6 +116,9 @@ class ChildSnapshot(OutcomeFields):
     workspace: Workspace | None = None
     """An isolated child's git worktree (protocol.md §8.7): made when it starts, measured
     when it ends (commits, changed files, uncommitted changes, kept or removed)."""
+    turn: TurnInfo | None = None
+    """An interactive child's turns (protocol.md §23): how many began, and whether one
+    runs or it waits for input; absent for any other child."""
 
 
 @attrs.frozen
@@ -190,8 +194,11 @@ class RunSnapshot(OutcomeFields):
     """A mixed `tasks` run's members that run in the background, with their status: its
     `task`-mode answer came once the others had ended, and these go on (their events follow
     as `run/event`s); absent for a run whose members all run in one mode."""
+    pending_permissions: tuple[PendingPermission, ...] | None = None
+    """The tool uses its interactive children wait to have answered (`run/permit`,
+    protocol.md §23.4), oldest first; absent when none."""
     already_terminal: bool | None = None
-    """`stop` only: true when the run had ended before the stop arrived."""
+    """`stop` and `run/close`: true when the run had ended before the request arrived."""
     events: tuple[EventWire, ...] | None = None
     """`status {since}` only: every retained event after `since`."""
     first_retained_seq: int | None = None
