@@ -32,17 +32,18 @@ MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 RETRY_REASON_CHARS: Final = 300
 
 
-class JsonLines:
+class Lines:
+    """Lines of a stream that arrives in chunks split anywhere, each bounded: a line
+    longer than `max_line_bytes` is dropped whole, and counted."""
+
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._max = max_line_bytes
         self._partial = bytearray()
         self._skipping = False  # inside a line that was already too long
         self.dropped_lines = 0
-        self.text = RollingTail()
-        """Output lines that were not JSON objects."""
 
-    def feed(self, data: bytes) -> Iterator[dict[str, Any]]:
-        """The JSON objects completed by `data`, in order."""
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The lines completed by `data` (without their newline), in order."""
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             piece = data[start:end]
@@ -53,13 +54,12 @@ class JsonLines:
                 continue
             if self._partial:
                 self._partial += piece
-                line = bytes(self._partial)
+                piece = bytes(self._partial)
                 self._partial.clear()
-            else:
-                line = piece
-            event = self._parse(line)
-            if event is not None:
-                yield event
+            if len(piece) > self._max:  # whole in one chunk, or its last piece made it so
+                self.dropped_lines += 1
+                continue
+            yield piece
         rest = data[start:]
         if rest and not self._skipping:
             self._partial += rest
@@ -68,19 +68,41 @@ class JsonLines:
                 self._skipping = True
                 self.dropped_lines += 1
 
+    def finish(self) -> bytes | None:
+        """The last line, if the stream did not end with a newline."""
+        if not self._partial or self._skipping:
+            return None
+        line = bytes(self._partial)
+        self._partial.clear()
+        return line
+
+
+class JsonLines:
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._lines = Lines(max_line_bytes)
+        self.text = RollingTail()
+        """Output lines that were not JSON objects."""
+
+    @property
+    def dropped_lines(self) -> int:
+        return self._lines.dropped_lines
+
+    def feed(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """The JSON objects completed by `data`, in order."""
+        for line in self._lines.feed(data):
+            event = self._parse(line)
+            if event is not None:
+                yield event
+
     def finish(self) -> Iterator[dict[str, Any]]:
         """The last line, if the output did not end with a newline."""
-        if self._partial and not self._skipping:
-            line = bytes(self._partial)
-            self._partial.clear()
+        line = self._lines.finish()
+        if line is not None:
             event = self._parse(line)
             if event is not None:
                 yield event
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
-        if len(line) > self._max:
-            self.dropped_lines += 1
-            return None
         if not line.strip():
             return None
         event = json_object(line)

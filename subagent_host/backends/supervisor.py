@@ -334,6 +334,8 @@ class Supervisor:
         tracking mode can tell): the run it belongs to is then reported ended.
         """
         await child_exited(child)
+        if child.input is not None:
+            child.input.close()  # kept open for a child that read it (`keep_stdin`): it is gone
         finished = await self._end_leftovers(child)
         assert child.drained is not None
         try:
@@ -411,6 +413,15 @@ class Supervisor:
         """End the child's whole tree: SIGTERM, up to `grace_s` seconds, then SIGKILL."""
         try:
             return await termination.stop_tree(child, grace_s, self._snapshot)
+        finally:
+            self._claims.release(child)
+            self.reap_exited()
+
+    async def end_descendants(self, child: Child, grace_s: float) -> int:
+        """End what the running child left running (its tree but itself): an interactive
+        agent whose interrupted turn left a command going. How many were ended."""
+        try:
+            return await termination.end_descendants(child, grace_s, self._snapshot)
         finally:
             self._claims.release(child)
             self.reap_exited()

@@ -122,6 +122,38 @@ async def stop_tree(
             member.close()
 
 
+async def end_descendants(
+    child: Child, grace_s: float, snapshot: Callable[[Child], list[Member]]
+) -> int:
+    """End what the running child started and left running (its tree but itself):
+    SIGTERM to each, up to `grace_s` seconds, then SIGKILL. Its group is never
+    signalled (the child is in it). How many processes were ended."""
+    members = await asyncio.to_thread(snapshot, child)
+    stragglers: list[Member] = []
+    try:
+        if not members:
+            return 0
+        for member in members:
+            member.send_signal(signal.SIGTERM)
+        tell(child, "SIGTERM sent to what it left running (%s)", count_processes(len(members)))
+        if await wait_exited(None, members, grace_s):
+            return len(members)
+        stragglers = await asyncio.to_thread(snapshot, child)
+        for member in stragglers:
+            member.send_signal(signal.SIGKILL)
+        tell(child, "SIGKILL sent to what it left running (%s)", count_processes(len(stragglers)))
+        if not await wait_exited(None, stragglers, KILL_WAIT_S):
+            logger.error(
+                "%r: processes survived SIGKILL for %.0f s", child, KILL_WAIT_S,
+                extra=child.log_fields,
+            )  # fmt: skip
+        return len({member.pid for member in (*members, *stragglers)})
+    finally:
+        child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
+        for member in (*members, *stragglers):
+            member.close()
+
+
 def tell(child: Child, message: str, *args: object) -> None:
     """One step of a stop sequence, at INFO: with the run's lines (runs/lifecycle_log.py),
     `--log-level info` tells what ended a run's processes, and how."""

@@ -39,6 +39,7 @@ from subagent_host.client.errors import (
     MethodNotFound,
     ParseError,
     RequestCancelled,
+    RequestRefused,
     ResumeDenied,
     RunNotFound,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "InvalidParams",
     "InvalidRequest",
     "LaunchRejected",
+    "RequestRefused",
     "MessageEvent",
     "MethodNotFound",
     "Mode",

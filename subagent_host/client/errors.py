@@ -92,11 +92,14 @@ class BackendUnavailable(HostError):
 
 
 class LaunchRejected(HostError):
-    """The launch was rejected (-32003): `data["diagnostics"]` says why. Also a request
-    about a running run that its state refuses (a message to a child that is not
-    interactive, say): `data["reason"]` says why."""
+    """The launch was rejected (-32003): `data["diagnostics"]` says why."""
 
     CODE = domain.LaunchRejected.CODE
+
+
+class RequestRefused(LaunchRejected):
+    """A request about a running run that its state refuses, with the same code (-32003):
+    `data["reason"]` says why (`not-interactive`, `not-running`, `not-pending`)."""
 
 
 class ResumeDenied(HostError):
@@ -138,4 +141,7 @@ def error_from(error: Any) -> HostError:
     code: int = error["code"]
     message = error.get("message")
     kind = ERRORS.get(code, HostError)
-    return kind(code, message if isinstance(message, str) else "", error.get("data"))
+    data = error.get("data")
+    if kind is LaunchRejected and isinstance(data, dict) and "reason" in data:
+        kind = RequestRefused  # the code's other use: a run's state refused the request
+    return kind(code, message if isinstance(message, str) else "", data)

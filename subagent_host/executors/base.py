@@ -81,6 +81,22 @@ class ChildHandle(Protocol):
         """Read its output again."""
         ...
 
+    def write_input(self, data: bytes) -> None:
+        """Write to its stdin, kept open (`LaunchSpec.keep_stdin`); nothing once closed."""
+        ...
+
+    def close_input(self) -> None:
+        """Close its stdin: a child that reads commands there ends at its end."""
+        ...
+
+    def signal_group(self, signum: int) -> None:
+        """Send `signum` to its process group while it runs, as a terminal's Ctrl-C does."""
+        ...
+
+    async def end_descendants(self, grace_s: float) -> int:
+        """End what it left running (its tree but itself); how many processes."""
+        ...
+
     async def wait(self) -> ProcessExit:
         """How it exited, once nothing of its tree is left; never bounded here (its caller
         bounds it, or has stopped it). ChildLost: it was lost where it ran."""
@@ -108,6 +124,9 @@ class Executor(Protocol):
         """
         ...
 
+
+INTERACTIVE_HERE_ONLY: Final = "interactive children run on this machine only"
+"""Why a driven child is not started by an executor that cannot talk to its stdin."""
 
 # The failed child's error code, and the diagnostic's, when its cluster cannot be reached.
 CLUSTER_UNAVAILABLE: Final = "cluster-unavailable"

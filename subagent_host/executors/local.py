@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -78,6 +80,23 @@ class LocalHandle:
 
     def release_output(self) -> None:
         self.child.release_output()
+
+    def write_input(self, data: bytes) -> None:
+        if self.child.input is not None:
+            self.child.input.send(data)
+
+    def close_input(self) -> None:
+        if self.child.input is not None:
+            self.child.input.close()
+
+    def signal_group(self, signum: int) -> None:
+        # The child leads its group: while it is not reaped, the group's id is its own.
+        if self.child.pid_is_ours():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.child.pgid, signum)
+
+    async def end_descendants(self, grace_s: float) -> int:
+        return await self._supervisor.end_descendants(self.child, grace_s)
 
     async def wait(self) -> ProcessExit:
         return await self._supervisor.wait(self.child)

@@ -29,7 +29,12 @@ from subagent_host.backends.supervisor import (
     TreeStopReport,
     TreeUsage,
 )
-from subagent_host.executors.base import CLUSTER_UNAVAILABLE, ChildLost, ExecutorUnavailable
+from subagent_host.executors.base import (
+    CLUSTER_UNAVAILABLE,
+    INTERACTIVE_HERE_ONLY,
+    ChildLost,
+    ExecutorUnavailable,
+)
 from subagent_host.executors.bridge import (
     PLACEMENT_TIMEOUT_S,
     SPAWN_FAILED,
@@ -112,6 +117,20 @@ class RemoteHandle:
 
     def release_output(self) -> None:
         self._remote.release_output()
+
+    # An interactive child runs on this machine only: the child runner never starts one
+    # here (INTERACTIVE_HERE_ONLY), so nothing talks to a remote child's stdin.
+    def write_input(self, data: bytes) -> None:
+        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+
+    def close_input(self) -> None:
+        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+
+    def signal_group(self, signum: int) -> None:
+        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+
+    async def end_descendants(self, grace_s: float) -> int:
+        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
 
     async def wait(self) -> ProcessExit:
         await self.exited

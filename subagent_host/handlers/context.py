@@ -50,6 +50,8 @@ class HandlerContext:
     """Runs wherever they are (live in memory or recorded on disk), and approvals."""
     progress: EventPublisher
     methods: tuple[str, ...] = ()
+    client_name: str | None = None
+    """The name the client gave in `initialize`'s `clientInfo` (who answered a permission)."""
     """The methods this server answers, as `ping` lists them."""
     toolchain: Toolchain = attrs.Factory(Toolchain)
     """The backends that can run here, and their CLIs' versions (probed once each)."""

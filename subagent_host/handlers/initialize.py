@@ -34,6 +34,8 @@ def handle(params: InitializeParams, ctx: HandlerContext) -> InitializeResult:
         )
     if params.client_info is not None or params.process_id is not None:
         logger.info("client: %s", _client_words(params))
+    if params.client_info is not None:
+        ctx.client_name = params.client_info.name
     return InitializeResult(
         protocol_version=PROTOCOL_VERSION,
         server_info=SERVER_INFO,

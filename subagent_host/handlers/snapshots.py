@@ -56,6 +56,7 @@ def run_snapshot(
         workflow=_workflow(run.workflow),
         diagnostics=run.diagnostics or None,
         background=_background(run),
+        pending_permissions=tuple(run.pending_permissions.values()) or None,
         already_terminal=already_terminal,
         events=events,
     )

@@ -21,7 +21,7 @@ import functools
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import NamedTuple, Never
+from typing import Final, NamedTuple, Never
 
 from attrs import AttrsInstance
 from lsprotocol.types import CANCEL_REQUEST
@@ -50,17 +50,24 @@ from subagent_host.rpc.lifecycle import EXIT, SHUTDOWN
 from subagent_host.rpc.wire import (
     AgentsListParams,
     AgentsListResult,
+    CloseParams,
     DetachParams,
     InitializedParams,
     InitializeParams,
     InitializeResult,
+    InterruptParams,
+    InterruptResult,
     NoParams,
+    PermitParams,
+    PermitResult,
     PingParams,
     PingResult,
     PreflightParams,
     PreflightResult,
     ResumeParams,
     RunSnapshot,
+    SendParams,
+    SendResult,
     SpawnParams,
     StatusParams,
     StatusResult,
@@ -98,6 +105,11 @@ class MethodSpec(NamedTuple):
     notification: bool = False
     """A client only ever sends it as a notification: never answered, not in `ping`'s
     list of methods (a request for it is -32601)."""
+
+
+# What a request to a run's interactive children may raise: -32003 is `RequestRefused`,
+# a `LaunchRejected` (the code's class) whose data says why the run's state refused it.
+LIVE_RUN_ERRORS: Final = (RunNotFound, AmbiguousRunId, LaunchRejected)
 
 
 def lazy_handler(module: str) -> AsyncHandler:
@@ -155,6 +167,34 @@ METHODS: Mapping[str, MethodSpec] = by_name(
             RunSnapshot,
             lazy_handler("resume"),
             raises=(ResumeDenied, CapacityExceeded, BackendUnavailable),
+        ),
+        MethodSpec(
+            "run/close",
+            CloseParams,
+            RunSnapshot,
+            lazy_handler("close"),
+            raises=LIVE_RUN_ERRORS,
+        ),
+        MethodSpec(
+            "run/interrupt",
+            InterruptParams,
+            InterruptResult,
+            lazy_handler("interrupt"),
+            raises=LIVE_RUN_ERRORS,
+        ),
+        MethodSpec(
+            "run/permit",
+            PermitParams,
+            PermitResult,
+            lazy_handler("permit"),
+            raises=LIVE_RUN_ERRORS,
+        ),
+        MethodSpec(
+            "run/send",
+            SendParams,
+            SendResult,
+            lazy_handler("send"),
+            raises=LIVE_RUN_ERRORS,
         ),
         MethodSpec(SHUTDOWN, NoParams, None, shutdown.handle),
         MethodSpec(

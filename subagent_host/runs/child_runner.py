@@ -30,10 +30,12 @@ from subagent_host.backends.environment import allowed_environment, child_enviro
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.helper_runner import HelperRunner
+from subagent_host.backends.interactive.driven_output import DrivenOutput
+from subagent_host.backends.interactive.drivers import DRIVERS
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
-from subagent_host.executors.base import ChildHandle, ChildLost, Executor
+from subagent_host.executors.base import INTERACTIVE_HERE_ONLY, ChildHandle, ChildLost, Executor
 from subagent_host.executors.local import LocalExecutor
 from subagent_host.planning import templates
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt, render_launch
@@ -46,6 +48,7 @@ from subagent_host.runs.child_sink import (
     agent_event,
 )
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
+from subagent_host.runs.live_child import CLOSED, IDLE, LiveChild
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.sampling import ResourceSampler, record_usage
@@ -78,6 +81,8 @@ WORKSPACE_FAILED: Final = "workspace-failed"
 # How much of a program name a spawn-failed message quotes.
 PROGRAM_SHOWN_CHARS: Final = 200
 
+# A driven child under an executor that cannot talk to it (a cluster's).
+INTERACTIVE_UNSUPPORTED: Final = "interactive-unsupported"
 # An agent CLI whose model did not answer (the error code its parser also gives).
 AGENT_ERROR: Final = "agent-error"
 # An agent CLI that printed its final event and then did not exit.
@@ -232,6 +237,11 @@ class ChildRunner:
                 self._state_machine.transition_child(run, child, ChildFailed(error))
                 return None
             launch = attrs.evolve(launch, cwd=opened.cwd)
+        if plan.driven and not self._executor.starts_at_once:
+            error = ErrorInfo(INTERACTIVE_UNSUPPORTED, INTERACTIVE_HERE_ONLY)
+            await self._settle_workspace(child, opened)
+            self._state_machine.transition_child(run, child, ChildFailed(error))
+            return None
         env = child_environment(
             self._server_env,
             backend_allowed=backend.env_allowed,
@@ -239,7 +249,11 @@ class ChildRunner:
             run_id=run.run_id,
             depth=self._depth,
         )
-        parser = backend.parser()
+        parser: OutputParser = backend.parser()
+        if plan.driven:  # its stdout is its conversation's (a command's is its own too)
+            conversation = DRIVERS[plan.backend].conversation(plan.item(prompt), plan.approvals)
+            inner = parser if plan.command is not None else None
+            parser = DrivenOutput(plan.backend, conversation, inner)
         # A command's output is what it says; an agent's raw lines are sent only when
         # asked (`stream: "raw"`): its normalized events say what it does. Its stderr
         # goes with its stdout (`stderr` events).
@@ -252,6 +266,11 @@ class ChildRunner:
             # The values of the secrets it was given, whatever the request says.
             Redaction.of(env, base64=plan.redact),
         )
+        live = (
+            LiveChild(run, child, plan, parser, sink, self._state_machine, backend.tools)
+            if isinstance(parser, DrivenOutput)
+            else None
+        )
         try:
             process = await self._start_process(
                 control,
@@ -260,6 +279,7 @@ class ChildRunner:
                     cwd=launch.cwd,
                     env=env,
                     stdin=launch.stdin,
+                    keep_stdin=live is not None,
                     name=f"{run.run_id}-{child.index}-{child.attempt}",
                     log_fields={"runId": run.run_id, "index": child.index},
                     placement=plan.placement,
@@ -286,7 +306,9 @@ class ChildRunner:
             )
             return None
         try:
-            return await self._see_through(run, child, plan, control, process, parser, sink, opened)
+            return await self._see_through(
+                run, child, plan, control, process, parser, sink, opened, live, prompt
+            )
         except Exception as exc:  # a bug of ours: the child still ends once, and says how
             # and what it used, as far as that is known.
             record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
@@ -328,6 +350,8 @@ class ChildRunner:
         parser: OutputParser,
         sink: ChildSink,
         opened: Opened | None,
+        live: LiveChild | None = None,
+        prompt: str | None = None,
     ) -> str | None:
         """The started child: running, supervised until it ends, then settled."""
         self._state_machine.start_child(
@@ -343,8 +367,11 @@ class ChildRunner:
         if control.stream:
             sink.throttle(process.hold_output, process.release_output)
             self.streams.join(sink)
+        if live is not None:
+            control.live[child.index] = live
+            live.start(process, prompt)
         try:
-            cause, exit_status = await self._run_to_exit(process, plan, sink, control)
+            cause, exit_status = await self._run_to_exit(process, plan, sink, control, live)
         except ChildLost as lost:  # its node, or the way to it, went away while it ran
             record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
             await self._settle_workspace(child, opened)
@@ -355,6 +382,11 @@ class ChildRunner:
             error = ErrorInfo(lost.code, lost.message)
             self._state_machine.transition_child(run, child, ChildFailed(error, exit=exit_))
             return None
+        finally:
+            if live is not None:  # before its end is told: its queue and permissions end first
+                control.live.pop(child.index, None)
+                live.ended()
+                await live.swept()
         # At its end: the tree's CPU (its cgroup's, else wait4's) and the processes the
         # stop sequence ended; every child gets resources.
         record_usage(child, process.usage, leftovers_ended=process.leftovers_ended)
@@ -371,11 +403,16 @@ class ChildRunner:
         return outcome.final_text if child.status is RunStatus.COMPLETED else None
 
     async def _run_to_exit(
-        self, process: ChildHandle, plan: ChildPlan, sink: ChildSink, control: RunControl
+        self,
+        process: ChildHandle,
+        plan: ChildPlan,
+        sink: ChildSink,
+        control: RunControl,
+        live: LiveChild | None,
     ) -> tuple[StopCause | None, ProcessExit]:
         """Supervise the child until its tree is gone: what ended it, and its exit."""
         try:
-            cause = await self._supervise(process, plan, sink, control)
+            cause = await self._supervise(process, plan, sink, control, live)
             return cause, await process.wait()
         except ChildLost:
             raise  # nothing of it is left to end: its executor says so
@@ -387,7 +424,12 @@ class ChildRunner:
             self._sampler.unwatch(process)
 
     async def _supervise(
-        self, process: ChildHandle, plan: ChildPlan, sink: ChildSink, control: RunControl
+        self,
+        process: ChildHandle,
+        plan: ChildPlan,
+        sink: ChildSink,
+        control: RunControl,
+        live: LiveChild | None = None,
     ) -> StopCause | None:
         """Wait for whichever comes first: exit, stop, stall, timeout, turn limit, budget.
         End the tree unless exit.
@@ -439,6 +481,8 @@ class ChildRunner:
         budget = Budget(plan.max_tokens, plan.max_cost_usd)
         if budget.is_set:
             sink.watch_budget(budget, lambda limit: settle(BUDGET_SPENT[limit]))
+        if live is not None:
+            live.supervise(settle)  # a close, its idle timeout, a broken protocol
         try:
             cause = await first
         finally:
@@ -452,6 +496,9 @@ class ChildRunner:
                 timer.cancel()
         if cause is None or process.exited.done():
             return None  # its own exit came first: whatever else happened lost the race
+        if cause is CLOSED or cause is IDLE:
+            await self._close(process)
+            return None  # as if it had exited: a closed conversation ends `completed`
         if cause is LINGERED:
             logger.info(
                 "%r printed its final event but did not exit: ending it",
@@ -462,6 +509,21 @@ class ChildRunner:
             return None  # as if it had exited: its final event decides
         await process.stop(grace_s=control.grace_s)
         return cause
+
+    async def _close(self, process: ChildHandle) -> None:
+        """End a driven child's conversation: its stdin closes, and every CLI (every line
+        program) exits at its input's end; one that does not within FINISHED_GRACE_S is
+        ended."""
+        process.close_input()
+        try:
+            await asyncio.wait_for(asyncio.shield(process.exited), FINISHED_GRACE_S)
+        except TimeoutError:
+            logger.info(
+                "%r did not exit when its input closed: ending it",
+                process,
+                extra=process.log_fields,
+            )
+            await process.stop(grace_s=LEFTOVER_GRACE_S)
 
     # --- an isolated child's worktree ---------------------------------------------------
 

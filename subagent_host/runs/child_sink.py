@@ -174,10 +174,8 @@ class ChildSink:
         self.parser.on_stdout(data)
         # The chunk's normalized events before its activity lines: a message whose last
         # piece came in the chunk that also starts a tool is whole before `» tool ...`.
-        events = self.parser.events()  # drained whether sent or not: they must not pile up
-        if self._report_event is not None:
-            for event in self._redacted(events) if self._redacting else events:
-                self._send(functools.partial(self._report_event, event))
+        # Drained whether sent or not: they must not pile up.
+        self.report_events(self.parser.events())
         for summary in self.parser.activity():
             if self._redacting:
                 summary = self._redaction.text(summary)
@@ -191,6 +189,13 @@ class ChildSink:
         self._check_turns()
         self._check_budget()
         self._stream_raw(OutputEvent, data)
+
+    def report_events(self, events: list[AgentEvent]) -> None:
+        """Send normalized events of the child (redacted) when the run streams them: the
+        parser's after each chunk, or a driven child's as its conversation tells them."""
+        if self._report_event is not None and events:
+            for event in self._redacted(events) if self._redacting else events:
+                self._send(functools.partial(self._report_event, event))
 
     def on_stderr(self, data: bytes) -> None:
         self._take_stderr(self._stderr.feed(data) if self._redacting else data)

@@ -29,6 +29,7 @@ from subagent_host.runs import heap_trim, lifecycle_log
 from subagent_host.runs.child_runner import ChildRunner, internal_error
 from subagent_host.runs.child_sink import StreamGate
 from subagent_host.runs.endings import ChildCancelled, ChildFailed, Failed
+from subagent_host.runs.live_child import initial_turn
 from subagent_host.runs.outputs import OutputCaps
 from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
@@ -117,6 +118,10 @@ class RunOrchestrator:
     def get(self, run_id: str) -> Run | None:
         return self._runs.get(run_id)
 
+    def control_of(self, run_id: str) -> RunControl | None:
+        """A run's controls while this server carries it out (its live children's too)."""
+        return self._controls.get(run_id)
+
     def live(self) -> list[Run]:
         """Runs of this server that are not terminal yet."""
         return [run for run in self._carried.values() if not run.is_terminal]
@@ -192,6 +197,7 @@ class RunOrchestrator:
                     backend=child.backend,
                     label=child.label,
                     prompt_head=prompt_head(child.prompt),
+                    turn=initial_turn(child),
                 )
                 for i, child in enumerate(plan.children)
             ],
@@ -300,6 +306,7 @@ class RunOrchestrator:
                 attempt=old.attempt + 1,
                 step=old.step,
                 prompt_head=prompt_head(plan.prompt),
+                turn=initial_turn(plan),
                 # A resumed attempt works in the worktree the earlier one left.
                 workspace=old.workspace,
                 workspace_cwd=old.workspace_cwd,

@@ -4,8 +4,12 @@ when it is done or detached."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from subagent_host.runs.live_child import LiveChild
 
 
 @attrs.define
@@ -29,3 +33,6 @@ class RunControl:
     """Set when a `task`-mode request waiting on the run is to be answered: the run is
     done, or the client handed it to the background (`run/detach`)."""
     task: asyncio.Task[None] | None = None
+    live: dict[int, LiveChild] = attrs.Factory(dict)
+    """Its driven children while they run, by index: what `run/send`, `run/interrupt`,
+    `run/close` and `run/permit` reach (runs/live_child.py)."""

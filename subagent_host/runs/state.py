@@ -44,6 +44,7 @@ from subagent_host.values.facts import (
     Usage,
     Workspace,
 )
+from subagent_host.values.interaction import PendingPermission, TurnInfo
 from subagent_host.values.steps import StepState as StepState
 
 if TYPE_CHECKING:
@@ -212,6 +213,9 @@ class ChildRun:
     a resumed attempt runs in it again."""
     workspace_cwd: str | None = None
     """Where in that worktree it ran (stored, never sent on the wire)."""
+    turn: TurnInfo | None = None
+    """An interactive child's turns: begun so far, and running or waiting (None for
+    any other child)."""
     enforced_timeout_ms: int | None = None
     """The timeout that ended a `timed-out` attempt (stored, never sent on the wire): the
     run's `enforcedTimeoutMs` whenever the run settles from this child, also after a
@@ -297,6 +301,9 @@ class Run:
     events: EventLog = attrs.Factory(EventLog)
     """The newest events while the run goes on, for `status {since}`; empty once
     it has ended and they are read from the store (seq never restarts)."""
+    pending_permissions: dict[str, PendingPermission] = attrs.Factory(dict)
+    """The permissions its interactive children wait on, by id, oldest first (not in
+    its record: they live only as long as the children that asked)."""
 
     @property
     def is_terminal(self) -> bool:

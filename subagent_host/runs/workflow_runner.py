@@ -37,6 +37,7 @@ from subagent_host.planning.projection import project
 from subagent_host.planning.views import PlanStep
 from subagent_host.runs.child_runner import ChildRunner
 from subagent_host.runs.endings import Failed
+from subagent_host.runs.live_child import initial_turn
 from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.services import ChildServices
 from subagent_host.runs.settling import Settler
@@ -233,6 +234,7 @@ class WorkflowRunner:
             label=plan.label,
             step=step,
             prompt_head=prompt_head(plan.prompt),
+            turn=initial_turn(plan),
         )
         run.children.append(child)
         self.children.remember_env(run, child.index, plan.env)

@@ -41,7 +41,7 @@ _converter.register_unstructure_hook(StepState, _step_record)
 # Fields of a Run that are not its own record: children are rows of their own,
 # events are rows of their own, and the usage of earlier attempts is summed from
 # those attempts' rows when the run is read back (reads.py).
-_RUN_EXCLUDED = ("children", "events", "earlier_usage")
+_RUN_EXCLUDED = ("children", "events", "earlier_usage", "pending_permissions")
 
 
 def run_record(run: Run) -> JsonObject:

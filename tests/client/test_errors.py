@@ -94,7 +94,11 @@ async def test_a_request_larger_than_the_server_reads_is_refused_in_its_words_no
 
 
 def test_each_domain_error_has_the_client_class_of_its_name_and_code() -> None:
-    by_name = {kind.__name__: kind for kind in ERRORS.values()}
+    classes = [
+        *ERRORS.values(),
+        *(sub for kind in ERRORS.values() for sub in kind.__subclasses__()),
+    ]
+    by_name = {kind.__name__: kind for kind in classes}
     for domain in DOMAIN_ERRORS:
         if domain.CODE in (server_codes.INTERNAL_ERROR, server_codes.REQUEST_CANCELLED):
             continue  # JSON-RPC's own codes: InternalError, RequestCancelled

@@ -1,0 +1,57 @@
+"""What `run/send`, `run/interrupt`, `run/close` and `run/permit` share: the run they
+reach (this session's, held by this server) and the child a request names."""
+
+from __future__ import annotations
+
+from subagent_host.errors import RequestRefused, RunNotFound
+from subagent_host.handlers.context import HandlerContext
+from subagent_host.rpc.errors import InvalidParams
+from subagent_host.rpc.param_problems import ParamProblem
+from subagent_host.runs.live_requests import NOT_INTERACTIVE, interactive_indexes
+from subagent_host.runs.state import Run
+from subagent_host.values.error_data import Refusal, RunRef
+
+
+async def held_run(run_id: str, ctx: HandlerContext) -> Run:
+    """The run (its id or a prefix), as this server holds it: RunNotFound for another
+    session's, and for one another server process on the state directory runs."""
+    run = await ctx.store.find(ctx.session_id, run_id)
+    held = ctx.orchestrator.get(run.run_id)
+    if held is not None:
+        return held
+    if not run.is_terminal:
+        raise RunNotFound(
+            f"run {run.run_id} is running in another server process on this state "
+            "directory; talk to it through that server",
+            data=RunRef(run.run_id, reason="owned-by-another-server"),
+        )
+    return run
+
+
+def child_index(run: Run, index: int | None) -> int:
+    """The child a request names (`index`), or the run's one interactive child."""
+    if index is not None:
+        if not 0 <= index < len(run.children):
+            count = len(run.children)
+            raise InvalidParams(
+                [ParamProblem("index", f"run {run.run_id} has {count} children (0..{count - 1})")]
+            )
+        return index
+    interactive = interactive_indexes(run)
+    if len(interactive) == 1:
+        return interactive[0]
+    if not interactive:
+        raise RequestRefused(
+            f"run {run.run_id} has no interactive child: it takes no messages",
+            data=Refusal(NOT_INTERACTIVE, run.run_id),
+        )
+    listed = ", ".join(str(i) for i in interactive)
+    raise InvalidParams(
+        [ParamProblem("index", f"run {run.run_id} has interactive children {listed}: name one")]
+    )
+
+
+def answerer(ctx: HandlerContext) -> str:
+    """Who answers a permission from this connection: `client`, and its name when it said
+    one (`client:vscode`)."""
+    return f"client:{ctx.client_name}" if ctx.client_name else "client"
