@@ -26,7 +26,7 @@ from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, unreported
 from subagent_host.planning.access import default_tools
 from subagent_host.planning.fingerprint import fingerprint
 from subagent_host.planning.narrowing import narrow, narrowing_problems
-from subagent_host.planning.plan import ChildPlan, prepared
+from subagent_host.planning.plan import ChildPlan, driving, prepared
 from subagent_host.planning.views import (
     PROJECTION_VERSION,
     ChildLimits,
@@ -39,7 +39,7 @@ from subagent_host.planning.views import (
     to_json,
 )
 from subagent_host.values import MAX_SAFE_INTEGER
-from subagent_host.values.choices import SessionDigestSource
+from subagent_host.values.choices import Approvals, SessionDigestSource
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 from subagent_host.values.json_values import JsonValue
@@ -77,6 +77,7 @@ def project(child: ChildPlan, backend: Backend, executable: Executable | None = 
         executable=executable,
         redact=None if child.redact else False,
         placement=PlannedPlacement.of(child.placement),
+        **driving(child),
     )
 
 
@@ -104,6 +105,8 @@ def child_of(
         tools=tuple(tool.name for tool in projection.tools),
         redact=projection.redact is not False,
         placement=None if projection.placement is None else projection.placement.requested(),
+        interactive=projection.interactive is True,
+        approvals=projection.approvals or Approvals.CLI,
     )
 
 
