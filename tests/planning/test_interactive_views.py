@@ -9,7 +9,7 @@ before every use (`host-hard`) or some tool uses it unasked (`best-effort`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import pytest
@@ -103,6 +103,15 @@ def approvals_receipt(child: ChildPlan) -> dict[str, Any] | None:
     return entry
 
 
+# What claude's whole catalog and codex's networked tier are asked for: each write.
+ONLY_WRITES_ASKED: Final = {
+    "filesystem-read": "best-effort",
+    "filesystem-write": "host-hard",
+    "network": "best-effort",
+    "process": "best-effort",
+}
+
+
 def enforcement(receipt: dict[str, Any] | None) -> dict[str, str]:
     assert receipt is not None
     return {item["effect"]: item["enforcement"] for item in receipt["effects"]}
@@ -113,12 +122,7 @@ def test_claude_asks_before_each_write_but_runs_reads_and_harmless_commands_unas
     receipt = approvals_receipt(policy)
     assert receipt is not None and receipt["approvals"] == "policy"
     # Every tool of the catalog: its web tools are not counted as asked.
-    assert enforcement(receipt) == {
-        "filesystem-read": "best-effort",
-        "filesystem-write": "host-hard",
-        "network": "best-effort",
-        "process": "best-effort",
-    }
+    assert enforcement(receipt) == ONLY_WRITES_ASKED
     hard = next(e for e in receipt["effects"] if e["effect"] == "filesystem-write")
     assert (
         hard["how"]
@@ -135,12 +139,7 @@ def test_codex_asks_before_patches_and_commands_its_client_answers() -> None:
     codex = attrs.evolve(INTERACTIVE, backend="codex")
     receipt = approvals_receipt(codex)
     assert receipt is not None and receipt["approvals"] == "client"
-    assert enforcement(receipt) == {
-        "filesystem-read": "best-effort",
-        "filesystem-write": "host-hard",
-        "network": "best-effort",
-        "process": "best-effort",
-    }
+    assert enforcement(receipt) == ONLY_WRITES_ASKED
     hard = next(e for e in receipt["effects"] if e["effect"] == "filesystem-write")
     assert hard["how"].endswith("a client of the run's session answers (run/permit)")
 
