@@ -8,6 +8,7 @@ before every use (`host-hard`) or some tool uses it unasked (`best-effort`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +23,7 @@ from subagent_host.planning.approvals import ASKED, TOOL_TABLES
 from subagent_host.planning.plan import ChildPlan, RunPlan, prepared
 from subagent_host.planning.projection import check_overrides, child_of, project, seal, unseal
 from subagent_host.planning.receipts import receipts
+from subagent_host.planning.stored_workflow import workflow_from_record, workflow_record
 from subagent_host.planning.views import Access, Projection
 from subagent_host.resuming.target import resumed_child
 from subagent_host.values import RunKind
@@ -182,3 +184,16 @@ def test_a_receipt_of_a_checked_plan_says_how_its_children_are_asked(tmp_path: P
     assert enforcement(described["access"]["children"][0]["approvals"]) == {
         "filesystem-read": "best-effort"
     }
+
+
+def test_a_workflows_stored_item_template_keeps_how_it_is_driven() -> None:
+    """A workflow's later steps are run from its stored definition: an interactive
+    template is interactive again, and a one-shot one is recorded as it always was."""
+    plain = attrs.evolve(INTERACTIVE, backend="command", command=("cat",), approvals=Approvals.CLI)
+    one_shot = attrs.evolve(plain, interactive=False, idle_timeout_ms=None)
+    plan = RunPlan(kind=RunKind.WORKFLOW, children=(plain, one_shot))
+    record: Any = workflow_record(plan)  # read into as JSON
+    templates = record["plan"]["children"]
+    assert templates[0]["interactive"] is True and templates[0]["idle_timeout_ms"] == 5_000
+    assert not {"interactive", "approvals", "idle_timeout_ms"} & set(templates[1])
+    assert workflow_from_record(json.loads(json.dumps(record))).children == plan.children
