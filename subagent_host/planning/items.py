@@ -282,17 +282,8 @@ def _driven(
     interactive = pick("interactive")
     if interactive is None:
         interactive = definition is not None and definition.interactive is True
-    wanted = pick("approvals") or (definition.approvals if definition else None) or configured
-    approvals = member(Approvals, wanted or Approvals.CLI)
-    if approvals is None:
-        problems.error(
-            "invalid-approvals",
-            f"approvals must be one of {', '.join(Approvals)}, not {wanted!r}",
-            at("approvals"),
-        )
-        approvals = Approvals.CLI
-    elif (why := unsupported(backend, approvals)) is not None:
-        problems.error(APPROVALS_UNSUPPORTED, why, at("approvals"))
+    requested = pick("approvals") or (definition.approvals if definition else None)
+    approvals = _approvals(problems, at("approvals"), requested, configured, placeable, backend)
     idle_ms = _duration(
         problems, at("idleTimeoutMs"), pick("idle_timeout_ms"), DEFAULT_IDLE_TIMEOUT_MS
     )
@@ -316,6 +307,43 @@ def _driven(
         idle_timeout_ms=idle_ms if interactive else None,
         permission_timeout_ms=permission_ms if approvals is Approvals.CLIENT else None,
     )
+
+
+def _approvals(
+    problems: Problems,
+    path: str,
+    requested: str | None,
+    configured: str | None,
+    placeable: bool,
+    backend: str,
+) -> Approvals:
+    """The request's (or definition's) approvals, checked; else the configured default,
+    which is not applied (a warning says so) to a child that cannot take it: a default
+    meant for every child does not refuse the ones whose CLI cannot ask."""
+    wanted = requested or configured or Approvals.CLI
+    approvals = member(Approvals, wanted)
+    if approvals is None:
+        problems.error(
+            "invalid-approvals",
+            f"approvals must be one of {', '.join(Approvals)}, not {wanted!r}",
+            path,
+        )
+        return Approvals.CLI
+    why = unsupported(backend, approvals)
+    if why is None and placeable and approvals is not Approvals.CLI and requested is None:
+        why = "this server's executor runs children on a cluster (`--executor ray`)"
+    if why is None:
+        return approvals
+    if requested is not None:
+        problems.error(APPROVALS_UNSUPPORTED, why, path)
+        return approvals
+    problems.warning(
+        APPROVALS_UNSUPPORTED,
+        f"the configured approvals {approvals.value!r} is not applied to this {backend} "
+        f"child: {why}",
+        path,
+    )
+    return Approvals.CLI
 
 
 def _agent(

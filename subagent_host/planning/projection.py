@@ -6,10 +6,10 @@ model, thinking, `sessionResources`, tools with their effects, cwd, the
 names of its environment variables (their values are never stored, not even
 hashed: they may be secrets), its limits, the agent it came from when there
 was one, and, only when set, that it was interactive and who answered its
-permissions (a resume drives it the same way). Its digest (`sha256:v1:`, canonical JSON) is stored beside it; a
-resume rebuilds its contract from the stored projection and refuses (fails
-closed) when the projection is missing, of a version it does not know, or no
-longer matches its digest.
+permissions (a resume drives it the same way). Its digest (`sha256:v1:`,
+canonical JSON) is stored beside it; a resume rebuilds its contract from the
+stored projection and refuses (fails closed) when the projection is missing, of
+a version it does not know, or no longer matches its digest.
 """
 
 from __future__ import annotations

@@ -275,3 +275,30 @@ def test_a_workflow_items_interactive_is_found_at_its_path(
     assert [child.interactive for child in planned(checked)] == [False, True]
     assert checked.interactive == ("workflow.chain[1].parallel[0].interactive",)
     assert checked.mode == BACKGROUND_MODE
+
+
+def test_a_configured_approvals_is_not_applied_to_a_child_that_cannot_take_it(
+    backends: dict[str, Backend], tmp_path: Path, catalog: AgentCatalog
+) -> None:
+    """A default meant for every child does not refuse the ones whose CLI cannot ask:
+    they run with `cli`, and a warning says so; a definition's is the child's own."""
+    sources = AgentSources(settings=Settings(approvals="policy"), catalog=catalog)
+    checked = check_request(
+        backends,
+        tmp_path,
+        sources,
+        tasks=[{"prompt": "a", "backend": "pi"}, {"prompt": "b", "backend": "claude"}],
+    )
+    pi, claude = planned(checked)
+    assert (pi.approvals, claude.approvals) == (Approvals.CLI, Approvals.POLICY)
+    [warning] = [d for d in checked.diagnostics if d.severity == "warning"]
+    assert (warning.code, warning.path) == ("approvals-unsupported", "tasks[0].approvals")
+    assert warning.message.startswith(
+        "the configured approvals 'policy' is not applied to this pi child: pi cannot ask"
+    )
+    defined = check_request(backends, tmp_path, sources, agent="talker", backend="pi")
+    assert errors(defined) == [("approvals-unsupported", "approvals")]
+    on_a_cluster = AgentSources(settings=Settings(approvals="client"), placeable=True)
+    clustered = check_request(backends, tmp_path, on_a_cluster, prompt="c", backend="claude")
+    assert planned(clustered)[0].approvals is Approvals.CLI
+    assert [d.code for d in clustered.diagnostics] == ["approvals-unsupported"]
