@@ -4,7 +4,8 @@ An item's own fields override the call's, then an agent definition's and the
 configured defaults apply (`agents/effective.py`). What the wire types cannot
 say is checked here: durations, working directories, environment names, the
 backend and fields it cannot honour, an agent child's prompt, program, tools
-and thinking level.
+and thinking level, and how it is driven (`interactive`, `approvals` its CLI can
+ask for, the executor it would run on).
 """
 
 from __future__ import annotations
