@@ -28,6 +28,9 @@ DEFAULT_MAX_PARALLEL: Final = 8
 DEFAULT_WORKFLOW_PARALLELISM: Final = 4
 DEFAULT_TIMEOUT_MS: Final = 1_200_000
 DEFAULT_STALL_TIMEOUT_MS: Final = 240_000
+# An interactive child's wait for input after a turn, and a client's for a permission (§23).
+DEFAULT_IDLE_TIMEOUT_MS: Final = 600_000
+DEFAULT_PERMISSION_TIMEOUT_MS: Final = 300_000
 DEFAULT_GRACE_MS: Final = 5_000
 OUTPUT_CAP_BYTES: Final = 48 * KIB
 OUTPUT_CAP_LINES: Final = 600

@@ -132,6 +132,14 @@ def test_later_files_win_field_by_field(dirs: Dirs, tmp_path: Path) -> None:
     assert settings.diagnostics == ()
 
 
+def test_a_project_may_set_who_answers_its_childrens_permissions(dirs: Dirs) -> None:
+    write(dirs.global_file, {"approvals": "client"})
+    write(dirs.project_file, {"approvals": "policy"})
+    assert dirs.load()[0].approvals == "client"
+    settings, _ = dirs.load(trusted=[dirs.project])
+    assert settings.approvals == "policy" and settings.diagnostics == ()
+
+
 def test_an_untrusted_project_file_is_not_read(dirs: Dirs) -> None:
     write(dirs.project_file, {"default_model": "from-project"})
     settings, trusted = dirs.load()
@@ -248,6 +256,7 @@ VALID = {
     "history_limit": 10,
     "enable_continue": True,
     "default_backend": "claude",
+    "approvals": "policy",
     "state_dir": "/tmp",
     "framing": "ndjson",
     "max_message_bytes": 2048,
@@ -300,6 +309,8 @@ INVALID = [
     ("history_limit", 0),
     ("history_limit", 1_000_001),
     ("default_backend", "gemini"),
+    ("approvals", "always"),
+    ("approvals", True),
     ("framing", "xml"),
     ("max_message_bytes", 10),
     ("grace_ms", -1),

@@ -30,16 +30,18 @@ from subagent_host.terminal.runs import RunLine
 from subagent_host.values.copying import shared
 from subagent_host.values.placement import Placement
 
+# A plan's `interactive` and `approvals`, which its views show only when set (`driving`).
+DRIVING: Final = ("interactive", "approvals")
 # (source, made, the fields of the same name the call gives itself)
 PAIRS: Final[tuple[tuple[type, type, frozenset[str]], ...]] = (
     (ServerConfig, Limits, frozenset()),
     (ServerConfig, ServerLimits, frozenset()),
     (ChildPlan, ChildLimits, frozenset()),
     (ChildPlan, ItemSpec, frozenset({"prompt", "session_resources"})),
-    (ChildPlan, Projection, frozenset({"tools", "redact", "placement", "limits"})),
-    (Projection, ChildPlan, frozenset({"tools", "redact", "placement"})),
+    (ChildPlan, Projection, frozenset({"tools", "redact", "placement", "limits", *DRIVING})),
+    (Projection, ChildPlan, frozenset({"tools", "redact", "placement", *DRIVING})),
     (ChildLimits, ChildPlan, frozenset()),
-    (ChildPlan, PlanChild, frozenset({"tools", "redact", "placement", "removed_tools"})),
+    (ChildPlan, PlanChild, frozenset({"tools", "redact", "placement", "removed_tools", *DRIVING})),
     (Placement, PlannedPlacement, frozenset()),
     (WorkflowPlan, PlanWorkflow, frozenset()),
     (ParallelStep, PlanStep, frozenset()),

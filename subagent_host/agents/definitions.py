@@ -12,6 +12,8 @@ session_resources: lean
 isolation: worktree
 max_tokens: 200000
 max_cost_usd: 0.50
+interactive: true
+approvals: policy
 ---
 You review code. Be terse.
 ```
@@ -46,7 +48,7 @@ from subagent_host.values import (
     MODES,
     SESSION_RESOURCES,
 )
-from subagent_host.values.choices import AgentSource
+from subagent_host.values.choices import AgentSource, Approvals
 from subagent_host.values.facts import Severity
 
 USER: Final = AgentSource.USER
@@ -68,6 +70,8 @@ FIELDS: Final = (
     "isolation",
     "max_tokens",
     "max_cost_usd",
+    "interactive",
+    "approvals",
 )
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -111,6 +115,12 @@ class AgentDefinition:
     """Its children's `maxTokens` unless the spawn gives one; None when it does not say."""
     max_cost_usd: float | None = None
     """Its children's `maxCostUsd` unless the spawn gives one; None when it does not say."""
+    interactive: bool | None = None
+    """Its children live on after their first turn (protocol.md §23) unless the spawn says
+    otherwise; None when it does not say."""
+    approvals: str | None = None
+    """`cli`, `client` or `policy`: who answers its children's permissions unless the spawn
+    says; None when it does not say."""
 
     @property
     def key(self) -> str:
@@ -220,6 +230,7 @@ def parse_definition(
     description = _description(fields, report)
     tools, removed_tools = _tools(fields.get("tools"), report)
     chosen = {choice.field: _choice(fields, choice, report) for choice in _CHOICES}
+    interactive = _choice(fields, _INTERACTIVE, report)
     max_tokens, max_cost_usd = (_budget(fields, budget, report) for budget in _BUDGETS)
     for key, field in fields.items():
         if key not in FIELDS:
@@ -241,6 +252,7 @@ def parse_definition(
         max_tokens=None if max_tokens is None else int(max_tokens),  # read as a whole number
         max_cost_usd=max_cost_usd,
         removed_tools=removed_tools,
+        interactive=None if interactive is None else interactive == "true",
         **chosen,
     )
     return definition, diagnostics
@@ -399,6 +411,10 @@ class _Choice:
     expected: str
 
 
+APPROVALS: Final = tuple(approvals.value for approvals in Approvals)
+FLAGS: Final = ("true", "false")
+
+
 def _one_of(values: tuple[str, ...]) -> str:
     return "one of " + ", ".join(values)
 
@@ -418,6 +434,13 @@ _CHOICES: Final = (
     _Choice(
         "isolation", "isolation", "invalid-isolation", ISOLATIONS.__contains__, _one_of(ISOLATIONS)
     ),
+    _Choice(
+        "approvals", "approvals", "invalid-approvals", APPROVALS.__contains__, _one_of(APPROVALS)
+    ),
+)
+# `interactive` is a flag: read as one of two words, then made a bool.
+_INTERACTIVE: Final = _Choice(
+    "interactive", "interactive", "invalid-interactive", FLAGS.__contains__, "true or false"
 )
 
 

@@ -14,6 +14,7 @@ import attrs
 from subagent_host.config import ServerConfig
 from subagent_host.errors import BackendUnavailable
 from subagent_host.executors.base import CLUSTER_UNAVAILABLE, ExecutorUnavailable
+from subagent_host.handlers.background_only import refuse_task_mode
 from subagent_host.handlers.progress import EventPublisher
 from subagent_host.planning.plan import ServerLimits
 from subagent_host.planning.toolchain import Toolchain
@@ -106,7 +107,8 @@ class HandlerContext:
         return await asyncio.to_thread(discover, config.config_dir, project)
 
     async def check_launch(self, params: SpawnParams) -> CheckedSpawn:
-        """Every problem of a launch request, and its plan (`spawn` and `preflight`)."""
+        """Every problem of a launch request, and its plan (`spawn` and `preflight`);
+        InvalidParams for `mode: "task"` with an interactive child."""
         from subagent_host.handlers.snapshot_file import server_files
         from subagent_host.planning.check import check_spawn, uses_agents
         from subagent_host.planning.egress import consent_missing
@@ -120,6 +122,7 @@ class HandlerContext:
             sources=await self.agent_sources(uses_agents(params)),
             server_files=server_files(self.config),
         )
+        refuse_task_mode(params.mode, checked.interactive)
         # The admission policy holds for preflight and spawn alike (`--require-egress-consent`).
         if checked.plan is not None and (
             missing := consent_missing(checked.plan, self.config.require_egress_consent)

@@ -14,6 +14,7 @@ from typing import NoReturn
 import attrs
 
 from subagent_host.errors import AmbiguousRunId, ResumeDenied, RunNotFound
+from subagent_host.handlers.background_only import refuse_task_mode
 from subagent_host.handlers.context import HandlerContext
 from subagent_host.handlers.run_reply import reply_with_run
 from subagent_host.planning.fingerprint import digest
@@ -72,6 +73,8 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
         )
     except ResumeRefused as refused:
         deny(refused.message, refused_denial(refused))
+    interactive = target.contract.projection.interactive is True
+    refuse_task_mode(params.mode, ["mode"] if interactive else [])
     if target.contract_digest != grant.contract_digest:
         deny(
             "what the run would resume no longer matches what was approved",
@@ -108,7 +111,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
     target = attrs.evolve(target, run=run)
     env = ctx.orchestrator.env_of(run.run_id, target.index)
     child = resumed_child(target, grant.message, env, ctx.toolchain.adapters)
-    mode = resume_mode(params.mode, run, target.index, ctx)
+    mode = BACKGROUND_MODE if interactive else resume_mode(params.mode, run, target.index, ctx)
     with ctx.announcing(mode):  # a background reply comes before the attempt's events
         ctx.orchestrator.resume(run, target.index, child, workflow=target.workflow)
     return await reply_with_run(ctx, run, mode)

@@ -65,6 +65,10 @@ class CheckedSpawn:
     """The members of a mixed `tasks` run (some resolved `task`, some `background`) that
     run in the background: the answer waits for the others only. Empty when every
     member resolved the same mode (the run answers as one, in `mode`)."""
+    interactive: tuple[str, ...] = ()
+    """The `interactive` fields (paths, as the request's `interactive` or the item's) of
+    its interactive children: a request with `mode: "task"` cannot wait for them
+    (refused as invalid params by the method)."""
 
     @property
     def accepted(self) -> bool:
@@ -146,11 +150,16 @@ def check_spawn(
         top = SpawnItem(prompt=params.prompt, agent=params.agent, command=params.command)
         children = (resolve("", top),)
 
-    mode, background = _modes(problems, params, sources)
+    mode, background = _modes(problems, params, sources, children)
     access = _access(problems, params.access)
+    interactive = tuple(items.interactive)
     if problems.failed or not children:
         return CheckedSpawn(
-            plan=None, mode=mode, diagnostics=tuple(problems.items), background=background
+            plan=None,
+            mode=mode,
+            diagnostics=tuple(problems.items),
+            background=background,
+            interactive=interactive,
         )
     plan = RunPlan(
         kind=kind,
@@ -171,12 +180,19 @@ def check_spawn(
         )
     prepared = launch_plan(plan, backends)
     return CheckedSpawn(
-        plan=prepared, mode=mode, diagnostics=tuple(problems.items), background=background
+        plan=prepared,
+        mode=mode,
+        diagnostics=tuple(problems.items),
+        background=background,
+        interactive=interactive,
     )
 
 
 def _modes(
-    problems: Problems, params: LaunchRequest, sources: AgentSources
+    problems: Problems,
+    params: LaunchRequest,
+    sources: AgentSources,
+    children: tuple[ChildPlan, ...],
 ) -> tuple[str, tuple[int, ...]]:
     """How the request is answered, and the members of a mixed `tasks` run that run in
     the background (protocol.md §8.5).
@@ -185,12 +201,19 @@ def _modes(
     each member of `tasks` resolve on their own: its agent definition's
     `subagent_mode`, else the configured `default_mode`, else `background`. A chain
     or a workflow runs its members one after another and answers as one: the
-    configured `default_mode`, else `background`.
+    configured `default_mode`, else `background`. An interactive child runs in the
+    background whatever its definition or the configuration say (it ends when it is
+    closed, not when its task is done), and so does a chain or a workflow with one.
     """
     if params.mode is not None:
         return _valid(problems, params.mode), ()
-    if params.tasks is not None:
-        members = [_member_mode(sources, item.agent) for item in params.tasks]
+    if params.tasks is not None:  # its children are its members, in order
+        members = [
+            BACKGROUND_MODE if child.interactive else _member_mode(sources, item.agent)
+            for item, child in zip(params.tasks, children, strict=True)
+        ]
+    elif any(child.interactive for child in children):
+        members = [BACKGROUND_MODE]
     else:
         members = [_member_mode(sources, params.agent)]
     if len(set(members)) == 1:

@@ -4,7 +4,8 @@ An item's own fields override the call's, then an agent definition's and the
 configured defaults apply (`agents/effective.py`). What the wire types cannot
 say is checked here: durations, working directories, environment names, the
 backend and fields it cannot honour, an agent child's prompt, program, tools
-and thinking level.
+and thinking level, and how it is driven (`interactive`, `approvals` its CLI can
+ask for, the executor it would run on).
 """
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
 from subagent_host.backends.base import Backend
 from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, NOT_REPORTED, unreported
+from subagent_host.backends.interactive.base import APPROVALS_UNSUPPORTED
 from subagent_host.backends.probe import find_executable
-from subagent_host.config import DEFAULT_STALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS
+from subagent_host.config import (
+    DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_PERMISSION_TIMEOUT_MS,
+    DEFAULT_STALL_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS,
+)
+from subagent_host.planning.approvals import unsupported
 from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt
 from subagent_host.planning.problems import Problems
 from subagent_host.planning.request import LaunchRequest, SpawnItem
@@ -39,7 +47,7 @@ from subagent_host.values import (
     Isolation,
     SessionResources,
 )
-from subagent_host.values.choices import member
+from subagent_host.values.choices import Approvals, member
 from subagent_host.values.placement import Placement
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
@@ -89,11 +97,17 @@ class ItemResolver:
     server_cwd: str
     sources: AgentSources
 
+    interactive: list[str] = attrs.field(factory=list)
+    """The `interactive` fields (paths) of the interactive children resolved so far."""
+
     def resolve(self, path: str, item: SpawnItem) -> ChildPlan:
         """The child plan of the item at `path` (`""` for the call's own item)."""
-        return _resolve_item(
+        child = _resolve_item(
             self.problems, path, item, self.call, self.backends, self.server_cwd, self.sources
         )
+        if child.interactive:
+            self.interactive.append(f"{path}.interactive" if path else "interactive")
+        return child
 
 
 def definition_named(sources: AgentSources, name: str) -> AgentDefinition | None:
@@ -214,6 +228,7 @@ def _resolve_item(
         given_directory(pick("cwd"), server_cwd),
     )
     placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
+    driven = _driven(problems, at, pick, definition, settings.approvals, sources.placeable, name)
     is_agent = name != "command"
     return ChildPlan(
         backend=name,
@@ -237,7 +252,99 @@ def _resolve_item(
         isolation=isolation,
         placement=placement,
         redact=pick("redact") is not False,
+        interactive=driven.interactive,
+        approvals=driven.approvals,
+        idle_timeout_ms=driven.idle_timeout_ms,
+        permission_timeout_ms=driven.permission_timeout_ms,
     )
+
+
+@attrs.frozen
+class _Driven:
+    """How an item's child is talked to: the `ChildPlan` fields of protocol.md §23."""
+
+    interactive: bool = False
+    approvals: Approvals = Approvals.CLI
+    idle_timeout_ms: int | None = None
+    permission_timeout_ms: int | None = None
+
+
+def _driven(
+    problems: Problems,
+    at: Callable[[str], str],
+    pick: Callable[[str], Any],
+    definition: AgentDefinition | None,
+    configured: str | None,
+    placeable: bool,
+    backend: str,
+) -> _Driven:
+    """`interactive` and `approvals`: the request's (an item's over the call's), else the
+    definition's, else the configuration's; their timeouts set only where they apply."""
+    interactive = pick("interactive")
+    if interactive is None:
+        interactive = definition is not None and definition.interactive is True
+    requested = pick("approvals") or (definition.approvals if definition else None)
+    approvals = _approvals(problems, at("approvals"), requested, configured, placeable, backend)
+    idle_ms = _duration(
+        problems, at("idleTimeoutMs"), pick("idle_timeout_ms"), DEFAULT_IDLE_TIMEOUT_MS
+    )
+    permission_ms = _duration(
+        problems,
+        at("permissionTimeoutMs"),
+        pick("permission_timeout_ms"),
+        DEFAULT_PERMISSION_TIMEOUT_MS,
+    )
+    if placeable and (interactive or approvals is not Approvals.CLI):
+        problems.error(
+            "interactive-unsupported",
+            "interactive children run on this machine only, and so do children whose "
+            "permissions someone answers: this server's executor runs children on a "
+            "cluster (`--executor ray`)",
+            at("interactive") if interactive else at("approvals"),
+        )
+    return _Driven(
+        interactive=interactive,
+        approvals=approvals,
+        idle_timeout_ms=idle_ms if interactive else None,
+        permission_timeout_ms=permission_ms if approvals is Approvals.CLIENT else None,
+    )
+
+
+def _approvals(
+    problems: Problems,
+    path: str,
+    requested: str | None,
+    configured: str | None,
+    placeable: bool,
+    backend: str,
+) -> Approvals:
+    """The request's (or definition's) approvals, checked; else the configured default,
+    which is not applied (a warning says so) to a child that cannot take it: a default
+    meant for every child does not refuse the ones whose CLI cannot ask."""
+    wanted = requested or configured or Approvals.CLI
+    approvals = member(Approvals, wanted)
+    if approvals is None:
+        problems.error(
+            "invalid-approvals",
+            f"approvals must be one of {', '.join(Approvals)}, not {wanted!r}",
+            path,
+        )
+        return Approvals.CLI
+    why = unsupported(backend, approvals)
+    if why is None and placeable and approvals is not Approvals.CLI and requested is None:
+        why = "this server's executor runs children on a cluster (`--executor ray`)"
+    if why is None:
+        return approvals
+    if requested is not None:
+        problems.error(APPROVALS_UNSUPPORTED, why, path)
+        return approvals
+    problems.warning(
+        APPROVALS_UNSUPPORTED,
+        f"the configured approvals {approvals.value!r} is not applied to this {backend} "
+        f"child: {why}",
+        path,
+    )
+    return Approvals.CLI
 
 
 def _agent(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from subagent_host.backends.base import Backend
 from subagent_host.planning.access import is_full, negotiate
 from subagent_host.planning.fingerprint import digest, fingerprint
-from subagent_host.planning.plan import RunPlan, WorkflowPlan, prepared
+from subagent_host.planning.plan import RunPlan, WorkflowPlan, driving, prepared
 from subagent_host.planning.views import (
     Access,
     NormalizedPlan,
@@ -48,6 +48,7 @@ def normalized_plan(
                 removed_tools=tuple(sorted(tools.removed)) if tools.removed else None,
                 placement=PlannedPlacement.of(child.placement),
                 redact=None if child.redact else False,
+                **driving(child),
             )
         )
     return NormalizedPlan(

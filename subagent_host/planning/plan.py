@@ -10,7 +10,7 @@ in `normalized.py`, `receipts.py` and `projection.py`. A workflow's steps are
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypedDict
 
 import attrs
 
@@ -118,6 +118,22 @@ class ChildPlan:
             network_access=self.access.network if self.access else True,
             session_resources=self.session_resources or FULL,
         )
+
+
+class Driving(TypedDict):
+    """How a child's views (its normalized plan, its projection) show how it is driven."""
+
+    interactive: bool | None
+    approvals: Approvals | None
+
+
+def driving(child: ChildPlan) -> Driving:
+    """`interactive` and `approvals` as a view shows them: only when set (interactive, not
+    `cli`), so the fingerprints and digests of every other child are what they always were."""
+    return Driving(
+        interactive=True if child.interactive else None,
+        approvals=None if child.approvals is Approvals.CLI else child.approvals,
+    )
 
 
 # An agent CLI given no text to work on would only spend a model call on nothing;

@@ -4,11 +4,12 @@ Every child of every run gets one versioned projection when its run is launched:
 backend, argv template, the file an agent child's program is (`executable`),
 model, thinking, `sessionResources`, tools with their effects, cwd, the
 names of its environment variables (their values are never stored, not even
-hashed: they may be secrets), its limits, and the agent it came from when there
-was one. Its digest (`sha256:v1:`, canonical JSON) is stored beside it; a
-resume rebuilds its contract from the stored projection and refuses (fails
-closed) when the projection is missing, of a version it does not know, or no
-longer matches its digest.
+hashed: they may be secrets), its limits, the agent it came from when there
+was one, and, only when set, that it was interactive and who answered its
+permissions (a resume drives it the same way). Its digest (`sha256:v1:`,
+canonical JSON) is stored beside it; a resume rebuilds its contract from the
+stored projection and refuses (fails closed) when the projection is missing, of
+a version it does not know, or no longer matches its digest.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, unreported
 from subagent_host.planning.access import default_tools
 from subagent_host.planning.fingerprint import fingerprint
 from subagent_host.planning.narrowing import narrow, narrowing_problems
-from subagent_host.planning.plan import ChildPlan, prepared
+from subagent_host.planning.plan import ChildPlan, driving, prepared
 from subagent_host.planning.views import (
     PROJECTION_VERSION,
     ChildLimits,
@@ -39,7 +40,7 @@ from subagent_host.planning.views import (
     to_json,
 )
 from subagent_host.values import MAX_SAFE_INTEGER
-from subagent_host.values.choices import SessionDigestSource
+from subagent_host.values.choices import Approvals, SessionDigestSource
 from subagent_host.values.copying import shared
 from subagent_host.values.facts import Executable
 from subagent_host.values.json_values import JsonValue
@@ -77,6 +78,7 @@ def project(child: ChildPlan, backend: Backend, executable: Executable | None = 
         executable=executable,
         redact=None if child.redact else False,
         placement=PlannedPlacement.of(child.placement),
+        **driving(child),
     )
 
 
@@ -104,6 +106,8 @@ def child_of(
         tools=tuple(tool.name for tool in projection.tools),
         redact=projection.redact is not False,
         placement=None if projection.placement is None else projection.placement.requested(),
+        interactive=projection.interactive is True,
+        approvals=projection.approvals or Approvals.CLI,
     )
 
 

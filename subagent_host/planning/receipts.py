@@ -8,7 +8,10 @@ server counts itself from a CLI's events (`maxTurns`, `maxTokens`, `maxCostUsd`)
 `host-hard` for every CLI it is accepted for, even where the CLI is also told
 (claude's `--max-turns`). `egress` says what leaves the machine whatever the tools
 are (`egress.py`): `network` in `access` and a tool's effects are about the tools,
-not an agent CLI's own connection to its model provider.
+not an agent CLI's own connection to its model provider. `approvals`, for a child whose
+permissions someone answers (`client`, `policy`), says for each effect whether its CLI
+asks before every use (`host-hard`) or some tool uses it unasked (`best-effort`,
+`approvals.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Final
 from subagent_host.backends.base import Backend
 from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS
 from subagent_host.planning.access import negotiate, unpermitted_effects
+from subagent_host.planning.approvals import approvals_receipt
 from subagent_host.planning.egress import declared_egress
 from subagent_host.planning.plan import ChildPlan, RunPlan, ServerLimits
 from subagent_host.planning.views import (
@@ -80,6 +84,7 @@ def receipts(
                 session_resources=child.session_resources,
                 isolation=child.isolation,
                 egress=declared_egress(child.backend),
+                approvals=approvals_receipt(child.backend, child.approvals, tools.kept),
             )
         )
     return Receipts(

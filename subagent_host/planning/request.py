@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 import attrs
 
 from subagent_host.values import Isolation, Mode, SessionResources
-from subagent_host.values.choices import BackendName, OneOf
+from subagent_host.values.choices import Approvals, BackendName, OneOf
 from subagent_host.values.placement import Placement
 from subagent_host.values.wire_names import WIRE_NAME
 
@@ -90,6 +90,19 @@ class ItemFields:
     redact: bool | None = None
     """False: long base64-like runs in the child's output are kept (protocol.md §12.1); the
     values of its secret environment variables are redacted all the same. Absent: true."""
+    interactive: bool | None = None
+    """True: the child lives on after its first turn and takes live messages (protocol.md §23);
+    absent: its agent definition's `interactive`, else false."""
+    approvals: Annotated[str, OneOf(Approvals)] | None = None
+    """Who answers the tool uses the child asks permission for: `cli` (its CLI's own rules),
+    `client` (`run/permit`) or `policy` (the server, from `access`); protocol.md §23.4.
+    Absent: its agent definition's, else the configured `approvals`, else `cli`."""
+    idle_timeout_ms: int | None = None
+    """An interactive child's: milliseconds, 1..86400000, it may wait for input after a turn
+    ended before it is closed (default 600000)."""
+    permission_timeout_ms: int | None = None
+    """Milliseconds, 1..86400000, a permission asked under `approvals: "client"` may go
+    unanswered before it is rejected (default 300000)."""
 
 
 @attrs.frozen

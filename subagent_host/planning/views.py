@@ -40,6 +40,7 @@ from subagent_host.values import Isolation, RunKind, SessionResources, StepKind
 from subagent_host.values.choices import (
     AgentBackendName,
     AgentSource,
+    Approvals,
     BackendName,
     Effect,
     SessionDigestSource,
@@ -100,6 +101,12 @@ class ChildLimits:
     """Input and output tokens it may spend (wire name `maxTokens`); absent: no limit."""
     max_cost_usd: float | None = None
     """US dollars it may spend (wire name `maxCostUsd`); absent: no limit."""
+    idle_timeout_ms: int | None = None
+    """An interactive child's wait for input after a turn, in milliseconds (wire name
+    `idleTimeoutMs`); absent for a child that is not interactive."""
+    permission_timeout_ms: int | None = None
+    """Milliseconds a permission may go unanswered (wire name `permissionTimeoutMs`); absent
+    unless a client answers them (`approvals: "client"`)."""
 
 
 @attrs.frozen
@@ -169,6 +176,11 @@ class PlanChild:
     redact: bool | None = None
     """False when long base64-like runs of its output are kept (`redact: false`, protocol.md
     §12.1); absent otherwise."""
+    interactive: bool | None = None
+    """True when it lives on after its first turn (protocol.md §23); absent otherwise (so
+    the fingerprints of plans without it are what they always were)."""
+    approvals: Approvals | None = None
+    """`client` or `policy`: who answers its permissions; absent for `cli`."""
 
 
 # The one type of a planned step: the plan's own (`WorkflowPlan.steps`, which a
@@ -281,6 +293,29 @@ class Egress:
     one; absent: the CLI's own default provider."""
 
 
+@attrs.frozen
+class EffectApproval:
+    """Whether a child's CLI asks before each use of one effect (an `ApprovalsReceipt`'s)."""
+
+    effect: Effect
+    """One effect of its kept tools."""
+    enforcement: Enforcement
+    """`host-hard`: the CLI asks before every use, and nothing runs unanswered;
+    `best-effort`: some use of it runs without asking."""
+    how: str
+    """One sentence: who answers, or what runs unasked."""
+
+
+@attrs.frozen
+class ApprovalsReceipt:
+    """Who answers a child's permissions, and for which of its effects the CLI asks."""
+
+    approvals: Approvals
+    """`client` (`run/permit`) or `policy` (the server, from `access`)."""
+    effects: tuple[EffectApproval, ...]
+    """Each effect of its kept tools, in the order of `effects`."""
+
+
 @attrs.frozen(kw_only=True)
 class ChildReceipt:
     index: int
@@ -306,6 +341,8 @@ class ChildReceipt:
     egress: tuple[Egress, ...]
     """What leaves the machine whatever its tools are: an agent child's connection to its
     model provider, a `command` child's unknown network (always written)."""
+    approvals: ApprovalsReceipt | None = None
+    """How its permissions are answered, effect by effect; absent for `approvals: "cli"`."""
 
 
 @attrs.frozen(kw_only=True)
@@ -384,6 +421,12 @@ class Projection:
     placement: PlannedPlacement | None = None
     """Where on a cluster it ran (protocol.md §8.8): a resume runs it there again. Absent
     when it had none (so the digests of projections without it are what they always were)."""
+    interactive: bool | None = None
+    """True: it lived on after its turns (protocol.md §23), and a resume is interactive
+    again; absent otherwise (so the digests of projections without it stay valid)."""
+    approvals: Approvals | None = None
+    """`client` or `policy`: a resume's permissions are answered the same way; absent for
+    `cli`."""
 
 
 @attrs.frozen(kw_only=True)

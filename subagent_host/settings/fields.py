@@ -40,7 +40,7 @@ from subagent_host.values import (
     SESSION_ID_RULE,
     SESSION_RESOURCES,
 )
-from subagent_host.values.choices import AGENT_BACKENDS, BACKENDS
+from subagent_host.values.choices import AGENT_BACKENDS, BACKENDS, Approvals
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
 EFFORT_KEYS: Final = ("default_effort", "default_thinking_level", "thinkingLevel")
@@ -304,6 +304,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "agents": FieldRule(check_agents, safety=True),
     "default_backend": FieldRule(one_of(BACKENDS)),
     "session_resources": FieldRule(one_of(SESSION_RESOURCES)),
+    "approvals": FieldRule(one_of(tuple(Approvals))),
     # Server options: the global and --config files only.
     "state_dir": FieldRule(check_state_dir, in_project=False, safety=True),
     "framing": FieldRule(one_of(FRAMINGS), in_project=False),

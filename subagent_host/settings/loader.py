@@ -111,6 +111,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         enable_continue=pick(values, "enable_continue", bool),
         default_backend=pick(values, "default_backend", str),
         session_resources=pick(values, "session_resources", str),
+        approvals=pick(values, "approvals", str),
         user_profiles=MappingProxyType(merge_profiles(user)),
         project_profiles=MappingProxyType(merge_profiles(project)),
         backend_executables=MappingProxyType(executables),

@@ -125,6 +125,9 @@ class Settings:
     `command`."""
     session_resources: str | None = None
     """`lean` or `full`: what agent children load (unset: `lean`)."""
+    approvals: str | None = None
+    """`cli`, `client` or `policy`: who answers the permissions of children whose request and
+    definition name none (unset: `cli`)."""
     user_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)
     """By lowercase agent name, from the global and `--config` files: for the user's agents."""
     project_profiles: Mapping[str, ModelProfile] = attrs.field(default=NO_PROFILES, hash=False)

@@ -611,6 +611,33 @@ def test_an_unknown_isolation_is_an_error() -> None:
     ]
 
 
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("false", False), ("", None)])
+def test_interactive_is_a_flag_and_absent_means_unset(text: str, value: bool | None) -> None:
+    field = f"\ninteractive: {text}" if text else ""
+    assert valid(f"name: a\ndescription: d{field}").interactive is value
+
+
+@pytest.mark.parametrize("text", ["cli", "client", "policy"])
+def test_approvals_is_read_as_written(text: str) -> None:
+    assert valid(f"name: a\ndescription: d\napprovals: {text}").approvals == text
+    assert valid("name: a\ndescription: d").approvals is None
+
+
+def test_an_interactive_other_than_true_or_false_and_an_unknown_approvals_are_errors() -> None:
+    found = errors("name: a\ndescription: d\ninteractive: yes\napprovals: always")
+
+    assert [(d.code, d.message) for d in found] == [
+        (
+            "invalid-approvals",
+            "/defs/reviewer.md: field 'approvals' is 'always': expected one of cli, client, policy",
+        ),
+        (
+            "invalid-interactive",
+            "/defs/reviewer.md: field 'interactive' is 'yes': expected true or false",
+        ),
+    ]
+
+
 def test_instructions_holding_a_nul_are_an_error() -> None:
     definition, diagnostics = parse("---\nname: a\ndescription: d\n---\nDo\0 the work.\n")
 

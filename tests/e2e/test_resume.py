@@ -62,6 +62,8 @@ DENIAL_REASONS: Final = frozenset(
 )  # fmt: skip
 # Echoes its stdin, then fails: a resume shows what the new attempt read.
 ECHO_AND_FAIL: Final = ["sh", "-c", "cat; exit 3"]
+# Fails at once, whatever its stdin holds.
+FAIL: Final = ["sh", "-c", "exit 3"]
 # Sleeps (until a limit ends it) only when its stdin says "slow".
 SLOW_ON_REQUEST: Final = ["sh", "-c", "if grep -q slow; then sleep 300; fi; exit 3"]
 # What a tampered projection would run: a process the scan for the run marker would find.
@@ -365,6 +367,28 @@ async def test_a_resume_without_mode_answers_in_the_mode_its_spawn_used(tmp_path
         assert started["children"][0]["attempt"] == 2, started
         stopped = await result_of(server, "stop", {"runId": spawned["runId"], "graceMs": 1000})
         assert stopped["status"] == "cancelled", stopped
+        await server.finish()
+
+
+async def test_an_interactive_childs_resume_runs_in_the_background_only(tmp_path: Path) -> None:
+    """`mode: "task"` would wait until the child is closed: -32602 naming `mode`, and the
+    token is not spent; without a mode the resume answers at once."""
+    async with running_server(*state_args(tmp_path / "state")) as server:
+        spawned = await result_of(server, "spawn", {"command": FAIL, "interactive": True})
+        run_id = spawned["runId"]
+        assert spawned["status"] in ("queued", "running"), spawned  # answered at once
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while spawned["status"] not in TERMINAL:
+                spawned = await result_of(server, "status", {"runId": run_id})
+        approval = await approve(server, {"runId": run_id, "message": "again"})
+        assert approval["contract"]["projection"]["interactive"] is True
+        error = await error_of(server, "resume", {"token": approval["token"], "mode": "task"})
+        assert error["code"] == -32602 and error["data"]["errors"][0]["path"] == "mode", error
+        started = await result_of(server, "resume", {"token": approval["token"]})
+        assert started["children"][0]["attempt"] == 2, started
+        async with asyncio.timeout(EXIT_TIMEOUT_S):
+            while started["status"] not in TERMINAL:
+                started = await result_of(server, "status", {"runId": run_id})
         await server.finish()
 
 

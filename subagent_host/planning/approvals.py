@@ -1,0 +1,106 @@
+"""Who may answer a child's permissions, and before which effects its CLI asks.
+
+`approvals` other than `cli` needs a CLI that asks before its tools run: pi has no
+permission prompts, and a plain command has no protocol to ask in, so they take only
+`cli` (`approvals-unsupported`, found when the item is planned: a launch is never
+rendered with approvals its driver would refuse). Claude Code and Codex ask, but not
+before every use of every effect: what each asks for is stated here, tool by tool, and
+the receipts say for each effect of a child whether a tool can use it unasked
+(`best-effort`) or never (`host-hard`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Set
+from typing import Final
+
+from subagent_host.backends import claude, codex
+from subagent_host.backends.interactive import command_lines, pi_rpc
+from subagent_host.backends.interactive.base import APPROVALS_UNSUPPORTED, approvals_supported
+from subagent_host.planning.views import ApprovalsReceipt, EffectApproval, Enforcement
+from subagent_host.values.choices import Approvals, Effect
+
+FILESYSTEM_READ: Final = Effect.FILESYSTEM_READ
+FILESYSTEM_WRITE: Final = Effect.FILESYSTEM_WRITE
+NETWORK: Final = Effect.NETWORK
+
+# The approvals each backend's driver takes (backends/interactive/); any other: all of them.
+SUPPORTED: Final[Mapping[str, Set[Approvals]]] = {
+    "pi": pi_rpc.APPROVALS,
+    "command": command_lines.APPROVALS,
+}
+EVERY_APPROVALS: Final = frozenset(Approvals)
+
+# For each CLI that asks, by tool: the effects it asks before every use of. Claude Code
+# (`--permission-mode default`) asks before each Write and Edit and each Bash command it
+# does not deem read-only (a command that writes or reaches the network is not; `ls` or
+# `sleep` runs unasked); its reads and web tools are not counted as asked. Codex
+# (`approvalPolicy: "untrusted"`) asks before each patch and each command it does not
+# know to be harmless; its web search (the networked tier's) runs unasked.
+ASKED: Final[Mapping[str, Mapping[str, frozenset[Effect]]]] = {
+    "claude": {
+        "Bash": frozenset({FILESYSTEM_WRITE, NETWORK}),
+        "Edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
+        "Write": frozenset({FILESYSTEM_WRITE}),
+    },
+    "codex": {
+        codex.WORKSPACE_WRITE: frozenset({FILESYSTEM_WRITE}),
+        codex.WORKSPACE_NETWORK: frozenset({FILESYSTEM_WRITE}),
+    },
+}
+# The tool tables ASKED names its tools from (a test checks each name is one of them).
+TOOL_TABLES: Final = {"claude": claude.TOOLS, "codex": codex.TOOLS}
+
+ANSWERED_BY: Final = {
+    Approvals.CLIENT: "a client of the run's session answers (run/permit)",
+    Approvals.POLICY: "the server answers from the child's access",
+}
+
+
+def unsupported(backend: str, approvals: Approvals) -> str | None:
+    """Why `backend` cannot take `approvals` (the driver's own words), or None when it can."""
+    try:
+        approvals_supported(backend, approvals, SUPPORTED.get(backend, EVERY_APPROVALS))
+    except ValueError as exc:
+        return str(exc).removeprefix(f"{APPROVALS_UNSUPPORTED}: ")
+    return None
+
+
+def approvals_receipt(
+    backend: str, approvals: Approvals, tools: Mapping[str, Collection[Effect]]
+) -> ApprovalsReceipt | None:
+    """For each effect of the kept `tools`, whether the CLI asks before every use of it;
+    None for `cli` (nobody is asked)."""
+    if approvals is Approvals.CLI:
+        return None
+    asked = ASKED.get(backend, {})
+    effects = sorted({effect for kept in tools.values() for effect in kept})
+    return ApprovalsReceipt(
+        approvals,
+        tuple(_effect(backend, approvals, effect, tools, asked) for effect in effects),
+    )
+
+
+def _effect(
+    backend: str,
+    approvals: Approvals,
+    effect: Effect,
+    tools: Mapping[str, Collection[Effect]],
+    asked: Mapping[str, frozenset[Effect]],
+) -> EffectApproval:
+    unasked = sorted(
+        name
+        for name, effects in tools.items()
+        if effect in effects and effect not in asked.get(name, ())
+    )
+    if not unasked:
+        return EffectApproval(
+            effect,
+            Enforcement.HOST_HARD,
+            f"{backend} asks before every use, and {ANSWERED_BY[approvals]}",
+        )
+    return EffectApproval(
+        effect,
+        Enforcement.BEST_EFFORT,
+        f"{backend} uses it through {', '.join(unasked)} without always asking",
+    )
