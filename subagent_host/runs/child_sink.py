@@ -53,6 +53,7 @@ from subagent_host.backends.events import (
     UsageSoFar,
 )
 from subagent_host.backends.exits import ProcessExit
+from subagent_host.backends.interactive.driven_output import DrivenOutput
 from subagent_host.backends.output import StreamSize
 from subagent_host.backends.redaction import NOTHING, Redaction, StreamRedactor
 from subagent_host.values.choices import ReachedLimit
@@ -88,6 +89,7 @@ class ChildSink:
         redaction: Redaction = NOTHING,
     ) -> None:
         self.parser = parser
+        self._output_first = isinstance(parser, DrivenOutput)
         self._redaction = redaction
         self._redacting = redaction.active
         self._stdout = StreamRedactor(redaction)
@@ -171,6 +173,10 @@ class ChildSink:
         return reason if isinstance(reason, str) else None
 
     def _take_stdout(self, data: bytes) -> None:
+        if self._output_first:
+            # A driven command's lines end its turns: what it printed is told before the
+            # turn's end it caused.
+            self._stream_raw(OutputEvent, data)
         self.parser.on_stdout(data)
         # The chunk's normalized events before its activity lines: a message whose last
         # piece came in the chunk that also starts a tool is whole before `» tool ...`.
@@ -188,7 +194,8 @@ class ChildSink:
             spent()
         self._check_turns()
         self._check_budget()
-        self._stream_raw(OutputEvent, data)
+        if not self._output_first:
+            self._stream_raw(OutputEvent, data)
 
     def report_events(self, events: list[AgentEvent]) -> None:
         """Send normalized events of the child (redacted) when the run streams them: the

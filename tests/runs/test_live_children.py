@@ -159,6 +159,20 @@ async def test_requests_a_child_cannot_take_are_refused_with_their_reason(runs: 
     await runs.orchestrator.stop(plain, grace_ms=0, reason="test")
 
 
+async def test_what_a_streamed_child_printed_comes_before_the_turn_end_it_caused(
+    runs: Harness,
+) -> None:
+    run = runs.launch(interactive(), stream=True)
+    await live(runs, run)
+    told = [
+        e.payload.type
+        for e in runs.events_of(run)
+        if isinstance(e.payload, OutputEvent | TurnEvent)
+    ]
+    assert told == ["turn", "output", "turn"]  # start, "got hello", end
+    await live_requests.close(run, runs.orchestrator.control_of(run.run_id), 0)
+
+
 async def test_a_child_with_no_first_prompt_waits_from_its_start(runs: Harness) -> None:
     run = runs.launch(interactive(prompt=None))
     child = await live(runs, run)
