@@ -10,6 +10,7 @@ from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.runs.live_requests import NOT_INTERACTIVE, interactive_indexes
 from subagent_host.runs.state import Run
 from subagent_host.values.error_data import Refusal, RunRef
+from subagent_host.values.plurals import plural
 
 
 async def held_run(run_id: str, ctx: HandlerContext) -> Run:
@@ -34,7 +35,13 @@ def child_index(run: Run, index: int | None) -> int:
         if not 0 <= index < len(run.children):
             count = len(run.children)
             raise InvalidParams(
-                [ParamProblem("index", f"run {run.run_id} has {count} children (0..{count - 1})")]
+                [
+                    ParamProblem(
+                        "index",
+                        f"run {run.run_id} has {plural(count, 'child', 'children')} "
+                        f"(index 0..{count - 1})",
+                    )
+                ]  # fmt: skip
             )
         return index
     interactive = interactive_indexes(run)
