@@ -294,3 +294,17 @@ async def task_mode(t: Trial) -> None:
     )
     expect_equal(paths(error), ["interactive"], "the problems' paths")
     expect_equal(result_of(await conn.request("status", {}))["runs"], [], "runs")
+
+
+@case("interactive.unknown-run", "§23.2")
+async def unknown_run(t: Trial) -> None:
+    conn = await t.start()
+    nowhere = {"runId": "0123456789abcdef"}
+    requests: list[tuple[str, dict[str, Any]]] = [
+        ("run/send", {**nowhere, "text": "hello"}),
+        ("run/interrupt", nowhere),
+        ("run/close", nowhere),
+        ("run/permit", {**nowhere, "permissionId": "0.no-such", "optionId": "allow"}),
+    ]
+    for method, params in requests:
+        error_of(await conn.request(method, params), -32001, f"for {method} to no run")
