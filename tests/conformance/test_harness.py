@@ -62,7 +62,8 @@ async def test_every_selected_case_passes_against_this_server_in_both_framings(
     pattern = (
         "(framing.lsp or framing.ndjson or framing.message-split or json.parse or batch.mixed"
         " or params.unknown or ping.result or stop.no-process or lifecycle.shutdown"
-        " or lifecycle.exit-without or params.empty or initialize.lsp)"
+        " or lifecycle.exit-without or params.empty or initialize.lsp"
+        " or interactive.queue-waits)"
     )
     code, output, results = await conformance(tmp_path, "-k", pattern)
     assert code == 0, output
@@ -201,6 +202,13 @@ def test_there_are_at_least_sixty_cases_each_citing_a_section() -> None:
     assert len(CASES) >= 60
     assert all(re.fullmatch(r"§\d+(\.\d+)?", case.section) for case in CASES)
     assert len({case.id for case in CASES}) == len(CASES)
+
+
+def test_protocol_md_states_the_number_of_cases() -> None:
+    """§21 says how many cases there are: the number the harness registers."""
+    stated = re.search(r"cases \((\d+), each citing", (ROOT / "protocol.md").read_text())
+    assert stated is not None
+    assert int(stated.group(1)) == len(CASES)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from subagent_host.conformance.cases import (  # noqa: F401
     cancellation,
     framing,
     handshake,
+    interactive,
     jsonrpc,
     params,
     ping,
