@@ -11,11 +11,15 @@ from subagent_host.backends.supervisor import Supervisor, TreeUsage
 from subagent_host.executors.base import ChildHandle
 from subagent_host.executors.local import LocalHandle
 from subagent_host.runs.state import ChildRun
+from subagent_host.values.choices import TurnState
 from subagent_host.values.facts import Resources
 
 # Resource sampling walks the child's tree with psutil: often enough to see a
 # peak that lasts a second, rarely enough to cost nothing noticeable.
 RESOURCE_SAMPLE_S: Final = 1.0
+# An interactive child waiting for input does nothing: its tree is walked only every
+# this many sweeps (100 of them waiting cost a core's 1 % when walked every second).
+WAITING_SAMPLE_EVERY: Final = 10
 
 
 class ResourceSampler:
@@ -27,6 +31,7 @@ class ResourceSampler:
         # with the parser that knows their CLI's usage.
         self._sampled: dict[int, tuple[ChildHandle, ChildRun, OutputParser]] = {}
         self._sampler: asyncio.Task[None] | None = None
+        self._sweeps = 0
 
     def watch(self, process: ChildHandle, child: ChildRun, parser: OutputParser) -> None:
         """Sample the running child from now on (the sweep starts if it is not running)."""
@@ -43,7 +48,13 @@ class ResourceSampler:
         while self._sampled:
             # The sampling interval is the point of this wait; nothing else can end it.
             await asyncio.sleep(RESOURCE_SAMPLE_S)  # noqa: ASYNC110
-            running = dict(self._sampled)
+            self._sweeps += 1
+            every = self._sweeps % WAITING_SAMPLE_EVERY == 0
+            running = {
+                key: watched
+                for key, watched in self._sampled.items()
+                if every or not _waiting(watched[1])
+            }
             # A remote child's tree is measured on its node, at its end (its shim's report).
             local = [p.child for p, _, _ in running.values() if isinstance(p, LocalHandle)]
             usages = await self._supervisor.sample(local, trees=True) if local else {}
@@ -54,6 +65,11 @@ class ResourceSampler:
                 if usage is not None:
                     record_usage(child, usage)
                 child.usage = parser.usage or child.usage
+
+
+def _waiting(child: ChildRun) -> bool:
+    """An interactive child between turns (its end is measured whatever the samples saw)."""
+    return child.turn is not None and child.turn.state is TurnState.WAITING
 
 
 def record_usage(
