@@ -165,11 +165,11 @@ async def test_what_a_streamed_child_printed_comes_before_the_turn_end_it_caused
     run = runs.launch(interactive(), stream=True)
     await live(runs, run)
     told = [
-        e.payload.type
-        for e in runs.events_of(run)
-        if isinstance(e.payload, OutputEvent | TurnEvent)
+        e.payload for e in runs.events_of(run) if isinstance(e.payload, OutputEvent | TurnEvent)
     ]
-    assert told == ["turn", "output", "turn"]  # start, "got hello", end
+    assert isinstance(told[0], TurnEvent) and isinstance(told[-1], TurnEvent)
+    # Its line ended the turn: all of it (in one chunk or two) was told first.
+    assert "".join(e.text for e in told[1:-1] if isinstance(e, OutputEvent)) == "got hello\n"
     await live_requests.close(run, runs.orchestrator.control_of(run.run_id), 0)
 
 
