@@ -1,0 +1,129 @@
+"""The permissions of a real Claude Code child (pinned, scripts/install-agents), started
+through `subagent-host mcp` with `approvals: "client"`, asked of the human through MCP
+elicitation by the SDK's own stdio client, offline against the loopback mock LLM
+(protocol.md §22). The mock has the CLI run one shell command that writes a file
+(`printf x > written.txt`), which Claude Code asks permission for; the test's
+elicitation callback answers as a human would, and the file says what was answered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientRequestContext
+
+from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
+from tests.e2e.agents import claude_environment, needs_cli
+from tests.e2e.mcp_client import McpServer, mcp_server, text_of
+from tests.mock_llm import MockLLM
+
+pytestmark = needs_cli("claude")
+
+WAIT_SECONDS: Final = 50  # the face's most: the CLI's start, two model turns and the tool
+
+
+class Human:
+    """Answers each elicitation with `action`, choosing the option of kind `kind`; keeps
+    what it was asked."""
+
+    def __init__(self, action: str, kind: str | None = None) -> None:
+        self.action = action
+        self.kind = kind
+        self.asked: list[types.ElicitRequestFormParams] = []
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        self.asked.append(params)
+        if self.action != "accept":
+            return types.ElicitResult(action=self.action)  # type: ignore[arg-type]
+        [option] = [
+            option
+            for option in params.requested_schema["properties"]["answer"]["oneOf"]
+            if option["title"].endswith(f"({self.kind})")
+        ]
+        return types.ElicitResult(action="accept", content={"answer": option["const"]})
+
+
+async def spawned(server: McpServer, work: Path) -> dict[str, Any]:
+    """An interactive claude child that writes the file, run until its first turn ends."""
+    return await server.ok(
+        "spawn",
+        {
+            "prompt": "write the file, please",
+            "backend": "claude",
+            "model": "mock-model",
+            "tools": ["Bash"],
+            "cwd": str(work),
+            "interactive": True,
+            "approvals": "client",
+            "waitSeconds": WAIT_SECONDS,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("human", "written"),
+    [
+        (Human("accept", "allow-once"), True),
+        (Human("accept", "reject-once"), False),
+        (Human("decline"), False),
+    ],
+    ids=["allowed", "rejected", "declined"],
+)
+async def test_a_permission_is_asked_of_the_human_and_their_answer_goes_to_the_child(
+    tmp_path: Path, human: Human, written: bool
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
+            run = await spawned(server, work)
+            assert run["children"][0]["turn"]["state"] == "waiting", run
+            closed = await server.ok("close", {"runId": run["runId"]})
+    assert closed["status"] == "completed", closed
+    [asked] = human.asked
+    assert asked.message == (
+        f"Run {run['runId']}, child 0, asks to use the tool Bash (execute): {WRITE_COMMAND}"
+    )
+    kinds = [o["title"] for o in asked.requested_schema["properties"]["answer"]["oneOf"]]
+    assert any(kind.endswith("(allow-once)") for kind in kinds), kinds
+    assert any(kind.endswith("(reject-once)") for kind in kinds), kinds
+    assert (work / WRITTEN).exists() is written
+
+
+async def test_a_client_that_cannot_elicit_has_client_approvals_sent_as_policy(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with mcp_server(tmp_path, env=env) as server:
+            result = await server.call(
+                "spawn",
+                {
+                    "prompt": "write the file, please",
+                    "backend": "claude",
+                    "model": "mock-model",
+                    "tools": ["Bash"],
+                    "cwd": str(work),
+                    "interactive": True,
+                    "approvals": "client",
+                    "waitSeconds": WAIT_SECONDS,
+                },
+            )
+            assert not result.is_error, text_of(result)
+            assert 'approvals: "client" was sent as "policy"' in text_of(result)
+            assert result.structured_content is not None
+            [child] = result.structured_content["children"]
+            assert child["turn"]["state"] == "waiting", child  # nobody was waited for
+            await server.ok("close", {"runId": result.structured_content["runId"]})
+    # The policy of a child whose access is everything: allowed. Under `client`, nobody
+    # here could have answered, and the command would not have run.
+    assert (work / WRITTEN).exists()
