@@ -9,7 +9,7 @@ elicitation callback answers as a human would, and the file says what was answer
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import mcp_types as types
 import pytest
@@ -17,7 +17,7 @@ from mcp.client.session import ClientRequestContext
 
 from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
 from tests.e2e.agents import claude_environment, needs_cli
-from tests.e2e.mcp_client import McpServer, mcp_server, text_of
+from tests.e2e.mcp_client import mcp_server, text_of
 from tests.mock_llm import MockLLM
 
 pytestmark = needs_cli("claude")
@@ -49,21 +49,16 @@ class Human:
         return types.ElicitResult(action="accept", content={"answer": option["const"]})
 
 
-async def spawned(server: McpServer, work: Path) -> dict[str, Any]:
-    """An interactive claude child that writes the file, run until its first turn ends."""
-    return await server.ok(
-        "spawn",
-        {
-            "prompt": "write the file, please",
-            "backend": "claude",
-            "model": "mock-model",
-            "tools": ["Bash"],
-            "cwd": str(work),
-            "interactive": True,
-            "approvals": "client",
-            "waitSeconds": WAIT_SECONDS,
-        },
-    )
+WRITER: Final = {
+    "prompt": "write the file, please",
+    "backend": "claude",
+    "model": "mock-model",
+    "tools": ["Bash"],
+    "interactive": True,
+    "approvals": "client",
+    "waitSeconds": WAIT_SECONDS,
+}
+"""An interactive claude child that writes the file, waited for until its first turn ends."""
 
 
 @pytest.mark.parametrize(
@@ -83,7 +78,7 @@ async def test_a_permission_is_asked_of_the_human_and_their_answer_goes_to_the_c
     with MockLLM(tool_command=WRITE_COMMAND) as mock:
         env = claude_environment(tmp_path, mock.base_url)
         async with mcp_server(tmp_path, env=env, elicitation=human) as server:
-            run = await spawned(server, work)
+            run = await server.ok("spawn", {**WRITER, "cwd": str(work)})
             assert run["children"][0]["turn"]["state"] == "waiting", run
             closed = await server.ok("close", {"runId": run["runId"]})
     assert closed["status"] == "completed", closed
@@ -105,19 +100,7 @@ async def test_a_client_that_cannot_elicit_has_client_approvals_sent_as_policy(
     with MockLLM(tool_command=WRITE_COMMAND) as mock:
         env = claude_environment(tmp_path, mock.base_url)
         async with mcp_server(tmp_path, env=env) as server:
-            result = await server.call(
-                "spawn",
-                {
-                    "prompt": "write the file, please",
-                    "backend": "claude",
-                    "model": "mock-model",
-                    "tools": ["Bash"],
-                    "cwd": str(work),
-                    "interactive": True,
-                    "approvals": "client",
-                    "waitSeconds": WAIT_SECONDS,
-                },
-            )
+            result = await server.call("spawn", {**WRITER, "cwd": str(work)})
             assert not result.is_error, text_of(result)
             assert 'approvals: "client" was sent as "policy"' in text_of(result)
             assert result.structured_content is not None
