@@ -8,6 +8,7 @@ elicitation callback answers as a human would, and the file says what was answer
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Final
 
@@ -33,12 +34,14 @@ class Human:
         self.action = action
         self.kind = kind
         self.asked: list[types.ElicitRequestFormParams] = []
+        self.was_asked = asyncio.Event()
 
     async def __call__(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestFormParams)
         self.asked.append(params)
+        self.was_asked.set()
         if self.action != "accept":
             return types.ElicitResult(action=self.action)  # type: ignore[arg-type]
         [option] = [
@@ -90,6 +93,26 @@ async def test_a_permission_is_asked_of_the_human_and_their_answer_goes_to_the_c
     assert any(kind.endswith("(allow-once)") for kind in kinds), kinds
     assert any(kind.endswith("(reject-once)") for kind in kinds), kinds
     assert (work / WRITTEN).exists() is written
+
+
+async def test_a_permission_asked_after_spawn_answered_is_asked_between_tool_calls(
+    tmp_path: Path,
+) -> None:
+    """The elicitation belongs to no tool call: none is in progress when the child asks."""
+    work = tmp_path / "work"
+    work.mkdir()
+    human = Human("accept", "allow-once")
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
+            run = await server.ok("spawn", {**WRITER, "cwd": str(work), "waitSeconds": 0})
+            assert run["status"] in ("queued", "running"), run
+            await asyncio.wait_for(human.was_asked.wait(), WAIT_SECONDS)
+            done = await server.ok("wait", {"runId": run["runId"], "waitSeconds": WAIT_SECONDS})
+            assert done["children"][0]["turn"]["state"] == "waiting", done
+            await server.ok("close", {"runId": run["runId"]})
+    assert len(human.asked) == 1
+    assert (work / WRITTEN).exists()
 
 
 async def test_a_client_that_cannot_elicit_has_client_approvals_sent_as_policy(
