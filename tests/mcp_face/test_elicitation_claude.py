@@ -115,6 +115,40 @@ async def test_a_permission_asked_after_spawn_answered_is_asked_between_tool_cal
     assert (work / WRITTEN).exists()
 
 
+class AwayHuman:
+    """Never answers: each elicitation waits until the face cancels it."""
+
+    def __init__(self) -> None:
+        self.cancelled = asyncio.Event()
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        try:
+            await asyncio.Event().wait()  # nobody is there
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_an_elicitation_left_open_is_cancelled_when_the_permission_times_out(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    human = AwayHuman()
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
+            launch = {**WRITER, "cwd": str(work), "permissionTimeoutMs": 1000}
+            run = await server.ok("spawn", launch)
+            assert run["children"][0]["turn"]["state"] == "waiting", run  # rejected: ended
+            await asyncio.wait_for(human.cancelled.wait(), WAIT_SECONDS)
+            await server.ok("close", {"runId": run["runId"]})
+    assert not (work / WRITTEN).exists()
+
+
 async def test_a_client_that_cannot_elicit_has_client_approvals_sent_as_policy(
     tmp_path: Path,
 ) -> None:
