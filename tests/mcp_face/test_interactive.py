@@ -124,6 +124,9 @@ async def test_what_the_server_refuses_is_a_tool_error_in_its_words(tmp_path: Pa
         bad = await server.call("send", {"runId": run_id, "text": "x", "delivery": "later"})
         assert bad.is_error
         assert text_of(bad).startswith("invalid params: delivery: "), text_of(bad)
+        out_of_range = await server.call("interrupt", {"runId": run_id, "index": 5})
+        assert out_of_range.is_error
+        assert text_of(out_of_range).startswith("error -32602: "), text_of(out_of_range)
         missing = await server.call("send", {"runId": run_id})
         assert missing.is_error
         assert text_of(missing).startswith("invalid params: text: "), text_of(missing)
