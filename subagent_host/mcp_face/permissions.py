@@ -19,7 +19,6 @@ as `policy` (the server answers from the child's `access`), and the tool's text 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, TypeVar, cast
@@ -184,12 +183,7 @@ class PermissionAsker:
 
     async def aclose(self) -> None:
         """Stop following: elicitations still open are cancelled (their runs end with the face)."""
-        followers = list(self._followers)
-        for follower in followers:
-            follower.cancel()
-        for follower in followers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
+        await _ended(list(self._followers))
 
     async def _follow(self, run: RunSnapshot, elicit: Elicit) -> None:
         asking: dict[str, asyncio.Task[PermitResult | None]] = {}
@@ -215,8 +209,19 @@ class PermissionAsker:
         except HostConnectionError:
             pass  # the server is gone: so are the run and its permissions
         finally:
-            for question in asking.values():
-                question.cancel()
-            for question in asking.values():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await question
+            await _ended(list(asking.values()))
+
+
+async def _ended(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel `tasks` and wait for each to end. What one raised on its way out (the SDK
+    telling a client that is gone that a question is cancelled) is logged: nobody is
+    left to tell."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            logger.warning("asking a permission ended with %r", exc)

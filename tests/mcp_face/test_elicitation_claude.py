@@ -119,11 +119,13 @@ class AwayHuman:
     """Never answers: each elicitation waits until the face cancels it."""
 
     def __init__(self) -> None:
+        self.asked = asyncio.Event()
         self.cancelled = asyncio.Event()
 
     async def __call__(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
+        self.asked.set()
         try:
             await asyncio.Event().wait()  # nobody is there
         except asyncio.CancelledError:
@@ -146,6 +148,22 @@ async def test_an_elicitation_left_open_is_cancelled_when_the_permission_times_o
             assert run["children"][0]["turn"]["state"] == "waiting", run  # rejected: ended
             await asyncio.wait_for(human.cancelled.wait(), WAIT_SECONDS)
             await server.ok("close", {"runId": run["runId"]})
+    assert not (work / WRITTEN).exists()
+
+
+async def test_a_client_that_goes_away_while_it_is_asked_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    """The face's end cancels the question still open; `mcp_server` proves the face, its
+    serve child and the claude child are gone, and that the face logged no traceback."""
+    work = tmp_path / "work"
+    work.mkdir()
+    human = AwayHuman()
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
+            await server.ok("spawn", {**WRITER, "cwd": str(work), "waitSeconds": 0})
+            await asyncio.wait_for(human.asked.wait(), WAIT_SECONDS)
     assert not (work / WRITTEN).exists()
 
 
