@@ -9,16 +9,18 @@ elicitation callback answers as a human would, and the file says what was answer
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
 import mcp_types as types
 import pytest
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import ClientRequestContext, ElicitationFnT
 
 from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
 from tests.e2e.agents import claude_environment, needs_cli
-from tests.e2e.mcp_client import mcp_server, text_of
+from tests.e2e.mcp_client import McpServer, mcp_server, text_of
 from tests.mock_llm import MockLLM
 
 pytestmark = needs_cli("claude")
@@ -52,6 +54,17 @@ class Human:
         return types.ElicitResult(action="accept", content={"answer": option["const"]})
 
 
+@asynccontextmanager
+async def face(tmp_path: Path, human: ElicitationFnT | None) -> AsyncIterator[McpServer]:
+    """`subagent-host mcp` whose claude children talk to a mock that has them write
+    `work/written.txt`; its client elicits through `human`, or cannot without one."""
+    (tmp_path / "work").mkdir()
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        env = claude_environment(tmp_path, mock.base_url)
+        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
+            yield server
+
+
 WRITER: Final = {
     "prompt": "write the file, please",
     "backend": "claude",
@@ -65,25 +78,19 @@ WRITER: Final = {
 
 
 @pytest.mark.parametrize(
-    ("human", "written"),
-    [
-        (Human("accept", "allow-once"), True),
-        (Human("accept", "reject-once"), False),
-        (Human("decline"), False),
-    ],
+    ("action", "kind", "written"),
+    [("accept", "allow-once", True), ("accept", "reject-once", False), ("decline", None, False)],
     ids=["allowed", "rejected", "declined"],
 )
 async def test_a_permission_is_asked_of_the_human_and_their_answer_goes_to_the_child(
-    tmp_path: Path, human: Human, written: bool
+    tmp_path: Path, action: str, kind: str | None, written: bool
 ) -> None:
+    human = Human(action, kind)
     work = tmp_path / "work"
-    work.mkdir()
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = claude_environment(tmp_path, mock.base_url)
-        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
-            run = await server.ok("spawn", {**WRITER, "cwd": str(work)})
-            assert run["children"][0]["turn"]["state"] == "waiting", run
-            closed = await server.ok("close", {"runId": run["runId"]})
+    async with face(tmp_path, human) as server:
+        run = await server.ok("spawn", {**WRITER, "cwd": str(work)})
+        assert run["children"][0]["turn"]["state"] == "waiting", run
+        closed = await server.ok("close", {"runId": run["runId"]})
     assert closed["status"] == "completed", closed
     [asked] = human.asked
     assert asked.message == (
@@ -99,18 +106,15 @@ async def test_a_permission_asked_after_spawn_answered_is_asked_between_tool_cal
     tmp_path: Path,
 ) -> None:
     """The elicitation belongs to no tool call: none is in progress when the child asks."""
-    work = tmp_path / "work"
-    work.mkdir()
     human = Human("accept", "allow-once")
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = claude_environment(tmp_path, mock.base_url)
-        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
-            run = await server.ok("spawn", {**WRITER, "cwd": str(work), "waitSeconds": 0})
-            assert run["status"] in ("queued", "running"), run
-            await asyncio.wait_for(human.was_asked.wait(), WAIT_SECONDS)
-            done = await server.ok("wait", {"runId": run["runId"], "waitSeconds": WAIT_SECONDS})
-            assert done["children"][0]["turn"]["state"] == "waiting", done
-            await server.ok("close", {"runId": run["runId"]})
+    work = tmp_path / "work"
+    async with face(tmp_path, human) as server:
+        run = await server.ok("spawn", {**WRITER, "cwd": str(work), "waitSeconds": 0})
+        assert run["status"] in ("queued", "running"), run
+        await asyncio.wait_for(human.was_asked.wait(), WAIT_SECONDS)
+        done = await server.ok("wait", {"runId": run["runId"], "waitSeconds": WAIT_SECONDS})
+        assert done["children"][0]["turn"]["state"] == "waiting", done
+        await server.ok("close", {"runId": run["runId"]})
     assert len(human.asked) == 1
     assert (work / WRITTEN).exists()
 
@@ -137,17 +141,14 @@ class AwayHuman:
 async def test_an_elicitation_left_open_is_cancelled_when_the_permission_times_out(
     tmp_path: Path,
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
     human = AwayHuman()
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = claude_environment(tmp_path, mock.base_url)
-        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
-            launch = {**WRITER, "cwd": str(work), "permissionTimeoutMs": 1000}
-            run = await server.ok("spawn", launch)
-            assert run["children"][0]["turn"]["state"] == "waiting", run  # rejected: ended
-            await asyncio.wait_for(human.cancelled.wait(), WAIT_SECONDS)
-            await server.ok("close", {"runId": run["runId"]})
+    work = tmp_path / "work"
+    async with face(tmp_path, human) as server:
+        launch = {**WRITER, "cwd": str(work), "permissionTimeoutMs": 1000}
+        run = await server.ok("spawn", launch)
+        assert run["children"][0]["turn"]["state"] == "waiting", run  # rejected: ended
+        await asyncio.wait_for(human.cancelled.wait(), WAIT_SECONDS)
+        await server.ok("close", {"runId": run["runId"]})
     assert not (work / WRITTEN).exists()
 
 
@@ -156,14 +157,11 @@ async def test_a_client_that_goes_away_while_it_is_asked_leaves_nothing_behind(
 ) -> None:
     """The face's end cancels the question still open; `mcp_server` proves the face, its
     serve child and the claude child are gone, and that the face logged no traceback."""
-    work = tmp_path / "work"
-    work.mkdir()
     human = AwayHuman()
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = claude_environment(tmp_path, mock.base_url)
-        async with mcp_server(tmp_path, env=env, elicitation=human) as server:
-            await server.ok("spawn", {**WRITER, "cwd": str(work), "waitSeconds": 0})
-            await asyncio.wait_for(human.asked.wait(), WAIT_SECONDS)
+    work = tmp_path / "work"
+    async with face(tmp_path, human) as server:
+        await server.ok("spawn", {**WRITER, "cwd": str(work), "waitSeconds": 0})
+        await asyncio.wait_for(human.asked.wait(), WAIT_SECONDS)
     assert not (work / WRITTEN).exists()
 
 
@@ -171,17 +169,14 @@ async def test_a_client_that_cannot_elicit_has_client_approvals_sent_as_policy(
     tmp_path: Path,
 ) -> None:
     work = tmp_path / "work"
-    work.mkdir()
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = claude_environment(tmp_path, mock.base_url)
-        async with mcp_server(tmp_path, env=env) as server:
-            result = await server.call("spawn", {**WRITER, "cwd": str(work)})
-            assert not result.is_error, text_of(result)
-            assert 'approvals: "client" was sent as "policy"' in text_of(result)
-            assert result.structured_content is not None
-            [child] = result.structured_content["children"]
-            assert child["turn"]["state"] == "waiting", child  # nobody was waited for
-            await server.ok("close", {"runId": result.structured_content["runId"]})
+    async with face(tmp_path, None) as server:
+        result = await server.call("spawn", {**WRITER, "cwd": str(work)})
+        assert not result.is_error, text_of(result)
+        assert 'approvals: "client" was sent as "policy"' in text_of(result)
+        assert result.structured_content is not None
+        [child] = result.structured_content["children"]
+        assert child["turn"]["state"] == "waiting", child  # nobody was waited for
+        await server.ok("close", {"runId": result.structured_content["runId"]})
     # The policy of a child whose access is everything: allowed. Under `client`, nobody
     # here could have answered, and the command would not have run.
     assert (work / WRITTEN).exists()
