@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=PROG,
         description="Serve MCP (Model Context Protocol) on stdin/stdout: the tools spawn, "
-        "wait, status, stop and agents_list, for an MCP client such as Claude Code or Codex. "
+        "wait, status, stop, send, interrupt, close and agents_list, for an MCP client such "
+        "as Claude Code or Codex. "
         "Runs go through a 'subagent-host serve' this command starts with the options "
         "below; when the client closes stdin or exits, every run it started is stopped.",
     )

@@ -29,9 +29,17 @@ from mcp.shared.exceptions import MCPError
 
 from subagent_host import SERVER_NAME, __version__
 from subagent_host.client import Host, HostConnectionError, HostError
+from subagent_host.mcp_face.permissions import PermissionAsker, can_elicit
 from subagent_host.mcp_face.render import diagnostics_lines
 from subagent_host.mcp_face.stdin import HeldArguments
-from subagent_host.mcp_face.tools import CONVERTER, TOOLS, BadArguments, Tool, read_arguments
+from subagent_host.mcp_face.tools import (
+    CONVERTER,
+    TOOLS,
+    BadArguments,
+    Caller,
+    Tool,
+    read_arguments,
+)
 from subagent_host.rpc.wire import make_converter
 from subagent_host.values.facts import Diagnostic
 
@@ -39,7 +47,9 @@ INSTRUCTIONS: Final = (
     "Runs coding-agent CLIs (pi, claude, codex) and commands as supervised subagents. "
     "spawn starts a run and answers its runId at once (or waits up to waitSeconds); wait, "
     "status and stop follow it. Long work: spawn, then call wait until the status is "
-    "terminal (completed, failed, cancelled, timed-out, limit-reached, interrupted)."
+    "terminal (completed, failed, cancelled, timed-out, limit-reached, interrupted). "
+    "A child spawned with interactive: true lives on after each turn: send it messages, "
+    "interrupt its turn, close it."
 )
 # Error data comes from the server: read as the client reads results, a key that a newer
 # server adds is ignored.
@@ -63,9 +73,10 @@ class Progress:
         await self._ctx.session.report_progress(self._sent, None, message)
 
 
-def build_server(host: Host, held: HeldArguments) -> Server[Any]:
+def build_server(host: Host, held: HeldArguments, asker: PermissionAsker) -> Server[Any]:
     """The MCP server whose tools call `host`; a call whose arguments the SDK could not
-    read takes them from `held` (stdin.py)."""
+    read takes them from `held` (stdin.py); the permissions of the runs it starts are
+    asked through `asker` when the client can elicit (permissions.py)."""
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -79,7 +90,15 @@ def build_server(host: Host, held: HeldArguments) -> Server[Any]:
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         arguments = held.take_arguments(params.meta, params.arguments or {})
-        return await call(tool, host, arguments, Progress(ctx))
+        session = ctx.session
+        # Not related to this call: a permission is asked whenever the child asks, long
+        # after the spawn that started it was answered (the connection's own channel).
+        elicit = (
+            session.elicit_form
+            if can_elicit(session.client_capabilities, session.protocol_version)
+            else None
+        )
+        return await call(tool, host, arguments, Caller(Progress(ctx), elicit, asker))
 
     return Server(
         SERVER_NAME,
@@ -99,21 +118,22 @@ def describe(tool: Tool) -> types.Tool:
         output_schema=tool.output_schema(),
         annotations=types.ToolAnnotations(
             read_only_hint=tool.read_only,
-            destructive_hint=tool.name == "stop",
+            destructive_hint=tool.name in ("stop", "close"),
             idempotent_hint=tool.read_only,
-            open_world_hint=tool.name == "spawn",
+            open_world_hint=tool.name in ("spawn", "send"),
         ),
     )
 
 
 async def call(
-    tool: Tool, host: Host, arguments: dict[str, Any], progress: Progress
+    tool: Tool, host: Host, arguments: dict[str, Any], caller: Caller
 ) -> types.CallToolResult:
     """Run one tool call. What the protocol refuses (bad arguments, an unknown run, a launch
-    rejected) is a tool error the model can read and correct, in the protocol's words;
-    a serve child that is gone is an MCP error."""
+    rejected, a message to a child that is not interactive or no longer running) is a tool
+    error the model can read and correct, in the protocol's words; a serve child that is
+    gone is an MCP error."""
     try:
-        result, text = await tool.run(host, read_arguments(tool, arguments), progress)
+        result, text = await tool.run(host, read_arguments(tool, arguments), caller)
     except BadArguments as exc:
         return refused(f"{exc.message}")
     except HostError as exc:
@@ -157,11 +177,15 @@ async def serve(process: asyncio.subprocess.Process) -> int:
             print(f"{PROG}: the server could not start (exit status {status})", file=sys.stderr)
             return EXIT_NOT_STARTED
         held = HeldArguments()
-        server = build_server(host, held)
+        asker = PermissionAsker(host)
+        server = build_server(host, held, asker)
         # Our own reader of stdin (a copy of fd 0, UTF-8 as the SDK reads it), through
         # `held`: the SDK would drop a call it cannot parse, unanswered.
         stdin = anyio.wrap_file(open(os.dup(0), encoding="utf-8", errors="replace"))  # noqa: SIM115, ASYNC230 - read in a worker thread by anyio
         lines = cast(anyio.AsyncFile[str], held.lines(stdin))
-        async with stdin, stdio_server(stdin=lines) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        try:
+            async with stdin, stdio_server(stdin=lines) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            await asker.aclose()  # nobody is left to ask: the runs end with the serve child
     return 0

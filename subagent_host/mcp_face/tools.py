@@ -1,4 +1,4 @@
-"""The five tools, each a protocol method seen through MCP: its arguments, schemas and call.
+"""The eight tools, each a protocol method seen through MCP: its arguments, schemas and call.
 
 | tool | arguments | the protocol's method | structured content |
 |---|---|---|---|
@@ -6,6 +6,9 @@
 | `wait` | `WaitArguments` | `status {runId}`, following its `run/event`s | RunSnapshot |
 | `status` | `StatusParams` but `since` | `status` | RunSnapshot, or RunList |
 | `stop` | `StopParams` | `stop` | RunSnapshot |
+| `send` | `SendParams` | `run/send` | SendResult |
+| `interrupt` | `InterruptParams` | `run/interrupt` | InterruptResult |
+| `close` | `CloseParams` | `run/close` | RunSnapshot |
 | `agents_list` | `AgentsListParams` | `agents/list` | AgentsListResult |
 
 Schemas are generated from these types (`openrpc.schemas.standalone_schema`), so a
@@ -16,6 +19,10 @@ are left out of the output schemas, since the face never asks with `since`.
 Arguments are read with the wire's own converter: an argument the server would
 refuse is refused here with the server's words (`invalid params: ...`), before
 anything is sent.
+
+The permissions of the runs `spawn` starts are asked of the human through the MCP
+client when it can elicit, and sent as `approvals: "policy"` when it cannot
+(`permissions.py`).
 """
 
 from __future__ import annotations
@@ -34,13 +41,26 @@ from subagent_host.mcp_face.arguments import (
     SpawnArguments,
     WaitArguments,
 )
-from subagent_host.mcp_face.render import agents_text, run_text, runs_text
+from subagent_host.mcp_face.permissions import Elicit, PermissionAsker, by_policy
+from subagent_host.mcp_face.render import (
+    BY_POLICY,
+    agents_text,
+    interrupt_text,
+    run_text,
+    runs_text,
+    send_text,
+)
 from subagent_host.mcp_face.waiting import Report, wait_for_run
 from subagent_host.openrpc.schemas import Direction, Schema, standalone_schema
 from subagent_host.planning.request import LaunchRequest
 from subagent_host.rpc.param_problems import ParamProblem, param_problems, summary
 from subagent_host.rpc.wire import (
     AgentsListParams,
+    CloseParams,
+    InterruptParams,
+    InterruptResult,
+    SendParams,
+    SendResult,
     SpawnParams,
     StatusParams,
     StopParams,
@@ -52,7 +72,21 @@ REPLAY_ONLY: Final = ("events", "firstRetainedSeq")
 
 Answer = tuple[object, str]
 """A tool's result: the protocol's result (a wire type: the structured content) and its text."""
-Run = Callable[[Host, Any, Report], Awaitable[Answer]]
+
+
+@attrs.frozen
+class Caller:
+    """What one tool call has of the MCP client that made it."""
+
+    report: Report
+    """Sends a line of progress (nothing when the call gave no progress token)."""
+    elicit: Elicit | None
+    """Asks the human a question through the client; None when the client cannot."""
+    asker: PermissionAsker
+    """Asks the permissions of the runs this face started (with `elicit`)."""
+
+
+Run = Callable[[Host, Any, Caller], Awaitable[Answer]]
 
 
 @attrs.frozen
@@ -80,26 +114,31 @@ class Tool:
         return standalone_schema(self.results, Direction.RESULT, leave_out=REPLAY_ONLY)
 
 
-async def spawn(host: Host, arguments: SpawnArguments, report: Report) -> Answer:
-    """Start the run in the background (shielded: a cancelled call leaves it running), then
-    wait for it as asked."""
+async def spawn(host: Host, arguments: SpawnArguments, caller: Caller) -> Answer:
+    """Start the run in the background (shielded: a cancelled call leaves it running), ask
+    its permissions of the human if the client can elicit, then wait for it as asked."""
     seconds = _seconds(arguments.wait_seconds, default=0)
-    launch = {field.name: getattr(arguments, field.name) for field in attrs.fields(LaunchRequest)}
+    # Nobody here could answer a permission for a client that cannot elicit: the server does.
+    asked = arguments if caller.elicit is not None else by_policy(arguments)
+    launch = {field.name: getattr(asked, field.name) for field in attrs.fields(LaunchRequest)}
     params = SpawnParams(**{**launch, "mode": "background"})
     started = asyncio.ensure_future(host.call("spawn", params, RunSnapshot))
     started.add_done_callback(_retrieved)  # a cancelled caller no longer reads its outcome
     run = await asyncio.shield(started)
-    run = await wait_for_run(host, run, seconds, report)
-    return run, run_text(run)
+    if caller.elicit is not None:
+        caller.asker.follow(run, caller.elicit)
+    run = await wait_for_run(host, run, seconds, caller.report)
+    return run, run_text(run) + (f"\n{BY_POLICY}" if asked is not arguments else "")
 
 
-async def wait(host: Host, arguments: WaitArguments, report: Report) -> Answer:
+async def wait(host: Host, arguments: WaitArguments, caller: Caller) -> Answer:
     seconds = _seconds(arguments.wait_seconds, default=DEFAULT_WAIT_SECONDS)
-    run = await wait_for_run(host, await host.status(arguments.run_id), seconds, report)
+    run = await host.status(arguments.run_id)
+    run = await wait_for_run(host, run, seconds, caller.report)
     return run, run_text(run)
 
 
-async def status(host: Host, arguments: StatusParams, report: Report) -> Answer:
+async def status(host: Host, arguments: StatusParams, caller: Caller) -> Answer:
     if arguments.run_id is None:
         listing = await host.status()
         return listing, runs_text(listing)
@@ -107,12 +146,27 @@ async def status(host: Host, arguments: StatusParams, report: Report) -> Answer:
     return run, run_text(run)
 
 
-async def stop(host: Host, arguments: StopParams, report: Report) -> Answer:
+async def stop(host: Host, arguments: StopParams, caller: Caller) -> Answer:
     run = await host.call("stop", arguments, RunSnapshot)
     return run, run_text(run)
 
 
-async def agents_list(host: Host, arguments: AgentsListParams, report: Report) -> Answer:
+async def send(host: Host, arguments: SendParams, caller: Caller) -> Answer:
+    result = await host.call("run/send", arguments, SendResult)
+    return result, send_text(arguments.run_id, result)
+
+
+async def interrupt(host: Host, arguments: InterruptParams, caller: Caller) -> Answer:
+    result = await host.call("run/interrupt", arguments, InterruptResult)
+    return result, interrupt_text(arguments.run_id, result)
+
+
+async def close(host: Host, arguments: CloseParams, caller: Caller) -> Answer:
+    run = await host.call("run/close", arguments, RunSnapshot)
+    return run, run_text(run)
+
+
+async def agents_list(host: Host, arguments: AgentsListParams, caller: Caller) -> Answer:
     result = await host.agents_list(all_=arguments.all_)
     return result, agents_text(result)
 
@@ -160,6 +214,32 @@ TOOLS: Final[Mapping[str, Tool]] = {
             StopParams,
             (RunSnapshot,),
             stop,
+        ),
+        Tool(
+            "send",
+            "Send a message to a run's interactive child (spawned with interactive: true), which "
+            "lives on after each turn: delivery queue (the default) when its current turn ends, "
+            "steer into the current turn where its CLI can take it. Then call wait for the "
+            "reply: it answers when the child waits for input again.",
+            SendParams,
+            (SendResult,),
+            send,
+        ),
+        Tool(
+            "interrupt",
+            "End the current turn of a run's interactive child (its model stops; the child "
+            "lives on and takes the next message); nothing is done when no turn runs.",
+            InterruptParams,
+            (InterruptResult,),
+            interrupt,
+        ),
+        Tool(
+            "close",
+            "Close a run's interactive children (or one: index): each finishes its turn and "
+            "exits; answers the run's final status.",
+            CloseParams,
+            (RunSnapshot,),
+            close,
         ),
         Tool(
             "agents_list",

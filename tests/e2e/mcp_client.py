@@ -11,6 +11,7 @@ from typing import Any, Final
 
 import psutil
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import ElicitationFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import CallToolResult, TextContent
 
@@ -66,17 +67,21 @@ def mcp_arguments(tmp_path: Path, *extra: str) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def mcp_server(
-    tmp_path: Path, *extra: str, env: Mapping[str, str] | None = None
+    tmp_path: Path,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    elicitation: ElicitationFnT | None = None,
 ) -> AsyncIterator[McpServer]:
-    """`subagent-host mcp` started by the SDK's stdio client; on exit the client closes it
-    (stdin first) and the test proves that nothing of it is left."""
+    """`subagent-host mcp` started by the SDK's stdio client (one that can elicit when given
+    its `elicitation` callback); on exit the client closes it (stdin first) and the test
+    proves that nothing of it is left."""
     stderr = tmp_path / "mcp-stderr.log"
     parameters = StdioServerParameters(
         command=server_executable(), args=mcp_arguments(tmp_path, *extra), env=dict(env or {})
     )
     with stderr.open("w") as errlog:
         async with stdio_client(parameters, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, elicitation_callback=elicitation) as session:
                 await asyncio.wait_for(session.initialize(), EXIT_TIMEOUT_S)
                 server = McpServer(session, stderr)
                 yield server

@@ -38,12 +38,21 @@ from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 pytestmark = pytest.mark.e2e
 
 
-async def test_an_mcp_client_lists_five_tools_whose_schemas_are_the_wire_types(
+async def test_an_mcp_client_lists_eight_tools_whose_schemas_are_the_wire_types(
     tmp_path: Path,
 ) -> None:
     async with mcp_server(tmp_path) as server:
         tools = {tool.name: tool for tool in (await server.session.list_tools()).tools}
-    assert list(tools) == ["spawn", "wait", "status", "stop", "agents_list"]
+    assert list(tools) == [
+        "spawn",
+        "wait",
+        "status",
+        "stop",
+        "send",
+        "interrupt",
+        "close",
+        "agents_list",
+    ]
     spawn = tools["spawn"].input_schema
     expected = standalone_schema([SpawnArguments], Direction.PARAMS, leave_out=("mode", "stream"))
     expected["properties"]["waitSeconds"].update(minimum=0, maximum=50)

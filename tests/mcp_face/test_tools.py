@@ -13,14 +13,15 @@ import mcp_types as types
 import pytest
 
 from subagent_host.mcp_face.arguments import SpawnArguments
-from subagent_host.mcp_face.render import run_text
+from subagent_host.mcp_face.render import run_text, waits_for_input
 from subagent_host.mcp_face.server import describe
 from subagent_host.mcp_face.tools import REPLAY_ONLY, TOOLS, BadArguments, read_arguments
 from subagent_host.planning.request import LaunchRequest
-from subagent_host.rpc.wire import RunSnapshot, StopParams
+from subagent_host.rpc.wire import ChildSnapshot, RunSnapshot, StopParams
 from subagent_host.values import RunKind, RunStatus
-from subagent_host.values.choices import AdmittedBy
+from subagent_host.values.choices import AdmittedBy, ToolKind, TurnState
 from subagent_host.values.facts import OutputInfo
+from subagent_host.values.interaction import PendingPermission, TurnInfo
 from subagent_host.values.wire_names import wire_name
 
 
@@ -50,8 +51,9 @@ def test_arguments_are_read_strictly_in_the_wire_s_words() -> None:
         read_arguments(TOOLS["wait"], {})
 
 
-def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output() -> None:
-    run = RunSnapshot(
+def running(*children: ChildSnapshot) -> RunSnapshot:
+    """A running run `r1` of these children."""
+    return RunSnapshot(
         run_id="r1",
         session_id="s",
         kind=RunKind.SINGLE,
@@ -59,9 +61,13 @@ def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output
         created_at=datetime(2026, 12, 2, tzinfo=UTC),
         fingerprint="sha256:v1:0",
         last_seq=2,
-        children=(),
+        children=children,
         admitted_by=AdmittedBy.DIRECT,
     )
+
+
+def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output() -> None:
+    run = running()
     assert run_text(run) == (
         "run r1 (single): running\nstill going: call wait with runId r1 (or stop it)"
     )
@@ -74,12 +80,58 @@ def test_a_running_run_s_text_says_to_wait_and_a_finished_one_s_shows_its_output
     assert run_text(done) == "run r1 (single): completed in 1.5 s\noutput:\nhi\n"
 
 
+def test_an_interactive_run_s_text_says_it_waits_for_input_and_what_it_waits_on() -> None:
+    child = ChildSnapshot(
+        index=0,
+        backend="claude",
+        status=RunStatus.RUNNING,
+        attempt=1,
+        turn=TurnInfo(count=2, state=TurnState.WAITING),
+    )
+    run = running(child)
+    assert waits_for_input(run)
+    assert run_text(run) == (
+        "run r1 (single): running\n"
+        "waiting for input: call send with runId r1 and a text (or close it)\n"
+        "child 0 (claude): running, turn 2, waiting for input"
+    )
+    asking = attrs.evolve(
+        run,
+        children=(attrs.evolve(child, turn=TurnInfo(count=2, state=TurnState.RUNNING)),),
+        pending_permissions=(
+            PendingPermission(
+                index=0,
+                permission_id="p1",
+                name="Bash",
+                kind=ToolKind.EXECUTE,
+                summary="rm -r build",
+                options=(),
+            ),
+        ),
+    )
+    assert not waits_for_input(asking)
+    assert run_text(asking) == (
+        "run r1 (single): running\n"
+        "still going: call wait with runId r1 (or stop it)\n"
+        "child 0 (claude): running, turn 2, working\n"
+        "child 0 asks to use Bash (execute): rm -r build"
+    )
+    closed = attrs.evolve(
+        run, status=RunStatus.COMPLETED, children=(attrs.evolve(child, status=RunStatus.COMPLETED),)
+    )
+    assert not waits_for_input(closed)
+    assert (
+        run_text(closed) == "run r1 (single): completed\nchild 0 (claude): completed after 2 turns"
+    )
+
+
 # tools/list is what an MCP client loads of every server when it starts: 80.6 KB when each
 # RunSnapshot schema carried `status {since}`'s events, 64.7 KB without; 72.2 KB once an
 # output carries a command's `stderrTail`; 83.1 KB once a snapshot carries an interactive
 # child's `turn` and the run's `pendingPermissions`, and a launch `interactive`, `approvals`
-# and their timeouts.
-TOOLS_LIST_BOUND: Final = 85_000
+# and their timeouts; 102.2 KB with the tools `send` and `interrupt` (1.5 KB each) and
+# `close` (16.4 KB: it answers a RunSnapshot, whose schema each tool holds whole).
+TOOLS_LIST_BOUND: Final = 105_000
 
 
 def tools_list_bytes() -> int:
