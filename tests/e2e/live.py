@@ -70,7 +70,7 @@ class LiveClient:
         self._cursor = len(self.events)
 
     async def first(self, test: Callable[[Event], bool]) -> Event:
-        async with asyncio.timeout(8):  # a model turn of a real CLI
+        async with asyncio.timeout(EXIT_TIMEOUT_S * 3):  # a model turn of a real CLI
             while True:
                 for at in range(self._cursor, len(self.events)):
                     if test(self.events[at]):
@@ -125,3 +125,8 @@ async def gone(process: psutil.Process) -> bool:
         return not alive
 
     return await asyncio.to_thread(ended)
+
+
+def option_of(asked: Event, kind: str) -> str:
+    """The id of the first option of that kind a `permission` event offers."""
+    return str(next(o["optionId"] for o in asked["options"] if o["kind"] == kind))
