@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 import psutil
 
 from tests.e2e.agents import POLL_INTERVAL_S
 from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, marked_processes
+from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
 
 Event = dict[str, Any]
 
@@ -130,3 +132,79 @@ async def gone(process: psutil.Process) -> bool:
 def option_of(asked: Event, kind: str) -> str:
     """The id of the first option of that kind a `permission` event offers."""
     return str(next(o["optionId"] for o in asked["options"] if o["kind"] == kind))
+
+
+async def permit(client: LiveClient, asked: Event, kind: str) -> None:
+    """Answer the permission `asked` with its first option of that kind."""
+    params = {"runId": asked["runId"], "permissionId": asked["permissionId"]}
+    await client.result("run/permit", {**params, "optionId": option_of(asked, kind)})
+
+
+def there(path: Path, *, remove: bool = False) -> bool:
+    """Whether the file the model's tool writes exists (removed, with `remove`): a
+    local file's stat, not worth a thread."""
+    found = path.exists()
+    if remove:
+        path.unlink()
+    return found
+
+
+async def allowed_then_rejected(
+    client: LiveClient, spawn: dict[str, Any], written: Path
+) -> tuple[Event, str]:
+    """Spawn `spawn` (`approvals: "client"`, a model whose tool writes `written`): its ask
+    is pending until allowed, and the file is then written; a next message's ask is
+    rejected, and it is not. The first ask and the closed child's final text."""
+    run_id = (await client.result("spawn", spawn))["runId"]
+    asked = await client.next(run_id, type="permission", stage="asked")
+    status = await client.result("status", {"runId": run_id})
+    assert [p["permissionId"] for p in status["pendingPermissions"]] == [asked["permissionId"]]
+    assert not there(written)  # it waits for the answer
+    await permit(client, asked, "allow-once")
+    assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
+    assert there(written)
+    there(written, remove=True)
+    again = {"runId": run_id, "text": f"{spawn['prompt']} again"}
+    assert (await client.result("run/send", again))["state"] == "delivered"
+    await permit(client, await client.next(run_id, type="permission", stage="asked"), "reject-once")
+    assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
+    assert not there(written)
+    closed = await client.result("run/close", {"runId": run_id})
+    assert "pendingPermissions" not in closed
+    return asked, str(closed["children"][0]["output"]["text"])
+
+
+async def rejected_by_policy(
+    client: LiveClient, spawn: dict[str, Any], written: Path
+) -> tuple[Event, str]:
+    """Spawn `spawn` with `approvals: "policy"` and read access (a model whose tool writes
+    `written`): the server rejects the write itself, nothing waits for a client, and the
+    file is not written. The answer and the closed child's final text."""
+    policy = {**spawn, "approvals": "policy", "access": {"filesystem": "read"}}
+    run_id = (await client.result("spawn", policy))["runId"]
+    answered = await client.next(run_id, type="permission", stage="answered")
+    assert answered["answeredBy"] == "policy"
+    assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
+    assert "pendingPermissions" not in await client.result("status", {"runId": run_id})
+    assert not there(written)
+    closed = await client.result("run/close", {"runId": run_id})
+    return answered, str(closed["children"][0]["output"]["text"])
+
+
+async def resumed(client: LiveClient, run_id: str, mock: MockLLM) -> Event:
+    """Resume the finished interactive `run_id`, whose first message said
+    REMEMBERED: its new turn's request to the model carries that message too (its
+    session was continued), and its turn ends with the child waiting for input. The
+    `turn` end."""
+    resume = {"runId": run_id, "message": f"{KEYWORD_ANSWER_NOW} REPEAT:second"}
+    token = (await client.result("preflight", {"resume": resume}))["token"]
+    await client.result("resume", {"token": token})
+    ended = await client.turn_ended(run_id)
+    assert ended["stopReason"] == "end_turn"
+    (request,) = mock.requests_containing("REPEAT:second")
+    assert REMEMBERED in request.raw_body  # the first attempt's message
+    return ended
+
+
+REMEMBERED: Final = f"{KEYWORD_ANSWER_NOW} remember PAPAYA7"
+"""A first message a resumed child's model is told again."""

@@ -14,7 +14,15 @@ from subagent_host.backends.interactive.claude_stream import REJECTED_MESSAGE
 from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
 from tests.e2e.agents import CLAUDE_SPAWN, claude_environment, needs_cli, server_args
 from tests.e2e.harness import running_server
-from tests.e2e.live import LiveClient, gone, option_of, tool_process
+from tests.e2e.live import (
+    REMEMBERED,
+    LiveClient,
+    allowed_then_rejected,
+    gone,
+    rejected_by_policy,
+    resumed,
+    tool_process,
+)
 from tests.mock_llm import (
     KEYWORD_ANSWER_NOW,
     KEYWORD_REPORT_TOOL,
@@ -72,16 +80,10 @@ async def test_a_resumed_claude_child_is_interactive_again_and_remembers(
     env = claude_environment(tmp_path, mock.base_url)
     async with running_server(*server_args(tmp_path), env=env) as server:
         client = LiveClient(server)
-        first = {**SPAWN, "prompt": f"{KEYWORD_ANSWER_NOW} remember PAPAYA7"}
-        run_id = (await client.result("spawn", first))["runId"]
+        run_id = (await client.result("spawn", {**SPAWN, "prompt": REMEMBERED}))["runId"]
         await client.turn_ended(run_id)
         assert (await client.result("run/close", {"runId": run_id}))["status"] == "completed"
-        resume = {"runId": run_id, "message": f"{KEYWORD_ANSWER_NOW} REPEAT:second"}
-        token = (await client.result("preflight", {"resume": resume}))["token"]
-        await client.result("resume", {"token": token})
-        assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-        (request,) = mock.requests_containing("REPEAT:second")
-        assert "remember PAPAYA7" in request.raw_body  # the first attempt's message
+        await resumed(client, run_id, mock)
         said = {"runId": run_id, "text": f"{KEYWORD_ANSWER_NOW} REPEAT:third"}
         assert (await client.result("run/send", said))["state"] == "delivered"
         assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
@@ -102,46 +104,13 @@ async def test_a_client_allows_and_rejects_writes_and_the_policy_rejects_one_una
         env = claude_environment(tmp_path, mock.base_url)
         async with running_server(*server_args(tmp_path), env=env) as server:
             client = LiveClient(server)
-            asking = {**SPAWN, "cwd": str(work), "approvals": "client"}
-            spawn = {**asking, "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
-            run_id = (await client.result("spawn", spawn))["runId"]
-            asked = await client.next(run_id, type="permission", stage="asked")
+            spawn = {**SPAWN, "cwd": str(work), "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
+            asking = {**spawn, "approvals": "client"}
+            asked, said = await allowed_then_rejected(client, asking, work / WRITTEN)
             assert (asked["name"], asked["summary"]) == ("Bash", WRITE_COMMAND)
-            status = await client.result("status", {"runId": run_id})
-            assert [p["permissionId"] for p in status["pendingPermissions"]] == [
-                asked["permissionId"]
-            ]
-            assert not (work / WRITTEN).exists()  # it waits for the answer
-            permit = {"runId": run_id, "permissionId": asked["permissionId"]}
-            allowed = await client.result(
-                "run/permit", {**permit, "optionId": option_of(asked, "allow-once")}
-            )
-            assert allowed["kind"] == "allow-once"
-            assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-            assert (work / WRITTEN).exists()
-            (work / WRITTEN).unlink()
-            again = {"runId": run_id, "text": f"{KEYWORD_REPORT_TOOL} write it again"}
-            assert (await client.result("run/send", again))["state"] == "delivered"
-            asked = await client.next(run_id, type="permission", stage="asked")
-            permit = {"runId": run_id, "permissionId": asked["permissionId"]}
-            await client.result(
-                "run/permit", {**permit, "optionId": option_of(asked, "reject-once")}
-            )
-            assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-            assert not (work / WRITTEN).exists()
-            closed = await client.result("run/close", {"runId": run_id})
-            assert "pendingPermissions" not in closed
-            assert closed["children"][0]["output"]["text"].endswith(f"{TOOL_SAID}{REFUSED}")
-            # The server answers from the child's access: a write is rejected, unasked.
-            policy = {**spawn, "approvals": "policy", "access": {"filesystem": "read"}}
-            run_id = (await client.result("spawn", policy))["runId"]
-            answered = await client.next(run_id, type="permission", stage="answered")
-            assert (answered["answeredBy"], answered["optionId"]) == ("policy", "reject-once")
-            assert not client.of(run_id, "permission", stage="asked")[0].get("optionId")
-            assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-            status = await client.result("status", {"runId": run_id})
-            assert "pendingPermissions" not in status
-            assert not (work / WRITTEN).exists()
-            closed = await client.result("run/close", {"runId": run_id})
-            assert closed["children"][0]["output"]["text"].endswith(f"{TOOL_SAID}{REFUSED}")
+            assert said.endswith(f"{TOOL_SAID}{REFUSED}"), said
+            # Bash is kept under read access: the server rejects each write it asks for.
+            answered, said = await rejected_by_policy(client, spawn, work / WRITTEN)
+            assert answered["optionId"] == "reject-once", answered
+            assert said.endswith(f"{TOOL_SAID}{REFUSED}"), said
             await server.finish()

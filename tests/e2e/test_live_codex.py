@@ -13,7 +13,13 @@ from typing import Final
 from tests.backends.fixtures.record_codex_app import SHORT_SLEEP, WRITE_COMMAND, WRITTEN
 from tests.e2e.agents import CODEX_SPAWN, codex_environment, needs_cli, server_args
 from tests.e2e.harness import running_server
-from tests.e2e.live import LiveClient, gone, option_of, tool_process
+from tests.e2e.live import (
+    LiveClient,
+    allowed_then_rejected,
+    gone,
+    rejected_by_policy,
+    tool_process,
+)
 from tests.mock_llm import (
     KEYWORD_ANSWER_NOW,
     KEYWORD_REPORT_TOOL,
@@ -82,46 +88,14 @@ async def test_a_client_allows_and_declines_commands_and_the_policy_declines_one
         env = codex_environment(tmp_path, mock.openai_base_url)
         async with running_server(*server_args(tmp_path), env=env) as server:
             client = LiveClient(server)
-            asking = {**SPAWN, "cwd": str(work), "approvals": "client"}
-            spawn = {**asking, "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
-            run_id = (await client.result("spawn", spawn))["runId"]
-            asked = await client.next(run_id, type="permission", stage="asked")
+            spawn = {**SPAWN, "cwd": str(work), "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
+            asking = {**spawn, "approvals": "client"}
+            asked, said = await allowed_then_rejected(client, asking, work / WRITTEN)
             assert asked["summary"] == f"/bin/bash -lc '{WRITE_COMMAND}'"
-            status = await client.result("status", {"runId": run_id})
-            assert [p["permissionId"] for p in status["pendingPermissions"]] == [
-                asked["permissionId"]
-            ]
-            assert not (work / WRITTEN).exists()  # it waits for the answer
-            permit = {"runId": run_id, "permissionId": asked["permissionId"]}
-            await client.result(
-                "run/permit", {**permit, "optionId": option_of(asked, "allow-once")}
-            )
-            assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-            assert (work / WRITTEN).exists()
-            (work / WRITTEN).unlink()
-            again = {"runId": run_id, "text": f"{KEYWORD_REPORT_TOOL} write it again"}
-            assert (await client.result("run/send", again))["state"] == "delivered"
-            asked = await client.next(run_id, type="permission", stage="asked")
-            permit = {"runId": run_id, "permissionId": asked["permissionId"]}
-            await client.result(
-                "run/permit", {**permit, "optionId": option_of(asked, "reject-once")}
-            )
-            assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-            assert not (work / WRITTEN).exists()
-            closed = await client.result("run/close", {"runId": run_id})
-            said = closed["children"][0]["output"]["text"]
             assert TOOL_SAID in said and "rejected by user" in said, said
-            # The server answers from the child's access: the command may write, so it is
-            # declined, unasked (codex would run an approved command outside its sandbox).
-            policy = {**spawn, "approvals": "policy", "access": {"filesystem": "read"}}
-            run_id = (await client.result("spawn", policy))["runId"]
-            answered = await client.next(run_id, type="permission", stage="answered")
-            assert (answered["answeredBy"], answered["optionId"]) == ("policy", "decline")
-            assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-            status = await client.result("status", {"runId": run_id})
-            assert "pendingPermissions" not in status
-            assert not (work / WRITTEN).exists()
-            closed = await client.result("run/close", {"runId": run_id})
-            said = closed["children"][0]["output"]["text"]
+            # The command may write, so the server declines it (codex would run a command
+            # it was allowed outside its read-only sandbox).
+            answered, said = await rejected_by_policy(client, spawn, work / WRITTEN)
+            assert answered["optionId"] == "decline", answered
             assert TOOL_SAID in said and "rejected by user" in said, said
             await server.finish()

@@ -15,7 +15,7 @@ from typing import Any, Final
 from tests.backends.fixtures.record_pi_rpc import open_pipe
 from tests.e2e.agents import PI_SPAWN, needs_cli, pi_environment, server_args
 from tests.e2e.harness import running_server
-from tests.e2e.live import LiveClient, gone, tool_process
+from tests.e2e.live import REMEMBERED, LiveClient, gone, resumed, tool_process
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
 pytestmark = needs_cli("pi")
@@ -86,20 +86,15 @@ async def test_pi_asks_no_permissions_an_idle_child_is_closed_and_a_resume_remem
         assert "approvals-unsupported" in {d["code"] for d in checked["diagnostics"]}
         refused = await client.error("spawn", asking)
         assert "approvals-unsupported" in {d["code"] for d in refused["data"]["diagnostics"]}
-        first = {**SPAWN, "prompt": f"{KEYWORD_ANSWER_NOW} remember PAPAYA7", "idleTimeoutMs": 300}
+        first = {**SPAWN, "prompt": REMEMBERED, "idleTimeoutMs": 300}
         run_id = (await client.result("spawn", first))["runId"]
         await client.turn_ended(run_id)
-        ended = await client.next(run_id, type="status", status="completed")
+        ended = await client.next(run_id, type="status", status="completed")  # idle: closed
         assert ended["output"]["text"].startswith("MOCK-FINAL")
-        # Its resume continues its session, interactive again: the model is told both,
-        # and the child waits after its turn until its idle timeout closes it.
-        resume = {"runId": run_id, "message": f"{KEYWORD_ANSWER_NOW} REPEAT:second"}
-        token = (await client.result("preflight", {"resume": resume}))["token"]
-        await client.result("resume", {"token": token})
-        assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
-        (request,) = mock.requests_containing("REPEAT:second")
-        assert "remember PAPAYA7" in request.raw_body  # the first attempt's message
-        await client.next(run_id, type="child", status="completed")  # idle: closed
+        # Its resume continues its session, interactive again: after its turn it waits
+        # until its idle timeout (the same: it cannot be overridden) closes it.
+        await resumed(client, run_id, mock)
+        await client.next(run_id, type="child", status="completed")
         status = await client.result("status", {"runId": run_id})
         child: dict[str, Any] = status["children"][0]
         assert (child["attempt"], child["status"]) == (2, "completed"), status
