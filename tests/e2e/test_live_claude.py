@@ -65,6 +65,20 @@ async def test_messages_reach_claude_an_interrupt_ends_its_tool_and_a_stop_ends_
         child = closed["children"][0]
         assert (closed["status"], child["status"]) == ("completed", "completed"), closed
         assert child["output"]["text"].endswith(" queued")
+        # Closed after an interrupted turn, Claude Code exits 1: the close still ends the
+        # child `completed`.
+        run_id = (await client.result("spawn", spawn))["runId"]
+        sleep = await tool_process(run_id, "sleep")
+        assert (await client.result("run/interrupt", {"runId": run_id}))["interrupted"]
+        assert (await client.turn_ended(run_id))["stopReason"] == "interrupted"
+        closed = await client.result("run/close", {"runId": run_id})
+        child = closed["children"][0]
+        assert (closed["status"], child["status"], child["exitCode"]) == (
+            "completed",
+            "completed",
+            1,
+        )
+        assert await gone(sleep)
         # Stopped mid-tool, an interactive child ends like any other, with its tool.
         run_id = (await client.result("spawn", spawn))["runId"]
         sleep = await tool_process(run_id, "sleep")
