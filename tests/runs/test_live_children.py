@@ -169,7 +169,8 @@ async def test_what_a_streamed_child_printed_comes_before_the_turn_end_it_caused
         for e in runs.events_of(run)
         if isinstance(e.payload, OutputEvent | TurnEvent)
     ]
-    assert told == ["turn", "output", "turn"]  # start, "got hello", end
+    # start, "got hello" (in as many chunks as it was read in), end
+    assert told[0] == told[-1] == "turn" and set(told[1:-1]) == {"output"}, told
     await live_requests.close(run, runs.orchestrator.control_of(run.run_id), 0)
 
 
