@@ -64,7 +64,7 @@ class LiveClient:
 
     async def next(self, run_id: str, **wanted: Any) -> Event:
         """The first event of `run_id` matching `wanted` after the last one `next`
-        returned (its fields, snake-free: `type`, `phase`, `stopReason`...)."""
+        returned (its fields as on the wire: `type`, `phase`, `stopReason`...)."""
         return await self.first(lambda e: e.get("runId") == run_id and matches(e, wanted))
 
     def skip(self) -> None:
@@ -84,19 +84,15 @@ class LiveClient:
     async def turn_ended(self, run_id: str) -> Event:
         return await self.next(run_id, **TURN_END)
 
-    def of(self, run_id: str, kind: str, **wanted: Any) -> list[Event]:
-        """Every event of that type of `run_id` so far."""
-        return [
-            e
-            for e in self.events
-            if e.get("runId") == run_id and e["type"] == kind and matches(e, wanted)
-        ]
-
-    def text_since(self, run_id: str, start: int) -> str:
-        """The assistant's `message` text of `run_id` among the events from `start` on."""
+    async def answer(self, run_id: str) -> str:
+        """The assistant's `message` text of `run_id` up to the next turn's end, among the
+        events `next` has not passed yet; the turn must end `end_turn`."""
+        start = self._cursor
+        ended = await self.turn_ended(run_id)
+        assert ended["stopReason"] == "end_turn", ended
         return "".join(
             e.get("text", "")
-            for e in self.events[start:]
+            for e in self.events[start : self._cursor]
             if e.get("runId") == run_id and e["type"] == "message"
         )
 
@@ -120,7 +116,7 @@ def _name(process: psutil.Process) -> str | None:
 
 
 async def gone(process: psutil.Process) -> bool:
-    """Whether `process` ends within the bound (a zombie is gone: nothing of it runs)."""
+    """Whether `process` ends (and is reaped by its parent) within the bound."""
 
     def ended() -> bool:
         _, alive = psutil.wait_procs([process], timeout=EXIT_TIMEOUT_S)
