@@ -5,15 +5,17 @@ await the event it expects and still look back at all of them."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import psutil
 
-from tests.e2e.agents import POLL_INTERVAL_S
-from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, marked_processes
-from tests.mock_llm import KEYWORD_ANSWER_NOW, MockLLM
+from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
+from tests.e2e.agents import POLL_INTERVAL_S, server_args
+from tests.e2e.harness import EXIT_TIMEOUT_S, ServerProcess, marked_processes, running_server
+from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_REPORT_TOOL, MockLLM
 
 Event = dict[str, Any]
 
@@ -185,6 +187,38 @@ async def rejected_by_policy(
     assert not there(written)
     closed = await client.result("run/close", {"runId": run_id})
     return answered, str(closed["children"][0]["output"]["text"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Approvals:
+    """What `asked_both_ways` saw: the client's first ask and the final text after the
+    rejected one; the policy's answer and the final text after it."""
+
+    asked: Event
+    after_rejected: str
+    answered: Event
+    after_policy: str
+
+
+async def asked_both_ways(
+    tmp_path: Path, environment: Callable[[Path, MockLLM], dict[str, str]], spawn: dict[str, Any]
+) -> Approvals:
+    """On a server whose CLIs `environment` points at a mock whose tool writes a file:
+    `spawn` under `approvals: "client"` (`allowed_then_rejected`), then under `policy`
+    with read access (`rejected_by_policy`), each told to report its tool's result."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        async with running_server(
+            *server_args(tmp_path), env=environment(tmp_path, mock)
+        ) as server:
+            client = LiveClient(server)
+            spawn = {**spawn, "cwd": str(work), "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
+            asking = {**spawn, "approvals": "client"}
+            asked, after_rejected = await allowed_then_rejected(client, asking, work / WRITTEN)
+            answered, after_policy = await rejected_by_policy(client, spawn, work / WRITTEN)
+            await server.finish()
+    return Approvals(asked, after_rejected, answered, after_policy)
 
 
 async def resumed(client: LiveClient, run_id: str, mock: MockLLM) -> Event:

@@ -11,21 +11,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from subagent_host.backends.interactive.claude_stream import REJECTED_MESSAGE
-from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
+from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND
 from tests.e2e.agents import CLAUDE_SPAWN, claude_environment, needs_cli, server_args
 from tests.e2e.harness import running_server
 from tests.e2e.live import (
     REMEMBERED,
     LiveClient,
-    allowed_then_rejected,
+    asked_both_ways,
     gone,
-    rejected_by_policy,
     resumed,
     tool_process,
 )
 from tests.mock_llm import (
     KEYWORD_ANSWER_NOW,
-    KEYWORD_REPORT_TOOL,
     KEYWORD_SLEEP_TOOL,
     TOOL_SAID,
     MockLLM,
@@ -112,19 +110,12 @@ async def test_a_resumed_claude_child_is_interactive_again_and_remembers(
 async def test_a_client_allows_and_rejects_writes_and_the_policy_rejects_one_unasked(
     tmp_path: Path,
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = claude_environment(tmp_path, mock.base_url)
-        async with running_server(*server_args(tmp_path), env=env) as server:
-            client = LiveClient(server)
-            spawn = {**SPAWN, "cwd": str(work), "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
-            asking = {**spawn, "approvals": "client"}
-            asked, said = await allowed_then_rejected(client, asking, work / WRITTEN)
-            assert (asked["name"], asked["summary"]) == ("Bash", WRITE_COMMAND)
-            assert said.endswith(f"{TOOL_SAID}{REFUSED}"), said
-            # Bash is kept under read access: the server rejects each write it asks for.
-            answered, said = await rejected_by_policy(client, spawn, work / WRITTEN)
-            assert answered["optionId"] == "reject-once", answered
-            assert said.endswith(f"{TOOL_SAID}{REFUSED}"), said
-            await server.finish()
+    def environment(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
+        return claude_environment(tmp_path, mock.base_url)
+
+    seen = await asked_both_ways(tmp_path, environment, SPAWN)
+    assert (seen.asked["name"], seen.asked["summary"]) == ("Bash", WRITE_COMMAND)
+    assert seen.after_rejected.endswith(f"{TOOL_SAID}{REFUSED}"), seen
+    # Bash is kept under read access: the server rejects each write it asks for.
+    assert seen.answered["optionId"] == "reject-once", seen
+    assert seen.after_policy.endswith(f"{TOOL_SAID}{REFUSED}"), seen

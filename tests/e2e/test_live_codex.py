@@ -10,19 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from tests.backends.fixtures.record_codex_app import SHORT_SLEEP, WRITE_COMMAND, WRITTEN
+from tests.backends.fixtures.record_codex_app import SHORT_SLEEP, WRITE_COMMAND
 from tests.e2e.agents import CODEX_SPAWN, codex_environment, needs_cli, server_args
 from tests.e2e.harness import running_server
 from tests.e2e.live import (
     LiveClient,
-    allowed_then_rejected,
+    asked_both_ways,
     gone,
-    rejected_by_policy,
     tool_process,
 )
 from tests.mock_llm import (
     KEYWORD_ANSWER_NOW,
-    KEYWORD_REPORT_TOOL,
     KEYWORD_SLEEP_TOOL,
     TOOL_SAID,
     MockLLM,
@@ -78,20 +76,13 @@ async def test_messages_reach_codex_and_an_interrupt_ends_the_command_it_leaves_
 async def test_a_client_allows_and_declines_commands_and_the_policy_declines_one_unasked(
     tmp_path: Path,
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    with MockLLM(tool_command=WRITE_COMMAND) as mock:
-        env = codex_environment(tmp_path, mock.openai_base_url)
-        async with running_server(*server_args(tmp_path), env=env) as server:
-            client = LiveClient(server)
-            spawn = {**SPAWN, "cwd": str(work), "prompt": f"{KEYWORD_REPORT_TOOL} write it"}
-            asking = {**spawn, "approvals": "client"}
-            asked, said = await allowed_then_rejected(client, asking, work / WRITTEN)
-            assert asked["summary"] == f"/bin/bash -lc '{WRITE_COMMAND}'"
-            assert TOOL_SAID in said and "rejected by user" in said, said
-            # The command may write, so the server declines it (codex would run a command
-            # it was allowed outside its read-only sandbox).
-            answered, said = await rejected_by_policy(client, spawn, work / WRITTEN)
-            assert answered["optionId"] == "decline", answered
-            assert TOOL_SAID in said and "rejected by user" in said, said
-            await server.finish()
+    def environment(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
+        return codex_environment(tmp_path, mock.openai_base_url)
+
+    seen = await asked_both_ways(tmp_path, environment, SPAWN)
+    assert seen.asked["summary"] == f"/bin/bash -lc '{WRITE_COMMAND}'"
+    assert TOOL_SAID in seen.after_rejected and "rejected by user" in seen.after_rejected
+    # The command may write, so the server declines it (codex would run a command it
+    # was allowed outside its read-only sandbox).
+    assert seen.answered["optionId"] == "decline", seen
+    assert TOOL_SAID in seen.after_policy and "rejected by user" in seen.after_policy
