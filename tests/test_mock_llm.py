@@ -29,8 +29,10 @@ from tests.mock_llm import (
     DELEGATIONS,
     FINAL_TEXT_PREFIX,
     KEYWORD_NARRATE_TOOL,
+    KEYWORD_REPORT_TOOL,
     NARRATION_TEXT,
     OUTPUT_TOKENS,
+    TOOL_SAID,
     MockLLM,
     RecordedRequest,
 )
@@ -309,6 +311,17 @@ def test_chat_stream_answers_final_text_after_a_tool_result(mock: MockLLM) -> No
     assert "items=4" in text, "the item count lets a test see that history was resent"
     finish = [c["choices"][0]["finish_reason"] for c in payloads(events) if c["choices"]]
     assert finish[-1] == "stop"
+
+
+def test_a_final_text_after_a_tool_tells_its_first_line_when_asked_to(mock: MockLLM) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "refused: no\nmore\n"}
+    for prompt, told in (("write it", ""), (f"{KEYWORD_REPORT_TOOL} write it", "refused: no")):
+        assistant = {"role": "assistant", "content": None, "tool_calls": [call]}
+        body = chat_body(user(prompt), assistant, result)
+        text = chat_text(stream_events(mock, "/v1/chat/completions", body))
+        assert text.endswith(f"{TOOL_SAID}{told}") is bool(told), text
+        assert (TOOL_SAID in text) is bool(told), text
 
 
 def test_chat_without_stream_returns_one_completion_object(mock: MockLLM) -> None:

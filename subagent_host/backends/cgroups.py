@@ -78,6 +78,12 @@ READ_BYTES: Final = 64 * 1024
 KILL_PASSES: Final = 8
 
 
+def ticks_now() -> int:
+    """Now, in the clock ticks since boot that `start_ticks` counts in (a process started
+    from now on has a start of at least this)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
 def start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (field 22 of its stat), None if gone."""
     try:

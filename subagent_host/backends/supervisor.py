@@ -417,11 +417,14 @@ class Supervisor:
             self._claims.release(child)
             self.reap_exited()
 
-    async def end_descendants(self, child: Child, grace_s: float) -> int:
-        """End what the running child left running (its tree but itself): an interactive
-        agent whose interrupted turn left a command going. How many were ended."""
+    async def end_descendants(
+        self, child: Child, grace_s: float, since_ticks: int | None = None
+    ) -> int:
+        """End what the running child left running (its tree but itself; with
+        `since_ticks`, only what started since then): an interactive agent whose
+        interrupted turn left a command going. How many were ended."""
         try:
-            return await termination.end_descendants(child, grace_s, self._snapshot)
+            return await termination.end_descendants(child, grace_s, self._snapshot, since_ticks)
         finally:
             self._claims.release(child)
             self.reap_exited()

@@ -27,7 +27,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.cgroups import Group
+from subagent_host.backends.cgroups import Group, start_ticks
 from subagent_host.backends.child import Child, open_pidfd
 from subagent_host.backends.onfirstuse import psutil
 from subagent_host.values.plurals import plural
@@ -123,12 +123,21 @@ async def stop_tree(
 
 
 async def end_descendants(
-    child: Child, grace_s: float, snapshot: Callable[[Child], list[Member]]
+    child: Child,
+    grace_s: float,
+    snapshot: Callable[[Child], list[Member]],
+    since_ticks: int | None = None,
 ) -> int:
     """End what the running child started and left running (its tree but itself):
     SIGTERM to each, up to `grace_s` seconds, then SIGKILL. Its group is never
-    signalled (the child is in it). How many processes were ended."""
-    members = await asyncio.to_thread(snapshot, child)
+    signalled (the child is in it). With `since_ticks` (clock ticks since boot), only
+    the processes started since then: a CLI that is a launcher (codex's node script
+    starting its binary) keeps the processes it runs on. How many processes were ended."""
+
+    def started_since(child: Child) -> list[Member]:
+        return _started_since(snapshot(child), since_ticks)
+
+    members = await asyncio.to_thread(started_since, child)
     stragglers: list[Member] = []
     try:
         if not members:
@@ -138,7 +147,7 @@ async def end_descendants(
         tell(child, "SIGTERM sent to what it left running (%s)", count_processes(len(members)))
         if await wait_exited(None, members, grace_s):
             return len(members)
-        stragglers = await asyncio.to_thread(snapshot, child)
+        stragglers = await asyncio.to_thread(started_since, child)
         for member in stragglers:
             member.send_signal(signal.SIGKILL)
         tell(child, "SIGKILL sent to what it left running (%s)", count_processes(len(stragglers)))
@@ -152,6 +161,21 @@ async def end_descendants(
         child.leftovers_ended += len({member.pid for member in (*members, *stragglers)})
         for member in (*members, *stragglers):
             member.close()
+
+
+def _started_since(members: list[Member], since_ticks: int | None) -> list[Member]:
+    """The members started at or after `since_ticks` (all, for None); the others are let go
+    (their pidfds closed). Runs in a worker thread."""
+    if since_ticks is None:
+        return members
+    kept = []
+    for member in members:
+        started = start_ticks(member.pid)  # pinned: the pid is still this process's
+        if started is not None and started >= since_ticks:
+            kept.append(member)
+        else:
+            member.close()
+    return kept
 
 
 def tell(child: Child, message: str, *args: object) -> None:

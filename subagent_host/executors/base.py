@@ -93,8 +93,9 @@ class ChildHandle(Protocol):
         """Send `signum` to its process group while it runs, as a terminal's Ctrl-C does."""
         ...
 
-    async def end_descendants(self, grace_s: float) -> int:
-        """End what it left running (its tree but itself); how many processes."""
+    async def end_descendants(self, grace_s: float, since_ticks: int | None = None) -> int:
+        """End what it left running (its tree but itself; with `since_ticks`, only the
+        processes started since then, in clock ticks since boot); how many processes."""
         ...
 
     async def wait(self) -> ProcessExit:

@@ -95,8 +95,8 @@ class LocalHandle:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.child.pgid, signum)
 
-    async def end_descendants(self, grace_s: float) -> int:
-        return await self._supervisor.end_descendants(self.child, grace_s)
+    async def end_descendants(self, grace_s: float, since_ticks: int | None = None) -> int:
+        return await self._supervisor.end_descendants(self.child, grace_s, since_ticks)
 
     async def wait(self) -> ProcessExit:
         return await self._supervisor.wait(self.child)

@@ -129,7 +129,7 @@ class RemoteHandle:
     def signal_group(self, signum: int) -> None:
         raise NotImplementedError(INTERACTIVE_HERE_ONLY)
 
-    async def end_descendants(self, grace_s: float) -> int:
+    async def end_descendants(self, grace_s: float, since_ticks: int | None = None) -> int:
         raise NotImplementedError(INTERACTIVE_HERE_ONLY)
 
     async def wait(self) -> ProcessExit:

@@ -67,12 +67,17 @@ def negotiate(
     requested: tuple[str, ...] | None,
     access: Access,
     already_removed: tuple[str, ...] = (),
+    answered: Mapping[str, frozenset[Effect]] | None = None,
 ) -> Negotiated:
     """The child's tools (the requested ones, else the whole catalog) within `access`.
 
     `already_removed` are tools an earlier narrowing took out of `requested`: they
     are reported as removed again, so a narrowed plan's receipt still says so.
+    `answered`: per tool, the effects whose every use the host answers (planning/
+    approvals.py `host_answered`): a tool exceeding `access` only by those is kept, as
+    the host rejects each use of them.
     """
+    answered = answered or {}
     names = requested if requested is not None else default_tools(backend)
     allowed = permitted(access)
     kept: dict[str, list[Effect]] = {}
@@ -81,7 +86,8 @@ def negotiate(
     }
     for name in names:
         effects = sorted(backend.tools.get(name, frozenset()))
-        (kept if set(effects) <= allowed else removed)[name] = effects
+        beyond = set(effects) - allowed
+        (kept if beyond <= answered.get(name, frozenset()) else removed)[name] = effects
     return Negotiated(kept=kept, removed=removed)
 
 

@@ -48,6 +48,14 @@ ASKED: Final[Mapping[str, Mapping[str, frozenset[Effect]]]] = {
         codex.WORKSPACE_NETWORK: frozenset({FILESYSTEM_WRITE}),
     },
 }
+# The tools whose asked effects the host answers for under `approvals: "policy"`, so
+# that narrowing keeps them (the host rejects each use beyond the child's access, as the
+# receipts' `host-hard` says). Claude Code's: nothing else stops its tools. Not codex's:
+# its "tools" are sandbox tiers, and a narrower tier is the operating system's refusal,
+# harder than any answer, so narrowing still picks it.
+HOST_ANSWERED: Final[Mapping[str, Mapping[str, frozenset[Effect]]]] = {
+    "claude": ASKED["claude"],
+}
 # The tool tables ASKED names its tools from (a test checks each name is one of them).
 TOOL_TABLES: Final = {"claude": claude.TOOLS, "codex": codex.TOOLS}
 
@@ -55,6 +63,12 @@ ANSWERED_BY: Final = {
     Approvals.CLIENT: "a client of the run's session answers (run/permit)",
     Approvals.POLICY: "the server answers from the child's access",
 }
+
+
+def host_answered(backend: str, approvals: Approvals) -> Mapping[str, frozenset[Effect]]:
+    """Per tool, the effects whose every use the host answers for this child: a tool
+    exceeding the child's access only by those is kept (planning/access.py `negotiate`)."""
+    return HOST_ANSWERED.get(backend, {}) if approvals is Approvals.POLICY else {}
 
 
 def unsupported(backend: str, approvals: Approvals) -> str | None:

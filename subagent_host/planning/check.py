@@ -16,6 +16,7 @@ import attrs
 
 from subagent_host.backends.base import Backend
 from subagent_host.planning.access import FILESYSTEM_LEVELS, is_full, negotiate, unpermitted_effects
+from subagent_host.planning.approvals import host_answered
 from subagent_host.planning.items import (
     AgentSources,
     ItemResolver,
@@ -238,7 +239,9 @@ def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access)
     backend = backends[child.backend]
     if not backend.restrictable:
         return child
-    tools = negotiate(backend, child.tools, access)
+    tools = negotiate(
+        backend, child.tools, access, answered=host_answered(child.backend, child.approvals)
+    )
     return attrs.evolve(
         child, tools=tuple(tools.kept), removed_tools=tuple(tools.removed), access=access
     )
@@ -270,7 +273,8 @@ def _check_access(
         return
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        tools = negotiate(backend, child.tools, access)
+        answered = host_answered(child.backend, child.approvals)
+        tools = negotiate(backend, child.tools, access, answered=answered)
         path = f"children[{index}]" if len(plan.children) > 1 else None
         if not backend.restrictable and tools.removed:
             problems.error(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from subagent_host.backends.base import Backend
 from subagent_host.planning.access import is_full, negotiate
+from subagent_host.planning.approvals import host_answered
 from subagent_host.planning.fingerprint import digest, fingerprint
 from subagent_host.planning.plan import RunPlan, WorkflowPlan, driving, prepared
 from subagent_host.planning.views import (
@@ -34,7 +35,8 @@ def normalized_plan(
     children = []
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        tools = negotiate(backend, child.tools, access, child.removed_tools)
+        answered = host_answered(child.backend, child.approvals)
+        tools = negotiate(backend, child.tools, access, child.removed_tools, answered)
         children.append(
             shared(
                 PlanChild,

@@ -22,7 +22,7 @@ from typing import Final
 from subagent_host.backends.base import Backend
 from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS
 from subagent_host.planning.access import negotiate, unpermitted_effects
-from subagent_host.planning.approvals import approvals_receipt
+from subagent_host.planning.approvals import approvals_receipt, host_answered
 from subagent_host.planning.egress import declared_egress
 from subagent_host.planning.plan import ChildPlan, RunPlan, ServerLimits
 from subagent_host.planning.views import (
@@ -66,7 +66,8 @@ def receipts(
     children = []
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        tools = negotiate(backend, child.tools, access, child.removed_tools)
+        answered = host_answered(child.backend, child.approvals)
+        tools = negotiate(backend, child.tools, access, child.removed_tools, answered)
         exceeding = unpermitted_effects(access, tools.removed)
         children.append(
             ChildReceipt(

@@ -26,6 +26,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.interactive.base import (
     OPENING,
     LeftRunning,
@@ -72,14 +73,16 @@ IDLE: Final = StopCause(RunStatus.COMPLETED, "idle")
 """It waited for input for its `idleTimeoutMs` after a turn ended."""
 
 # What a tool does, by its kind, where the CLI's own catalog does not name the tool:
-# a kind that says nothing (`other`) may do anything.
+# a kind that says nothing (`other`) may do anything, and so may a command (`execute`):
+# what it runs decides, and a command the CLI asks for may run outside its sandbox
+# (codex runs an approved command unsandboxed).
 KIND_EFFECTS: Final[Mapping[ToolKind, frozenset[Effect]]] = {
     ToolKind.READ: frozenset({Effect.FILESYSTEM_READ}),
     ToolKind.SEARCH: frozenset({Effect.FILESYSTEM_READ}),
     ToolKind.EDIT: frozenset({Effect.FILESYSTEM_WRITE}),
     ToolKind.DELETE: frozenset({Effect.FILESYSTEM_WRITE}),
     ToolKind.MOVE: frozenset({Effect.FILESYSTEM_WRITE}),
-    ToolKind.EXECUTE: frozenset({Effect.PROCESS}),
+    ToolKind.EXECUTE: frozenset(Effect),
     ToolKind.FETCH: frozenset({Effect.NETWORK}),
     ToolKind.THINK: frozenset(),
     ToolKind.OTHER: frozenset(Effect),
@@ -123,6 +126,7 @@ class LiveChild:
         self._permissions: dict[str, tuple[str, PermissionAsked]] = {}  # wire id → driver's
         self._permission_timers: dict[str, asyncio.TimerHandle] = {}
         self._idle: asyncio.TimerHandle | None = None
+        self._turn_began: int | None = None  # clock ticks since boot: what its tools started after
         self._sweeps: set[asyncio.Task[int]] = set()
         self._end: Callable[[StopCause], None] | None = None
         self._ending: StopCause | None = None
@@ -232,6 +236,7 @@ class LiveChild:
                     self._handle.signal_group(signum)
             case TurnStarted():
                 self._cancel_idle()
+                self._turn_began = ticks_now()
                 count = self.child.turn.count if self.child.turn else 0
                 self.child.turn = TurnInfo(count=count + 1, state=TurnState.RUNNING)
                 self._emit(TurnEvent(index=self.child.index, phase=Phase.START))
@@ -275,7 +280,8 @@ class LiveChild:
             self._waiting()
 
     def _sweep(self, left: tuple[LeftRunning, ...]) -> None:
-        """End what the interrupted turn left running (whatever is left below the CLI)."""
+        """End what the interrupted turn left running: what was started below the CLI since
+        the turn began (the CLI's own processes, a launcher's binary, are older)."""
         assert self._handle is not None
         logger.info(
             "a turn of %r ended leaving %d tool(s) running: ending what is left of them",
@@ -283,7 +289,8 @@ class LiveChild:
             len(left),
             extra=self._handle.log_fields,
         )
-        task = asyncio.ensure_future(self._handle.end_descendants(LEFTOVER_GRACE_S))
+        ending = self._handle.end_descendants(LEFTOVER_GRACE_S, self._turn_began)
+        task = asyncio.ensure_future(ending)
         self._sweeps.add(task)
         task.add_done_callback(self._sweeps.discard)
 

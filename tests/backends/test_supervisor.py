@@ -627,3 +627,27 @@ async def test_an_exit_listener_is_told_in_the_step_the_child_is_reaped(
     late: list[int | None] = []
     child.on_exit(lambda: late.append(child.returncode))
     assert late == [0]  # registered after the exit: told at once
+
+
+async def test_ending_what_a_running_child_started_since_a_moment_spares_the_older(
+    supervisor: Supervisor, marker: str, tmp_path: Path
+) -> None:
+    """A turn's leftovers are what its tree started since the turn began: a launcher's
+    own processes (codex's binary under its node script) are older, and run on."""
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    script = 'sleep 1000 & echo old $!; read x < "$0"; sleep 1000 & echo new $!; wait'
+    sink = Collect()
+    child = await supervisor.start(spec(marker, "sh", "-c", script, str(go)), sink)
+    old = int((await sink.line_starting(b"old ")).split()[1])
+    # The moment is after the older process's start (its tick counted whole).
+    assert await poll_until(lambda: cgroups.ticks_now() > (cgroups.start_ticks(old) or 0))
+    since = cgroups.ticks_now()
+    await asyncio.to_thread(go.write_text, "go\n")
+    new = int((await sink.line_starting(b"new ")).split()[1])
+    assert await supervisor.end_descendants(child, 2.0, since) == 1
+    await assert_gone([new])
+    assert psutil.Process(old).is_running() and child.leftovers_ended == 1
+    await supervisor.stop(child, 2.0)
+    await asyncio.wait_for(supervisor.wait(child), WAIT_S)
+    await assert_gone([old])

@@ -31,10 +31,10 @@ from subagent_host.backends.interactive.base import (
     TurnEnded,
     TurnStarted,
 )
+from tests.backends.fixtures.driven import DrivenProcess
 from tests.backends.fixtures.record_claude_stream import (
     WRITE_COMMAND,
     WRITTEN,
-    Driven,
     driven_claude,
     sleep_runs_below,
     texts,
@@ -50,7 +50,7 @@ CLAUDE: Final = str(AGENT_BIN / "claude")
 @asynccontextmanager
 async def claude_child(
     tmp_path: Path, mock: MockLLM, approvals: Approvals
-) -> AsyncIterator[tuple[Driven, Path]]:
+) -> AsyncIterator[tuple[DrivenProcess, Path]]:
     """The CLI started interactively in a fresh directory; after the test, its tree is
     ended by pid, and no process may be left there (the CLI and its tools run in it)."""
     work = tmp_path / "work"
@@ -74,26 +74,25 @@ def processes_in(directory: Path) -> list[psutil.Process]:
     return found
 
 
-async def turn_text(claude: Driven) -> str:
+async def turn_text(claude: DrivenProcess) -> str:
     """The assistant text until the current turn ends."""
-    start = len(claude.seen)
-    ended = await claude.next(TurnEnded)
-    assert ended == TurnEnded("end_turn"), ended
-    return texts(claude.seen[start:])
+    turn = await claude.through(lambda reaction: isinstance(reaction, TurnEnded))
+    assert turn[-1] == TurnEnded("end_turn"), turn[-1]
+    return texts(turn)
 
 
 async def test_a_prompt_then_a_follow_up_are_answered_and_closing_stdin_exits_0(
     tmp_path: Path, mock: MockLLM
 ) -> None:
     async with claude_child(tmp_path, mock, Approvals.CLI) as (claude, _):
-        await claude.act(claude.conversation.opening(f"{KEYWORD_ANSWER_NOW} REPEAT:first"))
+        await claude.carry_out(claude.conversation.opening(f"{KEYWORD_ANSWER_NOW} REPEAT:first"))
         assert (await turn_text(claude)).endswith(" first")
         assert not claude.conversation.turn_running
         reactions, state = claude.conversation.send(
             "m1", f"{KEYWORD_ANSWER_NOW} REPEAT:second", Delivery.QUEUE
         )
         assert state is DeliveryState.DELIVERED
-        await claude.act(reactions)
+        await claude.carry_out(reactions)
         assert (await turn_text(claude)).endswith(" second")
         assert await claude.close() == 0
 
@@ -102,17 +101,17 @@ async def test_an_interrupt_mid_tool_ends_the_turn_and_its_command_then_a_messag
     tmp_path: Path, mock: MockLLM
 ) -> None:
     async with claude_child(tmp_path, mock, Approvals.CLI) as (claude, _):
-        await claude.act(claude.conversation.opening(f"{KEYWORD_SLEEP_TOOL} please"))
+        await claude.carry_out(claude.conversation.opening(f"{KEYWORD_SLEEP_TOOL} please"))
         await claude.next(ToolStarted)
         await sleep_runs_below(claude.process.pid)
-        await claude.act(claude.conversation.interrupt())
+        await claude.carry_out(claude.conversation.interrupt())
         assert await claude.next(TurnEnded) == TurnEnded("interrupted")
         # Claude Code killed the tool's command: no `sleep` is left below it.
         await sleep_runs_below(claude.process.pid, running=False)
         reactions, _ = claude.conversation.send(
             "m1", f"{KEYWORD_ANSWER_NOW} REPEAT:after", Delivery.QUEUE
         )
-        await claude.act(reactions)
+        await claude.carry_out(reactions)
         assert (await turn_text(claude)).startswith("MOCK-FINAL:")
         assert mock.requests_containing("REPEAT:after"), "the model got the message"
         assert await claude.close() == 0
@@ -123,25 +122,25 @@ async def test_allowed_a_write_happens_and_steered_and_queued_messages_reach_the
 ) -> None:
     with MockLLM(tool_command=WRITE_COMMAND) as mock:
         async with claude_child(tmp_path, mock, Approvals.CLIENT) as (claude, work):
-            await claude.act(claude.conversation.opening("write it please"))
+            await claude.carry_out(claude.conversation.opening("write it please"))
             asked = await claude.next(PermissionAsked)
             assert asked.name == "Bash" and asked.summary == WRITE_COMMAND
             assert not (work / WRITTEN).exists()
             steer, state = claude.conversation.send("m1", "REPEAT:steered", Delivery.STEER)
             assert state is DeliveryState.DELIVERED
-            await claude.act(steer)
+            await claude.carry_out(steer)
             queue, state = claude.conversation.send(
                 "m2", f"{KEYWORD_ANSWER_NOW} REPEAT:queued", Delivery.QUEUE
             )
             assert state is DeliveryState.QUEUED
-            await claude.act(queue)
-            await claude.act(claude.conversation.answer(asked.permission_id, "allow-once"))
+            await claude.carry_out(queue)
+            await claude.carry_out(claude.conversation.answer(asked.permission_id, "allow-once"))
             # The steered message joins the turn: the model's next request carries it
             # (the mock then calls the tool again: rejected this time).
             again = await claude.next(PermissionAsked)
             assert (work / WRITTEN).exists()
             assert mock.requests_containing("REPEAT:steered")
-            await claude.act(claude.conversation.answer(again.permission_id, "reject-once"))
+            await claude.carry_out(claude.conversation.answer(again.permission_id, "reject-once"))
             assert await claude.next(TurnEnded) == TurnEnded("end_turn")
             assert not mock.requests_containing("REPEAT:queued")  # held until the turn ended
             assert await claude.next(TurnStarted) == TurnStarted()
@@ -153,9 +152,9 @@ async def test_allowed_a_write_happens_and_steered_and_queued_messages_reach_the
 async def test_rejected_a_write_does_not_happen_and_the_model_is_told(tmp_path: Path) -> None:
     with MockLLM(tool_command=WRITE_COMMAND) as mock:
         async with claude_child(tmp_path, mock, Approvals.CLIENT) as (claude, work):
-            await claude.act(claude.conversation.opening("write it please"))
+            await claude.carry_out(claude.conversation.opening("write it please"))
             asked = await claude.next(PermissionAsked)
-            await claude.act(claude.conversation.answer(asked.permission_id, "reject-once"))
+            await claude.carry_out(claude.conversation.answer(asked.permission_id, "reject-once"))
             assert (await turn_text(claude)).startswith("MOCK-FINAL: scenario=after-tool")
             assert not (work / WRITTEN).exists()
             assert mock.requests_containing("The user refused this tool use.")
@@ -165,9 +164,9 @@ async def test_rejected_a_write_does_not_happen_and_the_model_is_told(tmp_path: 
 async def test_an_interrupt_while_asking_withdraws_the_permission(tmp_path: Path) -> None:
     with MockLLM(tool_command=WRITE_COMMAND) as mock:
         async with claude_child(tmp_path, mock, Approvals.CLIENT) as (claude, work):
-            await claude.act(claude.conversation.opening("write it please"))
+            await claude.carry_out(claude.conversation.opening("write it please"))
             asked = await claude.next(PermissionAsked)
-            await claude.act(claude.conversation.interrupt())
+            await claude.carry_out(claude.conversation.interrupt())
             withdrawn = await claude.next(PermissionWithdrawn)
             assert withdrawn.permission_id == asked.permission_id
             assert await claude.next(TurnEnded) == TurnEnded("interrupted")

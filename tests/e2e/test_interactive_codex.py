@@ -20,10 +20,10 @@ from subagent_host.backends.interactive.base import (
     TurnEnded,
     TurnEndedLeavingCommands,
 )
+from tests.backends.fixtures.driven import WAIT_S
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE
 from tests.backends.fixtures.record_codex_app import (
     SHORT_SLEEP,
-    WAIT_S,
     WRITE_COMMAND,
     WRITTEN,
     DrivenChild,
@@ -64,7 +64,7 @@ async def codex_child(
     env = {**codex_environment(tmp_path, mock.openai_base_url), API_KEY_VARIABLE: "dummy"}
     work = tmp_path / "work"
     work.mkdir()
-    watched = Watched(await DrivenChild.start(env, str(work), ask=ask, prompt=prompt))
+    watched = Watched(await DrivenChild.launch(env, str(work), ask=ask, prompt=prompt))
     try:
         watched.look()
         yield watched
@@ -108,7 +108,7 @@ async def test_a_queued_message_waits_for_the_turn_and_a_steered_one_joins_it(
             start = len(child.reactions)
             assert (await child.turn_ended()).stop_reason == "end_turn"
             assert watched.text_since(start).endswith(" kiwi")  # steered into that turn
-            await child.next(lambda r: r == MessageDelivered("q1"))
+            await child.until(lambda r: r == MessageDelivered("q1"))
             assert child.conversation.queued() == []
             start = len(child.reactions)
             assert (await child.turn_ended()).stop_reason == "end_turn"
@@ -125,7 +125,7 @@ async def test_an_interrupt_ends_the_turn_not_codex_and_leaves_the_command_to_su
             sleep = await wait_for_sleep(child)
             # codex ends a command interrupted in its first moments itself; one it has
             # announced (it then runs on its own) it leaves running.
-            started = await child.next(lambda r: isinstance(r, ToolStarted))
+            started = await child.next(ToolStarted)
             assert isinstance(started, ToolStarted) and started.summary is not None
             assert started.summary.endswith("'sleep 300'")
             watched.look()

@@ -23,8 +23,8 @@ from subagent_host.backends.interactive.base import (
     TurnEnded,
     TurnStarted,
 )
+from tests.backends.fixtures.driven import WAIT_S
 from tests.backends.fixtures.record_pi_rpc import (
-    WAIT_S,
     PiRpc,
     follow_up,
     interrupt,
@@ -51,7 +51,7 @@ async def started_pi(tmp_path: Path, mock: MockLLM) -> AsyncIterator[PiRpc]:
     env = {**pi_environment(tmp_path, mock.openai_base_url, retries=False), MARKER: marker}
     work = tmp_path / "work"
     work.mkdir()
-    pi = await PiRpc.start(pi_item(str(work), {}), tmp_path / "sessions", env)
+    pi = await PiRpc.launch(pi_item(str(work), {}), tmp_path / "sessions", env)
     try:
         yield pi
     finally:

@@ -20,7 +20,9 @@ Rules, in order:
 5. `NARRATE-TOOL` -> text (`NARRATION_TEXT`) and one shell tool call running the
    configured default command, in one response (a turn that says what it does first);
 6. otherwise one shell tool call running the configured default command.
-A final text ends with each word following `REPEAT:` in the latest user text.
+A final text ends with each word following `REPEAT:` in the latest user text; with
+`REPORT-TOOL` there too, a final text after a tool result ends with ` tool-said: ` and
+the first line of that result (what a model tells of a tool refused or failed).
 A tool call needs a shell-like tool in the request's `tools`; without one the
 answer is final text (`Scenario.NO_SHELL_TOOL`).
 """
@@ -51,6 +53,8 @@ KEYWORD_DELEGATE_MCP = "DELEGATE-MCP"
 # `REPEAT:<word>` in the latest user text: a final text ends with the word (what a
 # model says back, e.g. a secret or a long base64 run for redaction).
 KEYWORD_REPEAT = "REPEAT:"
+KEYWORD_REPORT_TOOL = "REPORT-TOOL"
+TOOL_SAID = " tool-said: "
 DELEGATED_COMMAND_TEXT = "delegated-command-ran"
 DELEGATED_AGENT_PROMPT = f"{KEYWORD_ANSWER_NOW} you are the delegated pi agent"
 # What a model delegating through `subagent-host mcp` asks for, one call per turn: a
@@ -277,6 +281,12 @@ def decide_reply(
         )
         repeated = re.findall(re.escape(KEYWORD_REPEAT) + r"(\S+)", conversation.latest_user_text)
         text += "".join(f" {word}" for word in repeated)
+        if (
+            KEYWORD_REPORT_TOOL in conversation.latest_user_text
+            and conversation.last_is_tool_result
+        ):
+            said = conversation.last_tool_output.strip().splitlines()
+            text += TOOL_SAID + (said[0][:200] if said else "")
     prefix = {Api.CHAT: "chatcmpl", Api.RESPONSES: "resp", Api.ANTHROPIC: "msg"}
     return Reply(
         scenario=scenario,

@@ -180,7 +180,28 @@ def test_a_receipt_of_a_checked_plan_says_how_its_children_are_asked(tmp_path: P
     )
     assert checked.accepted and checked.plan is not None
     described = to_json(receipts(checked.plan, BACKENDS, checked.plan.access or Access(), LIMITS))
-    # Access took away every tool that writes or reaches the network; what is left reads.
+    child = described["access"]["children"][0]
+    # The tools whose writes and network uses Claude Code asks for are kept: the server
+    # rejects each such use (host-hard); its web tools, which never ask, are removed.
+    assert enforcement(child["approvals"]) == {
+        "filesystem-read": "best-effort",
+        "filesystem-write": "host-hard",
+        "network": "host-hard",
+        "process": "best-effort",
+    }
+    assert {"Bash", "Edit", "Write"} <= {tool["name"] for tool in child["tools"]}
+    assert {"WebFetch", "WebSearch"} <= {tool["name"] for tool in child["removedTools"]}
+    # Asked by a client, nothing the access does not permit is kept.
+    checked = check_request(
+        BACKENDS,
+        tmp_path,
+        backend="claude",
+        approvals="client",
+        access={"filesystem": "read", "network": False},
+        tasks=[{"prompt": "a"}],
+    )
+    assert checked.plan is not None
+    described = to_json(receipts(checked.plan, BACKENDS, checked.plan.access or Access(), LIMITS))
     assert enforcement(described["access"]["children"][0]["approvals"]) == {
         "filesystem-read": "best-effort"
     }
