@@ -212,14 +212,24 @@ async def test_a_socket_a_dead_server_left_is_removed_by_the_next_server(tmp_pat
     assert list(directory.iterdir()) == []  # swept while it served; its own removed at exit
 
 
-async def test_the_control_socket_answers_ping_status_and_stop_only(tmp_path: Path) -> None:
+async def test_the_control_socket_answers_ping_status_stop_and_the_live_run_methods_only(
+    tmp_path: Path,
+) -> None:
     async with serving(tmp_path) as server:
         run_id = await server.spawn_ready(("sh", "-c", "echo ready; exec sleep 300"))
         assert server.host.process is not None
         (path,) = (server.state / CONTROL_DIR).iterdir()
         async with await connect_control(path, pid=server.host.process.pid) as control:
             pong = await control.ping()
-            assert pong.methods == ("ping", "status", "stop")
+            assert pong.methods == (
+                "ping",
+                "run/close",
+                "run/interrupt",
+                "run/permit",
+                "run/send",
+                "status",
+                "stop",
+            )
             with pytest.raises(InvalidParams):
                 await control.request("ping", {"sessionId": "session-other"})
             assert (await control.status(run_id)).status == "running"
