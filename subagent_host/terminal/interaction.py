@@ -14,18 +14,18 @@ from typing import Final
 
 from subagent_host.terminal.views import printable, shorten
 from subagent_host.values.choices import OptionKind, PermissionStage
-from subagent_host.values.events import (
-    Event,
-    InputEvent,
-    PermissionEvent,
-    TurnEvent,
-)
+from subagent_host.values.events import InputEvent, PermissionEvent, TurnEvent
 from subagent_host.values.interaction import PendingPermission, PermissionOption
 
 INPUT_CHARS: Final = 200
 """The most of a live message an `input` line shows (on one line; an ellipsis marks a cut)."""
 SUMMARY_CHARS: Final = 120
 """The most of a tool's input summary a permission line shows."""
+
+
+Said = TurnEvent | InputEvent | PermissionEvent
+"""The events of an interactive child's conversation."""
+SAID: Final = (TurnEvent, InputEvent, PermissionEvent)
 
 
 class NoSuchAnswer(ValueError):
@@ -85,8 +85,8 @@ def pending_line(pending: PendingPermission) -> str:
     return f"{pending.permission_id} child {pending.index} asks: {what} [{options}]"
 
 
-def event_line(event: Event) -> str | None:
-    """A `turn`, `input` or `permission` event in words (None for any other event):
+def event_line(event: Said) -> str:
+    """A `turn`, `input` or `permission` event in words:
     `turn start`, `turn end: interrupted`, `message m-1 queued: fix the tests`,
     `permission p-1 asked: Bash (execute): ls`, `permission p-1 answered: allow-once by
     client:terminal`, `permission p-1 withdrawn: the turn was interrupted`."""
@@ -110,5 +110,3 @@ def event_line(event: Event) -> str | None:
             return f"permission {permission_id} withdrawn" + (
                 f": {shorten(printable(reason))}" if reason else ""
             )
-        case _:
-            return None

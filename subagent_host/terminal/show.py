@@ -3,7 +3,10 @@
 RUN is a run id or a prefix of one (at least 8 characters) that names one run of the
 state directory. The run, its children and how each ended, its error and the tail of
 its output are printed for a person; `--json` prints the run's snapshot exactly as
-`status {runId}` answers it (`handlers/snapshots.py` and the wire's converter).
+`status {runId}` answers it (`handlers/snapshots.py` and the wire's converter). A run
+with interactive children also shows each one's turns (TURN), the end of its
+conversation (its `turn`, `input` and `permission` events, `terminal/interaction.py`),
+and while it runs, the permissions its children wait on, with how to answer them.
 """
 
 from __future__ import annotations
@@ -16,14 +19,20 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from subagent_host.runs.state import Run
+from subagent_host import SERVER_NAME
+from subagent_host.runs.state import Run, RunEvent
 from subagent_host.store.browse import LaunchSummary, StateBrowser
 from subagent_host.terminal import views
+from subagent_host.terminal.interaction import SAID, event_line, pending_line, pending_permissions
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
+from subagent_host.values.events import PermissionEvent
 from subagent_host.values.facts import ErrorInfo
 
 TAIL_LINES: Final = 20
 """Lines of a run's output `show` prints: its last ones."""
+CONVERSATION_EVENTS: Final = 20
+"""An interactive run's newest `turn`, `input` and `permission` events `show` prints."""
+CONVERSATION_TYPES: Final = ("turn", "input", "permission")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -40,6 +49,17 @@ def show_run(args: argparse.Namespace) -> int:
         run = browser.find(args.run)
         streamed = "" if run.output else browser.streamed_output(run.run_id)
         launches = browser.launches(run.run_id)
+        interactive = any(child.turn is not None for child in run.children)
+        said = (
+            browser.events_of(run.run_id, CONVERSATION_TYPES, CONVERSATION_EVENTS)
+            if interactive
+            else []
+        )
+        asked = (
+            browser.events_of(run.run_id, ("permission",))
+            if interactive and not run.is_terminal
+            else []
+        )
     if args.json:
         # The wire's types and converter for --json only: they take a good part of a
         # plain `show`'s start.
@@ -50,6 +70,8 @@ def show_run(args: argparse.Namespace) -> int:
     out = views.console()
     describe(out, run)
     children(out, run, launches)
+    conversation(out, run, said)
+    pending(out, run, [e.payload for e in asked if isinstance(e.payload, PermissionEvent)])
     errors(out, run)
     worktrees(out, run)
     output_tail(out, run, streamed)
@@ -86,11 +108,14 @@ def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> N
     if not run.children:
         return
     out.print()
+    # TURN only for a run with interactive children: turns begun, running or waiting.
+    turns = any(child.turn is not None for child in run.children)
     grid = views.table(
         out,
         "#",
         "BACKEND",
         "STATUS",
+        *(("TURN",) if turns else ()),
         "ATTEMPT",
         "TOOK",
         "ENDED BY",
@@ -103,11 +128,13 @@ def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> N
     now = datetime.now(UTC)
     for child in run.children:
         resources = child.resources
+        turn = f"{child.turn.count} {child.turn.state}" if child.turn is not None else "-"
         views.add_row(
             grid,
             str(child.index),
             child.backend,
             views.status_text(str(child.status)),
+            *((turn,) if turns else ()),
             str(child.attempt),
             views.run_duration(child, now),
             views.how_it_ended(child),
@@ -118,6 +145,45 @@ def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> N
             views.shorten(child.label or views.child_head(child, launches.get(child.index))),
         )
     views.show_table(out, grid)
+
+
+def conversation(out: Console, run: Run, said: Sequence[RunEvent]) -> None:
+    """The newest of an interactive run's turns, live messages and permissions."""
+    shown = [(e.payload.index, event_line(e.payload)) for e in said if isinstance(e.payload, SAID)]
+    if not shown:
+        return
+    out.print()
+    heading = "conversation" + (
+        f" (last {len(shown)} events)" if len(shown) >= CONVERSATION_EVENTS else ""
+    )
+    out.print(Text(heading, style="bold"))
+    several = len(run.children) > 1
+    for index, line in shown:
+        out.print(
+            f"{f'[{index}] ' if several else ''}{line}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def pending(out: Console, run: Run, asked: Sequence[PermissionEvent]) -> None:
+    """The permissions the run's children wait on now, and how to answer one."""
+    waiting = pending_permissions(asked)
+    if not waiting:
+        return
+    out.print()
+    out.print(Text("pending permissions", style="bold yellow"))
+    for permission in waiting:
+        out.print(f"  {pending_line(permission)}", markup=False, highlight=False, soft_wrap=True)
+    first = waiting[0].permission_id
+    out.print(
+        Text(
+            f"answer: {SERVER_NAME} permit {views.short_id(run.run_id)} {first} allow|reject",
+            style="dim",
+        ),
+        soft_wrap=True,
+    )
 
 
 def errors(out: Console, run: Run) -> None:
