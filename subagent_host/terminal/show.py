@@ -19,13 +19,10 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
-from subagent_host import SERVER_NAME
-from subagent_host.runs.state import Run, RunEvent
+from subagent_host.runs.state import Run
 from subagent_host.store.browse import LaunchSummary, StateBrowser
 from subagent_host.terminal import views
-from subagent_host.terminal.interaction import SAID, event_line, pending_line, pending_permissions
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
-from subagent_host.values.events import PermissionEvent
 from subagent_host.values.facts import ErrorInfo
 
 TAIL_LINES: Final = 20
@@ -70,8 +67,12 @@ def show_run(args: argparse.Namespace) -> int:
     out = views.console()
     describe(out, run)
     children(out, run, launches)
-    conversation(out, run, said)
-    pending(out, run, [e.payload for e in asked if isinstance(e.payload, PermissionEvent)])
+    if interactive:
+        # Imported only for such a run: a plain `show` loads no event types.
+        from subagent_host.terminal.show_conversation import conversation, pending
+
+        conversation(out, run, said, CONVERSATION_EVENTS)
+        pending(out, run, asked)
     errors(out, run)
     worktrees(out, run)
     output_tail(out, run, streamed)
@@ -145,45 +146,6 @@ def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> N
             views.shorten(child.label or views.child_head(child, launches.get(child.index))),
         )
     views.show_table(out, grid)
-
-
-def conversation(out: Console, run: Run, said: Sequence[RunEvent]) -> None:
-    """The newest of an interactive run's turns, live messages and permissions."""
-    shown = [(e.payload.index, event_line(e.payload)) for e in said if isinstance(e.payload, SAID)]
-    if not shown:
-        return
-    out.print()
-    heading = "conversation" + (
-        f" (last {len(shown)} events)" if len(shown) >= CONVERSATION_EVENTS else ""
-    )
-    out.print(Text(heading, style="bold"))
-    several = len(run.children) > 1
-    for index, line in shown:
-        out.print(
-            f"{f'[{index}] ' if several else ''}{line}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def pending(out: Console, run: Run, asked: Sequence[PermissionEvent]) -> None:
-    """The permissions the run's children wait on now, and how to answer one."""
-    waiting = pending_permissions(asked)
-    if not waiting:
-        return
-    out.print()
-    out.print(Text("pending permissions", style="bold yellow"))
-    for permission in waiting:
-        out.print(f"  {pending_line(permission)}", markup=False, highlight=False, soft_wrap=True)
-    first = waiting[0].permission_id
-    out.print(
-        Text(
-            f"answer: {SERVER_NAME} permit {views.short_id(run.run_id)} {first} allow|reject",
-            style="dim",
-        ),
-        soft_wrap=True,
-    )
 
 
 def errors(out: Console, run: Run) -> None:
