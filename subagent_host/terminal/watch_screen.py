@@ -51,6 +51,8 @@ TAIL_KEYS: Final = "esc/enter back   ↑/↓ other run   s stop   a/r allow/reje
 ASKING: Final = "?"
 """Marks a permission an interactive child waits on, under its run."""
 ANSWERED_BY_KEYS: Final = "a allow once · r reject"
+PERMISSION_ID_CHARS: Final = 14
+"""The most of a permission's id its row shows."""
 """Beside the selected run's oldest pending permission: the one `a` and `r` answer."""
 
 
@@ -199,12 +201,14 @@ def permission_cells(permission: PendingPermission, keyed: bool) -> list[Text]:
     `keyed`: the one `a` and `r` answer (the selected run's oldest)."""
     options = ", ".join(option.kind.value for option in permission.options)
     said = f"{shorten(printable(permission.summary), SUMMARY_CHARS)}  [{options}]"
+    # The id cut short: a CLI's own ids are long, and the keys answer it without typing it.
+    shown_id = shorten(permission.permission_id, PERMISSION_ID_CHARS)
     return [
-        Text(f"  {ASKING} {permission.permission_id}", style="bold yellow" if keyed else "yellow"),
+        Text(f"  {ASKING} {shown_id}", style="bold yellow" if keyed else "yellow"),
         Text("asks", style="bold yellow"),
         Text(""),
         Text(f"{permission.index}: {printable(permission.name)} ({permission.kind})"),
-        Text.assemble(said, *((f"  {ANSWERED_BY_KEYS}", "bold"),) if keyed else ()),
+        Text.assemble(*(((f"{ANSWERED_BY_KEYS}  ", "bold"),) if keyed else ()), said),
         Text(""),
         Text(""),
         Text(""),

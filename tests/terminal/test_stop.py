@@ -10,7 +10,7 @@ import os
 import socket
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +72,19 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, name: str = "a") -> AsyncIterator[Server]:
-    """A server (its own process) on `tmp_path/state`; afterwards it and every process of
-    its runs are gone, and it logged no traceback."""
+async def serving(
+    tmp_path: Path, name: str = "a", env: Mapping[str, str] | None = None
+) -> AsyncIterator[Server]:
+    """A server (its own process) on `tmp_path/state`, with `env` added to its environment;
+    afterwards it and every process of its runs are gone, and it logged no traceback."""
     state = tmp_path / "state"
     log = tmp_path / f"server-{name}.log"
     seen = Seen()
+    environment = {**os.environ, **env} if env is not None else None
     with log.open("ab") as stderr:
-        async with Host.start(["--state-dir", str(state)], stderr=stderr, on_message=seen) as host:
+        async with Host.start(
+            ["--state-dir", str(state)], stderr=stderr, on_message=seen, env=environment
+        ) as host:
             server = Server(host, state, seen)
             await host.ping()
             yield server
