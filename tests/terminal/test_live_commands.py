@@ -149,7 +149,7 @@ async def test_a_child_that_is_not_interactive_or_a_permission_that_is_not_pendi
         f"subagent-host permit: run {run_id[:8]} has no pending permission '0.nothing'"
         " (pending: none)\n",
     )
-    assert beyond[0] == 1 and "has 1 children (0..0)" in beyond[2]
+    assert beyond[0] == 1 and "has 1 child (index 0..0)" in beyond[2]
 
 
 async def test_a_run_that_is_not_running_anywhere_or_is_unknown_is_said_so(
