@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -55,34 +55,48 @@ async def send(
     state_dir: Path, reference: str, text: str, index: int | None, steer: bool
 ) -> SendResult:
     """`run/send` the message to the run's interactive child (`index`, or its one)."""
-    run, owner = await locate(state_dir, reference)
-    if run.is_terminal:
-        raise ended(run)
-    params = SendParams(
-        run_id=run.run_id, text=text, index=index, delivery=Delivery.STEER if steer else None
-    )
-    return await ask_owner(
+    delivery = Delivery.STEER if steer else None
+    return await _ask_live(
         state_dir,
-        run,
-        owner,
+        reference,
         Action("sending to", "send it"),
-        lambda host: host.call("run/send", params, SendResult),
+        lambda run_id: host_call(
+            "run/send",
+            SendParams(run_id=run_id, text=text, index=index, delivery=delivery),
+            SendResult,
+        ),
     )
 
 
 async def interrupt(state_dir: Path, reference: str, index: int | None) -> InterruptResult:
     """`run/interrupt` the current turn of the run's interactive child."""
+    return await _ask_live(
+        state_dir,
+        reference,
+        Action("interrupting", "interrupt it"),
+        lambda run_id: host_call(
+            "run/interrupt", InterruptParams(run_id=run_id, index=index), InterruptResult
+        ),
+    )
+
+
+async def _ask_live(
+    state_dir: Path,
+    reference: str,
+    action: Action,
+    call: Callable[[str], Callable[[Host], Awaitable[R]]],
+) -> R:
+    """`call(full run id)` on the owner of the run `reference` names, a run still going
+    (one that ended takes nothing more: OwnerFailed)."""
     run, owner = await locate(state_dir, reference)
     if run.is_terminal:
         raise ended(run)
-    params = InterruptParams(run_id=run.run_id, index=index)
-    return await ask_owner(
-        state_dir,
-        run,
-        owner,
-        Action("interrupting", "interrupt it"),
-        lambda host: host.call("run/interrupt", params, InterruptResult),
-    )
+    return await ask_owner(state_dir, run, owner, action, call(run.run_id))
+
+
+def host_call(method: str, params: object, result: type[R]) -> Callable[[Host], Awaitable[R]]:
+    """What asks `method` with `params` of a host, its result read as `result`."""
+    return lambda host: host.call(method, params, result)
 
 
 async def close(state_dir: Path, reference: str, index: int | None) -> RunSnapshot:
@@ -98,7 +112,7 @@ async def close(state_dir: Path, reference: str, index: int | None) -> RunSnapsh
         run,
         owner,
         Action("closing", "close it"),
-        lambda host: host.call("run/close", params, RunSnapshot),
+        host_call("run/close", params, RunSnapshot),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pytest
 
@@ -16,38 +16,17 @@ from subagent_host.client import RequestRefused
 from subagent_host.client.control import connect_control
 from subagent_host.rpc.control_socket import CONTROL_DIR
 from subagent_host.values.events import InputEvent, OutputEvent, TurnEvent
+from tests.runs.test_live_children import LINES
+from tests.terminal import inspecting
 from tests.terminal.test_stop import EXIT_S, Server, serving, stop_command
 
 pytestmark = pytest.mark.e2e
 
-# Answers each line with `got <line>`, except `quiet` lines (a turn that goes on); a
-# SIGINT is survived, as a REPL's Ctrl-C is: the turn it ended is over, the program is not.
-LINES: Final = (
-    "import signal, sys\n"
-    "signal.signal(signal.SIGINT, lambda *_: None)\n"
-    "for line in sys.stdin:\n"
-    "    if not line.startswith('quiet'):\n"
-    "        print('got ' + line.strip(), flush=True)\n"
-)
-
 
 async def command(state: Path, name: str, *args: str) -> tuple[int, str, str]:
     """`subagent-host NAME ARGS --state-dir STATE` as a process of its own."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "subagent_host",
-        name,
-        *args,
-        "--state-dir",
-        str(state),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(EXIT_S):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    done = await inspecting.command(name, *args, "--state-dir", str(state))
+    return done.status, done.stdout, done.stderr
 
 
 async def interactive(server: Server) -> str:
