@@ -102,10 +102,16 @@ def host_call(method: str, params: object, result: type[R]) -> Callable[[Host], 
 async def close(state_dir: Path, reference: str, index: int | None) -> RunSnapshot:
     """`run/close` the run's interactive children (or child `index`): their snapshot once
     they ended. A run that had already ended comes back as recorded, `already_terminal`
-    (closing what ended is nothing to do, as the method says)."""
+    (closing what ended is nothing to do, as the method says); one with no interactive
+    child is OwnerFailed."""
     run, owner = await locate(state_dir, reference)
     if run.is_terminal:
         return run_snapshot(run, already_terminal=True)
+    if index is None and all(child.turn is None for child in run.children):
+        # The method closes none and answers the run as it goes on: said plainly here.
+        raise OwnerFailed(
+            f"run {short_id(run.run_id)} has no interactive child: there is nothing to close"
+        )
     params = CloseParams(run_id=run.run_id, index=index)
     return await ask_owner(
         state_dir,

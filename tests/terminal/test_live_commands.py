@@ -111,6 +111,8 @@ async def test_a_child_that_is_not_interactive_or_a_permission_that_is_not_pendi
 
         send = await command(server.state, "send", plain[:8], "hello")
         interrupt = await command(server.state, "interrupt", plain[:8])
+        close = await command(server.state, "close", plain[:8])
+        close_child = await command(server.state, "close", plain[:8], "--index", "0")
         permit = await command(server.state, "permit", run_id, "0.nothing", "allow")
         beyond = await command(server.state, "send", run_id, "hi", "--index", "3")
 
@@ -122,6 +124,14 @@ async def test_a_child_that_is_not_interactive_or_a_permission_that_is_not_pendi
         " interactive child: it takes no messages\n"
     )
     assert interrupt[2].startswith(f"subagent-host interrupt: the server that runs {plain[:8]}")
+    assert close == (
+        1,
+        "",
+        f"subagent-host close: run {plain[:8]} has no interactive child: there is nothing to"
+        " close\n",
+    )
+    assert close_child[0] == 1 and "child 0 of run" in close_child[2]
+    assert "is not interactive" in close_child[2]
     assert permit == (
         1,
         "",
