@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from subagent_host.client.errors import CapacityExceeded, HostConnectionError
 from subagent_host.client.host import Host
@@ -27,6 +28,8 @@ from subagent_host.rpc.wire import RunSnapshot
 # Connecting to a Unix socket is answered at once by a server that listens; a server
 # whose loop is stuck still accepts (the kernel does), so this bounds only oddities.
 CONNECT_TIMEOUT_S: Final = 5.0
+
+R = TypeVar("R")
 
 
 class ControlUnreachable(Exception):
@@ -82,22 +85,29 @@ def _check_socket(path: Path, uid: int) -> None:
     check_private(path, kind=stat.S_IFSOCK, uid=uid)
 
 
-async def stop_at(
-    path: Path, *, pid: int, run_id: str, grace_ms: int | None, reason: str | None
-) -> RunSnapshot:
-    """Ask the server process `pid` listening at `path` to stop its run `run_id`; its
-    final snapshot, once the run's processes are gone.
+async def call_at(path: Path, *, pid: int, call: Callable[[Host], Awaitable[R]]) -> R:
+    """`call(host)` on a connection to the server process `pid` listening at `path`.
 
     Raises what `connect_control` raises, `ControlBusy` when the server is at its bound
-    of control connections, `HostError` when it refuses the stop and
+    of control connections, `HostError` when it refuses the request and
     `HostConnectionError` when it goes away first.
     """
     refusal = _Refusal()
     host = await connect_control(path, pid=pid, on_message=refusal)
     try:
         async with host:
-            return await host.stop(run_id=run_id, grace_ms=grace_ms, reason=reason)
+            return await call(host)
     except HostConnectionError as exc:
         if refusal.message is not None:
             raise ControlBusy(refusal.message) from exc
         raise
+
+
+async def stop_at(
+    path: Path, *, pid: int, run_id: str, grace_ms: int | None, reason: str | None
+) -> RunSnapshot:
+    """Ask the server process `pid` listening at `path` to stop its run `run_id`; its
+    final snapshot, once the run's processes are gone. Raises what `call_at` raises."""
+    return await call_at(
+        path, pid=pid, call=lambda host: host.stop(run_id=run_id, grace_ms=grace_ms, reason=reason)
+    )

@@ -76,6 +76,9 @@ class HandlerContext:
     ExecutorUnavailable when it cannot. None: the local executor, always ready."""
     lifecycle: Lifecycle = attrs.Factory(Lifecycle)
     """LSP's `shutdown` and `exit` on this connection: the dispatcher's own, shared here."""
+    any_session: bool = False
+    """A control connection's (protocol.md §10.1): bound to no session, it reaches every run
+    this server holds, by its full id (`handlers/live_runs.held_run`)."""
     last_ping: tuple[tuple[object, ...], PingResult] | None = attrs.field(default=None, repr=False)
     """`ping`'s last answer with what it was made of, answered again while that is equal."""
 

@@ -3,7 +3,10 @@
 A connection to the control socket (rpc/control.py) belongs to no session: it reaches
 the runs this server holds by their full id, whichever session they are in, because
 only the same user can connect. `stop` takes the very path a stdio `stop` takes
-(`handlers/stop.stop_here`), so the owning client sees the same events and end.
+(`handlers/stop.stop_here`), so the owning client sees the same events and end; `run/send`,
+`run/interrupt`, `run/close` and `run/permit` are the stdio methods themselves, their
+run found by `handlers/live_runs.held_run` on a context that reaches any session's. A
+permission answered here is answered by `client:terminal`.
 """
 
 from __future__ import annotations
@@ -16,15 +19,14 @@ import attrs
 from subagent_host.errors import RunNotFound
 from subagent_host.handlers import ping
 from subagent_host.handlers.context import HandlerContext
+from subagent_host.handlers.live_runs import held_here
 from subagent_host.handlers.snapshots import run_snapshot
 from subagent_host.handlers.stop import check_grace, stop_here
-from subagent_host.handlers.table import MethodSpec, bind_methods, by_name
+from subagent_host.handlers.table import METHODS, MethodSpec, bind_methods, by_name
 from subagent_host.rpc.dispatch import Method
 from subagent_host.rpc.errors import InvalidParams
 from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import PingParams, PingResult, RunSnapshot, StatusParams, StopParams
-from subagent_host.runs.state import Run
-from subagent_host.values.error_data import RunRef
 
 
 def handle_ping(params: PingParams, ctx: HandlerContext) -> PingResult:
@@ -40,23 +42,21 @@ async def handle_status(params: StatusParams, ctx: HandlerContext) -> RunSnapsho
     """The snapshot of a run this server holds (a full `runId` is needed)."""
     if params.run_id is None or params.since is not None:
         raise InvalidParams([ParamProblem("runId", "the control socket needs a runId, no since")])
-    return run_snapshot(held_run(params.run_id, ctx))
+    return run_snapshot(held_here(params.run_id, ctx))
 
 
 async def handle_stop(params: StopParams, ctx: HandlerContext) -> RunSnapshot:
     """Stop a run this server holds, as a stdio `stop` from its own client would."""
     check_grace(params)
-    return await stop_here(held_run(params.run_id, ctx), params, ctx)
+    return await stop_here(held_here(params.run_id, ctx), params, ctx)
 
 
-def held_run(run_id: str, ctx: HandlerContext) -> Run:
-    run = ctx.orchestrator.get(run_id)
-    if run is None:
-        raise RunNotFound(
-            f"run {run_id} is not held by this server",
-            data=RunRef(run_id, reason="not-held-here"),
-        )
-    return run
+CLIENT_NAME: Final = "terminal"
+"""Who a control connection is, as a permission answered through it says (`client:terminal`):
+the socket is for the same user's local tools, `subagent-host permit` and `watch` first."""
+# The stdio methods a control connection answers as they are (their handlers find the run
+# through `held_run`, which on this socket's context reaches every session's).
+LIVE_METHODS: Final = ("run/close", "run/interrupt", "run/permit", "run/send")
 
 
 # The methods a control connection answers; the server's own specs' shape (handlers/table.py).
@@ -65,6 +65,7 @@ CONTROL_METHODS: Final[Mapping[str, MethodSpec]] = by_name(
         MethodSpec("ping", PingParams, PingResult, handle_ping),
         MethodSpec("status", StatusParams, RunSnapshot, handle_status, raises=(RunNotFound,)),
         MethodSpec("stop", StopParams, RunSnapshot, handle_stop, raises=(RunNotFound,)),
+        *(METHODS[name] for name in LIVE_METHODS),
     )
 )
 
@@ -73,5 +74,12 @@ def build_control_table(ctx: HandlerContext) -> dict[str, Method]:
     """The control socket's table, over a copy of the server's context that lists only
     these methods (its `ping` then says what this socket answers)."""
     methods = tuple(sorted(CONTROL_METHODS))
-    control = attrs.evolve(ctx, methods=methods, notifications=(), last_ping=None)
+    control = attrs.evolve(
+        ctx,
+        methods=methods,
+        notifications=(),
+        last_ping=None,
+        client_name=CLIENT_NAME,
+        any_session=True,
+    )
     return bind_methods(CONTROL_METHODS.values(), control)

@@ -1,5 +1,6 @@
 """What `run/send`, `run/interrupt`, `run/close` and `run/permit` share: the run they
-reach (this session's, held by this server) and the child a request names."""
+reach (this session's, held by this server; on the control socket, any run it holds)
+and the child a request names."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from subagent_host.values.plurals import plural
 
 async def held_run(run_id: str, ctx: HandlerContext) -> Run:
     """The run (its id or a prefix), as this server holds it: RunNotFound for another
-    session's, and for one another server process on the state directory runs."""
+    session's, and for one another server process on the state directory runs. On a
+    control connection (`ctx.any_session`): the run of that full id this server holds."""
+    if ctx.any_session:
+        return held_here(run_id, ctx)
     run = await ctx.store.find(ctx.session_id, run_id)
     held = ctx.orchestrator.get(run.run_id)
     if held is not None:
@@ -25,6 +29,17 @@ async def held_run(run_id: str, ctx: HandlerContext) -> Run:
             f"run {run.run_id} is running in another server process on this state "
             "directory; talk to it through that server",
             data=RunRef(run.run_id, reason="owned-by-another-server"),
+        )
+    return run
+
+
+def held_here(run_id: str, ctx: HandlerContext) -> Run:
+    """The run of this full id this server holds, whichever session it is in."""
+    run = ctx.orchestrator.get(run_id)
+    if run is None:
+        raise RunNotFound(
+            f"run {run_id} is not held by this server",
+            data=RunRef(run_id, reason="not-held-here"),
         )
     return run
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -192,6 +192,21 @@ class StateBrowser:
             rows = db.execute(
                 "SELECT seq, record FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (run_id, seq, limit),
+            ).fetchall()
+        return [event_from_record(s, json.loads(record)) for s, record in rows]
+
+    def events_of(
+        self, run_id: str, types: Sequence[str], newest: int | None = None
+    ) -> list[RunEvent]:
+        """The run's recorded events of these `type`s, in order: every one, or its `newest`
+        (`show`'s conversation of an interactive child, the permissions it waits on)."""
+        marks = ", ".join("?" for _ in types)
+        with self._snapshot() as db:
+            rows = db.execute(
+                "SELECT seq, record FROM (SELECT seq, record FROM events WHERE run_id = ?"
+                f" AND json_extract(record, '$.type') IN ({marks}) ORDER BY seq DESC LIMIT ?)"
+                " ORDER BY seq",
+                (run_id, *types, -1 if newest is None else newest),
             ).fetchall()
         return [event_from_record(s, json.loads(record)) for s, record in rows]
 

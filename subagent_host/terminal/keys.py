@@ -24,6 +24,10 @@ class Key(enum.Enum):
     QUIT = "q"
     STOP = "s"
     YES = "y"
+    ALLOW = "a"
+    """Allow the selected run's oldest pending permission, once (`watch`)."""
+    REJECT = "r"
+    """Reject it."""
     OTHER = "other"
     """Any key not listed (a letter, F5, Ctrl-Up): what answers a question with no."""
 
@@ -43,6 +47,8 @@ SEQUENCES: Final = {
     b"s": Key.STOP,
     b"y": Key.YES,
     b"Y": Key.YES,
+    b"a": Key.ALLOW,
+    b"r": Key.REJECT,
 }
 ESCAPE: Final = b"\x1b"
 

@@ -3,7 +3,10 @@
 From the run's recorded events: each `output` event's text as it streamed, each
 `stderr` event's as whole lines marked `stderr│ ` (red on a terminal; `stderr| ` on a
 pipe, where no box characters go), an agent child's `message` events (what it said, as
-it streamed), each `activity` event as a line of its own (`» tool bash`); a child that
+it streamed), each `activity` event as a line of its own (`» tool bash`), and so an
+interactive child's turns, live messages and permissions (`» turn end: end_turn`,
+`» message m-1 queued: …`, `» permission p-1 answered: allow-once by client:terminal`:
+`terminal/interaction.py`); a child that
 did not stream (a spawn without `stream`) shows its final output text where it ended.
 Where a child ended whose stderr was not streamed, the tail of its stderr that its
 record keeps follows, marked the same way. Each line of a run of
@@ -31,15 +34,19 @@ from subagent_host.backends.liveness import process_is_alive
 from subagent_host.runs.state import TERMINAL, ChildRun, Run, RunEvent, RunStatus
 from subagent_host.store.browse import StateBrowser
 from subagent_host.terminal import views
+from subagent_host.terminal.interaction import event_line
 from subagent_host.terminal.lines import OpenLines
 from subagent_host.terminal.options import add_run_argument, state_dir_of, subcommand_parser
 from subagent_host.values import RunKind
 from subagent_host.values.events import (
     ActivityEvent,
     ChildEvent,
+    InputEvent,
     MessageEvent,
     OutputEvent,
+    PermissionEvent,
     StderrEvent,
+    TurnEvent,
 )
 
 POLL_INTERVAL_S: Final = 0.1
@@ -167,6 +174,10 @@ class Printer:
             case ActivityEvent(index=index, text=text):
                 self._end_line(index)
                 self._activity(index, text)
+            case TurnEvent() | InputEvent() | PermissionEvent() as said:
+                # An interactive child's conversation: a line of its own, as activity is.
+                self._end_line(said.index)
+                self._activity(said.index, event_line(said))
             case ChildEvent(index=index, status=RunStatus.RUNNING):
                 self._stderr_streamed.discard(index)  # an attempt begins: its own stream or tail
             case ChildEvent(index=index, status=status) if status in TERMINAL:

@@ -3,7 +3,10 @@
 RUN is a run id or a prefix of one (at least 8 characters) that names one run of the
 state directory. The run, its children and how each ended, its error and the tail of
 its output are printed for a person; `--json` prints the run's snapshot exactly as
-`status {runId}` answers it (`handlers/snapshots.py` and the wire's converter).
+`status {runId}` answers it (`handlers/snapshots.py` and the wire's converter). A run
+with interactive children also shows each one's turns (TURN), the end of its
+conversation (its `turn`, `input` and `permission` events, `terminal/interaction.py`),
+and while it runs, the permissions its children wait on, with how to answer them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from subagent_host.values.facts import ErrorInfo
 
 TAIL_LINES: Final = 20
 """Lines of a run's output `show` prints: its last ones."""
+CONVERSATION_EVENTS: Final = 20
+"""An interactive run's newest `turn`, `input` and `permission` events `show` prints."""
+CONVERSATION_TYPES: Final = ("turn", "input", "permission")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -40,6 +46,17 @@ def show_run(args: argparse.Namespace) -> int:
         run = browser.find(args.run)
         streamed = "" if run.output else browser.streamed_output(run.run_id)
         launches = browser.launches(run.run_id)
+        interactive = any(child.turn is not None for child in run.children)
+        said = (
+            browser.events_of(run.run_id, CONVERSATION_TYPES, CONVERSATION_EVENTS)
+            if interactive
+            else []
+        )
+        asked = (
+            browser.events_of(run.run_id, ("permission",))
+            if interactive and not run.is_terminal
+            else []
+        )
     if args.json:
         # The wire's types and converter for --json only: they take a good part of a
         # plain `show`'s start.
@@ -50,6 +67,12 @@ def show_run(args: argparse.Namespace) -> int:
     out = views.console()
     describe(out, run)
     children(out, run, launches)
+    if interactive:
+        # Imported only for such a run: a plain `show` loads no event types.
+        from subagent_host.terminal.show_conversation import conversation, pending
+
+        conversation(out, run, said, CONVERSATION_EVENTS)
+        pending(out, run, asked)
     errors(out, run)
     worktrees(out, run)
     output_tail(out, run, streamed)
@@ -86,11 +109,14 @@ def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> N
     if not run.children:
         return
     out.print()
+    # TURN only for a run with interactive children: turns begun, running or waiting.
+    turns = any(child.turn is not None for child in run.children)
     grid = views.table(
         out,
         "#",
         "BACKEND",
         "STATUS",
+        *(("TURN",) if turns else ()),
         "ATTEMPT",
         "TOOK",
         "ENDED BY",
@@ -103,11 +129,13 @@ def children(out: Console, run: Run, launches: Mapping[int, LaunchSummary]) -> N
     now = datetime.now(UTC)
     for child in run.children:
         resources = child.resources
+        turn = f"{child.turn.count} {child.turn.state}" if child.turn is not None else "-"
         views.add_row(
             grid,
             str(child.index),
             child.backend,
             views.status_text(str(child.status)),
+            *((turn,) if turns else ()),
             str(child.attempt),
             views.run_duration(child, now),
             views.how_it_ended(child),

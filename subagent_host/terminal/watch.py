@@ -10,10 +10,13 @@ own, never on the loop that takes the keys.
 Keys: ↑/↓ (or k/j) select a run, Enter shows its output and Esc or Enter goes back, `s`
 asks in the footer whether to stop it and `y` stops it (through
 `subagent_host.terminal.stopping`, the path `subagent-host stop` takes; any other key
-keeps it running: the stop of a tree of agents cannot be undone), `q` quits with status
-0. Ctrl-C quits with 130, SIGTERM with 143 and SIGHUP with 129; on every way out the
-terminal is given back as it was. Without a terminal on standard input and output it
-says so in one line and exits with 2.
+keeps it running: the stop of a tree of agents cannot be undone), `a` allows once and `r`
+rejects the oldest permission the selected run's interactive children wait on (shown
+under the run; answered through `subagent_host.terminal.live`, the path `subagent-host
+permit` takes, as `client:terminal`), `q` quits with status 0. Ctrl-C quits with 130,
+SIGTERM with 143 and SIGHUP with 129; on every way out the terminal is given back as it
+was. Without a terminal on standard input and output it says so in one line and exits
+with 2.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import inspect
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,7 +72,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--session", metavar="ID", help="only this session's runs")
     parser.epilog = (
         "keys: up/down select a run, enter shows its output (esc or enter: back),"
-        " s stops it once y answers its question, q quits"
+        " s stops it once y answers its question, a allows once and r rejects the permission"
+        " its children wait on, q quits"
     )
     args = parser.parse_args(argv)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -96,7 +100,8 @@ class Watch:
         """Set when what is shown must be read again now (a key opened the output view)."""
         self._done: asyncio.Future[int] | None = None
         self._live: Live | None = None
-        self._stops: set[asyncio.Task[None]] = set()
+        self._acting: set[asyncio.Task[None]] = set()
+        """A stop or an answer under way (cancelled when watch ends)."""
         self._asking: str | None = None
         """The run whose stop `s` asked about: the next key answers (`y` stops it)."""
         self._chose = False
@@ -121,9 +126,9 @@ class Watch:
                     return await self._done
                 finally:
                     loop.remove_reader(fd)
-                    for task in [*tasks, *self._stops]:
+                    for task in [*tasks, *self._acting]:
                         task.cancel()
-                    await asyncio.gather(*tasks, *self._stops, return_exceptions=True)
+                    await asyncio.gather(*tasks, *self._acting, return_exceptions=True)
                     self._live = None
         finally:
             for signum in (*QUIT_BY_SIGNAL, signal.SIGWINCH):
@@ -224,6 +229,8 @@ class Watch:
             self._view = attrs.evolve(self._view, tail=None)
         elif key is Key.STOP:
             self._ask_to_stop()
+        elif key in (Key.ALLOW, Key.REJECT):
+            self._answer_permission(allow=key is Key.ALLOW)
 
     def _move(self, step: int) -> None:
         ids = [line.run.run_id for line in self._board]
@@ -264,9 +271,12 @@ class Watch:
             self._say(f"{name} not stopped")
             return
         self._say(f"stopping {name}…")
-        task = asyncio.create_task(self._stop(run_id, name))
-        self._stops.add(task)
-        task.add_done_callback(self._stops.discard)
+        self._act(self._stop(run_id, name))
+
+    def _act(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._acting.add(task)
+        task.add_done_callback(self._acting.discard)
 
     async def _stop(self, run_id: str, name: str) -> None:
         """Stop the run as `subagent-host stop` does; the outcome in the footer."""
@@ -287,6 +297,37 @@ class Watch:
             self._say(f"cannot stop {name}: internal error ({type(exc).__name__}: {exc})")
             return
         self._say(f"{name} {getattr(snapshot, 'status', 'stopped')}")
+        self._changed.set()
+
+    def _answer_permission(self, *, allow: bool) -> None:
+        """`a`/`r`: answer the selected run's oldest pending permission (the one marked)."""
+        line = next((ln for ln in self._board if ln.run.run_id == self._view.selected), None)
+        if line is None:
+            return
+        if not line.pending:
+            self._say(f"run {short_id(line.run.run_id)} waits on no permission")
+            return
+        permission = line.pending[0].permission_id
+        self._say(f"{'allowing' if allow else 'rejecting'} {permission}…")
+        self._act(self._permit(line.run.run_id, permission, allow))
+
+    async def _permit(self, run_id: str, permission: str, allow: bool) -> None:
+        """Answer as `subagent-host permit` does (this once); the outcome in the footer."""
+        # Imported when first used: the control socket's client is not needed to watch.
+        from subagent_host.terminal import live
+        from subagent_host.terminal.owners import OwnerFailed
+
+        try:
+            _pending, result = await live.permit(
+                self._state_dir, run_id, permission, allow, always=False
+            )
+        except OwnerFailed as exc:
+            self._say(f"cannot answer {permission}: {exc}")
+            return
+        except Exception as exc:  # a bug of the answer's path: said here, not lost with the task
+            self._say(f"cannot answer {permission}: internal error ({type(exc).__name__}: {exc})")
+            return
+        self._say(f"{permission} answered {result.kind}")
         self._changed.set()
 
     def _say(self, message: str) -> None:

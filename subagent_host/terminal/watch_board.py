@@ -1,5 +1,6 @@
 """What `watch` shows, read from a state directory: its runs, each child's latest activity,
-what it runs, and the CPU and memory of the children still running.
+what it runs, the permissions interactive children wait on, and the CPU and memory of
+the children still running.
 
 Everything here is synchronous and runs on `watch`'s one reader thread: the database
 through `StateBrowser` (read-only), the running children's processes through psutil.
@@ -18,9 +19,12 @@ from subagent_host.backends.liveness import tree_usage
 from subagent_host.backends.reports import stderr_reason
 from subagent_host.runs.state import ChildRun, Run, RunStatus
 from subagent_host.store.browse import LaunchSummary, StateBrowser
+from subagent_host.terminal.interaction import pending_permissions
 from subagent_host.terminal.views import child_head, last_line, plural, printable
 from subagent_host.values import RunKind
+from subagent_host.values.events import PermissionEvent
 from subagent_host.values.facts import ErrorInfo
+from subagent_host.values.interaction import PendingPermission
 
 RUNS_SHOWN: Final = 100
 """The newest runs read: more than a screen holds, fewer than a slow read would need."""
@@ -49,6 +53,8 @@ class RunLine:
     run: Run
     what: str
     children: tuple[ChildLine, ...]
+    pending: tuple[PendingPermission, ...] = ()
+    """The permissions its interactive children wait on, oldest first (while it runs)."""
 
     @property
     def cpu_seconds(self) -> float | None:
@@ -74,8 +80,11 @@ class BoardCache:
     """What a read keeps for the next: launches never change, activity only with events."""
 
     launches: dict[str, dict[int, LaunchSummary]] = attrs.Factory(dict)
-    activity: dict[str, tuple[int, dict[int, str]]] = attrs.Factory(dict)
-    """Per run: the `last_seq` it was read at, and each child's latest activity."""
+    activity: dict[str, tuple[int, dict[int, str], tuple[PendingPermission, ...]]] = attrs.Factory(
+        dict
+    )
+    """Per run: the `last_seq` it was read at, each child's latest activity, and the
+    permissions its children wait on."""
 
 
 def read_board(
@@ -89,14 +98,23 @@ def read_board(
             cache.launches[run.run_id] = browser.launches(run.run_id)
         seen = cache.activity.get(run.run_id)
         if seen is None or seen[0] != run.last_seq:
-            seen = (run.last_seq, browser.latest_activity(run.run_id))
+            seen = (run.last_seq, browser.latest_activity(run.run_id), waiting(browser, run))
             cache.activity[run.run_id] = seen
-        lines.append(run_line(run, cache.launches[run.run_id], seen[1]))
+        line = run_line(run, cache.launches[run.run_id], seen[1])
+        lines.append(attrs.evolve(line, pending=seen[2]))
     shown = {line.run.run_id for line in lines}
     for forgotten in cache.launches.keys() - shown:  # pruned, or scrolled out of the newest
         cache.launches.pop(forgotten, None)
         cache.activity.pop(forgotten, None)
     return tuple(lines)
+
+
+def waiting(browser: StateBrowser, run: Run) -> tuple[PendingPermission, ...]:
+    """The permissions a running run's interactive children wait on, from its events."""
+    if run.is_terminal or all(child.turn is None for child in run.children):
+        return ()
+    asked = browser.events_of(run.run_id, ("permission",))
+    return pending_permissions(e.payload for e in asked if isinstance(e.payload, PermissionEvent))
 
 
 def run_line(

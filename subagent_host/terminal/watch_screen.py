@@ -1,5 +1,6 @@
-"""How `watch` draws its board: a header, the runs with their children (or one run's
-output), and a footer with the keys and the last message.
+"""How `watch` draws its board: a header, the runs with their children and the permissions
+their interactive children wait on (or one run's output), and a footer with the keys and
+the last message.
 
 Pure rendering: given what was read (`watch_board`) and what the person chose, it
 returns a rich renderable the size of the screen. `watch` draws it full-screen;
@@ -23,17 +24,21 @@ from rich.text import Text
 
 from subagent_host import SERVER_NAME
 from subagent_host.runs.state import RunStatus
+from subagent_host.terminal.interaction import SUMMARY_CHARS
 from subagent_host.terminal.views import (
     duration,
     elapsed,
     plural,
+    printable,
     run_tokens,
     short_id,
+    shorten,
     size,
     status_text,
     tokens,
 )
 from subagent_host.terminal.watch_board import ChildLine, OutputTail, RunLine
+from subagent_host.values.interaction import PendingPermission
 
 SELECTED: Final = "›"
 """Marks the selected run (also without colours, where its highlight may not show)."""
@@ -41,8 +46,14 @@ SELECTED_STYLE: Final = "on grey23"
 """The selected run's row (without colours only its marker and bold id show it)."""
 HEADER_LINES: Final = 1
 FOOTER_LINES: Final = 2
-LIST_KEYS: Final = "↑/↓ select   enter output   s stop   q quit"
-TAIL_KEYS: Final = "esc/enter back   ↑/↓ other run   s stop   q quit"
+LIST_KEYS: Final = "↑/↓ select   enter output   s stop   a/r allow/reject   q quit"
+TAIL_KEYS: Final = "esc/enter back   ↑/↓ other run   s stop   a/r allow/reject   q quit"
+ASKING: Final = "?"
+"""Marks a permission an interactive child waits on, under its run."""
+ANSWERED_BY_KEYS: Final = "a allow once · r reject"
+PERMISSION_ID_CHARS: Final = 14
+"""The most of a permission's id its row shows."""
+"""Beside the selected run's oldest pending permission: the one `a` and `r` answer."""
 
 
 @attrs.frozen
@@ -166,6 +177,9 @@ def table_rows(board: Sequence[RunLine], selected: str | None, now: datetime) ->
             for position, child in enumerate(line.children):
                 last = position == len(line.children) - 1
                 yield run.run_id, child_cells(child, last, now), ""
+        for position, permission in enumerate(line.pending):
+            keyed = is_selected and position == 0
+            yield run.run_id, permission_cells(permission, keyed), ""
 
 
 def child_cells(line: ChildLine, last: bool, now: datetime) -> list[Text]:
@@ -179,6 +193,25 @@ def child_cells(line: ChildLine, last: bool, now: datetime) -> list[Text]:
         Text(tokens(child.usage), style="dim"),
         Text(cpu(line.cpu_seconds), style="dim"),
         Text(size(line.rss_bytes), style="dim"),
+    ]
+
+
+def permission_cells(permission: PendingPermission, keyed: bool) -> list[Text]:
+    """A permission a child waits on: its id, the tool and what it would do, its answers;
+    `keyed`: the one `a` and `r` answer (the selected run's oldest)."""
+    options = ", ".join(option.kind.value for option in permission.options)
+    said = f"{shorten(printable(permission.summary), SUMMARY_CHARS)}  [{options}]"
+    # The id cut short: a CLI's own ids are long, and the keys answer it without typing it.
+    shown_id = shorten(permission.permission_id, PERMISSION_ID_CHARS)
+    return [
+        Text(f"  {ASKING} {shown_id}", style="bold yellow" if keyed else "yellow"),
+        Text("asks", style="bold yellow"),
+        Text(""),
+        Text(f"{permission.index}: {printable(permission.name)} ({permission.kind})"),
+        Text.assemble(*(((f"{ANSWERED_BY_KEYS}  ", "bold"),) if keyed else ()), said),
+        Text(""),
+        Text(""),
+        Text(""),
     ]
 
 

@@ -10,7 +10,7 @@ import os
 import socket
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +72,19 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, name: str = "a") -> AsyncIterator[Server]:
-    """A server (its own process) on `tmp_path/state`; afterwards it and every process of
-    its runs are gone, and it logged no traceback."""
+async def serving(
+    tmp_path: Path, name: str = "a", env: Mapping[str, str] | None = None
+) -> AsyncIterator[Server]:
+    """A server (its own process) on `tmp_path/state`, with `env` added to its environment;
+    afterwards it and every process of its runs are gone, and it logged no traceback."""
     state = tmp_path / "state"
     log = tmp_path / f"server-{name}.log"
     seen = Seen()
+    environment = {**os.environ, **env} if env is not None else None
     with log.open("ab") as stderr:
-        async with Host.start(["--state-dir", str(state)], stderr=stderr, on_message=seen) as host:
+        async with Host.start(
+            ["--state-dir", str(state)], stderr=stderr, on_message=seen, env=environment
+        ) as host:
             server = Server(host, state, seen)
             await host.ping()
             yield server
@@ -212,14 +217,24 @@ async def test_a_socket_a_dead_server_left_is_removed_by_the_next_server(tmp_pat
     assert list(directory.iterdir()) == []  # swept while it served; its own removed at exit
 
 
-async def test_the_control_socket_answers_ping_status_and_stop_only(tmp_path: Path) -> None:
+async def test_the_control_socket_answers_ping_status_stop_and_the_live_run_methods_only(
+    tmp_path: Path,
+) -> None:
     async with serving(tmp_path) as server:
         run_id = await server.spawn_ready(("sh", "-c", "echo ready; exec sleep 300"))
         assert server.host.process is not None
         (path,) = (server.state / CONTROL_DIR).iterdir()
         async with await connect_control(path, pid=server.host.process.pid) as control:
             pong = await control.ping()
-            assert pong.methods == ("ping", "status", "stop")
+            assert pong.methods == (
+                "ping",
+                "run/close",
+                "run/interrupt",
+                "run/permit",
+                "run/send",
+                "status",
+                "stop",
+            )
             with pytest.raises(InvalidParams):
                 await control.request("ping", {"sessionId": "session-other"})
             assert (await control.status(run_id)).status == "running"
