@@ -430,12 +430,14 @@ class Terminal:
             if not data:
                 return
 
-    def wait_for(self, text: bytes) -> None:
+    def wait_for(self, text: bytes, after: int = 0) -> int:
+        """Until `text` was written (after the first `after` bytes); where it ends."""
         with self._changed:
             found = self._changed.wait_for(
-                lambda: text in self.seen or self._status is not None, EXIT_TIMEOUT_S
+                lambda: text in self.seen[after:] or self._status is not None, EXIT_TIMEOUT_S
             )
-            assert found and text in self.seen, (text, self.seen[-2000:])
+            assert found and text in self.seen[after:], (text, self.seen[-2000:])
+            return self.seen.index(text, after) + len(text)
 
     def write(self, data: bytes) -> None:
         os.write(self.master, data)
