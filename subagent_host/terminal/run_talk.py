@@ -100,6 +100,9 @@ class Talk:
         and each message sent while it waited (counted, the events may come late)."""
         self._started = False
         self._pending: dict[str, PendingPermission] = {}
+        self._left: set[str] = set()
+        """Permissions no answer will come for from here (the input ended, and they offer
+        no reject): left to their timeout."""
         self._over = False
         self._closing = False
         self._changed = asyncio.Event()
@@ -169,8 +172,9 @@ class Talk:
         try:
             while not self._over:
                 self._changed.clear()
-                if self._pending:
-                    await self._ask_permission(next(iter(self._pending.values())))
+                asked = [p for p in self._pending.values() if p.permission_id not in self._left]
+                if asked:
+                    await self._ask_permission(asked[0])
                 elif self.waits_for_input:
                     await self._take_message()
                 else:
@@ -213,13 +217,15 @@ class Talk:
             if line is _CHANGED:
                 continue  # answered elsewhere, withdrawn, or the run ended: asked no more
             self._answered(line)
-            option = (
-                permission_prompt.refusal(permission)
-                if line is None
-                else permission_prompt.chosen(permission, str(line))
-            )
-            if option is None:
-                continue  # not an answer it takes: asked again
+            if line is None:  # no one will type more: its reject, or left to its timeout
+                option = permission_prompt.refusal(permission)
+                if option is None:
+                    self._left.add(permission.permission_id)
+                    break
+            else:
+                option = permission_prompt.chosen(permission, str(line))
+                if option is None:
+                    continue  # not an answer it takes: asked again
             try:
                 await self._host.permit(self.run_id, permission.permission_id, option.option_id)
             except RequestRefused:  # answered meanwhile (its timeout, another client)
@@ -230,8 +236,6 @@ class Talk:
     async def _read_unless_changed(self) -> str | None | object:
         """The next line (None at the end of the input), or `_CHANGED` if what the events
         say changed first (what was typed so far is kept for the next read)."""
-        if self._lines.ended:
-            return None
         reading = asyncio.ensure_future(self._lines.line())
         changed = asyncio.ensure_future(self._changed.wait())
         try:

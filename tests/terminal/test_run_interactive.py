@@ -125,13 +125,14 @@ async def test_lines_piped_in_are_the_messages_and_their_end_closes_the_run(
     )
     try:
         async with asyncio.timeout(EXIT_TIMEOUT_S * 3):
-            stdout, stderr = await process.communicate(b"again\nmore\n")
+            stdout, stderr = await process.communicate(b"again\nmore")
     finally:
         if process.returncode is None:
             process.kill()  # by pid: the one process this test started
             await process.wait()
     assert (process.returncode, stderr) == (0, b"")  # no prompt: stdin is no terminal
-    # Each line once the turn before it had ended; each answer as it came.
+    # Each line once the turn before it had ended (the last one too, without its
+    # newline); each answer as it came.
     assert stdout == b"got hello\ngot again\ngot more\n"
     assert only_run(state_dir).status == "completed"
     assert_nothing_survives(state_dir)
