@@ -12,7 +12,7 @@ async with Host.start(["--state-dir", state_dir]) as host:
         ...
     final = await host.wait(run.run_id)
     # An interactive child lives on after its turn and takes messages (protocol.md §23).
-    chat = await host.spawn(command=["cat"], prompt="hello", interactive=True, stream=True)
+    chat = await host.spawn(command=["cat"], prompt="hello", interactive=True)
     await host.send(chat.run_id, "again")  # `delivered`, or `queued` behind a running turn
     await host.close_run(chat.run_id)  # its input ends; answered with its final snapshot
 ```

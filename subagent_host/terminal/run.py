@@ -96,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("prompt", nargs="?", metavar="PROMPT", help="an agent's task")
+    parser.add_argument(
+        "prompt",
+        nargs="?",
+        metavar="PROMPT",
+        help="an agent's task (with -i, a COMMAND's first line)",
+    )
     parser.add_argument(
         "--backend",
         metavar="B",
