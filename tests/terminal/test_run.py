@@ -225,6 +225,8 @@ async def test_a_command_that_cannot_start_exits_1_saying_why(tmp_path: Path) ->
         ([], "nothing to run: give a COMMAND after '--', a PROMPT, or --agent NAME"),
         (["--"], "nothing to run after '--': give a COMMAND"),
         (["hello", "--", "true"], "give a PROMPT or a COMMAND after '--', not both"),
+        (["-i", "--json", "--", "cat"], "-i shows each turn as it comes: not with --json"),
+        (["-i", "-q", "--", "cat"], "-i shows each turn as it comes: not with --json or --quiet"),
     ],
 )
 async def test_a_bad_command_line_is_one_line_and_exit_2(

@@ -18,13 +18,15 @@ from subagent_host.store.browse import StateBrowser
 from subagent_host.values.choices import Phase
 from subagent_host.values.events import TurnEvent
 from tests.backends.fixtures.record_claude_stream import WRITE_COMMAND, WRITTEN
-from tests.e2e.agents import AGENT_BIN, claude_environment
+from tests.e2e.agents import AGENT_BIN, claude_environment, pi_environment
 from tests.e2e.harness import EXIT_TIMEOUT_S
-from tests.mock_llm import MockLLM
+from tests.mock_llm import FINAL_TEXT_PREFIX, MockLLM
 from tests.runs.test_live_children import LINES
 from tests.terminal.test_run import (
+    GREETER,
     assert_nothing_survives,
     only_run,
+    run,
     run_argv,
     terminal,
 )
@@ -136,6 +138,29 @@ async def test_lines_piped_in_are_the_messages_and_their_end_closes_the_run(
     assert stdout == b"got hello\ngot again\ngot more\n"
     assert only_run(state_dir).status == "completed"
     assert_nothing_survives(state_dir)
+
+
+@pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="pi is not installed")
+async def test_an_agent_named_by_its_definition_answers_then_the_end_of_stdin_closes_it(
+    tmp_path: Path,
+) -> None:
+    """`--agent` alone: its backend (pi, the default) is read from a preflight's plan, so
+    it is spawned without approvals; stdin is empty, so its first turn is its only one."""
+    agents = tmp_path / "xdg-config" / "subagent-host" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "greeter.md").write_text(GREETER)
+    with MockLLM() as mock:
+        env = {
+            **pi_environment(tmp_path, mock.openai_base_url),
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+        }
+        ended = await run(tmp_path / "state", "-i", "--agent", "greeter", env=env, cwd=tmp_path)
+    assert ended.status == 0, ended.stderr.decode()
+    run_ = only_run(tmp_path / "state")
+    assert run_.status == "completed" and run_.children[0].backend == "pi"
+    # As it came, once, its last line ended.
+    assert ended.stdout.decode() == run_.children[0].output.text.rstrip("\n") + "\n"
+    assert ended.stdout.startswith(FINAL_TEXT_PREFIX.encode())
 
 
 @pytest.mark.skipif(not (AGENT_BIN / "claude").exists(), reason="claude is not installed")
