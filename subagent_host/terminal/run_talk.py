@@ -45,6 +45,7 @@ from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal import permission_prompt
 from subagent_host.terminal.line_input import LineInput
 from subagent_host.terminal.progress import RunProgress
+from subagent_host.terminal.run_exits import PROG
 from subagent_host.values import TERMINAL
 from subagent_host.values.choices import Phase
 
@@ -192,19 +193,22 @@ class Talk:
         if line is _CHANGED:
             return  # asked again, if the child still waits
         self._answered(line)
-        begun = self._begun  # the child waited: the message begins the turn after these
-        try:
-            if not isinstance(line, str) or not line.strip():
-                self._closing = True
+        if not isinstance(line, str) or not line.strip():
+            self._closing = True
+            try:
                 await self._host.close_run(self.run_id)
-                return
+            except HostError as exc:  # it ended meanwhile, or the server cannot close it
+                self._say(f"{PROG}: {exc.message}")
+            return
+        # The child waited: the message begins the turn after those begun, and a Ctrl-C
+        # from now on is that turn's, even before the reply or the turn's events come.
+        expected, self._expected = self._expected, max(self._expected, self._begun + 1)
+        try:
             await self._host.send(self.run_id, line)
-        except RequestRefused:  # the child ended meanwhile: its end is on its way
-            return
-        except HostError as exc:  # a message it does not take (64 KiB at most)
-            self._say(exc.message)
-            return
-        self._expected = max(self._expected, begun + 1)
+        except HostError as exc:  # the child ended meanwhile, or a message it cannot take
+            self._expected = expected
+            if not isinstance(exc, RequestRefused):  # its end is on its way
+                self._say(f"{PROG}: {exc.message}")
 
     async def _ask_permission(self, permission: PendingPermission) -> None:
         self._before_asking()

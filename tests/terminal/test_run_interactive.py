@@ -115,10 +115,9 @@ def test_a_second_ctrl_c_during_a_turn_stops_the_run(tmp_path: Path) -> None:
     assert_nothing_survives(state_dir)
 
 
-async def test_lines_piped_in_are_the_messages_and_their_end_closes_the_run(
-    tmp_path: Path,
-) -> None:
-    state_dir = tmp_path / "state"
+async def piped(state_dir: Path, stdin: bytes) -> tuple[int, bytes, bytes]:
+    """`run -i hello` of the line-answering child, `stdin` piped in; its exit status,
+    stdout and stderr, once nothing of it survives."""
     process = await asyncio.create_subprocess_exec(
         *run_argv(state_dir, "-i", "hello", *CHILD),
         stdin=asyncio.subprocess.PIPE,
@@ -127,17 +126,32 @@ async def test_lines_piped_in_are_the_messages_and_their_end_closes_the_run(
     )
     try:
         async with asyncio.timeout(EXIT_TIMEOUT_S * 3):
-            stdout, stderr = await process.communicate(b"again\nmore")
+            stdout, stderr = await process.communicate(stdin)
     finally:
         if process.returncode is None:
             process.kill()  # by pid: the one process this test started
             await process.wait()
-    assert (process.returncode, stderr) == (0, b"")  # no prompt: stdin is no terminal
+    assert only_run(state_dir).status == "completed"
+    assert_nothing_survives(state_dir)
+    assert process.returncode is not None
+    return process.returncode, stdout, stderr
+
+
+async def test_lines_piped_in_are_the_messages_and_their_end_closes_the_run(
+    tmp_path: Path,
+) -> None:
+    status, stdout, stderr = await piped(tmp_path / "state", b"again\nmore")
+    assert (status, stderr) == (0, b"")  # no prompt: stdin is no terminal
     # Each line once the turn before it had ended (the last one too, without its
     # newline); each answer as it came.
     assert stdout == b"got hello\ngot again\ngot more\n"
-    assert only_run(state_dir).status == "completed"
-    assert_nothing_survives(state_dir)
+
+
+async def test_a_message_too_long_is_said_and_the_conversation_goes_on(tmp_path: Path) -> None:
+    status, stdout, stderr = await piped(tmp_path / "state", b"x" * 70_000 + b"\nagain\n")
+    assert (status, stdout) == (0, b"got hello\ngot again\n")
+    said = "subagent-host run: invalid params: text: is 70000 bytes of UTF-8: at most 65536\n"
+    assert stderr.decode() == said
 
 
 @pytest.mark.skipif(not (AGENT_BIN / "pi").exists(), reason="pi is not installed")
