@@ -105,8 +105,10 @@ def test_ctrl_c_interrupts_the_turn_and_one_at_the_prompt_stops_the_run(tmp_path
 
 def test_a_second_ctrl_c_during_a_turn_stops_the_run(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
-    with terminal(run_argv(state_dir, "-i", "quiet", *CHILD), None) as term:
-        at = term.wait_for(b"running")
+    with terminal(run_argv(state_dir, "-i", "hello", *CHILD), None) as term:
+        at = term.wait_for(PROMPT, term.wait_for(b"got hello\r\n"))
+        term.write(b"quiet" + ENTER)
+        at = term.wait_for(b"running", at)
         term.write(CTRL_C)
         term.wait_for(b"interrupting the turn", at)
         term.write(CTRL_C)
