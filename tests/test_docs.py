@@ -57,10 +57,14 @@ def test_readme_python_example_runs_as_it_is(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr.decode()
     lines = done.stdout.decode().splitlines()
     assert lines[:2] == ["protocol 1 limits 1000", "completed hi"]
-    events = [line.split(" ", 1)[1] for line in lines[2:-2]]
+    events = [line.split(" ", 1)[1] for line in lines[2:-3]]
     assert events[-1] == "status completed"
     assert events.index("output one") < events.index("output two")
-    assert lines[-2:] == ["completed True", "-32001 no run 'no-such-run' in this session"]
+    assert lines[-3:] == [
+        "completed True",
+        "completed ['hello', 'again']",
+        "-32001 no run 'no-such-run' in this session",
+    ]
 
 
 def test_protocol_md_lists_every_contract_error_code() -> None:

@@ -11,7 +11,17 @@ async with Host.start(["--state-dir", state_dir]) as host:
     async for event in host.events(run.run_id):  # ends when the run is terminal
         ...
     final = await host.wait(run.run_id)
+    # An interactive child lives on after its turn and takes messages (protocol.md §23).
+    chat = await host.spawn(command=["cat"], prompt="hello", interactive=True)
+    await host.send(chat.run_id, "again")  # `delivered`, or `queued` behind a running turn
+    await host.close_run(chat.run_id)  # its input ends; answered with its final snapshot
 ```
+
+With `approvals="client"` (claude, codex) its tool uses wait for an answer:
+`host.permit(run_id, permission_id, option_id)`, or
+`host.answer_permissions(run_id, decide)` calling `decide(permission)` for each one
+asked until the run ends (`decide` returns an option, the kind of one such as
+`OptionKind.ALLOW_ONCE`, an option id, or None to leave it).
 
 Results are the server's own wire types (`subagent_host.rpc.wire`,
 `subagent_host.values.facts`) with snake_case attributes; a snapshot's
@@ -44,6 +54,7 @@ from subagent_host.client.errors import (
     RunNotFound,
 )
 from subagent_host.client.host import Call, Host
+from subagent_host.client.permissions import Choice, Decide
 from subagent_host.rpc.wire import (
     AccessRequest,
     AgentsListResult,
@@ -51,40 +62,61 @@ from subagent_host.rpc.wire import (
     EventWire,
     ForEachStep,
     InitializeResult,
+    InterruptResult,
     ParallelStep,
+    PermitResult,
     PingResult,
     PreflightResult,
     ResumeRequest,
     RunList,
     RunSnapshot,
+    SendResult,
     SpawnItem,
     WorkflowRequest,
 )
 from subagent_host.values import TERMINAL, Mode, RunKind, RunStatus
-from subagent_host.values.choices import ReachedLimit, StepStatus, StoppedBy
+from subagent_host.values.choices import (
+    Delivery,
+    DeliveryState,
+    OptionKind,
+    PermissionStage,
+    ReachedLimit,
+    StepStatus,
+    StoppedBy,
+    ToolKind,
+    TurnState,
+)
 from subagent_host.values.events import (
     ActivityEvent,
     ChildEvent,
     Event,
+    InputEvent,
     MessageEvent,
     OutputEvent,
+    PermissionEvent,
     StatusEvent,
     StderrEvent,
     ToolEvent,
+    TurnEvent,
     UsageEvent,
 )
+from subagent_host.values.interaction import PendingPermission, PermissionOption, TurnInfo
 
 __all__ = [
-    "ERRORS",
     "AccessRequest",
     "ActivityEvent",
     "AgentsListResult",
     "AmbiguousRunId",
-    "ClientInfo",
     "BackendUnavailable",
     "Call",
     "CapacityExceeded",
     "ChildEvent",
+    "Choice",
+    "ClientInfo",
+    "Decide",
+    "Delivery",
+    "DeliveryState",
+    "ERRORS",
     "Event",
     "EventWire",
     "ForEachStep",
@@ -92,21 +124,29 @@ __all__ = [
     "HostConnectionError",
     "HostError",
     "InitializeResult",
+    "InputEvent",
     "InternalError",
+    "InterruptResult",
     "InvalidParams",
     "InvalidRequest",
     "LaunchRejected",
-    "RequestRefused",
     "MessageEvent",
     "MethodNotFound",
     "Mode",
+    "OptionKind",
     "OutputEvent",
     "ParallelStep",
     "ParseError",
-    "ReachedLimit",
+    "PendingPermission",
+    "PermissionEvent",
+    "PermissionOption",
+    "PermissionStage",
+    "PermitResult",
     "PingResult",
     "PreflightResult",
+    "ReachedLimit",
     "RequestCancelled",
+    "RequestRefused",
     "ResumeDenied",
     "ResumeRequest",
     "RunKind",
@@ -114,6 +154,7 @@ __all__ = [
     "RunNotFound",
     "RunSnapshot",
     "RunStatus",
+    "SendResult",
     "SpawnItem",
     "StatusEvent",
     "StderrEvent",
@@ -121,6 +162,10 @@ __all__ = [
     "StoppedBy",
     "TERMINAL",
     "ToolEvent",
+    "ToolKind",
+    "TurnEvent",
+    "TurnInfo",
+    "TurnState",
     "UsageEvent",
     "WorkflowRequest",
 ]

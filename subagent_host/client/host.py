@@ -16,7 +16,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Final, Generic, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
 
 from subagent_host.client.connection import (
     MAX_MESSAGE_BYTES,
@@ -25,16 +25,22 @@ from subagent_host.client.connection import (
     Connection,
     MessageObserver,
 )
-from subagent_host.client.errors import HostConnectionError
+from subagent_host.client.errors import HostConnectionError, RequestRefused
 from subagent_host.client.events import EventRouter
 from subagent_host.client.params import ParamsWriter
+from subagent_host.client.permissions import Decide, decided, option_id_of, pending_of
 from subagent_host.rpc.wire import (
     AgentsListParams,
     AgentsListResult,
+    CloseParams,
     DetachParams,
     EventWire,
     InitializeParams,
     InitializeResult,
+    InterruptParams,
+    InterruptResult,
+    PermitParams,
+    PermitResult,
     PingParams,
     PingResult,
     PreflightParams,
@@ -42,6 +48,8 @@ from subagent_host.rpc.wire import (
     ResumeParams,
     RunList,
     RunSnapshot,
+    SendParams,
+    SendResult,
     SpawnParams,
     StatusParams,
     StopParams,
@@ -49,7 +57,9 @@ from subagent_host.rpc.wire import (
 )
 from subagent_host.server_process import StreamTarget, server_command, start_server_process
 from subagent_host.values import TERMINAL, Framing
-from subagent_host.values.events import StatusEvent
+from subagent_host.values.choices import Delivery, PermissionStage
+from subagent_host.values.events import PermissionEvent, StatusEvent
+from subagent_host.values.interaction import PendingPermission
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +74,9 @@ EXIT_WAIT_S: Final = 30.0
 TERMINATE_WAIT_S: Final = 15.0
 # Then SIGKILL, which cannot be ignored; reaping it takes no time.
 KILL_WAIT_S: Final = 5.0
+# What `answer_permissions` takes in its stride: a permission answered meanwhile (by
+# another client, its timeout, its child's end, or withdrawn by the CLI).
+NOT_PENDING: Final = "not-pending"
 # A server on streams of the caller's answers what it has read once its input ends,
 # and the events of the runs it stops: read for this long, so that it is not left
 # blocked on a full pipe, then stop reading.
@@ -134,7 +147,9 @@ class Host:
     `initialize`, `ping`, `preflight`, `spawn`, `status`, `stop`, `resume`, `agents_list`,
     LSP's `shutdown`, and the notifications `detach` and `exit`. `events(run_id)` follows
     a run, `wait(run_id)` returns its final snapshot; `request(method, params)` sends any
-    method with plain JSON.
+    method with plain JSON. An interactive child (`spawn(interactive=True)`, protocol.md
+    §23) is talked to with `send`, `interrupt`, `close_run` and `permit`, and
+    `answer_permissions(run_id, decide)` answers its permissions from a callback.
     Errors are `HostError` subclasses (`client/errors.py`); a call cancelled while it
     waits sends `$/cancelRequest` and raises `CancelledError`.
     """
@@ -285,6 +300,107 @@ class Host:
         if run_id is None:
             return await self.call("status", params, RunList)
         return await self.call("status", params, RunSnapshot)
+
+    # --- interactive children (protocol.md §23) ---------------------------------------
+
+    async def send(
+        self,
+        run_id: str,
+        text: str,
+        *,
+        index: int | None = None,
+        delivery: Delivery | str | None = None,
+    ) -> SendResult:
+        """`run/send`: a live message to an interactive child (§23.2).
+
+        `index`: the child (absent: the run's one interactive child); `delivery`:
+        `queue` (absent: when the current turn ends) or `steer` (into the current turn
+        where its CLI can take it there). The result's `state` says whether it was
+        `delivered` (written to the child) or `queued`; its `message_id` is what the
+        `input` events that follow carry. Raises `RequestRefused` (`data["reason"]`:
+        `not-interactive`, `not-running`) when the child takes no message now,
+        `InvalidParams` for an empty text or one over 64 KiB of UTF-8.
+        """
+        params = SendParams(
+            run_id=run_id, text=text, index=index, delivery=cast(Delivery | None, delivery)
+        )  # a bare string is checked as the server checks it (`ParamsWriter`)
+        return await self.call("run/send", params, SendResult)
+
+    async def interrupt(self, run_id: str, *, index: int | None = None) -> InterruptResult:
+        """`run/interrupt`: end the child's current turn, not the child (§23.3).
+
+        `interrupted` is False when no turn ran (nothing was done); else its `turn` event
+        with `stop_reason="interrupted"` follows. Raises `RequestRefused` as `send` does.
+        """
+        return await self.call(
+            "run/interrupt", InterruptParams(run_id=run_id, index=index), InterruptResult
+        )
+
+    async def close_run(self, run_id: str, *, index: int | None = None) -> RunSnapshot:
+        """`run/close`: end the conversation of the child `index`, or of every interactive
+        child of the run (absent), as a CLI ends at the end of its input (§23.3).
+
+        Answered once they have ended: with the run's final snapshot (`completed`) when
+        nothing else of it runs. Closing what already ended is a no-op
+        (`already_terminal` for an ended run). Raises `RequestRefused`
+        (`not-interactive`; `not-running` for a child that has not started).
+        """
+        return await self.call("run/close", CloseParams(run_id=run_id, index=index), RunSnapshot)
+
+    async def permit(self, run_id: str, permission_id: str, option_id: str) -> PermitResult:
+        """`run/permit`: answer a pending permission with one of the options it offers
+        (§23.4): its `permission` event's (`options`), or its entry in the run's
+        `pending_permissions`. The result's `kind` says what the answer does. Raises
+        `RequestRefused` (`not-pending`) when none of that id waits (never asked,
+        answered already, timed out, its child ended), `InvalidParams` for an option it
+        does not offer.
+        """
+        params = PermitParams(run_id=run_id, permission_id=permission_id, option_id=option_id)
+        return await self.call("run/permit", params, PermitResult)
+
+    async def answer_permissions(self, run_id: str, decide: Decide) -> list[PermitResult]:
+        """Answer the run's permissions with `decide` until the run ends; the answers given.
+
+        `decide(permission)` (a function or a coroutine function) is called with each
+        `PendingPermission`: those pending now, then each asked later (a `permission`
+        event with stage `asked`), one at a time, in order. It returns an option the
+        permission offers, the kind of one (`OptionKind.ALLOW_ONCE`: the first offered
+        of that kind), the option's id, or None to leave it unanswered. A permission
+        answered meanwhile (by another client, its timeout, its child's end) or
+        withdrawn is passed over. Returns once the run is terminal (at once for one
+        that is); run it as a task beside what talks to the run. Raises what `decide`
+        raises, `ValueError` for a kind the permission does not offer, `InvalidParams`
+        for an option id it does not offer, `HostConnectionError` if the connection
+        ends first.
+        """
+        snapshot = await self.status(run_id)
+        answers: list[PermitResult] = []
+        for pending in snapshot.pending_permissions or ():
+            await self._answer(snapshot.run_id, pending, decide, answers)
+        if snapshot.status in TERMINAL:
+            return answers
+        async for event in self.events(snapshot.run_id, since=snapshot.last_seq):
+            asked = event.event
+            if isinstance(asked, PermissionEvent) and asked.stage is PermissionStage.ASKED:
+                await self._answer(snapshot.run_id, pending_of(asked), decide, answers)
+        return answers
+
+    async def _answer(
+        self,
+        run_id: str,
+        permission: PendingPermission,
+        decide: Decide,
+        answers: list[PermitResult],
+    ) -> None:
+        option_id = option_id_of(permission, await decided(decide, permission))
+        if option_id is None:
+            return
+        try:
+            answers.append(await self.permit(run_id, permission.permission_id, option_id))
+        except RequestRefused as refused:
+            data = refused.data if isinstance(refused.data, dict) else {}
+            if data.get("reason") != NOT_PENDING:
+                raise
 
     async def detach(self, run_id: str) -> None:
         """`run/detach`: answer this run's waiting `task`-mode calls now (§8.6)."""

@@ -8,6 +8,10 @@ so a script's stderr holds errors only. And only while this process is in its te
 foreground process group: a `run … &` in the background would otherwise draw over the
 shell's prompt and the next command's output (and, with `stty tostop`, be stopped by
 SIGTTOU). Each redraw asks again, so `fg` brings the line back.
+
+An interactive run (`run -i`) asks a person at the bottom instead: `ask` puts a prompt
+in the line's place, the cursor after it, until the answer's line ends (`answered`) or
+the question no longer stands (`withdraw`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ class RunProgress(Scope):
         # rich would also draw on a pipe under FORCE_COLOR: the line is for a person only.
         self.shown = sys.stderr.isatty() and self._console.is_terminal
         self._drawn = False
-        """Whether the line is on the screen, the cursor on its row."""
+        """Whether the line (or the prompt) is on the screen, the cursor on its row."""
+        self._prompt: str | None = None
+        """The question shown in the line's place, while a person answers it."""
         self._redrawing: asyncio.Task[None] | None = None
         self._spinner = Spinner("dots")
         self.run_id = ""
@@ -79,10 +85,38 @@ class RunProgress(Scope):
         if drawn:
             self.redraw()
 
+    def ask(self, prompt: str) -> None:
+        """Show `prompt` in the line's place, the cursor after it, for a person to type the
+        answer there (a terminal echoes it); a no-op while it shows already. Output printed
+        meanwhile goes above it, and the prompt is drawn again below (what was typed of the
+        answer so far is still read, though no longer shown)."""
+        if not self.shown or self._prompt == prompt:
+            return
+        self._erase()
+        self._prompt = prompt
+        self.redraw()
+
+    def answered(self) -> None:
+        """The person ended the answer's line (Enter): the prompt and the answer stay on
+        the screen as they are, and the line comes back below them."""
+        self._prompt = None
+        self._drawn = False
+
+    def withdraw(self) -> None:
+        """The question no longer stands (its answer is not wanted): the prompt is erased
+        and the line comes back in its place."""
+        if self._prompt is not None:
+            self._erase()
+            self._prompt = None
+
     def redraw(self) -> None:
         """Draw the line afresh, if this process is in the foreground (else not at all)."""
         if not self.shown or not _in_foreground(self._console):
             self._drawn = False  # the shell owns the screen now: the line is not ours
+            return
+        if self._prompt is not None:
+            self._write(ERASE + self._prompt)
+            self._drawn = True
             return
         width = max(self._console.width - 1, 1)  # never the last column: no wrap
         with self._console.capture() as captured:
@@ -105,8 +139,9 @@ class RunProgress(Scope):
         """The elapsed time and the spinner move without events; the foreground is asked
         again at each drawing."""
         while True:
-            with contextlib.suppress(OSError):
-                self.redraw()
+            if self._prompt is None:  # drawn again, a prompt would erase what is typed
+                with contextlib.suppress(OSError):
+                    self.redraw()
             await asyncio.sleep(1 / REFRESHES_PER_SECOND)
 
     def started(self, snapshot: RunSnapshot) -> None:

@@ -52,6 +52,16 @@ or --json, a failed command's last 4 KiB of stderr once it has ended; one line f
 other failure). The server's log goes to server.log in the state directory (-v also
 shows it once the run is over); past 1 MiB it is moved to server.log.1 as a run starts.
 
+With -i the child is interactive: it lives on after each turn. Its output shows as it
+comes (whatever stdout is), and once its turn has ended a `> ` prompt (on stderr, when
+stdin and stderr are a terminal) takes the next message from stdin; an empty line or
+the end of stdin (Ctrl-D) closes the run, which then ends completed. A COMMAND is given
+its PROMPT, if any, as its first line, and each message as one line on stdin; its turn
+ends at its next line of output. A claude or codex child asks before its tools run: the
+tool is shown, and a line answers (y allow once, a allow always, n reject). Ctrl-C
+interrupts the turn that runs; a second Ctrl-C within 2 seconds, or one while no turn
+runs, stops the run (130).
+
 exit status:
   0      the run completed
   N      the command failed: its own exit status (128+n when signal n killed it)
@@ -81,11 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.usage = (
         f"{PROG} [options] -- COMMAND [ARG...]\n"
         f"       {PROG} [options] [--backend pi|claude|codex] [--agent NAME] PROMPT\n"
-        f"       {PROG} [options] --agent NAME"
+        f"       {PROG} [options] --agent NAME\n"
+        f"       {PROG} -i [options] [PROMPT] [-- COMMAND [ARG...]]"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("prompt", nargs="?", metavar="PROMPT", help="an agent's task")
+    parser.add_argument(
+        "prompt",
+        nargs="?",
+        metavar="PROMPT",
+        help="an agent's task (with -i, a COMMAND's first line)",
+    )
     parser.add_argument(
         "--backend",
         metavar="B",
@@ -110,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="consent to an agent sending its prompt, the files it reads and its tools' output "
         "to its model provider (egressConsent: a server with require_egress_consent needs it)",
+    )
+    parser.add_argument(
+        "-i",
+        "--interactive",
+        action="store_true",
+        help="talk to the child: after each turn a '> ' prompt takes the next message "
+        "(an empty line or Ctrl-D closes the run); tools it asks about are answered here",
     )
     parser.add_argument(
         "--json",
@@ -146,8 +169,10 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if command == ():
         parser.error("nothing to run after '--': give a COMMAND")
-    if command and args.prompt is not None:
+    if command and args.prompt is not None and not args.interactive:
         parser.error("give a PROMPT or a COMMAND after '--', not both (the child gets no stdin)")
+    if args.interactive and (args.json or args.quiet):
+        parser.error("-i shows each turn as it comes: not with --json or --quiet")
     if not command and args.prompt is None and args.agent is None:
         parser.error("nothing to run: give a COMMAND after '--', a PROMPT, or --agent NAME")
     spawn = {
@@ -161,8 +186,10 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
         "label": args.label,
         "egress_consent": True if args.egress_consent else None,
         # A command's stdout is its output, whole: streamed, it is not cut to the caps.
-        "stream": True if command else None,
+        # A conversation shows each turn as it comes.
+        "stream": True if command or args.interactive else None,
         "mode": "background",
+        "interactive": True if args.interactive else None,
     }
     return args, spawn
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from typing import Final
 
 from subagent_host import SERVER_NAME
@@ -36,6 +37,9 @@ class Interrupts(Scope):
 
     def __init__(self) -> None:
         self.received: signal.Signals | None = None
+        self.taken: Callable[[], bool] | None = None
+        """Asked first on SIGINT: True when it was taken for something less than a stop
+        (`run -i`: a Ctrl-C interrupts the turn), and the run goes on."""
         self._event = asyncio.Event()
 
     def open(self) -> None:
@@ -49,6 +53,8 @@ class Interrupts(Scope):
             loop.remove_signal_handler(signum)
 
     def _receive(self, signum: signal.Signals) -> None:
+        if signum == signal.SIGINT and self.received is None and self.taken and self.taken():
+            return
         if self.received is None:
             self.received = signum
             self._event.set()

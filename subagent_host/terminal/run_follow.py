@@ -42,6 +42,7 @@ from subagent_host.terminal.run_exits import (
     Interrupts,
 )
 from subagent_host.terminal.run_live import LiveOutput, LiveStderr
+from subagent_host.terminal.run_talk import Talk, interactive_spawn
 from subagent_host.values.events import OutputEvent
 
 # How often the live line asks for a fresh snapshot (tokens are in snapshots only).
@@ -63,7 +64,8 @@ async def supervise(
     """Run the spawn on the started server `process` and follow it; the exit status.
     The server is ended on the way out (`Host.aclose`)."""
     streamed = StreamedOutput() if spawn["command"] else None
-    shows_live = not args.quiet and not args.json and sys.stdout.isatty()
+    # A conversation's turns show as they come, wherever they go.
+    shows_live = args.interactive or (not args.quiet and not args.json and sys.stdout.isatty())
     if shows_live and spawn["stream"] is None:
         spawn = {**spawn, "stream": True}  # an agent's text and tool calls, as they come
     async with Host.adopt(process) as host:
@@ -76,10 +78,19 @@ async def supervise(
                 stderr = LiveStderr(progress, marked=shows_live and sys.stderr.isatty())
             takers: list[EventTaker] = [progress.event]
             takers += [shown.take for shown in (streamed, live, stderr) if shown is not None]
-            ended = await _launch(host, spawn, progress, interrupts, takers)
-            for shown_live in (live, stderr):
-                if shown_live is not None:
-                    shown_live.flush()
+
+            def flush() -> None:
+                for shown_live in (live, stderr):
+                    if shown_live is not None:
+                        shown_live.flush()
+
+            talk = None
+            if args.interactive:
+                # An agent's first turn is its prompt (or its definition's instructions).
+                prompted = not spawn["command"] or spawn["prompt"] is not None
+                talk = Talk(host, progress, prompted=prompted, before_asking=flush)
+            ended = await _launch(host, spawn, progress, interrupts, takers, talk)
+            flush()
         # Told before the server is ended: its exit may wait for what it still ends of
         # servers that are gone (protocol.md §13), the run's output never does.
         return _tell_end(ended, args, streamed, interrupts, live, stderr)
@@ -129,11 +140,15 @@ async def _launch(
     progress: RunProgress,
     interrupts: Interrupts,
     takers: Sequence[EventTaker],
+    talk: Talk | None = None,
 ) -> RunSnapshot | Refused:
-    """Spawn the run and follow it to its end; its final snapshot."""
+    """Spawn the run and follow it to its end (talking to it, with `talk`); its final
+    snapshot."""
     if interrupts.received is not None:
         return Refused(SIGNAL_BASE + interrupts.received)
     try:
+        if talk is not None:
+            spawn = await interactive_spawn(host, spawn)
         run = await host.spawn(**spawn)
     except HostError as exc:
         refused_params = isinstance(exc, InvalidParams | LaunchRejected)
@@ -141,7 +156,7 @@ async def _launch(
     except HostConnectionError as exc:
         return await _server_gone(host, exc)
     try:
-        return await _follow(host, run, progress, interrupts, takers)
+        return await _follow(host, run, progress, interrupts, takers, talk)
     except HostConnectionError as exc:
         return Refused(
             EXIT_INTERRUPTED, f"interrupted: the server ended before the run did ({exc})"
@@ -172,20 +187,35 @@ async def _follow(
     progress: RunProgress,
     interrupts: Interrupts,
     takers: Sequence[EventTaker],
+    talk: Talk | None = None,
 ) -> RunSnapshot:
-    """Follow the run to its end, stopping it first if a signal comes; its final snapshot."""
+    """Follow the run to its end (and talk to it), stopping it first if a signal comes;
+    its final snapshot."""
     progress.started(run)
+    if talk is not None:
+        talk.run_id = run.run_id
+        takers = [*takers, talk.take]
+        interrupts.taken = talk.take_ctrl_c
     events = asyncio.create_task(_take_events(host, run.run_id, takers))
     interrupted = asyncio.create_task(interrupts.wait())
+    talking = asyncio.create_task(talk.converse()) if talk is not None else None
     ticking = asyncio.create_task(_tick(host, run.run_id, progress)) if progress.shown else None
     try:
-        await asyncio.wait({events, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        waits: set[asyncio.Task[None]] = {events, interrupted}
+        if talking is not None:
+            waits.add(talking)
+        while True:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if talking is None or talking not in done:
+                break
+            talking.result()  # the talk's failure (its server gone) is the follow's
+            waits.discard(talking)  # it ended with the run: the events end too
         if not events.done():
             progress.stopping()
             await host.stop(run_id=run.run_id, reason=stop_reason(interrupts.received))
         await events  # to the terminal status: the rest of the output came before it
     finally:
-        tasks = [task for task in (events, interrupted, ticking) if task is not None]
+        tasks = [task for task in (events, interrupted, talking, ticking) if task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

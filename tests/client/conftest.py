@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,15 @@ class Seen:
 
 @contextlib.asynccontextmanager
 async def started(
-    tmp_path: Path, framing: str = "ndjson", *args: str, seen: Seen | None = None
+    tmp_path: Path,
+    framing: str = "ndjson",
+    *args: str,
+    seen: Seen | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[Host, Seen]]:
-    """A server on a state directory of the test's, through `Host.start`; afterwards it has
-    exited, nothing it started survives and it logged no traceback."""
+    """A server on a state directory of the test's, through `Host.start` (in `env`, else
+    this process's environment); afterwards it has exited, nothing it started survives
+    and it logged no traceback."""
     seen = seen or Seen()
     log = tmp_path / f"server-{framing}.log"
     with log.open("ab") as stderr:
@@ -63,6 +68,7 @@ async def started(
             framing=framing,
             stderr=stderr,
             on_message=seen,
+            env=env,
         ) as host:
             yield host, seen
     assert host.process is not None and host.process.returncode is not None

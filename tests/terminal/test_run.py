@@ -225,6 +225,8 @@ async def test_a_command_that_cannot_start_exits_1_saying_why(tmp_path: Path) ->
         ([], "nothing to run: give a COMMAND after '--', a PROMPT, or --agent NAME"),
         (["--"], "nothing to run after '--': give a COMMAND"),
         (["hello", "--", "true"], "give a PROMPT or a COMMAND after '--', not both"),
+        (["-i", "--json", "--", "cat"], "-i shows each turn as it comes: not with --json"),
+        (["-i", "-q", "--", "cat"], "-i shows each turn as it comes: not with --json or --quiet"),
     ],
 )
 async def test_a_bad_command_line_is_one_line_and_exit_2(
@@ -430,12 +432,14 @@ class Terminal:
             if not data:
                 return
 
-    def wait_for(self, text: bytes) -> None:
+    def wait_for(self, text: bytes, after: int = 0) -> int:
+        """Until `text` was written (after the first `after` bytes); where it ends."""
         with self._changed:
             found = self._changed.wait_for(
-                lambda: text in self.seen or self._status is not None, EXIT_TIMEOUT_S
+                lambda: text in self.seen[after:] or self._status is not None, EXIT_TIMEOUT_S
             )
-            assert found and text in self.seen, (text, self.seen[-2000:])
+            assert found and text in self.seen[after:], (text, self.seen[-2000:])
+            return self.seen.index(text, after) + len(text)
 
     def write(self, data: bytes) -> None:
         os.write(self.master, data)
