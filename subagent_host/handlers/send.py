@@ -9,7 +9,7 @@ from subagent_host.handlers.live_runs import child_index, held_run
 from subagent_host.rpc.errors import InvalidParams
 from subagent_host.rpc.param_problems import ParamProblem
 from subagent_host.rpc.wire import SendParams, SendResult
-from subagent_host.runs.live_requests import live_child
+from subagent_host.runs import live_requests
 from subagent_host.values.choices import Delivery
 
 MAX_MESSAGE_BYTES: Final = 64 * 1024
@@ -27,6 +27,12 @@ async def handle(params: SendParams, ctx: HandlerContext) -> SendResult:
         )
     run = await held_run(params.run_id, ctx)
     index = child_index(run, params.index)
-    live = live_child(run, ctx.orchestrator.control_of(run.run_id), index)
-    message_id, state = live.send(params.text, params.delivery or Delivery.QUEUE)
+    message_id, state = live_requests.send(
+        run,
+        ctx.orchestrator.control_of(run.run_id),
+        index,
+        params.text,
+        params.delivery or Delivery.QUEUE,
+        ctx.orchestrator.services.state_machine.emit,
+    )
     return SendResult(message_id=message_id, state=state)

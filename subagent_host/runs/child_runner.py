@@ -49,6 +49,7 @@ from subagent_host.runs.child_sink import (
 )
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
 from subagent_host.runs.live_child import CLOSED, IDLE, LiveChild
+from subagent_host.runs.live_requests import drop_early
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.sampling import ResourceSampler, record_usage
@@ -171,13 +172,17 @@ class ChildRunner:
         `previous` fills the prompt's `{previous}` (a chain's earlier child's text).
         """
         child = run.children[index]
-        if not await self._take_slot(control):
-            self._state_machine.transition_child(run, child, _not_started(control))
-            return None
         try:
-            return await self._start(run, child, plan, previous, control)
+            if not await self._take_slot(control):
+                self._state_machine.transition_child(run, child, _not_started(control))
+                return None
+            try:
+                return await self._start(run, child, plan, previous, control)
+            finally:
+                self._slots.release()
         finally:
-            self._slots.release()
+            # Messages sent before it started, when it never did (its start took them).
+            drop_early(run, control, index, self._state_machine.emit)
 
     async def _take_slot(self, control: RunControl) -> bool:
         """Wait for a slot; False (holding none) if the run is stopped first."""
@@ -369,7 +374,7 @@ class ChildRunner:
             self.streams.join(sink)
         if live is not None:
             control.live[child.index] = live
-            live.start(process, prompt)
+            live.start(process, prompt, control.early.pop(child.index, ()))
         try:
             cause, exit_status = await self._run_to_exit(process, plan, sink, control, live)
         except ChildLost as lost:  # its node, or the way to it, went away while it ran

@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
+
+import attrs
 
 from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.interactive.base import (
@@ -140,12 +142,17 @@ class LiveChild:
 
     # --- its supervision ---------------------------------------------------------------
 
-    def start(self, handle: ChildHandle, prompt: str | None) -> None:
+    def start(
+        self, handle: ChildHandle, prompt: str | None, early: Sequence[EarlyMessage] = ()
+    ) -> None:
         """The child's process is started: say the conversation's opening (its first
-        prompt), then carry out every reaction as it comes."""
+        prompt), then the messages sent before it started (each already `queued`, in
+        order), then carry out every reaction as it comes."""
         self._handle = handle
         self.output.attach(self._react)
         self.output.take(self.conversation.opening(prompt or ""))
+        for message in early:
+            self._send(message.message_id, message.text, message.delivery, told=True)
         if not self.conversation.turn_running:
             self._waiting()
 
@@ -182,16 +189,23 @@ class LiveChild:
 
     def send(self, text: str, delivery: Delivery) -> tuple[str, DeliveryState]:
         """A live message: its id, and whether it was written or waits for the turn."""
-        message_id = f"msg-{secrets.token_hex(6)}"
+        message_id = new_message_id()
+        return message_id, self._send(message_id, text, delivery)
+
+    def _send(
+        self, message_id: str, text: str, delivery: Delivery, *, told: bool = False
+    ) -> DeliveryState:
+        """`told`: its `queued` was said already (a message sent before the child started)."""
         self._cancel_idle()
         reactions, state = self.conversation.send(message_id, text, delivery)
         if state is DeliveryState.QUEUED:
             self._texts[message_id] = text
-        self._emit_input(message_id, state, text)
+        if not (told and state is DeliveryState.QUEUED):
+            self._emit_input(message_id, state, text)
         self.output.take(reactions)
         if not self.conversation.turn_running and not self.over:
             self._waiting()  # a message that started no turn: the wait starts again
-        return message_id, state
+        return state
 
     def interrupt(self) -> bool:
         """End the current turn, not the child; False (nothing done) when none runs."""
@@ -413,6 +427,20 @@ class LiveChild:
                 reason=reason,
             )
         )
+
+
+@attrs.frozen
+class EarlyMessage:
+    """A live message sent to an interactive child before it started: `queued`, and
+    said to it once it has (runs/live_requests.py keeps them in the run's control)."""
+
+    message_id: str
+    text: str
+    delivery: Delivery
+
+
+def new_message_id() -> str:
+    return f"msg-{secrets.token_hex(6)}"
 
 
 def initial_turn(plan: ChildPlan) -> TurnInfo | None:

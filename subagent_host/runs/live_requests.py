@@ -11,14 +11,16 @@ permission waits).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final
 
 from subagent_host.errors import RequestRefused
-from subagent_host.runs.live_child import LiveChild, NotPending
+from subagent_host.runs.live_child import EarlyMessage, LiveChild, NotPending, new_message_id
 from subagent_host.runs.run_control import RunControl
-from subagent_host.runs.state import TERMINAL, Run
-from subagent_host.values.choices import OptionKind
+from subagent_host.runs.state import TERMINAL, Run, RunStatus
+from subagent_host.values.choices import Delivery, DeliveryState, OptionKind
 from subagent_host.values.error_data import Refusal
+from subagent_host.values.events import Event, InputEvent
 
 NOT_INTERACTIVE: Final = "not-interactive"
 NOT_RUNNING: Final = "not-running"
@@ -49,6 +51,41 @@ def live_child(run: Run, control: RunControl | None, index: int) -> LiveChild:
     return live
 
 
+def send(
+    run: Run,
+    control: RunControl | None,
+    index: int,
+    text: str,
+    delivery: Delivery,
+    emit: Callable[[Run, Event], object],
+) -> tuple[str, DeliveryState]:
+    """A live message to the interactive child `index`: to it now, or, when it has not
+    started yet, `queued` until it has (`early`); else RequestRefused."""
+    child = run.children[index]
+    if (
+        child.turn is not None
+        and child.status is RunStatus.QUEUED
+        and control is not None
+        and not run.is_terminal
+        and index not in control.live
+    ):
+        message = EarlyMessage(new_message_id(), text, delivery)
+        control.early.setdefault(index, []).append(message)
+        emit(run, InputEvent(index=index, message_id=message.message_id,
+                             state=DeliveryState.QUEUED, text=text))  # fmt: skip
+        return message.message_id, DeliveryState.QUEUED
+    return live_child(run, control, index).send(text, delivery)
+
+
+def drop_early(
+    run: Run, control: RunControl, index: int, emit: Callable[[Run, Event], object]
+) -> None:
+    """The messages sent before child `index` started, when it never did: `dropped`."""
+    for message in control.early.pop(index, []):
+        emit(run, InputEvent(index=index, message_id=message.message_id,
+                             state=DeliveryState.DROPPED, text=message.text))  # fmt: skip
+
+
 def permit(
     run: Run, control: RunControl | None, permission_id: str, option_id: str, who: str
 ) -> OptionKind:
@@ -71,6 +108,11 @@ async def close(run: Run, control: RunControl | None, index: int | None) -> bool
     if run.is_terminal or control is None:
         return True
     indexes = [index] if index is not None else interactive_indexes(run)
+    if not indexes:
+        raise RequestRefused(
+            f"run {run.run_id} has no interactive child: there is nothing to close",
+            data=Refusal(NOT_INTERACTIVE, run.run_id),
+        )
     closing: list[LiveChild] = []
     for i in indexes:
         child = run.children[i]

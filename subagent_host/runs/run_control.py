@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from subagent_host.runs.live_child import LiveChild
+    from subagent_host.runs.live_child import EarlyMessage, LiveChild
 
 
 @attrs.define
@@ -34,5 +34,8 @@ class RunControl:
     done, or the client handed it to the background (`run/detach`)."""
     task: asyncio.Task[None] | None = None
     live: dict[int, LiveChild] = attrs.Factory(dict)
+    early: dict[int, list[EarlyMessage]] = attrs.Factory(dict)
+    """Messages sent to its interactive children before they started, by index: said to
+    each once it has, dropped if it never does."""
     """Its driven children while they run, by index: what `run/send`, `run/interrupt`,
     `run/close` and `run/permit` reach (runs/live_child.py)."""

@@ -15,6 +15,11 @@ async def runs() -> AsyncIterator[Harness]:
     """An orchestrator with real processes; afterwards none of its runs' processes is left."""
     harness = Harness()
     yield harness
+    await shut_down(harness)
+
+
+async def shut_down(harness: Harness) -> None:
+    """Shut the harness's orchestrator down; none of its runs' processes may be left."""
     await harness.orchestrator.shutdown("test over")
     left = [p.pid for run in harness.runs for p in processes_with_marker(run.run_id)
             if p.status() != "zombie"]  # fmt: skip

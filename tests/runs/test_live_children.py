@@ -23,6 +23,7 @@ from subagent_host.values.choices import Delivery, DeliveryState, Phase, TurnSta
 from subagent_host.values.error_data import Refusal
 from subagent_host.values.events import InputEvent, OutputEvent, TurnEvent
 from subagent_host.values.interaction import TurnInfo
+from tests.runs.conftest import shut_down
 from tests.runs.test_orchestrator import Harness, command
 
 WAIT_S: Final = 30.0
@@ -185,3 +186,53 @@ async def test_a_child_with_no_first_prompt_waits_from_its_start(runs: Harness) 
     )
     assert run.children[0].output is not None
     assert run.children[0].output.text == "got first\n"
+
+
+async def test_a_message_sent_before_the_child_started_waits_for_it() -> None:
+    runs = Harness(limit=1)  # one slot: the interactive child waits behind a sleeper
+    try:
+        sleeper = runs.launch(command("sleep", "30"))
+        run = runs.launch(interactive())
+        await runs.until(lambda: sleeper.children[0].status is RunStatus.RUNNING)
+        control = runs.orchestrator.control_of(run.run_id)
+        emit = runs.state_machine.emit
+        message_id, state = live_requests.send(run, control, 0, "early", Delivery.QUEUE, emit)
+        assert state is DeliveryState.QUEUED and run.children[0].status is RunStatus.QUEUED
+        await runs.orchestrator.stop(sleeper, grace_ms=0, reason="make room")
+        await runs.until(lambda: run.children[0].turn == TurnInfo(2, TurnState.WAITING))
+        assert inputs(runs, run) == [
+            ("early", DeliveryState.QUEUED),
+            ("early", DeliveryState.DELIVERED),
+        ]
+        await live_requests.close(run, control, 0)
+        assert run.children[0].output is not None
+        assert run.children[0].output.text == "got hello\ngot early\n"
+    finally:
+        await shut_down(runs)
+
+
+async def test_a_message_for_a_child_that_never_started_is_dropped() -> None:
+    runs = Harness(limit=1)
+    try:
+        sleeper = runs.launch(command("sleep", "30"))
+        run = runs.launch(interactive())
+        await runs.until(lambda: sleeper.children[0].status is RunStatus.RUNNING)
+        control = runs.orchestrator.control_of(run.run_id)
+        live_requests.send(run, control, 0, "never", Delivery.QUEUE, runs.state_machine.emit)
+        await runs.orchestrator.stop(run, grace_ms=0, reason="not wanted")
+        assert run.children[0].status is RunStatus.CANCELLED
+        assert inputs(runs, run) == [
+            ("never", DeliveryState.QUEUED),
+            ("never", DeliveryState.DROPPED),
+        ]
+    finally:
+        await shut_down(runs)
+
+
+async def test_closing_a_run_with_no_interactive_child_is_refused(runs: Harness) -> None:
+    plain = runs.launch(command("sleep", "30"))
+    await runs.until(lambda: plain.children[0].status is RunStatus.RUNNING)
+    with pytest.raises(RequestRefused) as refused:
+        await live_requests.close(plain, runs.orchestrator.control_of(plain.run_id), None)
+    assert refused.value.data == Refusal("not-interactive", plain.run_id)
+    await runs.orchestrator.stop(plain, grace_ms=0, reason="test")
