@@ -24,7 +24,7 @@ Each section against its own freshly started server (NDJSON framing, a throw-awa
    reply) and the `ping` round trip on the same connection. Target: median
    latency <= 2 ms.
 2. Idle interactive children. A server allowed 100 children at once
-   (`--max-concurrency 100`): its RSS and its CPU over a window (5 s) with no
+   (`--max-concurrency 100`): its RSS and its CPU over a window (20 s: two of the ten-second samplings of a waiting child) with no
    child (the baseline), then with 100 interactive `command` children (`cat`,
    prompt `hello`: one turn each, then waiting for input) once each one's first
    turn ended: its RSS (the larger of the window's start and end) and its CPU
@@ -396,7 +396,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sends", type=positive_int, default=200, metavar="N")
     parser.add_argument("--children", type=children_count, default=100, metavar="N")
-    parser.add_argument("--idle-seconds", type=positive_float, default=5.0, metavar="S")
+    parser.add_argument("--idle-seconds", type=positive_float, default=20.0, metavar="S")
     parser.add_argument("--server", metavar="CMD", help="server command line to benchmark")
     args = parser.parse_args(argv)
     return Options(server_command(args.server), args.sends, args.children, args.idle_seconds)
