@@ -24,8 +24,9 @@ Each section against its own freshly started server (NDJSON framing, a throw-awa
    reply) and the `ping` round trip on the same connection. Target: median
    latency <= 2 ms.
 2. Idle interactive children. A server allowed 100 children at once
-   (`--max-concurrency 100`): its RSS and its CPU over a window (20 s: two of the ten-second samplings of a waiting child) with no
-   child (the baseline), then with 100 interactive `command` children (`cat`,
+   (`--max-concurrency 100`): its RSS and its CPU over a window (20 s: two of
+   the ten-second samplings of a waiting child) with no child (the baseline),
+   then with 100 interactive `command` children (`cat`,
    prompt `hello`: one turn each, then waiting for input) once each one's first
    turn ended: its RSS (the larger of the window's start and end) and its CPU
    over the same window. CPU is read in nanoseconds from
