@@ -13,9 +13,9 @@ from typing import Final
 
 import psutil
 
-from subagent_host.backends.events import MessageText, ToolEnded, ToolKind, ToolStarted
+from subagent_host.backends.events import ToolEnded, ToolKind, ToolStarted
 from subagent_host.backends.interactive.base import Delivery, DeliveryState, MessageDelivered
-from tests.backends.fixtures.driven import WAIT_S
+from tests.backends.fixtures.driven import WAIT_S, Watched
 from tests.backends.fixtures.record_acp import (
     SLEEP_COMMAND,
     WRITE_COMMAND,
@@ -31,28 +31,10 @@ pytestmark = needs_cli("qwen")
 FIRST_PROMPT: Final = "list the files please"
 
 
-class Watched:
-    """A driven qwen, and every process seen in its tree (none may outlive the test)."""
-
-    def __init__(self, child: DrivenAgent) -> None:
-        self.child = child
-        self.seen: dict[int, psutil.Process] = {}
-
-    def look(self) -> None:
-        with contextlib.suppress(psutil.Error):
-            self.seen.setdefault(self.child.process.pid, psutil.Process(self.child.process.pid))
-        for process in self.child.descendants():
-            self.seen.setdefault(process.pid, process)
-
-    def text_since(self, start: int) -> str:
-        reactions = self.child.reactions[start:]
-        return "".join(r.text for r in reactions if isinstance(r, MessageText))
-
-
 @contextlib.asynccontextmanager
 async def qwen_child(
     tmp_path: Path, mock: MockLLM, prompt: str, *, mode: str = "yolo"
-) -> AsyncIterator[Watched]:
+) -> AsyncIterator[Watched[DrivenAgent]]:
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
