@@ -278,6 +278,21 @@ def test_permissions_are_the_agents_own_options_and_answers() -> None:
     assert second[-1] == TurnEnded("end_turn")
 
 
+def test_approvals_the_host_answers_put_the_session_in_the_mode_that_asks() -> None:
+    item = ItemSpec(command=None, prompt=None, cwd=CWD, env={})
+    lines = lines_of("approvals")
+    for approvals in Approvals:
+        conversation = AcpConversation.for_item(item, approvals)
+        conversation.opening("write it please")
+        conversation.on_line(lines[0])
+        [request] = written(conversation.on_line(lines[1]))
+        if approvals is Approvals.CLI:  # the agent's own mode: the prompt comes at once
+            assert request["method"] == "session/prompt" and conversation.current_mode == "auto"
+        else:
+            assert request["method"] == "session/set_mode"
+            assert request["params"]["modeId"] == "default"
+
+
 def test_a_permission_pending_at_an_interrupt_is_cancelled_and_withdrawn() -> None:
     replay = Replay("approvals", prompt="write it please", mode="default")
     replay.until(is_method("session/request_permission"))

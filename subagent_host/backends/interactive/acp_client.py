@@ -19,7 +19,8 @@ What the conversation writes and reads, in order:
     → session/new {cwd, mcpServers: []}  (session/load {sessionId, cwd, mcpServers: []}
                                           to resume)
     ← {sessionId, modes?: {currentModeId, availableModes}, ...}
-    → session/set_mode {sessionId, modeId}  (only when a mode was asked for)
+    → session/set_mode {sessionId, modeId}  (only when a mode was asked for, or the
+                                             host answers approvals: `asking_mode`)
     → session/prompt {sessionId, prompt: [{type: "text", text}]}
     ← session/update notifications ..., requests of the agent ...
     ← {stopReason: "end_turn" | "cancelled" | "max_tokens" | ...}
@@ -47,6 +48,10 @@ What the conversation writes and reads, in order:
   replies `{outcome: {outcome: "selected", optionId}}`. A permission still pending when
   its turn ends is answered `cancelled` and withdrawn. ACP agents can ask, so every
   approvals (`cli`, `client`, `policy`) is taken; who answers is the supervision's.
+  With `client` or `policy` (`for_item`) the session is first put in the mode that asks
+  before edits and commands where the agent offers one (`asking_mode`: `default`), so
+  that the host's answer decides every edit and command; with `cli` the agent keeps its
+  own mode, and may still ask (Qwen's `auto` does, below).
 - Any other request of the agent (`fs/*`, `terminal/*`, an extension method) is
   answered -32601 at once, so the agent never waits for us.
 - `session/update`: `agent_message_chunk` text is `MessageText`; `tool_call` is
@@ -182,11 +187,17 @@ class AcpConversation:
     """One ACP agent child's conversation (see the module's docstring)."""
 
     def __init__(
-        self, *, cwd: str, resume_session: str | None = None, mode: str | None = None
+        self,
+        *,
+        cwd: str,
+        resume_session: str | None = None,
+        mode: str | None = None,
+        ask_before_tools: bool = False,
     ) -> None:
         self._cwd = cwd
         self._resume_session = resume_session
         self._mode = mode  # set with `session/set_mode` before the first prompt
+        self._ask_before_tools = ask_before_tools  # else: the agent's asking mode, if any
         self._next_id = 0
         self._requests: dict[int, str] = {}  # our requests' ids: the method asked
         self._prompts: dict[int, str] = {}  # a session/prompt's id: its message id
@@ -218,9 +229,11 @@ class AcpConversation:
     def for_item(cls, item: ItemSpec, approvals: Approvals) -> AcpConversation:
         """The conversation of `interactive_launch(..., item)`: any approvals is taken
         (whoever answers the agent's permission requests is the supervision's
-        business); the agent stays in its own mode."""
-        del approvals  # every approvals is supported: nothing to refuse
-        return cls(cwd=item.cwd, resume_session=item.resume_session)
+        business). With `client` or `policy` the session is put in the agent's mode
+        that asks before edits and commands, where it offers one (`asking_mode`); with
+        `cli` the agent stays in its own mode."""
+        ask = approvals is not Approvals.CLI
+        return cls(cwd=item.cwd, resume_session=item.resume_session, ask_before_tools=ask)
 
     @property
     def turn_running(self) -> bool:
@@ -364,9 +377,10 @@ class AcpConversation:
                 Mode(mode.id, mode.name, mode.description) for mode in modes.available_modes
             )
             self.current_mode = modes.current_mode_id
-        if self._mode is not None and self._session_id is not None:
-            self.current_mode = self._mode
-            request = schema.SetSessionModeRequest(session_id=self._session_id, mode_id=self._mode)
+        mode = self._mode or (self.asking_mode() if self._ask_before_tools else None)
+        if mode is not None and mode != self.current_mode and self._session_id is not None:
+            self.current_mode = mode
+            request = schema.SetSessionModeRequest(session_id=self._session_id, mode_id=mode)
             return [self._request("session/set_mode", request)]
         return self._start_turn(self._prompt, OPENING)
 
