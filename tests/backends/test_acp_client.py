@@ -380,6 +380,24 @@ def test_a_plan_is_kept_not_forwarded() -> None:
     assert conversation.plan == (PlanStep("read", "high", "pending"),)
 
 
+def test_an_interrupt_during_the_handshake_cancels_the_first_prompt_once_written() -> None:
+    conversation = AcpConversation(cwd=CWD)
+    conversation.opening(PROMPT)
+    assert conversation.interrupt() == []
+    conversation.on_line(line({"id": 0, "result": {"protocolVersion": 1}}))
+    reactions = conversation.on_line(line({"id": 1, "result": {"sessionId": SESSION}}))
+    assert [m.get("method") for m in written(reactions)] == ["session/prompt", "session/cancel"]
+    assert conversation.interrupt() == []
+    ended = conversation.on_line(line({"id": 2, "result": {"stopReason": "cancelled"}}))
+    assert ended == [TurnEnded("interrupted")]
+
+
+def test_a_stop_reason_the_sdk_does_not_know_is_the_agents_own() -> None:
+    conversation = ready()
+    ended = conversation.on_line(line({"id": 2, "result": {"stopReason": "paused_for_lunch"}}))
+    assert ended == [TurnEnded("paused_for_lunch")]
+
+
 def test_a_refused_prompt_ends_its_turn_and_the_queue_goes_on() -> None:
     conversation = ready()
     conversation.send("m1", "next", Delivery.QUEUE)

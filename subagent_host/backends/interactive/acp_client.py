@@ -40,7 +40,8 @@ What the conversation writes and reads, in order:
   ends (`MessageDelivered`). ACP (the SDK's schema 1.19) has no capability by which an
   agent declares that it takes a prompt into a running turn, so `steer` is queued too.
 - `interrupt` is the notification `session/cancel {sessionId}`; the turn ends when the
-  prompt's answer comes (`cancelled`). Permissions still pending are answered
+  prompt's answer comes (`cancelled`). One that comes during the handshake is written
+  right after the first prompt. Permissions still pending are answered
   `{outcome: {outcome: "cancelled"}}` at once, as the spec asks of a client that
   cancels, and withdrawn.
 - `session/request_permission {sessionId, toolCall, options}` is a `PermissionAsked`
@@ -205,6 +206,7 @@ class AcpConversation:
         self._session_id: str | None = None
         self._turn_running = False
         self._cancel_sent = False
+        self._cancel_wanted = False  # an interrupt came before the prompt was written
         self._queue: deque[tuple[str, str]] = deque()  # (message id, text)
         self._permissions: dict[str, tuple[int | str, frozenset[str]]] = {}
         self._tools: dict[str, str] = {}  # tool calls started and not ended: their summary
@@ -298,11 +300,16 @@ class AcpConversation:
         return [], DeliveryState.QUEUED
 
     def interrupt(self) -> Sequence[Reaction]:
-        if not self._turn_running or self._cancel_sent or self._session_id is None:
+        if not self._turn_running or self._cancel_sent or self._cancel_wanted:
             return []
-        if not self._prompts:
-            return []  # the handshake is still going: no prompt to cancel yet
-        self._cancel_sent = True
+        if self._session_id is None or not self._prompts:
+            self._cancel_wanted = True  # the handshake is still going: after the prompt
+            return []
+        return self._cancel()
+
+    def _cancel(self) -> list[Reaction]:
+        assert self._session_id is not None
+        self._cancel_sent, self._cancel_wanted = True, False
         cancel = schema.CancelNotification(session_id=self._session_id)
         return [
             _write({"method": "session/cancel", "params": _dump(cancel)}),
@@ -347,7 +354,14 @@ class AcpConversation:
         if method == "session/set_mode":
             return self._start_turn(self._prompt, OPENING)
         if message_id is not None:
-            return self._turn_ended(schema.PromptResponse.model_validate(result))
+            # Read by hand, not by `PromptResponse`: a stop reason newer than the SDK's
+            # list is the agent's own word, not a broken protocol.
+            stop_reason = result.get("stopReason")
+            usage = result.get("usage")
+            return self._turn_ended(
+                stop_reason if isinstance(stop_reason, str) else "end_turn",
+                usage if isinstance(usage, dict) else None,
+            )
         return []
 
     def _initialized(self, answer: schema.InitializeResponse) -> list[Reaction]:
@@ -459,10 +473,10 @@ class AcpConversation:
             del self._tools[tool_id]
             self._events.tool_ended(tool_id, is_error=call.status == "failed")
 
-    def _turn_ended(self, answer: schema.PromptResponse) -> list[Reaction]:
-        if answer.usage is not None and not self._turn_usage_seen:
-            self._add_usage(_usage_of(answer.usage.model_dump(by_alias=True)))
-        reason = STOP_REASONS.get(answer.stop_reason, short(answer.stop_reason))
+    def _turn_ended(self, stop_reason: str, usage: Mapping[str, Any] | None) -> list[Reaction]:
+        if usage is not None and not self._turn_usage_seen:
+            self._add_usage(_usage_of(usage))
+        reason = STOP_REASONS.get(stop_reason) or short(stop_reason) or "end_turn"
         left = tuple(
             LeftRunning(tool_id, summary or None) for tool_id, summary in self._tools.items()
         )
@@ -519,7 +533,8 @@ class AcpConversation:
             session_id=self._session_id, prompt=[schema.TextContentBlock(type="text", text=text)]
         )
         self._prompts[self._next_id] = message_id
-        return [self._request("session/prompt", prompt), TurnStarted()]
+        started: list[Reaction] = [self._request("session/prompt", prompt), TurnStarted()]
+        return [*started, *self._cancel()] if self._cancel_wanted else started
 
     def _add_usage(self, usage: Usage | None) -> None:
         if usage is not None:
