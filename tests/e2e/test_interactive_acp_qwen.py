@@ -111,3 +111,42 @@ async def test_in_its_default_mode_qwen_asks_and_the_answer_decides(tmp_path: Pa
             await child.turn_ended()
             assert not written.exists()
             assert await child.close() == 0
+
+
+async def test_a_second_qwen_loads_the_session_and_continues_it(tmp_path: Path) -> None:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    with MockLLM() as mock:
+        remember = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}remembered"
+        first = Watched(
+            await DrivenAgent.launch(mock.openai_base_url, home, str(work), prompt=remember)
+        )
+        try:
+            first.look()
+            await first.child.turn_ended()
+            session_id = first.child.conversation.session_id
+            assert session_id is not None and await first.child.close() == 0
+        finally:
+            await first.child.end()
+        loaded = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}loaded"
+        second = Watched(
+            await DrivenAgent.launch(
+                mock.openai_base_url, home, str(work), prompt=loaded, resume=session_id
+            )
+        )
+        try:
+            second.look()
+            await second.child.turn_ended()
+            assert second.child.conversation.session_id == session_id
+            # Only the new turn's text: the loaded history is not told again; the model
+            # was sent the first turn too (its request held more items).
+            text = second.text_since(0)
+            assert text.endswith(" loaded") and "remembered" not in text
+            assert "items=2 " not in text
+            assert await second.child.close() == 0
+        finally:
+            await second.child.end()
+    for watched in (first, second):
+        _, alive = psutil.wait_procs(list(watched.seen.values()), timeout=WAIT_S)
+        assert alive == [], alive
