@@ -19,3 +19,12 @@ TESTED_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "codex": "0.171.0",  # @openai/codex
     }
 )
+
+ACP_TESTED_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "qwen": "0.24.4",  # @qwen-code/qwen-code: the ACP agent the tests drive (`qwen --acp`)
+    }
+)
+"""The ACP agents the tests drive through backends/interactive/acp_client.py: not
+backends of their own (an ACP agent is named by configuration), so not reported as any
+backend's `testedVersion`."""

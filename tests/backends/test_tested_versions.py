@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from subagent_host.backends.tested_versions import TESTED_VERSIONS
+from subagent_host.backends.tested_versions import ACP_TESTED_VERSIONS, TESTED_VERSIONS
 
 PACKAGE_JSON = Path(__file__).resolve().parents[2] / "agents" / "package.json"
 PACKAGES = {
@@ -13,10 +13,18 @@ PACKAGES = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
 }
+ACP_PACKAGES = {"qwen": "@qwen-code/qwen-code"}
 
 
 def test_tested_versions_are_the_versions_agents_package_json_pins() -> None:
     pinned = json.loads(PACKAGE_JSON.read_text())["dependencies"]
     assert {backend: pinned[package] for backend, package in PACKAGES.items()} == dict(
         TESTED_VERSIONS
+    )
+
+
+def test_the_acp_agents_tested_are_the_versions_agents_package_json_pins() -> None:
+    pinned = json.loads(PACKAGE_JSON.read_text())["dependencies"]
+    assert {agent: pinned[package] for agent, package in ACP_PACKAGES.items()} == dict(
+        ACP_TESTED_VERSIONS
     )

@@ -13,14 +13,14 @@ from typing import Final
 
 import psutil
 
-from subagent_host.backends.events import MessageText, ToolStarted
+from subagent_host.backends.events import ToolStarted
 from subagent_host.backends.interactive.base import (
     Delivery,
     MessageDelivered,
     TurnEnded,
     TurnEndedLeavingCommands,
 )
-from tests.backends.fixtures.driven import WAIT_S
+from tests.backends.fixtures.driven import WAIT_S, Watched
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE
 from tests.backends.fixtures.record_codex_app import (
     SHORT_SLEEP,
@@ -37,30 +37,10 @@ pytestmark = needs_cli("codex")
 FIRST_PROMPT: Final = "list the files please"
 
 
-class Watched:
-    """A driven codex, and every process seen in its tree (none may outlive the test)."""
-
-    def __init__(self, child: DrivenChild) -> None:
-        self.child = child
-        self.seen: dict[int, psutil.Process] = {}
-
-    def look(self) -> None:
-        """Note the processes of codex's tree now (its own and those of its commands)."""
-        with contextlib.suppress(psutil.Error):
-            self.seen.setdefault(self.child.process.pid, psutil.Process(self.child.process.pid))
-        for process in self.child.descendants():
-            self.seen.setdefault(process.pid, process)
-
-    def text_since(self, start: int) -> str:
-        """The assistant's text among the reactions from index `start` on."""
-        reactions = self.child.reactions[start:]
-        return "".join(r.text for r in reactions if isinstance(r, MessageText))
-
-
 @contextlib.asynccontextmanager
 async def codex_child(
     tmp_path: Path, mock: MockLLM, prompt: str, *, ask: bool = False
-) -> AsyncIterator[Watched]:
+) -> AsyncIterator[Watched[DrivenChild]]:
     env = {**codex_environment(tmp_path, mock.openai_base_url), API_KEY_VARIABLE: "dummy"}
     work = tmp_path / "work"
     work.mkdir()

@@ -41,6 +41,10 @@ NOT_BEFORE_THE_FIRST_REPLY = (
     # Nor the MCP face and its SDK: `subagent-host mcp` is a client of a server.
     "subagent_host.mcp_face",
     "mcp",
+    # Nor the ACP client's SDK and pydantic: loaded by the ACP driver alone.
+    "subagent_host.backends.interactive.acp_client",
+    "acp",
+    "pydantic",
     # Nor pygls's connection: dispatch keeps its own request table (ARCHITECTURE.md).
     "pygls.protocol",
     "pygls.server",
