@@ -106,12 +106,20 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
+def _cmdline(process: psutil.Process) -> list[str]:
+    """Its command line; none for a process that has exited since it was listed."""
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
+
+
 def _started_face() -> psutil.Process:
     """The `subagent-host mcp` the stdio client started: a child of this test process."""
     faces = [
         process
         for process in psutil.Process().children()
-        if "mcp" in process.cmdline() and process.is_running()
+        if _alive(process) and "mcp" in _cmdline(process)
     ]
     assert len(faces) == 1, faces
     return faces[0]
