@@ -39,9 +39,7 @@ def interactive_indexes(run: Run) -> list[int]:
 def live_child(run: Run, control: RunControl | None, index: int) -> LiveChild:
     """The running interactive child `index` of `run`, else RequestRefused."""
     if run.children[index].turn is None:
-        raise _refused(
-            run, NOT_INTERACTIVE, f"child {index} of run {run.run_id} is not interactive", index
-        )
+        raise _not_interactive(run, index)
     live = control.live.get(index) if control is not None and not run.is_terminal else None
     if live is None or live.over or live.closing:
         status = run.children[index].status.value
@@ -117,9 +115,7 @@ async def close(run: Run, control: RunControl | None, index: int | None) -> bool
     for i in indexes:
         child = run.children[i]
         if child.turn is None:
-            raise _refused(
-                run, NOT_INTERACTIVE, f"child {i} of run {run.run_id} is not interactive", i
-            )
+            raise _not_interactive(run, i)
         live = control.live.get(i)
         if live is not None:
             closing.append(live)
@@ -143,7 +139,7 @@ def _not_pending(run: Run, permission_id: str) -> RequestRefused:
 
 
 def _not_interactive(run: Run, index: int) -> RequestRefused:
-    message = f"child {index} of run {run.run_id} is not interactive: it takes no messages"
+    message = f"child {index} of run {run.run_id} is not interactive"
     return _refused(run, NOT_INTERACTIVE, message, index)
 
 
