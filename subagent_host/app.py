@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
@@ -106,12 +107,17 @@ def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dic
         pi_sessions = session_files(config).pi_dir  # pi's own session files, for resume
         private_directory(pi_sessions)
     executables = config.settings.backend_executables
-    return {
+    built_in: dict[str, Backend] = {
         "command": CommandBackend(),
         "pi": PiBackend(session_dir=pi_sessions, executable=executables.get("pi", "pi")),
         "claude": ClaudeBackend(executable=executables.get("claude", "claude")),
         "codex": CodexBackend(executable=executables.get("codex", "codex")),
     }
+    configured = {
+        name: AcpBackend(name, agent.executable, agent.args, agent.env)
+        for name, agent in config.settings.acp_backends.items()
+    }
+    return {**built_in, **configured}
 
 
 def session_files(config: ServerConfig) -> SessionFiles:

@@ -24,6 +24,7 @@ from subagent_host.values.choices import (
     AgentBackendName,
     BackendName,
     OneOf,
+    is_backend_name,
 )
 from subagent_host.values.events import EVENT_TYPES
 from subagent_host.values.facts import BackendInfo
@@ -111,7 +112,8 @@ def test_each_enum_of_the_committed_document_is_a_field_typed_with_its_values() 
 
 
 def test_a_backend_is_an_open_string_whose_values_are_listed_in_one_place() -> None:
-    """`backend` names a backend the configuration may one day add: never a closed enum."""
+    """`backend` may name a backend the configuration adds (an ACP agent): never a closed
+    enum, but a pattern, with the built-in backends as its examples."""
     backends = [
         (cls, field.name, hint)
         for cls in CLASSES
@@ -129,6 +131,7 @@ def test_a_backend_is_an_open_string_whose_values_are_listed_in_one_place() -> N
     }
     for cls, name, hint in backends:
         assert without_none(hint) in (BackendName, AgentBackendName), (cls.__name__, name)
-    assert typing.get_args(BackendName)[1].values == BACKENDS
-    assert typing.get_args(AgentBackendName)[1].values == AGENT_BACKENDS
+    assert typing.get_args(BackendName)[1].examples == BACKENDS
+    assert typing.get_args(AgentBackendName)[1].examples == AGENT_BACKENDS
+    assert all(is_backend_name(name) for name in BACKENDS)
     assert set(AGENT_BACKENDS) < set(BACKENDS)

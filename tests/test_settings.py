@@ -13,6 +13,7 @@ import attrs
 import pytest
 
 from subagent_host.settings import (
+    AcpBackendSetting,
     ModelProfile,
     Settings,
     SettingsDiagnostic,
@@ -308,7 +309,7 @@ INVALID = [
     ("default_mode", "foreground"),
     ("history_limit", 0),
     ("history_limit", 1_000_001),
-    ("default_backend", "gemini"),
+    ("default_backend", "Gemini CLI"),
     ("approvals", "always"),
     ("approvals", True),
     ("framing", "xml"),
@@ -531,11 +532,40 @@ def test_executables_are_read_per_backend_and_merged(dirs: Dirs, tmp_path: Path)
     assert settings.backend_executables == {"pi": "/opt/pi", "codex": "codex2"}
 
 
+def test_an_acp_agent_is_a_backend_of_its_own_and_a_later_file_replaces_it_whole(
+    dirs: Dirs, tmp_path: Path
+) -> None:
+    qwen = {"protocol": "acp", "executable": "qwen", "args": ["--acp"], "env": {"K": "v"}}
+    write(dirs.global_file, {"backends": {"qwen": qwen, "gemini": {
+        "protocol": "acp", "executable": "gemini", "args": ["--acp"]}}})  # fmt: skip
+    explicit = write(tmp_path / "c.json", {"backends": {"gemini": {
+        "protocol": "acp", "executable": "/opt/gemini"}}})  # fmt: skip
+    settings, _ = dirs.load(explicit)
+    assert settings.diagnostics == ()
+    assert settings.acp_backends == {
+        "qwen": AcpBackendSetting("qwen", ("--acp",), {"K": "v"}),
+        "gemini": AcpBackendSetting("/opt/gemini"),
+    }
+    assert settings.backend_executables == {}
+
+
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
         ({"pi": {"executable": ""}}, 'pi.executable "" is not a non-empty string'),
-        ({"nope": {}}, 'unknown backend "nope" (known: pi, claude, codex)'),
+        ({"nope": {}}, 'nope {} is not an object {protocol: "acp", executable, args, env}'),
+        ({"qwen": {"protocol": "acp", "executable": "qwen", "args": "--acp"}},
+         'qwen.args "--acp" is not an array of strings'),
+        ({"qwen": {"protocol": "acp", "executable": "qwen", "env": {"K": 1}}},
+         'qwen.env {"K": 1} is not an object of strings'),
+        ({"qwen": {"protocol": "acp", "executable": "qwen", "cwd": "/"}},
+         'qwen has unknown keys cwd (it takes {protocol: "acp", executable, args, env})'),
+        ({"command": {"protocol": "acp", "executable": "x"}},
+         '"command" cannot name an ACP agent: a name is 1..32 of a-z 0-9 -, starting with '
+         "a letter, other than command, pi, claude, codex"),
+        ({"Qwen": {"protocol": "acp", "executable": "x"}},
+         '"Qwen" cannot name an ACP agent: a name is 1..32 of a-z 0-9 -, starting with '
+         "a letter, other than command, pi, claude, codex"),
         ({"claude": {"executable": "claude", "args": []}},
          'claude {"executable": "claude", "args": []} is not an object {executable}'),
         ({"codex": "codex"}, 'codex "codex" is not an object {executable}'),

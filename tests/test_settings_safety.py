@@ -35,9 +35,10 @@ MALFORMED: Final = [
     ("executor", {"kind": "slurm"}, 'kind "slurm" is not one of local, ray'),
     ("trusted_projects", "/tmp", '"/tmp" is not an array of paths'),
     ("trusted_projects", ["/tmp", 3], "3 is not a path"),
-    ("backends", 3, "3 is not an object {pi, claude, codex: {executable}}"),
+    ("backends", 3, '3 is not an object {pi, claude, codex: {executable}, '
+     '<name>: {protocol: "acp", executable, args, env}}'),
     ("backends", {"gemini": {"executable": "g"}},
-     'unknown backend "gemini" (known: pi, claude, codex)'),
+     'gemini {"executable": "g"} is not an object {protocol: "acp", executable, args, env}'),
     ("state_dir", "", '"" is not a path'),
     ("state_dir", "/etc/hostname", "/etc/hostname exists and is not a directory"),
     ("agents", ["reviewer"], '["reviewer"] is not an object {enabled, disabled}'),

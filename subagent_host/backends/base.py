@@ -17,7 +17,7 @@ import attrs
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.values import FULL
-from subagent_host.values.choices import Effect, ReachedLimit
+from subagent_host.values.choices import Effect, ReachedLimit, ToolKind
 from subagent_host.values.facts import Usage
 
 
@@ -192,6 +192,22 @@ PROCESS: Final = Effect.PROCESS
 NETWORK: Final = Effect.NETWORK
 EFFECTS: Final = tuple(Effect)
 
+# What a tool does, by its kind, where the CLI's own catalog does not name the tool:
+# a kind that says nothing (`other`) may do anything, and so may a command (`execute`):
+# what it runs decides, and a command the CLI asks for may run outside its sandbox
+# (codex runs an approved command unsandboxed).
+KIND_EFFECTS: Final[Mapping[ToolKind, frozenset[Effect]]] = {
+    ToolKind.READ: frozenset({Effect.FILESYSTEM_READ}),
+    ToolKind.SEARCH: frozenset({Effect.FILESYSTEM_READ}),
+    ToolKind.EDIT: frozenset({Effect.FILESYSTEM_WRITE}),
+    ToolKind.DELETE: frozenset({Effect.FILESYSTEM_WRITE}),
+    ToolKind.MOVE: frozenset({Effect.FILESYSTEM_WRITE}),
+    ToolKind.EXECUTE: frozenset(Effect),
+    ToolKind.FETCH: frozenset({Effect.NETWORK}),
+    ToolKind.THINK: frozenset(),
+    ToolKind.OTHER: frozenset(Effect),
+}
+
 
 class Backend(Protocol):
     """An adapter: a name, its tools and their effects, how to launch an item, a parser."""
@@ -211,6 +227,10 @@ class Backend(Protocol):
     """The program it runs (looked up on the child's PATH)."""
     thinking_levels: tuple[str, ...]
     """The `thinking` values it takes (empty: none)."""
+    always_driven: bool
+    """Whether every child of it is driven through its machine protocol, interactive or
+    not (an ACP agent's: backends/acp.py); else only an interactive one, or one whose
+    permissions someone answers (planning/plan.py `ChildPlan.driven`)."""
 
     def prepare(self, item: ItemSpec) -> Launch: ...
 
@@ -226,6 +246,7 @@ class AgentCLI:
     """The program's usual name (a subclass sets it); an instance may be given another."""
     tools_required = False
     restrictable = True
+    always_driven = False
     env_allowed: frozenset[str] = frozenset()
 
     def __init__(self, executable: str | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import Final
 
 import attrs
 
-from subagent_host.values.choices import ReachedLimit
+from subagent_host.values.choices import ACP, ReachedLimit
 from subagent_host.values.facts import Usage
 
 MAX_TOKENS: Final = "maxTokens"
@@ -46,6 +46,13 @@ _UNREPORTED: Final[Mapping[str, Mapping[str, str]]] = {
         MAX_TOKENS: "codex reports its usage only when its turn (the whole task) ends, so a "
         "token budget cannot stop it",
         MAX_COST_USD: "codex reports no cost",
+    },
+    # Every configured ACP agent (values/choices.py ACP): the protocol carries no usage
+    # a client can count on while a turn runs (some agents add theirs, others none).
+    ACP: {
+        MAX_TOKENS: "an ACP agent reports tokens only if it chooses to (the protocol "
+        "does not require it), so a token budget could go unenforced",
+        MAX_COST_USD: "an ACP agent reports no cost the server can read while it runs",
     },
 }
 

@@ -103,6 +103,7 @@ class CommandBackend:
     tools: Mapping[str, frozenset[Effect]] = {"command": frozenset(EFFECTS)}
     tools_required = False
     restrictable = False
+    always_driven = False
     env_allowed: frozenset[str] = frozenset()
     executable = ""  # the command's own argv[0]
     thinking_levels: tuple[str, ...] = ()

@@ -35,7 +35,7 @@ from subagent_host.openrpc.docstrings import class_description, field_descriptio
 from subagent_host.planning.views import UNPROBED
 from subagent_host.rpc.wire import INLINE, EventWire, SessionId
 from subagent_host.values import SESSION_ID_PATTERN
-from subagent_host.values.choices import OneOf
+from subagent_host.values.choices import Matching, OneOf
 from subagent_host.values.events import EVENT_TYPES
 from subagent_host.values.wire_names import wire_name
 
@@ -227,8 +227,13 @@ class SchemaBuilder:
 
     def _annotated(self, hint: Any, direction: Direction) -> Schema:
         """`Annotated[str, OneOf(...)]`: a string the code keeps open, whose values the
-        schema lists all the same (values/choices.py); any other extra says nothing here."""
+        schema lists all the same; `Annotated[str, Matching(...)]`: one whose values match
+        a pattern (values/choices.py); any other extra says nothing here."""
         base, *extras = typing.get_args(hint)
+        patterns = [extra for extra in extras if isinstance(extra, Matching)]
+        if patterns and base is str:
+            pattern, examples = patterns[0].pattern.pattern, list(patterns[0].examples)
+            return {"type": "string", "pattern": f"^(?:{pattern})$", "examples": examples}
         choices = [extra for extra in extras if isinstance(extra, OneOf)]
         if not choices:
             return self.type_schema(base, direction)

@@ -22,6 +22,7 @@ from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.delegation import WHY
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, NOT_REPORTED, unreported
 from subagent_host.backends.interactive.base import APPROVALS_UNSUPPORTED
@@ -47,7 +48,7 @@ from subagent_host.values import (
     Isolation,
     SessionResources,
 )
-from subagent_host.values.choices import Approvals, member
+from subagent_host.values.choices import ACP, Approvals, member
 from subagent_host.values.placement import Placement
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
@@ -182,6 +183,9 @@ def _resolve_item(
                 problems.error(
                     "not-honoured", f"the command backend cannot honour {wire_name}", at(wire_name)
                 )
+    elif isinstance(backend, AcpBackend):
+        _check_agent_item(problems, at, item, backend, prompt, None, None, cwd, env)
+        _check_acp_item(problems, at, pick, definition, backend)
     else:
         _check_agent_item(
             problems, at, item, backend, prompt, wanted.tools, wanted.effort, cwd, env
@@ -207,7 +211,7 @@ def _resolve_item(
         settings.stall_timeout_ms or DEFAULT_STALL_TIMEOUT_MS,
     )
     max_turns = _turns(problems, at("maxTurns"), pick("max_turns"))
-    budget = _Budgets(problems, at, name if backend is not None and name != "command" else None)
+    budget = _Budgets(problems, at, _budget_backend(name, backend))
     max_tokens = budget.pick(
         MAX_TOKENS,
         _tokens(problems, at(MAX_TOKENS), pick("max_tokens")),
@@ -230,6 +234,9 @@ def _resolve_item(
     placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
     driven = _driven(problems, at, pick, definition, settings.approvals, sources.placeable, name)
     is_agent = name != "command"
+    # An ACP agent chooses its own model, effort, tools and what it loads (refused above
+    # when asked for): nothing of a CLI's defaults reaches it.
+    is_cli = is_agent and not isinstance(backend, AcpBackend)
     return ChildPlan(
         backend=name,
         cwd=cwd,
@@ -239,11 +246,11 @@ def _resolve_item(
         prompt=prompt,
         env=env,
         label=item.label,
-        model=wanted.model if is_agent else None,
-        thinking=wanted.effort if is_agent else None,
-        tools=wanted.tools if is_agent else None,
+        model=wanted.model if is_cli else None,
+        thinking=wanted.effort if is_cli else None,
+        tools=wanted.tools if is_cli else None,
         instructions=instructions if is_agent else None,
-        session_resources=member(SessionResources, wanted.session_resources) if is_agent else None,
+        session_resources=member(SessionResources, wanted.session_resources) if is_cli else None,
         agent=_agent_ref(definition),
         output_name=item.output_name,
         max_turns=max_turns if is_agent else None,
@@ -391,6 +398,49 @@ def _agent_ref(definition: AgentDefinition | None) -> AgentRef | None:
         path=definition.path,
         digest=definition.digest,
     )
+
+
+# What a request or an agent definition may ask of a CLI that an ACP agent decides for
+# itself (protocol.md §24.1): wire names, by field.
+ACP_OWN_FIELDS: Final = {
+    "model": "model",
+    "thinking": "thinking",
+    "tools": "tools",
+    "session_resources": "sessionResources",
+}
+
+
+def _check_acp_item(
+    problems: Problems,
+    at: Callable[[str], str],
+    pick: Callable[[str], Any],
+    definition: AgentDefinition | None,
+    backend: AcpBackend,
+) -> None:
+    """An ACP agent's child: what it chooses itself is not asked of it (a configured
+    default for CLIs is not applied to it, and is not an error)."""
+    defined = {
+        "model": definition.model if definition is not None else None,
+        "thinking": definition.effort if definition is not None else None,
+        "tools": definition.tools if definition is not None else None,
+        "session_resources": definition.session_resources if definition is not None else None,
+    }
+    for field, wire_name in ACP_OWN_FIELDS.items():
+        if pick(field) is not None or defined[field] is not None:
+            problems.error(
+                "not-honoured",
+                f"the {backend.id} backend is an ACP agent, which chooses its own "
+                f"{wire_name} (set it in the agent's own configuration or arguments)",
+                at(wire_name),
+            )
+
+
+def _budget_backend(name: str, backend: Backend | None) -> str | None:
+    """Whose budgets a child's are (budgets.py `unreported`): its backend's, every ACP
+    agent's the same; None for a command child, or one whose backend is unknown."""
+    if backend is None or name == "command":
+        return None
+    return ACP if isinstance(backend, AcpBackend) else name
 
 
 def _check_agent_item(

@@ -15,7 +15,7 @@ from typing import Final, TypedDict
 import attrs
 
 from subagent_host.backends.base import Backend, ItemSpec, Launch
-from subagent_host.backends.interactive.drivers import DRIVERS
+from subagent_host.backends.interactive.drivers import driver_for
 from subagent_host.planning.views import Access, AgentRef, ChildLimits, NormalizedPlan, PlanStep
 from subagent_host.values import FULL, STEP_PROMPT, Isolation, RunKind, SessionResources
 from subagent_host.values.choices import Approvals
@@ -250,9 +250,15 @@ def render_launch(child: ChildPlan, backend: Backend, prompt: str | None = None)
     (stdin kept open; the prompt is the conversation's first message). ValueError
     (`approvals-unsupported`): approvals its backend cannot ask (checked when planned)."""
     item = child.item(prompt)
-    if not child.driven:
+    if not is_driven(child, backend):
         return backend.prepare(item)
-    return DRIVERS[backend.id].launch(backend, item, child.approvals)
+    return driver_for(backend).launch(backend, item, child.approvals)
+
+
+def is_driven(child: ChildPlan, backend: Backend) -> bool:
+    """Whether the child is started through its backend's machine protocol: it asks to
+    be (`ChildPlan.driven`), or every child of its backend is (an ACP agent's)."""
+    return child.driven or backend.always_driven
 
 
 def prepared(child: ChildPlan, backend: Backend) -> Launch:

@@ -31,14 +31,20 @@ from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.interactive.driven_output import DrivenOutput
-from subagent_host.backends.interactive.drivers import DRIVERS
+from subagent_host.backends.interactive.drivers import driver_for
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
 from subagent_host.executors.base import INTERACTIVE_HERE_ONLY, ChildHandle, ChildLost, Executor
 from subagent_host.executors.local import LocalExecutor
 from subagent_host.planning import templates
-from subagent_host.planning.plan import EMPTY_PROMPT, ChildPlan, is_empty_prompt, render_launch
+from subagent_host.planning.plan import (
+    EMPTY_PROMPT,
+    ChildPlan,
+    is_driven,
+    is_empty_prompt,
+    render_launch,
+)
 from subagent_host.runs.child_sink import (
     ChildSink,
     EventSender,
@@ -242,7 +248,8 @@ class ChildRunner:
                 self._state_machine.transition_child(run, child, ChildFailed(error))
                 return None
             launch = attrs.evolve(launch, cwd=opened.cwd)
-        if plan.driven and not self._executor.starts_at_once:
+        driven = is_driven(plan, backend)
+        if driven and not self._executor.starts_at_once:
             error = ErrorInfo(INTERACTIVE_UNSUPPORTED, INTERACTIVE_HERE_ONLY)
             await self._settle_workspace(child, opened)
             self._state_machine.transition_child(run, child, ChildFailed(error))
@@ -254,11 +261,14 @@ class ChildRunner:
             run_id=run.run_id,
             depth=self._depth,
         )
-        parser: OutputParser = backend.parser()
-        if plan.driven:  # its stdout is its conversation's (a command's is its own too)
-            conversation = DRIVERS[plan.backend].conversation(plan.item(prompt), plan.approvals)
-            inner = parser if plan.command is not None else None
+        parser: OutputParser
+        if driven:  # its stdout is its conversation's (a command's is its own too)
+            driver = driver_for(backend)
+            conversation = driver.conversation(plan.item(prompt), plan.approvals)
+            inner = backend.parser() if plan.command is not None else None
             parser = DrivenOutput(plan.backend, conversation, inner)
+        else:
+            parser = backend.parser()
         # A command's output is what it says; an agent's raw lines are sent only when
         # asked (`stream: "raw"`): its normalized events say what it does. Its stderr
         # goes with its stdout (`stderr` events).

@@ -28,6 +28,7 @@ from typing import Final
 
 import attrs
 
+from subagent_host.backends.base import KIND_EFFECTS
 from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.interactive.base import (
     OPENING,
@@ -61,7 +62,6 @@ from subagent_host.values.choices import (
     OptionKind,
     PermissionStage,
     Phase,
-    ToolKind,
     TurnState,
 )
 from subagent_host.values.events import InputEvent, PermissionEvent, TurnEvent
@@ -73,22 +73,6 @@ CLOSED: Final = StopCause(RunStatus.COMPLETED, "closed")
 """A client closed it (`run/close`), or its only turn ended (a one-shot driven child)."""
 IDLE: Final = StopCause(RunStatus.COMPLETED, "idle")
 """It waited for input for its `idleTimeoutMs` after a turn ended."""
-
-# What a tool does, by its kind, where the CLI's own catalog does not name the tool:
-# a kind that says nothing (`other`) may do anything, and so may a command (`execute`):
-# what it runs decides, and a command the CLI asks for may run outside its sandbox
-# (codex runs an approved command unsandboxed).
-KIND_EFFECTS: Final[Mapping[ToolKind, frozenset[Effect]]] = {
-    ToolKind.READ: frozenset({Effect.FILESYSTEM_READ}),
-    ToolKind.SEARCH: frozenset({Effect.FILESYSTEM_READ}),
-    ToolKind.EDIT: frozenset({Effect.FILESYSTEM_WRITE}),
-    ToolKind.DELETE: frozenset({Effect.FILESYSTEM_WRITE}),
-    ToolKind.MOVE: frozenset({Effect.FILESYSTEM_WRITE}),
-    ToolKind.EXECUTE: frozenset(Effect),
-    ToolKind.FETCH: frozenset({Effect.NETWORK}),
-    ToolKind.THINK: frozenset(),
-    ToolKind.OTHER: frozenset(Effect),
-}
 
 AGENT_ERROR: Final = "agent-error"
 """A driven child whose CLI refused its first prompt (its reason: say, no API key)."""

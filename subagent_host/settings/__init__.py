@@ -54,6 +54,7 @@ from subagent_host.settings.model import MIN_RESUME_TOKEN_TTL_MS as MIN_RESUME_T
 from subagent_host.settings.model import PROCESS_TRACKING as PROCESS_TRACKING
 from subagent_host.settings.model import PROJECT_FILE as PROJECT_FILE
 from subagent_host.settings.model import RAY as RAY
+from subagent_host.settings.model import AcpBackendSetting as AcpBackendSetting
 from subagent_host.settings.model import ExecutorChoice as ExecutorChoice
 from subagent_host.settings.model import ModelProfile as ModelProfile
 from subagent_host.settings.model import Settings as Settings

@@ -28,6 +28,7 @@ from subagent_host.settings.model import (
     MIN_MESSAGE_BYTES,
     MIN_RESUME_TOKEN_TTL_MS,
     PROCESS_TRACKING,
+    AcpBackendSetting,
     ExecutorChoice,
 )
 from subagent_host.values import (
@@ -40,7 +41,7 @@ from subagent_host.values import (
     SESSION_ID_RULE,
     SESSION_RESOURCES,
 )
-from subagent_host.values.choices import AGENT_BACKENDS, BACKENDS, Approvals
+from subagent_host.values.choices import ACP, AGENT_BACKENDS, BACKENDS, Approvals, is_backend_name
 
 # One setting, three spellings (pi's settings say `thinkingLevel`).
 EFFORT_KEYS: Final = ("default_effort", "default_thinking_level", "thinkingLevel")
@@ -235,22 +236,68 @@ def check_executor(value: object, _base: Path) -> ExecutorChoice:
     return ExecutorChoice(kind=str(kind), **words)
 
 
-def check_backends(value: object, _base: Path) -> dict[str, str]:
-    """`{pi|claude|codex: {executable}}`: the program each agent backend runs."""
+def check_backends(value: object, _base: Path) -> dict[str, str | AcpBackendSetting]:
+    """`{pi|claude|codex: {executable}}`, the program each agent CLI runs, and
+    `{<name>: {protocol: "acp", executable, args?, env?}}`, an ACP agent as a backend of
+    its own (protocol.md §24.1)."""
     known = ", ".join(AGENT_BACKENDS)
     if not isinstance(value, dict):
-        raise ValueError(f"{show(value)} is not an object {{{known}: {{executable}}}}")
-    found: dict[str, str] = {}
+        raise ValueError(
+            f"{show(value)} is not an object {{{known}: {{executable}}, "
+            '<name>: {protocol: "acp", executable, args, env}}'
+        )
+    found: dict[str, str | AcpBackendSetting] = {}
     for name, entry in value.items():
-        if name not in AGENT_BACKENDS:
-            raise ValueError(f"unknown backend {show(name)} (known: {known})")
-        if not isinstance(entry, dict) or set(entry) != {"executable"}:
-            raise ValueError(f"{name} {show(entry)} is not an object {{executable}}")
-        executable = entry["executable"]
-        if not isinstance(executable, str) or not executable or "\0" in executable:
-            raise ValueError(f"{name}.executable {show(executable)} is not a non-empty string")
-        found[name] = executable
+        if name in AGENT_BACKENDS:
+            if not isinstance(entry, dict) or set(entry) != {"executable"}:
+                raise ValueError(f"{name} {show(entry)} is not an object {{executable}}")
+            found[name] = _executable(name, entry["executable"])
+        else:
+            found[name] = _acp_backend(name, entry)
     return found
+
+
+def _acp_backend(name: str, entry: object) -> AcpBackendSetting:
+    if not is_backend_name(name) or name in BACKENDS:
+        raise ValueError(
+            f"{show(name)} cannot name an ACP agent: a name is 1..32 of a-z 0-9 -, starting "
+            f"with a letter, other than {', '.join(BACKENDS)}"
+        )
+    shape = '{protocol: "acp", executable, args, env}'
+    if not isinstance(entry, dict) or entry.get("protocol") != ACP:
+        raise ValueError(f"{name} {show(entry)} is not an object {shape}")
+    unknown = sorted(set(entry) - {"protocol", "executable", "args", "env"})
+    if unknown:
+        raise ValueError(f"{name} has unknown keys {', '.join(unknown)} (it takes {shape})")
+    executable = _executable(name, entry.get("executable"))
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(_is_argument(arg) for arg in args):
+        raise ValueError(f"{name}.args {show(args)} is not an array of strings")
+    env = entry.get("env", {})
+    if not isinstance(env, dict) or not all(
+        _is_argument(key) and key and "=" not in key and _is_argument(text)
+        for key, text in env.items()
+    ):
+        raise ValueError(f"{name}.env {show(env)} is not an object of strings")
+    return AcpBackendSetting(executable=executable, args=tuple(args), env=dict(env))
+
+
+def _executable(name: str, executable: object) -> str:
+    if not isinstance(executable, str) or not executable or "\0" in executable:
+        raise ValueError(f"{name}.executable {show(executable)} is not a non-empty string")
+    return executable
+
+
+def _is_argument(value: object) -> bool:
+    return isinstance(value, str) and "\0" not in value
+
+
+def check_backend_name(value: object, _base: Path) -> str:
+    """A backend's name: a built-in one, or one an ACP agent is configured under (which
+    file configures it is not known here: an unknown name is refused at launch)."""
+    if not isinstance(value, str) or not is_backend_name(value):
+        raise ValueError(f"{show(value)} is not a backend name ({', '.join(BACKENDS)}, ...)")
+    return value
 
 
 def check_agents(value: object, _base: Path) -> AgentLists:
@@ -302,7 +349,7 @@ FIELDS: Final[Mapping[str, FieldRule]] = {
     "enable_continue": FieldRule(check_bool, safety=True),
     # Narrowing only, in a project's file (settings/agent_filter.py).
     "agents": FieldRule(check_agents, safety=True),
-    "default_backend": FieldRule(one_of(BACKENDS)),
+    "default_backend": FieldRule(check_backend_name),
     "session_resources": FieldRule(one_of(SESSION_RESOURCES)),
     "approvals": FieldRule(one_of(tuple(Approvals))),
     # Server options: the global and --config files only.

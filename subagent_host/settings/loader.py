@@ -14,6 +14,7 @@ from subagent_host.settings.layers import Layer, Scope, read_layer
 from subagent_host.settings.model import (
     FILE_NAME,
     PROJECT_FILE,
+    AcpBackendSetting,
     ExecutorChoice,
     ModelProfile,
     Settings,
@@ -79,6 +80,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
     """One Settings from the files, lowest precedence first (later wins per field)."""
     values: dict[str, object] = {}
     executables: dict[str, str] = {}
+    acp_backends: dict[str, AcpBackendSetting] = {}
     trusted: list[Path] = []
     user_agents: list[tuple[AgentLists, str]] = []
     project_agents: list[tuple[AgentLists, str]] = []
@@ -89,7 +91,11 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
             del own["enable_continue"]
         values.update(own)
         # Per backend, per path, per list: these fields merge below the field's level.
-        executables.update(pick(layer.values, "backends", dict) or {})
+        for name, backend in (pick(layer.values, "backends", dict) or {}).items():
+            if isinstance(backend, AcpBackendSetting):
+                acp_backends[name] = backend
+            else:
+                executables[name] = backend
         trusted.extend(path for path in layer.trusted if path not in trusted)
         if (lists := pick(layer.values, "agents", AgentLists)) is not None:
             is_project = layer.scope is Scope.PROJECT
@@ -115,6 +121,7 @@ def merge_layers(layers: Sequence[Layer], notes: Iterable[SettingsDiagnostic]) -
         user_profiles=MappingProxyType(merge_profiles(user)),
         project_profiles=MappingProxyType(merge_profiles(project)),
         backend_executables=MappingProxyType(executables),
+        acp_backends=MappingProxyType(acp_backends),
         state_dir=pick(values, "state_dir", Path),
         framing=pick(values, "framing", str),
         process_tracking=pick(values, "process_tracking", str),

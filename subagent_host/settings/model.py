@@ -86,8 +86,22 @@ class ModelProfile:
     """A thinking effort, `off` … `max`; None: not set."""
 
 
+@attrs.frozen
+class AcpBackendSetting:
+    """An agent that speaks the Agent Client Protocol, configured as a backend of its own
+    (`backends.<name> = {protocol: "acp", executable, args, env}`; protocol.md §24.1)."""
+
+    executable: str
+    """The program, looked up on the child's PATH unless a path."""
+    args: tuple[str, ...] = ()
+    """Its arguments (what starts its ACP mode: `--acp`, `acp`, ...)."""
+    env: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    """Variables its children get, under a request's own `env`."""
+
+
 NO_PROFILES: Final[Mapping[str, ModelProfile]] = MappingProxyType({})
 NO_EXECUTABLES: Final[Mapping[str, str]] = MappingProxyType({})
+NO_ACP_BACKENDS: Final[Mapping[str, AcpBackendSetting]] = MappingProxyType({})
 
 
 @attrs.frozen
@@ -121,8 +135,8 @@ class Settings:
     enable_continue: bool | None = None
     """False disables resume."""
     default_backend: str | None = None
-    """`command`, `pi`, `claude` or `codex`: the backend of an item that names none and has no
-    `command`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name: the backend of an
+    item that names none and has no `command`."""
     session_resources: str | None = None
     """`lean` or `full`: what agent children load (unset: `lean`)."""
     approvals: str | None = None
@@ -134,6 +148,9 @@ class Settings:
     """By lowercase agent name, from the project's file: for the project's agents."""
     backend_executables: Mapping[str, str] = attrs.field(default=NO_EXECUTABLES, hash=False)
     """The program each agent backend runs, by backend id, where a file set one."""
+    acp_backends: Mapping[str, AcpBackendSetting] = attrs.field(default=NO_ACP_BACKENDS, hash=False)
+    """The ACP agents configured as backends (`backends.<name>` with `protocol: "acp"`),
+    by name, from the global and `--config` files."""
     state_dir: Path | None = None
     """As `--state-dir`."""
     framing: str | None = None

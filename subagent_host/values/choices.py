@@ -11,7 +11,8 @@ plan's views name them too and may import nothing above `values`.
 A field the server reads before it checks it (a launch's `mode`, `sessionResources`,
 `isolation`, ...) stays a `str`, annotated with `OneOf` its enumeration: a value
 outside it must reach the check that names it (a preflight's `invalid-isolation`), not
-fail the whole request as a shape error. So is every `backend` (see `BackendName`).
+fail the whole request as a shape error. A `backend` is a `str` too, matching a pattern
+(`Matching`): configuration names backends of its own.
 
 Imports nothing of ours (an import-linter contract keeps it so).
 """
@@ -19,6 +20,7 @@ Imports nothing of ours (an import-linter contract keeps it so).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable
 from typing import Annotated, Final, TypeVar
 
@@ -49,16 +51,41 @@ class OneOf:
         return f"OneOf({self.values!r})"
 
 
+class Matching:
+    """A `str` field whose values the schema cannot list (some are the user's names),
+    written as the pattern they match, with the values every server has as examples
+    (`Annotated[str, Matching(pattern, examples)]`)."""
+
+    __slots__ = ("examples", "pattern")
+
+    def __init__(self, pattern: re.Pattern[str], examples: Iterable[str]) -> None:
+        self.pattern: Final = pattern
+        self.examples: Final = tuple(examples)
+
+    def __repr__(self) -> str:
+        return f"Matching({self.pattern.pattern!r}, {self.examples!r})"
+
+
 # The backends a child may run with. Deliberately a `str`, not an enumeration the core
-# switches on: configuration is to name further backends (any agent that speaks ACP,
-# named by the user), so the list the schema shows is this one tuple, opened here alone.
+# switches on: configuration names further backends (any agent that speaks ACP, named
+# by the user), so the schema shows the pattern a name matches, with these as examples.
 BACKENDS: Final = ("command", "pi", "claude", "codex")
+"""The built-in backends."""
 AGENT_BACKENDS: Final = tuple(name for name in BACKENDS if name != "command")
-"""The backends that run an agent CLI (all but `command`)."""
-BackendName = Annotated[str, OneOf(BACKENDS)]
-"""A backend's name: `command`, `pi`, `claude` or `codex` today (see BACKENDS)."""
-AgentBackendName = Annotated[str, OneOf(AGENT_BACKENDS)]
-"""An agent backend's name: `pi`, `claude` or `codex` today."""
+"""The built-in backends that run an agent CLI (all but `command`)."""
+ACP: Final = "acp"
+"""The `protocol` of a configured backend: an agent that speaks the Agent Client Protocol."""
+BACKEND_NAME: Final = re.compile(r"[a-z][a-z0-9-]{0,31}")
+"""What a backend's name looks like, a configured one's or a built-in one's."""
+BackendName = Annotated[str, Matching(BACKEND_NAME, BACKENDS)]
+"""A backend's name: `command`, `pi`, `claude`, `codex`, or a configured ACP agent's."""
+AgentBackendName = Annotated[str, Matching(BACKEND_NAME, AGENT_BACKENDS)]
+"""An agent backend's name: `pi`, `claude` or `codex`, or a configured ACP agent's."""
+
+
+def is_backend_name(name: str) -> bool:
+    """Whether `name` can name a backend: a built-in one or a configured ACP agent."""
+    return BACKEND_NAME.fullmatch(name) is not None
 
 
 class StoppedBy(enum.StrEnum):

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import pytest
 
 from subagent_host.backends.base import ItemSpec
@@ -452,3 +453,30 @@ def test_a_long_line_is_no_crash() -> None:
     }
     events = conversation.on_line(update(SESSION, chunk))
     assert sum(len(e.text) for e in of_type(events, MessageText)) == 10_000_000
+
+
+def test_an_agent_definitions_body_leads_the_first_prompt_only() -> None:
+    item = ItemSpec(command=None, prompt=PROMPT, cwd=CWD, env={}, instructions="Be brief.")
+    conversation = AcpConversation.for_item(item, Approvals.CLI)
+    conversation.opening(PROMPT)
+    capabilities = {"loadSession": True}
+    conversation.on_line(
+        line({"id": 0, "result": {"protocolVersion": 1, "agentCapabilities": capabilities}})
+    )
+    [prompt] = written(conversation.on_line(line({"id": 1, "result": {"sessionId": SESSION}})))
+    assert prompt["params"]["prompt"] == [
+        {"type": "text", "text": "Be brief."},
+        {"type": "text", "text": PROMPT},
+    ]
+    conversation.on_line(line({"id": 2, "result": {"stopReason": "end_turn"}}))
+    reactions, _ = conversation.send("m1", "again", Delivery.QUEUE)
+    [second] = written(reactions)
+    assert second["params"]["prompt"] == [{"type": "text", "text": "again"}]
+    # A loaded session has them already: a resume's first prompt is the message alone.
+    resumed = AcpConversation.for_item(attrs.evolve(item, resume_session=SESSION), Approvals.CLI)
+    resumed.opening("go on")
+    resumed.on_line(
+        line({"id": 0, "result": {"protocolVersion": 1, "agentCapabilities": capabilities}})
+    )
+    [prompt] = written(resumed.on_line(line({"id": 1, "result": {}})))
+    assert prompt["params"]["prompt"] == [{"type": "text", "text": "go on"}]

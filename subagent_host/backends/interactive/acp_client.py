@@ -110,6 +110,7 @@ import attrs
 import pydantic
 from acp import schema
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.events import TOOL_ID_CHARS, NormalizedEvents, ToolKind, summary_of
 from subagent_host.backends.interactive.base import (
@@ -133,6 +134,7 @@ from subagent_host.backends.interactive.base import (
 )
 from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
+from subagent_host.values.choices import ACP
 from subagent_host.values.facts import Usage
 
 PROTOCOL_VERSION: Final = 1
@@ -178,10 +180,9 @@ class Mode:
 def interactive_launch(
     executable: str, args: Sequence[str], env: Mapping[str, str], item: ItemSpec
 ) -> Launch:
-    """The configured ACP agent for `item`: its executable and arguments, the configured
-    environment under the item's own, in the item's cwd; stdin kept for the
-    conversation."""
-    return Launch(argv=(executable, *args), stdin=None, env={**env, **item.env}, cwd=item.cwd)
+    """The ACP agent `executable args` for `item`, as a configured backend launches it
+    (backends/acp.py)."""
+    return AcpBackend(ACP, executable, tuple(args), env).prepare(item)
 
 
 class AcpConversation:
@@ -194,8 +195,12 @@ class AcpConversation:
         resume_session: str | None = None,
         mode: str | None = None,
         ask_before_tools: bool = False,
+        instructions: str | None = None,
     ) -> None:
         self._cwd = cwd
+        # An agent definition's body: ACP has no system prompt a client may add to, so it
+        # leads the first prompt, as a text block of its own (a loaded session has it).
+        self._instructions = instructions if resume_session is None else None
         self._resume_session = resume_session
         self._mode = mode  # set with `session/set_mode` before the first prompt
         self._ask_before_tools = ask_before_tools  # else: the agent's asking mode, if any
@@ -235,7 +240,12 @@ class AcpConversation:
         that asks before edits and commands, where it offers one (`asking_mode`); with
         `cli` the agent stays in its own mode."""
         ask = approvals is not Approvals.CLI
-        return cls(cwd=item.cwd, resume_session=item.resume_session, ask_before_tools=ask)
+        return cls(
+            cwd=item.cwd,
+            resume_session=item.resume_session,
+            ask_before_tools=ask,
+            instructions=item.instructions,
+        )
 
     @property
     def turn_running(self) -> bool:
@@ -529,9 +539,10 @@ class AcpConversation:
     def _start_turn(self, text: str, message_id: str) -> list[Reaction]:
         assert self._session_id is not None
         self._turn_running, self._cancel_sent = True, False
-        prompt = schema.PromptRequest(
-            session_id=self._session_id, prompt=[schema.TextContentBlock(type="text", text=text)]
-        )
+        blocks = [schema.TextContentBlock(type="text", text=text)]
+        if message_id == OPENING and self._instructions:
+            blocks.insert(0, schema.TextContentBlock(type="text", text=self._instructions))
+        prompt = schema.PromptRequest(session_id=self._session_id, prompt=list(blocks))
         self._prompts[self._next_id] = message_id
         started: list[Reaction] = [self._request("session/prompt", prompt), TurnStarted()]
         return [*started, *self._cancel()] if self._cancel_wanted else started

@@ -17,6 +17,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from subagent_host.backends import claude, codex, command, pi
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend, ItemSpec, Launch
 from subagent_host.backends.interactive import claude_stream, codex_app, command_lines, pi_rpc
 from subagent_host.backends.interactive.base import Approvals, Conversation, approvals_supported
@@ -51,6 +52,30 @@ def command_launch(backend: command.CommandBackend, item: ItemSpec, approvals: A
     return attrs.evolve(backend.prepare(attrs.evolve(item, prompt=None)), stdin=None)
 
 
+def acp_launch(backend: AcpBackend, item: ItemSpec, approvals: Approvals) -> Launch:
+    """A configured ACP agent's launch: the same for every approvals (each is taken)."""
+    del approvals
+    return backend.prepare(item)
+
+
+def acp_conversation(item: ItemSpec, approvals: Approvals) -> Conversation:
+    """An ACP child's conversation. The ACP client (and the SDK and pydantic it reads the
+    protocol with) is imported here, when the first ACP child is driven, so that a server
+    that runs none never loads them."""
+    from subagent_host.backends.interactive.acp_client import AcpConversation  # noqa: PLC0415
+
+    return AcpConversation.for_item(item, approvals)
+
+
+ACP_DRIVER: Final[Driver[AcpBackend]] = Driver(AcpBackend, acp_launch, acp_conversation)
+"""The driver of every configured ACP agent, whatever its name."""
+
+
+def driver_for(backend: Backend) -> Driver[Any]:
+    """The driver that talks to `backend`'s children (KeyError: none does)."""
+    return ACP_DRIVER if isinstance(backend, AcpBackend) else DRIVERS[backend.id]
+
+
 DRIVERS: Final[Mapping[str, Driver[Any]]] = {
     command.CommandBackend.id: Driver(
         command.CommandBackend, command_launch, command_lines.CommandConversation.for_item
@@ -67,4 +92,4 @@ DRIVERS: Final[Mapping[str, Driver[Any]]] = {
         codex.CodexBackend, codex_app.interactive_launch, codex_app.CodexAppConversation.for_item
     ),
 }
-"""The backends an interactive child can run, by id: every one there is."""
+"""The built-in backends' drivers, by id (every configured ACP agent has ACP_DRIVER)."""

@@ -1,0 +1,71 @@
+"""A backend for any agent that speaks the Agent Client Protocol (ACP), as configured.
+
+Configuration names each one (`backends.<name> = {protocol: "acp", executable, args,
+env}`, protocol.md §24.1): the server then has a backend of that name, usable wherever
+`pi`, `claude` and `codex` are. Its children are always driven through the protocol
+(backends/interactive/acp_client.py): even a one-shot child is a conversation, closed
+when its first turn ends, so there is no output format to parse besides ACP's.
+
+What an ACP agent's tools can do is known only by their kind (ACP's `ToolKind`, the
+very enumeration this project's `tool` events use): its catalog is one entry per kind,
+with what a tool of that kind may do (`KIND_EFFECTS`). Its tools cannot be chosen or
+removed at launch: the agent has its own, so a request's `tools` is not honoured, and
+`access` holds only where the host answers its permission requests (§24.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, NoReturn
+
+from subagent_host.backends.base import KIND_EFFECTS, ItemSpec, Launch
+from subagent_host.values.choices import Effect, ToolKind
+
+# Every kind a tool call may say, but `switch_mode` (a mode change, not a tool: read
+# as `other` by the conversation).
+TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
+    kind.value: KIND_EFFECTS[kind] for kind in ToolKind
+}
+
+
+class AcpBackend:
+    """One configured ACP agent: its name, program, arguments and environment."""
+
+    restrictable = False  # its tools are the agent's own: none can be removed at launch
+    tools_required = False
+    thinking_levels: tuple[str, ...] = ()
+    env_allowed: frozenset[str] = frozenset()
+    always_driven = True
+    """Its children are conversations in its protocol, interactive or not."""
+
+    def __init__(
+        self,
+        name: str,
+        executable: str,
+        args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.id = name
+        self.executable = executable
+        self.args = args
+        self.env: Mapping[str, str] = dict(env or {})
+        self.tools: Mapping[str, frozenset[Effect]] = TOOLS
+
+    def __repr__(self) -> str:
+        return f"AcpBackend({self.id!r}, {self.executable!r})"
+
+    def prepare(self, item: ItemSpec) -> Launch:
+        """The agent in its ACP mode: the configured program and arguments, the configured
+        environment under the item's own, in the item's cwd; stdin kept for the
+        conversation (nothing is written at start)."""
+        return Launch(
+            argv=(self.executable, *self.args),
+            stdin=None,
+            env={**self.env, **item.env},
+            cwd=item.cwd,
+        )
+
+    def parser(self) -> NoReturn:
+        # Never called: an ACP child is always driven, and its conversation reads its
+        # output (backends/interactive/driven_output.py).
+        raise TypeError(f"{self.id} is an ACP agent: its children are always driven")
