@@ -74,6 +74,12 @@ CLOSED: Final = StopCause(RunStatus.COMPLETED, "closed")
 IDLE: Final = StopCause(RunStatus.COMPLETED, "idle")
 """It waited for input for its `idleTimeoutMs` after a turn ended."""
 
+HANDSHAKE_TIMEOUT_S: Final = 30.0
+"""How long a driven child may take to start its first turn (its protocol's handshake:
+an ACP agent's `initialize` and `session/new`), at most: its `stallTimeoutMs` when
+shorter. One that has not by then fails `spawn-failed`: it never began its task."""
+SPAWN_FAILED: Final = "spawn-failed"
+
 AGENT_ERROR: Final = "agent-error"
 """A driven child whose CLI refused its first prompt (its reason: say, no API key)."""
 ANSWERED_BY_POLICY: Final = "policy"
@@ -112,6 +118,7 @@ class LiveChild:
         self._permissions: dict[str, tuple[str, PermissionAsked]] = {}  # wire id → driver's
         self._permission_timers: dict[str, asyncio.TimerHandle] = {}
         self._idle: asyncio.TimerHandle | None = None
+        self._handshake: asyncio.TimerHandle | None = None
         self._turn_began: int | None = None  # clock ticks since boot: what its tools started after
         self._sweeps: set[asyncio.Task[int]] = set()
         self._end: Callable[[StopCause], None] | None = None
@@ -134,6 +141,8 @@ class LiveChild:
         order), then carry out every reaction as it comes."""
         self._handle = handle
         self.output.attach(self._react)
+        bound = min(HANDSHAKE_TIMEOUT_S, self.plan.stall_timeout_ms / 1000)
+        self._handshake = self._loop.call_later(bound, self._no_first_turn, bound)
         self.output.take(self.conversation.opening(prompt or ""))
         for message in early:
             self._send(message.message_id, message.text, message.delivery, told=True)
@@ -153,6 +162,7 @@ class LiveChild:
             return
         self.over = True
         self._cancel_idle()
+        self._cancel_handshake()
         for message_id in self.conversation.queued():
             self._emit_input(message_id, DeliveryState.DROPPED, self._texts.pop(message_id, ""))
         for wire_id in list(self._permissions):
@@ -234,6 +244,7 @@ class LiveChild:
                     self._handle.signal_group(signum)
             case TurnStarted():
                 self._cancel_idle()
+                self._cancel_handshake()
                 self._turn_began = ticks_now()
                 count = self.child.turn.count if self.child.turn else 0
                 self.child.turn = TurnInfo(count=count + 1, state=TurnState.RUNNING)
@@ -362,6 +373,19 @@ class LiveChild:
         self._cancel_idle()
         if self.plan.idle_timeout_ms is not None and not self.closing:
             self._idle = self._loop.call_later(self.plan.idle_timeout_ms / 1000, self.close, IDLE)
+
+    def _no_first_turn(self, bound: float) -> None:
+        self._handshake = None
+        reason = (
+            f"{self.plan.backend} did not begin its first turn within {bound:g} s of its start "
+            "(its protocol's handshake went unanswered)"
+        )
+        self._finish(StopCause(RunStatus.FAILED, SPAWN_FAILED, error=(SPAWN_FAILED, reason)))
+
+    def _cancel_handshake(self) -> None:
+        if self._handshake is not None:
+            self._handshake.cancel()
+            self._handshake = None
 
     def _cancel_idle(self) -> None:
         if self._idle is not None:

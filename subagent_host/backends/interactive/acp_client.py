@@ -285,7 +285,8 @@ class AcpConversation:
         message = json_object(line)
         if message is None:
             return self._fail(
-                f"the ACP agent printed a line that is not a JSON object: {short(line)}"
+                "the ACP agent printed a line that is not a JSON object: "
+                + short(line.decode("utf-8", "replace"))
             )
         method, has_id = message.get("method"), "id" in message
         try:
