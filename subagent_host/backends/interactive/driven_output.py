@@ -54,6 +54,42 @@ from subagent_host.values.facts import Usage
 
 PROTOCOL_ERROR: Final = "protocol-error"
 """The error code of a driven child whose CLI broke its protocol."""
+TURN_TEXT_CHARS: Final = 16 * 1024 * 1024
+"""The head of a turn's text that is kept (the largest output cap a server may have,
+settings/model.py MAX_CAP_BYTES): an agent that streams without end costs no more."""
+
+
+class TurnText:
+    """A turn's text: its head kept (TURN_TEXT_CHARS), its whole size counted."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._kept = 0
+        self.bytes = 0
+        self.lines = 0
+        self._ends_open = False
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.bytes += len(text.encode("utf-8"))
+        self.lines += text.count("\n")
+        self._ends_open = not text.endswith("\n")
+        if self._kept < TURN_TEXT_CHARS:
+            piece = text[: TURN_TEXT_CHARS - self._kept]
+            self._parts.append(piece)
+            self._kept += len(piece)
+
+    def outcome(self, usage: Usage | None, session_id: str | None) -> ParsedOutcome:
+        """A completed child's outcome with this text as its answer, measured whole."""
+        return ParsedOutcome(
+            completed=True,
+            final_text="".join(self._parts),
+            final_bytes=self.bytes,
+            final_lines=self.lines + (1 if self._ends_open else 0),
+            usage=usage,
+            backend_session_id=session_id,
+        )
 
 
 class DrivenOutput:
@@ -72,8 +108,8 @@ class DrivenOutput:
         self._turns = 0
         self._usage: Usage | None = None
         self._tools: set[str] = set()
-        self._turn_text: list[str] = []
-        self._answer = ""
+        self._turn_text = TurnText()
+        self._answer = TurnText()
         """The text of the last turn that ended: its last message (what followed its
         last tool)."""
         self._ended_turns = 0
@@ -146,8 +182,8 @@ class DrivenOutput:
                 )
             return outcome
         # The last turn's answer; a child closed in its first turn has said what it said.
-        text = self._answer if self._ended_turns else "".join(self._turn_text)
-        answer = ParsedOutcome.answer(text, self._usage, self.session_id)
+        text = self._answer if self._ended_turns else self._turn_text
+        answer = text.outcome(self._usage, self.session_id)
         stderr = self._stderr.text(STDERR_TAIL_BYTES)
         if self.failure is not None:
             data = error_data(exit_status, stderr, self._lines.dropped_lines)
@@ -165,17 +201,17 @@ class DrivenOutput:
         match reaction:
             case TurnStarted():
                 self._turns += 1
-                self._turn_text.clear()
+                self._turn_text = TurnText()
             case TurnEnded():
-                self._answer = "".join(self._turn_text)
+                self._answer = self._turn_text
                 self._ended_turns += 1
             case ProtocolFailure(reason=reason):
                 self.failure = reason
             case MessageText(text=text):
-                self._turn_text.append(text)
+                self._turn_text.add(text)
             case ToolStarted(tool_id=tool_id):
                 self._tools.add(tool_id)
-                self._turn_text.clear()  # the answer is what follows the last tool
+                self._turn_text = TurnText()  # the answer is what follows the last tool
             case ToolEnded(tool_id=tool_id):
                 self._tools.discard(tool_id)
             case UsageSoFar(usage=usage):
