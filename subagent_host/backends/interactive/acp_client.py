@@ -47,7 +47,8 @@ What the conversation writes and reads, in order:
 - `session/request_permission {sessionId, toolCall, options}` is a `PermissionAsked`
   with the agent's own options (`optionId`, `name`, `kind` as `OptionKind`); `answer`
   replies `{outcome: {outcome: "selected", optionId}}`. A permission still pending when
-  its turn ends is answered `cancelled` and withdrawn. ACP agents can ask, so every
+  its turn ends is answered `cancelled` and withdrawn; one asked when no turn runs (after
+  its turn's answer) is answered `cancelled` at once, and not told. ACP agents can ask, so every
   approvals (`cli`, `client`, `policy`) is taken; who answers is the supervision's.
   With `client` or `policy` (`for_item`) the session is first put in the mode that asks
   before edits and commands where the agent offers one (`asking_mode`: `default`), so
@@ -152,6 +153,9 @@ ASKING_MODES: Final = ("default",)
 (Qwen Code's and Gemini CLI's `default`): `asking_mode` names the first offered."""
 CANCELLED: Final = "the turn was cancelled"
 TURN_ENDED: Final = "its turn ended"
+_CANCELLED: Final = schema.RequestPermissionResponse(
+    outcome=schema.DeniedOutcome(outcome="cancelled")
+)
 APPROVALS: Final = frozenset(Approvals)
 """An ACP agent asks the client before the tools its mode says to ask for: every
 approvals is taken."""
@@ -275,7 +279,8 @@ class AcpConversation:
         message = json_object(line)
         if message is None:
             return self._fail(
-                f"the ACP agent printed a line that is not a JSON object: {short(line)}"
+                "the ACP agent printed a line that is not a JSON object: "
+                + short(line.decode("utf-8", "replace"))
             )
         method, has_id = message.get("method"), "id" in message
         try:
@@ -403,8 +408,12 @@ class AcpConversation:
             return []  # no id an answer could carry
         if method == "session/request_permission":
             asked = schema.RequestPermissionRequest.model_validate(params)
-            if asked.session_id == self._session_id:
+            if asked.session_id == self._session_id and self._turn_running:
                 return [self._permission(request_id, asked)]
+            if asked.session_id == self._session_id:
+                # Asked with no turn running: nobody is there to answer, and no tool of
+                # a turn waits on it. Answered as a permission whose turn ended.
+                return [_result(request_id, _CANCELLED)]
         # Not one we take (or another session's): answered at once, so nothing waits.
         error = {"code": METHOD_NOT_FOUND, "message": f"{short(method)} is not supported"}
         return [_write({"id": request_id, "error": error})]
@@ -515,12 +524,9 @@ class AcpConversation:
         """Every pending permission answered `cancelled` (as the spec asks of a client
         whose turn is cancelled or over) and withdrawn."""
         reactions: list[Reaction] = []
-        cancelled = schema.RequestPermissionResponse(
-            outcome=schema.DeniedOutcome(outcome="cancelled")
-        )
         for permission_id, (request_id, _) in self._permissions.items():
             reactions += [
-                _result(request_id, cancelled),
+                _result(request_id, _CANCELLED),
                 PermissionWithdrawn(permission_id, reason),
             ]
         self._permissions.clear()
