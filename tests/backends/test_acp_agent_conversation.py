@@ -15,7 +15,14 @@ from typing import Final
 
 import psutil
 
-from subagent_host.backends.events import MessageText, ToolEnded, ToolKind, ToolStarted, UsageSoFar
+from subagent_host.backends.events import (
+    MessageText,
+    PlanUpdated,
+    ToolEnded,
+    ToolKind,
+    ToolStarted,
+    UsageSoFar,
+)
 from subagent_host.backends.interactive.base import (
     OptionKind,
     PermissionAsked,
@@ -23,7 +30,8 @@ from subagent_host.backends.interactive.base import (
     TurnStarted,
     Write,
 )
-from subagent_host.conformance.acp_agent import FLOOD_COUNT, HUGE_LINE_BYTES
+from subagent_host.conformance.acp_agent import FLOOD_COUNT, HUGE_LINE_BYTES, PLAN
+from subagent_host.values.choices import PlanPriority, PlanStatus
 from tests.backends.fixtures.driven import WAIT_S, Watched, watching
 from tests.backends.fixtures.record_acp import DrivenAgent, wait_for_sleep
 
@@ -64,7 +72,7 @@ def text_of(child: DrivenAgent) -> str:
 
 
 async def test_a_turn_gives_its_text_its_tool_with_its_kind_and_its_usage(tmp_path: Path) -> None:
-    prompt = "hello there\nrun: printf hi > out.txt"
+    prompt = "hello there\nplan\nrun: printf hi > out.txt"
     async with agent(tmp_path, prompt) as watched:
         child = watched.child
         assert (await child.turn_ended()).stop_reason == "end_turn"
@@ -75,11 +83,19 @@ async def test_a_turn_gives_its_text_its_tool_with_its_kind_and_its_usage(tmp_pa
         [ended] = [r for r in child.reactions if isinstance(r, ToolEnded)]
         assert ended.tool_id == started.tool_id and not ended.is_error
         assert (tmp_path / "work" / "out.txt").read_text() == "hi"
+        # Each plan update is the whole plan: the agent's second marks its first step done.
+        plans = [r.entries for r in child.reactions if isinstance(r, PlanUpdated)]
+        assert [[entry.status for entry in plan] for plan in plans] == [
+            [PlanStatus.PENDING] * 3,
+            [PlanStatus.COMPLETED, PlanStatus.PENDING, PlanStatus.PENDING],
+        ]
+        assert [entry.content for entry in plans[1]] == list(PLAN)
+        assert {entry.priority for entry in plans[1]} == {PlanPriority.HIGH}
         assert text_of(child) == f"echo: {prompt}execute: completed\n"
         [usage] = [r for r in child.reactions if isinstance(r, UsageSoFar)]
         # The agent counts words: the prompt's in, its chunks' out.
-        assert usage.usage.input_tokens == len(prompt.split()) == 7
-        assert usage.usage.output_tokens == len(text_of(child).split()) == 9
+        assert usage.usage.input_tokens == len(prompt.split()) == 8
+        assert usage.usage.output_tokens == len(text_of(child).split()) == 10
         assert await child.close() == 0
 
 

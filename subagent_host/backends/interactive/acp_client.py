@@ -63,7 +63,8 @@ What the conversation writes and reads, in order:
   `completed` or `failed` is `ToolEnded` (`failed` an error). Usage the agent reports
   in a message chunk's `_meta.usage` (one model response's tokens) is summed into
   `UsageSoFar`; a prompt's answer's `usage` (unstable in the spec) is counted for a turn
-  that reported none in chunks. `plan` replaces `plan` (the entries, not forwarded yet);
+  that reported none in chunks. `plan` is `PlanUpdated` (every entry: ACP's `plan`
+  update replaces the plan whole);
   `agent_thought_chunk`, `user_message_chunk`, `available_commands_update`,
   `current_mode_update` and any kind the SDK does not know are not forwarded. An update
   for another session than ours is ignored: an agent may run sessions of its own, and
@@ -112,7 +113,13 @@ import pydantic
 from acp import schema
 
 from subagent_host.backends.base import ItemSpec, Launch
-from subagent_host.backends.events import TOOL_ID_CHARS, NormalizedEvents, ToolKind, summary_of
+from subagent_host.backends.events import (
+    TOOL_ID_CHARS,
+    NormalizedEvents,
+    PlanEntry,
+    ToolKind,
+    summary_of,
+)
 from subagent_host.backends.interactive.base import (
     OPENING,
     Approvals,
@@ -134,6 +141,7 @@ from subagent_host.backends.interactive.base import (
 )
 from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
+from subagent_host.values.choices import PlanPriority, PlanStatus
 from subagent_host.values.facts import Usage
 
 PROTOCOL_VERSION: Final = 1
@@ -159,15 +167,6 @@ _CANCELLED: Final = schema.RequestPermissionResponse(
 APPROVALS: Final = frozenset(Approvals)
 """An ACP agent asks the client before the tools its mode says to ask for: every
 approvals is taken."""
-
-
-@attrs.frozen
-class PlanStep:
-    """One entry of the agent's plan (ACP's `PlanEntry`)."""
-
-    content: str
-    priority: str
-    status: str
 
 
 @attrs.frozen
@@ -227,9 +226,6 @@ class AcpConversation:
         """The session modes the agent offers, once it answered `session/new`."""
         self.current_mode: str | None = None
         """The session's mode, as the agent last said it."""
-        self.plan: tuple[PlanStep, ...] = ()
-        """The agent's latest plan (each `plan` update replaces it whole); not forwarded
-        as an event yet."""
 
     @classmethod
     def for_item(cls, item: ItemSpec, approvals: Approvals) -> AcpConversation:
@@ -453,7 +449,14 @@ class AcpConversation:
             self._on_tool(schema.ToolCallProgress.model_validate(update))
         elif kind == "plan":
             entries = schema.AgentPlanUpdate.model_validate(update).entries
-            self.plan = tuple(PlanStep(e.content, e.priority, e.status) for e in entries)
+            self._events.plan(
+                PlanEntry(
+                    content=entry.content,
+                    priority=PlanPriority(entry.priority),
+                    status=PlanStatus(entry.status),
+                )
+                for entry in entries
+            )
         elif kind == "current_mode_update":
             mode = schema.CurrentModeUpdate.model_validate(update)
             self.current_mode = mode.current_mode_id
