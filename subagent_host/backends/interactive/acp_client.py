@@ -71,6 +71,13 @@ What the conversation writes and reads, in order:
   nothing of them is this child's. An update we read that the SDK's model rejects, or
   a line that is not a JSON object, is a `ProtocolFailure`. The updates an agent sends
   while it answers `session/load` replay the session's history: not forwarded again.
+- What the conversation never sees: a line longer than the reader's bound (8 MiB,
+  backends/jsonlines.py `Lines`) is dropped whole before it (counted only in a
+  `protocol-error`'s `droppedLines`), so a huge chunk is lost and the turn goes on;
+  and time: an agent that never answers `initialize` (or a prompt) is waited for
+  until the supervision's bounded waits end the child, and one that exits is the
+  supervision's too. subagent_host/conformance/acp_agent.py plays each of these; the tests drive
+  it through this conversation.
 
 Qwen Code 0.24.4 (`qwen --acp --auth-type openai --openai-base-url URL
 --openai-api-key KEY --model M`), as seen against the loopback mock LLM:
