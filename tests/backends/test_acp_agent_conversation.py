@@ -6,6 +6,7 @@ conversation documents. No process of a test survives it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -130,7 +131,7 @@ async def test_an_interrupt_cancels_the_turn_and_ends_its_command(tmp_path: Path
         await child.carry_out(child.conversation.interrupt())
         assert (await child.turn_ended()).stop_reason == "interrupted"
         assert [r.is_error for r in child.reactions if isinstance(r, ToolEnded)] == [True]
-        _, alive = psutil.wait_procs([sleep], timeout=WAIT_S)
+        _, alive = await asyncio.to_thread(psutil.wait_procs, [sleep], timeout=WAIT_S)
         assert alive == []
         await child.send("m1", "after")
         assert (await child.turn_ended()).stop_reason == "end_turn"
