@@ -4,7 +4,7 @@ Each agent CLI prints its own JSON events (pi's `message_update`, Claude Code's
 `assistant` blocks, codex's `item.*`); its parser turns them into the
 normalized events below, which the child sink drains after every chunk of
 output (`OutputParser.events`) and the run sends as `run/event`s of types
-`message`, `tool` and `usage` (protocol.md §11):
+`message`, `tool`, `usage` and `plan` (protocol.md §11):
 
 - `MessageText`: the assistant's text as the CLI streams it, deltas where it
   emits them, whole blocks otherwise; `final` on the last text of a model
@@ -14,6 +14,8 @@ output (`OutputParser.events`) and the run sends as `run/event`s of types
   short one-line summary of its input (the command, the path, the pattern),
   never file contents, and whether the tool reported a failure.
 - `UsageSoFar`: the child's cumulative usage, whenever it changed.
+- `PlanUpdated`: the agent's plan, whole, each time it changed it (`plan` events:
+  ACP agents say theirs; another CLI's plan tool could be told the same way).
 
 `NormalizedEvents` is what the parsers share to produce them: text pieces of
 one chunk joined into one event, the end of a response marked once, usage
@@ -22,7 +24,7 @@ sent at the end of a chunk, only when it differs from what was sent last.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import attrs
@@ -32,6 +34,7 @@ from subagent_host.backends.reports import short
 # The kinds and phases of a tool call are the wire's too (`values/events.py`): re-exported for
 # the parsers.
 from subagent_host.values.events import Phase as Phase
+from subagent_host.values.events import PlanEntry as PlanEntry
 from subagent_host.values.events import ToolKind as ToolKind
 from subagent_host.values.facts import Usage
 
@@ -43,6 +46,8 @@ SUMMARY_CHARS: Final = 200
 """A tool summary's bound: one line a UI can show beside the tool's name."""
 TOOL_ID_CHARS: Final = 200
 """A tool call's id as the CLI gave it, bounded (ids are short; a broken one is cut)."""
+PLAN_ENTRY_CHARS: Final = 1000
+"""A plan entry's bound: a step in a few words, not a document (a longer one is cut)."""
 MESSAGE_PIECE_CHARS: Final = 32 * 1024
 """The most text one `message` event carries: a CLI printing a whole block of
 megabytes sends it in pieces, so that each event weighs about what an `output`
@@ -84,7 +89,14 @@ class UsageSoFar:
     usage: Usage
 
 
-AgentEvent = MessageText | ToolStarted | ToolEnded | UsageSoFar
+@attrs.frozen
+class PlanUpdated:
+    """The agent's plan, every entry: it replaces the one told before."""
+
+    entries: tuple[PlanEntry, ...]
+
+
+AgentEvent = MessageText | ToolStarted | ToolEnded | UsageSoFar | PlanUpdated
 
 
 def summary_of(value: object) -> str | None:
@@ -163,6 +175,13 @@ class NormalizedEvents:
         if started is not None:
             call = ToolEnded(started.tool_id, started.name, started.kind, is_error)
             self._pending.append(call)
+
+    def plan(self, entries: Iterable[PlanEntry]) -> None:
+        """The agent's plan now, whole (it replaces the one before); each entry's content
+        at most PLAN_ENTRY_CHARS."""
+        self._flush_text(final=False)  # text said before the plan comes first
+        bounded = (attrs.evolve(e, content=e.content[:PLAN_ENTRY_CHARS]) for e in entries)
+        self._pending.append(PlanUpdated(tuple(bounded)))
 
     def is_tool_running(self, tool_id: object) -> bool:
         """Whether a call with this id began and has not ended."""

@@ -603,7 +603,7 @@ class ChildRunner:
         return stream
 
     def _event_streamer(self, run: Run, child: ChildRun) -> EventSender:
-        """Emit an agent child's normalized events (`message`, `tool`, `usage`)."""
+        """Emit an agent child's normalized events (`message`, `tool`, `usage`, `plan`)."""
 
         def send(event: AgentEvent) -> None:
             self._state_machine.emit(run, agent_event(child.index, event))

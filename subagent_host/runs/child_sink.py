@@ -48,6 +48,7 @@ from subagent_host.backends.events import (
     AgentEvent,
     MessageText,
     Phase,
+    PlanUpdated,
     ToolEnded,
     ToolStarted,
     UsageSoFar,
@@ -61,6 +62,7 @@ from subagent_host.values.events import (
     Event,
     MessageEvent,
     OutputEvent,
+    PlanEvent,
     StderrEvent,
     ToolEvent,
     UsageEvent,
@@ -241,7 +243,8 @@ class ChildSink:
 
     def _redacted(self, events: list[AgentEvent]) -> list[AgentEvent]:
         """Normalized events with their text redacted: message pieces as one stream
-        (held back where a secret may go on), a tool's summary whole."""
+        (held back where a secret may go on), a tool's summary and a plan's entries
+        whole."""
         redacted: list[AgentEvent] = []
         for event in events:
             if isinstance(event, MessageText):
@@ -249,12 +252,17 @@ class ChildSink:
                 if text or event.final:
                     redacted.append(MessageText(text, final=event.final))
                 continue
-            if isinstance(event, ToolStarted | ToolEnded):
+            if isinstance(event, ToolStarted | ToolEnded | PlanUpdated):
                 rest = self._message_text("", end=True)  # the text before a tool is whole
                 if rest:
                     redacted.append(MessageText(rest))
             if isinstance(event, ToolStarted) and event.summary is not None:
                 event = attrs.evolve(event, summary=self._redaction.text(event.summary))
+            if isinstance(event, PlanUpdated):
+                entries = event.entries
+                event = PlanUpdated(
+                    tuple(attrs.evolve(e, content=self._redaction.text(e.content)) for e in entries)
+                )
             redacted.append(event)
         return redacted
 
@@ -313,8 +321,9 @@ def _only_counts(parser: OutputParser) -> bool:
 
 
 def agent_event(index: int, event: AgentEvent) -> Event:
-    """A normalized event of child `index` as the `run/event` it is: `message`, `tool` or
-    `usage` (a message's `final` carried only when true, as the wire always had it)."""
+    """A normalized event of child `index` as the `run/event` it is: `message`, `tool`,
+    `usage` or `plan` (a message's `final` carried only when true, as the wire always had
+    it)."""
     match event:
         case MessageText(text=text, final=final):
             return MessageEvent(index=index, text=text, final=True if final else None)
@@ -330,6 +339,8 @@ def agent_event(index: int, event: AgentEvent) -> Event:
                 index=index, phase=Phase.END, tool_id=tool_id, name=name, kind=kind,
                 is_error=is_error,
             )  # fmt: skip
+        case PlanUpdated(entries=entries):
+            return PlanEvent(index=index, entries=entries)
 
 
 class StreamGate:

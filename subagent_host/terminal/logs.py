@@ -45,6 +45,7 @@ from subagent_host.values.events import (
     MessageEvent,
     OutputEvent,
     PermissionEvent,
+    PlanEvent,
     StderrEvent,
     TurnEvent,
 )
@@ -178,6 +179,10 @@ class Printer:
                 # An interactive child's conversation: a line of its own, as activity is.
                 self._end_line(said.index)
                 self._activity(said.index, event_line(said))
+            case PlanEvent(index=index, entries=entries):
+                # The agent's plan, replaced whole: where it stands, as a line of its own.
+                self._end_line(index)
+                self._activity(index, views.plan_line(entries))
             case ChildEvent(index=index, status=RunStatus.RUNNING):
                 self._stderr_streamed.discard(index)  # an attempt begins: its own stream or tail
             case ChildEvent(index=index, status=status) if status in TERMINAL:

@@ -19,7 +19,14 @@ from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal import views
 from subagent_host.terminal.lines import OpenLines
 from subagent_host.terminal.progress import RunProgress
-from subagent_host.values.events import MessageEvent, OutputEvent, Phase, StderrEvent, ToolEvent
+from subagent_host.values.events import (
+    MessageEvent,
+    OutputEvent,
+    Phase,
+    PlanEvent,
+    StderrEvent,
+    ToolEvent,
+)
 
 # The mark before a tool call's line: set apart from the agent's own text.
 TOOL_MARK: Final = "›"
@@ -49,6 +56,9 @@ class LiveOutput:
             case ToolEvent(phase=Phase.START, summary=summary, name=name, kind=kind):
                 self.flush()
                 self._print(f"{TOOL_MARK} {kind}: {summary or name}\n")
+            case PlanEvent(entries=entries):
+                self.flush()
+                self._print(f"{TOOL_MARK} {views.plan_line(entries)}\n")
             case _:
                 pass
 

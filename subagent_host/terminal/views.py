@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from subagent_host.values.choices import PlanStatus
+from subagent_host.values.events import PlanEntry
 from subagent_host.values.facts import Usage, Workspace
 
 # The server counts things in its messages too: the word lives in values, shared.
@@ -126,6 +128,15 @@ def shorten(text: str, width: int = HEAD_CHARS) -> str:
     """`text` on one line, at most `width` characters (an ellipsis marks a cut)."""
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def plan_line(entries: Sequence[PlanEntry]) -> str:
+    """An agent's plan on one line: how many of its steps are done, and the one in
+    progress (`plan: 1/3 done, now: run the tests`)."""
+    done = sum(entry.status is PlanStatus.COMPLETED for entry in entries)
+    line = f"plan: {done}/{len(entries)} done"
+    now = next((e for e in entries if e.status is PlanStatus.IN_PROGRESS), None)
+    return line + (f", now: {shorten(printable(now.content))}" if now is not None else "")
 
 
 def child_head(child: ChildRun, launch: LaunchSummary | None) -> str:

@@ -261,6 +261,22 @@ class ToolKind(enum.StrEnum):
     OTHER = "other"
 
 
+class PlanPriority(enum.StrEnum):
+    """A plan entry's importance, in ACP's words (`PlanEntryPriority`)."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class PlanStatus(enum.StrEnum):
+    """A plan entry's progress, in ACP's words (`PlanEntryStatus`)."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
 class Phase(enum.StrEnum):
     """A `tool` event's moment: the call began, or its result is back."""
 

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Final, Generic, TypeVar, cast
 import attrs
 
 from subagent_host.values import RunStatus
-from subagent_host.values.choices import DeliveryState, PermissionStage
+from subagent_host.values.choices import DeliveryState, PermissionStage, PlanPriority, PlanStatus
 
 # Declared with the wire's other words; named from here where events are made.
 from subagent_host.values.choices import Phase as Phase
@@ -190,6 +190,28 @@ class PermissionEvent(_OfChild):
     """`permission` `answered` by `policy`, `withdrawn`: why, in words."""
 
 
+@attrs.frozen(kw_only=True)
+class PlanEntry:
+    """One step of an agent's plan (ACP's `PlanEntry`)."""
+
+    content: str
+    """What the step is, in the agent's words."""
+    priority: PlanPriority
+    """`high`, `medium` or `low`."""
+    status: PlanStatus
+    """`pending`, `in_progress` or `completed`."""
+
+
+@attrs.frozen(kw_only=True)
+class PlanEvent(_OfChild):
+    """An agent child's plan, whole, each time the agent changed it."""
+
+    type: ClassVar[str] = "plan"
+    entries: tuple[PlanEntry, ...]
+    """`plan`: every entry of the plan, in the agent's order: each `plan` event replaces
+    the one before (an empty list: the agent dropped its plan)."""
+
+
 Event = (
     StatusEvent
     | ChildEvent
@@ -202,6 +224,7 @@ Event = (
     | TurnEvent
     | InputEvent
     | PermissionEvent
+    | PlanEvent
 )
 """One `run/event`'s own fields, by type."""
 
@@ -217,6 +240,7 @@ EVENT_TYPES: Final[tuple[type[Event], ...]] = (
     TurnEvent,
     InputEvent,
     PermissionEvent,
+    PlanEvent,
 )
 """Every class of `Event`, in the order the protocol lists them."""
 
@@ -241,7 +265,8 @@ back as their members wherever events are read (the wire's converter, the store)
 
 def text_of(event: Event) -> str | None:
     """The text an event carries, what weighs in a reply: what a child printed, its
-    activity or message, a tool's summary, a terminal `status` event's final output."""
+    activity or message, a tool's summary, a plan's entries, a terminal `status` event's
+    final output."""
     match event:
         case _ChildText(text=text):
             return text
@@ -249,6 +274,8 @@ def text_of(event: Event) -> str | None:
             return summary
         case InputEvent(text=text):
             return text
+        case PlanEvent(entries=entries):
+            return "".join(entry.content for entry in entries)
         case StatusEvent(output=OutputInfo(text=text)):
             return text
         case _:

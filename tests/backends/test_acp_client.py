@@ -12,11 +12,18 @@ import attrs
 import pytest
 
 from subagent_host.backends.base import ItemSpec
-from subagent_host.backends.events import MessageText, ToolEnded, ToolKind, ToolStarted, UsageSoFar
+from subagent_host.backends.events import (
+    MessageText,
+    PlanEntry,
+    PlanUpdated,
+    ToolEnded,
+    ToolKind,
+    ToolStarted,
+    UsageSoFar,
+)
 from subagent_host.backends.interactive.acp_client import (
     AcpConversation,
     Mode,
-    PlanStep,
     interactive_launch,
 )
 from subagent_host.backends.interactive.base import (
@@ -36,6 +43,7 @@ from subagent_host.backends.interactive.base import (
     TurnStarted,
     Write,
 )
+from subagent_host.values.choices import PlanPriority, PlanStatus
 from tests.backends.test_codex_app import of_type, written
 
 FIXTURES: Final = Path(__file__).resolve().parent / "fixtures" / "interactive"
@@ -372,13 +380,34 @@ def test_updates_for_another_session_and_kinds_not_forwarded_are_ignored() -> No
     assert conversation.on_line(update(SESSION, chunk)) == [MessageText("hi")]
 
 
-def test_a_plan_is_kept_not_forwarded() -> None:
+def test_each_plan_update_is_the_whole_plan_after_the_text_said_before_it() -> None:
     conversation = ready()
-    entries = [{"content": "read", "priority": "high", "status": "pending"}]
-    assert (
-        conversation.on_line(update(SESSION, {"sessionUpdate": "plan", "entries": entries})) == []
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    read = {"content": "read", "priority": "high", "status": "in_progress"}
+    write = {"content": "write", "priority": "low", "status": "pending"}
+    assert conversation.on_line(update(SESSION, chunk)) == [MessageText("hi")]
+    plan = conversation.on_line(
+        update(SESSION, {"sessionUpdate": "plan", "entries": [read, write]})
     )
-    assert conversation.plan == (PlanStep("read", "high", "pending"),)
+    assert plan == [
+        PlanUpdated(
+            (
+                PlanEntry(
+                    content="read", priority=PlanPriority.HIGH, status=PlanStatus.IN_PROGRESS
+                ),
+                PlanEntry(content="write", priority=PlanPriority.LOW, status=PlanStatus.PENDING),
+            )
+        )
+    ]
+    emptied = conversation.on_line(update(SESSION, {"sessionUpdate": "plan", "entries": []}))
+    assert emptied == [PlanUpdated(())]
+    # The SDK's model leaves out an entry it cannot read (a priority ACP has not): the
+    # rest of the plan stands.
+    wrong = {"content": "x", "priority": "urgent", "status": "pending"}
+    kept = conversation.on_line(
+        update(SESSION, {"sessionUpdate": "plan", "entries": [wrong, write]})
+    )
+    assert kept == [PlanUpdated((plan[0].entries[1],))]
 
 
 def test_an_interrupt_during_the_handshake_cancels_the_first_prompt_once_written() -> None:

@@ -15,7 +15,7 @@ import psutil
 
 from subagent_host.backends.events import ToolEnded, ToolKind, ToolStarted
 from subagent_host.backends.interactive.base import Delivery, DeliveryState, MessageDelivered
-from tests.backends.fixtures.driven import WAIT_S, Watched
+from tests.backends.fixtures.driven import WAIT_S, Watched, watching
 from tests.backends.fixtures.record_acp import (
     SLEEP_COMMAND,
     WRITE_COMMAND,
@@ -41,15 +41,8 @@ async def qwen_child(
     child = await DrivenAgent.launch(
         mock.openai_base_url, home, str(work), prompt=prompt, mode=mode
     )
-    watched = Watched(child)
-    try:
-        watched.look()
+    async with watching(child) as watched:
         yield watched
-    finally:
-        watched.look()
-        await watched.child.end()
-        _, alive = psutil.wait_procs(list(watched.seen.values()), timeout=WAIT_S)
-        assert alive == [], alive
 
 
 async def test_a_tool_turn_then_a_message_then_closing_stdin_ends_qwen(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from subagent_host.backends.interactive.base import (
     TurnEnded,
     TurnEndedLeavingCommands,
 )
-from tests.backends.fixtures.driven import WAIT_S, Watched
+from tests.backends.fixtures.driven import WAIT_S, Watched, watching
 from tests.backends.fixtures.record_codex import API_KEY_VARIABLE
 from tests.backends.fixtures.record_codex_app import (
     SHORT_SLEEP,
@@ -44,15 +44,8 @@ async def codex_child(
     env = {**codex_environment(tmp_path, mock.openai_base_url), API_KEY_VARIABLE: "dummy"}
     work = tmp_path / "work"
     work.mkdir()
-    watched = Watched(await DrivenChild.launch(env, str(work), ask=ask, prompt=prompt))
-    try:
-        watched.look()
-        yield watched
-    finally:
-        watched.look()
-        await watched.child.end()
-        _, alive = psutil.wait_procs(list(watched.seen.values()), timeout=WAIT_S)
-        assert alive == [], alive
+    async with watching(await DrivenChild.launch(env, str(work), ask=ask, prompt=prompt)) as w:
+        yield w
 
 
 async def test_a_turn_then_a_follow_up_then_closing_stdin_ends_codex(tmp_path: Path) -> None:

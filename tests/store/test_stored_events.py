@@ -16,7 +16,13 @@ from subagent_host.runs.state import RunEvent
 from subagent_host.store.records import dumps
 from subagent_host.store.rows import event_from_record, event_record, stored_event
 from subagent_host.values import RunStatus
-from subagent_host.values.choices import DeliveryState, OptionKind, PermissionStage
+from subagent_host.values.choices import (
+    DeliveryState,
+    OptionKind,
+    PermissionStage,
+    PlanPriority,
+    PlanStatus,
+)
 from subagent_host.values.events import (
     EVENT_TYPES,
     ActivityEvent,
@@ -27,6 +33,8 @@ from subagent_host.values.events import (
     OutputEvent,
     PermissionEvent,
     Phase,
+    PlanEntry,
+    PlanEvent,
     StatusEvent,
     StderrEvent,
     ToolEvent,
@@ -133,6 +141,20 @@ STORED: Final[list[tuple[str, Event]]] = [
             answered_by="client:vscode",
         ),
     ),
+    (
+        '{"type":"plan",' + STAMP + ',"fields":{"index":0,"entries":[{"content":"read",'
+        '"priority":"high","status":"completed"},{"content":"write","priority":"low",'
+        '"status":"in_progress"}]}}',
+        PlanEvent(
+            index=0,
+            entries=(
+                PlanEntry(content="read", priority=PlanPriority.HIGH, status=PlanStatus.COMPLETED),
+                PlanEntry(
+                    content="write", priority=PlanPriority.LOW, status=PlanStatus.IN_PROGRESS
+                ),
+            ),
+        ),
+    ),
 ]
 
 
@@ -147,6 +169,9 @@ def test_an_event_is_stored_as_earlier_versions_stored_it_and_reads_back(
     assert read == event
     if isinstance(read.payload, PermissionEvent):  # nested values come back typed too
         assert read.payload.options[0].kind is OptionKind.ALLOW_ONCE
+    if isinstance(read.payload, PlanEvent):
+        assert read.payload.entries[1].status is PlanStatus.IN_PROGRESS
+        assert read.payload.entries[1].priority is PlanPriority.LOW
 
 
 def test_every_event_type_has_a_stored_record_here() -> None:

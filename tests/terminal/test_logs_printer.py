@@ -13,7 +13,8 @@ from rich.console import Console
 from subagent_host.runs.state import ChildRun, Run, RunEvent
 from subagent_host.terminal.logs import HELD_LINE_MAX, Printer
 from subagent_host.values import RunKind, RunStatus
-from subagent_host.values.events import ChildEvent, OutputEvent, StderrEvent
+from subagent_host.values.choices import PlanPriority, PlanStatus
+from subagent_host.values.events import ChildEvent, OutputEvent, PlanEntry, PlanEvent, StderrEvent
 from subagent_host.values.facts import OutputInfo
 
 
@@ -157,3 +158,24 @@ def test_a_later_attempt_that_did_not_stream_its_stderr_shows_its_stored_tail() 
     assert out.getvalue().startswith(
         "stderr| the first attempt said\nstderr| the second attempt said\nrun rrrrrrrr"
     )
+
+
+def test_a_plan_is_one_line_of_where_it_stands_ending_the_text_before_it() -> None:
+    p, out = printer(several=False)
+    feed(p, (0, "thinking"))
+    steps = (
+        PlanEntry(content="read", priority=PlanPriority.HIGH, status=PlanStatus.COMPLETED),
+        PlanEntry(
+            content="fix\x1b[31m it", priority=PlanPriority.LOW, status=PlanStatus.IN_PROGRESS
+        ),
+        PlanEntry(content="test", priority=PlanPriority.MEDIUM, status=PlanStatus.PENDING),
+    )
+    p.event(
+        RunEvent(seq=2, at=datetime.now(UTC), payload=PlanEvent(index=0, entries=steps)), NO_RUN
+    )
+    plan = PlanEvent(index=0, entries=())
+    p.event(RunEvent(seq=3, at=datetime.now(UTC), payload=plan), NO_RUN)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "thinking"
+    assert lines[1].endswith("plan: 1/3 done, now: fix it")
+    assert lines[2].endswith("plan: 0/0 done")

@@ -47,7 +47,8 @@ What the conversation writes and reads, in order:
 - `session/request_permission {sessionId, toolCall, options}` is a `PermissionAsked`
   with the agent's own options (`optionId`, `name`, `kind` as `OptionKind`); `answer`
   replies `{outcome: {outcome: "selected", optionId}}`. A permission still pending when
-  its turn ends is answered `cancelled` and withdrawn. ACP agents can ask, so every
+  its turn ends is answered `cancelled` and withdrawn; one asked when no turn runs (after
+  its turn's answer) is answered `cancelled` at once, and not told. ACP agents can ask, so every
   approvals (`cli`, `client`, `policy`) is taken; who answers is the supervision's.
   With `client` or `policy` (`for_item`) the session is first put in the mode that asks
   before edits and commands where the agent offers one (`asking_mode`: `default`), so
@@ -62,13 +63,21 @@ What the conversation writes and reads, in order:
   `completed` or `failed` is `ToolEnded` (`failed` an error). Usage the agent reports
   in a message chunk's `_meta.usage` (one model response's tokens) is summed into
   `UsageSoFar`; a prompt's answer's `usage` (unstable in the spec) is counted for a turn
-  that reported none in chunks. `plan` replaces `plan` (the entries, not forwarded yet);
+  that reported none in chunks. `plan` is `PlanUpdated` (every entry: ACP's `plan`
+  update replaces the plan whole);
   `agent_thought_chunk`, `user_message_chunk`, `available_commands_update`,
   `current_mode_update` and any kind the SDK does not know are not forwarded. An update
   for another session than ours is ignored: an agent may run sessions of its own, and
   nothing of them is this child's. An update we read that the SDK's model rejects, or
   a line that is not a JSON object, is a `ProtocolFailure`. The updates an agent sends
   while it answers `session/load` replay the session's history: not forwarded again.
+- What the conversation never sees: a line longer than the reader's bound (8 MiB,
+  backends/jsonlines.py `Lines`) is dropped whole before it (counted only in a
+  `protocol-error`'s `droppedLines`), so a huge chunk is lost and the turn goes on;
+  and time: an agent that never answers `initialize` (or a prompt) is waited for
+  until the supervision's bounded waits end the child, and one that exits is the
+  supervision's too. subagent_host/conformance/acp_agent.py plays each of these; the tests drive
+  it through this conversation.
 
 Qwen Code 0.24.4 (`qwen --acp --auth-type openai --openai-base-url URL
 --openai-api-key KEY --model M`), as seen against the loopback mock LLM:
@@ -112,7 +121,13 @@ from acp import schema
 
 from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import ItemSpec, Launch
-from subagent_host.backends.events import TOOL_ID_CHARS, NormalizedEvents, ToolKind, summary_of
+from subagent_host.backends.events import (
+    TOOL_ID_CHARS,
+    NormalizedEvents,
+    PlanEntry,
+    ToolKind,
+    summary_of,
+)
 from subagent_host.backends.interactive.base import (
     OPENING,
     Approvals,
@@ -134,7 +149,7 @@ from subagent_host.backends.interactive.base import (
 )
 from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
-from subagent_host.values.choices import ACP
+from subagent_host.values.choices import ACP, PlanPriority, PlanStatus
 from subagent_host.values.facts import Usage
 
 PROTOCOL_VERSION: Final = 1
@@ -154,18 +169,12 @@ ASKING_MODES: Final = ("default",)
 (Qwen Code's and Gemini CLI's `default`): `asking_mode` names the first offered."""
 CANCELLED: Final = "the turn was cancelled"
 TURN_ENDED: Final = "its turn ended"
+_CANCELLED: Final = schema.RequestPermissionResponse(
+    outcome=schema.DeniedOutcome(outcome="cancelled")
+)
 APPROVALS: Final = frozenset(Approvals)
 """An ACP agent asks the client before the tools its mode says to ask for: every
 approvals is taken."""
-
-
-@attrs.frozen
-class PlanStep:
-    """One entry of the agent's plan (ACP's `PlanEntry`)."""
-
-    content: str
-    priority: str
-    status: str
 
 
 @attrs.frozen
@@ -228,9 +237,6 @@ class AcpConversation:
         """The session modes the agent offers, once it answered `session/new`."""
         self.current_mode: str | None = None
         """The session's mode, as the agent last said it."""
-        self.plan: tuple[PlanStep, ...] = ()
-        """The agent's latest plan (each `plan` update replaces it whole); not forwarded
-        as an event yet."""
 
     @classmethod
     def for_item(cls, item: ItemSpec, approvals: Approvals) -> AcpConversation:
@@ -414,8 +420,12 @@ class AcpConversation:
             return []  # no id an answer could carry
         if method == "session/request_permission":
             asked = schema.RequestPermissionRequest.model_validate(params)
-            if asked.session_id == self._session_id:
+            if asked.session_id == self._session_id and self._turn_running:
                 return [self._permission(request_id, asked)]
+            if asked.session_id == self._session_id:
+                # Asked with no turn running: nobody is there to answer, and no tool of
+                # a turn waits on it. Answered as a permission whose turn ended.
+                return [_result(request_id, _CANCELLED)]
         # Not one we take (or another session's): answered at once, so nothing waits.
         error = {"code": METHOD_NOT_FOUND, "message": f"{short(method)} is not supported"}
         return [_write({"id": request_id, "error": error})]
@@ -455,7 +465,14 @@ class AcpConversation:
             self._on_tool(schema.ToolCallProgress.model_validate(update))
         elif kind == "plan":
             entries = schema.AgentPlanUpdate.model_validate(update).entries
-            self.plan = tuple(PlanStep(e.content, e.priority, e.status) for e in entries)
+            self._events.plan(
+                PlanEntry(
+                    content=entry.content,
+                    priority=PlanPriority(entry.priority),
+                    status=PlanStatus(entry.status),
+                )
+                for entry in entries
+            )
         elif kind == "current_mode_update":
             mode = schema.CurrentModeUpdate.model_validate(update)
             self.current_mode = mode.current_mode_id
@@ -526,12 +543,9 @@ class AcpConversation:
         """Every pending permission answered `cancelled` (as the spec asks of a client
         whose turn is cancelled or over) and withdrawn."""
         reactions: list[Reaction] = []
-        cancelled = schema.RequestPermissionResponse(
-            outcome=schema.DeniedOutcome(outcome="cancelled")
-        )
         for permission_id, (request_id, _) in self._permissions.items():
             reactions += [
-                _result(request_id, cancelled),
+                _result(request_id, _CANCELLED),
                 PermissionWithdrawn(permission_id, reason),
             ]
         self._permissions.clear()

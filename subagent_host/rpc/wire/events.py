@@ -32,8 +32,8 @@ class EventWire:
 
     @property
     def type(self) -> str:
-        """`status`, `child`, `output`, `stderr`, `activity`, or an agent child's `message`, `tool`
-        or `usage`."""
+        """`status`, `child`, `output`, `stderr`, `activity`, an agent child's `message`, `tool`,
+        `usage` or `plan`, or an interactive child's `turn`, `input` or `permission`."""
         return self.event.type
 
     # Each field of the event's own type, None where its type has none (`event.text`): as
