@@ -193,7 +193,8 @@ class DrivenOutput:
         message = with_reason(
             exit_message(self.backend, exit_status), stderr_reason(self.backend, stderr)
         )
-        return answer.failed("exit-status", message, error_data(exit_status, stderr, 0))
+        dropped = self._lines.dropped_lines
+        return answer.failed("exit-status", message, error_data(exit_status, stderr, dropped))
 
     # --- what the conversation said ------------------------------------------------------
 
