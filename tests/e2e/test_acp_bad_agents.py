@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,4 +73,76 @@ async def test_an_agent_that_breaks_acp_fails_its_child_and_the_server_serves_on
         assert (run["status"], child["status"]) == ("failed", "failed"), run
         assert child["error"]["code"] == code, child["error"]
         assert reason in child["error"]["message"], child["error"]
+        assert (await client.result("ping", {}))["pong"] is True
+
+
+# The SDK's own agent (subagent_host/conformance/acp_agent.py) for what takes a working
+# agent to misbehave mid-turn: each of its scenarios is a backend of its own.
+TEST_AGENT: Final = ("-m", "subagent_host.conformance.acp_agent")
+FLOOD: Final = 5_000
+"""Updates of one word each: far more than a turn streams, few enough for a loaded machine."""
+
+
+def test_agent_config(tmp_path: Path, scenario: str) -> Path:
+    state = tmp_path / "agent-state"
+    args = [*TEST_AGENT, scenario, "--state", str(state), "--count", str(FLOOD)]
+    backend = {"protocol": "acp", "executable": sys.executable, "args": args}
+    config = tmp_path / "subagents.json"
+    config.write_text(json.dumps({"backends": {scenario: backend}}))
+    return config
+
+
+def said_nothing_of_the_huge_line(child: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    assert child["output"]["text"].startswith("echo: hello")
+    assert "xxxx" not in child["output"]["text"]  # its 10 MB line was dropped whole
+
+
+def read_the_flood_through(child: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    assert child["output"]["bytes"] >= 2 * FLOOD  # every chunk counted
+    assert len([e for e in events if e["type"] == "message"]) >= FLOOD
+
+
+def kept_nothing_of_another_session(child: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    assert [e for e in events if e["type"] in ("tool", "permission")] == []
+    assert "not yours" not in child["output"]["text"]
+
+
+def told_no_late_permission(child: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    assert [e for e in events if e["type"] == "permission"] == []
+
+
+def refused_what_the_client_does_not_offer(
+    child: dict[str, Any], events: list[dict[str, Any]]
+) -> None:
+    for method in ("fs/read_text_file", "terminal/create", "_test/ask"):
+        assert f"{method}: error -32601" in child["output"]["text"], child["output"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "check"),
+    [
+        ("huge-line", said_nothing_of_the_huge_line),
+        ("flood", read_the_flood_through),
+        ("other-session", kept_nothing_of_another_session),
+        ("late-permission", told_no_late_permission),
+        ("ask-client", refused_what_the_client_does_not_offer),
+    ],
+)
+async def test_what_an_agent_says_out_of_turn_or_out_of_bounds_is_passed_over(
+    tmp_path: Path, scenario: str, check: Callable[[dict[str, Any], list[dict[str, Any]]], None]
+) -> None:
+    """A line over 8 MiB is dropped and counted, a flood is read through, another
+    session's updates and a permission after the turn are not the child's, and requests
+    for what the client does not offer are refused at once: each child completes."""
+    args = (*server_args(tmp_path), "--config", str(test_agent_config(tmp_path, scenario)))
+    async with running_server(*args) as server:
+        client = LiveClient(server)
+        spawn = {"backend": scenario, "prompt": "hello", "mode": "task", "cwd": str(tmp_path)}
+        # Not redacted: a line of 10 MB of `x` would be one long base64-like run, cut
+        # down before its line is read.
+        run = await client.result("spawn", {**spawn, "stream": True, "redact": False})
+        [child] = run["children"]
+        assert (run["status"], child["status"]) == ("completed", "completed"), run
+        status = await client.result("status", {"runId": run["runId"], "since": 0})
+        check(child, status["events"])
         assert (await client.result("ping", {}))["pong"] is True
