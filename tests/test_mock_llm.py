@@ -27,7 +27,9 @@ from tests.mock_llm import (
     BASE_INPUT_TOKENS,
     DEFAULT_TOOL_COMMAND,
     DELEGATIONS,
+    ESCALATION_JUSTIFICATION,
     FINAL_TEXT_PREFIX,
+    KEYWORD_ESCALATE,
     KEYWORD_NARRATE_TOOL,
     KEYWORD_REPORT_TOOL,
     NARRATION_TEXT,
@@ -390,6 +392,43 @@ def test_responses_stream_calls_the_shell_tool_with_arguments_fitting_its_schema
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": BASE_INPUT_TOKENS + 1 + OUTPUT_TOKENS,
     }
+
+
+CODEX_ESCALATING_EXEC_TOOL: dict[str, Any] = {
+    **CODEX_EXEC_TOOL,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            **CODEX_EXEC_TOOL["parameters"]["properties"],
+            "sandbox_permissions": {"type": "string"},
+            "justification": {"type": "string"},
+        },
+        "required": ["cmd"],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("tool", "expected"),
+    [
+        (
+            CODEX_ESCALATING_EXEC_TOOL,
+            {
+                "cmd": DEFAULT_TOOL_COMMAND,
+                "sandbox_permissions": "require_escalated",
+                "justification": ESCALATION_JUSTIFICATION,
+            },
+        ),
+        (CODEX_EXEC_TOOL, {"cmd": DEFAULT_TOOL_COMMAND}),
+    ],
+)
+def test_escalate_asks_to_leave_the_sandbox_where_the_tool_lets_a_call_ask_it(
+    mock: MockLLM, tool: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    body = responses_body(responses_user(f"{KEYWORD_ESCALATE} write it"), tools=[tool])
+    data = payloads(stream_events(mock, "/v1/responses", body))
+
+    assert json.loads(data[-2]["item"]["arguments"]) == expected
 
 
 def test_responses_stream_answers_final_text_after_a_function_call_output(mock: MockLLM) -> None:

@@ -23,6 +23,8 @@ TESTED_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
 ACP_TESTED_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "qwen": "0.24.4",  # @qwen-code/qwen-code: the ACP agent the tests drive (`qwen --acp`)
+        "codex-acp": "2.6.0",  # @agentclientprotocol/codex-acp, running the pinned codex
+        "claude-agent-acp": "0.101.0",  # @agentclientprotocol/claude-agent-acp
     }
 )
 """The ACP agents the tests drive through backends/interactive/acp_client.py: not

@@ -51,7 +51,7 @@ async def agent(
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {"PATH": os.environ["PATH"], "ACP_TEST_AGENT_STATE": str(tmp_path / "state")}
-    child = await DrivenAgent.launch_argv(
+    child = await DrivenAgent.launch_agent(
         (*AGENT, *args), env, str(work), prompt=prompt, mode=mode, resume=resume
     )
     async with watching(child) as watched:

@@ -13,7 +13,11 @@ PACKAGES = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
 }
-ACP_PACKAGES = {"qwen": "@qwen-code/qwen-code"}
+ACP_PACKAGES = {
+    "qwen": "@qwen-code/qwen-code",
+    "codex-acp": "@agentclientprotocol/codex-acp",
+    "claude-agent-acp": "@agentclientprotocol/claude-agent-acp",
+}
 
 
 def test_tested_versions_are_the_versions_agents_package_json_pins() -> None:

@@ -15,13 +15,18 @@ import psutil
 
 from subagent_host.backends.events import ToolEnded, ToolKind, ToolStarted
 from subagent_host.backends.interactive.base import Delivery, DeliveryState, MessageDelivered
-from tests.backends.fixtures.driven import WAIT_S, Watched, watching
+from tests.backends.fixtures.driven import WAIT_S, Watched
 from tests.backends.fixtures.record_acp import (
+    QWEN,
     SLEEP_COMMAND,
     WRITE_COMMAND,
     WRITTEN,
     DrivenAgent,
+    a_message_then_closing_stdin,
+    qwen_args,
+    qwen_env,
     wait_for_sleep,
+    watched_agent,
 )
 from tests.e2e.agents import needs_cli
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_REPEAT, KEYWORD_SLEEP_TOOL, MockLLM
@@ -38,10 +43,8 @@ async def qwen_child(
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    child = await DrivenAgent.launch(
-        mock.openai_base_url, home, str(work), prompt=prompt, mode=mode
-    )
-    async with watching(child) as watched:
+    argv = (str(QWEN), *qwen_args(mock.openai_base_url))
+    async with watched_agent(argv, qwen_env(home), work, prompt=prompt, mode=mode) as watched:
         yield watched
 
 
@@ -54,14 +57,7 @@ async def test_a_tool_turn_then_a_message_then_closing_stdin_ends_qwen(tmp_path:
             assert started.kind is ToolKind.EXECUTE and started.name == "run_shell_command"
             assert (tmp_path / "work" / WRITTEN).exists()
             assert watched.text_since(0).startswith("MOCK-FINAL: scenario=after-tool")
-            start = len(child.reactions)
-            state = await child.send("m1", f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}again")
-            assert state is DeliveryState.DELIVERED
-            await child.turn_ended()
-            assert watched.text_since(start).endswith(" again")
-            assert child.acp.usage is not None and child.acp.usage.output_tokens > 0
-            watched.look()
-            assert await child.close() == 0
+            await a_message_then_closing_stdin(watched)
 
 
 async def test_an_interrupt_mid_tool_ends_the_turn_and_the_command(tmp_path: Path) -> None:

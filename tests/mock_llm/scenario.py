@@ -23,6 +23,9 @@ Rules, in order:
 A final text ends with each word following `REPEAT:` in the latest user text; with
 `REPORT-TOOL` there too, a final text after a tool result ends with ` tool-said: ` and
 the first line of that result (what a model tells of a tool refused or failed).
+With `ESCALATE` in the latest user text, a shell tool call whose schema has
+`sandbox_permissions` (codex's `exec_command`) asks to run outside the sandbox
+(`require_escalated`, with a `justification`): what makes codex ask for approval.
 A tool call needs a shell-like tool in the request's `tools`; without one the
 answer is final text (`Scenario.NO_SHELL_TOOL`).
 """
@@ -54,6 +57,8 @@ KEYWORD_DELEGATE_MCP = "DELEGATE-MCP"
 # model says back, e.g. a secret or a long base64 run for redaction).
 KEYWORD_REPEAT = "REPEAT:"
 KEYWORD_REPORT_TOOL = "REPORT-TOOL"
+KEYWORD_ESCALATE = "ESCALATE"
+ESCALATION_JUSTIFICATION = "the mock asks to run this outside the sandbox"
 TOOL_SAID = " tool-said: "
 DELEGATED_COMMAND_TEXT = "delegated-command-ran"
 DELEGATED_AGENT_PROMPT = f"{KEYWORD_ANSWER_NOW} you are the delegated pi agent"
@@ -268,7 +273,8 @@ def decide_reply(
         if tool is None:
             scenario = Scenario.NO_SHELL_TOOL
         else:
-            tool_call = _make_tool_call(conversation.api, tool, command, is_long, ids)
+            escalate = _has_keyword(conversation.latest_user_text, KEYWORD_ESCALATE)
+            tool_call = _make_tool_call(conversation.api, tool, command, is_long, escalate, ids)
     text: str | None = None
     if scenario is Scenario.STALL:
         text = STALL_TEXT
@@ -315,8 +321,11 @@ def find_shell_tool(tools: tuple[ToolSpec, ...]) -> ToolSpec | None:
     return None
 
 
-def build_shell_arguments(parameters: JSONObject, command: str, *, is_long: bool) -> JSONObject:
-    """Fill a shell tool's parameter schema with `command` (argv array or string)."""
+def build_shell_arguments(
+    parameters: JSONObject, command: str, *, is_long: bool, escalate: bool = False
+) -> JSONObject:
+    """Fill a shell tool's parameter schema with `command` (argv array or string);
+    `escalate`: ask to leave the sandbox where the schema lets the call ask it."""
     properties = as_object(parameters.get("properties"))
     required = [as_str(name) for name in as_list(parameters.get("required"))]
     key = next((name for name in _COMMAND_PROPERTIES if name in properties), None)
@@ -326,6 +335,10 @@ def build_shell_arguments(parameters: JSONObject, command: str, *, is_long: bool
     if "array" in _json_types(properties.get(key)):
         value = ["bash", "-lc", command]
     arguments: JSONObject = {key: value}
+    if escalate and "sandbox_permissions" in properties:
+        arguments["sandbox_permissions"] = "require_escalated"
+        if "justification" in properties:
+            arguments["justification"] = ESCALATION_JUSTIFICATION
     if is_long:
         if "yield_time_ms" in properties:
             arguments["yield_time_ms"] = LONG_YIELD_TIME_MS
@@ -402,14 +415,16 @@ def _poll_running_session(conversation: Conversation, ids: IdSource) -> ToolCall
 
 
 def _make_tool_call(
-    api: Api, tool: ToolSpec, command: str, is_long: bool, ids: IdSource
+    api: Api, tool: ToolSpec, command: str, is_long: bool, escalate: bool, ids: IdSource
 ) -> ToolCall:
     if tool.is_local_shell:
         arguments: JSONObject = {"command": ["bash", "-lc", command]}
         if is_long:
             arguments["timeout_ms"] = LONG_TOOL_TIMEOUT_MS
     else:
-        arguments = build_shell_arguments(tool.parameters, command, is_long=is_long)
+        arguments = build_shell_arguments(
+            tool.parameters, command, is_long=is_long, escalate=escalate
+        )
     call_prefix = "toolu" if api is Api.ANTHROPIC else "call"
     item_prefix = "lsh" if tool.is_local_shell else "fc"
     return ToolCall(
