@@ -83,7 +83,7 @@ FLOOD: Final = 5_000
 """Updates of one word each: far more than a turn streams, few enough for a loaded machine."""
 
 
-def test_agent_config(tmp_path: Path, scenario: str) -> Path:
+def misbehaving_agent_config(tmp_path: Path, scenario: str) -> Path:
     state = tmp_path / "agent-state"
     args = [*TEST_AGENT, scenario, "--state", str(state), "--count", str(FLOOD)]
     backend = {"protocol": "acp", "executable": sys.executable, "args": args}
@@ -134,7 +134,7 @@ async def test_what_an_agent_says_out_of_turn_or_out_of_bounds_is_passed_over(
     """A line over 8 MiB is dropped and counted, a flood is read through, another
     session's updates and a permission after the turn are not the child's, and requests
     for what the client does not offer are refused at once: each child completes."""
-    args = (*server_args(tmp_path), "--config", str(test_agent_config(tmp_path, scenario)))
+    args = (*server_args(tmp_path), "--config", str(misbehaving_agent_config(tmp_path, scenario)))
     async with running_server(*args) as server:
         client = LiveClient(server)
         spawn = {"backend": scenario, "prompt": "hello", "mode": "task", "cwd": str(tmp_path)}
