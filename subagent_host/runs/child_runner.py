@@ -536,9 +536,10 @@ class ChildRunner:
             )
             await process.stop(grace_s=LEFTOVER_GRACE_S)
             return None  # as if it had exited: its final event decides
-        if live is not None and live.cancels_first:
+        if live is not None and live.cancels_first and cause.status is not RunStatus.FAILED:
             # Its protocol's cancel first, so that the agent ends its turn's tools itself,
-            # then its input's end and the usual end of the whole tree.
+            # then its input's end and the usual end of the whole tree. Not for a child
+            # that failed (a broken protocol): it would answer no cancel.
             await live.cancel_turn(min(control.grace_s, CANCEL_WAIT_S), process.exited)
             process.close_input()
         await process.stop(grace_s=control.grace_s)
