@@ -148,7 +148,7 @@ async def test_a_timeout_mid_tool_cancels_the_turn_and_the_child_is_timed_out(
                 "cwd": str(work),
                 "prompt": f"{KEYWORD_SLEEP_TOOL} please",
                 # Long enough for qwen to start and run its tool on a loaded machine.
-                "timeoutMs": 30_000,
+                "timeoutMs": 45_000,
             }
             run_id = (await client.result("spawn", spawn))["runId"]
             sleep = await tool_process(run_id, "sleep")
