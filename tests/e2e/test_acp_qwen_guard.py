@@ -177,6 +177,11 @@ async def test_a_resume_loads_qwens_session_and_the_model_sees_the_first_turn(
             session = closed["children"][0]["backendSessionId"]
             assert closed["status"] == "completed" and session, closed
             resume = {"runId": run_id, "message": f"{KEYWORD_ANSWER_NOW} REPEAT:second"}
+            # Its tools cannot be narrowed on resume: only a new launch takes an access.
+            narrowed = {**resume, "overrides": {"access": {"filesystem": "read"}}}
+            refused = await client.result("preflight", {"resume": narrowed})
+            assert not refused["accepted"]
+            assert [d["code"] for d in refused["diagnostics"]] == ["override-not-allowed"]
             token = (await client.result("preflight", {"resume": resume}))["token"]
             await client.result("resume", {"token": token})
             assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"
