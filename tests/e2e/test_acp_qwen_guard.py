@@ -6,13 +6,16 @@ session (`session/load`). `running_server` proves that nothing of any run surviv
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any, Final
 
+import psutil
+
 from tests.backends.fixtures.record_acp import WRITE_COMMAND, WRITTEN, qwen_args
 from tests.e2e.agents import agent_path, needs_cli, server_args
-from tests.e2e.harness import running_server
+from tests.e2e.harness import EXIT_TIMEOUT_S, running_server
 from tests.e2e.live import REMEMBERED, LiveClient, gone, permit, there, tool_process
 from tests.mock_llm import KEYWORD_ANSWER_NOW, KEYWORD_SLEEP_TOOL, MockLLM
 
@@ -21,6 +24,7 @@ pytestmark = needs_cli("qwen")
 SPAWN: Final = {"backend": "qwen", "interactive": True, "stream": True}
 LONG_SLEEP: Final = "sleep 300 # intentional-sleep: a test ends it"
 """qwen's shell tool refuses a standalone long sleep without this comment."""
+TIMEOUT_MS: Final = 45_000
 REFUSED: Final = "was canceled by the user"
 """What qwen records of a tool call whose permission was rejected."""
 
@@ -148,13 +152,17 @@ async def test_a_timeout_mid_tool_cancels_the_turn_and_the_child_is_timed_out(
                 "cwd": str(work),
                 "prompt": f"{KEYWORD_SLEEP_TOOL} please",
                 # Long enough for qwen to start and run its tool on a loaded machine.
-                "timeoutMs": 45_000,
+                "timeoutMs": TIMEOUT_MS,
             }
             run_id = (await client.result("spawn", spawn))["runId"]
             sleep = await tool_process(run_id, "sleep")
+            # The timeout's end of the child ends its tool; until then the server is silent
+            # (longer than a read of its output waits), so the tool is what is waited for.
+            bound = TIMEOUT_MS / 1000 + EXIT_TIMEOUT_S
+            _, alive = await asyncio.to_thread(psutil.wait_procs, [sleep], timeout=bound)
+            assert alive == []
             ended = await client.turn_ended(run_id)
             assert ended["stopReason"] == "interrupted", ended
-            assert await gone(sleep)
             await client.next(run_id, type="status", status="timed-out")
             done: dict[str, Any] = await client.result("status", {"runId": run_id})
             child = done["children"][0]
