@@ -27,6 +27,12 @@ TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     kind.value: KIND_EFFECTS[kind] for kind in ToolKind
 }
 
+ASKED_KINDS: Final = frozenset({ToolKind.EDIT, ToolKind.DELETE, ToolKind.MOVE, ToolKind.EXECUTE})
+"""The kinds an agent in its asking mode asks before each use of: its mode's own words
+("Require approval for file edits or shell commands", Qwen Code's `default`) name edits
+and commands; a delete or a move edits files too. Its reads, searches, fetches, thoughts
+and `other` tools may run unasked (protocol.md §24.4)."""
+
 
 class AcpBackend:
     """One configured ACP agent: its name, program, arguments and environment."""

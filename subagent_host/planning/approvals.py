@@ -7,6 +7,15 @@ rendered with approvals its driver would refuse). Claude Code and Codex ask, but
 before every use of every effect: what each asks for is stated here, tool by tool, and
 the receipts say for each effect of a child whether a tool can use it unasked
 (`best-effort`) or never (`host-hard`).
+
+A configured ACP agent (backends/acp.py) is known by its tool kinds, not by a name in
+these tables: with `client` or `policy` its session is put in its mode that asks before
+edits and commands (backends/interactive/acp_client.py `asking_mode`), so it asks before
+every tool of the kinds `ASKED_KINDS` and may run the others unasked. Its `other` kind
+says nothing of what a tool does: it may be anything, and is never counted as asked,
+but under `policy` it does not refuse a narrower `access` either (every narrowed access
+would be refused, since any tool may be `other`): the receipt names each of its effects
+`best-effort` (protocol.md §24.4).
 """
 
 from __future__ import annotations
@@ -15,10 +24,12 @@ from collections.abc import Collection, Mapping, Set
 from typing import Final
 
 from subagent_host.backends import claude, codex
+from subagent_host.backends.acp import ASKED_KINDS, AcpBackend
+from subagent_host.backends.base import KIND_EFFECTS, Backend
 from subagent_host.backends.interactive import command_lines, pi_rpc
 from subagent_host.backends.interactive.base import APPROVALS_UNSUPPORTED, approvals_supported
 from subagent_host.planning.views import ApprovalsReceipt, EffectApproval, Enforcement
-from subagent_host.values.choices import Approvals, Effect
+from subagent_host.values.choices import Approvals, Effect, ToolKind
 
 FILESYSTEM_READ: Final = Effect.FILESYSTEM_READ
 FILESYSTEM_WRITE: Final = Effect.FILESYSTEM_WRITE
@@ -65,14 +76,32 @@ ANSWERED_BY: Final = {
 }
 
 
-def host_answered(backend: str, approvals: Approvals) -> Mapping[str, frozenset[Effect]]:
-    """Per tool, the effects whose every use the host answers for this child: a tool
-    exceeding the child's access only by those is kept (planning/access.py `negotiate`)."""
-    return HOST_ANSWERED.get(backend, {}) if approvals is Approvals.POLICY else {}
+# An ACP agent in its asking mode: the kinds it asks before, each with all its effects.
+ACP_ASKED: Final[Mapping[str, frozenset[Effect]]] = {
+    kind.value: KIND_EFFECTS[kind] for kind in ASKED_KINDS
+}
+# What an ACP agent under `policy` may have beyond a narrower access and still run: its
+# asked kinds (the host answers each use) and `other` (see the module's docstring).
+ACP_POLICY_KEPT: Final[Mapping[str, frozenset[Effect]]] = {
+    **ACP_ASKED,
+    ToolKind.OTHER.value: KIND_EFFECTS[ToolKind.OTHER],
+}
+
+
+def host_answered(backend: Backend, approvals: Approvals) -> Mapping[str, frozenset[Effect]]:
+    """Per tool, the effects beyond the child's access a tool of it may have and still be
+    kept (planning/access.py `negotiate`): those whose every use the host answers, under
+    `policy` (and an ACP agent's `other`, whatever it does: the receipt says so)."""
+    if approvals is not Approvals.POLICY:
+        return {}
+    if isinstance(backend, AcpBackend):
+        return ACP_POLICY_KEPT
+    return HOST_ANSWERED.get(backend.id, {})
 
 
 def unsupported(backend: str, approvals: Approvals) -> str | None:
-    """Why `backend` cannot take `approvals` (the driver's own words), or None when it can."""
+    """Why `backend` cannot take `approvals` (the driver's own words), or None when it can
+    (every configured ACP agent takes each: SUPPORTED does not name it)."""
     try:
         approvals_supported(backend, approvals, SUPPORTED.get(backend, EVERY_APPROVALS))
     except ValueError as exc:
@@ -80,18 +109,23 @@ def unsupported(backend: str, approvals: Approvals) -> str | None:
     return None
 
 
+def asked_tools(backend: Backend) -> Mapping[str, frozenset[Effect]]:
+    """Per tool, the effects `backend`'s CLI asks before every use of, when it asks."""
+    return ACP_ASKED if isinstance(backend, AcpBackend) else ASKED.get(backend.id, {})
+
+
 def approvals_receipt(
-    backend: str, approvals: Approvals, tools: Mapping[str, Collection[Effect]]
+    backend: Backend, approvals: Approvals, tools: Mapping[str, Collection[Effect]]
 ) -> ApprovalsReceipt | None:
     """For each effect of the kept `tools`, whether the CLI asks before every use of it;
     None for `cli` (nobody is asked)."""
     if approvals is Approvals.CLI:
         return None
-    asked = ASKED.get(backend, {})
+    asked = asked_tools(backend)
     effects = sorted({effect for kept in tools.values() for effect in kept})
     return ApprovalsReceipt(
         approvals,
-        tuple(_effect(backend, approvals, effect, tools, asked) for effect in effects),
+        tuple(_effect(backend.id, approvals, effect, tools, asked) for effect in effects),
     )
 
 

@@ -14,8 +14,15 @@ from typing import Final
 
 import attrs
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
-from subagent_host.planning.access import FILESYSTEM_LEVELS, is_full, negotiate, unpermitted_effects
+from subagent_host.planning.access import (
+    FILESYSTEM_LEVELS,
+    Negotiated,
+    is_full,
+    negotiate,
+    unpermitted_effects,
+)
 from subagent_host.planning.approvals import host_answered
 from subagent_host.planning.items import (
     AgentSources,
@@ -39,11 +46,12 @@ from subagent_host.planning.snapshot_path import NO_SERVER_FILES, ServerFiles
 from subagent_host.planning.views import Access
 from subagent_host.planning.workflow import plan_workflow
 from subagent_host.values import BACKGROUND_MODE, MODES, TASK_MODE, RunKind
-from subagent_host.values.choices import member
+from subagent_host.values.choices import Approvals, member
 from subagent_host.values.facts import Diagnostic
 from subagent_host.values.plurals import between
 
 MAX_CHAIN_ITEMS: Final = 32
+ACCESS_NOT_ENFORCEABLE: Final = "access-not-enforceable"
 
 
 @attrs.frozen
@@ -238,9 +246,11 @@ def _valid(problems: Problems, mode: str) -> str:
 def _narrowed(child: ChildPlan, backends: Mapping[str, Backend], access: Access) -> ChildPlan:
     backend = backends[child.backend]
     if not backend.restrictable:
-        return child
+        # Nothing of its tools is removed; an accepted access still decides the answers
+        # the host gives its permission requests (an ACP agent's under `policy`).
+        return attrs.evolve(child, access=access)
     tools = negotiate(
-        backend, child.tools, access, answered=host_answered(child.backend, child.approvals)
+        backend, child.tools, access, answered=host_answered(backend, child.approvals)
     )
     return attrs.evolve(
         child, tools=tuple(tools.kept), removed_tools=tuple(tools.removed), access=access
@@ -273,17 +283,11 @@ def _check_access(
         return
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        answered = host_answered(child.backend, child.approvals)
+        answered = host_answered(backend, child.approvals)
         tools = negotiate(backend, child.tools, access, answered=answered)
         path = f"children[{index}]" if len(plan.children) > 1 else None
         if not backend.restrictable and tools.removed:
-            problems.error(
-                "access-not-enforceable",
-                f"the {child.backend} backend runs a program with your own permissions; "
-                "it cannot be limited to the requested access (drop `access`, or use an "
-                "agent backend whose tools can be narrowed)",
-                path,
-            )
+            problems.error(ACCESS_NOT_ENFORCEABLE, _not_enforceable(child, backend, tools), path)
         elif not tools.kept:
             problems.error(
                 "no-tools-left", "the requested access removes every tool of this child", path
@@ -292,6 +296,28 @@ def _check_access(
             exceeding = unpermitted_effects(access, tools.removed)
             removed = ", ".join(f"{n} ({', '.join(exceeding[n])})" for n in sorted(exceeding))
             problems.info("tools-removed", f"removed for the requested access: {removed}", path)
+
+
+def _not_enforceable(child: ChildPlan, backend: Backend, tools: Negotiated) -> str:
+    """Why `access` cannot hold for a child whose tools cannot be narrowed."""
+    if not isinstance(backend, AcpBackend):
+        return (
+            f"the {child.backend} backend runs a program with your own permissions; "
+            "it cannot be limited to the requested access (drop `access`, or use an "
+            "agent backend whose tools can be narrowed)"
+        )
+    if child.approvals is not Approvals.POLICY:
+        return (
+            f"the {child.backend} ACP agent's tools are its own and cannot be narrowed, and "
+            f"with approvals {child.approvals.value!r} nothing answers its permission "
+            'requests from access: use approvals "policy" (the server then rejects each '
+            "edit and command beyond access), or drop `access`"
+        )
+    unasked = ", ".join(sorted(tools.removed))
+    return (
+        f"the {child.backend} ACP agent runs its {unasked} tools without asking, and they "
+        "may do what the requested access does not permit (widen `access`, or drop it)"
+    )
 
 
 def _check_required_limits(

@@ -35,7 +35,7 @@ def normalized_plan(
     children = []
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        answered = host_answered(child.backend, child.approvals)
+        answered = host_answered(backend, child.approvals)
         tools = negotiate(backend, child.tools, access, child.removed_tools, answered)
         children.append(
             shared(

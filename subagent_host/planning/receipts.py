@@ -66,7 +66,7 @@ def receipts(
     children = []
     for index, child in enumerate(plan.children):
         backend = backends[child.backend]
-        answered = host_answered(child.backend, child.approvals)
+        answered = host_answered(backend, child.approvals)
         tools = negotiate(backend, child.tools, access, child.removed_tools, answered)
         exceeding = unpermitted_effects(access, tools.removed)
         children.append(
@@ -85,7 +85,7 @@ def receipts(
                 session_resources=child.session_resources,
                 isolation=child.isolation,
                 egress=declared_egress(child.backend),
-                approvals=approvals_receipt(child.backend, child.approvals, tools.kept),
+                approvals=approvals_receipt(backend, child.approvals, tools.kept),
             )
         )
     return Receipts(

@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.sessions import UNSAFE, SessionProblem
 from subagent_host.planning.egress import EGRESS_CONSENT_REQUIRED
@@ -154,6 +155,13 @@ async def resolve_target(
             "of an agent child: launch anew with egressConsent: true",
         )
     refused = check_overrides(projection, overrides)
+    if overrides.get("access") is not None and _is_acp(orchestrator, projection):
+        # Narrowing on resume removes tools; an ACP agent's cannot be removed, and what
+        # holds instead depends on who answers its permissions (protocol.md §24.4).
+        refused.append(
+            f"access: the {projection.backend} ACP agent's tools are its own and cannot be "
+            'narrowed on resume; launch anew with the access (and approvals "policy")'
+        )
     if refused:
         raise ResumeRefused(
             "override-not-allowed", "override-not-allowed", "; ".join(refused), "resume.overrides"
@@ -174,6 +182,9 @@ async def resolve_target(
             f"the worktree {child.workspace.path!r} this child worked in is gone (it held no "
             f"changes, or was removed): {GUIDANCE}",
         )
+    # An ACP agent keeps its sessions itself: nothing to check here (`session/load` is
+    # refused `resume-unsupported` at run time by an agent that does not declare
+    # `loadSession`; a probe of the agent's `initialize` may refuse it earlier).
     session_file = await _check_session(orchestrator, run, child, projection)
     await _check_launch(orchestrator, run, chosen, projection)
     agents = [projection.agent] if projection.agent is not None else []
@@ -211,6 +222,10 @@ async def resolve_target(
         workflow=workflow,
         session_file=session_file,
     )
+
+
+def _is_acp(orchestrator: RunOrchestrator, projection: Projection) -> bool:
+    return isinstance(orchestrator.services.backends.get(projection.backend), AcpBackend)
 
 
 async def _check_session(

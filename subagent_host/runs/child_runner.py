@@ -24,6 +24,7 @@ from typing import Final
 
 import attrs
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
 from subagent_host.backends.environment import allowed_environment, child_environment
@@ -54,7 +55,7 @@ from subagent_host.runs.child_sink import (
     agent_event,
 )
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
-from subagent_host.runs.live_child import CLOSED, IDLE, LiveChild
+from subagent_host.runs.live_child import CLOSED, IDLE, LiveChild, named_tools
 from subagent_host.runs.live_requests import drop_early
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.run_control import RunControl
@@ -81,6 +82,9 @@ logger = logging.getLogger(__name__)
 # How long an agent CLI may take to exit after printing its final event; it then
 # gets the supervisor's LEFTOVER_GRACE_S to go on SIGTERM.
 FINISHED_GRACE_S: Final = 5.0
+# How long a stopped or timed-out ACP child's cancelled turn may take to end before its
+# tree is ended anyway (never longer than the stop's own grace).
+CANCEL_WAIT_S: Final = 2.0
 # A resumed isolated child whose worktree was removed since its last attempt.
 WORKSPACE_GONE: Final = "workspace-gone"
 # An isolated child whose worktree could not be made (git failed, or no state directory).
@@ -281,8 +285,18 @@ class ChildRunner:
             # The values of the secrets it was given, whatever the request says.
             Redaction.of(env, base64=plan.redact),
         )
+        acp = isinstance(backend, AcpBackend)
         live = (
-            LiveChild(run, child, plan, parser, sink, self._state_machine, backend.tools)
+            LiveChild(
+                run,
+                child,
+                plan,
+                parser,
+                sink,
+                self._state_machine,
+                named_tools(backend),
+                cancels_first=acp,
+            )
             if isinstance(parser, DrivenOutput)
             else None
         )
@@ -522,6 +536,12 @@ class ChildRunner:
             )
             await process.stop(grace_s=LEFTOVER_GRACE_S)
             return None  # as if it had exited: its final event decides
+        if live is not None and live.cancels_first and cause.status is not RunStatus.FAILED:
+            # Its protocol's cancel first, so that the agent ends its turn's tools itself,
+            # then its input's end and the usual end of the whole tree. Not for a child
+            # that failed (a broken protocol): it would answer no cancel.
+            await live.cancel_turn(min(control.grace_s, CANCEL_WAIT_S), process.exited)
+            process.close_input()
         await process.stop(grace_s=control.grace_s)
         return cause
 

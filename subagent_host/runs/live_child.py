@@ -28,7 +28,8 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.base import KIND_EFFECTS
+from subagent_host.backends.acp import AcpBackend
+from subagent_host.backends.base import KIND_EFFECTS, Backend
 from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.interactive.base import (
     OPENING,
@@ -103,6 +104,8 @@ class LiveChild:
         sink: ChildSink,
         state_machine: RunStateMachine,
         tools: Mapping[str, frozenset[Effect]],
+        *,
+        cancels_first: bool = False,
     ) -> None:
         self.run = run
         self.child = child
@@ -111,7 +114,11 @@ class LiveChild:
         self.conversation: Final = output.conversation
         self._sink = sink
         self._state_machine = state_machine
-        self._tools = tools
+        self._tools = tools  # by name; a tool not named in it is known by its kind
+        self.cancels_first = cancels_first
+        """Whether a stop or a timeout first cancels its running turn (`cancel_turn`): an
+        ACP agent's, whose `session/cancel` ends the turn's tools."""
+        self._turn_end: asyncio.Future[None] | None = None  # done at the next turn's end
         self._loop = asyncio.get_running_loop()
         self._handle: ChildHandle | None = None
         self._texts: dict[str, str] = {}  # queued messages' text, by id, until delivered
@@ -208,6 +215,28 @@ class LiveChild:
         self.output.take(self.conversation.interrupt())
         return True
 
+    async def cancel_turn(self, wait_s: float, exited: asyncio.Future[None]) -> bool:
+        """Before its tree is ended (a stop, its timeout): cancel the running turn through
+        its protocol, and wait up to `wait_s` for the turn to end (or the child to exit).
+        False when no turn ran, or it did not end in time."""
+        if self.over or not self.conversation.turn_running:
+            return False
+        over: asyncio.Future[None] = self._loop.create_future()
+        self._turn_end = over
+
+        def on_exit(_: object) -> None:
+            if not over.done():
+                over.set_result(None)
+
+        exited.add_done_callback(on_exit)
+        try:
+            self.output.take(self.conversation.interrupt())
+            await asyncio.wait({over}, timeout=wait_s)
+        finally:
+            exited.remove_done_callback(on_exit)
+            self._turn_end = None
+        return over.done()
+
     def close(self, cause: StopCause = CLOSED) -> None:
         """End the conversation: its stdin closes, and it has FINISHED_GRACE_S to exit."""
         if not self.closing:
@@ -278,6 +307,8 @@ class LiveChild:
                 self._sink.report_events([reaction])
 
     def _turn_ended(self, reason: str, ended: TurnEnded) -> None:
+        if self._turn_end is not None and not self._turn_end.done():
+            self._turn_end.set_result(None)
         count = self.child.turn.count if self.child.turn else 1
         self.child.turn = TurnInfo(count=count, state=TurnState.WAITING)
         self._emit(TurnEvent(index=self.child.index, phase=Phase.END, stop_reason=reason))
@@ -435,6 +466,13 @@ class LiveChild:
                 reason=reason,
             )
         )
+
+
+def named_tools(backend: Backend) -> Mapping[str, frozenset[Effect]]:
+    """The tools a policy answer reads a permission's effects from by the tool's name (any
+    other by its kind). None of an ACP agent's: its catalog names kinds, which a tool's own
+    name (say, one called `read` that runs commands) must not be mistaken for."""
+    return {} if isinstance(backend, AcpBackend) else backend.tools
 
 
 @attrs.frozen

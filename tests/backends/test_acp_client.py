@@ -302,6 +302,34 @@ def test_approvals_the_host_answers_put_the_session_in_the_mode_that_asks() -> N
             assert request["params"]["modeId"] == "default"
 
 
+@pytest.mark.parametrize("approvals", [Approvals.CLIENT, Approvals.POLICY])
+@pytest.mark.parametrize(
+    "modes",
+    [None, {"currentModeId": "yolo", "availableModes": [{"id": "yolo", "name": "Yolo"}]}],
+)
+def test_approvals_the_host_answers_fail_an_agent_with_no_mode_that_asks(
+    approvals: Approvals, modes: dict[str, Any] | None
+) -> None:
+    item = ItemSpec(command=None, prompt=None, cwd=CWD, env={})
+    conversation = AcpConversation.for_item(item, approvals)
+    conversation.opening(PROMPT)
+    conversation.on_line(line({"id": 0, "result": {"protocolVersion": 1}}))
+    session: dict[str, Any] = {"sessionId": SESSION}
+    if modes is not None:
+        session["modes"] = modes
+    [failure] = conversation.on_line(line({"id": 1, "result": session}))
+    # No prompt is written: nothing would ask before its tools run.
+    assert isinstance(failure, ProtocolFailure)
+    assert failure.reason.startswith("approvals-unsupported: the ACP agent offers no mode")
+    assert ("its modes: yolo" if modes else "its modes: none") in failure.reason
+    # Under `cli` the same agent runs in its own mode.
+    own = AcpConversation.for_item(item, Approvals.CLI)
+    own.opening(PROMPT)
+    own.on_line(line({"id": 0, "result": {"protocolVersion": 1}}))
+    [request] = written(own.on_line(line({"id": 1, "result": session})))
+    assert request["method"] == "session/prompt"
+
+
 def test_a_permission_pending_at_an_interrupt_is_cancelled_and_withdrawn() -> None:
     replay = Replay("approvals", prompt="write it please", mode="default")
     replay.until(is_method("session/request_permission"))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.backends.pi import PiBackend
 from subagent_host.planning.executable import identify_child
@@ -88,3 +89,24 @@ async def test_a_projection_without_an_executable_is_legacy_and_not_compared(
     tampered = attrs.evolve(projection, argv_template=("other",))
     assert launch_check(tampered) == LEGACY
     assert await compare_launch(tampered, backend, IDENTITIES, None) is None
+
+
+async def test_an_acp_agent_configured_with_other_arguments_is_another_launch(
+    tmp_path: Path,
+) -> None:
+    """A configured ACP agent's launch is its configured program and arguments: a resume
+    after its configuration changed them is `launch-changed` (its session id needs no
+    file: the agent loads it, `session/load`)."""
+    script = program(tmp_path / "bin")
+    agent = AcpBackend("some-agent", str(script), ("--acp", "--model", "m"))
+    child = ChildPlan(
+        backend="some-agent", cwd=str(tmp_path), timeout_ms=60_000, stall_timeout_ms=30_000,
+        prompt="hi",
+    )  # fmt: skip
+    projection = project(child, agent, await identify_child(child, agent, IDENTITIES))
+    assert projection.argv_template == (str(script), "--acp", "--model", "m")
+    assert await compare_launch(projection, agent, IDENTITIES, None) is None
+    changed = AcpBackend("some-agent", str(script), ("--acp", "--model", "other"))
+    change = await compare_launch(projection, changed, IDENTITIES, None)
+    assert change is not None and change.changed == ("argv",), change
+    assert change.actual["argv"] == [str(script), "--acp", "--model", "other"]

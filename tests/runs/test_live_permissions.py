@@ -9,11 +9,12 @@ to end in tests/e2e/.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import pytest
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.events import ToolKind
 from subagent_host.backends.interactive.base import (
     Approvals,
@@ -33,7 +34,7 @@ from subagent_host.planning.request import FilesystemAccess
 from subagent_host.planning.views import Access
 from subagent_host.runs import live_requests
 from subagent_host.runs.child_sink import ChildSink
-from subagent_host.runs.live_child import LiveChild
+from subagent_host.runs.live_child import LiveChild, named_tools
 from subagent_host.runs.run_control import RunControl
 from subagent_host.runs.settling import StopCause
 from subagent_host.runs.state import ChildRun, Run, RunEvent, RunStateMachine
@@ -53,6 +54,8 @@ KINDS: Final = {"Read": ToolKind.READ, "Write": ToolKind.EDIT, "Bash": ToolKind.
 class AskingConversation:
     """A CLI that asks before each tool: `ASK <tool>` asks, `DONE` ends the turn."""
 
+    kinds: Mapping[str, ToolKind] = KINDS
+
     def __init__(self) -> None:
         self.turn_running = False
         self.session_id = None
@@ -67,7 +70,8 @@ class AskingConversation:
         word, _, tool = line.decode().partition(" ")
         if word == "ASK":
             self._asked += 1
-            return [PermissionAsked(f"p{self._asked}", None, tool, KINDS[tool], "x.txt", OPTIONS)]
+            asked = PermissionAsked(f"p{self._asked}", None, tool, self.kinds[tool], "x", OPTIONS)
+            return [asked]
         if word == "DONE":
             self.turn_running = False
             return [TurnEnded("end_turn")]
@@ -104,7 +108,12 @@ class Live:
     """One live child with an asking conversation, its run and its events."""
 
     def __init__(
-        self, approvals: Approvals, access: Access | None = None, timeout_ms: int = 60_000
+        self,
+        approvals: Approvals,
+        access: Access | None = None,
+        timeout_ms: int = 60_000,
+        tools: Mapping[str, frozenset[Effect]] | None = None,
+        conversation: AskingConversation | None = None,
     ) -> None:
         self.events: list[RunEvent] = []
         self.changed = asyncio.Event()
@@ -128,13 +137,14 @@ class Live:
             permission_timeout_ms=timeout_ms if approvals is Approvals.CLIENT else None,
             access=access,
         )
-        self.conversation = AskingConversation()
+        self.conversation = conversation or AskingConversation()
         output = DrivenOutput("claude", self.conversation)
         sink = ChildSink(output, None, lambda _text: None)
-        tools = {
-            "Read": frozenset({Effect.FILESYSTEM_READ}),
-            "Write": frozenset({Effect.FILESYSTEM_WRITE}),
-        }
+        if tools is None:
+            tools = {
+                "Read": frozenset({Effect.FILESYSTEM_READ}),
+                "Write": frozenset({Effect.FILESYSTEM_WRITE}),
+            }
         self.child = LiveChild(self.run, self.run.children[0], plan, output, sink, machine, tools)
         self.control = RunControl(grace_s=1.0)
         self.control.live[0] = self.child
@@ -229,3 +239,52 @@ async def test_policy_answers_from_the_access_and_asks_nobody(
     assert live.run.pending_permissions == {}
     assert live.conversation.answers == [("p1", answer)]
     assert live.permissions()[-1][1:] == (PermissionStage.ANSWERED, answer, "policy")
+
+
+class AcpLikeConversation(AskingConversation):
+    """An ACP agent's tools: each its own name and one of ACP's kinds; its interrupt ends
+    the turn when the agent answers (`DONE`), as `session/cancel` does."""
+
+    kinds: Mapping[str, ToolKind] = {
+        "read": ToolKind.EXECUTE,  # a name that is another kind's: its kind decides
+        "read_file": ToolKind.READ,
+        "write_file": ToolKind.EDIT,
+        "mystery": ToolKind.OTHER,
+    }
+
+    def interrupt(self) -> Sequence[Reaction]:
+        return [Write(b"cancel\n")] if self.turn_running else []
+
+
+@pytest.mark.parametrize(
+    ("tool", "answer"),
+    [("read", "no"), ("read_file", "yes"), ("write_file", "no"), ("mystery", "no")],
+)
+async def test_policy_answers_an_acp_agent_by_the_kind_of_its_tool(tool: str, answer: str) -> None:
+    tools = named_tools(AcpBackend("some-agent", "some-agent"))
+    live = Live(
+        Approvals.POLICY,
+        access=Access(filesystem=FilesystemAccess.READ),
+        tools=tools,
+        conversation=AcpLikeConversation(),
+    )
+    live.line(f"ASK {tool}")
+    assert live.conversation.answers == [("p1", answer)]
+    assert live.permissions()[-1][1:] == (PermissionStage.ANSWERED, answer, "policy")
+
+
+async def test_a_cancelled_turn_is_waited_for_boundedly_before_the_tree_is_ended() -> None:
+    live = Live(Approvals.CLI, conversation=AcpLikeConversation())
+    exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    cancelling = asyncio.ensure_future(live.child.cancel_turn(30.0, exited))
+    await asyncio.sleep(0)  # the cancel is written before the agent answers it
+    assert live.handle.written.endswith(b"cancel\n") and not cancelling.done()
+    live.line("DONE")  # the agent ends the cancelled turn
+    assert await cancelling is True
+    # No turn runs: nothing to cancel, nothing waited for.
+    assert await live.child.cancel_turn(30.0, exited) is False
+    # A turn that does not end in time is given up on; an exit ends the wait too.
+    live.conversation.turn_running = True
+    assert await live.child.cancel_turn(0.01, exited) is False
+    exited.set_result(None)
+    assert await live.child.cancel_turn(30.0, exited) is True

@@ -53,7 +53,10 @@ What the conversation writes and reads, in order:
   With `client` or `policy` (`for_item`) the session is first put in the mode that asks
   before edits and commands where the agent offers one (`asking_mode`: `default`), so
   that the host's answer decides every edit and command; with `cli` the agent keeps its
-  own mode, and may still ask (Qwen's `auto` does, below).
+  own mode, and may still ask (Qwen's `auto` does, below). An agent that offers no
+  such mode while `client` or `policy` wants one is a `ProtocolFailure` naming
+  `approvals-unsupported`, before any prompt: its permissions would never be asked, and
+  nothing would answer for its tools as its receipts say.
 - Any other request of the agent (`fs/*`, `terminal/*`, an extension method) is
   answered -32601 at once, so the agent never waits for us.
 - `session/update`: `agent_message_chunk` text is `MessageText`; `tool_call` is
@@ -129,6 +132,7 @@ from subagent_host.backends.events import (
     summary_of,
 )
 from subagent_host.backends.interactive.base import (
+    APPROVALS_UNSUPPORTED,
     OPENING,
     Approvals,
     Delivery,
@@ -412,6 +416,14 @@ class AcpConversation:
             )
             self.current_mode = modes.current_mode_id
         mode = self._mode or (self.asking_mode() if self._ask_before_tools else None)
+        if mode is None and self._ask_before_tools:
+            # Its permissions would never be asked: nothing would answer for its tools.
+            offered = ", ".join(m.mode_id for m in self.modes) or "none"
+            return self._fail(
+                f"{APPROVALS_UNSUPPORTED}: the ACP agent offers no mode that asks before "
+                f'edits and commands (its modes: {short(offered)}): only approvals "cli" '
+                "can run it"
+            )
         if mode is not None and mode != self.current_mode and self._session_id is not None:
             self.current_mode = mode
             request = schema.SetSessionModeRequest(session_id=self._session_id, mode_id=mode)
