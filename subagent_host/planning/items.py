@@ -228,7 +228,7 @@ def _resolve_item(
         given_directory(pick("cwd"), server_cwd),
     )
     placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
-    driven = _driven(problems, at, pick, definition, settings.approvals, sources.placeable, name)
+    driven = _driven(problems, at, pick, definition, settings.approvals, name)
     is_agent = name != "command"
     return ChildPlan(
         backend=name,
@@ -275,7 +275,6 @@ def _driven(
     pick: Callable[[str], Any],
     definition: AgentDefinition | None,
     configured: str | None,
-    placeable: bool,
     backend: str,
 ) -> _Driven:
     """`interactive` and `approvals`: the request's (an item's over the call's), else the
@@ -284,7 +283,7 @@ def _driven(
     if interactive is None:
         interactive = definition is not None and definition.interactive is True
     requested = pick("approvals") or (definition.approvals if definition else None)
-    approvals = _approvals(problems, at("approvals"), requested, configured, placeable, backend)
+    approvals = _approvals(problems, at("approvals"), requested, configured, backend)
     idle_ms = _duration(
         problems, at("idleTimeoutMs"), pick("idle_timeout_ms"), DEFAULT_IDLE_TIMEOUT_MS
     )
@@ -294,14 +293,6 @@ def _driven(
         pick("permission_timeout_ms"),
         DEFAULT_PERMISSION_TIMEOUT_MS,
     )
-    if placeable and (interactive or approvals is not Approvals.CLI):
-        problems.error(
-            "interactive-unsupported",
-            "interactive children run on this machine only, and so do children whose "
-            "permissions someone answers: this server's executor runs children on a "
-            "cluster (`--executor ray`)",
-            at("interactive") if interactive else at("approvals"),
-        )
     return _Driven(
         interactive=interactive,
         approvals=approvals,
@@ -315,7 +306,6 @@ def _approvals(
     path: str,
     requested: str | None,
     configured: str | None,
-    placeable: bool,
     backend: str,
 ) -> Approvals:
     """The request's (or definition's) approvals, checked; else the configured default,
@@ -331,8 +321,6 @@ def _approvals(
         )
         return Approvals.CLI
     why = unsupported(backend, approvals)
-    if why is None and placeable and approvals is not Approvals.CLI and requested is None:
-        why = "this server's executor runs children on a cluster (`--executor ray`)"
     if why is None:
         return approvals
     if requested is not None:
