@@ -260,3 +260,17 @@ async def test_a_child_without_its_stdin_kept_open_reads_its_end_at_once(marker:
     assert await said(child, b"done")
     await child.write_input(b"ignored\n")  # its stdin is closed: nothing, no error
     assert await outcome(child) == (0, None, 0)
+
+
+async def test_writing_to_a_child_that_exited_with_its_stdin_open_is_harmless(
+    marker: str,
+) -> None:
+    child = await start_shimmed(
+        ["sh", "-c", "echo bye"], cwd="/", env=env_of(marker), grace_s=0.3, keep_stdin=True
+    )
+    assert await said(child, b"bye")
+    assert await outcome(child) == (0, None, 0)
+    for _ in range(3):  # the pipe's reader is gone: nothing, and no error
+        await asyncio.wait_for(child.write_input(b"x" * 70000), EXIT_TIMEOUT_S)
+    child.signal_group(signal.SIGINT)
+    assert await child.end_descendants(0.3, None) == 0
