@@ -70,6 +70,7 @@ class ShimmedChild:
         self._stdin = process.stdin  # None: not kept open (closed once `stdin` was written)
         self._ends: dict[int, asyncio.Future[int]] = {}
         """The `end` requests not answered yet, by their number."""
+        self._asked = 0  # the number of the last `end` request
         self._exit_line: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._reading = asyncio.create_task(self._read_status(status))
 
@@ -129,9 +130,8 @@ class ShimmedChild:
         that many clock ticks ago, as the shim reads its node's clock): the shim's stop
         sequence for those processes. How many there were (0 once the child is gone: its
         end ends them)."""
-        number = len(self._ends) + 1
-        while number in self._ends:
-            number += 1
+        self._asked += 1
+        number = self._asked
         answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         age = "-" if age_ticks is None else str(max(0, int(age_ticks)))
         if self._exit_line.done() or not self._tell(f"end {number} {grace_s} {age}"):
