@@ -2,8 +2,9 @@
 client says reaches a child on the second node of a local two-node Ray cluster
 (tests/raycluster.py) as it reaches one here (protocol.md §23), through the bridge,
 the child's actor and its shim: `run/send` is answered, `run/interrupt` signals
-its group there or ends its agent's turn (and the tool that turn left running),
-`run/close` ends it `completed`. No process of a run is left on either node after
+its group there or ends its agent's turn (and the tool of that turn ends: pi ends
+it, and what codex leaves running the server ends on its node), `run/close` ends
+it `completed`. No process of a run is left on either node after
 a test. Skipped without the `ray` extra.
 """
 
