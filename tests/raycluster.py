@@ -24,6 +24,7 @@ import attrs
 import psutil
 import pytest
 
+from subagent_host.backends.cgroups import start_ticks, ticks_now
 from subagent_host.backends.supervisor import Supervisor
 from subagent_host.executors.bridge import RayBridge
 
@@ -112,6 +113,19 @@ def two_nodes() -> Iterator[TwoNodes]:
         yield nodes
 
 
+@contextlib.asynccontextmanager
+async def third_node(nodes: TwoNodes, resource: str) -> AsyncIterator[Any]:
+    """A third node offering `resource`, removed on the way out (its processes with it,
+    whatever ran there lost)."""
+    # In the main thread (Ray installs signal handlers for it), blocking the loop a moment:
+    # nothing of the test runs meanwhile.
+    third = nodes.cluster.add_node(num_cpus=1, resources={resource: 1})
+    try:
+        yield third
+    finally:
+        await asyncio.to_thread(nodes.cluster.remove_node, third)
+
+
 async def open_bridge(nodes: TwoNodes, supervisor: Supervisor) -> RayBridge:
     """A bridge (the Ray driver, a child of `supervisor`, as in a server) joined to the cluster."""
     return await RayBridge.open(
@@ -166,6 +180,22 @@ async def marker() -> AsyncIterator[str]:
     value = uuid.uuid4().hex
     yield value
     await none_left(value)
+
+
+async def later_than(pid: int) -> int:
+    """A start time, in clock ticks since boot, later than `pid`'s, once the clock is
+    there: a tick is 1/100 s, and a process started a moment ago may share the tick of
+    now. (Both nodes of a test's cluster run here: the ticks are the same on each.)"""
+    return await later_than_ticks((start_ticks(pid) or 0) + 1)
+
+
+async def later_than_ticks(since: int) -> int:
+    """`since` (clock ticks since boot), once the clock is there."""
+    hertz = os.sysconf("SC_CLK_TCK")
+    # The clock's tick: nothing to await but time.
+    await asyncio.sleep(max(0.0, since / hertz - time.clock_gettime(time.CLOCK_BOOTTIME)) + 0.001)
+    assert ticks_now() >= since
+    return since
 
 
 def env_of(marker: str) -> dict[str, str]:

@@ -126,9 +126,6 @@ class Executor(Protocol):
         ...
 
 
-INTERACTIVE_HERE_ONLY: Final = "interactive children run on this machine only"
-"""Why a driven child is not started by an executor that cannot talk to its stdin."""
-
 # The failed child's error code, and the diagnostic's, when its cluster cannot be reached.
 CLUSTER_UNAVAILABLE: Final = "cluster-unavailable"
 

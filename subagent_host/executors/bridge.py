@@ -92,6 +92,50 @@ class RemoteChild:
         self.ended: asyncio.Future[dict[str, Any]] = loop.create_future()
         """`{returncode, stoppedBy, leftovers, cpuSeconds, peakRssBytes, processes}` (what its
         whole tree used, as its shim counted it); RemoteFailure when its node was lost."""
+        self._ends: dict[int, asyncio.Future[int]] = {}
+        """`end_descendants` not answered yet, by their number."""
+        self._next_end = 0
+        self.ended.add_done_callback(self._answer_ends)
+
+    def write_input(self, data: bytes) -> None:
+        """Write to its stdin (kept open), after whatever was written before; nothing once
+        it ended (the bridge drops what it is told about a child it no longer holds)."""
+        if data and not self.ended.done():
+            self._bridge.send({"op": "input", "id": self.child_id, "bytes": len(data)}, data)
+
+    def close_input(self) -> None:
+        """Close its stdin, once what was written before reached it."""
+        if not self.ended.done():
+            self._bridge.send({"op": "close-input", "id": self.child_id})
+
+    def signal_group(self, signum: int) -> None:
+        """Send `signum` to its process group on its node, after what was written before."""
+        if not self.ended.done():
+            self._bridge.send({"op": "signal", "id": self.child_id, "signal": int(signum)})
+
+    async def end_descendants(self, grace_s: float, age_ticks: int | None) -> int:
+        """End what it left running (with `age_ticks`, only what started at most that many
+        clock ticks before its node reads its clock); how many processes (0: it ended
+        meanwhile)."""
+        if self.ended.done():
+            return 0
+        self._next_end += 1
+        answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._ends[self._next_end] = answered
+        message = {"op": "end-descendants", "id": self.child_id, "req": self._next_end}
+        self._bridge.send({**message, "graceS": grace_s, "ageTicks": age_ticks})
+        return await answered
+
+    def descendants_ended(self, req: int, count: int) -> None:
+        if (answered := self._ends.pop(req, None)) is not None and not answered.done():
+            answered.set_result(count)
+
+    def _answer_ends(self, _: object) -> None:
+        """Its end (or its loss) answers what was not: its tree is ended with it."""
+        ends, self._ends = self._ends, {}
+        for answered in ends.values():
+            if not answered.done():
+                answered.set_result(0)
 
     def stop(self, grace_s: float) -> None:
         """The stop sequence for its whole tree, carried out by its shim."""
@@ -243,6 +287,7 @@ class RayBridge:
         grace_s: float,
         sink: OutputSink,
         stdin: str | None = None,
+        keep_stdin: bool = False,
         placement: Placement | None = None,
         placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
     ) -> RemoteChild:
@@ -258,6 +303,7 @@ class RayBridge:
                 "cwd": cwd,
                 "env": dict(env),
                 "stdin": stdin,
+                "keepStdin": keep_stdin,
                 "graceS": grace_s,
                 "placement": placement_message(placement) if placement is not None else None,
                 "placementTimeoutS": placement_timeout_s,
@@ -273,9 +319,11 @@ class RayBridge:
             raise
         return child
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], payload: bytes = b"") -> None:
+        """One command; `payload` (an input's bytes) right after its line, as they are. The
+        pipe takes them in order and never blocks: what it cannot take yet waits here."""
         if (commands := self._process.child.input) is not None:
-            commands.send(json.dumps(message).encode() + b"\n")
+            commands.send(json.dumps(message).encode() + b"\n" + payload)
 
     async def _watch(self) -> ProcessExit:
         """Wait for the bridge's end; every child it still held is lost with it."""
@@ -297,6 +345,8 @@ class RayBridge:
         elif event == "output":
             sink = child.sink.on_stdout if message["stream"] == "stdout" else child.sink.on_stderr
             sink(payload)
+        elif event == "descendants-ended":
+            child.descendants_ended(int(message["req"]), int(message["count"]))
         elif event == "exit":
             child.ended.set_result(message)
             del self._children[child.child_id]

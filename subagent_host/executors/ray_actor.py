@@ -41,6 +41,7 @@ class ChildActor:
             env=spec["env"],
             grace_s=float(spec["graceS"]),
             stdin=spec["stdin"].encode() if spec.get("stdin") is not None else None,
+            keep_stdin=bool(spec.get("keepStdin")),
         )
         context = ray.get_runtime_context()
         return {
@@ -79,6 +80,27 @@ class ChildActor:
         finally:
             for task in tasks:
                 task.cancel()
+
+    async def write_input(self, data: bytes) -> None:
+        """Write to the child's stdin (kept open); done once its pipe took it. The bridge
+        awaits each call before the next: an async actor may run calls out of order."""
+        if self._child is not None:
+            await self._child.write_input(data)
+
+    async def close_input(self) -> None:
+        if self._child is not None:
+            self._child.close_input()
+
+    async def signal_group(self, signum: int) -> None:
+        if self._child is not None:
+            self._child.signal_group(signum)
+
+    async def end_descendants(self, grace_s: float, age_ticks: int | None) -> int:
+        """End what the child left running (with `age_ticks`, what started at most that
+        many clock ticks ago); how many processes."""
+        if self._child is None:
+            return 0
+        return await self._child.end_descendants(grace_s, age_ticks)
 
     async def stop(self, grace_s: float) -> None:
         """The stop sequence for the whole tree (the shim carries it out)."""

@@ -8,8 +8,8 @@ It speaks NDJSON on the stdin and stdout it was started with (Ray's own prints
 go to stderr: fd 1 is pointed there before Ray is imported).
 
 In (one object a line):
-- `{"op": "start", "id", "argv", "cwd", "env", "stdin", "graceS", "placement"?,
-  "placementTimeoutS"}`: one child, in an actor of its own (`num_cpus=0`, the
+- `{"op": "start", "id", "argv", "cwd", "env", "stdin", "keepStdin"?, "graceS",
+  "placement"?, "placementTimeoutS"}`: one child, in an actor of its own (`num_cpus=0`, the
   placement's resources, node and labels, never restarted, killed when the child
   ends); a few actors are kept started ahead for placements that reserve nothing
   (`WARM_ACTORS`), so such a child need not wait for a new Ray worker;
@@ -22,6 +22,17 @@ In (one object a line):
   other children flow on. Once its tree is gone (it exited, or was stopped), the
   pause holds nothing back any more: the rest of its output (bounded: those chunks
   and what its pipes hold) is taken at once. Its `exit` comes after all its output.
+- `{"op": "input", "id", "bytes"}` followed right after its newline by that many bytes:
+  written to that child's stdin (kept open: `keepStdin`); `{"op": "close-input", "id"}`
+  closes it; `{"op": "signal", "id", "signal"}` signals the child's process group on
+  its node. These three reach the child in the order they came (each waits for the
+  one before it to be done on the node; writes waiting together go as one), and
+  come to nothing once it ended. They may come while it waits for its node: they
+  wait with it.
+- `{"op": "end-descendants", "id", "req", "graceS", "ageTicks"}`: the stop sequence
+  for what the running child left running (its tree but itself; with `ageTicks`, only
+  the processes started at most that many clock ticks before its shim reads its
+  node's clock).
 End of input: every actor is killed (their shims end the trees) and the bridge exits.
 
 Out: `{"event": "ready", "node"}` once joined; per child `started {id, pid, shim,
@@ -39,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import socket
@@ -86,12 +98,58 @@ WARM_ACTORS: Final = 2
 IDLE_ACTORS: Final = 8
 
 
+class _Input:
+    """What the server said to one child's stdin and process group, in order, until its
+    actor took it: `("write", bytes)`, `("close", None)`, `("signal", signum)`."""
+
+    def __init__(self) -> None:
+        self._said: collections.deque[tuple[str, Any]] = collections.deque()
+        self._more = asyncio.Event()
+
+    def put(self, kind: str, value: Any) -> None:
+        self._said.append((kind, value))
+        self._more.set()
+
+    async def next(self) -> tuple[str, Any]:
+        """The next thing said; writes that waited together, as one."""
+        while not self._said:
+            self._more.clear()
+            await self._more.wait()
+        kind, value = self._said.popleft()
+        if kind == "write" and self._said and self._said[0][0] == "write":
+            data = bytearray(value)
+            while self._said and self._said[0][0] == "write":
+                data += self._said.popleft()[1]
+            value = bytes(data)
+        return kind, value
+
+
+async def _feed(actor: Any, said: _Input) -> None:
+    """Carry what was said to a child to its actor, one call done before the next: an async
+    actor may run calls out of order, the child must read its input in order. Ends with
+    the actor (its child's loss is reported through its output)."""
+    try:
+        while True:
+            kind, value = await said.next()
+            if kind == "write":
+                await actor.write_input.remote(value)
+            elif kind == "close":
+                await actor.close_input.remote()
+            else:
+                await actor.signal_group.remote(int(value))
+    except (RayActorError, RayTaskError):
+        return
+
+
 class Bridge:
     """The children this driver holds, by the server's id for each."""
 
     def __init__(self) -> None:
         self._actors: dict[int, Any] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._inputs: dict[int, _Input] = {}
+        """Per child, what was said to its stdin and group and its actor did not take yet."""
+        self._ending: set[asyncio.Task[None]] = set()
         self._flowing: dict[int, asyncio.Event] = {}
         """Per child, set while its output is taken (cleared by `pause`)."""
         self._started: set[int] = set()
@@ -108,11 +166,13 @@ class Bridge:
         while data:  # a pipe may take a large write in parts
             data = data[os.write(PROTOCOL_FD, data) :]
 
-    def handle(self, message: dict[str, Any]) -> None:
+    def handle(self, message: dict[str, Any], payload: bytes = b"") -> None:
         op, child_id = message["op"], message["id"]
+        said = self._inputs.get(child_id)
         if op == "start":
             self._flowing[child_id] = asyncio.Event()
             self._flowing[child_id].set()
+            self._inputs[child_id] = _Input()
             task = asyncio.create_task(self._run(message))
             self._tasks[child_id] = task
             task.add_done_callback(lambda _: self._tasks.pop(child_id, None))
@@ -124,6 +184,29 @@ class Bridge:
             self._flowing[child_id].clear()
         elif op == "resume" and child_id in self._flowing:
             self._flowing[child_id].set()
+        elif op == "input" and said is not None:
+            said.put("write", payload)
+        elif op == "close-input" and said is not None:
+            said.put("close", None)
+        elif op == "signal" and said is not None:
+            said.put("signal", int(message["signal"]))
+        elif op == "end-descendants":
+            ending = asyncio.create_task(self._end_descendants(message))
+            self._ending.add(ending)
+            ending.add_done_callback(self._ending.discard)
+
+    async def _end_descendants(self, message: dict[str, Any]) -> None:
+        """Answer an `end-descendants` once its child's shim ended them (0: the child, or
+        its actor, is gone: its end ends them)."""
+        count = 0
+        if (actor := self._actors.get(message["id"])) is not None:
+            try:
+                age = message.get("ageTicks")
+                count = await actor.end_descendants.remote(float(message["graceS"]), age)
+            except (RayActorError, RayTaskError):
+                count = 0
+        reply = {"event": "descendants-ended", "id": message["id"], "req": message["req"]}
+        self.send({**reply, "count": count})
 
     def _new_actor(self, placement: Placement) -> tuple[Any, str]:
         self._made += 1
@@ -169,6 +252,7 @@ class Bridge:
             self._started.discard(child_id)
             self._actors.pop(child_id, None)
             self._flowing.pop(child_id, None)
+            self._inputs.pop(child_id, None)
             idle = None if placement.resources else self._warm.get(_key(placement))
             if ended and idle is not None and len(idle) < IDLE_ACTORS:
                 idle.append((actor, name))  # nothing of its child is left: it takes another
@@ -202,6 +286,7 @@ class Bridge:
         self._started.add(child_id)
         self.send({"event": "started", "id": child_id, "actor": name, **started})
         flowing = self._flowing[child_id]
+        feeding = asyncio.create_task(_feed(actor, self._inputs[child_id]))
         # Known once nothing of its tree is left, whether or not its output was all taken.
         gone: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(actor.exit.remote())
         try:
@@ -215,6 +300,7 @@ class Bridge:
                     await _until_either(flowing, gone)
             ended = await gone
         finally:
+            feeding.cancel()  # what its child did not take yet comes to nothing
             _settle(gone)
         self.send({"event": "exit", "id": child_id, **ended})
         return True
@@ -224,9 +310,9 @@ class Bridge:
         idle = [actor for warm in self._warm.values() for actor, _ in warm]
         for actor in [*self._actors.values(), *idle]:
             ray.kill(actor, no_restart=True)
-        for task in list(self._tasks.values()):
+        for task in [*self._tasks.values(), *self._ending]:
             task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await asyncio.gather(*self._tasks.values(), *self._ending, return_exceptions=True)
 
 
 async def _until_either(flowing: asyncio.Event, gone: asyncio.Future[Any]) -> None:
@@ -287,7 +373,12 @@ async def serve(bridge: Bridge) -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     try:
         while line := await reader.readline():
-            bridge.handle(json.loads(line))
+            message = json.loads(line)
+            # An input's bytes follow its line, as they are.
+            size = int(message.get("bytes", 0))
+            bridge.handle(message, await reader.readexactly(size) if size else b"")
+    except asyncio.IncompleteReadError:  # the server went in the middle of an input
+        pass
     finally:
         await bridge.close()
 

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.exits import ProcessExit, StoppedBy
 from subagent_host.backends.supervisor import (
     KILL_WAIT_S,
@@ -31,7 +32,6 @@ from subagent_host.backends.supervisor import (
 )
 from subagent_host.executors.base import (
     CLUSTER_UNAVAILABLE,
-    INTERACTIVE_HERE_ONLY,
     ChildLost,
     ExecutorUnavailable,
 )
@@ -73,6 +73,7 @@ class RemoteHandle:
         self.stopped_by = StoppedBy.EXIT
         self.usage: TreeUsage | None = None
         self.leftovers_ended = 0
+        self._left_at_end = 0
         self.lost: RemoteFailure | None = None
         self._listeners: list[Callable[[], None]] = []
         remote.ended.add_done_callback(self._ended)
@@ -90,7 +91,8 @@ class RemoteHandle:
             self.returncode = int(report["returncode"])
             if report.get("stoppedBy"):
                 self.stopped_by = StoppedBy(report["stoppedBy"])
-            self.leftovers_ended = int(report.get("leftovers", 0))
+            self._left_at_end = int(report.get("leftovers", 0))
+            self.leftovers_ended += self._left_at_end  # and those ended while it ran
             self.usage = TreeUsage(
                 cpu_seconds=float(report.get("cpuSeconds", 0.0)),
                 rss_bytes=int(report.get("peakRssBytes", 0)),
@@ -118,19 +120,34 @@ class RemoteHandle:
     def release_output(self) -> None:
         self._remote.release_output()
 
-    # An interactive child runs on this machine only: the child runner never starts one
-    # here (INTERACTIVE_HERE_ONLY), so nothing talks to a remote child's stdin.
+    # A driven child's stdin, kept open (`LaunchSpec.keep_stdin`), and its group: what is
+    # written, closed and signalled goes through the bridge to its actor and shim, in the
+    # order it was said, without waiting here; once it ended (or was lost), to nothing.
     def write_input(self, data: bytes) -> None:
-        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+        self._remote.write_input(data)
 
     def close_input(self) -> None:
-        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+        self._remote.close_input()
 
     def signal_group(self, signum: int) -> None:
-        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+        self._remote.signal_group(signum)
 
     async def end_descendants(self, grace_s: float, since_ticks: int | None = None) -> int:
-        raise NotImplementedError(INTERACTIVE_HERE_ONLY)
+        """Its shim ends them on its node (a stop sequence of `grace_s`). `since_ticks` is
+        this machine's clock, not its node's: it goes as an age, which its shim takes from
+        its own clock. The age errs late by the request's way there (a few ms), which
+        only a process started that soon after the mark escapes; a tool a turn runs
+        starts after its prompt took that same way, and a model answered it. Waited for
+        `grace_s` and STOP_MARGIN_S at most (then 0: a node that does not answer is
+        lost, and its end ends them)."""
+        age = None if since_ticks is None else max(0, ticks_now() - since_ticks)
+        try:
+            async with asyncio.timeout(grace_s + STOP_MARGIN_S):
+                ended = await self._remote.end_descendants(grace_s, age)
+        except TimeoutError:
+            return 0
+        self.leftovers_ended += ended
+        return ended
 
     async def wait(self) -> ProcessExit:
         await self.exited
@@ -155,7 +172,7 @@ class RemoteHandle:
                 extra=dict(self.log_fields),
             )
         step = StopStep.SIGKILL if self.stopped_by is StoppedBy.SIGKILL else StopStep.SIGTERM
-        return TreeStopReport(step, 1 + self.leftovers_ended)
+        return TreeStopReport(step, 1 + self._left_at_end)
 
 
 def _discard(listeners: list[Callable[[], None]], listener: Callable[[], None]) -> None:
@@ -226,6 +243,7 @@ class RayExecutor:
                 grace_s=LEFTOVER_GRACE_S,
                 sink=sink,
                 stdin=stdin,
+                keep_stdin=spec.keep_stdin,
                 placement=spec.placement,
                 placement_timeout_s=min(
                     PLACEMENT_TIMEOUT_S, spec.placement_wait_s or PLACEMENT_TIMEOUT_S

@@ -15,13 +15,18 @@ it, so a walk of its descendants finds them all, daemons included).
 The two pipes, both inherited:
 - the **lifeline** (caller -> shim): its first line is the launch as JSON
   (`{argv, cwd, env, graceS}`; the environment never appears in an argv);
-  a later line `stop GRACE_S` asks for the stop sequence; end of file means the
-  caller is gone (its process died, whatever killed it) and ends the tree too.
+  a later line `stop GRACE_S` asks for the stop sequence, `signal SIGNUM` sends a
+  signal to the child's process group (the child leads one of its own, as a local
+  child does: a Ctrl-C there never reaches the shim), and `end REQ GRACE_S AGE`
+  ends the descendants of the shim other than the child that started at most AGE
+  clock ticks ago (`-`: all of them) as a stop does, then reports `{"req",
+  "ended"}` (how many there were); end of file means the caller is gone (its
+  process died, whatever killed it) and ends the tree too.
 - the **status** (shim -> caller): JSON lines. `{"pid", "shim"}` once the child
-  runs, or `{"error", "errno"}` when it cannot start; then `{"returncode",
-  "stoppedBy", "leftovers", "cpuSeconds", "peakRssBytes", "processes"}` once
-  nothing of the tree is left (`returncode` as `subprocess` spells it: negative
-  for a signal). The caller takes the exit from here, not from waiting on the
+  runs, or `{"error", "errno"}` when it cannot start; then the `end` reports asked
+  for, then `{"returncode", "stoppedBy", "leftovers", "cpuSeconds", "peakRssBytes",
+  "processes"}` once nothing of the tree is left (`returncode` as `subprocess`
+  spells it: negative for a signal). The caller takes the exit from here, not from waiting on the
   shim (which holds the child's pipes).
 
 What the tree used comes with its exit. The shim is the subreaper, so every
@@ -48,7 +53,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 PR_SET_CHILD_SUBREAPER: Final = 36
@@ -92,7 +97,7 @@ def _serve(lifeline: int, status: int) -> int:
         return 0
     shim = os.getpid()
     _report(status, {"pid": child, "shim": shim})
-    returncode, stopped_by = _wait_for_child(child, reader, float(spec.get("graceS", 5.0)))
+    returncode, stopped_by = _wait_for_child(child, reader, status, float(spec.get("graceS", 5.0)))
     if stopped_by is None:
         # The child is done; what it left behind goes as a stopped tree would.
         leftovers = _end_tree(shim, float(spec.get("graceS", 5.0)))
@@ -123,6 +128,7 @@ def _start(spec: dict[str, Any], lifeline: int, status: int) -> int | None:
             os.close(status)
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
                 signal.signal(signum, signal.SIG_DFL)
+            os.setpgid(0, 0)  # its own group, which `signal` reaches and the shim is not in
             os.chdir(spec.get("cwd") or "/")
             os.execvpe(argv[0], argv, env)
         except OSError as exc:
@@ -139,8 +145,11 @@ def _start(spec: dict[str, Any], lifeline: int, status: int) -> int | None:
     return None
 
 
-def _wait_for_child(child: int, reader: _Lines, grace_s: float) -> tuple[int, str | None]:
-    """Wait for the child's exit, a stop request or the lifeline's end; reap meanwhile.
+def _wait_for_child(
+    child: int, reader: _Lines, status: int, grace_s: float
+) -> tuple[int, str | None]:
+    """Wait for the child's exit, a stop request or the lifeline's end; reap meanwhile,
+    and carry out the `signal` and `end` requests that come.
 
     Returns the child's returncode and, when the shim ended the tree, how.
     """
@@ -162,6 +171,14 @@ def _wait_for_child(child: int, reader: _Lines, grace_s: float) -> tuple[int, st
             word, _, value = command.partition(" ")
             if word == "stop":
                 return _stop(child, float(value) if value else grace_s)
+            if word == "signal":
+                _signal_group(child, int(value))
+            elif word == "end":
+                req, grace, age = value.split()
+                # Now, less the age: what the caller's clock said, in this node's ticks.
+                since = None if age == "-" else _ticks_now() - int(age)
+                ended = _end_descendants(child, float(grace), since)
+                _report(status, {"req": int(req), "ended": ended})
     finally:
         os.close(pidfd)
 
@@ -174,30 +191,59 @@ def _stop(child: int, grace_s: float) -> tuple[int, str]:
     return _reap(child), stopped_by
 
 
+def _signal_group(child: int, signum: int) -> None:
+    """`signum` to the child's group. Not reaped yet (only this loop reaps it), its pid
+    is still its own, and so is the group's id."""
+    try:
+        os.killpg(child, signum)
+    except (ProcessLookupError, PermissionError):  # its group is gone, or not its own
+        pass
+
+
+def _end_descendants(child: int, grace_s: float, since: int | None) -> int:
+    """End what the running child left running (the shim's descendants but the child; with
+    `since`, those started at or after it): the stop sequence, waited for here (`grace_s`,
+    short: the loop answers no other request meanwhile). How many processes there were."""
+    shim = os.getpid()
+
+    def started_since() -> list[int]:
+        found = (pid for pid in _descendants(shim) if pid != child)
+        return [pid for pid in found if since is None or _start_ticks(pid) >= since]
+
+    return _end(started_since, grace_s)[0]
+
+
 def _end_tree(shim: int, grace_s: float, *, count_only: bool = True) -> int:
     """SIGTERM every descendant, wait up to `grace_s`, SIGKILL what is left, reap them all.
 
     Returns how many processes there were (`count_only`), else whether SIGKILL was needed.
     """
-    found = _descendants(shim)
+    found, killed = _end(lambda: _descendants(shim), grace_s)
+    return found if count_only else int(killed)
+
+
+def _end(members: Callable[[], list[int]], grace_s: float) -> tuple[int, bool]:
+    """SIGTERM every process `members` finds, wait up to `grace_s`, SIGKILL what is left,
+    reaping meanwhile; how many there were, and whether SIGKILL was needed."""
+    found = members()
     if not found:
-        return 0
+        return 0, False
     _signal_all(found, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     left = found
     while left and time.monotonic() < deadline:
         _reap_any()
         time.sleep(POLL_S)  # noqa: TID251 -- the shim has no loop; it reaps between looks
-        left = _descendants(shim)
+        left = members()
     killed = bool(left)
     deadline = time.monotonic() + KILL_WAIT_S
     while left and time.monotonic() < deadline:
         _signal_all(left, signal.SIGKILL)
         _reap_any()
         time.sleep(POLL_S)  # noqa: TID251 -- likewise
-        left = _descendants(shim)
+        left = members()
     _reap_any()
-    return len(found) if count_only else int(killed)
+    return len(found), killed
 
 
 def _signal_all(pids: Iterable[int], signum: int) -> None:
@@ -258,6 +304,22 @@ def _descendants(root: int) -> list[int]:
         todo.extend(children.get(pid, []))
     _seen.walked(rss_pages.get(pid, 0) for pid in found)
     return found
+
+
+def _ticks_now() -> int:
+    """Now, in the clock ticks since boot that a process's start time counts in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _start_ticks(pid: int) -> int:
+    """When `pid` started, in clock ticks since boot (field 22 of its stat); 0 once gone
+    (nothing left to end)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return 0
+    return int(fields[19])
 
 
 def _reap(child: int) -> int:

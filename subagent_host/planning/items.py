@@ -232,7 +232,7 @@ def _resolve_item(
         given_directory(pick("cwd"), server_cwd),
     )
     placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
-    driven = _driven(problems, at, pick, definition, settings.approvals, sources.placeable, name)
+    driven = _driven(problems, at, pick, definition, settings.approvals, name)
     is_agent = name != "command"
     # An ACP agent chooses its own model, effort, tools and what it loads (refused above
     # when asked for): nothing of a CLI's defaults reaches it.
@@ -282,7 +282,6 @@ def _driven(
     pick: Callable[[str], Any],
     definition: AgentDefinition | None,
     configured: str | None,
-    placeable: bool,
     backend: str,
 ) -> _Driven:
     """`interactive` and `approvals`: the request's (an item's over the call's), else the
@@ -291,7 +290,7 @@ def _driven(
     if interactive is None:
         interactive = definition is not None and definition.interactive is True
     requested = pick("approvals") or (definition.approvals if definition else None)
-    approvals = _approvals(problems, at("approvals"), requested, configured, placeable, backend)
+    approvals = _approvals(problems, at("approvals"), requested, configured, backend)
     idle_ms = _duration(
         problems, at("idleTimeoutMs"), pick("idle_timeout_ms"), DEFAULT_IDLE_TIMEOUT_MS
     )
@@ -301,14 +300,6 @@ def _driven(
         pick("permission_timeout_ms"),
         DEFAULT_PERMISSION_TIMEOUT_MS,
     )
-    if placeable and (interactive or approvals is not Approvals.CLI):
-        problems.error(
-            "interactive-unsupported",
-            "interactive children run on this machine only, and so do children whose "
-            "permissions someone answers: this server's executor runs children on a "
-            "cluster (`--executor ray`)",
-            at("interactive") if interactive else at("approvals"),
-        )
     return _Driven(
         interactive=interactive,
         approvals=approvals,
@@ -322,7 +313,6 @@ def _approvals(
     path: str,
     requested: str | None,
     configured: str | None,
-    placeable: bool,
     backend: str,
 ) -> Approvals:
     """The request's (or definition's) approvals, checked; else the configured default,
@@ -338,8 +328,6 @@ def _approvals(
         )
         return Approvals.CLI
     why = unsupported(backend, approvals)
-    if why is None and placeable and approvals is not Approvals.CLI and requested is None:
-        why = "this server's executor runs children on a cluster (`--executor ray`)"
     if why is None:
         return approvals
     if requested is not None:

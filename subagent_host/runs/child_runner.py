@@ -36,7 +36,7 @@ from subagent_host.backends.interactive.drivers import driver_for
 from subagent_host.backends.redaction import Redaction
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
-from subagent_host.executors.base import INTERACTIVE_HERE_ONLY, ChildHandle, ChildLost, Executor
+from subagent_host.executors.base import ChildHandle, ChildLost, Executor
 from subagent_host.executors.local import LocalExecutor
 from subagent_host.planning import templates
 from subagent_host.planning.plan import (
@@ -92,8 +92,6 @@ WORKSPACE_FAILED: Final = "workspace-failed"
 # How much of a program name a spawn-failed message quotes.
 PROGRAM_SHOWN_CHARS: Final = 200
 
-# A driven child under an executor that cannot talk to it (a cluster's).
-INTERACTIVE_UNSUPPORTED: Final = "interactive-unsupported"
 # An agent CLI whose model did not answer (the error code its parser also gives).
 AGENT_ERROR: Final = "agent-error"
 # An agent CLI that printed its final event and then did not exit.
@@ -253,11 +251,6 @@ class ChildRunner:
                 return None
             launch = attrs.evolve(launch, cwd=opened.cwd)
         driven = is_driven(plan, backend)
-        if driven and not self._executor.starts_at_once:
-            error = ErrorInfo(INTERACTIVE_UNSUPPORTED, INTERACTIVE_HERE_ONLY)
-            await self._settle_workspace(child, opened)
-            self._state_machine.transition_child(run, child, ChildFailed(error))
-            return None
         env = child_environment(
             self._server_env,
             backend_allowed=backend.env_allowed,

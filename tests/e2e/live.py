@@ -127,6 +127,20 @@ async def gone(process: psutil.Process) -> bool:
     return await asyncio.to_thread(ended)
 
 
+async def interrupted_mid_tool(client: LiveClient, run_id: str, text: str) -> None:
+    """Send `text` (the mock's SLEEP-TOOL: a long tool), interrupt the turn once its
+    process runs: the turn ends `interrupted`, and the process too (the CLI ended it, or
+    the server did, when the CLI leaves it running)."""
+    assert (await client.result("run/send", {"runId": run_id, "text": text}))[
+        "state"
+    ] == "delivered"
+    await client.next(run_id, type="tool", phase="start")
+    sleep = await tool_process(run_id, "sleep")
+    assert (await client.result("run/interrupt", {"runId": run_id}))["interrupted"]
+    assert (await client.turn_ended(run_id))["stopReason"] == "interrupted"
+    assert await gone(sleep)
+
+
 def option_of(asked: Event, kind: str) -> str:
     """The id of the first option of that kind a `permission` event offers."""
     return str(next(o["optionId"] for o in asked["options"] if o["kind"] == kind))

@@ -16,7 +16,7 @@ from tests.e2e.harness import running_server
 from tests.e2e.live import (
     LiveClient,
     asked_both_ways,
-    gone,
+    interrupted_mid_tool,
     tool_process,
 )
 from tests.mock_llm import (
@@ -55,13 +55,7 @@ async def test_messages_reach_codex_and_an_interrupt_ends_the_command_it_leaves_
             assert (await client.answer(run_id)).endswith(" mango")
             # Interrupted once codex announced its command, codex leaves it running: the
             # server ends what the turn started, not codex.
-            long = {"runId": run_id, "text": f"{KEYWORD_SLEEP_TOOL} now"}
-            assert (await client.result("run/send", long))["state"] == "delivered"
-            await client.next(run_id, type="tool", phase="start")
-            sleep = await tool_process(run_id, "sleep")
-            assert (await client.result("run/interrupt", {"runId": run_id}))["interrupted"]
-            assert (await client.turn_ended(run_id))["stopReason"] == "interrupted"
-            assert await gone(sleep)
+            await interrupted_mid_tool(client, run_id, f"{KEYWORD_SLEEP_TOOL} now")
             after = {"runId": run_id, "text": f"{KEYWORD_ANSWER_NOW} REPEAT:cherry"}
             assert (await client.result("run/send", after))["state"] == "delivered"
             assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"

@@ -30,6 +30,7 @@ from tests.raycluster import (  # noqa: E402
     TwoNodes,
     env_of,
     marked,
+    third_node,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
@@ -148,13 +149,7 @@ async def test_a_worker_killed_with_sigkill_loses_the_child_and_leaves_nothing_o
 async def test_a_node_removed_mid_run_loses_its_child_and_leaves_nothing_of_its_tree(
     bridge: RayBridge, two_nodes: TwoNodes, marker: str
 ) -> None:
-    cluster = two_nodes.cluster
-    # In the main thread (Ray installs signal handlers for it), blocking the loop a moment:
-    # nothing of this test runs meanwhile.
-    third = cluster.add_node(num_cpus=1, resources={"third": 1})
-    try:
+    async with third_node(two_nodes, "third") as third:
         child, _ = await started_with_daemon(bridge, marker, "third")
         assert child.started.result()["node"] == third.node_id
-    finally:
-        await asyncio.to_thread(cluster.remove_node, third)
     assert (await lost(child)).reason == "node-lost"

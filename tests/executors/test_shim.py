@@ -17,7 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from subagent_host.backends.cgroups import ticks_now
 from subagent_host.executors.shimmed import ShimExit, ShimmedChild, start_shimmed
+from tests.raycluster import later_than
 
 FAKES = Path(__file__).parent.parent / "fakes"
 EXIT_TIMEOUT_S = 20.0
@@ -208,3 +210,67 @@ async def test_a_caller_killed_with_sigkill_leaves_nothing_of_the_tree(
     while await asyncio.to_thread(marked, marker):
         assert loop.time() < deadline, "the shim did not end the tree"
         await asyncio.sleep(0.05)  # polling /proc: nothing of ours to await on
+
+
+TALKER = str(FAKES / "talker.py")
+
+
+async def said(child: ShimmedChild, prefix: bytes) -> bytes:
+    """The next line of the child's stdout, which must start with `prefix`."""
+    line = await asyncio.wait_for(child.stdout.readline(), EXIT_TIMEOUT_S)
+    assert line.startswith(prefix), line
+    return line
+
+
+async def test_a_child_with_its_stdin_kept_open_is_talked_to_signalled_and_closed(
+    marker: str,
+) -> None:
+    child = await start_shimmed(
+        [sys.executable, TALKER], cwd="/", env=env_of(marker), grace_s=0.3, keep_stdin=True
+    )
+    old = int((await said(child, b"ready ")).split()[1])
+    for word in ("one", "two", "three"):  # in order, each after the last was taken
+        await child.write_input(word.encode() + b"\n")
+    assert [await said(child, b"got ") for _ in range(3)] == [
+        b"got one\n",
+        b"got two\n",
+        b"got three\n",
+    ]
+    # A Ctrl-C to its group: the child hears it and reads on; the shim is not in its group.
+    child.signal_group(signal.SIGINT)
+    await said(child, b"interrupted")
+    assert os.getpgid(child.pid) == child.pid != os.getpgid(child.shim)
+    # What it started since now (a helper that ignores SIGTERM) is ended; the older one not.
+    since = await later_than(old)
+    await child.write_input(b"spawn\n")
+    new = int((await said(child, b"spawned ")).split()[1])
+    ending = child.end_descendants(0.3, ticks_now() - since)
+    assert await asyncio.wait_for(ending, EXIT_TIMEOUT_S) == 1
+    assert not psutil.pid_exists(new) or psutil.Process(new).status() == psutil.STATUS_ZOMBIE
+    assert psutil.Process(old).status() != psutil.STATUS_ZOMBIE
+    child.close_input()
+    await child.write_input(b"to nobody\n")  # once closed: nothing, and no error
+    assert await outcome(child) == (0, None, 1)  # the old helper, left running at its exit
+    await child.write_input(b"after its end\n")
+    assert await child.end_descendants(0.3, None) == 0
+
+
+async def test_a_child_without_its_stdin_kept_open_reads_its_end_at_once(marker: str) -> None:
+    child = await start(marker, "sh", "-c", "cat; echo done")
+    assert await said(child, b"done")
+    await child.write_input(b"ignored\n")  # its stdin is closed: nothing, no error
+    assert await outcome(child) == (0, None, 0)
+
+
+async def test_writing_to_a_child_that_exited_with_its_stdin_open_is_harmless(
+    marker: str,
+) -> None:
+    child = await start_shimmed(
+        ["sh", "-c", "echo bye"], cwd="/", env=env_of(marker), grace_s=0.3, keep_stdin=True
+    )
+    assert await said(child, b"bye")
+    assert await outcome(child) == (0, None, 0)
+    for _ in range(3):  # the pipe's reader is gone: nothing, and no error
+        await asyncio.wait_for(child.write_input(b"x" * 70000), EXIT_TIMEOUT_S)
+    child.signal_group(signal.SIGINT)
+    assert await child.end_descendants(0.3, None) == 0

@@ -191,20 +191,19 @@ def test_the_timeouts_are_range_checked_like_timeout_ms(
     assert errors(checked) == [("invalid-duration", f"chain[0].{field}")]
 
 
-def test_a_cluster_executor_refuses_an_interactive_child(
+def test_a_cluster_executor_takes_an_interactive_child_as_this_machine_does(
     backends: dict[str, Backend], tmp_path: Path
 ) -> None:
     on_a_cluster = AgentSources(placeable=True)
     checked = check_request(backends, tmp_path, on_a_cluster, command=CAT, interactive=True)
-    assert errors(checked) == [("interactive-unsupported", "interactive")]
-    assert "interactive children run on this machine only" in message(
-        checked, "interactive-unsupported"
-    )
+    assert checked.accepted and not checked.diagnostics, checked.diagnostics
+    [talking] = planned(checked)
+    assert talking.interactive and talking.driven
     asking = check_request(
         backends, tmp_path, on_a_cluster, prompt="hi", backend="claude", approvals="policy"
     )
-    assert errors(asking) == [("interactive-unsupported", "approvals")]
-    assert check_request(backends, tmp_path, on_a_cluster, command=CAT).accepted
+    assert asking.accepted, asking.diagnostics
+    assert planned(asking)[0].approvals is Approvals.POLICY
 
 
 @pytest.fixture
@@ -300,5 +299,5 @@ def test_a_configured_approvals_is_not_applied_to_a_child_that_cannot_take_it(
     assert errors(defined) == [("approvals-unsupported", "approvals")]
     on_a_cluster = AgentSources(settings=Settings(approvals="client"), placeable=True)
     clustered = check_request(backends, tmp_path, on_a_cluster, prompt="c", backend="claude")
-    assert planned(clustered)[0].approvals is Approvals.CLI
-    assert [d.code for d in clustered.diagnostics] == ["approvals-unsupported"]
+    assert planned(clustered)[0].approvals is Approvals.CLIENT  # as on this machine
+    assert not clustered.diagnostics, clustered.diagnostics
