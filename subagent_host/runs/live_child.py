@@ -262,8 +262,9 @@ class LiveChild:
             case TurnStarted():
                 self._cancel_idle()
                 self._turn_began = ticks_now()
-                count = self.child.turn.count if self.child.turn else 0
-                self.child.turn = TurnInfo(count=count + 1, state=TurnState.RUNNING)
+                if self.plan.interactive:  # another child has no turns to show (§12)
+                    count = self.child.turn.count if self.child.turn else 0
+                    self.child.turn = TurnInfo(count=count + 1, state=TurnState.RUNNING)
                 self._emit(TurnEvent(index=self.child.index, phase=Phase.START))
             case TurnEnded(stop_reason=reason):
                 self._turn_ended(reason, reaction)
@@ -294,8 +295,9 @@ class LiveChild:
                 self._sink.report_events([reaction])
 
     def _turn_ended(self, reason: str, ended: TurnEnded) -> None:
-        count = self.child.turn.count if self.child.turn else 1
-        self.child.turn = TurnInfo(count=count, state=TurnState.WAITING)
+        if self.plan.interactive:
+            count = self.child.turn.count if self.child.turn else 1
+            self.child.turn = TurnInfo(count=count, state=TurnState.WAITING)
         self._emit(TurnEvent(index=self.child.index, phase=Phase.END, stop_reason=reason))
         if isinstance(ended, TurnEndedLeavingCommands) and self._handle is not None:
             self._sweep(ended.left_running)

@@ -9,16 +9,19 @@ seconds and half a gigabyte: each test starts as few as it needs. Nothing leaves
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
+from subagent_host.client import Host
 from tests.backends.fixtures.record_acp import SLEEP_COMMAND, WRITE_COMMAND, WRITTEN, qwen_args
 from tests.e2e.agents import agent_path, needs_cli, server_args
-from tests.e2e.harness import running_server
+from tests.e2e.harness import EXIT_TIMEOUT_S, assert_no_run_survives, running_server
 from tests.e2e.live import LiveClient, gone, tool_process
+from tests.e2e.mcp_client import mcp_server
 from tests.e2e.test_agent_definitions import config_home, define, user_dir
 from tests.e2e.test_worktrees import make_repository, remove_kept, worktrees_of
 from tests.mock_llm import (
@@ -33,6 +36,9 @@ pytestmark = needs_cli("qwen")
 
 Json = dict[str, Any]
 QWEN: Final = {"backend": "qwen"}
+QWEN_TASK_S: Final = EXIT_TIMEOUT_S * 3
+"""How long a `task`-mode spawn of qwen is waited for: its start and a turn take
+seconds each, many more on a busy machine."""
 STALL_MS: Final = 8000
 """Longer than qwen takes to start and answer `initialize` on a busy machine (it is
 silent meanwhile, and silence is what a stall is)."""
@@ -104,17 +110,19 @@ async def test_a_text_turn_and_a_tool_turn_complete_with_their_answers(tmp_path:
         async with qwen_server(tmp_path, mock) as client:
             spawn = {**QWEN, "cwd": str(work), "mode": "task", "stream": True}
             text = {**spawn, "prompt": f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}hello"}
-            run = await client.result("spawn", text)
+            run = await client.result("spawn", text, QWEN_TASK_S)
             assert run["status"] == "completed", run
             child = run["children"][0]
             assert child["output"]["text"].startswith(FINAL_TEXT_PREFIX)
             assert child["output"]["text"].endswith(" hello")
             assert child["usage"]["inputTokens"] > 0 and child["usage"]["outputTokens"] > 0
-            assert child["turn"]["count"] == 1 and child["backendSessionId"]
+            assert child["backendSessionId"] and "turn" not in child  # it is not interactive
+            assert [e["phase"] for e in of_run(client, run["runId"], "turn")] == ["start", "end"]
             assert of_run(client, run["runId"], "tool") == []
             assert not (work / WRITTEN).exists()
 
-            tool = await client.result("spawn", {**spawn, "prompt": "list the files please"})
+            tool_turn = {**spawn, "prompt": "list the files please"}
+            tool = await client.result("spawn", tool_turn, QWEN_TASK_S)
             assert tool["status"] == "completed", tool
             start, end = of_run(client, tool["runId"], "tool")
             assert (start["phase"], start["kind"], end["phase"], end["kind"]) == (
@@ -263,3 +271,37 @@ async def test_an_agent_definition_on_qwen_leads_the_first_prompt_with_its_body(
     users = [m for m in json.loads(request.raw_body)["messages"] if m["role"] == "user"]
     said = json.dumps(users)
     assert body in said and said.index(body) < said.index(prompt), users
+
+
+# --- faces ---------------------------------------------------------------------------------
+
+
+async def test_the_mcp_face_names_qwen_among_its_backends_and_runs_it(tmp_path: Path) -> None:
+    work = workdir(tmp_path)
+    with MockLLM() as mock:
+        config = qwen_config(tmp_path, mock)
+        env = qwen_environment(tmp_path)
+        async with mcp_server(tmp_path, "--config", str(config), env=env) as server:
+            tools = {tool.name: tool for tool in (await server.session.list_tools()).tools}
+            backend = tools["spawn"].input_schema["properties"]["backend"]
+            assert backend["examples"] == ["claude", "codex", "command", "pi", "qwen"]
+            assert "`qwen`" in backend["description"]
+            spawn = {**QWEN, "cwd": str(work), "waitSeconds": 50}
+            spawn["prompt"] = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}faced"
+            done = await server.ok("spawn", spawn)
+            assert done["status"] == "completed", done
+            assert done["children"][0]["backend"] == "qwen"
+            assert done["output"]["text"].endswith(" faced")
+
+
+async def test_the_client_library_spawns_qwen_by_its_configured_name(tmp_path: Path) -> None:
+    work = workdir(tmp_path)
+    with MockLLM() as mock:
+        args = (*server_args(tmp_path), "--config", str(qwen_config(tmp_path, mock)))
+        async with Host.start(args, env=qwen_environment(tmp_path)) as host:
+            prompt = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}library"
+            async with asyncio.timeout(QWEN_TASK_S):
+                run = await host.spawn(backend="qwen", prompt=prompt, cwd=str(work), mode="task")
+            assert run.status == "completed" and run.children[0].backend == "qwen", run
+            assert run.output is not None and run.output.text.endswith(" library")
+    assert_no_run_survives({run.run_id})
