@@ -78,10 +78,14 @@ def build_server(host: Host, held: HeldArguments, asker: PermissionAsker) -> Ser
     read takes them from `held` (stdin.py); the permissions of the runs it starts are
     asked through `asker` when the client can elicit (permissions.py)."""
 
+    backends: list[tuple[str, ...]] = []  # the server's, once asked: they never change
+
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[describe(tool) for tool in TOOLS.values()])
+        if not backends:
+            backends.append(await backend_names(host))
+        return types.ListToolsResult(tools=[describe(tool, backends[0]) for tool in TOOLS.values()])
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -109,12 +113,31 @@ def build_server(host: Host, held: HeldArguments, asker: PermissionAsker) -> Ser
     )
 
 
+async def backend_names(host: Host) -> tuple[str, ...]:
+    """The backends the server has (`ping`): the built-in ones and every configured ACP
+    agent; none when it cannot say (the schemas then name none)."""
+    try:
+        answer = await host.ping()
+    except (HostError, HostConnectionError):
+        return ()
+    return tuple(backend.id for backend in answer.backends)
+
+
 @functools.cache  # the schemas never change while a server runs
-def describe(tool: Tool) -> types.Tool:
+def describe(tool: Tool, backends: tuple[str, ...] = ()) -> types.Tool:
+    """`tool` as MCP lists it; a `backend` argument names `backends`, the server's own
+    (a configured ACP agent's name is no word a model could guess)."""
+    schema = tool.input_schema()
+    chosen = schema["properties"].get("backend")
+    if chosen is not None and backends:
+        chosen["examples"] = list(backends)
+        names = ", ".join(f"`{name}`" for name in backends)
+        chosen["description"] = f"one of this server's backends: {names}; absent: chosen "
+        chosen["description"] += "as protocol.md §8.1 says."
     return types.Tool(
         name=tool.name,
         description=tool.description,
-        input_schema=tool.input_schema(),
+        input_schema=schema,
         output_schema=tool.output_schema(),
         annotations=types.ToolAnnotations(
             read_only_hint=tool.read_only,

@@ -28,7 +28,7 @@ class ChildPlan:
     """One child, resolved: the wire's item after defaults and validation."""
 
     backend: str
-    """`command`, `pi`, `claude` or `codex`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     cwd: str
     """The resolved working directory."""
     timeout_ms: int

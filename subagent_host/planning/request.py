@@ -52,7 +52,8 @@ class ItemFields:
     label: str | None = None
     """Shown in snapshots and in `$/progress`."""
     backend: BackendName | None = None
-    """`command`, `pi`, `claude` or `codex`; absent: chosen as protocol.md §8.1 says."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (§24.1);
+    absent: chosen as protocol.md §8.1 says."""
     model: str | None = None
     """An agent child's model (agent backends only)."""
     thinking: str | None = None

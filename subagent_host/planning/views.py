@@ -143,7 +143,7 @@ class PlanChild:
     index: int
     """From 0; in a workflow, an item template's index (steps refer to it)."""
     backend: BackendName
-    """`command`, `pi`, `claude` or `codex`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     argv: tuple[str, ...]
     """The argv as it would be executed."""
     cwd: str
@@ -321,7 +321,7 @@ class ChildReceipt:
     index: int
     """The child's index in the plan."""
     backend: BackendName
-    """`command`, `pi`, `claude` or `codex`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     tools: tuple[ToolEffects, ...]
     """The tools it keeps, each with its effects."""
     removed_tools: tuple[RemovedTool, ...]
@@ -385,7 +385,7 @@ class Projection:
     v: int = PROJECTION_VERSION
     """The projection's format version: 1."""
     backend: BackendName
-    """`command`, `pi`, `claude` or `codex`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     argv_template: tuple[str, ...]
     """The argv its prepared launch executed."""
     model: str | None

@@ -25,7 +25,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.acp import AcpBackend
-from subagent_host.backends.base import MAX_TURNS_LIMIT, OutputParser, ParsedOutcome
+from subagent_host.backends.base import OutputParser, ParsedOutcome
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
 from subagent_host.backends.environment import allowed_environment, child_environment
 from subagent_host.backends.events import AgentEvent
@@ -55,7 +55,7 @@ from subagent_host.runs.child_sink import (
     agent_event,
 )
 from subagent_host.runs.endings import ChildCancelled, ChildExit, ChildFailed
-from subagent_host.runs.live_child import CLOSED, IDLE, LiveChild, named_tools
+from subagent_host.runs.live_child import CLOSED, IDLE, MAX_TURNS, LiveChild, named_tools
 from subagent_host.runs.live_requests import drop_early
 from subagent_host.runs.outputs import PREVIOUS_PLACEHOLDER
 from subagent_host.runs.run_control import RunControl
@@ -96,10 +96,6 @@ PROGRAM_SHOWN_CHARS: Final = 200
 AGENT_ERROR: Final = "agent-error"
 # An agent CLI that printed its final event and then did not exit.
 LINGERED: Final = StopCause(RunStatus.COMPLETED, "lingered after its final event")
-# An agent CLI that began one model response more than its `maxTurns`.
-MAX_TURNS: Final = StopCause(
-    RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT
-)
 
 # An agent CLI whose reported usage reached its `maxTokens` or `maxCostUsd`, by limit.
 BUDGET_SPENT: Final = {
@@ -261,7 +257,10 @@ class ChildRunner:
         parser: OutputParser
         if driven:  # its stdout is its conversation's (a command's is its own too)
             driver = driver_for(backend)
-            conversation = driver.conversation(plan.item(prompt), plan.approvals)
+            # It speaks of the directory it runs in: an isolated child's worktree (an ACP
+            # agent's `session/new {cwd}` decides where its tools act).
+            item = attrs.evolve(plan.item(prompt), cwd=launch.cwd)
+            conversation = driver.conversation(item, plan.approvals)
             inner = backend.parser() if plan.command is not None else None
             parser = DrivenOutput(plan.backend, conversation, inner)
         else:

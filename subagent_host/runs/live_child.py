@@ -29,7 +29,7 @@ from typing import Final
 import attrs
 
 from subagent_host.backends.acp import AcpBackend
-from subagent_host.backends.base import KIND_EFFECTS, Backend
+from subagent_host.backends.base import KIND_EFFECTS, MAX_TURNS_LIMIT, Backend
 from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.interactive.base import (
     OPENING,
@@ -74,6 +74,11 @@ CLOSED: Final = StopCause(RunStatus.COMPLETED, "closed")
 """A client closed it (`run/close`), or its only turn ended (a one-shot driven child)."""
 IDLE: Final = StopCause(RunStatus.COMPLETED, "idle")
 """It waited for input for its `idleTimeoutMs` after a turn ended."""
+MAX_TURNS: Final = StopCause(
+    RunStatus.LIMIT_REACHED, MAX_TURNS_LIMIT, reached_limit=MAX_TURNS_LIMIT
+)
+"""It began one turn (an agent CLI: one model response) more than its `maxTurns`, or
+was sent a message that would have begun one."""
 
 HANDSHAKE_TIMEOUT_S: Final = 30.0
 """How long a driven child may take to start its first turn (its protocol's handshake:
@@ -122,6 +127,7 @@ class LiveChild:
         self._loop = asyncio.get_running_loop()
         self._handle: ChildHandle | None = None
         self._texts: dict[str, str] = {}  # queued messages' text, by id, until delivered
+        self._beyond_limit: dict[str, str] = {}  # messages a turn past `maxTurns` would take
         self._permissions: dict[str, tuple[str, PermissionAsked]] = {}  # wire id → driver's
         self._permission_timers: dict[str, asyncio.TimerHandle] = {}
         self._idle: asyncio.TimerHandle | None = None
@@ -172,6 +178,8 @@ class LiveChild:
         self._cancel_handshake()
         for message_id in self.conversation.queued():
             self._emit_input(message_id, DeliveryState.DROPPED, self._texts.pop(message_id, ""))
+        for message_id, text in self._beyond_limit.items():
+            self._emit_input(message_id, DeliveryState.DROPPED, text)
         for wire_id in list(self._permissions):
             self._settle_permission(wire_id, None, ANSWERED_BY_END, "the child ended")
         for task in self._sweeps:
@@ -198,6 +206,8 @@ class LiveChild:
     ) -> DeliveryState:
         """`told`: its `queued` was said already (a message sent before the child started)."""
         self._cancel_idle()
+        if self._turns_spent():
+            return self._held_back(message_id, text, told=told)
         reactions, state = self.conversation.send(message_id, text, delivery)
         if state is DeliveryState.QUEUED:
             self._texts[message_id] = text
@@ -207,6 +217,23 @@ class LiveChild:
         if not self.conversation.turn_running and not self.over:
             self._waiting()  # a message that started no turn: the wait starts again
         return state
+
+    def _turns_spent(self) -> bool:
+        """Whether a message now would begin a turn beyond the child's `maxTurns`."""
+        limit = self.plan.max_turns
+        turning = self.conversation.turn_running
+        return limit is not None and not turning and self.output.turns >= limit
+
+    def _held_back(self, message_id: str, text: str, *, told: bool) -> DeliveryState:
+        """A message that would begin turn N + 1 of a child allowed N is never written
+        (its model would answer it in full while the child is being stopped): the child
+        ends `limit-reached` as that turn's start would end it, the message queued, then
+        dropped with it."""
+        self._beyond_limit[message_id] = text
+        if not told:
+            self._emit_input(message_id, DeliveryState.QUEUED, text)
+        self._finish(MAX_TURNS)
+        return DeliveryState.QUEUED
 
     def interrupt(self) -> bool:
         """End the current turn, not the child; False (nothing done) when none runs."""
@@ -275,8 +302,9 @@ class LiveChild:
                 self._cancel_idle()
                 self._cancel_handshake()
                 self._turn_began = ticks_now()
-                count = self.child.turn.count if self.child.turn else 0
-                self.child.turn = TurnInfo(count=count + 1, state=TurnState.RUNNING)
+                if self.plan.interactive:  # another child has no turns to show (§12)
+                    count = self.child.turn.count if self.child.turn else 0
+                    self.child.turn = TurnInfo(count=count + 1, state=TurnState.RUNNING)
                 self._emit(TurnEvent(index=self.child.index, phase=Phase.START))
             case TurnEnded(stop_reason=reason):
                 self._turn_ended(reason, reaction)
@@ -309,8 +337,9 @@ class LiveChild:
     def _turn_ended(self, reason: str, ended: TurnEnded) -> None:
         if self._turn_end is not None and not self._turn_end.done():
             self._turn_end.set_result(None)
-        count = self.child.turn.count if self.child.turn else 1
-        self.child.turn = TurnInfo(count=count, state=TurnState.WAITING)
+        if self.plan.interactive:
+            count = self.child.turn.count if self.child.turn else 1
+            self.child.turn = TurnInfo(count=count, state=TurnState.WAITING)
         self._emit(TurnEvent(index=self.child.index, phase=Phase.END, stop_reason=reason))
         if isinstance(ended, TurnEndedLeavingCommands) and self._handle is not None:
             self._sweep(ended.left_running)

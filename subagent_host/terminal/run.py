@@ -105,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         metavar="B",
-        help="command, pi, claude or codex (default: command for a COMMAND, else the "
-        "agent's, else as the server chooses: protocol.md §8.1)",
+        help="command, pi, claude, codex or a configured ACP agent's name (default: "
+        "command for a COMMAND, else the agent's, else as the server chooses: protocol.md §8.1)",
     )
     parser.add_argument("--agent", metavar="NAME", help="a named agent definition (§18)")
     parser.add_argument("--model", metavar="M", help="an agent's model")

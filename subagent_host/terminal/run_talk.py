@@ -51,10 +51,11 @@ from subagent_host.values.choices import Phase
 
 PROMPT: Final = "> "
 STDIN: Final = 0
-ASKING_BACKENDS: Final = frozenset({"claude", "codex"})
-"""The CLIs that can ask before a tool runs: their children are spawned with
-`approvals: "client"`. pi has no permission prompts and a command no protocol to ask
-in: theirs stay `cli` (protocol.md §23.4)."""
+SILENT_BACKENDS: Final = frozenset({"pi", "command"})
+"""The backends that cannot ask before a tool runs: pi has no permission prompts, a
+command no protocol to ask in (protocol.md §23.4). Every other one (claude, codex and
+every configured ACP agent, whatever its name) can: its children are spawned with
+`approvals: "client"`."""
 SECOND_CTRL_C_S: Final = 2.0
 """A Ctrl-C this soon after one that interrupted a turn stops the run: a person who
 presses it twice wants out, whether or not the turn has ended meanwhile."""
@@ -70,7 +71,8 @@ async def interactive_spawn(host: Host, spawn: dict[str, Any]) -> dict[str, Any]
         checked = await host.preflight(**{k: v for k, v in spawn.items() if k != "mode"})
         if checked.accepted and checked.plan is not None and checked.plan.children:
             backend = checked.plan.children[0].backend
-    approvals = "client" if backend in ASKING_BACKENDS else None
+    asks = backend is not None and backend not in SILENT_BACKENDS
+    approvals = "client" if asks else None
     return {**spawn, "interactive": True, "approvals": approvals}
 
 

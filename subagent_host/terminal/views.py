@@ -23,15 +23,16 @@ from rich.table import Table
 from rich.text import Text
 
 from subagent_host.values.choices import PlanStatus
-from subagent_host.values.events import PlanEntry
 from subagent_host.values.facts import Usage, Workspace
 
 # The server counts things in its messages too: the word lives in values, shared.
 from subagent_host.values.plurals import plural as plural
 
 if TYPE_CHECKING:  # `run` uses these words without reading the state directory
+    # `runs` and `show` read history without loading the events (loaded on first use).
     from subagent_host.runs.state import ChildRun, Run
     from subagent_host.store.browse import LaunchSummary
+    from subagent_host.values.events import PlanEntry
 
 SHORT_ID: Final = 8
 """Characters of a run id shown: the shortest prefix `show`, `logs` and `stop` accept."""

@@ -205,7 +205,7 @@ class BackendInfo:
     """Whether a backend can run here, and its CLI's version when it was probed."""
 
     id: BackendName
-    """`command`, `pi`, `claude` or `codex`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     available: bool
     """Whether the backend can run here."""
     version: str | None = None

@@ -408,6 +408,23 @@ def test_updates_for_another_session_and_kinds_not_forwarded_are_ignored() -> No
     assert conversation.on_line(update(SESSION, chunk)) == [MessageText("hi")]
 
 
+def test_the_text_said_before_a_tool_call_is_final_before_the_call() -> None:
+    # Qwen tells a response's end (its usage) only after the response's tool calls: the
+    # text before a call ends there, as every CLI adapter tells it.
+    conversation = ready()
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    assert conversation.on_line(update(SESSION, chunk)) == [MessageText("hi")]
+    call = {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "ls", "kind": "execute"}
+    assert conversation.on_line(update(SESSION, call)) == [
+        MessageText("", final=True),
+        ToolStarted("c1", "execute", ToolKind.EXECUTE, "ls"),
+    ]
+    done = {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"}
+    assert conversation.on_line(update(SESSION, done)) == [
+        ToolEnded("c1", "execute", ToolKind.EXECUTE, is_error=False)
+    ]
+
+
 def test_each_plan_update_is_the_whole_plan_after_the_text_said_before_it() -> None:
     conversation = ready()
     chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}

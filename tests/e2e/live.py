@@ -42,18 +42,23 @@ class LiveClient:
         elif "id" in message:
             self._replies[message["id"]] = message
 
-    async def reply(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a request and return its reply (the events before it are kept)."""
+    async def reply(
+        self, method: str, params: dict[str, Any], timeout_s: float = EXIT_TIMEOUT_S
+    ) -> dict[str, Any]:
+        """Send a request and return its reply (the events before it are kept), waited
+        for `timeout_s` at most."""
         self.server._next_id += 1
         msg_id = self.server._next_id
         await self.server.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        async with asyncio.timeout(EXIT_TIMEOUT_S):
+        async with asyncio.timeout(timeout_s):
             while msg_id not in self._replies:
                 await self._read()
         return self._replies.pop(msg_id)
 
-    async def result(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        reply = await self.reply(method, params)
+    async def result(
+        self, method: str, params: dict[str, Any], timeout_s: float = EXIT_TIMEOUT_S
+    ) -> dict[str, Any]:
+        reply = await self.reply(method, params, timeout_s)
         assert "result" in reply, reply
         result: dict[str, Any] = reply["result"]
         return result

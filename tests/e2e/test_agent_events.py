@@ -1,7 +1,8 @@
-"""The three real agent CLIs (pinned, scripts/install-agents) speak one language through
-the server: the same scripted turn against the loopback mock LLM (text, one shell tool
-call, an answer) gives the same sequence of `run/event` types and tool kinds for each,
-ids and native names aside (protocol.md §11). Nothing leaves 127.0.0.1."""
+"""The three real agent CLIs (pinned, scripts/install-agents) and an ACP agent (Qwen Code,
+a configured backend) speak one language through the server: the same scripted turn
+against the loopback mock LLM (text, one shell tool call, an answer) gives the same
+sequence of `run/event` types and tool kinds for each, ids and native names aside
+(protocol.md §11). Nothing leaves 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import asyncio
 from pathlib import Path
 from typing import Any, Final
 
-from tests.e2e.agents import server_args
+import pytest
+
+from tests.e2e.agents import PI_SPAWN, needs_cli, pi_environment, server_args
 from tests.e2e.harness import (
     EXIT_TIMEOUT_S,
     ServerProcess,
@@ -17,6 +20,7 @@ from tests.e2e.harness import (
     result_of,
     running_server,
 )
+from tests.e2e.test_acp_qwen import qwen_config
 from tests.e2e.test_agent_clis import Cli, each_cli
 from tests.mock_llm import (
     DEFAULT_TOOL_COMMAND,
@@ -35,8 +39,6 @@ SAME_FOR_EVERY_CLI: Final = [
     "tool end execute",
     "message",
 ]
-
-pytestmark = each_cli()
 
 
 async def spawn_and_collect(server: ServerProcess, spawn: Json) -> tuple[Json, list[Json]]:
@@ -68,6 +70,7 @@ def shape(events: list[Json]) -> list[str]:
     return seen
 
 
+@each_cli()
 async def test_a_narrated_tool_turn_gives_the_same_events_for_every_cli(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
@@ -109,6 +112,7 @@ async def test_a_narrated_tool_turn_gives_the_same_events_for_every_cli(
     ]
 
 
+@each_cli()
 async def test_a_raw_stream_also_sends_the_clis_own_lines(
     tmp_path: Path, mock: MockLLM, cli: Cli
 ) -> None:
@@ -122,3 +126,29 @@ async def test_a_raw_stream_also_sends_the_clis_own_lines(
     assert {"output", *AGENT_TYPES} <= types
     raw = "".join(event["text"] for event in events if event["type"] == "output")
     assert raw.startswith("{") and FINAL_TEXT_PREFIX in raw
+
+
+ADAPTER_AND_ACP: Final[dict[str, Json]] = {"pi": PI_SPAWN, "qwen": {"backend": "qwen"}}
+"""A CLI adapter's spawn and a configured ACP agent's (tests/e2e/test_acp_qwen.py)."""
+
+
+@pytest.mark.parametrize(
+    "names", [pytest.param(tuple(ADAPTER_AND_ACP), marks=[*needs_cli("pi"), *needs_cli("qwen")])]
+)
+async def test_an_acp_agent_gives_the_same_events_as_the_cli_adapters(
+    tmp_path: Path, mock: MockLLM, names: tuple[str, ...]
+) -> None:
+    """Qwen Code as a configured ACP backend, and pi, on one server: the same narrated
+    turn, the same event types and tool kinds."""
+    env = pi_environment(tmp_path, mock.openai_base_url)
+    config = qwen_config(tmp_path, mock)
+    shapes: dict[str, list[str]] = {}
+    async with running_server(*server_args(tmp_path), "--config", str(config), env=env) as server:
+        for name in names:
+            prompt = f"{KEYWORD_NARRATE_TOOL} please"
+            params = {**ADAPTER_AND_ACP[name], "prompt": prompt, "mode": "task", "stream": True}
+            run, events = await spawn_and_collect(server, params)
+            assert run["status"] == "completed", run
+            shapes[name] = shape([e for e in events if e["runId"] == run["runId"]])
+        await server.finish()
+    assert shapes["qwen"] == shapes["pi"] == SAME_FOR_EVERY_CLI

@@ -56,6 +56,13 @@ async def test_an_mcp_client_lists_eight_tools_whose_schemas_are_the_wire_types(
     spawn = tools["spawn"].input_schema
     expected = standalone_schema([SpawnArguments], Direction.PARAMS, leave_out=("mode", "stream"))
     expected["properties"]["waitSeconds"].update(minimum=0, maximum=50)
+    # The backend is one of the server's: their names are listed.
+    names = ["claude", "codex", "command", "pi"]
+    expected["properties"]["backend"].update(
+        examples=names,
+        description="one of this server's backends: `claude`, `codex`, `command`, `pi`; "
+        "absent: chosen as protocol.md §8.1 says.",
+    )
     assert spawn == expected
     assert {"prompt", "agent", "command", "tasks", "chain", "workflow", "cwd"} <= set(
         spawn["properties"]

@@ -511,6 +511,10 @@ class AcpConversation:
             name, kind = _tool_name(call.field_meta, call.kind)
             summary = summary_of(call.title)
             self._tools[tool_id] = summary or ""
+            # The text said before a tool call is the whole of its response's text (an
+            # agent tells a response's end only after its calls, Qwen with its usage):
+            # it is final before the call, as every CLI adapter tells it.
+            self._events.end_response()
             self._events.tool_began(tool_id, name, kind, summary)
         if call.status in ENDED_STATUSES and tool_id in self._tools:
             del self._tools[tool_id]

@@ -84,7 +84,7 @@ class ChildSnapshot(OutcomeFields):
     index: int
     """The child's index in the run, from 0."""
     backend: BackendName
-    """`command`, `pi`, `claude` or `codex`."""
+    """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     status: RunStatus
     """Its newest attempt's: `queued`, `running`, or a terminal status (protocol.md §12)."""
     attempt: int
