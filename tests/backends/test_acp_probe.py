@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Final
 
 import psutil
-import pytest
 
 from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.acp_probe import AcpProbe, AcpProbes
@@ -19,7 +19,8 @@ from tests.backends.fixtures.record_acp import qwen_args
 from tests.backends.fixtures.tiny_acp import tiny_agent
 from tests.e2e.agents import AGENT_BIN, agent_path, needs_cli
 
-BOUND_S = 2.0  # the probes' bound here: a silent agent is given up on after it
+QWEN: Final = needs_cli("qwen")  # e2e, skipped when it is not installed
+BOUND_S: Final = 2.0  # the probes' bound here: a silent agent is given up on after it
 
 
 async def probe_one(backend: AcpBackend, marker: str, timeout_s: float = BOUND_S) -> AcpProbe:
@@ -39,9 +40,10 @@ async def probe_one(backend: AcpBackend, marker: str, timeout_s: float = BOUND_S
         supervisor.close()
 
 
-@pytest.mark.parametrize("_", [pytest.param(None, marks=needs_cli("qwen"))])
+@QWEN[0]
+@QWEN[1]
 async def test_qwen_answers_initialize_with_its_info_and_load_session(
-    tmp_path: Path, marker: str, _: None
+    tmp_path: Path, marker: str
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
