@@ -18,14 +18,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, NoReturn
 
+import attrs
+
 from subagent_host.backends.base import KIND_EFFECTS, ItemSpec, Launch
 from subagent_host.values.choices import Effect, ToolKind
+from subagent_host.values.facts import AcpAgentCapabilities, AcpAgentInfo
 
 # Every kind a tool call may say, but `switch_mode` (a mode change, not a tool: read
 # as `other` by the conversation).
 TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     kind.value: KIND_EFFECTS[kind] for kind in ToolKind
 }
+
+
+@attrs.frozen
+class AcpAnswer:
+    """What an agent answered to `initialize` (backends/acp_probe.py asks it)."""
+
+    protocol_version: int
+    agent_info: AcpAgentInfo | None
+    capabilities: AcpAgentCapabilities
+    auth_methods: tuple[str, ...]
+    """Its auth methods' ids."""
 
 
 class AcpBackend:

@@ -30,12 +30,11 @@ from typing import Any, Final
 
 import attrs
 
-from subagent_host.backends.acp import AcpBackend
+from subagent_host.backends.acp import AcpAnswer, AcpBackend
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.probe import find_executable
 from subagent_host.backends.reports import short
 from subagent_host.backends.supervisor import Child, LaunchSpec, Supervisor
-from subagent_host.values.facts import AcpAgentCapabilities, AcpAgentInfo
 
 PROBE_TIMEOUT_S: Final = 15.0
 """The most an agent may take to answer `initialize` (Qwen Code takes about a second)."""
@@ -48,17 +47,6 @@ ANSWER_BYTES: Final = 1024 * 1024
 """The most of stdout read for the answer: an `initialize` answer is a few hundred bytes."""
 STDERR_TAIL_BYTES: Final = 2000
 """How much of the end of its stderr is kept, for the reason it exited."""
-
-
-@attrs.frozen
-class AcpAnswer:
-    """What an agent answered to `initialize`."""
-
-    protocol_version: int
-    agent_info: AcpAgentInfo | None
-    capabilities: AcpAgentCapabilities
-    auth_methods: tuple[str, ...]
-    """Its auth methods' ids."""
 
 
 @attrs.frozen

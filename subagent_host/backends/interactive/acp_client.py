@@ -110,8 +110,7 @@ import attrs
 import pydantic
 from acp import schema
 
-from subagent_host.backends.acp import AcpBackend
-from subagent_host.backends.acp_probe import AcpAnswer
+from subagent_host.backends.acp import AcpAnswer, AcpBackend
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.events import TOOL_ID_CHARS, NormalizedEvents, ToolKind, summary_of
 from subagent_host.backends.interactive.base import (
