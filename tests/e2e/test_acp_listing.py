@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from tests.backends.conftest import assert_gone
 from tests.backends.fixtures.record_acp import qwen_args
 from tests.backends.fixtures.tiny_acp import tiny_agent
 from tests.e2e.agents import agent_path, needs_cli
@@ -160,3 +161,23 @@ async def test_qwen_is_listed_with_its_agent_info_and_load_session(tmp_path: Pat
         assert qwen["agentCapabilities"]["loadSession"] is True
         assert qwen["authMethods"] == ["openai"]
         await server.finish()
+
+
+async def test_a_server_that_exits_mid_probe_ends_the_agent_and_its_children(
+    tmp_path: Path,
+) -> None:
+    pidfile = tmp_path / "grandchild"
+    executable, silent = tiny_agent(tmp_path, "silent", str(pidfile))
+    args, env = configured(tmp_path, silent=acp(executable, silent))
+    async with running_server(*args, env=env) as server:
+        async with asyncio.timeout(PROBES_S):  # the agent's child says it started
+            while not (pidfile.exists() and pidfile.read_text()):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        grandchild = int(pidfile.read_text())
+        [listed] = [
+            b for b in (await result_of(server, "ping", {}))["backends"] if b["id"] == "silent"
+        ]
+        assert listed == {"id": "silent", "available": True, "protocol": "acp"}  # still asked
+        code, _ = await server.finish()  # within the probe's 15 s
+        assert code == 0
+    await assert_gone([grandchild])
