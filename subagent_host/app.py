@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from subagent_host.backends.acp import AcpBackend
+from subagent_host.backends.acp_probe import AcpProbes
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.codex import CodexBackend
@@ -263,8 +264,18 @@ async def _serve_with_store(
 
     backends = build_backends(config, pi_sessions)
     probes = VersionProbes(supervisor, probe_environment(backends))
-    # In the background: ping lists each version once known.
-    probes.start([backend.executable for backend in backends.values() if backend.executable])
+    acp_agents = [backend for backend in backends.values() if isinstance(backend, AcpBackend)]
+    # In the background: ping lists each version once known (an ACP agent's: its own
+    # answer to `initialize`, which also says what it can do).
+    probes.start(
+        [
+            backend.executable
+            for backend in backends.values()
+            if backend.executable and not isinstance(backend, AcpBackend)
+        ]
+    )
+    acp_probes = AcpProbes(supervisor, probe_environment(backends))
+    acp_probes.start(acp_agents)
     executor = executor_for(config.executor, supervisor, os.environ)
     if isinstance(executor, RayExecutor):
         executor.open_soon()  # joining a cluster takes seconds: not on a first spawn's path
@@ -296,7 +307,7 @@ async def _serve_with_store(
         orchestrator=orchestrator,
         store=store,
         progress=publisher,
-        toolchain=Toolchain(backends, probes, dict(os.environ)),
+        toolchain=Toolchain(backends, probes, dict(os.environ), acp_probes),
         process_tracking=lambda: supervisor.mode,
         hold_output=connection.holding,
         framing=lambda: connection.framing.value,
@@ -360,6 +371,7 @@ async def _serve_with_store(
             loop.remove_signal_handler(signum)
         source.close()
         await probes.close()  # a probe still running is ended with its tree
+        await acp_probes.close()
     status = protocol.lifecycle.exit_status
     if status:
         logger.info("server stopped (exit status %d: exit without shutdown)", status)

@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, NoReturn
 
+import attrs
+
 from subagent_host.backends.base import KIND_EFFECTS, ItemSpec, Launch
 from subagent_host.values.choices import Effect, ToolKind
+from subagent_host.values.facts import AcpAgentCapabilities, AcpAgentInfo
 
 # Every kind a tool call may say, but `switch_mode` (a mode change, not a tool: read
 # as `other` by the conversation).
@@ -32,6 +35,17 @@ ASKED_KINDS: Final = frozenset({ToolKind.EDIT, ToolKind.DELETE, ToolKind.MOVE, T
 ("Require approval for file edits or shell commands", Qwen Code's `default`) name edits
 and commands; a delete or a move edits files too. Its reads, searches, fetches, thoughts
 and `other` tools may run unasked (protocol.md §24.4)."""
+
+
+@attrs.frozen
+class AcpAnswer:
+    """What an agent answered to `initialize` (backends/acp_probe.py asks it)."""
+
+    protocol_version: int
+    agent_info: AcpAgentInfo | None
+    capabilities: AcpAgentCapabilities
+    auth_methods: tuple[str, ...]
+    """Its auth methods' ids."""
 
 
 class AcpBackend:

@@ -5,7 +5,8 @@ trusted project's `.pi/`), each listed with the model, effort, tools and mode a
 spawn of it would run with today (profiles and configuration defaults applied).
 Those the configuration's `agents` lists disable are left out, or with `all: true`
 listed with `disabled` saying which list of which file. Diagnostics cover the
-definitions that cannot be used and the configuration files' problems.
+definitions that cannot be used and the configuration files' problems. The agents
+configured as ACP backends are listed beside them (`backends`), as `ping` lists them.
 """
 
 from __future__ import annotations
@@ -43,4 +44,7 @@ async def handle(params: AgentsListParams, ctx: HandlerContext) -> AgentsListRes
         )
     diagnostics = [Diagnostic(d.severity, d.code, d.message, d.path) for d in catalog.diagnostics]
     diagnostics += [Diagnostic(d.severity, d.code, d.message, d.file) for d in settings.diagnostics]
-    return AgentsListResult(agents=tuple(agents), diagnostics=tuple(diagnostics))
+    acp = ctx.toolchain.acp_backends()  # agents of their own, beside the definitions
+    return AgentsListResult(
+        agents=tuple(agents), diagnostics=tuple(diagnostics), backends=acp or None
+    )

@@ -115,6 +115,7 @@ class HandlerContext:
         from subagent_host.handlers.snapshot_file import server_files
         from subagent_host.planning.check import check_spawn, uses_agents
         from subagent_host.planning.egress import consent_missing
+        from subagent_host.planning.preview import unavailable_agents
 
         checked = check_spawn(
             params,
@@ -126,6 +127,10 @@ class HandlerContext:
             server_files=server_files(self.config),
         )
         refuse_task_mode(params.mode, checked.interactive)
+        if checked.plan is not None and (
+            unavailable := await unavailable_agents(checked.plan, self.toolchain)
+        ):  # an ACP agent found but unable to answer as one (its probe said why)
+            checked = attrs.evolve(checked, diagnostics=(*checked.diagnostics, *unavailable))
         # The admission policy holds for preflight and spawn alike (`--require-egress-consent`).
         if checked.plan is not None and (
             missing := consent_missing(checked.plan, self.config.require_egress_consent)

@@ -63,6 +63,7 @@ async def handle(params: ResumeParams, ctx: HandlerContext) -> RunSnapshot:
             grant.index,
             grant.overrides,
             check_agent=definition_check(await ctx.agent_catalog(), ctx.config.settings.agents),
+            check_backend=ctx.toolchain.resume_refusal,
             enabled=ctx.resume_enabled,
             egress_consent_required=ctx.config.require_egress_consent,
         )

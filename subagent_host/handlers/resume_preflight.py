@@ -31,6 +31,7 @@ async def preflight_resume(request: ResumeRequest, ctx: HandlerContext) -> Prefl
             request.index,
             overrides,
             check_agent=definition_check(await ctx.agent_catalog(), ctx.config.settings.agents),
+            check_backend=ctx.toolchain.resume_refusal,
             enabled=ctx.resume_enabled,
             egress_consent_required=ctx.config.require_egress_consent,
         )

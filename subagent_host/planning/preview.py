@@ -2,7 +2,8 @@
 naming each agent CLI's version and its provider's endpoint.
 
 Nothing starts here but the CLIs' `--version` probes (once per program, cached by
-`VersionProbes`).
+`VersionProbes`); a configured ACP agent's version is what it answered to `initialize`
+(`AcpProbes`, started with the server).
 """
 
 from __future__ import annotations
@@ -40,6 +41,18 @@ def probe(plan: LaunchPlan, backends: Mapping[str, Backend]) -> list[Diagnostic]
     return found
 
 
+async def unavailable_agents(plan: LaunchPlan, toolchain: Toolchain) -> list[Diagnostic]:
+    """`backend-unavailable` for each child of an ACP agent whose probe found it unable to
+    run (it exited, gave no answer, or not ACP's), with the probe's reason."""
+    found: list[Diagnostic] = []
+    for index, child in enumerate(plan.children):
+        reason = await toolchain.unavailable(child.backend)
+        if reason is not None:
+            where = f"children[{index}]" if len(plan.children) > 1 else "backend"
+            found.append(Diagnostic("error", "backend-unavailable", reason, where))
+    return found
+
+
 async def versioned_receipts(
     plan: LaunchPlan, toolchain: Toolchain, limits: ServerLimits
 ) -> Receipts:
@@ -53,7 +66,11 @@ async def versioned_receipts(
     for entry, child, out in zip(described.access.children, plan.children, egress, strict=True):
         entry = attrs.evolve(entry, egress=out)
         program = backends[child.backend].executable
-        if program and probes is not None:
+        acp = await toolchain.acp_probe(child.backend)
+        if acp is not None:  # an ACP agent's version is the one it answered with
+            info = acp.answer.agent_info if acp.answer is not None else None
+            entry = attrs.evolve(entry, version=info.version if info is not None else None)
+        elif program and probes is not None:
             entry = attrs.evolve(entry, version=await probes.version(program))
         children.append(entry)
     access = attrs.evolve(described.access, children=tuple(children))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -39,6 +39,7 @@ from subagent_host.planning.stored_workflow import (
     workflow_from_record,
     workflow_record,
 )
+from subagent_host.planning.toolchain import RESUME_UNSUPPORTED
 from subagent_host.planning.views import AgentRef, Contract, ContractWorkflow, Projection, to_json
 from subagent_host.resuming.launch_check import (
     LAUNCH_CHANGED,
@@ -54,6 +55,9 @@ from subagent_host.store.run_store import RunStore
 from subagent_host.values import RunKind
 from subagent_host.values.plurals import plural
 
+ResumeCheck = Callable[[str], Awaitable[str | None]]
+"""Given a backend's name: why its children cannot be resumed at all (an ACP agent that
+does not declare `loadSession`), None when they can."""
 AgentCheck = Callable[[AgentRef], tuple[str, str] | None]
 """Given a stored agent reference (name, source, path, digest): why the definition a
 resume would use now is not that one, as (code, message); None when it is."""
@@ -102,6 +106,7 @@ async def resolve_target(
     overrides: Mapping[str, Any],
     *,
     check_agent: AgentCheck | None = None,
+    check_backend: ResumeCheck | None = None,
     enabled: bool = True,
     egress_consent_required: bool = False,
 ) -> Target:
@@ -154,6 +159,8 @@ async def resolve_target(
             f"run {run.run_id} was launched without egressConsent, which this server requires "
             "of an agent child: launch anew with egressConsent: true",
         )
+    if check_backend is not None and (why := await check_backend(projection.backend)):
+        raise ResumeRefused("not-resumable", RESUME_UNSUPPORTED, f"{why}; {GUIDANCE}")
     refused = check_overrides(projection, overrides)
     if overrides.get("access") is not None and _is_acp(orchestrator, projection):
         # Narrowing on resume removes tools; an ACP agent's cannot be removed, and what

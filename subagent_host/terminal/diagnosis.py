@@ -2,11 +2,12 @@
 
 Most of it is asked of a real server, started the way `serve` would be with the same
 options (`Host.start`): which agent CLIs it finds and their versions against the tested
-ones, its process tracking, whether its history is in SQLite, the limits it runs with.
-Only what a server cannot say is looked at directly: whether the state directory is
-safe to use (a server refuses to start on one that is not: `state_layout`), the Python
-and SQLite libraries, pi's `models.json`, each agent CLI's credentials
-(terminal/credentials.py), the delegation depth.
+ones, what each configured ACP agent answered to `initialize`, its process tracking,
+whether its history is in SQLite, the limits it runs with. Only what a server cannot
+say is looked at directly: whether the state directory is safe to use (a server refuses
+to start on one that is not: `state_layout`), the Python and SQLite libraries, pi's
+`models.json`, each agent CLI's credentials (terminal/credentials.py), the delegation
+depth.
 
 A server is started on the state directory only when a server may use it and it
 exists (a server changes no mode there); otherwise on a temporary one.
@@ -36,6 +37,7 @@ from subagent_host.store.browse import BrowseError, StateBrowser, sqlite_library
 from subagent_host.terminal.checks import Check
 from subagent_host.terminal.credentials import CREDENTIALS, pi_agent_dir
 from subagent_host.values import DEPTH_VARIABLE
+from subagent_host.values.choices import ACP
 from subagent_host.values.facts import BackendInfo
 
 MIN_PYTHON: Final = (3, 11)  # pyproject.toml's requires-python
@@ -148,6 +150,39 @@ def check_backend(info: BackendInfo) -> Check:
     )
 
 
+def check_acp_agent(info: BackendInfo) -> Check:
+    """A configured ACP agent: found, answers `initialize` in ACP version 1, who it says it
+    is, and whether it declares `loadSession` (without it, its children cannot be resumed)."""
+    name = f"{info.id} (ACP)"
+    if info.available and info.protocol_version is None:
+        return Check(
+            name,
+            None,
+            f"found, but it did not answer initialize within {PROBE_WAIT_S:g} s",
+            "run its executable with its args and see what it prints",
+        )
+    if not info.available:
+        reason = info.reason or "not available"
+        if info.protocol_version is None and "PATH" in reason:
+            fix = "install it, or name it by its path as `executable` in the configuration file"
+        elif info.protocol_version is not None:
+            fix = "configure a version of the agent that speaks ACP version 1"
+        else:
+            fix = "run its executable with its args and see what it prints"
+        return Check(name, False, reason, fix)
+    agent = info.agent_info
+    who = f"{agent.name} {agent.version}" if agent is not None else "an agent with no agentInfo"
+    detail = f"{who}, ACP version {info.protocol_version}"
+    capabilities = info.agent_capabilities
+    if capabilities is None or not capabilities.load_session:
+        return Check(
+            name,
+            None,
+            f"{detail}; it does not declare loadSession: its children cannot be resumed",
+        )
+    return Check(name, True, f"{detail}, loadSession")
+
+
 def pi_models_path(environ: Mapping[str, str]) -> Path:
     """Where pi reads `models.json`: in `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`."""
     return pi_agent_dir(environ) / "models.json"
@@ -221,6 +256,7 @@ async def diagnose(state_dir: Path, server_args: Sequence[str]) -> list[Check]:
     checks.append(check_sqlite(ping.persistence, journal, where))
     agents = {info.id: info for info in ping.backends}
     checks += [check_backend(agents[name]) for name in AGENTS if name in agents]
+    checks += [check_acp_agent(info) for info in ping.backends if info.protocol == ACP]
     checks.append(check_pi_models(os.environ))
     for name in AGENTS:
         if _available(agents.get(name)):  # files read off the loop
@@ -269,4 +305,6 @@ def _available(info: BackendInfo | None) -> bool:
 
 
 def _probing(info: BackendInfo) -> bool:
+    if info.protocol == ACP:  # asked initialize: answered once it says its version of ACP
+        return info.available and info.protocol_version is None
     return info.id in AGENTS and info.available and info.version is None

@@ -201,16 +201,64 @@ class RunSummary:
 
 
 @attrs.frozen
+class AcpAgentInfo:
+    """An ACP agent's own name for itself, from its answer to `initialize` (`agentInfo`)."""
+
+    name: str
+    """Its programmatic name (e.g. `qwen-code`)."""
+    version: str
+    """Its version."""
+    title: str | None = None
+    """Its name for people, when it gives one."""
+
+
+@attrs.frozen
+class AcpPromptCapabilities:
+    """What an ACP agent takes in a prompt beside text (`promptCapabilities`)."""
+
+    image: bool
+    """Image content blocks."""
+    audio: bool
+    """Audio content blocks."""
+    embedded_context: bool
+    """Embedded resources (file contents given in the prompt)."""
+
+
+@attrs.frozen
+class AcpAgentCapabilities:
+    """What an ACP agent declared it can do (a subset of its `agentCapabilities`)."""
+
+    load_session: bool
+    """It continues an earlier session (`session/load`): only then can its children be
+    resumed."""
+    prompt_capabilities: AcpPromptCapabilities
+    """What its prompts may carry beside text."""
+
+
+@attrs.frozen
 class BackendInfo:
-    """Whether a backend can run here, and its CLI's version when it was probed."""
+    """Whether a backend can run here, and its CLI's version when it was probed; for a
+    configured ACP agent, what it answered to `initialize`."""
 
     id: BackendName
     """`command`, `pi`, `claude`, `codex` or a configured ACP agent's name (protocol.md §24.1)."""
     available: bool
     """Whether the backend can run here."""
     version: str | None = None
-    """Its CLI's version as probed; absent when it was not probed or gave none."""
+    """Its CLI's version as probed (an ACP agent's `agentInfo.version`); absent when it was
+    not probed or gave none."""
     reason: str | None = None
     """Why the backend is unavailable, when it is."""
     tested_version: str | None = None
-    """The CLI version the project's tests run against; absent for `command`."""
+    """The CLI version the project's tests run against; absent for `command` and ACP agents."""
+    protocol: Literal["acp"] | None = None
+    """`acp` for an agent configured as an ACP backend; absent for the built-in ones."""
+    protocol_version: int | None = None
+    """The ACP version the agent answered `initialize` with; absent until it answered."""
+    agent_info: AcpAgentInfo | None = None
+    """The ACP agent's `agentInfo`, when it gave one."""
+    agent_capabilities: AcpAgentCapabilities | None = None
+    """What the ACP agent declared it can do, once it answered."""
+    auth_methods: tuple[str, ...] | None = None
+    """The ids of the ACP agent's `authMethods`, once it answered (its launch may already
+    satisfy them: the server never authenticates on its behalf)."""

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from subagent_host.terminal.diagnosis import (
+    check_acp_agent,
     check_backend,
     check_depth,
     check_pi_models,
@@ -14,7 +15,12 @@ from subagent_host.terminal.diagnosis import (
     check_state_dir,
     check_tracking,
 )
-from subagent_host.values.facts import BackendInfo
+from subagent_host.values.facts import (
+    AcpAgentCapabilities,
+    AcpAgentInfo,
+    AcpPromptCapabilities,
+    BackendInfo,
+)
 
 
 def test_a_python_older_than_required_fails_and_says_which_is_needed() -> None:
@@ -64,6 +70,45 @@ def test_an_agent_cli_is_found_tested_other_or_missing() -> None:
     assert other.passed is None and "0.73.1" in other.detail  # worth knowing, no failure
     missing = check_backend(BackendInfo("pi", False, None, "'pi' is not on the server's PATH"))
     assert missing.passed is False and missing.fix and "scripts/install-agents" in missing.fix
+
+
+def acp_agent(load_session: bool, **fields: object) -> BackendInfo:
+    """A configured ACP agent as `ping` lists one that answered in ACP version 1."""
+    capabilities = AcpAgentCapabilities(load_session, AcpPromptCapabilities(True, False, False))
+    answered: dict[str, object] = {
+        "available": True,
+        "version": "1.2.3",
+        "protocol": "acp",
+        "protocol_version": 1,
+        "agent_info": AcpAgentInfo("gem", "1.2.3", "Gem"),
+        "agent_capabilities": capabilities,
+        "auth_methods": (),
+    }
+    return BackendInfo(id="gem", **{**answered, **fields})  # type: ignore[arg-type]
+
+
+def test_an_acp_agent_is_found_answers_and_says_whether_it_resumes() -> None:
+    resumes = check_acp_agent(acp_agent(True))
+    assert (resumes.name, resumes.passed) == ("gem (ACP)", True)
+    assert resumes.detail == "gem 1.2.3, ACP version 1, loadSession"
+    no_load = check_acp_agent(acp_agent(False))
+    assert no_load.passed is None  # worth knowing: a resume of its children is refused
+    assert no_load.detail == (
+        "gem 1.2.3, ACP version 1; it does not declare loadSession: its children cannot be resumed"
+    )
+    missing = check_acp_agent(
+        BackendInfo("gem", False, reason="'gem' is not on the server's PATH", protocol="acp")
+    )
+    assert missing.passed is False and missing.fix and "executable" in missing.fix
+    silent = BackendInfo("gem", False, reason="no answer to initialize within 15 s", protocol="acp")
+    assert check_acp_agent(silent).detail == "no answer to initialize within 15 s"
+    assert check_acp_agent(silent).passed is False
+    other = acp_agent(True, available=False, protocol_version=2, reason="it speaks ACP version 2")
+    assert (
+        check_acp_agent(other).fix == "configure a version of the agent that speaks ACP version 1"
+    )
+    asking = BackendInfo("gem", True, protocol="acp")  # the doctor's wait ran out
+    assert check_acp_agent(asking).passed is None
 
 
 def test_pi_models_json_is_read_where_pi_reads_it(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.backends.fixtures.record_acp import qwen_args
+from tests.backends.fixtures.tiny_acp import tiny_agent
 from tests.e2e.agents import AGENT_BIN, agent_path
 
 pytestmark = pytest.mark.e2e
@@ -281,3 +283,41 @@ async def test_codex_with_a_provider_of_its_config_is_checked_against_that_provi
         "a codex child gets only from its spawn's env "
         '(fix: pass "env": {"LOCAL_API_KEY": ...} with each codex spawn)'
     )
+
+
+async def test_each_configured_acp_agent_is_checked_by_what_it_answered(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    executable, answers = tiny_agent(tmp_path, "answers")
+    _, exits = tiny_agent(tmp_path, "exits")
+    backends = {
+        "tiny": {"protocol": "acp", "executable": executable, "args": answers},
+        "broken": {"protocol": "acp", "executable": executable, "args": exits},
+    }
+    if (AGENT_BIN / "qwen").exists():
+        backends["qwen"] = {
+            "protocol": "acp",
+            "executable": "qwen",
+            "args": list(qwen_args("http://127.0.0.1:9/v1")),
+        }
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps({"backends": backends}))
+    env = environment(tmp_path, agent_path())
+
+    code, lines = await doctor(tmp_path, env, "--state-dir", str(state), "--config", str(config))
+
+    assert code == 1, lines  # broken fails
+    assert line_of(lines, "tiny (ACP)") == (
+        "! tiny (ACP): tiny 0.0.1, ACP version 1; it does not declare loadSession: its "
+        "children cannot be resumed"
+    )
+    assert line_of(lines, "broken (ACP)") == (
+        "✗ broken (ACP): it exited (status 3) before answering initialize; its stderr ended: "
+        "tiny: no model configured (fix: run its executable with its args and see what it "
+        "prints)"
+    )
+    if "qwen" in backends:
+        assert (
+            line_of(lines, "qwen (ACP)")
+            == "✓ qwen (ACP): qwen-code 0.24.4, ACP version 1, loadSession"
+        )

@@ -122,7 +122,7 @@ import attrs
 import pydantic
 from acp import schema
 
-from subagent_host.backends.acp import AcpBackend
+from subagent_host.backends.acp import AcpAnswer, AcpBackend
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.events import (
     TOOL_ID_CHARS,
@@ -154,7 +154,12 @@ from subagent_host.backends.interactive.base import (
 from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
 from subagent_host.values.choices import ACP, PlanPriority, PlanStatus
-from subagent_host.values.facts import Usage
+from subagent_host.values.facts import (
+    AcpAgentCapabilities,
+    AcpAgentInfo,
+    AcpPromptCapabilities,
+    Usage,
+)
 
 PROTOCOL_VERSION: Final = 1
 METHOD_NOT_FOUND: Final = -32601
@@ -191,6 +196,54 @@ class Mode:
     mode_id: str
     name: str
     description: str | None
+
+
+def initialize_request() -> schema.InitializeRequest:
+    """What the client says first: ACP version 1, no `fs`, no `terminal` (the probe of a
+    configured agent, backends/acp_probe.py, says the same)."""
+    capabilities = schema.ClientCapabilities(
+        fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False),
+        terminal=False,
+    )
+    return schema.InitializeRequest(
+        protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
+    )
+
+
+def initialize_line(request_id: int) -> bytes:
+    """`initialize_request()` as the line a conversation's first request is."""
+    params = _dump(initialize_request())
+    return _write({"id": request_id, "method": "initialize", "params": params}).data
+
+
+def read_initialize(result: Mapping[str, Any]) -> AcpAnswer:
+    """The facts of an agent's answer to `initialize`, checked by the SDK's model
+    (pydantic.ValidationError when it is not ACP's)."""
+    answer = schema.InitializeResponse.model_validate(result)
+    info = answer.agent_info
+    capabilities = answer.agent_capabilities or schema.AgentCapabilities()
+    prompts = capabilities.prompt_capabilities or schema.PromptCapabilities()
+    return AcpAnswer(
+        protocol_version=answer.protocol_version,
+        agent_info=AcpAgentInfo(name=info.name, version=info.version, title=info.title)
+        if info is not None
+        else None,
+        capabilities=AcpAgentCapabilities(
+            load_session=bool(capabilities.load_session),
+            prompt_capabilities=AcpPromptCapabilities(
+                image=bool(prompts.image),
+                audio=bool(prompts.audio),
+                embedded_context=bool(prompts.embedded_context),
+            ),
+        ),
+        auth_methods=tuple(_auth_id(method) for method in answer.auth_methods or ()),
+    )
+
+
+def _auth_id(method: Any) -> str:
+    # An auth method is one of several models (the SDK's union), each with its `id`.
+    inner = getattr(method, "root", method)
+    return str(getattr(inner, "id", "?"))
 
 
 def interactive_launch(
@@ -283,14 +336,7 @@ class AcpConversation:
         # The prompt's turn starts once the agent answered the handshake and the session.
         self._prompt = prompt
         self._turn_running = True  # what is sent meanwhile waits for that turn's end
-        capabilities = schema.ClientCapabilities(
-            fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False),
-            terminal=False,
-        )
-        request = schema.InitializeRequest(
-            protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
-        )
-        return [self._request("initialize", request)]
+        return [self._request("initialize", initialize_request())]
 
     def on_line(self, line: bytes) -> Sequence[Reaction]:
         if self._failed or not line.strip():

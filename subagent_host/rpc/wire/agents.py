@@ -6,7 +6,7 @@ import attrs
 
 from subagent_host.values import Mode
 from subagent_host.values.choices import AgentSource, DisabledBy
-from subagent_host.values.facts import Diagnostic
+from subagent_host.values.facts import BackendInfo, Diagnostic
 
 
 @attrs.frozen
@@ -66,3 +66,7 @@ class AgentsListResult:
     the disabled ones marked)."""
     diagnostics: tuple[Diagnostic, ...]
     """Problems of the definitions (their `path` is the file) and of the configuration files."""
+    backends: tuple[BackendInfo, ...] | None = None
+    """The configured ACP agents (protocol.md §24.6), each as `ping` lists it: whether it
+    answered `initialize`, with its `agentInfo` and capabilities, or why it cannot run;
+    absent when the configuration names none."""
