@@ -222,6 +222,8 @@ async def interrupt(t: Trial) -> None:
 
 @acp_case("acp.policy-approvals-answer-permissions", "§24.4")
 async def policy(t: Trial) -> None:
+    # Full access: an `access` narrower than full is refused for an ACP backend today
+    # (`access-not-enforceable`), so the policy allows the edit it is asked about.
     params = {"prompt": "write: approved.txt=hi", "approvals": "policy"}
     conn, run_id, _ = await completed_turn(t, params)
     stages = [
