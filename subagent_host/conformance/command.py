@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--with-agents",
         action="store_true",
-        help="also run the cases that need the agent CLIs (pi, claude, codex) installed",
+        help="also run the cases that need the agent CLIs (pi, claude, codex) installed, "
+        "and the ACP cases (the harness's own ACP agent, on this Python, configured as a "
+        "backend of the server with --config)",
     )
     parser.add_argument(
         "--jobs",

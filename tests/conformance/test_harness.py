@@ -128,6 +128,33 @@ async def test_against_a_broken_server_exactly_the_cases_that_see_the_bug_fail(
         )
 
 
+async def test_the_acp_cases_drive_the_harness_s_own_acp_agent_and_pass(tmp_path: Path) -> None:
+    acp = {c.id for c in CASES if "acp" in c.keywords}
+    assert len(acp) >= 9 and all(c.needs_agents for c in CASES if c.id in acp)
+    code, output, results = await conformance(
+        tmp_path, "--with-agents", "--framing", "lsp", "-k", "acp"
+    )
+    assert code == 0, output
+    assert verdicts(results, "PASS") == acp, output
+
+
+async def test_a_server_that_loses_an_acp_tool_kind_fails_the_tool_case(tmp_path: Path) -> None:
+    code, output, results = await conformance(
+        tmp_path,
+        "--with-agents",
+        "--framing",
+        "ndjson",
+        "--server",
+        f"{BROKEN} --tool-kind-other",
+        "-k",
+        "acp.tool or acp.plan",
+    )
+    assert code == 1, output
+    assert verdicts(results, "FAIL") == {"acp.tool-turn"}, output
+    assert verdicts(results, "PASS") == {"acp.plan-event"}, output
+    assert "the tool events' (phase, toolId, kind, isError)" in output
+
+
 async def test_a_stop_that_leaves_the_tree_alive_fails_the_stop_cases_and_nothing_survives(
     tmp_path: Path,
 ) -> None:

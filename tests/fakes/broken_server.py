@@ -12,6 +12,8 @@ Usage: broken_server.py FLAG SERVER-ARGS...   (NDJSON framing only)
                            digits as a number, an integer beyond 2**53 rounded to a double
   --stderr-as-output       send a child's streamed stderr as `output` events, as a server
                            would that mixed it into its stdout
+  --tool-kind-other        send every `tool` event's kind as `other`, as a server would
+                           that did not pass an ACP agent's tool kinds through
 
 Input is forwarded line by line, unchanged unless the flag acts on it; output lines
 are re-encoded only when the flag changed them.
@@ -106,6 +108,9 @@ class Proxy:
         elif self.flag == "--stderr-as-output" and message.get("method") == "run/event":
             if message["params"].get("type") == "stderr":
                 message["params"]["type"] = "output"
+        elif self.flag == "--tool-kind-other" and message.get("method") == "run/event":
+            if message["params"].get("type") == "tool":
+                message["params"]["kind"] = "other"
         elif self.flag == "--lossy-ids" and "method" not in message:
             message["id"] = lossy(message.get("id"))
         elif self.flag == "--fake-stop" and message.get("id") in self.pending_stops:

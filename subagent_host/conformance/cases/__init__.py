@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from subagent_host.conformance.cases import (  # noqa: F401
+    acp_agents,
     agents,
     batches,
     cancellation,
