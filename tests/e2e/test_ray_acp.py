@@ -4,8 +4,8 @@ SDK) runs on the second node of a local two-node Ray cluster (tests/raycluster.p
 any driven child does (protocol.md §8.8, §24): a one-shot turn runs its tool there and
 is told back; an interactive child answers a message, an interrupt mid-tool cancels its
 turn (`session/cancel`) and its command there ends; a stop of a running turn cancels it
-first, then ends the tree. No process of a run is left on either node after a test.
-Skipped without the `ray` extra.
+first, then ends the tree; Qwen Code (pinned) runs a tool turn there. No process of a
+run is left on either node after a test. Skipped without the `ray` extra.
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ import pytest
 pytest.importorskip("ray")
 
 from tests import raycluster  # noqa: E402
-from tests.e2e.agents import server_args  # noqa: E402
+from tests.backends.fixtures.record_acp import WRITE_COMMAND, WRITTEN  # noqa: E402
+from tests.e2e.agents import AGENT_BIN, server_args  # noqa: E402
 from tests.e2e.harness import running_server  # noqa: E402
 from tests.e2e.live import LiveClient, gone, tool_process  # noqa: E402
+from tests.e2e.test_acp_qwen_guard import qwen_server  # noqa: E402
 from tests.e2e.test_ray_executor import none_left  # noqa: E402
+from tests.mock_llm import MockLLM  # noqa: E402
 from tests.raycluster import CLUSTER_ENVIRONMENT, TwoNodes  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
@@ -141,3 +144,34 @@ async def test_a_stop_of_a_running_turn_on_the_worker_node_cancels_it_then_ends_
         assert await gone(sleep)
         await server.finish()
         await none_left(server.run_ids)
+
+
+@pytest.mark.skipif(
+    not (AGENT_BIN / "qwen").exists(), reason="the pinned qwen CLI is not installed"
+)
+async def test_qwen_on_the_worker_node_runs_its_tool_turn_there(
+    two_nodes: TwoNodes, tmp_path: Path
+) -> None:
+    work = workdir(tmp_path)
+    with MockLLM(tool_command=WRITE_COMMAND) as mock:
+        args, env = qwen_server(tmp_path, mock)
+        ray = ("--executor", "ray", "--ray-address", two_nodes.address)
+        async with running_server(*ray, *args, env={**env, **CLUSTER_ENVIRONMENT}) as server:
+            client = LiveClient(server)
+            spawn = {
+                "backend": "qwen",
+                "prompt": "write it please",
+                "mode": "task",
+                "stream": True,
+                "cwd": str(work),
+                "placement": {"nodeId": two_nodes.worker},
+            }
+            run = await client.result("spawn", spawn)
+            [child] = run["children"]
+            assert (run["status"], child["status"]) == ("completed", "completed"), run
+            assert child["node"] == two_nodes.worker, child
+            tool = await client.next(run["runId"], type="tool", phase="start")
+            assert tool["kind"] == "execute", tool
+            assert (work / WRITTEN).read_text() == "x"
+            await server.finish()
+            await none_left(server.run_ids)
