@@ -36,14 +36,67 @@ AGENTS: Final[dict[str, str]] = {
 }
 
 
-def config_of(tmp_path: Path) -> Path:
+# What an agent that broke ACP only after the server's probe (§24.6) runs first: the
+# probe's `initialize` is answered as ACP says, once (a marker file remembers it), so
+# that the child, started after it, meets the agent's own misbehaviour.
+PROBED_ONCE: Final = """
+import json, os, sys
+marker = sys.argv[1]
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    request = json.loads(sys.stdin.readline())
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": {"protocolVersion": 1}}
+    print(json.dumps(answer), flush=True)
+    sys.stdin.read()
+    sys.exit(0)
+"""
+
+
+PROBE_WAIT_S: Final = 60.0
+
+
+def config_of(tmp_path: Path, *, probed_once: bool) -> Path:
     backends = {
-        name: {"protocol": "acp", "executable": sys.executable, "args": ["-c", code]}
+        name: {
+            "protocol": "acp",
+            "executable": sys.executable,
+            "args": (
+                ["-c", PROBED_ONCE + code, str(tmp_path / f"{name}.probed")]
+                if probed_once
+                else ["-c", code]
+            ),
+        }
         for name, code in AGENTS.items()
     }
     config = tmp_path / "subagents.json"
     config.write_text(json.dumps({"backends": backends}))
     return config
+
+
+@pytest.mark.parametrize(
+    ("agent", "reason"),
+    [
+        ("quits", "exited (status 3) before answering initialize"),
+        ("silent", "no answer to initialize"),
+        ("old", "it speaks ACP version 2, not 1"),
+        ("chatty", "not a JSON"),
+    ],
+)
+async def test_an_agent_that_breaks_acp_at_its_probe_is_refused_at_launch(
+    tmp_path: Path, agent: str, reason: str
+) -> None:
+    """The server asks each configured agent `initialize` when it starts (§24.6): a launch
+    of one that could not answer is refused with why, and no child is started."""
+    args = (*server_args(tmp_path), "--config", str(config_of(tmp_path, probed_once=False)))
+    async with running_server(*args) as server:
+        client = LiveClient(server)
+        spawn = {"backend": agent, "prompt": "hello", "mode": "task", "cwd": str(tmp_path)}
+        # A launch waits for its agent's probe: up to 15 s for the silent one.
+        error = (await client.reply("spawn", spawn, timeout_s=PROBE_WAIT_S))["error"]
+        assert error["code"] == -32002, error
+        assert f"the {agent} backend cannot run" in error["message"], error
+        assert reason in error["message"], error
+        assert (await client.result("ping", {}))["pong"] is True
 
 
 @pytest.mark.parametrize(
@@ -55,10 +108,12 @@ def config_of(tmp_path: Path) -> Path:
         ("chatty", "protocol-error", "a line that is not a JSON object: Welcome"),
     ],
 )
-async def test_an_agent_that_breaks_acp_fails_its_child_and_the_server_serves_on(
+async def test_an_agent_that_breaks_acp_after_its_probe_fails_its_child(
     tmp_path: Path, agent: str, code: str, reason: str
 ) -> None:
-    args = (*server_args(tmp_path), "--config", str(config_of(tmp_path)))
+    """An agent that answered the probe and breaks ACP when its child runs: the child
+    fails with a reason that says what went wrong; the server serves on."""
+    args = (*server_args(tmp_path), "--config", str(config_of(tmp_path, probed_once=True)))
     async with running_server(*args) as server:
         client = LiveClient(server)
         spawn: dict[str, Any] = {
