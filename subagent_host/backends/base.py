@@ -53,6 +53,10 @@ class ItemSpec:
     max_turns: int | None = None
     """Model responses the child may make: a CLI with a limit of its own is told (claude);
     the server counts them for every agent CLI (`OutputParser.turns`)."""
+    env_names: frozenset[str] = frozenset()
+    """The names (never the values) of the variables the child runs with, once the child
+    runner built its whole environment: an ACP agent that asks to be authenticated is
+    offered only a method whose variables are among them."""
 
 
 @attrs.frozen

@@ -43,6 +43,11 @@ Misbehaviours (each otherwise `normal`):
 - `not-json`: prints a line that is not JSON during its turn.
 - `ask-client`: asks `fs/read_text_file`, `terminal/create` and an extension method
   (`_test/ask`), waits for each answer, and says what each answered.
+- `auth`: `initialize` lists the auth method `test-key` (type `env_var`, needing
+  `ACP_TEST_AGENT_KEY`); `session/new` and `session/load` are refused `auth_required`
+  (-32000) until `authenticate {methodId: "test-key"}` succeeded, which it does only
+  when the agent's own environment has `ACP_TEST_AGENT_KEY` set (else the error
+  -32602 `ACP_TEST_AGENT_KEY is not set`).
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ SCENARIOS: Final = (
     "late-permission",
     "not-json",
     "ask-client",
+    "auth",
 )
 HUGE_LINE_BYTES: Final = 10 * 1024 * 1024
 FLOOD_COUNT: Final = 100_000
@@ -88,6 +94,9 @@ ALLOW: Final = "allow"
 ASKS_FOR: Final = frozenset({"execute", "edit"})
 PLAN: Final = ("read the task", "do the work", "report")
 OTHER_SESSION: Final = "another-session"
+AUTH_METHOD: Final = "test-key"
+AUTH_KEY: Final = "ACP_TEST_AGENT_KEY"
+INVALID_PARAMS: Final = -32602
 
 
 class Session:
@@ -116,6 +125,7 @@ class TestAgent:
         self._tools = 0
         self._late: set[asyncio.Task[Any]] = set()
         self._client: acp.Client | None = None
+        self._authenticated = scenario != "auth"
 
     def on_connect(self, conn: acp.Client) -> None:
         self._client = conn
@@ -131,13 +141,33 @@ class TestAgent:
         if self._scenario == "silent":
             await asyncio.Event().wait()  # never answered; cancelled when stdin closes
         version = 2 if self._scenario == "wrong-version" else acp.PROTOCOL_VERSION
+        key = schema.AuthEnvVar(name=AUTH_KEY)
+        methods: list[Any] = (
+            [schema.EnvVarAuthMethod(type="env_var", id=AUTH_METHOD, name="A key", vars=[key])]
+            if self._scenario == "auth"
+            else []
+        )
         return schema.InitializeResponse(
             protocol_version=version,
             agent_info=schema.Implementation(name=NAME, version=VERSION),
             agent_capabilities=schema.AgentCapabilities(load_session=True),
+            auth_methods=methods,
         )
 
+    async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
+        if method_id != AUTH_METHOD:
+            raise acp.RequestError(INVALID_PARAMS, f"no auth method {method_id}")
+        if not os.environ.get(AUTH_KEY):
+            raise acp.RequestError(INVALID_PARAMS, f"{AUTH_KEY} is not set")
+        self._authenticated = True
+        return schema.AuthenticateResponse()
+
+    def _needs_auth(self) -> None:
+        if not self._authenticated:
+            raise acp.RequestError.auth_required({"authMethods": [AUTH_METHOD]})
+
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        self._needs_auth()
         session = Session(uuid.uuid4().hex, cwd, [])
         self._sessions[session.session_id] = session
         self._save(session)
@@ -146,6 +176,7 @@ class TestAgent:
     async def load_session(
         self, cwd: str, session_id: str, **kwargs: Any
     ) -> schema.LoadSessionResponse:
+        self._needs_auth()
         path = self._path(session_id)
         if not path.is_file():
             raise acp.RequestError.invalid_params({"sessionId": f"no session {session_id}"})

@@ -258,8 +258,9 @@ class ChildRunner:
         if driven:  # its stdout is its conversation's (a command's is its own too)
             driver = driver_for(backend)
             # It speaks of the directory it runs in: an isolated child's worktree (an ACP
-            # agent's `session/new {cwd}` decides where its tools act).
-            item = attrs.evolve(plan.item(prompt), cwd=launch.cwd)
+            # agent's `session/new {cwd}` decides where its tools act). It knows the names
+            # of the variables the child gets, never their values (ACP's `authenticate`).
+            item = attrs.evolve(plan.item(prompt), cwd=launch.cwd, env_names=frozenset(env))
             conversation = driver.conversation(item, plan.approvals)
             inner = backend.parser() if plan.command is not None else None
             parser = DrivenOutput(plan.backend, conversation, inner)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -46,11 +46,13 @@ async def agent(
     *args: str,
     mode: str | None = "yolo",
     resume: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Watched[DrivenAgent]]:
     """The test agent playing `args` in tmp_path/work, its sessions in tmp_path/state."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     env = {"PATH": os.environ["PATH"], "ACP_TEST_AGENT_STATE": str(tmp_path / "state")}
+    env.update(extra_env or {})
     child = await DrivenAgent.launch_agent(
         (*AGENT, *args), env, str(work), prompt=prompt, mode=mode, resume=resume
     )
@@ -155,6 +157,34 @@ async def test_a_second_agent_loads_the_session_without_telling_its_history_agai
         assert len(replayed) == 1 and b"remember this" in replayed[0]
         assert text_of(child) == "echo: and this"  # the replay is history, not this turn
         assert await child.close() == 0
+
+
+async def test_an_agent_that_asks_is_authenticated_from_the_env_then_opens_or_loads(
+    tmp_path: Path,
+) -> None:
+    key = {"ACP_TEST_AGENT_KEY": "k"}
+    async with agent(tmp_path, "remember this", "auth", extra_env=key) as watched:
+        child = watched.child
+        assert (await child.turn_ended()).stop_reason == "end_turn"
+        session = child.acp.session_id
+        assert await child.close() == 0
+    writes = [r.data for r in child.reactions if isinstance(r, Write)]
+    sent = [data for data in writes if b'"authenticate"' in data]
+    assert len(sent) == 1 and b'"methodId": "test-key"' in sent[0]
+    async with agent(tmp_path, "and this", "auth", resume=session, extra_env=key) as watched:
+        await watched.child.turn_ended()
+        assert text_of(watched.child) == "echo: and this"
+        assert await watched.child.close() == 0
+
+
+async def test_an_agent_that_asks_for_a_variable_the_child_lacks_fails_it(
+    tmp_path: Path,
+) -> None:
+    async with agent(tmp_path, "hello", "auth") as watched:
+        failure = await watched.child.next(ProtocolFailure)
+        assert failure.reason.startswith("auth-required: ")
+        assert "test-key (env_var: ACP_TEST_AGENT_KEY)" in failure.reason
+        assert not [r for r in watched.child.reactions if isinstance(r, TurnStarted)]
 
 
 async def test_an_agent_that_exits_at_once_leaves_only_its_exit(tmp_path: Path) -> None:

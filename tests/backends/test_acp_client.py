@@ -506,9 +506,135 @@ def test_another_protocol_version_or_a_refused_handshake_fails_the_child() -> No
         conversation.opening(PROMPT)
         if request_id == 1:
             conversation.on_line(line({"id": 0, "result": {"protocolVersion": 1}}))
-        error = {"code": -32000, "message": "auth required"}
+        error = {"code": -32603, "message": "no model configured"}
         [failure] = conversation.on_line(line({"id": request_id, "error": error}))
-        assert isinstance(failure, ProtocolFailure) and "auth required" in failure.reason
+        assert isinstance(failure, ProtocolFailure) and "no model configured" in failure.reason
+
+
+AUTH_REQUIRED: Final = {"code": -32000, "message": "Authentication required"}
+AUTH_METHODS: Final = [
+    {"id": "sign-in", "name": "Sign in", "description": "In a browser"},
+    {
+        "type": "env_var",
+        "id": "gateway",
+        "name": "A gateway",
+        "vars": [{"name": "GATEWAY_KEY"}, {"name": "GATEWAY_URL"}],
+    },
+    {
+        "type": "env_var",
+        "id": "api-key",
+        "name": "An API key",
+        "vars": [{"name": "AGENT_KEY"}, {"name": "AGENT_BASE", "optional": True}],
+    },
+    {"type": "terminal", "id": "login", "name": "Log in", "args": ["--login"]},
+]
+
+
+def asked_to_authenticate(
+    env_names: frozenset[str], methods: list[dict[str, Any]] | None = None
+) -> tuple[AcpConversation, list[Reaction]]:
+    """A conversation whose agent refused its `session/new` with `auth_required`, and
+    what it did then."""
+    item = ItemSpec(command=None, prompt=PROMPT, cwd=CWD, env={}, env_names=env_names)
+    conversation = AcpConversation.for_item(item, Approvals.CLI)
+    conversation.opening(PROMPT)
+    answer = {"protocolVersion": 1, "authMethods": AUTH_METHODS if methods is None else methods}
+    [new] = written(conversation.on_line(line({"id": 0, "result": answer})))
+    assert new["method"] == "session/new"
+    return conversation, list(conversation.on_line(line({"id": 1, "error": AUTH_REQUIRED})))
+
+
+def auth_failure(reactions: Sequence[Reaction]) -> str:
+    [failure] = reactions
+    assert isinstance(failure, ProtocolFailure)
+    assert failure.reason.startswith("auth-required: "), failure.reason
+    return failure.reason
+
+
+def test_an_agent_that_asks_is_authenticated_with_the_env_var_method_the_child_provides() -> None:
+    # `gateway` lacks GATEWAY_URL; `api-key` needs AGENT_KEY only (AGENT_BASE is optional).
+    conversation, reactions = asked_to_authenticate(frozenset({"GATEWAY_KEY", "AGENT_KEY"}))
+    assert written(reactions) == [
+        {"jsonrpc": "2.0", "id": 2, "method": "authenticate", "params": {"methodId": "api-key"}}
+    ]
+    [again] = written(conversation.on_line(line({"id": 2, "result": {}})))
+    assert again == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/new",
+        "params": {"cwd": CWD, "mcpServers": []},
+    }
+    started = conversation.on_line(line({"id": 3, "result": {"sessionId": SESSION}}))
+    [prompt] = written(started)
+    assert prompt["method"] == "session/prompt" and TurnStarted() in started
+    assert conversation.session_id == SESSION
+
+
+def test_a_resume_that_asks_is_authenticated_then_loaded() -> None:
+    item = ItemSpec(
+        command=None,
+        prompt=PROMPT,
+        cwd=CWD,
+        env={},
+        resume_session=SESSION,
+        env_names=frozenset({"AGENT_KEY"}),
+    )
+    conversation = AcpConversation.for_item(item, Approvals.CLI)
+    conversation.opening(PROMPT)
+    answer = {
+        "protocolVersion": 1,
+        "agentCapabilities": {"loadSession": True},
+        "authMethods": AUTH_METHODS,
+    }
+    conversation.on_line(line({"id": 0, "result": answer}))
+    [authenticate] = written(conversation.on_line(line({"id": 1, "error": AUTH_REQUIRED})))
+    assert authenticate["params"] == {"methodId": "api-key"}
+    [load] = written(conversation.on_line(line({"id": 2, "result": {}})))
+    assert load["method"] == "session/load" and load["params"]["sessionId"] == SESSION
+    [prompt] = written(conversation.on_line(line({"id": 3, "result": {}})))
+    assert prompt["method"] == "session/prompt"
+
+
+def test_an_agent_that_asks_for_what_the_child_lacks_fails_it_naming_the_methods() -> None:
+    conversation, reactions = asked_to_authenticate(frozenset({"GATEWAY_KEY", "AGENT_BASE"}))
+    reason = auth_failure(reactions)
+    assert "refused session/new" in reason
+    for said in (
+        "sign-in (agent: the host has no person to sign in)",
+        "gateway (env_var: GATEWAY_KEY, GATEWAY_URL)",
+        "api-key (env_var: AGENT_KEY, AGENT_BASE (optional))",
+        "login (terminal: the host has no terminal to run it)",
+    ):
+        assert said in reason, reason
+    assert conversation.on_line(line({"id": 9, "result": {}})) == []  # failed: nothing more
+
+
+def test_an_agent_that_offers_no_method_or_refuses_authenticate_fails_the_child() -> None:
+    _, reactions = asked_to_authenticate(frozenset({"AGENT_KEY"}), methods=[])
+    assert auth_failure(reactions).endswith("it offers no method")
+    conversation, _ = asked_to_authenticate(frozenset({"AGENT_KEY"}))
+    refused = {"code": -32603, "message": "the key is not valid"}
+    reason = auth_failure(conversation.on_line(line({"id": 2, "error": refused})))
+    assert "refused authenticate api-key: the key is not valid" in reason
+    assert "api-key (env_var: AGENT_KEY" in reason
+
+
+def test_an_agent_that_asks_again_after_authenticate_fails_the_child() -> None:
+    conversation, _ = asked_to_authenticate(frozenset({"AGENT_KEY"}))
+    conversation.on_line(line({"id": 2, "result": {}}))
+    reason = auth_failure(conversation.on_line(line({"id": 3, "error": AUTH_REQUIRED})))
+    assert "still refused session/new after authenticate api-key" in reason
+
+
+def test_an_agent_that_does_not_ask_is_never_authenticated() -> None:
+    # Qwen Code lists `openai` (satisfied by its launch's arguments) and never asks.
+    item = ItemSpec(command=None, prompt=PROMPT, cwd=CWD, env={}, env_names=frozenset({"X"}))
+    conversation = AcpConversation.for_item(item, Approvals.CLI)
+    conversation.opening(PROMPT)
+    answer = {"protocolVersion": 1, "authMethods": AUTH_METHODS}
+    conversation.on_line(line({"id": 0, "result": answer}))
+    [prompt] = written(conversation.on_line(line({"id": 1, "result": {"sessionId": SESSION}})))
+    assert prompt["method"] == "session/prompt"
 
 
 def test_a_resume_needs_load_session() -> None:

@@ -138,10 +138,14 @@ FLOOD: Final = 5_000
 """Updates of one word each: far more than a turn streams, few enough for a loaded machine."""
 
 
-def misbehaving_agent_config(tmp_path: Path, scenario: str) -> Path:
+def misbehaving_agent_config(
+    tmp_path: Path, scenario: str, env: dict[str, str] | None = None
+) -> Path:
     state = tmp_path / "agent-state"
     args = [*TEST_AGENT, scenario, "--state", str(state), "--count", str(FLOOD)]
-    backend = {"protocol": "acp", "executable": sys.executable, "args": args}
+    backend: dict[str, Any] = {"protocol": "acp", "executable": sys.executable, "args": args}
+    if env is not None:
+        backend["env"] = env
     config = tmp_path / "subagents.json"
     config.write_text(json.dumps({"backends": {scenario: backend}}))
     return config
@@ -200,4 +204,31 @@ async def test_what_an_agent_says_out_of_turn_or_out_of_bounds_is_passed_over(
         assert (run["status"], child["status"]) == ("completed", "completed"), run
         status = await client.result("status", {"runId": run["runId"], "since": 0})
         check(child, status["events"])
+        assert (await client.result("ping", {}))["pong"] is True
+
+
+@pytest.mark.parametrize("key", [True, False])
+async def test_an_agent_that_asks_to_authenticate_is_answered_only_from_the_childs_env(
+    tmp_path: Path, key: bool
+) -> None:
+    """The agent refuses `session/new` until `authenticate` with its env_var method: with
+    its variable in the backend's configured env the child is authenticated and
+    completes; without it the child fails `auth-required` naming the variable (never a
+    value), and the server serves on."""
+    env = {"ACP_TEST_AGENT_KEY": "k"} if key else None
+    config = misbehaving_agent_config(tmp_path, "auth", env)
+    async with running_server(*server_args(tmp_path), "--config", str(config)) as server:
+        client = LiveClient(server)
+        spawn = {"backend": "auth", "prompt": "hello", "mode": "task", "cwd": str(tmp_path)}
+        run = await client.result("spawn", spawn)
+        [child] = run["children"]
+        if key:
+            assert (run["status"], child["status"]) == ("completed", "completed"), run
+            assert child["output"]["text"].startswith("echo: hello")
+        else:
+            assert (run["status"], child["status"]) == ("failed", "failed"), run
+            error = child["error"]
+            assert error["code"] == "protocol-error", error
+            assert error["message"].startswith("auth-required: "), error
+            assert "test-key (env_var: ACP_TEST_AGENT_KEY)" in error["message"], error
         assert (await client.result("ping", {}))["pong"] is True

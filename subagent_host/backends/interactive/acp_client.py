@@ -15,9 +15,13 @@ What the conversation writes and reads, in order:
 
     → initialize {protocolVersion: 1, clientCapabilities: {fs: {readTextFile: false,
                   writeTextFile: false}, terminal: false}}
-    ← {protocolVersion: 1, agentCapabilities: {loadSession, ...}, agentInfo, ...}
+    ← {protocolVersion: 1, agentCapabilities: {loadSession, ...}, agentInfo,
+       authMethods, ...}
     → session/new {cwd, mcpServers: []}  (session/load {sessionId, cwd, mcpServers: []}
                                           to resume)
+   (← error auth_required (-32000)        only when the agent asks for it:
+    → authenticate {methodId}             an `env_var` method the child's environment
+    ← {}                                  provides, then the session request again)
     ← {sessionId, modes?: {currentModeId, availableModes}, ...}
     → session/set_mode {sessionId, modeId}  (only when a mode was asked for, or the
                                              host answers approvals: `asking_mode`)
@@ -30,6 +34,16 @@ What the conversation writes and reads, in order:
   error answering `initialize`, `session/new`, `session/load` or `session/set_mode`, is
   a `ProtocolFailure` naming it. A resume (`resume_session`) of an agent that does not
   declare `loadSession` is a `ProtocolFailure` naming `resume-unsupported`.
+- Authentication only where the agent asks for it: `session/new` or `session/load`
+  answered with the error `auth_required` (-32000). Then the first of the agent's
+  `authMethods` (in its order) of type `env_var` whose required (not `optional`)
+  variables are all among the names the child runs with (`env_names`: the child's
+  whole environment, never its values) is sent as `authenticate {methodId}`, and once
+  that is answered the session request is sent again, once. None such, `authenticate`
+  refused, or the session refused `auth_required` again: a `ProtocolFailure` naming
+  `auth-required`, the methods the agent offers and the variables each needs. Methods of
+  type `agent` (the agent's own sign-in) and `terminal` (an interactive login) are never
+  used: the host has no person and no terminal to run them.
 - A turn is one `session/prompt`: `TurnStarted` when it is written, `TurnEnded` when
   its answer comes, with its `stopReason` (`cancelled` is `interrupted`; others as they
   are). An error answering it refuses the message (`MessageRefused`, `opening` for the
@@ -164,6 +178,10 @@ from subagent_host.values.facts import (
 PROTOCOL_VERSION: Final = 1
 METHOD_NOT_FOUND: Final = -32601
 RESUME_UNSUPPORTED: Final = "resume-unsupported"
+AUTH_REQUIRED: Final = "auth-required"
+AUTH_REQUIRED_CODE: Final = -32000
+"""ACP's error `auth_required` (the SDK's `RequestError.auth_required`)."""
+SESSION_METHODS: Final = frozenset({"session/new", "session/load"})
 ERROR_CHARS: Final = 500  # of the agent's error message, in a failure's reason
 STOP_REASONS: Final[Mapping[str, str]] = {"end_turn": "end_turn", "cancelled": "interrupted"}
 OPTION_KINDS: Final[Mapping[str, OptionKind]] = {
@@ -196,6 +214,38 @@ class Mode:
     mode_id: str
     name: str
     description: str | None
+
+
+AuthMethod = schema.EnvVarAuthMethod | schema.TerminalAuthMethod | schema.AuthMethodAgent
+
+
+def auth_method_for(methods: Sequence[AuthMethod], env_names: frozenset[str]) -> str | None:
+    """The first `env_var` method whose required variables are all in `env_names`."""
+    for method in methods:
+        if isinstance(method, schema.EnvVarAuthMethod) and all(
+            var.name in env_names for var in method.vars if not var.optional
+        ):
+            return method.id
+    return None
+
+
+def auth_methods_text(methods: Sequence[AuthMethod]) -> str:
+    """What the agent offers, for a reason: each method's id, type and the variables it
+    needs (names only), or why the host cannot use it."""
+    if not methods:
+        return "it offers no method"
+    said = []
+    for method in methods:
+        if isinstance(method, schema.EnvVarAuthMethod):
+            names = ", ".join(
+                f"{var.name} (optional)" if var.optional else var.name for var in method.vars
+            )
+            said.append(f"{method.id} (env_var: {names or 'no variable'})")
+        elif isinstance(method, schema.TerminalAuthMethod):
+            said.append(f"{method.id} (terminal: the host has no terminal to run it)")
+        else:
+            said.append(f"{method.id} (agent: the host has no person to sign in)")
+    return short("its methods: " + "; ".join(said), ERROR_CHARS)
 
 
 def initialize_request() -> schema.InitializeRequest:
@@ -265,8 +315,13 @@ class AcpConversation:
         mode: str | None = None,
         ask_before_tools: bool = False,
         instructions: str | None = None,
+        env_names: frozenset[str] = frozenset(),
     ) -> None:
         self._cwd = cwd
+        self._env_names = env_names  # the child's variables: what `authenticate` may use
+        self._auth_methods: Sequence[AuthMethod] = ()
+        self._authenticating: str | None = None  # the method sent, once: never twice
+        self._session_request: tuple[str, pydantic.BaseModel] | None = None  # to retry
         # An agent definition's body: ACP has no system prompt a client may add to, so it
         # leads the first prompt, as a text block of its own (a loaded session has it).
         self._instructions = instructions if resume_session is None else None
@@ -311,6 +366,7 @@ class AcpConversation:
             resume_session=item.resume_session,
             ask_before_tools=ask,
             instructions=item.instructions,
+            env_names=item.env_names,
         )
 
     @property
@@ -408,9 +464,18 @@ class AcpConversation:
             reason = _error_text(error)
             if message_id is not None:
                 return self._refused(message_id, reason)
+            if method in SESSION_METHODS and _error_code(error) == AUTH_REQUIRED_CODE:
+                return self._auth_required(method)
+            if method == "authenticate":
+                return self._auth_failed(
+                    f"it refused authenticate {self._authenticating}: {reason}"
+                )
             return self._fail(f"the ACP agent refused {method}: {reason}")
         result = message.get("result")
         result = result if isinstance(result, dict) else {}
+        if method == "authenticate" and self._session_request is not None:
+            # Authenticated: the session request it refused, once more.
+            return [self._request(*self._session_request)]
         if method == "initialize":
             return self._initialized(schema.InitializeResponse.model_validate(result))
         if method == "session/new":
@@ -444,8 +509,10 @@ class AcpConversation:
         self.agent_info = info.model_dump(mode="json", exclude_none=True) if info else None
         capabilities = answer.agent_capabilities
         self.load_session = bool(capabilities and capabilities.load_session)
+        self._auth_methods = tuple(answer.auth_methods or ())
         if self._resume_session is None:
             request = schema.NewSessionRequest(cwd=self._cwd, mcp_servers=[])
+            self._session_request = ("session/new", request)
             return [self._request("session/new", request)]
         if not self.load_session:
             return self._fail(f"{RESUME_UNSUPPORTED}: the ACP agent does not declare loadSession")
@@ -453,7 +520,30 @@ class AcpConversation:
         load = schema.LoadSessionRequest(
             session_id=self._resume_session, cwd=self._cwd, mcp_servers=[]
         )
+        self._session_request = ("session/load", load)
         return [self._request("session/load", load)]
+
+    def _auth_required(self, method: str) -> list[Reaction]:
+        """The agent refused the session `auth_required`: authenticated once with an
+        `env_var` method the child's environment provides, else the child fails."""
+        if self._authenticating is not None:
+            return self._auth_failed(
+                f"it still refused {method} after authenticate {self._authenticating}"
+            )
+        chosen = auth_method_for(self._auth_methods, self._env_names)
+        if chosen is None:
+            return self._auth_failed(
+                f"it refused {method}, and the child's environment provides none of its "
+                "env_var methods' variables"
+            )
+        self._authenticating = chosen
+        return [self._request("authenticate", schema.AuthenticateRequest(method_id=chosen))]
+
+    def _auth_failed(self, why: str) -> list[Reaction]:
+        return self._fail(
+            f"{AUTH_REQUIRED}: the ACP agent requires authentication: {why}; "
+            f"{auth_methods_text(self._auth_methods)}"
+        )
 
     def _session_ready(self, modes: schema.SessionModeState | None) -> list[Reaction]:
         if modes is not None:
@@ -677,6 +767,10 @@ def _result(request_id: int | str, result: pydantic.BaseModel) -> Write:
 
 def _write(message: Mapping[str, Any]) -> Write:
     return Write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+
+def _error_code(error: object) -> object:
+    return error.get("code") if isinstance(error, dict) else None
 
 
 def _error_text(error: object) -> str:
