@@ -45,14 +45,12 @@ TASK_S: Final = EXIT_TIMEOUT_S * 3
 class Vendor:
     """One agent as a configured backend: its name, its launch's env (given the mock),
     the command the mock's SLEEP-TOOL runs, whether it leaves that command running when
-    its turn is cancelled (the server then ends it), and what an interactive child of it
-    is spawned with besides."""
+    its turn is cancelled (the server then ends it)."""
 
     name: str
     env: Callable[[Path, MockLLM], dict[str, str]]
     sleep_command: str
     leaves_commands: bool
-    interactive: Json = attrs.field(factory=dict)
 
 
 def _codex_env(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
@@ -60,21 +58,19 @@ def _codex_env(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
 
 
 def _claude_env(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
-    return {**claude_agent_acp_env(tmp_path, mock.base_url), "PATH": agent_path()}
+    """Its recipe, and a settings.json in its config directory that starts its sessions
+    in `acceptEdits`: in `auto`, its own starting mode, Claude Code consults the model
+    before a command (the mock's answer never lets the sleep run) and says a notice of
+    its own about that mode with each answer. Its `default` is what the host's approvals
+    choose (`policy` below)."""
+    env = {**claude_agent_acp_env(tmp_path, mock.base_url), "PATH": agent_path()}
+    settings = {"permissions": {"defaultMode": "acceptEdits"}}
+    (Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").write_text(json.dumps(settings))
+    return env
 
 
 CODEX: Final = Vendor("codex-acp", _codex_env, CODEX_SLEEP, leaves_commands=True)
-CLAUDE: Final = Vendor(
-    "claude-agent-acp",
-    _claude_env,
-    CLAUDE_SLEEP,
-    leaves_commands=False,
-    # In `auto`, its starting mode, Claude Code consults the model before a command it
-    # does not know to be safe, and the mock's answer never lets the sleep run: with
-    # `policy` its session is in `default`, and the server allows each command (full
-    # access).
-    interactive={"approvals": "policy"},
-)
+CLAUDE: Final = Vendor("claude-agent-acp", _claude_env, CLAUDE_SLEEP, leaves_commands=False)
 VENDORS: Final = [
     pytest.param(CODEX, id=CODEX.name, marks=needs_cli(CODEX.name)),
     pytest.param(CLAUDE, id=CLAUDE.name, marks=needs_cli(CLAUDE.name)),
@@ -120,8 +116,7 @@ async def test_a_one_shot_tool_turn_runs_its_command_in_the_cwd(
             ]  # fmt: skip
             assert tools[0]["toolId"] == tools[1]["toolId"] and tools[1]["isError"] is False
             assert (work / WRITTEN).read_text() == "x"  # the command ran, in the child's cwd
-            # claude-agent-acp's `auto` mode (its starting one) may lead with a notice of its own.
-            assert f"{FINAL_TEXT_PREFIX} scenario=after-tool" in child["output"]["text"], child
+            assert child["output"]["text"].startswith(f"{FINAL_TEXT_PREFIX} scenario=after-tool")
     assert mock.requests  # the model was asked, over loopback only
 
 
@@ -133,16 +128,13 @@ async def test_a_second_message_an_interrupt_mid_tool_and_a_stop(
     with MockLLM(sleep_command=vendor.sleep_command) as mock:
         async with vendor_server(tmp_path, vendor, mock) as client:
             first = {"backend": vendor.name, "cwd": str(work), "interactive": True, "stream": True}
-            first |= vendor.interactive
             first["prompt"] = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}first"
             run_id = (await client.result("spawn", first))["runId"]
-            # The repeated word ends the model's text; claude-agent-acp's `auto` mode (its
-            # starting one) may add a notice of its own after it.
-            assert " first" in await client.answer(run_id)
+            assert (await client.answer(run_id)).endswith(" first")
 
             second = {"runId": run_id, "text": f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}second"}
             assert (await client.result("run/send", second))["state"] == "delivered"
-            assert " second" in await client.answer(run_id)  # the model got it
+            assert (await client.answer(run_id)).endswith(" second")  # the model got it
 
             # Interrupted once its sleep runs, the turn ends `interrupted` and the sleep
             # too: claude-agent-acp ends it, codex-acp leaves it running and the server
