@@ -176,3 +176,24 @@ async def test_policy_rejects_a_write_beyond_read_access(tmp_path: Path, vendor:
             closed = await client.result("run/close", {"runId": run_id})
             assert closed["children"][0]["status"] == "completed", closed
             assert not there(work / WRITTEN)
+
+
+@pytest.mark.parametrize(
+    "vendor", [pytest.param(CODEX, id=CODEX.name, marks=needs_cli(CODEX.name))]
+)
+async def test_an_agent_without_an_asking_mode_refuses_policy_before_any_prompt(
+    tmp_path: Path, vendor: Vendor
+) -> None:
+    """codex-acp offers no mode that asks before every edit and command: under `policy`
+    its child fails before its first prompt, and the model is never asked."""
+    work = workdir(tmp_path)
+    with MockLLM() as mock:
+        async with vendor_server(tmp_path, vendor, mock) as client:
+            spawn = {"backend": vendor.name, "cwd": str(work), "approvals": "policy"}
+            spawn["prompt"] = f"{KEYWORD_ANSWER_NOW} {KEYWORD_REPEAT}never"
+            run = await client.result("spawn", {**spawn, "mode": "task"}, TASK_S)
+            child = run["children"][0]
+            assert (run["status"], child["status"]) == ("failed", "failed"), run
+            assert child["error"]["code"] == "protocol-error", child
+            assert child["error"]["message"].startswith("approvals-unsupported"), child
+    assert mock.requests_containing("REPEAT:never") == []
