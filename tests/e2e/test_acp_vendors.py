@@ -167,6 +167,12 @@ async def test_policy_rejects_a_write_beyond_read_access(tmp_path: Path, vendor:
                 "approvals": "policy",
                 "access": {"filesystem": "read"},
             }
+            plan = await client.result("preflight", spawn)
+            assert plan["accepted"], plan
+            receipt = plan["receipts"]["access"]["children"][0]["approvals"]
+            effects = {e["effect"]: e["enforcement"] for e in receipt["effects"]}
+            # Its `other` tools may write unasked: the receipt does not claim host-hard.
+            assert (receipt["approvals"], effects["filesystem-write"]) == ("policy", "best-effort")
             run_id = (await client.result("spawn", spawn))["runId"]
             answered = await client.next(run_id, type="permission", stage="answered")
             assert (answered["answeredBy"], answered["kind"]) == ("policy", "execute")
