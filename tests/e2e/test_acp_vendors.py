@@ -14,7 +14,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import pytest
@@ -36,7 +36,6 @@ from tests.mock_llm import (
     MockLLM,
 )
 
-Json = dict[str, Any]
 TASK_S: Final = EXIT_TIMEOUT_S * 3
 """How long a `task`-mode spawn is waited for: the agent's start and two model calls."""
 
@@ -60,8 +59,8 @@ def _codex_env(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
 def _claude_env(tmp_path: Path, mock: MockLLM) -> dict[str, str]:
     """Its recipe, and a settings.json in its config directory that starts its sessions
     in `acceptEdits`: in `auto`, its own starting mode, Claude Code consults the model
-    before a command (the mock's answer never lets the sleep run) and says a notice of
-    its own about that mode with each answer. Its `default` is what the host's approvals
+    to classify a command first (against the mock the sleep is never allowed) and adds
+    a notice of its own about that mode to its answers. Its `default` is what the host's approvals
     choose (`policy` below)."""
     env = {**claude_agent_acp_env(tmp_path, mock.base_url), "PATH": agent_path()}
     settings = {"permissions": {"defaultMode": "acceptEdits"}}
