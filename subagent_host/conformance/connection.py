@@ -112,10 +112,13 @@ class Connection:
             message["params"] = params
         await self.send(message)
 
-    async def request(self, method: str, params: Any = None, msg_id: Any = None) -> Any:
-        """Send a request and return its reply (whose shape is checked)."""
+    async def request(
+        self, method: str, params: Any = None, msg_id: Any = None, within: float | None = None
+    ) -> Any:
+        """Send a request and return its reply (whose shape is checked), waiting `within`
+        seconds for it (default: the reply timeout)."""
         msg_id = await self.call(method, params, msg_id)
-        return await self.reply(msg_id, f"an answer to {method}")
+        return await self.reply(msg_id, f"an answer to {method}", within)
 
     async def result(self, method: str, params: Any = None) -> Any:
         reply = await self.request(method, params)
@@ -160,12 +163,15 @@ class Connection:
         status = "" if code is None else f" (exit status {code})"
         return f"the server closed its stdout first{status}" + (f"; stderr: {tail}" if tail else "")
 
-    async def reply(self, msg_id: Any, expected: str | None = None) -> Any:
+    async def reply(
+        self, msg_id: Any, expected: str | None = None, within: float | None = None
+    ) -> Any:
         key = _key(msg_id)
         try:
             message = await self.wait_for(
                 lambda m: is_response(m) and _key(m.get("id")) == key,
                 expected or f"an answer with id {short(msg_id)}",
+                within,
             )
         except Mismatch as mismatch:
             strays = [

@@ -130,7 +130,7 @@ async def test_against_a_broken_server_exactly_the_cases_that_see_the_bug_fail(
 
 async def test_the_acp_cases_drive_the_harness_s_own_acp_agent_and_pass(tmp_path: Path) -> None:
     acp = {c.id for c in CASES if "acp" in c.keywords}
-    assert len(acp) >= 9 and all(c.needs_agents for c in CASES if c.id in acp)
+    assert len(acp) >= 11 and all(c.needs_agents for c in CASES if c.id in acp)
     code, output, results = await conformance(
         tmp_path, "--with-agents", "--framing", "lsp", "-k", "acp"
     )
@@ -138,21 +138,44 @@ async def test_the_acp_cases_drive_the_harness_s_own_acp_agent_and_pass(tmp_path
     assert verdicts(results, "PASS") == acp, output
 
 
-async def test_a_server_that_loses_an_acp_tool_kind_fails_the_tool_case(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "pattern", "failing", "passing", "said"),
+    [
+        pytest.param(
+            "--tool-kind-other",
+            "acp.tool or acp.plan",
+            {"acp.tool-turn"},
+            {"acp.plan-event"},
+            "the tool events' (phase, toolId, kind, isError)",
+            id="a server that loses an ACP tool kind",
+        ),
+        pytest.param(
+            "--ignore-access",
+            "acp.policy or acp.narrowed",
+            {"acp.policy-rejects-beyond-access", "acp.narrowed-access-needs-policy"},
+            {"acp.policy-allows-within-access"},
+            "the permission events (stage, kind, optionId, answeredBy) under read",
+            id="a server that ignores access",
+        ),
+    ],
+)
+async def test_against_a_broken_server_exactly_the_acp_cases_that_see_the_bug_fail(
+    tmp_path: Path, flag: str, pattern: str, failing: set[str], passing: set[str], said: str
+) -> None:
     code, output, results = await conformance(
         tmp_path,
         "--with-agents",
         "--framing",
         "ndjson",
         "--server",
-        f"{BROKEN} --tool-kind-other",
+        f"{BROKEN} {flag}",
         "-k",
-        "acp.tool or acp.plan",
+        pattern,
     )
     assert code == 1, output
-    assert verdicts(results, "FAIL") == {"acp.tool-turn"}, output
-    assert verdicts(results, "PASS") == {"acp.plan-event"}, output
-    assert "the tool events' (phase, toolId, kind, isError)" in output
+    assert verdicts(results, "FAIL") == failing, output
+    assert verdicts(results, "PASS") == passing, output
+    assert said in output
 
 
 async def test_a_stop_that_leaves_the_tree_alive_fails_the_stop_cases_and_nothing_survives(

@@ -14,6 +14,9 @@ Usage: broken_server.py FLAG SERVER-ARGS...   (NDJSON framing only)
                            would that mixed it into its stdout
   --tool-kind-other        send every `tool` event's kind as `other`, as a server would
                            that did not pass an ACP agent's tool kinds through
+  --ignore-access          drop `access` from every `spawn` (not from `preflight`), as a
+                           server would that launched a child with full access whatever
+                           its request asked
 
 Input is forwarded line by line, unchanged unless the flag acts on it; output lines
 are re-encoded only when the flag changed them.
@@ -79,6 +82,10 @@ class Proxy:
             self.to_server(
                 self.encode({"jsonrpc": "2.0", "id": own, "method": "status", "params": status})
             )
+            return
+        if self.flag == "--ignore-access" and message.get("method") == "spawn":
+            (message.get("params") or {}).pop("access", None)
+            self.to_server(self.encode(message))
             return
         self.to_server(line)
 
