@@ -49,7 +49,8 @@ CONFIG_HELP: Final = (
     "max_message_bytes, grace_ms, resume_token_ttl_ms, log_level, log_file, log_format, session, "
     "max_parallel, workflow_parallelism, output_cap_bytes, output_cap_lines, "
     "previous_cap_bytes, require_preflight, require_egress_consent, "
-    "trusted_projects and backends ({pi|claude|codex: {executable}}). A bad field is "
+    "trusted_projects and backends ({pi|claude|codex: {executable}}, and ACP agents: "
+    '{NAME: {protocol: "acp", executable, args, env}}). A bad field is '
     "logged as a warning and ignored"
 )
 

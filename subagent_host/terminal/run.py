@@ -57,8 +57,9 @@ comes (whatever stdout is), and once its turn has ended a `> ` prompt (on stderr
 stdin and stderr are a terminal) takes the next message from stdin; an empty line or
 the end of stdin (Ctrl-D) closes the run, which then ends completed. A COMMAND is given
 its PROMPT, if any, as its first line, and each message as one line on stdin; its turn
-ends at its next line of output. A claude or codex child asks before its tools run: the
-tool is shown, and a line answers (y allow once, a allow always, n reject). Ctrl-C
+ends at its next line of output. A claude, codex or ACP agent's child asks before its
+tools run: the tool is shown, and a line answers (y allow once, a allow always, n
+reject). Ctrl-C
 interrupts the turn that runs; a second Ctrl-C within 2 seconds, or one while no turn
 runs, stops the run (130).
 
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.usage = (
         f"{PROG} [options] -- COMMAND [ARG...]\n"
-        f"       {PROG} [options] [--backend pi|claude|codex] [--agent NAME] PROMPT\n"
+        f"       {PROG} [options] [--backend NAME] [--agent NAME] PROMPT\n"
         f"       {PROG} [options] --agent NAME\n"
         f"       {PROG} -i [options] [PROMPT] [-- COMMAND [ARG...]]"
     )

@@ -15,7 +15,9 @@ from typing import Final, Unpack
 from subagent_host.backends.events import ToolEnded, ToolKind, ToolStarted
 from subagent_host.backends.interactive.base import (
     Delivery,
+    ProtocolFailure,
     TurnEndedLeavingCommands,
+    TurnStarted,
 )
 from tests.backends.fixtures.driven import Watched
 from tests.backends.fixtures.record_acp import (
@@ -91,16 +93,19 @@ async def test_a_tool_turn_then_a_message_then_closing_stdin_ends_codex_acp(
 
 async def test_codex_acp_offers_no_mode_that_asks_before_every_command(tmp_path: Path) -> None:
     """The host's approvals find no asking mode (`ASKING_MODES`) among codex-acp's: the
-    session stays in the mode codex's configuration gives it."""
+    child fails before its first prompt (`approvals-unsupported`), since none of its
+    commands would be asked for."""
     with MockLLM() as mock:
         prompt = f"{KEYWORD_ANSWER_NOW} hello"
         async with codex_acp(tmp_path, mock, prompt, ask_before_tools=True) as watched:
             child = watched.child
-            await child.turn_ended()
+            failure = await child.next(ProtocolFailure)
+            assert failure.reason.startswith("approvals-unsupported: "), failure
             offered = {mode.mode_id for mode in child.acp.modes}
             assert offered == {"read-only", "workspace-write", "agent", "agent-full-access"}
             assert child.acp.asking_mode() is None
-            assert await child.close() == 0
+            assert not [r for r in child.reactions if isinstance(r, TurnStarted)]
+            assert mock.requests_containing("hello") == []  # the model was never asked
 
 
 async def test_in_read_only_codex_asks_to_leave_its_sandbox_and_the_answer_decides(

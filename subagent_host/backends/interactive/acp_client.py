@@ -195,8 +195,8 @@ ASKING_MODES: Final = ("default",)
 """Mode ids that, by the agents' own descriptions, ask before edits and commands
 (Qwen Code's, Gemini CLI's and claude-agent-acp's `default`): `asking_mode` names the
 first offered. codex-acp offers none: its `read-only` asks only before a command
-leaves codex's sandbox and runs the others in it without asking, so it is not one (a
-session of it keeps the mode its configuration gives; protocol.md §24.8)."""
+leaves codex's sandbox and runs the others in it without asking, so it is not one: a
+child of it whose approvals the host answers fails `approvals-unsupported` (§24.4)."""
 CANCELLED: Final = "the turn was cancelled"
 TURN_ENDED: Final = "its turn ended"
 _CANCELLED: Final = schema.RequestPermissionResponse(
