@@ -296,7 +296,7 @@ async def _serve_with_store(
         sessions,
         new_run_id=store.new_run_id,  # reserved on disk: a run may be written late
         executor=executor,
-        identities=ProgramIdentities(probes),
+        identities=ProgramIdentities(probes, acp_probes),
     )
     store.on_pruned(orchestrator.forget)  # a pruned run is gone from memory too
     store.live = orchestrator.get  # a run this server holds is answered from memory

@@ -14,6 +14,7 @@ max_tokens: 200000
 max_cost_usd: 0.50
 interactive: true
 approvals: policy
+backend: pi
 ---
 You review code. Be terse.
 ```
@@ -48,7 +49,7 @@ from subagent_host.values import (
     MODES,
     SESSION_RESOURCES,
 )
-from subagent_host.values.choices import AgentSource, Approvals
+from subagent_host.values.choices import AgentSource, Approvals, is_backend_name
 from subagent_host.values.facts import Severity
 
 USER: Final = AgentSource.USER
@@ -72,6 +73,7 @@ FIELDS: Final = (
     "max_cost_usd",
     "interactive",
     "approvals",
+    "backend",
 )
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -121,6 +123,10 @@ class AgentDefinition:
     approvals: str | None = None
     """`cli`, `client` or `policy`: who answers its children's permissions unless the spawn
     says; None when it does not say."""
+    backend: str | None = None
+    """The backend its children run on unless the spawn names one: a built-in agent backend
+    or a configured ACP agent (a name no configuration has is refused at launch); None when
+    it does not say."""
 
     @property
     def key(self) -> str:
@@ -419,6 +425,11 @@ def _one_of(values: tuple[str, ...]) -> str:
     return "one of " + ", ".join(values)
 
 
+def _agent_backend(value: str) -> bool:
+    """A backend's name that can run an agent: `command` takes no prompt."""
+    return is_backend_name(value) and value != "command"
+
+
 # In the order their problems are reported.
 _CHOICES: Final = (
     _Choice("model", "model", "invalid-model", _MODEL.fullmatch, "provider/id"),
@@ -436,6 +447,14 @@ _CHOICES: Final = (
     ),
     _Choice(
         "approvals", "approvals", "invalid-approvals", APPROVALS.__contains__, _one_of(APPROVALS)
+    ),
+    _Choice(
+        "backend",
+        "backend",
+        "invalid-backend",
+        _agent_backend,
+        "pi, claude, codex or a configured ACP agent's name (1 to 32 of a-z, 0-9 and '-', "
+        "starting with a letter), not command, which runs no agent",
     ),
 )
 # `interactive` is a flag: read as one of two words, then made a bool.

@@ -59,6 +59,9 @@ class AcpProbe:
     """Its answer, when it gave one in ACP's shape (also one in another version)."""
     reason: str | None = None
     """Why it cannot run as an ACP backend (None: it answered version 1)."""
+    path: str | None = None
+    """The real path of the file that answered (None: none did): a child's program has the
+    version it answered only when it is that file (backends/identity.py)."""
 
     @property
     def runs(self) -> bool:
@@ -178,7 +181,8 @@ class AcpProbes:
         env = {**self._env, **backend.env}
         cwd = os.getcwd()
         program = backend.executable
-        if find_executable(program, cwd, env.get("PATH")) is None:
+        located = find_executable(program, cwd, env.get("PATH"))
+        if located is None:
             return AcpProbe(found=False, reason=f"{program!r} is not on the server's PATH")
         client = await asyncio.to_thread(_client)  # the SDK's import, off the loop
         reader = _Reader()
@@ -209,7 +213,10 @@ class AcpProbes:
                     reason=f"no answer to initialize within {self._timeout_s:g} s",
                 )
             return AcpProbe(found=True, reason=_exited(exited.result(), reader.stderr))
-        return _read(client, reader.answer.result())
+        probe = _read(client, reader.answer.result())
+        if probe.answer is None:
+            return probe
+        return attrs.evolve(probe, path=await asyncio.to_thread(os.path.realpath, located))
 
     async def _end(self, child: Child, exited: asyncio.Future[Any]) -> None:
         """End the agent's whole tree, graceful then forced, and wait for its end."""

@@ -22,11 +22,11 @@ TESTED_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
 
 ACP_TESTED_VERSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "qwen": "0.24.4",  # @qwen-code/qwen-code: the ACP agent the tests drive (`qwen --acp`)
-        "codex-acp": "2.6.0",  # @agentclientprotocol/codex-acp, running the pinned codex
-        "claude-agent-acp": "0.101.0",  # @agentclientprotocol/claude-agent-acp
+        "qwen-code": "0.24.4",  # @qwen-code/qwen-code: the ACP agent the tests drive (`qwen --acp`)
+        "@agentclientprotocol/codex-acp": "2.6.0",  # running the pinned codex
+        "@agentclientprotocol/claude-agent-acp": "0.101.0",
     }
 )
-"""The ACP agents the tests drive through backends/interactive/acp_client.py: not
-backends of their own (an ACP agent is named by configuration), so not reported as any
-backend's `testedVersion`."""
+"""The ACP agents the tests drive through backends/interactive/acp_client.py, by the
+`agentInfo.name` each answers `initialize` with: an ACP agent is named by configuration,
+so a configured backend's `testedVersion` is the one of the agent its probe says it is."""

@@ -1,8 +1,8 @@
 """`agents/list`: the agent definitions `spawn {agent}` can use, and what is wrong with the rest.
 
 Definitions are read afresh on every call (the user's config directory, then a
-trusted project's `.pi/`), each listed with the model, effort, tools and mode a
-spawn of it would run with today (profiles and configuration defaults applied).
+trusted project's `.pi/`), each listed with the model, effort, tools, mode and backend
+a spawn of it would run with today (profiles and configuration defaults applied).
 Those the configuration's `agents` lists disable are left out, or with `all: true`
 listed with `disabled` saying which list of which file. Diagnostics cover the
 definitions that cannot be used and the configuration files' problems. The agents
@@ -37,6 +37,7 @@ async def handle(params: AgentsListParams, ctx: HandlerContext) -> AgentsListRes
                 effort=wanted.effort,
                 tools=wanted.tools,
                 mode=member(Mode, wanted.mode),
+                backend=definition.backend or settings.default_backend,
                 disabled=None
                 if disabled is None
                 else AgentDisabledInfo(disabled.by, disabled.file, disabled.pattern),

@@ -3,13 +3,15 @@
 The program is the one its prepared launch names (`argv[0]`: the backend's
 executable, as configured), found as exec would find it: on the child's PATH
 (its `env` PATH when it gives one, else the server's), or relative to its working
-directory. A `command` child's program is its own argv, kept in its projection.
+directory. A `command` child's program is its own argv, kept in its projection. A
+configured ACP agent's version is the one it answered the server's probe with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.planning.plan import ChildPlan, prepared
@@ -24,7 +26,8 @@ async def identify_child(
     if identities is None or child.command is not None:
         return None
     program = prepared(child, backend).argv[0]
-    return await identities.identify(program, child.cwd, child.env.get("PATH"))
+    acp_agent = backend.id if isinstance(backend, AcpBackend) else None
+    return await identities.identify(program, child.cwd, child.env.get("PATH"), acp_agent=acp_agent)
 
 
 async def identify_children(

@@ -156,7 +156,13 @@ def _resolve_item(
             f"removed {', '.join(wanted.removed_tools)}: {WHY}",
             at("tools"),
         )
-    name = _choose_backend(item, call, settings.default_backend, wanted.model)
+    name = _choose_backend(
+        item,
+        call,
+        definition.backend if definition is not None else None,
+        settings.default_backend,
+        wanted.model,
+    )
     backend = backends.get(name)
     cwd = directory(problems, at("cwd"), pick("cwd"), server_cwd)
     env = _environment(problems, at("env"), {**(call.env or {}), **(item.env or {})})
@@ -495,15 +501,21 @@ def _check_agent_item(
 
 
 def _choose_backend(
-    item: SpawnItem, call: LaunchRequest, default_backend: str | None, model: str | None
+    item: SpawnItem,
+    call: LaunchRequest,
+    defined: str | None,
+    default_backend: str | None,
+    model: str | None,
 ) -> str:
-    """Explicit backend wins; a command means `command`; then the configured default;
-    then a bare claude-* model means claude; else pi."""
+    """Explicit backend wins; a command means `command`; then the agent definition's
+    `backend`; then the configured default; then a bare claude-* model means claude; else pi."""
     explicit = item.backend or call.backend
     if explicit:
         return explicit
     if item.command is not None:
         return "command"
+    if defined is not None:
+        return defined
     if default_backend is not None:
         return default_backend
     if model and model.startswith("claude-"):

@@ -14,7 +14,7 @@ import attrs
 from subagent_host.backends.acp_probe import AcpProbe, AcpProbes
 from subagent_host.backends.base import Backend
 from subagent_host.backends.probe import VersionProbes
-from subagent_host.backends.tested_versions import TESTED_VERSIONS
+from subagent_host.backends.tested_versions import ACP_TESTED_VERSIONS, TESTED_VERSIONS
 from subagent_host.values.choices import ACP
 from subagent_host.values.facts import BackendInfo
 
@@ -117,6 +117,8 @@ class Toolchain:
             protocol=ACP,
             protocol_version=answer.protocol_version if answer is not None else None,
             agent_info=info,
+            # The tested version of the agent it says it is, whatever it is named here.
+            tested_version=ACP_TESTED_VERSIONS.get(info.name) if info is not None else None,
             agent_capabilities=answer.capabilities if answer is not None else None,
             auth_methods=answer.auth_methods if answer is not None else None,
         )

@@ -10,7 +10,9 @@ projection with today's adapter and today's file, and compared:
   aside) must be the stored template;
 - `executable`, `digest`: the file exec would start now (the program named by that
   argv, on the child's PATH) must be the recorded one, byte for byte;
-- `version`: what that file's `--version` prints must be the recorded version.
+- `version`: what that file's `--version` prints must be the recorded version (a
+  configured ACP agent's: the `agentInfo.version` it answered the server's probe with;
+  it is never run with `--version`).
 
 The version is asked only of the recorded file itself: a file that is not the
 approved one is never run, not even with `--version`. A projection recorded
@@ -25,6 +27,7 @@ from typing import Any, Final
 
 import attrs
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.planning.access import default_tools
@@ -87,6 +90,7 @@ async def compare_launch(
     expected: dict[str, Any] = {}
     actual: dict[str, Any] = {}
     argv = _rendered(projection, backend)
+    acp_agent = backend.id if isinstance(backend, AcpBackend) else None
     if argv != projection.argv_template:
         expected["argv"], actual["argv"] = list(projection.argv_template), list(argv)
     if identities is not None:  # else nothing identifies programs here (a bare test server)
@@ -95,8 +99,9 @@ async def compare_launch(
             expected["executable"], actual["executable"] = approved.path, now and now.path
         if now is None or now.digest != approved.digest:
             expected["digest"], actual["digest"] = approved.digest, now and now.digest
-        elif (version := await identities.version(now)) != approved.version:
-            # Asked only of the approved file's bytes: another file is never run.
+        elif (version := await identities.version(now, acp_agent=acp_agent)) != approved.version:
+            # Asked only of the approved file's bytes: another file is never run (an ACP
+            # agent's is the version it answered the server's probe with: nothing runs).
             expected["version"], actual["version"] = approved.version, version
     if not expected:
         return None

@@ -7,7 +7,7 @@ lowering `timeoutMs`, `stallTimeoutMs`, `maxTurns`, `maxTokens`, `maxCostUsd`, n
 `access`), the agent CLI it would start (the approved file, version and argv:
 `launch_check.py`), and the contract that results, whose digest a token is bound to.
 Nothing here starts a process but the `--version` of the approved file (once per file
-content).
+content; never of an ACP agent's, whose version is the one it answered the probe with).
 """
 
 from __future__ import annotations

@@ -140,12 +140,21 @@ def check_backend(info: BackendInfo) -> Check:
             info.id, None, "found, but its --version gave no answer", f"run `{info.id} --version`"
         )
     tested = info.tested_version
-    if tested is None or tested in re.findall(r"\d+(?:\.\d+)+", info.version):
+    if tested is None or is_tested(info.version, tested):
         return Check(info.id, True, f"{info.version} (the tested version)")
+    return untested(info.id, info.version, tested)
+
+
+def is_tested(version: str, tested: str) -> bool:
+    """Whether `version` (as a program prints it, words around it) names `tested`."""
+    return tested in re.findall(r"\d+(?:\.\d+)+", version)
+
+
+def untested(name: str, version: str, tested: str) -> Check:
     return Check(
-        info.id,
+        name,
         None,
-        f"{info.version}; the tests run against {tested}",
+        f"{version}; the tests run against {tested}",
         f"install {tested} (scripts/install-agents) if it misbehaves",
     )
 
@@ -180,6 +189,9 @@ def check_acp_agent(info: BackendInfo) -> Check:
             None,
             f"{detail}; it does not declare loadSession: its children cannot be resumed",
         )
+    tested = info.tested_version
+    if agent is not None and tested is not None and not is_tested(agent.version, tested):
+        return untested(name, f"{detail}, loadSession", tested)
     return Check(name, True, f"{detail}, loadSession")
 
 

@@ -250,7 +250,9 @@ class BackendInfo:
     reason: str | None = None
     """Why the backend is unavailable, when it is."""
     tested_version: str | None = None
-    """The CLI version the project's tests run against; absent for `command` and ACP agents."""
+    """The CLI version the project's tests run against; for an ACP agent, the version of the
+    agent its `agentInfo.name` says it is, where the tests run one of that name; absent for
+    `command` and any other."""
     protocol: Literal["acp"] | None = None
     """`acp` for an agent configured as an ACP backend; absent for the built-in ones."""
     protocol_version: int | None = None

@@ -109,6 +109,24 @@ def test_optional_fields_default_to_none() -> None:
     )
 
 
+@pytest.mark.parametrize("backend", ["pi", "claude", "codex", "qwen", "claude-agent-acp"])
+def test_a_backend_is_any_agent_backends_name_built_in_or_configured(backend: str) -> None:
+    assert valid(f"name: a\ndescription: d\nbackend: {backend}").backend == backend
+
+
+def test_an_unset_or_empty_backend_is_none() -> None:
+    assert valid("name: a\ndescription: d").backend is None
+    assert valid("name: a\ndescription: d\nbackend:").backend is None
+
+
+@pytest.mark.parametrize("backend", ["command", "Qwen", "9lives", "qwen code", "a" * 33, "'-x'"])
+def test_a_backend_that_cannot_run_an_agent_is_invalid(backend: str) -> None:
+    [error] = errors(f"name: a\ndescription: d\nbackend: {backend}")
+    assert error.code == "invalid-backend"
+    assert error.message.startswith(f"{PATH}: field 'backend' is ")
+    assert "not command, which runs no agent" in error.message
+
+
 def test_key_is_the_lowercase_name_and_name_keeps_its_case() -> None:
     definition = valid("name: Code-Reviewer.v2\ndescription: d")
 

@@ -13,10 +13,11 @@ PACKAGES = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
 }
+# By the `agentInfo.name` each agent answers `initialize` with.
 ACP_PACKAGES = {
-    "qwen": "@qwen-code/qwen-code",
-    "codex-acp": "@agentclientprotocol/codex-acp",
-    "claude-agent-acp": "@agentclientprotocol/claude-agent-acp",
+    "qwen-code": "@qwen-code/qwen-code",
+    "@agentclientprotocol/codex-acp": "@agentclientprotocol/codex-acp",
+    "@agentclientprotocol/claude-agent-acp": "@agentclientprotocol/claude-agent-acp",
 }
 
 

@@ -157,6 +157,7 @@ async def test_qwen_is_listed_with_its_agent_info_and_load_session(tmp_path: Pat
         qwen = (await settled(server))["qwen"]
         assert qwen["available"] is True
         assert qwen["version"] == "0.24.4"
+        assert qwen["testedVersion"] == "0.24.4"  # the version of qwen-code the tests run
         assert qwen["agentInfo"] == {"name": "qwen-code", "title": "Qwen Code", "version": "0.24.4"}
         assert qwen["agentCapabilities"]["loadSession"] is True
         assert qwen["authMethods"] == ["openai"]

@@ -4,7 +4,8 @@ Model and effort: the request, then the agent's `model_profiles` entry (the
 project's profiles for project agents, the user's for the user's), then the
 definition, then `default_model` / `default_effort`. Tools: the request, the
 definition, `default_tools`. Mode: the request, the definition's
-`subagent_mode`, `default_mode`. Backend: explicit, `command`, `default_backend`.
+`subagent_mode`, `default_mode`. Backend: explicit, `command`, the definition's
+`backend`, `default_backend`, a `claude-*` model, pi.
 Timeouts: the request, then `timeout_ms` / `stall_timeout_ms`.
 """
 
@@ -129,6 +130,32 @@ def test_default_backend_chooses_an_items_backend_but_never_a_commands(
     assert child(check(backends, tmp_path, settings, command=["true"])).backend == "command"
     asked = check(backends, tmp_path, settings, prompt="hi", backend="pi")
     assert child(asked).backend == "pi"
+
+
+def test_a_definitions_backend_comes_after_an_explicit_one_and_before_every_default(
+    backends: dict[str, Backend], tmp_path: Path
+) -> None:
+    user = tmp_path / "config"
+    definition(user / "agents", "critic", backend="claude")
+    definition(user / "agents", "pinned", backend="pi", model="anthropic/claude-x")
+    definition(user / "agents", "elsewhere", backend="gemini")
+    found = discover(user, None)
+    settings = Settings(default_backend="pi")
+
+    def backend_of(**request: Any) -> str:
+        return str(child(check(backends, tmp_path, settings, found, **request)).backend)
+
+    assert backend_of(agent="critic") == "claude"  # before default_backend
+    assert backend_of(agent="critic", backend="pi") == "pi"  # after the request's
+    assert backend_of(tasks=[{"agent": "critic", "backend": "pi"}]) == "pi"  # an item's
+    # Before a claude-* model's rule, with no default configured.
+    bare = check(backends, tmp_path, Settings(), found, agent="pinned", model="claude-sonnet")
+    assert child(bare).backend == "pi"
+    unknown = check(backends, tmp_path, settings, found, agent="elsewhere")
+    assert unknown.plan is None
+    [error] = [d for d in unknown.diagnostics if d.severity == "error"]
+    assert (error.code, error.path) == ("backend-unavailable", "backend")
+    assert "backend 'gemini' is not known to this server" in error.message
 
 
 def test_a_definition_beats_the_defaults_and_a_profile_beats_the_definition(

@@ -111,6 +111,15 @@ def test_an_acp_agent_is_found_answers_and_says_whether_it_resumes() -> None:
     assert check_acp_agent(asking).passed is None
 
 
+def test_an_acp_agent_of_another_version_than_the_tested_one_is_worth_knowing() -> None:
+    tested = check_acp_agent(acp_agent(True, tested_version="1.2.3"))
+    assert (tested.passed, tested.detail) == (True, "gem 1.2.3, ACP version 1, loadSession")
+    other = check_acp_agent(acp_agent(True, tested_version="1.0.0"))
+    assert other.passed is None  # worth knowing, no failure
+    assert other.detail == "gem 1.2.3, ACP version 1, loadSession; the tests run against 1.0.0"
+    assert other.fix == "install 1.0.0 (scripts/install-agents) if it misbehaves"
+
+
 def test_pi_models_json_is_read_where_pi_reads_it(tmp_path: Path) -> None:
     environ = {"PI_CODING_AGENT_DIR": str(tmp_path)}
     absent = check_pi_models(environ)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from subagent_host.values import Mode
-from subagent_host.values.choices import AgentSource, DisabledBy
+from subagent_host.values.choices import AgentBackendName, AgentSource, DisabledBy
 from subagent_host.values.facts import BackendInfo, Diagnostic
 
 
@@ -54,6 +54,10 @@ class AgentInfo:
     mode: Mode | None = None
     """`task` or `background`: the mode of a single spawn of it that names none; absent when none is
     set."""
+    backend: AgentBackendName | None = None
+    """The backend a spawn of it that names none runs on: its definition's `backend`, else the
+    configured `default_backend`; absent when neither names one (a `claude-*` model then runs
+    on claude, any other on pi)."""
     disabled: AgentDisabledInfo | None = None
     """Present when the configuration disables the agent (only with `all: true`): a spawn
     of it is refused with `agent-disabled`."""
