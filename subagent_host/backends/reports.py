@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 import signal
 from typing import Final
@@ -114,3 +115,21 @@ def exit_message(program: str, exit_status: ProcessExit, unfinished: str = "fini
         return f"{program} exited with status {exit_status.exit_code}"
     assert exit_status.signal is not None
     return f"{program} was killed by {signal.Signals(exit_status.signal).name}"
+
+
+# How much of a program name a spawn-failed message quotes.
+PROGRAM_SHOWN_CHARS: Final = 200
+
+
+def start_failure(program: str, exc: OSError) -> str:
+    """The `spawn-failed` message: which program, and why `exec` refused it."""
+    shown = repr(program[:PROGRAM_SHOWN_CHARS]) + (
+        "..." if len(program) > PROGRAM_SHOWN_CHARS else ""
+    )
+    message = f"cannot start {shown}: {exc.strerror or exc}"
+    if exc.errno == errno.E2BIG:
+        message += (
+            " (one argument may hold at most 128 KiB, and all of them with the"
+            " environment no more than the system's ARG_MAX)"
+        )
+    return message

@@ -16,7 +16,6 @@ runs ends the tree too.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from subagent_host.backends.helper_runner import HelperRunner
 from subagent_host.backends.interactive.driven_output import DrivenOutput
 from subagent_host.backends.interactive.drivers import driver_for
 from subagent_host.backends.redaction import Redaction
+from subagent_host.backends.reports import start_failure
 from subagent_host.backends.sessions import SEALED_AT_END
 from subagent_host.backends.supervisor import LEFTOVER_GRACE_S, LaunchSpec
 from subagent_host.executors.base import ChildHandle, ChildLost, Executor
@@ -89,9 +89,6 @@ CANCEL_WAIT_S: Final = 2.0
 WORKSPACE_GONE: Final = "workspace-gone"
 # An isolated child whose worktree could not be made (git failed, or no state directory).
 WORKSPACE_FAILED: Final = "workspace-failed"
-# How much of a program name a spawn-failed message quotes.
-PROGRAM_SHOWN_CHARS: Final = 200
-
 # An agent CLI whose model did not answer (the error code its parser also gives).
 AGENT_ERROR: Final = "agent-error"
 # An agent CLI that printed its final event and then did not exit.
@@ -321,7 +318,7 @@ class ChildRunner:
             )
             return None
         except OSError as exc:
-            message = _start_failure(launch.argv[0], exc)
+            message = start_failure(launch.argv[0], exc)
             await self._settle_workspace(child, opened)
             self._state_machine.transition_child(
                 run, child, ChildFailed(ErrorInfo("spawn-failed", message))
@@ -690,17 +687,3 @@ def _exit_facts(process: ChildHandle, child: ChildRun, usage: Usage | None) -> C
         usage=usage,
         backend_session_id=child.backend_session_id,
     )
-
-
-def _start_failure(program: str, exc: OSError) -> str:
-    """The `spawn-failed` message: which program, and why `exec` refused it."""
-    shown = repr(program[:PROGRAM_SHOWN_CHARS]) + (
-        "..." if len(program) > PROGRAM_SHOWN_CHARS else ""
-    )
-    message = f"cannot start {shown}: {exc.strerror or exc}"
-    if exc.errno == errno.E2BIG:
-        message += (
-            " (one argument may hold at most 128 KiB, and all of them with the"
-            " environment no more than the system's ARG_MAX)"
-        )
-    return message

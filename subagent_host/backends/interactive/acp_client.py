@@ -127,7 +127,6 @@ Qwen Code 0.24.4 (`qwen --acp --auth-type openai --openai-base-url URL
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -136,15 +135,35 @@ import attrs
 import pydantic
 from acp import schema
 
-from subagent_host.backends.acp import AcpAnswer, AcpBackend
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import ItemSpec, Launch
 from subagent_host.backends.events import (
     TOOL_ID_CHARS,
     NormalizedEvents,
     PlanEntry,
-    ToolKind,
     summary_of,
 )
+from subagent_host.backends.interactive.acp_messages import (
+    AUTH_REQUIRED_CODE,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION,
+    AuthMethod,
+    auth_method_for,
+    auth_methods_text,
+    dump,
+    error_code,
+    error_text,
+    initialize_request,
+    result_line,
+    tool_name,
+    usage_of,
+    validation_errors,
+    write_line,
+)
+
+# The probe of a configured agent (backends/acp_probe.py) reads these from here.
+from subagent_host.backends.interactive.acp_messages import initialize_line as initialize_line
+from subagent_host.backends.interactive.acp_messages import read_initialize as read_initialize
 from subagent_host.backends.interactive.base import (
     APPROVALS_UNSUPPORTED,
     OPENING,
@@ -169,20 +188,12 @@ from subagent_host.backends.jsonlines import json_object
 from subagent_host.backends.reports import short
 from subagent_host.values.choices import ACP, PlanPriority, PlanStatus
 from subagent_host.values.facts import (
-    AcpAgentCapabilities,
-    AcpAgentInfo,
-    AcpPromptCapabilities,
     Usage,
 )
 
-PROTOCOL_VERSION: Final = 1
-METHOD_NOT_FOUND: Final = -32601
 RESUME_UNSUPPORTED: Final = "resume-unsupported"
 AUTH_REQUIRED: Final = "auth-required"
-AUTH_REQUIRED_CODE: Final = -32000
-"""ACP's error `auth_required` (the SDK's `RequestError.auth_required`)."""
 SESSION_METHODS: Final = frozenset({"session/new", "session/load"})
-ERROR_CHARS: Final = 500  # of the agent's error message, in a failure's reason
 STOP_REASONS: Final[Mapping[str, str]] = {"end_turn": "end_turn", "cancelled": "interrupted"}
 OPTION_KINDS: Final[Mapping[str, OptionKind]] = {
     "allow_once": OptionKind.ALLOW_ONCE,
@@ -214,86 +225,6 @@ class Mode:
     mode_id: str
     name: str
     description: str | None
-
-
-AuthMethod = schema.EnvVarAuthMethod | schema.TerminalAuthMethod | schema.AuthMethodAgent
-
-
-def auth_method_for(methods: Sequence[AuthMethod], env_names: frozenset[str]) -> str | None:
-    """The first `env_var` method whose required variables are all in `env_names`."""
-    for method in methods:
-        if isinstance(method, schema.EnvVarAuthMethod) and all(
-            var.name in env_names for var in method.vars if not var.optional
-        ):
-            return method.id
-    return None
-
-
-def auth_methods_text(methods: Sequence[AuthMethod]) -> str:
-    """What the agent offers, for a reason: each method's id, type and the variables it
-    needs (names only), or why the host cannot use it."""
-    if not methods:
-        return "it offers no method"
-    said = []
-    for method in methods:
-        if isinstance(method, schema.EnvVarAuthMethod):
-            names = ", ".join(
-                f"{var.name} (optional)" if var.optional else var.name for var in method.vars
-            )
-            said.append(f"{method.id} (env_var: {names or 'no variable'})")
-        elif isinstance(method, schema.TerminalAuthMethod):
-            said.append(f"{method.id} (terminal: the host has no terminal to run it)")
-        else:
-            said.append(f"{method.id} (agent: the host has no person to sign in)")
-    return short("its methods: " + "; ".join(said), ERROR_CHARS)
-
-
-def initialize_request() -> schema.InitializeRequest:
-    """What the client says first: ACP version 1, no `fs`, no `terminal` (the probe of a
-    configured agent, backends/acp_probe.py, says the same)."""
-    capabilities = schema.ClientCapabilities(
-        fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False),
-        terminal=False,
-    )
-    return schema.InitializeRequest(
-        protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities
-    )
-
-
-def initialize_line(request_id: int) -> bytes:
-    """`initialize_request()` as the line a conversation's first request is."""
-    params = _dump(initialize_request())
-    return _write({"id": request_id, "method": "initialize", "params": params}).data
-
-
-def read_initialize(result: Mapping[str, Any]) -> AcpAnswer:
-    """The facts of an agent's answer to `initialize`, checked by the SDK's model
-    (pydantic.ValidationError when it is not ACP's)."""
-    answer = schema.InitializeResponse.model_validate(result)
-    info = answer.agent_info
-    capabilities = answer.agent_capabilities or schema.AgentCapabilities()
-    prompts = capabilities.prompt_capabilities or schema.PromptCapabilities()
-    return AcpAnswer(
-        protocol_version=answer.protocol_version,
-        agent_info=AcpAgentInfo(name=info.name, version=info.version, title=info.title)
-        if info is not None
-        else None,
-        capabilities=AcpAgentCapabilities(
-            load_session=bool(capabilities.load_session),
-            prompt_capabilities=AcpPromptCapabilities(
-                image=bool(prompts.image),
-                audio=bool(prompts.audio),
-                embedded_context=bool(prompts.embedded_context),
-            ),
-        ),
-        auth_methods=tuple(_auth_id(method) for method in answer.auth_methods or ()),
-    )
-
-
-def _auth_id(method: Any) -> str:
-    # An auth method is one of several models (the SDK's union), each with its `id`.
-    inner = getattr(method, "root", method)
-    return str(getattr(inner, "id", "?"))
 
 
 def interactive_launch(
@@ -413,7 +344,9 @@ class AcpConversation:
                 return self._on_response(message)
         except pydantic.ValidationError as error:
             what = method if isinstance(method, str) else "an answer"
-            return self._fail(f"the ACP agent's {short(what)} is not ACP's: {_errors(error)}")
+            return self._fail(
+                f"the ACP agent's {short(what)} is not ACP's: {validation_errors(error)}"
+            )
         return []
 
     def send(
@@ -438,7 +371,7 @@ class AcpConversation:
         self._cancel_sent, self._cancel_wanted = True, False
         cancel = schema.CancelNotification(session_id=self._session_id)
         return [
-            _write({"method": "session/cancel", "params": _dump(cancel)}),
+            write_line({"method": "session/cancel", "params": dump(cancel)}),
             *self._withdraw(CANCELLED),
         ]
 
@@ -448,7 +381,7 @@ class AcpConversation:
             raise ValueError(f"the agent did not offer {option_id!r}")
         del self._permissions[permission_id]
         outcome = schema.AllowedOutcome(outcome="selected", option_id=option_id)
-        return [_result(request_id, schema.RequestPermissionResponse(outcome=outcome))]
+        return [result_line(request_id, schema.RequestPermissionResponse(outcome=outcome))]
 
     def queued(self) -> Sequence[str]:
         return [message_id for message_id, _ in self._queue]
@@ -461,10 +394,10 @@ class AcpConversation:
         message_id = self._prompts.pop(request_id, None)
         error = message.get("error")
         if error is not None:
-            reason = _error_text(error)
+            reason = error_text(error)
             if message_id is not None:
                 return self._refused(message_id, reason)
-            if method in SESSION_METHODS and _error_code(error) == AUTH_REQUIRED_CODE:
+            if method in SESSION_METHODS and error_code(error) == AUTH_REQUIRED_CODE:
                 return self._auth_required(method)
             if method == "authenticate":
                 return self._auth_failed(
@@ -576,10 +509,10 @@ class AcpConversation:
             if asked.session_id == self._session_id:
                 # Asked with no turn running: nobody is there to answer, and no tool of
                 # a turn waits on it. Answered as a permission whose turn ended.
-                return [_result(request_id, _CANCELLED)]
+                return [result_line(request_id, _CANCELLED)]
         # Not one we take (or another session's): answered at once, so nothing waits.
         error = {"code": METHOD_NOT_FOUND, "message": f"{short(method)} is not supported"}
-        return [_write({"id": request_id, "error": error})]
+        return [write_line({"id": request_id, "error": error})]
 
     def _permission(
         self, request_id: int | str, asked: schema.RequestPermissionRequest
@@ -594,7 +527,7 @@ class AcpConversation:
             frozenset(option.option_id for option in options),
         )
         call = asked.tool_call
-        name, kind = _tool_name(call.field_meta, call.kind)
+        name, kind = tool_name(call.field_meta, call.kind)
         summary = summary_of(call.title) or self._tools.get(call.tool_call_id) or ""
         tool_id = short(call.tool_call_id, TOOL_ID_CHARS)
         return PermissionAsked(permission_id, tool_id, name, kind, summary, options)
@@ -634,7 +567,7 @@ class AcpConversation:
             self._events.text(chunk.content.text)
         usage = (chunk.field_meta or {}).get("usage")
         if isinstance(usage, dict):
-            counted = _usage_of(usage)
+            counted = usage_of(usage)
             if counted is not None:
                 self._turn_usage_seen = True
                 self._add_usage(counted)
@@ -644,7 +577,7 @@ class AcpConversation:
     def _on_tool(self, call: schema.ToolCallStart | schema.ToolCallProgress) -> None:
         tool_id = short(call.tool_call_id, TOOL_ID_CHARS)
         if tool_id not in self._tools and (call.title is not None or call.kind is not None):
-            name, kind = _tool_name(call.field_meta, call.kind)
+            name, kind = tool_name(call.field_meta, call.kind)
             summary = summary_of(call.title)
             self._tools[tool_id] = summary or ""
             # The text said before a tool call is the whole of its response's text (an
@@ -658,7 +591,7 @@ class AcpConversation:
 
     def _turn_ended(self, stop_reason: str, usage: Mapping[str, Any] | None) -> list[Reaction]:
         if usage is not None and not self._turn_usage_seen:
-            self._add_usage(_usage_of(usage))
+            self._add_usage(usage_of(usage))
         reason = STOP_REASONS.get(stop_reason) or short(stop_reason) or "end_turn"
         left = tuple(
             LeftRunning(tool_id, summary or None) for tool_id, summary in self._tools.items()
@@ -700,7 +633,7 @@ class AcpConversation:
         reactions: list[Reaction] = []
         for permission_id, (request_id, _) in self._permissions.items():
             reactions += [
-                _result(request_id, _CANCELLED),
+                result_line(request_id, _CANCELLED),
                 PermissionWithdrawn(permission_id, reason),
             ]
         self._permissions.clear()
@@ -724,7 +657,7 @@ class AcpConversation:
     def _request(self, method: str, params: pydantic.BaseModel) -> Write:
         request_id, self._next_id = self._next_id, self._next_id + 1
         self._requests[request_id] = method
-        return _write({"id": request_id, "method": method, "params": _dump(params)})
+        return write_line({"id": request_id, "method": method, "params": dump(params)})
 
     def _drain(self) -> list[Reaction]:
         return list(self._events.drain(self._usage))
@@ -732,55 +665,3 @@ class AcpConversation:
     def _fail(self, reason: str) -> list[Reaction]:
         self._failed = True
         return [ProtocolFailure(reason)]
-
-
-def _tool_name(meta: Mapping[str, Any] | None, kind: str | None) -> tuple[str, ToolKind]:
-    """A tool call's name (the agent's `_meta.toolName`, else its kind) and kind."""
-    known = {member.value for member in ToolKind}
-    tool_kind = ToolKind(kind) if kind is not None and kind in known else ToolKind.OTHER
-    name = (meta or {}).get("toolName")
-    return (short(name) if isinstance(name, str) and name else tool_kind.value), tool_kind
-
-
-def _usage_of(counts: Mapping[str, Any]) -> Usage | None:
-    """ACP's token counts (`inputTokens`, `outputTokens`, `cachedReadTokens`,
-    `cachedWriteTokens`) as usage; None when they are not counts."""
-    names = ("inputTokens", "outputTokens", "cachedReadTokens", "cachedWriteTokens")
-    values = [counts.get(name) or 0 for name in names]
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in values):
-        return None
-    return Usage(
-        input_tokens=values[0],
-        output_tokens=values[1],
-        cache_read_tokens=values[2],
-        cache_write_tokens=values[3],
-    )
-
-
-def _dump(model: pydantic.BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def _result(request_id: int | str, result: pydantic.BaseModel) -> Write:
-    return _write({"id": request_id, "result": _dump(result)})
-
-
-def _write(message: Mapping[str, Any]) -> Write:
-    return Write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-
-
-def _error_code(error: object) -> object:
-    return error.get("code") if isinstance(error, dict) else None
-
-
-def _error_text(error: object) -> str:
-    message = error.get("message") if isinstance(error, dict) else None
-    return short(message, ERROR_CHARS) if isinstance(message, str) else "an error"
-
-
-def _errors(error: pydantic.ValidationError) -> str:
-    details = error.errors()
-    if not details:
-        return "invalid"
-    where = ".".join(str(part) for part in details[0]["loc"])
-    return short(f"{where}: {details[0]['msg']}", ERROR_CHARS)
