@@ -71,6 +71,7 @@ BENCH_SIZES: Final[dict[str, tuple[str, ...]]] = {
     "bench/history.py": ("--runs", "50"),
     "bench/interactive.py": ("--sends", "5", "--children", "3", "--idle-seconds", "0.2"),
     "bench/agents.py": ("--repeat", "1"),
+    "bench/acp.py": ("--repeat", "1"),
     # More than the outgoing queue's 4 MiB, or nothing is held back.
     "bench/memory.py": ("--held-mib", "16", "--after-mib", "2"),
     "bench/hostile_strings.py": (),
