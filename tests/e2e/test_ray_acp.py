@@ -22,7 +22,7 @@ pytest.importorskip("ray")
 from tests import raycluster  # noqa: E402
 from tests.backends.fixtures.record_acp import WRITE_COMMAND, WRITTEN  # noqa: E402
 from tests.e2e.agents import AGENT_BIN, server_args  # noqa: E402
-from tests.e2e.harness import running_server  # noqa: E402
+from tests.e2e.harness import EXIT_TIMEOUT_S, running_server  # noqa: E402
 from tests.e2e.live import LiveClient, gone, tool_process  # noqa: E402
 from tests.e2e.test_acp_qwen_guard import qwen_server  # noqa: E402
 from tests.e2e.test_ray_executor import none_left  # noqa: E402
@@ -166,7 +166,8 @@ async def test_qwen_on_the_worker_node_runs_its_tool_turn_there(
                 "cwd": str(work),
                 "placement": {"nodeId": two_nodes.worker},
             }
-            run = await client.result("spawn", spawn)
+            # A model turn of a real CLI, started on the worker node.
+            run = await client.result("spawn", spawn, EXIT_TIMEOUT_S * 3)
             [child] = run["children"]
             assert (run["status"], child["status"]) == ("completed", "completed"), run
             assert child["node"] == two_nodes.worker, child
