@@ -12,6 +12,7 @@ from subagent_host.backends.interactive import driven_output
 from subagent_host.backends.interactive.base import TurnEnded, TurnStarted
 from subagent_host.backends.interactive.command_lines import CommandConversation
 from subagent_host.backends.interactive.driven_output import DrivenOutput
+from subagent_host.backends.jsonlines import MAX_LINE_BYTES
 from subagent_host.values.choices import ToolKind
 
 
@@ -41,3 +42,25 @@ def test_a_turns_text_keeps_its_head_and_counts_the_rest(
     outcome = output.outcome(ProcessExit.from_returncode(0))
     assert outcome.final_text == "éééé\néééé\n"
     assert (outcome.final_bytes, outcome.final_lines) == (45, 5)
+
+
+def test_a_failure_counts_the_lines_dropped_for_their_length() -> None:
+    output = parser()
+    output.take([TurnStarted()])
+    too_long = b"x" * (MAX_LINE_BYTES + 1)
+    output.on_stdout(too_long[: MAX_LINE_BYTES // 2])  # split anywhere, dropped once
+    output.on_stdout(too_long[MAX_LINE_BYTES // 2 :] + b"\n" + b"short\n")
+    exited = output.outcome(ProcessExit.from_returncode(3))
+    assert (exited.completed, exited.error_code) == (False, "exit-status")
+    assert exited.error_data is not None and exited.error_data["droppedLines"] == 1
+    output.failure = "the agent broke its protocol"
+    broken = output.outcome(ProcessExit.from_returncode(0))
+    assert (broken.completed, broken.error_code) == (False, "protocol-error")
+    assert broken.error_data is not None and broken.error_data["droppedLines"] == 1
+
+
+def test_a_failure_without_dropped_lines_says_none() -> None:
+    output = parser()
+    output.on_stdout(b"short\n")
+    exited = output.outcome(ProcessExit.from_returncode(3))
+    assert exited.error_data is not None and "droppedLines" not in exited.error_data
