@@ -24,7 +24,10 @@ pytestmark = needs_cli("qwen")
 SPAWN: Final = {"backend": "qwen", "interactive": True, "stream": True}
 LONG_SLEEP: Final = "sleep 300 # intentional-sleep: a test ends it"
 """qwen's shell tool refuses a standalone long sleep without this comment."""
-TIMEOUT_MS: Final = 45_000
+# A one-shot turn whose tool (LONG_SLEEP, scripted by the mock) runs until it is ended.
+SLEEPING: Final = {"backend": "qwen", "stream": True, "prompt": f"{KEYWORD_SLEEP_TOOL} please"}
+# Qwen reaches its tool within 3 to 7 s on a loaded machine.
+TIMEOUT_MS: Final = 20_000
 REFUSED: Final = "was canceled by the user"
 """What qwen records of a tool call whose permission was rejected."""
 
@@ -120,12 +123,7 @@ async def test_a_stop_mid_tool_cancels_the_turn_then_ends_the_tree(tmp_path: Pat
         args, env = qwen_server(tmp_path, mock)
         async with running_server(*args, env=env) as server:
             client = LiveClient(server)
-            spawn = {
-                "backend": "qwen",
-                "stream": True,
-                "cwd": str(work),
-                "prompt": f"{KEYWORD_SLEEP_TOOL} please",
-            }
+            spawn = {**SLEEPING, "cwd": str(work)}
             run_id = (await client.result("spawn", spawn))["runId"]
             sleep = await tool_process(run_id, "sleep")
             stopped = await client.result("stop", {"runId": run_id, "graceMs": 5000})
@@ -146,14 +144,8 @@ async def test_a_timeout_mid_tool_cancels_the_turn_and_the_child_is_timed_out(
         args, env = qwen_server(tmp_path, mock)
         async with running_server(*args, env=env) as server:
             client = LiveClient(server)
-            spawn = {
-                "backend": "qwen",
-                "stream": True,
-                "cwd": str(work),
-                "prompt": f"{KEYWORD_SLEEP_TOOL} please",
-                # Long enough for qwen to start and run its tool on a loaded machine.
-                "timeoutMs": TIMEOUT_MS,
-            }
+            # Long enough for qwen to start and run its tool on a loaded machine.
+            spawn = {**SLEEPING, "cwd": str(work), "timeoutMs": TIMEOUT_MS}
             run_id = (await client.result("spawn", spawn))["runId"]
             sleep = await tool_process(run_id, "sleep")
             # The timeout's end of the child ends its tool; until then the server is silent

@@ -53,20 +53,19 @@ def workdir(tmp_path: Path) -> Path:
     return work
 
 
+def on_worker(two_nodes: TwoNodes, work: Path, backend: str, **fields: Any) -> dict[str, Any]:
+    """A streamed spawn of `backend` in `work`, placed on the worker node."""
+    placement = {"nodeId": two_nodes.worker}
+    return {"backend": backend, "stream": True, "cwd": str(work), "placement": placement, **fields}
+
+
 async def test_a_one_shot_turn_runs_its_tool_on_the_worker_node_and_says_so(
     two_nodes: TwoNodes, tmp_path: Path
 ) -> None:
     work = workdir(tmp_path)
     async with running_server(*options(two_nodes, tmp_path), env=CLUSTER_ENVIRONMENT) as server:
         client = LiveClient(server)
-        spawn = {
-            "backend": BACKEND,
-            "prompt": "hello\nrun: printf x > f",
-            "mode": "task",
-            "stream": True,
-            "cwd": str(work),
-            "placement": {"nodeId": two_nodes.worker},
-        }
+        spawn = on_worker(two_nodes, work, BACKEND, prompt="hello\nrun: printf x > f", mode="task")
         run = await client.result("spawn", spawn)
         [child] = run["children"]
         assert (run["status"], child["status"]) == ("completed", "completed"), run
@@ -90,14 +89,7 @@ async def test_an_interactive_acp_child_on_the_worker_node_talks_and_is_interrup
     work = workdir(tmp_path)
     async with running_server(*options(two_nodes, tmp_path), env=CLUSTER_ENVIRONMENT) as server:
         client = LiveClient(server)
-        spawn = {
-            "backend": BACKEND,
-            "prompt": "hello",
-            "interactive": True,
-            "stream": True,
-            "cwd": str(work),
-            "placement": {"nodeId": two_nodes.worker},
-        }
+        spawn = on_worker(two_nodes, work, BACKEND, prompt="hello", interactive=True)
         run_id = (await client.result("spawn", spawn))["runId"]
         assert (await client.answer(run_id)) == "echo: hello"
         sent = await client.result("run/send", {"runId": run_id, "text": "again"})
@@ -127,13 +119,7 @@ async def test_a_stop_of_a_running_turn_on_the_worker_node_cancels_it_then_ends_
     work = workdir(tmp_path)
     async with running_server(*options(two_nodes, tmp_path), env=CLUSTER_ENVIRONMENT) as server:
         client = LiveClient(server)
-        spawn = {
-            "backend": BACKEND,
-            "prompt": "run: sleep 30",
-            "stream": True,
-            "cwd": str(work),
-            "placement": {"nodeId": two_nodes.worker},
-        }
+        spawn = on_worker(two_nodes, work, BACKEND, prompt="run: sleep 30")
         run_id = (await client.result("spawn", spawn))["runId"]
         sleep = await tool_process(run_id, "sleep")
         stopped = await client.result("stop", {"runId": run_id, "graceMs": 5000})
@@ -158,14 +144,7 @@ async def test_qwen_on_the_worker_node_runs_its_tool_turn_there(
         ray = ("--executor", "ray", "--ray-address", two_nodes.address)
         async with running_server(*ray, *args, env={**env, **CLUSTER_ENVIRONMENT}) as server:
             client = LiveClient(server)
-            spawn = {
-                "backend": "qwen",
-                "prompt": "write it please",
-                "mode": "task",
-                "stream": True,
-                "cwd": str(work),
-                "placement": {"nodeId": two_nodes.worker},
-            }
+            spawn = on_worker(two_nodes, work, "qwen", prompt="write it please", mode="task")
             # A model turn of a real CLI, started on the worker node.
             run = await client.result("spawn", spawn, EXIT_TIMEOUT_S * 3)
             [child] = run["children"]
