@@ -104,21 +104,29 @@ def build_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dic
 
     `pi_sessions` is where pi keeps its session files (default: in the state directory).
     """
+    return {**built_in_backends(config, pi_sessions), **configured_agents(config)}
+
+
+def built_in_backends(config: ServerConfig, pi_sessions: Path | None = None) -> dict[str, Backend]:
+    """The command and agent CLI adapters, each CLI under its configured program."""
     if pi_sessions is None:
         pi_sessions = session_files(config).pi_dir  # pi's own session files, for resume
         private_directory(pi_sessions)
     executables = config.settings.backend_executables
-    built_in: dict[str, Backend] = {
+    return {
         "command": CommandBackend(),
         "pi": PiBackend(session_dir=pi_sessions, executable=executables.get("pi", "pi")),
         "claude": ClaudeBackend(executable=executables.get("claude", "claude")),
         "codex": CodexBackend(executable=executables.get("codex", "codex")),
     }
-    configured = {
+
+
+def configured_agents(config: ServerConfig) -> dict[str, AcpBackend]:
+    """One backend per ACP agent the configuration names (protocol.md §24.1)."""
+    return {
         name: AcpBackend(name, agent.executable, agent.args, agent.env)
         for name, agent in config.settings.acp_backends.items()
     }
-    return {**built_in, **configured}
 
 
 def session_files(config: ServerConfig) -> SessionFiles:
@@ -262,20 +270,16 @@ async def _serve_with_store(
         for index, projection in enumerate(projections):
             record_projection(run, index, projection)
 
-    backends = build_backends(config, pi_sessions)
+    built_in = built_in_backends(config, pi_sessions)
+    acp_agents = configured_agents(config)
+    backends = {**built_in, **acp_agents}
     probes = VersionProbes(supervisor, probe_environment(backends))
-    acp_agents = [backend for backend in backends.values() if isinstance(backend, AcpBackend)]
-    # In the background: ping lists each version once known (an ACP agent's: its own
-    # answer to `initialize`, which also says what it can do).
-    probes.start(
-        [
-            backend.executable
-            for backend in backends.values()
-            if backend.executable and not isinstance(backend, AcpBackend)
-        ]
-    )
+    # In the background: ping lists each version once known (a built-in CLI's from its
+    # `--version`; an ACP agent's: its own answer to `initialize`, which also says what
+    # it can do).
+    probes.start([backend.executable for backend in built_in.values() if backend.executable])
     acp_probes = AcpProbes(supervisor, probe_environment(backends))
-    acp_probes.start(acp_agents)
+    acp_probes.start(acp_agents.values())
     executor = executor_for(config.executor, supervisor, os.environ)
     if isinstance(executor, RayExecutor):
         executor.open_soon()  # joining a cluster takes seconds: not on a first spawn's path

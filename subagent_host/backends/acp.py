@@ -16,12 +16,12 @@ removed at launch: the agent has its own, so a request's `tools` is not honoured
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, NoReturn
+from typing import Final, Literal, NoReturn
 
 import attrs
 
 from subagent_host.backends.base import KIND_EFFECTS, ItemSpec, Launch
-from subagent_host.values.choices import Effect, ToolKind
+from subagent_host.values.choices import ACP, Effect, ToolKind
 from subagent_host.values.facts import AcpAgentCapabilities, AcpAgentInfo
 
 # Every kind a tool call may say, but `switch_mode` (a mode change, not a tool: read
@@ -35,6 +35,21 @@ ASKED_KINDS: Final = frozenset({ToolKind.EDIT, ToolKind.DELETE, ToolKind.MOVE, T
 ("Require approval for file edits or shell commands", Qwen Code's `default`) name edits
 and commands; a delete or a move edits files too. Its reads, searches, fetches, thoughts
 and `other` tools may run unasked (protocol.md §24.4)."""
+
+ASKED: Final[Mapping[str, frozenset[Effect]]] = {
+    kind.value: KIND_EFFECTS[kind] for kind in ASKED_KINDS
+}
+"""An agent in its asking mode, by kind: each asked kind with all its effects."""
+
+POLICY_KEPT: Final[Mapping[str, frozenset[Effect]]] = {
+    **ASKED,
+    ToolKind.OTHER.value: KIND_EFFECTS[ToolKind.OTHER],
+}
+"""What an agent under `policy` may have beyond a narrower access and still run: its
+asked kinds (the host answers each use) and `other`, which says nothing of what a tool
+does: it may be anything and is never counted as asked, but it does not refuse a
+narrower access either (every narrowed access would be refused, since any tool may be
+`other`): the receipt names each of its effects `best-effort` (protocol.md §24.4)."""
 
 
 @attrs.frozen
@@ -57,6 +72,13 @@ class AcpBackend:
     env_allowed: frozenset[str] = frozenset()
     always_driven = True
     """Its children are conversations in its protocol, interactive or not."""
+    asked_tools: Mapping[str, frozenset[Effect]] = ASKED
+    policy_kept_tools: Mapping[str, frozenset[Effect]] = POLICY_KEPT
+    tools_by_kind = True
+    configures_itself = True
+    cancels_turn_first = True
+    """A stop sends `session/cancel` first: the agent ends its turn's tools itself."""
+    protocol: Literal["acp"] | None = ACP
 
     def __init__(
         self,

@@ -1,16 +1,23 @@
-"""The backend interface: what every adapter (command, pi, claude, codex) provides.
+"""The backend interface: what every adapter (command, pi, claude, codex, a configured
+ACP agent) provides.
 
 Given a resolved item, an adapter says what to execute (`Launch`); while the
 child runs it turns output into normalized events (`OutputParser`); when the
 child exits it turns the exit into a terminal outcome (`ParsedOutcome`). The
 supervisor runs the process; the child runner (`runs/child_runner.py`) decides
 what happens next.
+
+What sets one backend apart from another is said here too, as facts of `Backend`
+(which tools its CLI asks about, whether its catalog names tools or kinds, whether a
+stop cancels its turn first, ...): planning and runs read these facts, never the
+adapter's class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, Protocol
+from types import MappingProxyType
+from typing import Final, Literal, Protocol
 
 import attrs
 
@@ -212,6 +219,9 @@ KIND_EFFECTS: Final[Mapping[ToolKind, frozenset[Effect]]] = {
     ToolKind.OTHER: frozenset(Effect),
 }
 
+NO_TOOLS: Final[Mapping[str, frozenset[Effect]]] = MappingProxyType({})
+"""An empty tool table: a backend whose CLI asks about no tool, or keeps none under `policy`."""
+
 
 class Backend(Protocol):
     """An adapter: a name, its tools and their effects, how to launch an item, a parser."""
@@ -235,13 +245,57 @@ class Backend(Protocol):
     """Whether every child of it is driven through its machine protocol, interactive or
     not (an ACP agent's: backends/acp.py); else only an interactive one, or one whose
     permissions someone answers (planning/plan.py `ChildPlan.driven`)."""
+    asked_tools: Mapping[str, frozenset[Effect]]
+    """Per tool of its catalog (by name, or by kind where `tools_by_kind`), the effects its
+    CLI asks before every use of when someone but the CLI answers its permissions
+    (approvals `client` or `policy`); a tool or effect not listed may run unasked. Empty:
+    it asks about nothing (pi, a command). Receipts say `host-hard` or `best-effort` from
+    it (planning/approvals.py)."""
+    policy_kept_tools: Mapping[str, frozenset[Effect]]
+    """Per tool, the effects beyond a child's access it may have and still be kept under
+    approvals `policy`, because the host answers each use of them from the access
+    (planning/access.py `negotiate`). Empty: narrowing removes every tool beyond access."""
+    tools_by_kind: bool
+    """Whether its catalog lists tool kinds (ACP's `ToolKind` values), not tools: its
+    tools are the agent's own, known only by the kind each call says (an ACP agent's), so
+    a tool's own name (say, one called `read` that runs commands) is never looked up in it."""
+    configures_itself: bool
+    """Whether the agent's own configuration decides its model, thinking effort, tools and
+    what it loads (an ACP agent's): a request's `model`, `thinking`, `tools` and
+    `sessionResources` are not honoured, no CLI default reaches it, and its tools cannot
+    be narrowed on resume."""
+    cancels_turn_first: bool
+    """Whether a stop or a timeout first cancels a driven child's running turn in its
+    protocol (ACP's `session/cancel`), so that the agent ends its turn's tools itself,
+    before its input is closed and its tree stopped (runs/child_runner.py)."""
+    protocol: Literal["acp"] | None
+    """The open protocol of an agent configured by name (`acp`: `backends.<name>` in the
+    configuration, protocol.md §24.1), as `ping` lists it; None for a built-in adapter.
+    Such an agent's version is what it answered the server's `initialize` probe with,
+    never `--version` (backends/identity.py), and its budgets are those of every agent of
+    its protocol (backends/budgets.py)."""
 
     def prepare(self, item: ItemSpec) -> Launch: ...
 
     def parser(self) -> OutputParser: ...
 
 
-class AgentCLI:
+class BuiltInBackend:
+    """What a built-in adapter (command, pi, claude, codex) is unless it says otherwise:
+    a CLI that asks about no tool and keeps none under `policy`, with its tools named in
+    its catalog, that takes the request's model, tools and the like, is stopped without
+    a cancel first, and is known here by name (no configured protocol)."""
+
+    always_driven = False
+    asked_tools: Mapping[str, frozenset[Effect]] = NO_TOOLS
+    policy_kept_tools: Mapping[str, frozenset[Effect]] = NO_TOOLS
+    tools_by_kind = False
+    configures_itself = False
+    cancels_turn_first = False
+    protocol: Literal["acp"] | None = None
+
+
+class AgentCLI(BuiltInBackend):
     """What the adapters of the agent CLIs share: tools that can be narrowed, a program
     found on PATH under its own name unless told another, the prompt on stdin."""
 
@@ -250,7 +304,6 @@ class AgentCLI:
     """The program's usual name (a subclass sets it); an instance may be given another."""
     tools_required = False
     restrictable = True
-    always_driven = False
     env_allowed: frozenset[str] = frozenset()
 
     def __init__(self, executable: str | None = None) -> None:

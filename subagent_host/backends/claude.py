@@ -84,6 +84,15 @@ TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     "WebFetch": frozenset({NETWORK}),
     "WebSearch": frozenset({NETWORK}),
 }
+# What it asks before (`--permission-mode default`, where someone answers), by tool: each
+# Write and Edit, and each Bash command it does not deem read-only (a command that
+# writes or reaches the network is not; `ls` or `sleep` runs unasked); its reads and web
+# tools are not counted as asked.
+ASKED: Final[Mapping[str, frozenset[Effect]]] = {
+    "Bash": frozenset({FILESYSTEM_WRITE, NETWORK}),
+    "Edit": frozenset({FILESYSTEM_READ, FILESYSTEM_WRITE}),
+    "Write": frozenset({FILESYSTEM_WRITE}),
+}
 # `--effort`: how hard the model thinks (sent as `output_config.effort`).
 THINKING_LEVELS: Final = ("low", "medium", "high", "xhigh", "max")
 PERMISSION_MODE: Final = "dontAsk"
@@ -145,6 +154,10 @@ class ClaudeBackend(AgentCLI):
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
     # Without `tools` the child is still started with `--tools`: the whole catalog.
     default_tools: tuple[str, ...] = tuple(TOOLS)
+    asked_tools: Mapping[str, frozenset[Effect]] = ASKED
+    # Under `policy` the host answers each asked use from the child's access (rejecting
+    # those beyond it, as the receipts' `host-hard` says): nothing else stops its tools.
+    policy_kept_tools: Mapping[str, frozenset[Effect]] = ASKED
 
     def prepare(self, item: ItemSpec) -> Launch:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]

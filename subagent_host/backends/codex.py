@@ -116,6 +116,13 @@ TOOLS: Final[Mapping[str, frozenset[Effect]]] = {
     WORKSPACE_WRITE: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE}),
     WORKSPACE_NETWORK: frozenset({PROCESS, FILESYSTEM_READ, FILESYSTEM_WRITE, NETWORK}),
 }
+# What it asks before (`approvalPolicy: "untrusted"`, where someone answers), by tier:
+# each patch and each command it does not know to be harmless; its web search (the
+# networked tier's) runs unasked.
+ASKED: Final[Mapping[str, frozenset[Effect]]] = {
+    WORKSPACE_WRITE: frozenset({FILESYSTEM_WRITE}),
+    WORKSPACE_NETWORK: frozenset({FILESYSTEM_WRITE}),
+}
 NO_WEB_SEARCH: Final = ("-c", 'web_search="disabled"')
 SANDBOX_MODES: Final[Mapping[str, str]] = {
     READ_ONLY: "read-only",
@@ -173,6 +180,10 @@ class CodexBackend(AgentCLI):
     # Its shell exists whatever `tools` says: `tools: []` would claim less than it can do.
     tools_required = True
     thinking_levels: tuple[str, ...] = THINKING_LEVELS
+    asked_tools: Mapping[str, frozenset[Effect]] = ASKED
+    # None is kept under `policy` beyond access: its "tools" are sandbox tiers, and a
+    # narrower tier is the operating system's refusal, harder than any answer, so
+    # narrowing still picks it (`policy_kept_tools` stays empty).
 
     def __init__(
         self, executable: str | None = None, extra_env_allowed: Iterable[str] = ()

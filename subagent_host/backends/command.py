@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from subagent_host.backends.base import EFFECTS, ItemSpec, Launch, ParsedOutcome
+from subagent_host.backends.base import EFFECTS, BuiltInBackend, ItemSpec, Launch, ParsedOutcome
 from subagent_host.backends.events import AgentEvent
 from subagent_host.backends.exits import ProcessExit
 from subagent_host.backends.output import CappedText, RollingTail, StreamSize
@@ -97,13 +97,15 @@ class CommandParser:
         return output.failed("exit-status", message, data)
 
 
-class CommandBackend:
+class CommandBackend(BuiltInBackend):
+    """A plain program: it has no protocol to ask in, so nothing is asked or answered (the
+    built-ins' defaults)."""
+
     id = "command"
     # An arbitrary program runs with the user's own permissions: it may do anything.
     tools: Mapping[str, frozenset[Effect]] = {"command": frozenset(EFFECTS)}
     tools_required = False
     restrictable = False
-    always_driven = False
     env_allowed: frozenset[str] = frozenset()
     executable = ""  # the command's own argv[0]
     thinking_levels: tuple[str, ...] = ()

@@ -14,7 +14,6 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.planning.access import (
     FILESYSTEM_LEVELS,
@@ -300,7 +299,7 @@ def _check_access(
 
 def _not_enforceable(child: ChildPlan, backend: Backend, tools: Negotiated) -> str:
     """Why `access` cannot hold for a child whose tools cannot be narrowed."""
-    if not isinstance(backend, AcpBackend):
+    if not backend.configures_itself:
         return (
             f"the {child.backend} backend runs a program with your own permissions; "
             "it cannot be limited to the requested access (drop `access`, or use an "

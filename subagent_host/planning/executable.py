@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.planning.plan import ChildPlan, prepared
+from subagent_host.values.choices import ACP
 from subagent_host.values.facts import Executable
 
 
@@ -26,7 +26,7 @@ async def identify_child(
     if identities is None or child.command is not None:
         return None
     program = prepared(child, backend).argv[0]
-    acp_agent = backend.id if isinstance(backend, AcpBackend) else None
+    acp_agent = backend.id if backend.protocol == ACP else None
     return await identities.identify(program, child.cwd, child.env.get("PATH"), acp_agent=acp_agent)
 
 

@@ -22,7 +22,6 @@ from subagent_host.agents.definitions import AgentDefinition
 from subagent_host.agents.delegation import WHY
 from subagent_host.agents.discovery import AgentCatalog
 from subagent_host.agents.effective import effective
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.budgets import MAX_COST_USD, MAX_TOKENS, NOT_REPORTED, unreported
 from subagent_host.backends.interactive.base import APPROVALS_UNSUPPORTED
@@ -48,7 +47,7 @@ from subagent_host.values import (
     Isolation,
     SessionResources,
 )
-from subagent_host.values.choices import ACP, Approvals, member
+from subagent_host.values.choices import Approvals, member
 from subagent_host.values.placement import Placement
 from subagent_host.workspaces.worktrees import (
     CWD_OUTSIDE_WORKTREE,
@@ -189,9 +188,9 @@ def _resolve_item(
                 problems.error(
                     "not-honoured", f"the command backend cannot honour {wire_name}", at(wire_name)
                 )
-    elif isinstance(backend, AcpBackend):
+    elif backend.configures_itself:
         _check_agent_item(problems, at, item, backend, prompt, None, None, cwd, env)
-        _check_acp_item(problems, at, pick, definition, backend)
+        _check_own_choices(problems, at, pick, definition, backend)
     else:
         _check_agent_item(
             problems, at, item, backend, prompt, wanted.tools, wanted.effort, cwd, env
@@ -240,9 +239,10 @@ def _resolve_item(
     placement = _placement(problems, at("placement"), pick("placement"), sources.placeable)
     driven = _driven(problems, at, pick, definition, settings.approvals, name)
     is_agent = name != "command"
-    # An ACP agent chooses its own model, effort, tools and what it loads (refused above
-    # when asked for): nothing of a CLI's defaults reaches it.
-    is_cli = is_agent and not isinstance(backend, AcpBackend)
+    # An agent that configures itself (an ACP agent) chooses its own model, effort, tools
+    # and what it loads (refused above when asked for): nothing of a CLI's defaults
+    # reaches it.
+    is_cli = is_agent and (backend is None or not backend.configures_itself)
     return ChildPlan(
         backend=name,
         cwd=cwd,
@@ -404,15 +404,16 @@ ACP_OWN_FIELDS: Final = {
 }
 
 
-def _check_acp_item(
+def _check_own_choices(
     problems: Problems,
     at: Callable[[str], str],
     pick: Callable[[str], Any],
     definition: AgentDefinition | None,
-    backend: AcpBackend,
+    backend: Backend,
 ) -> None:
-    """An ACP agent's child: what it chooses itself is not asked of it (a configured
-    default for CLIs is not applied to it, and is not an error)."""
+    """A child of an agent that configures itself (an ACP agent's): what it chooses itself
+    is not asked of it (a configured default for CLIs is not applied to it, and is not an
+    error)."""
     defined = {
         "model": definition.model if definition is not None else None,
         "thinking": definition.effort if definition is not None else None,
@@ -430,11 +431,12 @@ def _check_acp_item(
 
 
 def _budget_backend(name: str, backend: Backend | None) -> str | None:
-    """Whose budgets a child's are (budgets.py `unreported`): its backend's, every ACP
-    agent's the same; None for a command child, or one whose backend is unknown."""
+    """Whose budgets a child's are (budgets.py `unreported`): its backend's, or its
+    protocol's (every ACP agent's the same); None for a command child, or one whose
+    backend is unknown."""
     if backend is None or name == "command":
         return None
-    return ACP if isinstance(backend, AcpBackend) else name
+    return backend.protocol or name
 
 
 def _check_agent_item(

@@ -27,13 +27,13 @@ from typing import Any, Final
 
 import attrs
 
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.identity import ProgramIdentities
 from subagent_host.planning.access import default_tools
 from subagent_host.planning.plan import prepared
 from subagent_host.planning.projection import child_of
 from subagent_host.planning.views import Projection
+from subagent_host.values.choices import ACP
 
 LAUNCH_CHANGED: Final = "launch-changed"
 VERIFIED: Final = "verified"
@@ -90,7 +90,7 @@ async def compare_launch(
     expected: dict[str, Any] = {}
     actual: dict[str, Any] = {}
     argv = _rendered(projection, backend)
-    acp_agent = backend.id if isinstance(backend, AcpBackend) else None
+    acp_agent = backend.id if backend.protocol == ACP else None
     if argv != projection.argv_template:
         expected["argv"], actual["argv"] = list(projection.argv_template), list(argv)
     if identities is not None:  # else nothing identifies programs here (a bare test server)

@@ -20,7 +20,6 @@ from typing import Any
 
 import attrs
 
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.sessions import UNSAFE, SessionProblem
 from subagent_host.planning.egress import EGRESS_CONSENT_REQUIRED
@@ -162,7 +161,7 @@ async def resolve_target(
     if check_backend is not None and (why := await check_backend(projection.backend)):
         raise ResumeRefused("not-resumable", RESUME_UNSUPPORTED, f"{why}; {GUIDANCE}")
     refused = check_overrides(projection, overrides)
-    if overrides.get("access") is not None and _is_acp(orchestrator, projection):
+    if overrides.get("access") is not None and _configures_itself(orchestrator, projection):
         # Narrowing on resume removes tools; an ACP agent's cannot be removed, and what
         # holds instead depends on who answers its permissions (protocol.md §24.4).
         refused.append(
@@ -231,8 +230,10 @@ async def resolve_target(
     )
 
 
-def _is_acp(orchestrator: RunOrchestrator, projection: Projection) -> bool:
-    return isinstance(orchestrator.services.backends.get(projection.backend), AcpBackend)
+def _configures_itself(orchestrator: RunOrchestrator, projection: Projection) -> bool:
+    """Whether the child's backend is an agent whose tools are its own (an ACP agent)."""
+    backend = orchestrator.services.backends.get(projection.backend)
+    return backend is not None and backend.configures_itself
 
 
 async def _check_session(

@@ -23,7 +23,6 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import OutputParser, ParsedOutcome
 from subagent_host.backends.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT, Budget
 from subagent_host.backends.environment import allowed_environment, child_environment
@@ -275,7 +274,6 @@ class ChildRunner:
             # The values of the secrets it was given, whatever the request says.
             Redaction.of(env, base64=plan.redact),
         )
-        acp = isinstance(backend, AcpBackend)
         live = (
             LiveChild(
                 run,
@@ -285,7 +283,7 @@ class ChildRunner:
                 sink,
                 self._state_machine,
                 named_tools(backend),
-                cancels_first=acp,
+                cancels_first=backend.cancels_turn_first,
             )
             if isinstance(parser, DrivenOutput)
             else None

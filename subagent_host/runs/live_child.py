@@ -28,7 +28,6 @@ from typing import Final
 
 import attrs
 
-from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import KIND_EFFECTS, MAX_TURNS_LIMIT, Backend
 from subagent_host.backends.cgroups import ticks_now
 from subagent_host.backends.interactive.base import (
@@ -499,9 +498,9 @@ class LiveChild:
 
 def named_tools(backend: Backend) -> Mapping[str, frozenset[Effect]]:
     """The tools a policy answer reads a permission's effects from by the tool's name (any
-    other by its kind). None of an ACP agent's: its catalog names kinds, which a tool's own
-    name (say, one called `read` that runs commands) must not be mistaken for."""
-    return {} if isinstance(backend, AcpBackend) else backend.tools
+    other by its kind). None of a backend whose catalog lists kinds (an ACP agent's), which
+    a tool's own name (say, one called `read` that runs commands) must not be mistaken for."""
+    return {} if backend.tools_by_kind else backend.tools
 
 
 @attrs.frozen
