@@ -194,8 +194,12 @@ def contract(
     )
 
 
-def check_overrides(projection: Projection, overrides: Mapping[str, JsonValue]) -> list[str]:
-    """Why these overrides are refused (empty when they are allowed)."""
+def check_overrides(
+    projection: Projection, overrides: Mapping[str, JsonValue], budgets_of: str | None = None
+) -> list[str]:
+    """Why these overrides are refused (empty when they are allowed). `budgets_of`: whose
+    budgets the child's are (budgets.py `unreported`) where that is not its backend's
+    own name: every configured ACP agent's are the protocol's."""
     limits = to_json(projection.limits)
     problems = []
     for name, value in overrides.items():
@@ -208,7 +212,7 @@ def check_overrides(projection: Projection, overrides: Mapping[str, JsonValue]) 
             problems += narrowing_problems(projection, value)
         elif name in AGENT_ONLY_OVERRIDES and projection.backend == "command":
             problems.append(f"{name} cannot be honoured by the command backend")
-        elif (reason := unreported(projection.backend, name)) is not None:
+        elif (reason := unreported(budgets_of or projection.backend, name)) is not None:
             problems.append(f"{name} cannot be enforced: {reason}")
         elif isinstance(limit := _limit(name, value), str):
             problems.append(limit)

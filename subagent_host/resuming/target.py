@@ -160,7 +160,8 @@ async def resolve_target(
         )
     if check_backend is not None and (why := await check_backend(projection.backend)):
         raise ResumeRefused("not-resumable", RESUME_UNSUPPORTED, f"{why}; {GUIDANCE}")
-    refused = check_overrides(projection, overrides)
+    backend = orchestrator.services.backends.get(projection.backend)
+    refused = check_overrides(projection, overrides, backend.protocol if backend else None)
     if overrides.get("access") is not None and _configures_itself(orchestrator, projection):
         # Narrowing on resume removes tools; an ACP agent's cannot be removed, and what
         # holds instead depends on who answers its permissions (protocol.md §24.4).

@@ -182,6 +182,11 @@ async def test_a_resume_loads_qwens_session_and_the_model_sees_the_first_turn(
             refused = await client.result("preflight", {"resume": narrowed})
             assert not refused["accepted"]
             assert [d["code"] for d in refused["diagnostics"]] == ["override-not-allowed"]
+            # Nor can it take a budget it could not enforce, on resume as at launch.
+            budgeted = {**resume, "overrides": {"maxTokens": 1000}}
+            refused = await client.result("preflight", {"resume": budgeted})
+            assert [d["code"] for d in refused["diagnostics"]] == ["override-not-allowed"]
+            assert "ACP agent reports tokens only" in refused["diagnostics"][0]["message"]
             token = (await client.result("preflight", {"resume": resume}))["token"]
             await client.result("resume", {"token": token})
             assert (await client.turn_ended(run_id))["stopReason"] == "end_turn"

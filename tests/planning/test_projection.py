@@ -10,6 +10,7 @@ from typing import Final
 import attrs
 import pytest
 
+from subagent_host.backends.acp import AcpBackend
 from subagent_host.backends.base import Backend
 from subagent_host.backends.claude import ClaudeBackend
 from subagent_host.backends.command import CommandBackend
@@ -128,6 +129,14 @@ def test_a_child_launched_without_max_turns_keeps_its_projection_and_may_get_one
     assert check_overrides(project(CHILD, CommandBackend()), {"maxTurns": 3}) == [
         "maxTurns cannot be honoured by the command backend"
     ]
+
+
+def test_an_acp_childs_budgets_on_resume_are_the_protocols() -> None:
+    qwen = AcpBackend("qwen", "qwen", ("--acp",), {})
+    projection = project(attrs.evolve(AGENT, backend="qwen", max_turns=None), qwen)
+    [refused] = check_overrides(projection, {"maxTokens": 1000}, qwen.protocol)
+    assert refused.startswith("maxTokens cannot be enforced: an ACP agent reports tokens")
+    assert check_overrides(projection, {"maxTurns": 3}, qwen.protocol) == []
 
 
 def limited_run(backend: str) -> Run:
