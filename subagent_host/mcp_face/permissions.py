@@ -114,19 +114,6 @@ def reject_option(options: Iterable[PermissionOption]) -> PermissionOption | Non
     return next((by_kind[kind] for kind in REJECTS if kind in by_kind), None)
 
 
-def pending(event: PermissionEvent) -> PendingPermission:
-    """An `asked` event as the pending permission it makes (as `pendingPermissions` shows it)."""
-    return PendingPermission(
-        index=event.index,
-        permission_id=event.permission_id,
-        tool_id=event.tool_id,
-        name=event.name,
-        kind=event.kind,
-        summary=event.summary,
-        options=event.options,
-    )
-
-
 async def ask(
     host: Host, elicit: Elicit, run_id: str, permission: PendingPermission
 ) -> PermitResult | None:
@@ -200,7 +187,7 @@ class PermissionAsker:
             async for wire in self._host.events(run.run_id, since=run.last_seq):
                 match wire.event:
                     case PermissionEvent(stage=PermissionStage.ASKED) as event:
-                        start(pending(event))
+                        start(event.pending())
                     case PermissionEvent(permission_id=permission_id):
                         # Answered (by the face, another client, its timeout) or withdrawn:
                         # a question still open is moot.
