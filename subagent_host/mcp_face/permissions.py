@@ -13,7 +13,8 @@ An MCP client can be asked only if it declared the `elicitation` capability (for
 and speaks a protocol version that lets a server send requests of its own (those before
 2026-07-28; from then on a server may not). When it cannot, the face never starts a child
 whose permissions would wait for it: `approvals: "client"` in spawn's arguments is sent
-as `policy` (the server answers from the child's `access`), and the tool's text says so.
+as `policy` (the server answers from the child's `access`), and the tool's text says so,
+its refusal's too (render.py).
 """
 
 from __future__ import annotations
