@@ -28,7 +28,7 @@ from subagent_host.client.connection import (
 from subagent_host.client.errors import HostConnectionError, RequestRefused
 from subagent_host.client.events import EventRouter
 from subagent_host.client.params import ParamsWriter
-from subagent_host.client.permissions import Decide, decided, option_id_of, pending_of
+from subagent_host.client.permissions import Decide, decided, option_id_of
 from subagent_host.rpc.wire import (
     AgentsListParams,
     AgentsListResult,
@@ -382,7 +382,7 @@ class Host:
         async for event in self.events(snapshot.run_id, since=snapshot.last_seq):
             asked = event.event
             if isinstance(asked, PermissionEvent) and asked.stage is PermissionStage.ASKED:
-                await self._answer(snapshot.run_id, pending_of(asked), decide, answers)
+                await self._answer(snapshot.run_id, asked.pending(), decide, answers)
         return answers
 
     async def _answer(

@@ -3,9 +3,10 @@ with, and how a decision names the option to send (protocol.md §23.4).
 
 A child with `approvals: "client"` asks before a tool runs; each ask is a `permission`
 event (stage `asked`) and an entry of the run's `pendingPermissions`, both read here as
-one type, `PendingPermission`. The caller's `decide` answers each with an option it
-offers, the kind of one (the first offered of that kind), the option's id, or None to
-leave it unanswered (another client may answer it; unanswered, it times out rejected).
+one type, `PendingPermission` (an event's made by `PermissionEvent.pending`). The
+caller's `decide` answers each with an option it offers, the kind of one (the first
+offered of that kind), the option's id, or None to leave it unanswered (another client
+may answer it; unanswered, it times out rejected).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
 from subagent_host.values.choices import OptionKind
-from subagent_host.values.events import PermissionEvent
 from subagent_host.values.interaction import PendingPermission, PermissionOption
 
 Choice: TypeAlias = PermissionOption | OptionKind | str | None
@@ -22,19 +22,6 @@ Choice: TypeAlias = PermissionOption | OptionKind | str | None
 
 Decide: TypeAlias = Callable[[PendingPermission], Choice | Awaitable[Choice]]
 """Called with each permission asked; a plain function or a coroutine function."""
-
-
-def pending_of(event: PermissionEvent) -> PendingPermission:
-    """The permission an `asked` event tells of, as the run's `pendingPermissions` lists it."""
-    return PendingPermission(
-        index=event.index,
-        permission_id=event.permission_id,
-        tool_id=event.tool_id,
-        name=event.name,
-        kind=event.kind,
-        summary=event.summary,
-        options=event.options,
-    )
 
 
 def option_id_of(permission: PendingPermission, choice: Choice) -> str | None:

@@ -13,7 +13,8 @@ An MCP client can be asked only if it declared the `elicitation` capability (for
 and speaks a protocol version that lets a server send requests of its own (those before
 2026-07-28; from then on a server may not). When it cannot, the face never starts a child
 whose permissions would wait for it: `approvals: "client"` in spawn's arguments is sent
-as `policy` (the server answers from the child's `access`), and the tool's text says so.
+as `policy` (the server answers from the child's `access`), and the tool's text says so,
+its refusal's too (render.py).
 """
 
 from __future__ import annotations
@@ -114,19 +115,6 @@ def reject_option(options: Iterable[PermissionOption]) -> PermissionOption | Non
     return next((by_kind[kind] for kind in REJECTS if kind in by_kind), None)
 
 
-def pending(event: PermissionEvent) -> PendingPermission:
-    """An `asked` event as the pending permission it makes (as `pendingPermissions` shows it)."""
-    return PendingPermission(
-        index=event.index,
-        permission_id=event.permission_id,
-        tool_id=event.tool_id,
-        name=event.name,
-        kind=event.kind,
-        summary=event.summary,
-        options=event.options,
-    )
-
-
 async def ask(
     host: Host, elicit: Elicit, run_id: str, permission: PendingPermission
 ) -> PermitResult | None:
@@ -200,7 +188,7 @@ class PermissionAsker:
             async for wire in self._host.events(run.run_id, since=run.last_seq):
                 match wire.event:
                     case PermissionEvent(stage=PermissionStage.ASKED) as event:
-                        start(pending(event))
+                        start(event.pending())
                     case PermissionEvent(permission_id=permission_id):
                         # Answered (by the face, another client, its timeout) or withdrawn:
                         # a question still open is moot.

@@ -24,10 +24,17 @@ from subagent_host.values import TERMINAL
 from subagent_host.values.choices import TurnState
 from subagent_host.values.facts import Diagnostic, Usage
 
-BY_POLICY: Final = (
+SENT_AS_POLICY: Final = (
     'approvals: "client" was sent as "policy": this MCP client cannot be asked (no form '
-    "elicitation), so the server answers the permissions from the run's access"
+    "elicitation)"
 )
+BY_POLICY: Final = f"{SENT_AS_POLICY}, so the server answers the permissions from the run's access"
+"""The last line of a spawn whose `approvals: "client"` the face sent as `policy`."""
+REFUSED_AS_POLICY: Final = (
+    f'{SENT_AS_POLICY}, so the refusal above is of "policy", not of the "client" asked for'
+)
+"""The last line of the refusal of such a spawn: the server's words name `policy`, which
+the caller never wrote."""
 
 
 def run_text(run: RunSnapshot) -> str:

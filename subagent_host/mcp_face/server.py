@@ -174,7 +174,8 @@ def refused(text: str) -> types.CallToolResult:
 
 
 def error_text(exc: HostError) -> str:
-    """The server's error as a model reads it: code and message, then each diagnostic."""
+    """The server's error as a model reads it: code and message, then each diagnostic, then
+    what the face added to it (its notes: the `policy` it sent for `client`)."""
     lines = [f"error {exc.code}: {exc.message}"]
     data = exc.data if isinstance(exc.data, dict) else {}
     diagnostics = data.get("diagnostics")
@@ -182,7 +183,7 @@ def error_text(exc: HostError) -> str:
         lines += diagnostics_lines(
             [_READER.structure(item, Diagnostic) for item in diagnostics if isinstance(item, dict)]
         )
-    return "\n".join(lines)
+    return "\n".join(lines + getattr(exc, "__notes__", []))
 
 
 async def serve(process: asyncio.subprocess.Process) -> int:

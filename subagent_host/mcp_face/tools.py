@@ -34,7 +34,7 @@ from typing import Any, Final
 import attrs
 import cattrs
 
-from subagent_host.client import AgentsListResult, Host, RunList, RunSnapshot
+from subagent_host.client import AgentsListResult, Host, HostError, RunList, RunSnapshot
 from subagent_host.mcp_face.arguments import (
     DEFAULT_WAIT_SECONDS,
     MAX_WAIT_SECONDS,
@@ -44,6 +44,7 @@ from subagent_host.mcp_face.arguments import (
 from subagent_host.mcp_face.permissions import Elicit, PermissionAsker, by_policy
 from subagent_host.mcp_face.render import (
     BY_POLICY,
+    REFUSED_AS_POLICY,
     agents_text,
     interrupt_text,
     run_text,
@@ -124,7 +125,12 @@ async def spawn(host: Host, arguments: SpawnArguments, caller: Caller) -> Answer
     params = SpawnParams(**{**launch, "mode": "background"})
     started = asyncio.ensure_future(host.call("spawn", params, RunSnapshot))
     started.add_done_callback(_retrieved)  # a cancelled caller no longer reads its outcome
-    run = await asyncio.shield(started)
+    try:
+        run = await asyncio.shield(started)
+    except HostError as exc:
+        if asked is not arguments:  # its words name `policy`: say where that came from
+            exc.add_note(REFUSED_AS_POLICY)
+        raise
     if caller.elicit is not None:
         caller.asker.follow(run, caller.elicit)
     run = await wait_for_run(host, run, seconds, caller.report)

@@ -65,7 +65,7 @@ from subagent_host.values.choices import (
     TurnState,
 )
 from subagent_host.values.events import InputEvent, PermissionEvent, TurnEvent
-from subagent_host.values.interaction import PendingPermission, TurnInfo
+from subagent_host.values.interaction import TurnInfo
 
 logger = logging.getLogger(__name__)
 
@@ -365,17 +365,11 @@ class LiveChild:
     def _asked(self, asked: PermissionAsked) -> None:
         wire_id = f"{self.child.index}.{asked.permission_id}"
         self._permissions[wire_id] = (asked.permission_id, asked)
-        self._emit_permission(wire_id, asked, PermissionStage.ASKED)
+        told = self._emit_permission(wire_id, asked, PermissionStage.ASKED)
         if self.plan.approvals is Approvals.CLIENT:
-            self.run.pending_permissions[wire_id] = PendingPermission(
-                index=self.child.index,
-                permission_id=wire_id,
-                tool_id=asked.tool_id,
-                name=asked.name,
-                kind=asked.kind,
-                summary=asked.summary,
-                options=asked.options,
-            )
+            # Listed as the event says it, so a snapshot and a client reading the events
+            # agree on every field.
+            self.run.pending_permissions[wire_id] = told.pending()
             timeout_ms = self.plan.permission_timeout_ms or 0
             self._permission_timers[wire_id] = self._loop.call_later(
                 timeout_ms / 1000,
@@ -478,22 +472,22 @@ class LiveChild:
         option_id: str | None = None,
         who: str | None = None,
         reason: str | None = None,
-    ) -> None:
-        self._emit(
-            PermissionEvent(
-                index=self.child.index,
-                permission_id=wire_id,
-                stage=stage,
-                name=asked.name,
-                kind=asked.kind,
-                summary=asked.summary,
-                options=asked.options,
-                tool_id=asked.tool_id,
-                option_id=option_id,
-                answered_by=who,
-                reason=reason,
-            )
+    ) -> PermissionEvent:
+        event = PermissionEvent(
+            index=self.child.index,
+            permission_id=wire_id,
+            stage=stage,
+            name=asked.name,
+            kind=asked.kind,
+            summary=asked.summary,
+            options=asked.options,
+            tool_id=asked.tool_id,
+            option_id=option_id,
+            answered_by=who,
+            reason=reason,
         )
+        self._emit(event)
+        return event
 
 
 def named_tools(backend: Backend) -> Mapping[str, frozenset[Effect]]:

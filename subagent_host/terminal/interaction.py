@@ -57,15 +57,7 @@ def pending_permissions(events: Iterable[PermissionEvent]) -> tuple[PendingPermi
     asked: dict[str, PendingPermission] = {}
     for event in events:
         if event.stage is PermissionStage.ASKED:
-            asked[event.permission_id] = PendingPermission(
-                index=event.index,
-                permission_id=event.permission_id,
-                tool_id=event.tool_id,
-                name=event.name,
-                kind=event.kind,
-                summary=event.summary,
-                options=event.options,
-            )
+            asked[event.permission_id] = event.pending()
         else:
             asked.pop(event.permission_id, None)
     return tuple(asked.values())

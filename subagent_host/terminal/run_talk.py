@@ -40,7 +40,6 @@ from subagent_host.client import (
     StatusEvent,
     TurnEvent,
 )
-from subagent_host.client.permissions import pending_of
 from subagent_host.rpc.wire import EventWire
 from subagent_host.terminal import permission_prompt
 from subagent_host.terminal.line_input import LineInput
@@ -126,7 +125,7 @@ class Talk:
             case ChildEvent(status=status) | StatusEvent(status=status) if status in TERMINAL:
                 self._over = True
             case PermissionEvent(stage=PermissionStage.ASKED) as asked:
-                self._pending[asked.permission_id] = pending_of(asked)
+                self._pending[asked.permission_id] = asked.pending()
             case PermissionEvent(permission_id=permission_id):
                 self._pending.pop(permission_id, None)
             case _:

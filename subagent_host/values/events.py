@@ -32,7 +32,7 @@ from subagent_host.values.choices import DeliveryState, PermissionStage, PlanPri
 from subagent_host.values.choices import Phase as Phase
 from subagent_host.values.choices import ToolKind as ToolKind
 from subagent_host.values.facts import OutputInfo, Usage
-from subagent_host.values.interaction import PermissionOption
+from subagent_host.values.interaction import PendingPermission, PermissionOption
 
 
 @attrs.frozen(kw_only=True)
@@ -188,6 +188,25 @@ class PermissionEvent(_OfChild):
     (the child ended first: rejected)."""
     reason: str | None = None
     """`permission` `answered` by `policy`, `withdrawn`: why, in words."""
+
+    def pending(self) -> PendingPermission:
+        """The permission this `asked` event tells of, as the run's `pendingPermissions`
+        lists it: the one conversion every client of the events makes (the MCP face, the
+        terminal, the client library) and the server's own list is made with.
+
+        ValueError: an `answered` or `withdrawn` event, which makes no pending permission.
+        """
+        if self.stage is not PermissionStage.ASKED:
+            raise ValueError(f"a {self.stage.value} permission event is not pending")
+        return PendingPermission(
+            index=self.index,
+            permission_id=self.permission_id,
+            tool_id=self.tool_id,
+            name=self.name,
+            kind=self.kind,
+            summary=self.summary,
+            options=self.options,
+        )
 
 
 @attrs.frozen(kw_only=True)

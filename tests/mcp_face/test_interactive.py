@@ -130,3 +130,27 @@ async def test_what_the_server_refuses_is_a_tool_error_in_its_words(tmp_path: Pa
         missing = await server.call("send", {"runId": run_id})
         assert missing.is_error
         assert text_of(missing).startswith("invalid params: text: "), text_of(missing)
+
+
+async def test_a_launch_refused_after_client_was_sent_as_policy_says_so(tmp_path: Path) -> None:
+    """The SDK's client here cannot elicit, so the face sends `approvals: "client"` as
+    `policy`; a command takes neither, and the server's refusal names `policy`: the text
+    says it was the face's, not the caller's. One that asked for `policy` gets no such line."""
+    async with mcp_server(tmp_path) as server:
+        unsupported = {"command": ["true"], "approvals": "client"}
+        for launch in (unsupported, {"tasks": [unsupported]}):  # the call's or an item's
+            refused = await server.call("spawn", launch)
+            assert refused.is_error, text_of(refused)
+            *said, note = text_of(refused).splitlines()
+            assert said[0].startswith("error -32003: launch rejected: "), said
+            [why] = [line for line in said if line.startswith("error approvals-unsupported")]
+            assert "'policy'" in why, said
+            assert note == (
+                'approvals: "client" was sent as "policy": this MCP client cannot be asked (no '
+                'form elicitation), so the refusal above is of "policy", not of the "client" '
+                "asked for"
+            )
+        own = await server.call("spawn", {"command": ["true"], "approvals": "policy"})
+        assert own.is_error, text_of(own)
+        assert "approvals-unsupported" in text_of(own)
+        assert "was sent as" not in text_of(own)
