@@ -11,6 +11,13 @@ import pytest
 
 from subagent_host.backends import cgroups, tracking
 
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 in their environment, which
+# every program a test starts would take for its terminal's size (a `watch` in a tmux
+# window of 150 columns drew 80; the MCP Inspector's CLI printed nothing). No test runs
+# in a terminal of that size: the programs under test see none but their own.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
+
 
 @pytest.fixture(autouse=True)
 def private_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
