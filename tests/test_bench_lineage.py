@@ -41,7 +41,20 @@ def ended() -> Iterator[list[int]]:
     assert alive == []
 
 
+def others() -> set[int]:
+    """Descendants of this process alive before a test started any: a test runner's
+    worker may still be ending what an earlier test left (another file's servers, a
+    cluster's nodes), which the test's lineage counts but did not start."""
+    return {process.pid for process in psutil.Process().children(recursive=True)}
+
+
+def started_here(lineage: Lineage, before: set[int]) -> list[int]:
+    """What the lineage counts of what the test started."""
+    return [pid for pid in lineage.alive() if pid not in before]
+
+
 def test_an_orphan_seen_while_it_ran_still_counts(ended: list[int]) -> None:
+    before = others()
     lineage = Lineage()
     shell = subprocess.Popen(  # noqa: TID251 - a shell that waits for its line on stdin
         ["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!; read _; exit 0"],
@@ -56,29 +69,32 @@ def test_an_orphan_seen_while_it_ran_still_counts(ended: list[int]) -> None:
     shell.stdin.close()  # the shell exits: the sleep is handed to init
     assert shell.wait(timeout=30) == 0
     assert grandchild not in [c.pid for c in psutil.Process().children(recursive=True)]
-    assert lineage.alive() == [grandchild]
+    assert started_here(lineage, before) == [grandchild]
     process = psutil.Process(grandchild)
     process.kill()
     _gone, alive = psutil.wait_procs([process], timeout=30)  # init reaps it
     assert alive == []
-    assert lineage.alive() == []
+    assert started_here(lineage, before) == []
 
 
 def test_another_job_of_the_session_is_not_counted(ended: list[int]) -> None:
+    before = others()
     other = orphan()  # started after the lineage's owner, in its session, but not by it
     ended.append(other)
     assert os.getsid(other) == os.getsid(0)
     lineage = Lineage()
     lineage.look()
-    assert lineage.alive() == []
+    assert started_here(lineage, before) == []
+    assert other not in lineage.alive()
 
 
 def test_a_reused_pid_is_not_counted(ended: list[int]) -> None:
+    before = others()
     lineage = Lineage()
     child = subprocess.Popen(["sleep", "60"])  # noqa: TID251 - one child to look at
     ended.append(child.pid)
     lineage.look()
-    assert lineage.alive() == [child.pid]
+    assert started_here(lineage, before) == [child.pid]
     child.kill()
     child.wait(timeout=30)
-    assert lineage.alive() == []
+    assert started_here(lineage, before) == []
