@@ -18,7 +18,7 @@ def test_readme_quick_start_runs_a_command_then_shows_the_protocol_then_the_test
     install_and_run, protocol, install_and_test = quick_start_lines()
     assert "subagent-host run -- echo" in install_and_run
     assert "subagent-host" in protocol and '"method":"spawn"' in protocol
-    assert install_and_test.endswith("/pytest -n 2")
+    assert install_and_test.endswith("/pytest")
 
 
 def test_ci_runs_the_readme_test_line_verbatim() -> None:

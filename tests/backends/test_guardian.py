@@ -32,7 +32,11 @@ from subagent_host.backends.supervisor import RUN_MARKER
 from tests.backends.conftest import poll_until
 
 WAIT_S: Final = 30.0  # generous: the guardian's grace is one second, a loaded machine slower
-IGNORES_TERM: Final = "trap '' TERM; sleep 1000 & echo $!; wait"
+# A shell that ignores SIGTERM, as does its sleep; then the shell becomes a sleep too (an
+# ignored signal stays ignored across exec) that never waits for its child: only a
+# SIGKILL ends it, whichever of the two the guardian's SIGKILLs reach first (a shell
+# that waited would exit 0 when its child's came first, on a busy machine).
+IGNORES_TERM: Final = "trap '' TERM; sleep 1000 & echo $!; exec sleep 1000"
 # One process that ignores SIGTERM (through exec), once it says so.
 STUBBORN: Final = "trap '' TERM; echo ready; exec sleep 1000"
 # A stand-in server with a child of no run (a version probe, say): it prints its pid.
